@@ -1,0 +1,271 @@
+/*
+ * ir.c — dtypes, types, the op table, and graph construction.
+ */
+#include "ir.h"
+
+#include <string.h>
+
+static const char *const dtype_names[SSM_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32"};
+static const size_t dtype_sizes[SSM_DTYPE_COUNT] = {4, 2, 2, 4};
+
+const char *ssm_dtype_name(ssm_dtype d) {
+  SSM_ASSERT(d >= 0 && d < SSM_DTYPE_COUNT);
+  return dtype_names[d];
+}
+
+int ssm_dtype_parse(const char *s, size_t n, ssm_dtype *out) {
+  for (int d = 0; d < SSM_DTYPE_COUNT; d++)
+    if (strlen(dtype_names[d]) == n && !memcmp(s, dtype_names[d], n)) {
+      *out = (ssm_dtype)d;
+      return 1;
+    }
+  return 0;
+}
+
+size_t ssm_dtype_size(ssm_dtype d) {
+  SSM_ASSERT(d >= 0 && d < SSM_DTYPE_COUNT);
+  return dtype_sizes[d];
+}
+
+int64_t ssm_type_numel(const ssm_type *t) {
+  int64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= t->dims[i];
+  return n;
+}
+
+int ssm_type_equal(const ssm_type *a, const ssm_type *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return 0;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return 0;
+  return 1;
+}
+
+char *ssm_type_format(const ssm_type *t, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "%s[", ssm_dtype_name(t->dtype));
+  for (int i = 0; i < t->rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ",%lld" : "%lld", (long long)t->dims[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+ssm_type ssm_type_make(ssm_dtype d, int rank, const int64_t *dims) {
+  SSM_ASSERT(rank >= 0 && rank <= SSM_MAX_RANK);
+  ssm_type t = {.dtype = d, .rank = rank};
+  for (int i = 0; i < rank; i++) t.dims[i] = dims[i];
+  return t;
+}
+
+/* ---- op table ---------------------------------------------------------- */
+
+typedef struct {
+  const char *name;
+  int lo, hi;
+  ssm_op_kind kind;
+  const char *attrs;
+  const char *meaning;
+} raw_op;
+
+static const raw_op raw_ops[SSM_OP_COUNT] = {
+#define X(e, name, lo, hi, kind, attrs, meaning) {name, lo, hi, SSM_KIND_##kind, attrs, meaning},
+#include "ops.def"
+#undef X
+};
+
+static ssm_op_info op_infos[SSM_OP_COUNT];
+static int op_infos_ready;
+
+/* Splits "key:k ?key:k" into specs; the table is static, so a malformed
+ * entry is a bug. */
+static void init_op_infos(void) {
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    const raw_op *r = &raw_ops[o];
+    ssm_op_info *info = &op_infos[o];
+    info->name = r->name;
+    info->min_args = r->lo;
+    info->max_args = r->hi;
+    info->kind = r->kind;
+    info->meaning = r->meaning;
+    const char *p = r->attrs;
+    while (*p) {
+      while (*p == ' ') p++;
+      if (!*p) break;
+      SSM_ASSERT(info->nattrs < SSM_MAX_ATTRS);
+      ssm_attr_spec *s = &info->attrs[info->nattrs++];
+      if (*p == '?') {
+        s->optional = 1;
+        p++;
+      }
+      const char *colon = strchr(p, ':');
+      SSM_ASSERT(colon);
+      static char keys[SSM_OP_COUNT][SSM_MAX_ATTRS][24];
+      size_t len = (size_t)(colon - p);
+      SSM_ASSERT(len < 24);
+      memcpy(keys[o][info->nattrs - 1], p, len);
+      s->key = keys[o][info->nattrs - 1];
+      switch (colon[1]) {
+      case 'i': s->kind = SSM_ATTR_INT; break;
+      case 'f': s->kind = SSM_ATTR_FLOAT; break;
+      case 's': s->kind = SSM_ATTR_STR; break;
+      case 'I': s->kind = SSM_ATTR_INTS; break;
+      default: SSM_ASSERT(!"bad attr kind in ops.def");
+      }
+      p = colon + 2;
+    }
+  }
+  op_infos_ready = 1;
+}
+
+const ssm_op_info *ssm_op_info_get(ssm_op op) {
+  SSM_ASSERT(op >= 0 && op < SSM_OP_COUNT);
+  if (!op_infos_ready) init_op_infos();
+  return &op_infos[op];
+}
+
+ssm_op ssm_op_lookup(const char *name, size_t n) {
+  for (int o = 0; o < SSM_OP_COUNT; o++)
+    if (strlen(raw_ops[o].name) == n && !memcmp(raw_ops[o].name, name, n))
+      return (ssm_op)o;
+  return SSM_OP_COUNT;
+}
+
+int ssm_op_has_effects(ssm_op op) {
+  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_OUTPUT;
+}
+
+/* ---- graphs ------------------------------------------------------------ */
+
+ssm_graph *ssm_graph_create(const char *name) {
+  ssm_arena *a = ssm_arena_create();
+  ssm_graph *g = ssm_arena_alloc(a, sizeof *g);
+  g->arena = a;
+  g->name = ssm_arena_strdup(a, name ? name : "main");
+  return g;
+}
+
+void ssm_graph_destroy(ssm_graph *g) {
+  if (g) ssm_arena_destroy(g->arena);
+}
+
+static ssm_node *new_node(ssm_graph *g, ssm_op op, const ssm_type *result_type,
+                          int nargs, ssm_value *const *args) {
+  ssm_node *n = ssm_arena_alloc(g->arena, sizeof *n);
+  n->op = op;
+  n->nargs = nargs;
+  n->args = ssm_arena_alloc(g->arena, sizeof(ssm_value *) * (size_t)(nargs ? nargs : 1));
+  for (int i = 0; i < nargs; i++) n->args[i] = args[i];
+  if (result_type) {
+    n->result = ssm_arena_alloc(g->arena, sizeof *n->result);
+    n->result->type = *result_type;
+    n->result->def = n;
+    n->result->id = -1;
+  }
+  return n;
+}
+
+ssm_node *ssm_graph_insert(ssm_graph *g, ssm_node *before, ssm_op op,
+                           const ssm_type *result_type, int nargs,
+                           ssm_value *const *args) {
+  ssm_node *n = new_node(g, op, result_type, nargs, args);
+  if (!before) {
+    n->prev = g->last;
+    if (g->last) g->last->next = n;
+    else g->first = n;
+    g->last = n;
+  } else {
+    n->next = before;
+    n->prev = before->prev;
+    if (before->prev) before->prev->next = n;
+    else g->first = n;
+    before->prev = n;
+  }
+  return n;
+}
+
+ssm_node *ssm_graph_append(ssm_graph *g, ssm_op op, const ssm_type *result_type,
+                           int nargs, ssm_value *const *args) {
+  return ssm_graph_insert(g, NULL, op, result_type, nargs, args);
+}
+
+void ssm_graph_remove(ssm_graph *g, ssm_node *n) {
+  if (n->prev) n->prev->next = n->next;
+  else g->first = n->next;
+  if (n->next) n->next->prev = n->prev;
+  else g->last = n->prev;
+  n->prev = n->next = NULL;
+}
+
+void ssm_graph_replace_uses(ssm_graph *g, ssm_value *from, ssm_value *to) {
+  for (ssm_node *n = g->first; n; n = n->next)
+    for (int i = 0; i < n->nargs; i++)
+      if (n->args[i] == from) n->args[i] = to;
+}
+
+void ssm_graph_number(ssm_graph *g) {
+  int id = 0;
+  for (ssm_node *n = g->first; n; n = n->next)
+    if (n->result) n->result->id = id++;
+  g->nvalues = id;
+}
+
+int ssm_graph_count_uses(const ssm_graph *g, const ssm_value *v) {
+  int k = 0;
+  for (const ssm_node *n = g->first; n; n = n->next)
+    for (int i = 0; i < n->nargs; i++) k += n->args[i] == v;
+  return k;
+}
+
+static ssm_attr *attr_slot(ssm_node *n, const char *key) {
+  for (int i = 0; i < n->nattrs; i++)
+    if (!strcmp(n->attrs[i].key, key)) return &n->attrs[i];
+  SSM_ASSERT(n->nattrs < SSM_MAX_ATTRS);
+  return &n->attrs[n->nattrs++];
+}
+
+void ssm_node_set_int(ssm_graph *g, ssm_node *n, const char *key, int64_t v) {
+  ssm_attr *a = attr_slot(n, key);
+  *a = (ssm_attr){.key = ssm_arena_strdup(g->arena, key), .kind = SSM_ATTR_INT, .i = v};
+}
+
+void ssm_node_set_float(ssm_graph *g, ssm_node *n, const char *key, double v) {
+  ssm_attr *a = attr_slot(n, key);
+  *a = (ssm_attr){.key = ssm_arena_strdup(g->arena, key), .kind = SSM_ATTR_FLOAT, .f = v};
+}
+
+void ssm_node_set_str(ssm_graph *g, ssm_node *n, const char *key, const char *v) {
+  ssm_attr *a = attr_slot(n, key);
+  *a = (ssm_attr){.key = ssm_arena_strdup(g->arena, key), .kind = SSM_ATTR_STR,
+                  .s = ssm_arena_strdup(g->arena, v)};
+}
+
+void ssm_node_set_ints(ssm_graph *g, ssm_node *n, const char *key, int count,
+                       const int64_t *v) {
+  ssm_attr *a = attr_slot(n, key);
+  int64_t *copy = ssm_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(count ? count : 1));
+  for (int i = 0; i < count; i++) copy[i] = v[i];
+  *a = (ssm_attr){.key = ssm_arena_strdup(g->arena, key), .kind = SSM_ATTR_INTS,
+                  .n = count, .ints = copy};
+}
+
+const ssm_attr *ssm_node_attr(const ssm_node *n, const char *key) {
+  for (int i = 0; i < n->nattrs; i++)
+    if (!strcmp(n->attrs[i].key, key)) return &n->attrs[i];
+  return NULL;
+}
+
+int64_t ssm_node_int(const ssm_node *n, const char *key, int64_t dflt) {
+  const ssm_attr *a = ssm_node_attr(n, key);
+  return a && a->kind == SSM_ATTR_INT ? a->i : dflt;
+}
+
+double ssm_node_float(const ssm_node *n, const char *key, double dflt) {
+  const ssm_attr *a = ssm_node_attr(n, key);
+  if (!a) return dflt;
+  if (a->kind == SSM_ATTR_FLOAT) return a->f;
+  if (a->kind == SSM_ATTR_INT) return (double)a->i;
+  return dflt;
+}
+
+const char *ssm_node_str(const ssm_node *n, const char *key, const char *dflt) {
+  const ssm_attr *a = ssm_node_attr(n, key);
+  return a && a->kind == SSM_ATTR_STR ? a->s : dflt;
+}

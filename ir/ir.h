@@ -1,0 +1,208 @@
+/*
+ * ir.h — the ssmc op IR: typed SSA over static-shape tensors.
+ *
+ * A graph is a list of nodes, each applying one op (ops.def) to operand values
+ * and defining at most one result value. Everything a graph owns lives in its
+ * arena. The text form (ssm_graph_print / ssm_graph_parse) round-trips exactly:
+ *
+ *   graph decode {
+ *     %0:i32[1] = input name="tokens"
+ *     %1:f32[1000,64] = weight name="backbone.embeddings.weight"
+ *     %2:f32[1,64] = embed %1, %0
+ *     %3:f32[1,64] = rmsnorm %2 eps=1e-05
+ *     output %3
+ *   }
+ *
+ * Values are printed %0, %1, ... in definition order; operands are separated
+ * by ", "; attributes follow as key=value (ints, floats in shortest round-trip
+ * form, "strings", [int,lists]) in the order of the op table. '#' starts a
+ * comment. This header also declares the YAML frontend that builds graphs
+ * from models/<name>.yaml and a Hugging Face config.json.
+ */
+#ifndef SSM_IR_H
+#define SSM_IR_H
+
+#include "base.h"
+
+/* ---- dtypes and types (ir.c) -------------------------------------------- */
+
+typedef enum { SSM_F32, SSM_F16, SSM_BF16, SSM_I32, SSM_DTYPE_COUNT } ssm_dtype;
+
+#define SSM_MAX_RANK 6
+
+typedef struct {
+  ssm_dtype dtype;
+  int rank;
+  int64_t dims[SSM_MAX_RANK];
+} ssm_type;
+
+const char *ssm_dtype_name(ssm_dtype d); /* "f32" ... */
+/* Parses "f32", "f16", "bf16", "i32"; returns 0 if unknown. */
+int ssm_dtype_parse(const char *s, size_t n, ssm_dtype *out);
+size_t ssm_dtype_size(ssm_dtype d);
+/* Number of elements (1 for rank 0). */
+int64_t ssm_type_numel(const ssm_type *t);
+int ssm_type_equal(const ssm_type *a, const ssm_type *b);
+/* Writes "f32[1,64]" into buf; returns buf. 96 bytes always suffice. */
+char *ssm_type_format(const ssm_type *t, char *buf, size_t n);
+/* Convenience constructor: ssm_type_make(SSM_F32, 2, (int64_t[]){1, 64}). */
+ssm_type ssm_type_make(ssm_dtype d, int rank, const int64_t *dims);
+
+/* ---- the op table (ops.def) ------------------------------------------- */
+
+typedef enum {
+#define X(e, name, lo, hi, kind, attrs, meaning) SSM_OP_##e,
+#include "ops.def"
+#undef X
+  SSM_OP_COUNT
+} ssm_op;
+
+typedef enum {
+  SSM_KIND_SRC,
+  SSM_KIND_UNARY,
+  SSM_KIND_BINARY,
+  SSM_KIND_OTHER,
+  SSM_KIND_SINK
+} ssm_op_kind;
+
+typedef enum { SSM_ATTR_INT, SSM_ATTR_FLOAT, SSM_ATTR_STR, SSM_ATTR_INTS } ssm_attr_kind;
+
+#define SSM_MAX_ATTRS 4
+
+typedef struct {
+  const char *key;
+  ssm_attr_kind kind;
+  int optional;
+} ssm_attr_spec;
+
+typedef struct {
+  const char *name;
+  int min_args, max_args;
+  ssm_op_kind kind;
+  int nattrs;
+  ssm_attr_spec attrs[SSM_MAX_ATTRS];
+  const char *meaning;
+} ssm_op_info;
+
+const ssm_op_info *ssm_op_info_get(ssm_op op);
+/* Looks an op up by name; returns SSM_OP_COUNT if there is none. */
+ssm_op ssm_op_lookup(const char *name, size_t n);
+/* 1 if the op writes one of its operands (a state): never removed by DCE. */
+int ssm_op_has_effects(ssm_op op);
+
+/* ---- graphs (ir.c) ------------------------------------------------------ */
+
+typedef struct ssm_value ssm_value;
+typedef struct ssm_node ssm_node;
+
+typedef struct {
+  const char *key;
+  ssm_attr_kind kind;
+  int64_t i;
+  double f;
+  const char *s;
+  int n;          /* SSM_ATTR_INTS: count */
+  int64_t *ints;  /* SSM_ATTR_INTS: values */
+} ssm_attr;
+
+struct ssm_value {
+  ssm_type type;
+  ssm_node *def; /* the node that defines it */
+  int id;        /* printed as %id; set by ssm_graph_number */
+};
+
+struct ssm_node {
+  ssm_op op;
+  ssm_value *result; /* NULL for SINK ops */
+  int nargs;
+  ssm_value **args;
+  int nattrs;
+  ssm_attr attrs[SSM_MAX_ATTRS];
+  int line, col; /* source position when parsed (0 when built) */
+  ssm_node *prev, *next;
+};
+
+typedef struct {
+  ssm_arena *arena;
+  const char *name;
+  const char *file; /* where it was parsed from, for messages (may be NULL) */
+  ssm_node *first, *last;
+  int nvalues; /* after ssm_graph_number */
+} ssm_graph;
+
+ssm_graph *ssm_graph_create(const char *name);
+void ssm_graph_destroy(ssm_graph *g);
+
+/* Appends a node. `result_type` is NULL for SINK ops. Operands are copied.
+ * The result type is taken as given; ssm_graph_verify checks it. */
+ssm_node *ssm_graph_append(ssm_graph *g, ssm_op op, const ssm_type *result_type,
+                           int nargs, ssm_value *const *args);
+/* Inserts a new node before `before` (or appends when NULL). */
+ssm_node *ssm_graph_insert(ssm_graph *g, ssm_node *before, ssm_op op,
+                           const ssm_type *result_type, int nargs,
+                           ssm_value *const *args);
+/* Unlinks `n` (its memory stays in the arena). */
+void ssm_graph_remove(ssm_graph *g, ssm_node *n);
+/* Replaces every use of `from` by `to` in nodes after from's definition. */
+void ssm_graph_replace_uses(ssm_graph *g, ssm_value *from, ssm_value *to);
+/* Assigns ids 0..n-1 in order and sets g->nvalues. */
+void ssm_graph_number(ssm_graph *g);
+/* Number of operand slots that use `v`. */
+int ssm_graph_count_uses(const ssm_graph *g, const ssm_value *v);
+
+/* Attribute setters replace an existing attribute with the same key. */
+void ssm_node_set_int(ssm_graph *g, ssm_node *n, const char *key, int64_t v);
+void ssm_node_set_float(ssm_graph *g, ssm_node *n, const char *key, double v);
+void ssm_node_set_str(ssm_graph *g, ssm_node *n, const char *key, const char *v);
+void ssm_node_set_ints(ssm_graph *g, ssm_node *n, const char *key, int count,
+                       const int64_t *v);
+/* NULL if absent. */
+const ssm_attr *ssm_node_attr(const ssm_node *n, const char *key);
+int64_t ssm_node_int(const ssm_node *n, const char *key, int64_t dflt);
+double ssm_node_float(const ssm_node *n, const char *key, double dflt);
+const char *ssm_node_str(const ssm_node *n, const char *key, const char *dflt);
+
+/* ---- shape rules, verifier, text form (shape.c, verify.c, print.c, parse.c) */
+
+/* The result type an op computes from its operands and attributes. Ops whose
+ * shape is given by the result type (reshape) read
+ * n->result->type. The message names no place; callers add it. */
+ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type);
+
+/* Checks arity, attributes (presence and kind), dtypes, the result type
+ * against ssm_op_infer, single definition, use after definition, exactly one
+ * output node at the end. Errors are "file:line:col: message" for parsed
+ * nodes and "graph NAME: %id (op): message" for built ones. */
+ssm_status ssm_graph_verify(ssm_graph *g);
+
+/* The text form of `g` (numbers it first). malloc'd; the caller frees. */
+char *ssm_graph_print(ssm_graph *g);
+
+/* Parses the text form. `file` names the source in messages
+ * ("f.ssmir:3:14: undefined value %7"). Does not verify. */
+ssm_status ssm_graph_parse(const char *text, const char *file, ssm_graph **out);
+
+/* ---- YAML frontend (frontend.c) ---------------------------------------- */
+
+/* A model: an architecture description bound to one config.json. */
+typedef struct ssm_model ssm_model;
+
+/* Loads MODEL, which is an architecture YAML (then `config_path` is
+ * required) or a Hugging Face model directory (config.json in it; its
+ * `model_type` picks models/<yaml>; `config_path` overrides). */
+ssm_status ssm_model_load(const char *model, const char *config_path,
+                          ssm_model **out);
+void ssm_model_destroy(ssm_model *m);
+/* Builds the graph that processes `tokens` tokens per run (decode: 1). */
+ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
+/* The architecture's name (from the YAML) and a bound integer parameter
+ * (e.g. "vocab"); returns 0 if absent. */
+const char *ssm_model_arch(const ssm_model *m);
+int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
+
+/* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
+ * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
+ * not embedded. */
+const char *ssm_models_embedded(const char *file);
+
+#endif

@@ -1,0 +1,70 @@
+/*
+ * testutil.c — see testutil.h.
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int ssm_test_main(const char *suite, CU_TestInfo *tests) {
+  if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  CU_SuiteInfo suites[] = {{(char *)suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
+  if (CU_register_suites(suites) != CUE_SUCCESS) return 2;
+  CU_basic_set_mode(CU_BRM_VERBOSE);
+  CU_basic_run_tests();
+  unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+  unsigned ran = CU_get_number_of_tests_run();
+  CU_cleanup_registry();
+  return failed || ran == 0 ? 1 : 0;
+}
+
+const char *ssm_test_path(const char *rel) {
+  static char bufs[8][4096];
+  static int k;
+  char *b = bufs[k++ & 7];
+  snprintf(b, sizeof bufs[0], "%s/%s", SSM_SOURCE_DIR, rel);
+  return b;
+}
+
+const char *ssm_test_tmpdir(void) {
+  static char dir[256];
+  if (!dir[0]) {
+    snprintf(dir, sizeof dir, "/tmp/ssmtest.XXXXXX");
+    if (!mkdtemp(dir)) abort();
+  }
+  return dir;
+}
+
+const char *ssm_test_write(const char *name, const void *data, size_t n) {
+  static char bufs[8][512];
+  static int k;
+  char *p = bufs[k++ & 7];
+  snprintf(p, sizeof bufs[0], "%s/%s", ssm_test_tmpdir(), name);
+  FILE *f = fopen(p, "wb");
+  if (!f) abort();
+  if (n && fwrite(data, 1, n, f) != n) abort();
+  fclose(f);
+  return p;
+}
+
+int ssm_test_sh(const char *cmd, char **out_output) {
+  char *full = malloc(strlen(cmd) + 16);
+  sprintf(full, "(%s) 2>&1", cmd);
+  FILE *p = popen(full, "r");
+  free(full);
+  if (!p) abort();
+  size_t cap = 4096, n = 0;
+  char *buf = malloc(cap);
+  size_t r;
+  while ((r = fread(buf + n, 1, cap - n - 1, p)) > 0) {
+    n += r;
+    if (cap - n < 2) buf = realloc(buf, cap *= 2);
+  }
+  buf[n] = 0;
+  int st = pclose(p);
+  if (out_output) *out_output = buf;
+  else free(buf);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}

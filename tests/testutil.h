@@ -1,0 +1,52 @@
+/*
+ * testutil.h — helpers shared by the CUnit suites: running a suite from
+ * main, paths into the source tree, temp files, and status assertions.
+ */
+#ifndef SSM_TESTUTIL_H
+#define SSM_TESTUTIL_H
+
+#include <CUnit/Basic.h>
+
+#include "base.h"
+
+/* Runs the suites registered by `add`, prints CUnit's summary, returns the
+ * process exit status (non-zero when any assertion failed). */
+int ssm_test_main(const char *suite, CU_TestInfo *tests);
+
+/* SSM_SOURCE_DIR "/" rel, in a static rotating buffer. */
+const char *ssm_test_path(const char *rel);
+
+/* A fresh temporary directory (removed at exit is not guaranteed). */
+const char *ssm_test_tmpdir(void);
+
+/* Writes `n` bytes to a new file under the temp dir; returns its path. */
+const char *ssm_test_write(const char *name, const void *data, size_t n);
+
+/* Asserts `s` is an error whose message contains `needle`; frees it. */
+#define SSM_ASSERT_ERR(s, needle)                                               \
+  do {                                                                          \
+    ssm_status s_ = (s);                                                        \
+    CU_ASSERT_PTR_NOT_NULL(s_);                                                 \
+    if (s_) {                                                                   \
+      if (!strstr(ssm_status_message(s_), (needle)))                            \
+        fprintf(stderr, "\n  message '%s' lacks '%s'\n", ssm_status_message(s_), \
+                (needle));                                                      \
+      CU_ASSERT_PTR_NOT_NULL(strstr(ssm_status_message(s_), (needle)));         \
+      ssm_status_free(s_);                                                      \
+    }                                                                           \
+  } while (0)
+
+/* Asserts `s` is success; prints the message otherwise. */
+#define SSM_ASSERT_OK(s)                                                        \
+  do {                                                                          \
+    ssm_status s_ = (s);                                                        \
+    if (s_) fprintf(stderr, "\n  unexpected error: %s\n", ssm_status_message(s_)); \
+    CU_ASSERT_PTR_NULL(s_);                                                     \
+    ssm_status_free(s_);                                                        \
+  } while (0)
+
+/* Runs a shell command, captures stdout+stderr into a malloc'd string;
+ * returns the exit status. */
+int ssm_test_sh(const char *cmd, char **out_output);
+
+#endif

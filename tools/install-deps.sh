@@ -1,0 +1,9 @@
+#!/bin/sh
+# Installs what ssmc needs to build, test and run on Debian 12 (run as root).
+set -e
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends \
+  build-essential cmake pkg-config ca-certificates git \
+  libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev \
+  mesa-vulkan-drivers vulkan-validationlayers python3 >/dev/null
