@@ -1,0 +1,68 @@
+/*
+ * runtime.h — running models: safetensors weights (mmap'd), the CPU
+ * reference interpreter of the IR, and (vk.c) the Vulkan runtime.
+ */
+#ifndef SSM_RUNTIME_H
+#define SSM_RUNTIME_H
+
+#include "ir.h"
+
+/* ---- safetensors (safetensors.c) --------------------------------------- */
+
+/* One tensor of a checkpoint; `data` points into the mmap'd file. */
+typedef struct {
+  const char *name;
+  ssm_dtype dtype; /* F32, F16, BF16 in the file (I32 for "I32") */
+  int rank;
+  int64_t shape[SSM_MAX_RANK];
+  const void *data;
+  size_t nbytes;
+  const char *file; /* the shard it lives in */
+} ssm_st_tensor;
+
+/* A checkpoint: one .safetensors file, or the shards that a
+ * model.safetensors.index.json names. */
+typedef struct ssm_st ssm_st;
+
+/* Opens `path`: a .safetensors file, a model.safetensors.index.json, or a
+ * directory holding model.safetensors or model.safetensors.index.json. Every
+ * header field is validated (sizes, offsets inside the data section and not
+ * overlapping, dtype known, shape product matching the byte size). */
+ssm_status ssm_st_open(const char *path, ssm_st **out);
+void ssm_st_close(ssm_st *st);
+int ssm_st_count(const ssm_st *st);
+const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
+/* NULL if there is no tensor of that name. */
+const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
+/* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
+ * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
+ * found in DIR"), or a shape other than want's ("tensor 'x' has shape
+ * [4,8] in the checkpoint but the model expects [8,4]"). */
+ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
+                       void *dst);
+
+/* bf16/f16 <-> f32 conversions (round to nearest even). */
+float ssm_bf16_to_f32(uint16_t h);
+uint16_t ssm_f32_to_bf16(float f);
+float ssm_f16_to_f32(uint16_t h);
+uint16_t ssm_f32_to_f16(float f);
+
+/* ---- CPU reference interpreter (cpu.c) --------------------------------- */
+
+/* Executes IR graphs op by op in plain C, f32 arithmetic (double
+ * accumulation in reductions). State tensors are kept by name across runs and
+ * across graphs (a prefill graph and a decode graph share them). */
+typedef struct ssm_cpu ssm_cpu;
+
+ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out);
+void ssm_cpu_destroy(ssm_cpu *c);
+/* Zeroes every state tensor. */
+void ssm_cpu_reset(ssm_cpu *c);
+/* Runs `g` (verified) with its input "tokens" set to `tokens` (as many as
+ * the input's shape holds). Copies the graph's first output, converted to
+ * f32, into `out` (out_count must equal its element count; out may be NULL).
+ * Token ids out of range are an error, not a crash. */
+ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
+                       float *out, size_t out_count);
+
+#endif
