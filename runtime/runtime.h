@@ -65,4 +65,39 @@ void ssm_cpu_reset(ssm_cpu *c);
 ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                        float *out, size_t out_count);
 
+/* ---- bundle container (bundle.c) --------------------------------------- */
+
+/* A .ssmb file: a 64-byte header ("SSMB", format version, manifest and blob
+ * section extents, FNV-1a 64 checksum of everything after the header), a
+ * JSON manifest, and a blob section (SPIR-V, WGSL, IR text) that the manifest
+ * refers to by [offset, size]. The container knows nothing of models; the
+ * manifest's meaning is codegen's and the executor's. */
+
+#define SSM_BUNDLE_VERSION 1
+
+typedef struct ssm_bundle_writer ssm_bundle_writer;
+
+ssm_bundle_writer *ssm_bundle_writer_create(void);
+void ssm_bundle_writer_destroy(ssm_bundle_writer *w);
+/* Appends a blob (16-byte aligned); *out_offset is its offset in the blob
+ * section. */
+void ssm_bundle_writer_add_blob(ssm_bundle_writer *w, const void *data, size_t n,
+                                uint64_t *out_offset);
+/* Writes the file: header, `manifest_json` (not copied), blobs. */
+ssm_status ssm_bundle_writer_save(ssm_bundle_writer *w, const char *manifest_json,
+                                  const char *path);
+
+typedef struct ssm_bundle ssm_bundle;
+
+/* Reads and checks a bundle: magic, version (a different one is refused
+ * with both numbers), extents inside the file, checksum, manifest is JSON. */
+ssm_status ssm_bundle_open(const char *path, ssm_bundle **out);
+void ssm_bundle_close(ssm_bundle *b);
+const char *ssm_bundle_path(const ssm_bundle *b);
+/* The manifest text (NUL-terminated) */
+const char *ssm_bundle_manifest(const ssm_bundle *b);
+/* Bounds-checked view of [offset, offset+size) of the blob section. */
+ssm_status ssm_bundle_blob(const ssm_bundle *b, uint64_t offset, uint64_t size,
+                           const void **out);
+
 #endif
