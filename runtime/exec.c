@@ -347,6 +347,17 @@ int64_t ssm_rt_vocab(const ssm_rt *rt) { return rt->vocab; }
 int ssm_rt_prefill_tokens(const ssm_rt *rt) { return rt->prefill.tokens; }
 ssm_vk *ssm_rt_vk(ssm_rt *rt) { return rt->vk; }
 
+uint64_t ssm_rt_weight_bytes(const ssm_rt *rt) {
+  uint64_t n = 0;
+  const cJSON *w, *ws = cJSON_GetObjectItemCaseSensitive(rt->manifest, "weights");
+  cJSON_ArrayForEach(w, ws) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(w, "region");
+    const cJSON *b = cJSON_GetArrayItem(r, 2);
+    if (cJSON_IsNumber(b)) n += (uint64_t)b->valuedouble;
+  }
+  return n;
+}
+
 ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits) {
   program *p = count == 1 ? &rt->decode : count == rt->prefill.tokens ? &rt->prefill : NULL;
   if (!p)

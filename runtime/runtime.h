@@ -132,4 +132,25 @@ ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logit
 /* The Vulkan context (for device info and validation counts). */
 ssm_vk *ssm_rt_vk(ssm_rt *rt);
 
+/* ---- inspect and bench (inspect.c, bench.c) ------------------------------ */
+
+/* A readable summary of a bundle (kernels, buffers, programs with their
+ * dispatches), or with `json` one JSON object: the manifest without its
+ * dispatch lists, plus programs.<name>.dispatches and the planned bytes.
+ * malloc'd text. */
+ssm_status ssm_inspect(const char *bundle, int json, char **out_text);
+
+typedef struct {
+  double decode_tok_s, prefill_tok_s;
+  int decode_tokens, prefill_tokens;
+  uint64_t weight_bytes;
+} ssm_bench_result;
+
+/* Times `decode_tokens` greedy decode steps (logits read back, next token
+ * chosen on the host, as `ssmc run` does) and several prefill runs, after a
+ * warm-up. State is reset before each phase. */
+ssm_status ssm_bench(ssm_rt *rt, int decode_tokens, ssm_bench_result *out);
+/* Bytes of weights the bundle's device buffers hold. */
+uint64_t ssm_rt_weight_bytes(const ssm_rt *rt);
+
 #endif

@@ -2,9 +2,8 @@
  * ssmc.c — the command-line driver. It parses flags, calls the library, and
  * is the only place that prints to the user or exits. Subcommands:
  *
- *   ssmc ir MODEL [--config config.json] [--seq T]
- *   ssmc run MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]
- *            [--backend cpu] [--chunk C] [--dump-logits FILE] [--config F]
+ *   compile, ir, run, inspect, bench, devices (see `usage` below and
+ *   DESIGN.md's command line).
  *
  * MODEL is an architecture YAML (with --config), a Hugging Face model
  * directory, or (for `ir`) an IR text file ending in .ssmir.
@@ -17,13 +16,20 @@
 #include <string.h>
 
 #include "ir.h"
+#include "codegen.h"
 #include "runtime.h"
+#include <unistd.h>
 
 static const char usage[] =
     "usage:\n"
+    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T]\n"
-    "  ssmc run MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
-    "           [--backend cpu] [--chunk C] [--dump-logits FILE] [--config F]\n"
+    "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
+    "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
+    "           [--config F] [--validate]\n"
+    "  ssmc inspect BUNDLE [--json]\n"
+    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
+    "  ssmc devices\n"
     "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
     "directory, or (ir only) an IR text file FILE.ssmir.\n";
 
@@ -134,29 +140,122 @@ static int cmd_ir(int argc, char **argv) {
 
 typedef struct {
   const char *model, *config, *weights, *tokens, *dump, *backend;
-  long n, chunk;
+  long n, chunk, device;
+  int validation;
 } run_opts;
 
-/* Graphs built per token count, so prefill chunks of each size are built once. */
-typedef struct {
-  ssm_model *model;
-  ssm_graph *by_len[64];
-  int len[64];
-  int count;
-} graph_cache;
+/* A backend feeds tokens to a model and returns their logits. `chunk` is the
+ * largest count run() accepts besides 1 (the Vulkan backend takes exactly 1
+ * or its prefill size). */
+typedef struct backend {
+  ssm_status (*run)(struct backend *b, const int32_t *tokens, int count, float *logits);
+  void (*destroy)(struct backend *b);
+  int64_t vocab;
+  int chunk;
+} backend;
 
-static ssm_status cache_get(graph_cache *gc, int tokens, ssm_graph **out) {
-  for (int i = 0; i < gc->count; i++)
-    if (gc->len[i] == tokens) {
-      *out = gc->by_len[i];
-      return NULL;
-    }
-  SSM_ASSERT(gc->count < 64);
-  SSM_TRY(ssm_model_build(gc->model, tokens, out));
-  gc->by_len[gc->count] = *out;
-  gc->len[gc->count++] = tokens;
+/* ---- CPU backend: the reference interpreter ----------------------------- */
+
+typedef struct {
+  backend base;
+  ssm_model *model;
+  ssm_st *st;
+  ssm_cpu *cpu;
+  ssm_graph *by_len[64]; /* graphs built per token count */
+  int len[64], count;
+} cpu_backend;
+
+static ssm_status cpu_run(backend *b, const int32_t *tokens, int count, float *logits) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_graph *g = NULL;
+  for (int i = 0; i < c->count; i++)
+    if (c->len[i] == count) g = c->by_len[i];
+  if (!g) {
+    SSM_ASSERT(c->count < 64);
+    SSM_TRY(ssm_model_build(c->model, count, &g));
+    c->by_len[c->count] = g;
+    c->len[c->count++] = count;
+  }
+  return ssm_cpu_run(c->cpu, g, tokens, logits, (size_t)count * (size_t)b->vocab);
+}
+
+static void cpu_destroy(backend *b) {
+  cpu_backend *c = (cpu_backend *)b;
+  for (int i = 0; i < c->count; i++) ssm_graph_destroy(c->by_len[i]);
+  ssm_cpu_destroy(c->cpu);
+  ssm_st_close(c->st);
+  ssm_model_destroy(c->model);
+  free(c);
+}
+
+static ssm_status cpu_open(const run_opts *o, backend **out) {
+  cpu_backend *c = calloc(1, sizeof *c);
+  if (!c) abort();
+  c->base = (backend){cpu_run, cpu_destroy, 0, (int)o->chunk};
+  ssm_status s = ssm_model_load(o->model, o->config, &c->model);
+  if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
+  if (!s) s = ssm_st_open(o->weights, &c->st);
+  if (!s) s = ssm_cpu_create(c->st, &c->cpu);
+  if (s) {
+    cpu_destroy(&c->base);
+    return s;
+  }
+  *out = &c->base;
   return NULL;
 }
+
+/* ---- Vulkan backend: a compiled bundle ---------------------------------- */
+
+typedef struct {
+  backend base;
+  ssm_rt *rt;
+  char tmp[64]; /* bundle compiled on the fly from a model directory */
+} vk_backend;
+
+static ssm_status vk_run(backend *b, const int32_t *tokens, int count, float *logits) {
+  return ssm_rt_run(((vk_backend *)b)->rt, tokens, count, logits);
+}
+
+static void vk_destroy(backend *b) {
+  vk_backend *v = (vk_backend *)b;
+  ssm_rt_close(v->rt);
+  if (v->tmp[0]) remove(v->tmp);
+  free(v);
+}
+
+static ssm_status vk_open(const run_opts *o, backend **out) {
+  vk_backend *v = calloc(1, sizeof *v);
+  if (!v) abort();
+  v->base = (backend){vk_run, vk_destroy, 0, 0};
+  const char *bundle = o->model;
+  ssm_status s = NULL;
+  if (!ends_with(o->model, ".ssmb")) { /* a model: compile it first */
+    snprintf(v->tmp, sizeof v->tmp, "/tmp/ssmc-%d.ssmb", (int)getpid());
+    ssm_model *m = NULL;
+    s = ssm_model_load(o->model, o->config, &m);
+    ssm_compile_opts co = {.prefill_tokens = (int)o->chunk};
+    if (!s) s = ssm_compile(m, &co, v->tmp);
+    ssm_model_destroy(m);
+    bundle = v->tmp;
+  }
+  ssm_rt_opts ro = {.device = (int)o->device, .validation = o->validation};
+  if (!s) s = ssm_rt_open(bundle, o->weights, &ro, &v->rt);
+  if (s) {
+    vk_destroy(&v->base);
+    return s;
+  }
+  v->base.vocab = ssm_rt_vocab(v->rt);
+  v->base.chunk = ssm_rt_prefill_tokens(v->rt);
+  *out = &v->base;
+  return NULL;
+}
+
+static ssm_status backend_open(const run_opts *o, backend **out) {
+  return !strcmp(o->backend, "cpu") ? cpu_open(o, out) : vk_open(o, out);
+}
+
+/* ---- generation loop ----------------------------------------------------- */
 
 static int32_t argmax_row(const float *row, int64_t n) {
   int32_t best = 0;
@@ -177,117 +276,210 @@ static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
   return NULL;
 }
 
-static ssm_status run_cpu(const run_opts *o, const int32_t *prompt, int np,
-                          int32_t **out_gen) {
-  ssm_status s = NULL;
-  ssm_model *m = NULL;
-  ssm_st *st = NULL;
-  ssm_cpu *cpu = NULL;
-  graph_cache gc = {0};
-  FILE *dump = NULL;
-  float *logits = NULL;
-  int32_t *gen = calloc((size_t)o->n + 1, sizeof *gen);
-  int64_t vocab = 0;
+/* Feeds `count` tokens at position *pos, dumping their logits. */
+static ssm_status feed(backend *b, const int32_t *tokens, int count, float *logits, FILE *dump,
+                       const char *dump_path, int64_t *pos) {
+  SSM_TRY(b->run(b, tokens, count, logits));
+  SSM_TRY(check_finite(logits, count, b->vocab, *pos));
+  if (dump && fwrite(logits, sizeof(float) * (size_t)b->vocab, (size_t)count, dump) != (size_t)count)
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", dump_path);
+  *pos += count;
+  return NULL;
+}
 
-  if ((s = ssm_model_load(o->model, o->config, &m))) goto done;
-  if (!ssm_model_param(m, "vocab", &vocab) || vocab <= 0) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
-                       o->model);
-    goto done;
-  }
-  gc.model = m;
-  if ((s = ssm_st_open(o->weights, &st))) goto done;
-  if ((s = ssm_cpu_create(st, &cpu))) goto done;
-  if (o->dump && !(dump = fopen(o->dump, "wb"))) {
-    s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
-    goto done;
-  }
-  int chunk = (int)o->chunk;
-  logits = malloc(sizeof(float) * (size_t)vocab * (size_t)chunk);
-  /* prefill in chunks */
+/* Prefill in chunks the backend takes, the rest token by token, then greedy
+ * decode of o->n tokens into out_gen. */
+static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt, int np,
+                           int32_t *gen) {
+  ssm_status s = NULL;
+  FILE *dump = NULL;
+  if (o->dump && !(dump = fopen(o->dump, "wb")))
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
+  int chunk = b->chunk > 0 ? b->chunk : 1;
+  float *logits = malloc(sizeof(float) * (size_t)b->vocab * (size_t)chunk);
+  if (!logits) abort();
   int64_t pos = 0;
-  for (int at = 0; at < np; at += chunk) {
-    int len = np - at < chunk ? np - at : chunk;
-    ssm_graph *g;
-    if ((s = cache_get(&gc, len, &g))) goto done;
-    if ((s = ssm_cpu_run(cpu, g, prompt + at, logits, (size_t)(len * vocab)))) goto done;
-    if ((s = check_finite(logits, len, vocab, pos))) goto done;
-    if (dump && fwrite(logits, sizeof(float) * (size_t)vocab, (size_t)len, dump) != (size_t)len) {
-      s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", o->dump);
-      goto done;
-    }
-    pos += len;
+  const float *last = logits;
+  for (int at = 0; at < np && !s;) {
+    int len = np - at >= chunk ? chunk : 1;
+    s = feed(b, prompt + at, len, logits, dump, o->dump, &pos);
+    last = logits + (size_t)(len - 1) * (size_t)b->vocab;
+    at += len;
   }
-  /* greedy decode: the last row picks the next token */
-  const float *last = logits + (size_t)((np - 1) % chunk) * (size_t)vocab;
-  for (long k = 0; k < o->n; k++) {
-    gen[k] = argmax_row(last, vocab);
+  for (long k = 0; k < o->n && !s; k++) {
+    gen[k] = argmax_row(last, b->vocab);
     if (k + 1 == o->n) break;
-    ssm_graph *g;
-    if ((s = cache_get(&gc, 1, &g))) goto done;
-    if ((s = ssm_cpu_run(cpu, g, &gen[k], logits, (size_t)vocab))) goto done;
-    if ((s = check_finite(logits, 1, vocab, pos))) goto done;
-    if (dump && fwrite(logits, sizeof(float), (size_t)vocab, dump) != (size_t)vocab) {
-      s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", o->dump);
-      goto done;
-    }
-    pos++;
+    s = feed(b, &gen[k], 1, logits, dump, o->dump, &pos);
     last = logits;
   }
-done:
   if (dump && fclose(dump) && !s)
     s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
   free(logits);
-  for (int i = 0; i < gc.count; i++) ssm_graph_destroy(gc.by_len[i]);
-  ssm_cpu_destroy(cpu);
-  ssm_st_close(st);
-  ssm_model_destroy(m);
-  if (s) {
-    free(gen);
-    gen = NULL;
-  }
-  *out_gen = gen;
   return s;
 }
 
-static int cmd_run(int argc, char **argv) {
-  run_opts o = {.n = 16, .chunk = 64, .backend = "cpu"};
+/* Parses the options shared by run and bench. Returns 0 or a usage exit code. */
+static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--greedy")) continue;
-    if (a[0] == '-' && !v) return usage_error("run: option '%s' needs a value", a);
-    if (!strcmp(a, "--config")) o.config = argv[++i];
-    else if (!strcmp(a, "--weights")) o.weights = argv[++i];
-    else if (!strcmp(a, "--tokens")) o.tokens = argv[++i];
-    else if (!strcmp(a, "--dump-logits")) o.dump = argv[++i];
-    else if (!strcmp(a, "--backend")) o.backend = argv[++i];
-    else if (!strcmp(a, "-n")) {
-      if (!parse_int(argv[++i], 0, 1 << 24, &o.n))
+    if (!strcmp(a, "--validate")) {
+      o->validation = 1;
+      continue;
+    }
+    if (a[0] == '-' && !v) return usage_error("option '%s' needs a value", a);
+    if (!strcmp(a, "--config")) o->config = argv[++i];
+    else if (!strcmp(a, "--weights")) o->weights = argv[++i];
+    else if (!strcmp(a, "--tokens")) o->tokens = argv[++i];
+    else if (!strcmp(a, "--dump-logits")) o->dump = argv[++i];
+    else if (!strcmp(a, "--backend")) {
+      o->backend = argv[++i];
+      if (strcmp(o->backend, "cpu") && strcmp(o->backend, "vulkan"))
+        return usage_error("--backend: expected cpu or vulkan, got '%s'", o->backend);
+    } else if (!strcmp(a, "-n")) {
+      if (!parse_int(argv[++i], 0, 1 << 24, &o->n))
         return usage_error("-n: expected a token count from 0 to 16777216, got '%s'", argv[i]);
     } else if (!strcmp(a, "--chunk")) {
-      if (!parse_int(argv[++i], 1, 4096, &o.chunk))
+      if (!parse_int(argv[++i], 1, 4096, &o->chunk))
         return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
-    } else if (a[0] == '-') return usage_error("run: unknown option '%s'", a);
-    else if (!o.model) o.model = a;
-    else return usage_error("run: unexpected argument '%s'", a);
+    } else if (!strcmp(a, "--device")) {
+      if (!parse_int(argv[++i], 0, 1000, &o->device))
+        return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
+    } else if (a[0] == '-') {
+      fprintf(stderr, "ssmc: %s: ", cmd);
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->model) o->model = a;
+    else return usage_error("unexpected argument '%s'", a);
   }
-  if (!o.model) return usage_error("run: missing MODEL%s", "");
-  if (!o.weights) return usage_error("run: missing --weights DIR%s", "");
-  if (!o.tokens) return usage_error("run: missing --tokens%s", "");
-  if (strcmp(o.backend, "cpu"))
-    return usage_error("--backend: '%s' is not available in this build (use cpu)", o.backend);
+  if (!o->model) return usage_error("missing MODEL or BUNDLE%s", "");
+  if (!o->weights) return usage_error("missing --weights DIR%s", "");
+  if (!strcmp(o->backend, "cpu") && ends_with(o->model, ".ssmb"))
+    return usage_error("--backend cpu runs a model (YAML or directory), not a bundle: %s", o->model);
+  return 0;
+}
 
-  int32_t *prompt, *gen;
+static int cmd_run(int argc, char **argv) {
+  run_opts o = {.n = 16, .chunk = 32, .device = -1, .backend = "vulkan"};
+  int rc = parse_run_opts(argc, argv, &o, "run");
+  if (rc) return rc;
+  if (!o.tokens) return usage_error("run: missing --tokens%s", "");
+  int32_t *prompt, *gen = calloc((size_t)o.n + 1, sizeof *gen);
   int np;
+  backend *b = NULL;
   ssm_status s = parse_tokens(o.tokens, &prompt, &np);
-  if (s) return fail(s);
-  s = run_cpu(&o, prompt, np, &gen);
+  if (s) {
+    free(gen);
+    return fail(s);
+  }
+  s = backend_open(&o, &b);
+  if (!s) s = generate(b, &o, prompt, np, gen);
+  if (b) b->destroy(b);
   free(prompt);
-  if (s) return fail(s);
+  if (s) {
+    free(gen);
+    return fail(s);
+  }
   for (long k = 0; k < o.n; k++) printf(k ? ",%d" : "%d", gen[k]);
   printf("\n");
   free(gen);
+  return 0;
+}
+
+/* ---- ssmc compile / inspect / devices / bench ---------------------------- */
+
+static int cmd_compile(int argc, char **argv) {
+  const char *model = NULL, *config = NULL, *out = NULL;
+  long prefill = 32;
+  ssm_dtype dtype = SSM_F32;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && i + 1 >= argc) return usage_error("option '%s' needs a value", a);
+    if (!strcmp(a, "--config")) config = argv[++i];
+    else if (!strcmp(a, "-o")) out = argv[++i];
+    else if (!strcmp(a, "--chunk")) {
+      if (!parse_int(argv[++i], 1, 4096, &prefill))
+        return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--dtype")) {
+      const char *d = argv[++i];
+      if (!ssm_dtype_parse(d, strlen(d), &dtype) || dtype == SSM_I32)
+        return usage_error("--dtype: expected f32, f16 or bf16, got '%s'", d);
+    } else if (a[0] == '-') return usage_error("compile: unknown option '%s'", a);
+    else if (!model) model = a;
+    else return usage_error("compile: unexpected argument '%s'", a);
+  }
+  if (!model) return usage_error("compile: missing MODEL%s", "");
+  if (!out) return usage_error("compile: missing -o OUT.ssmb%s", "");
+  ssm_model *m = NULL;
+  ssm_status s = ssm_model_load(model, config, &m);
+  ssm_compile_opts co = {.prefill_tokens = (int)prefill, .dtype = dtype};
+  if (!s) s = ssm_compile(m, &co, out);
+  ssm_model_destroy(m);
+  return s ? fail(s) : 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  int json = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (argv[i][0] == '-') return usage_error("inspect: unknown option '%s'", argv[i]);
+    else if (!path) path = argv[i];
+    else return usage_error("inspect: unexpected argument '%s'", argv[i]);
+  }
+  if (!path) return usage_error("inspect: missing BUNDLE%s", "");
+  char *text;
+  ssm_status s = ssm_inspect(path, json, &text);
+  if (s) return fail(s);
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+static int cmd_devices(int argc, char **argv) {
+  if (argc) return usage_error("devices: unexpected argument '%s'", argv[0]);
+  ssm_vk_device_info *devs;
+  int n;
+  ssm_status s = ssm_vk_list_devices(&devs, &n);
+  if (s) return fail(s);
+  char *text = ssm_vk_format_devices(devs, n);
+  fputs(text, stdout);
+  free(text);
+  free(devs);
+  return 0;
+}
+
+static int cmd_bench(int argc, char **argv) {
+  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan"};
+  int json = 0, k = 0;
+  char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else rest[k++] = argv[i];
+  int rc = parse_run_opts(k, rest, &o, "bench");
+  free(rest);
+  if (rc) return rc;
+  if (!ends_with(o.model, ".ssmb") || strcmp(o.backend, "vulkan"))
+    return usage_error("bench: expected a compiled bundle (.ssmb), got '%s'", o.model);
+  backend *b = NULL;
+  ssm_status s = backend_open(&o, &b);
+  if (s) return fail(s);
+  ssm_bench_result r;
+  s = ssm_bench(((vk_backend *)b)->rt, (int)o.n, &r);
+  b->destroy(b);
+  if (s) return fail(s);
+  if (json)
+    printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
+           "\"prefill_tokens_per_s\": %.2f, \"decode_tokens\": %d, \"prefill_tokens\": %d, "
+           "\"weight_bytes\": %llu, \"decode_gb_per_s\": %.2f}\n",
+           r.decode_tok_s, 1e3 / r.decode_tok_s, r.prefill_tok_s, r.decode_tokens,
+           r.prefill_tokens, (unsigned long long)r.weight_bytes,
+           r.decode_tok_s * (double)r.weight_bytes / 1e9);
+  else
+    printf("decode:  %.1f tokens/s (%.3f ms/token, %d tokens; weights %.1f MB -> %.1f GB/s)\n"
+           "prefill: %.1f tokens/s (%d tokens)\n",
+           r.decode_tok_s, 1e3 / r.decode_tok_s, r.decode_tokens, (double)r.weight_bytes / 1e6,
+           r.decode_tok_s * (double)r.weight_bytes / 1e9, r.prefill_tok_s, r.prefill_tokens);
   return 0;
 }
 
@@ -303,5 +495,9 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "ir")) return cmd_ir(argc - 2, argv + 2);
   if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "compile")) return cmd_compile(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", argv[1]);
 }
