@@ -204,7 +204,8 @@ int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
  * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
  * not embedded. */
 const char *ssm_models_embedded(const char *file);
-/* The i-th embedded architecture file name, NULL past the end. */
+/* The file name of the i-th embedded YAML ("mamba1.yaml"), in sorted order;
+ * NULL when i is out of range. */
 const char *ssm_models_embedded_name(int i);
 
 #endif
