@@ -100,4 +100,36 @@ const char *ssm_bundle_manifest(const ssm_bundle *b);
 ssm_status ssm_bundle_blob(const ssm_bundle *b, uint64_t offset, uint64_t size,
                            const void **out);
 
+typedef struct ssm_vk ssm_vk;
+
+/* ---- bundle executor (exec.c) ------------------------------------------ */
+
+/* Runs a compiled bundle on a Vulkan device: buffers sized from the
+ * manifest, weights uploaded once from safetensors (converted as the
+ * manifest says), pipelines and command buffers created once, state kept on
+ * the device across runs. */
+typedef struct ssm_rt ssm_rt;
+
+typedef struct {
+  int device;     /* --device N; -1 picks (discrete GPU first) */
+  int validation; /* enable VK_LAYER_KHRONOS_validation */
+} ssm_rt_opts;
+
+/* Loads `bundle` with the checkpoint at `weights`. Every manifest field is
+ * checked (indices, regions inside their buffers, kernel blobs inside the
+ * bundle); errors name the bundle and the field. */
+ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opts *opts,
+                       ssm_rt **out);
+void ssm_rt_close(ssm_rt *rt);
+int64_t ssm_rt_vocab(const ssm_rt *rt);
+/* Tokens per run of the prefill program. */
+int ssm_rt_prefill_tokens(const ssm_rt *rt);
+/* Zeroes the model state. */
+ssm_status ssm_rt_reset(ssm_rt *rt);
+/* Feeds `count` tokens (1: the decode program; ssm_rt_prefill_tokens: the
+ * prefill program) and copies count*vocab logits to `logits` (may be NULL). */
+ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits);
+/* The Vulkan context (for device info and validation counts). */
+ssm_vk *ssm_rt_vk(ssm_rt *rt);
+
 #endif

@@ -1,0 +1,303 @@
+/*
+ * shape.c — the shape and dtype rule of every op in ops.def.
+ *
+ * ssm_op_infer computes the result type of a node from its operands and
+ * attributes, or says in a plain message (no place; callers add it) why the
+ * operands do not fit the op. It checks arity and attribute presence itself,
+ * so it is safe on any node, not only verified ones. Broadcasting follows
+ * numpy: shapes align on the right and a size-1 or missing dim stretches.
+ */
+#include "ir.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+#define FMT(t, buf) ssm_type_format((t), (buf), sizeof(buf))
+
+static ssm_status SSM_PRINTF(1, 2) bad(const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return ssm_status_new(SSM_ERR_INVALID, "%s", msg);
+}
+
+static int is_float(ssm_dtype d) { return d == SSM_F32 || d == SSM_F16 || d == SSM_BF16; }
+
+static const ssm_type *arg(const ssm_node *n, int i) { return &n->args[i]->type; }
+
+/* Broadcasts a and b into out (numpy rules); 0 if they do not broadcast. */
+static int broadcast(const ssm_type *a, const ssm_type *b, ssm_type *out) {
+  int r = a->rank > b->rank ? a->rank : b->rank;
+  *out = (ssm_type){.dtype = a->dtype, .rank = r};
+  for (int i = 0; i < r; i++) {
+    int ia = a->rank - r + i, ib = b->rank - r + i;
+    int64_t da = ia >= 0 ? a->dims[ia] : 1, db = ib >= 0 ? b->dims[ib] : 1;
+    if (da != db && da != 1 && db != 1) return 0;
+    out->dims[i] = da == 1 ? db : da;
+  }
+  return 1;
+}
+
+static ssm_status need_float(const ssm_node *n, int i, const char *what) {
+  char b[96];
+  if (!is_float(arg(n, i)->dtype))
+    return bad("%s must be a float tensor, got %s", what, FMT(arg(n, i), b));
+  return NULL;
+}
+
+static ssm_status same_dtype(const ssm_node *n, int i, int j) {
+  char b1[96], b2[96];
+  if (arg(n, i)->dtype != arg(n, j)->dtype)
+    return bad("operand dtypes differ: %s and %s", FMT(arg(n, i), b1), FMT(arg(n, j), b2));
+  return NULL;
+}
+
+static ssm_status get_int(const ssm_node *n, const char *key, int64_t *out) {
+  const ssm_attr *a = ssm_node_attr(n, key);
+  if (!a || a->kind != SSM_ATTR_INT) return bad("needs integer attribute '%s'", key);
+  *out = a->i;
+  return NULL;
+}
+
+static ssm_status get_axis(const ssm_node *n, const ssm_type *t, int64_t *out) {
+  char b[96];
+  SSM_TRY(get_int(n, "axis", out));
+  if (*out < 0 || *out >= t->rank)
+    return bad("axis %lld out of range for %s", (long long)*out, FMT(t, b));
+  return NULL;
+}
+
+static ssm_status infer_src(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  if (!n->result) return bad("defines no result");
+  if (n->op != SSM_OP_CONST) {
+    *out = n->result->type;
+    return NULL;
+  }
+  if (n->result->type.rank != 0)
+    return bad("a const is a scalar (rank 0), declared %s", FMT(&n->result->type, b));
+  const ssm_attr *v = ssm_node_attr(n, "value");
+  if (!v || v->kind != SSM_ATTR_FLOAT) return bad("needs float attribute 'value'");
+  *out = (ssm_type){.dtype = n->result->type.dtype, .rank = 0};
+  return NULL;
+}
+
+static ssm_status infer_binary(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *a = arg(n, 0), *c = arg(n, 1);
+  SSM_TRY(same_dtype(n, 0, 1));
+  if (!broadcast(a, c, out))
+    return bad("operand shapes %s and %s do not broadcast", FMT(a, b1), FMT(c, b2));
+  return NULL;
+}
+
+static ssm_status infer_embed(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *tab = arg(n, 0), *ids = arg(n, 1);
+  if (tab->rank != 2 || !is_float(tab->dtype))
+    return bad("embedding table must be a float [V,H], got %s", FMT(tab, b1));
+  if (ids->rank != 1 || ids->dtype != SSM_I32)
+    return bad("token ids must be i32 [T], got %s", FMT(ids, b2));
+  *out = (ssm_type){.dtype = tab->dtype, .rank = 2, .dims = {ids->dims[0], tab->dims[1]}};
+  return NULL;
+}
+
+static ssm_status infer_matmul(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *x = arg(n, 0), *w = arg(n, 1);
+  SSM_TRY(need_float(n, 0, "matmul input"));
+  SSM_TRY(same_dtype(n, 0, 1));
+  if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[1])
+    return bad("matmul needs x [..,K] and weight [N,K], got %s and %s", FMT(x, b1),
+               FMT(w, b2));
+  *out = *x;
+  out->dims[x->rank - 1] = w->dims[0];
+  return NULL;
+}
+
+static ssm_status infer_reduce(const ssm_node *n, ssm_type *out) {
+  const ssm_attr *k = ssm_node_attr(n, "kind");
+  if (!k || k->kind != SSM_ATTR_STR) return bad("needs string attribute 'kind'");
+  if (strcmp(k->s, "sum") && strcmp(k->s, "mean") && strcmp(k->s, "max"))
+    return bad("reduce kind must be sum, mean or max, got '%s'", k->s);
+  int64_t axis;
+  SSM_TRY(get_axis(n, arg(n, 0), &axis));
+  *out = *arg(n, 0);
+  out->dims[axis] = 1;
+  return NULL;
+}
+
+static ssm_status infer_rmsnorm(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *x = arg(n, 0);
+  SSM_TRY(need_float(n, 0, "rmsnorm input"));
+  if (x->rank < 1) return bad("rmsnorm needs x [..,C], got %s", FMT(x, b1));
+  const ssm_attr *eps = ssm_node_attr(n, "eps");
+  if (!eps || eps->kind != SSM_ATTR_FLOAT) return bad("needs float attribute 'eps'");
+  if (!(eps->f >= 0) || isinf(eps->f)) return bad("eps must be finite and >= 0");
+  if (n->nargs == 2) {
+    const ssm_type *w = arg(n, 1);
+    SSM_TRY(same_dtype(n, 0, 1));
+    if (w->rank != 1 || w->dims[0] != x->dims[x->rank - 1])
+      return bad("rmsnorm weight must be [C] for x %s, got %s", FMT(x, b1), FMT(w, b2));
+  }
+  *out = *x;
+  return NULL;
+}
+
+static ssm_status infer_slice(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  int64_t axis, start, len;
+  SSM_TRY(get_axis(n, x, &axis));
+  SSM_TRY(get_int(n, "start", &start));
+  SSM_TRY(get_int(n, "len", &len));
+  if (start < 0 || len < 1 || start > x->dims[axis] - len)
+    return bad("slice start=%lld len=%lld out of bounds of axis %lld of %s", (long long)start,
+               (long long)len, (long long)axis, FMT(x, b));
+  *out = *x;
+  out->dims[axis] = len;
+  return NULL;
+}
+
+static ssm_status infer_concat(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *x = arg(n, 0);
+  int64_t axis;
+  SSM_TRY(get_axis(n, x, &axis));
+  *out = *x;
+  for (int i = 1; i < n->nargs; i++) {
+    const ssm_type *y = arg(n, i);
+    int ok = y->dtype == x->dtype && y->rank == x->rank;
+    for (int d = 0; ok && d < x->rank; d++) ok = d == axis || y->dims[d] == x->dims[d];
+    if (!ok)
+      return bad("concat operands %s and %s differ outside axis %lld", FMT(x, b1), FMT(y, b2),
+                 (long long)axis);
+    out->dims[axis] += y->dims[axis];
+  }
+  return NULL;
+}
+
+static ssm_status infer_reshape(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  if (!n->result) return bad("reshape needs a declared result type");
+  const ssm_type *x = arg(n, 0), *r = &n->result->type;
+  if (x->dtype != r->dtype || ssm_type_numel(x) != ssm_type_numel(r))
+    return bad("cannot reshape %s to %s", FMT(x, b1), FMT(r, b2));
+  *out = *r;
+  return NULL;
+}
+
+static ssm_status infer_transpose(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  const ssm_attr *p = ssm_node_attr(n, "perm");
+  if (!p || p->kind != SSM_ATTR_INTS) return bad("needs int list attribute 'perm'");
+  int used[SSM_MAX_RANK] = {0};
+  int ok = p->n == x->rank;
+  for (int i = 0; ok && i < p->n; i++) {
+    ok = p->ints[i] >= 0 && p->ints[i] < x->rank && !used[p->ints[i]];
+    if (ok) used[p->ints[i]] = 1;
+  }
+  if (!ok) return bad("perm is not a permutation of the %d axes of %s", x->rank, FMT(x, b));
+  *out = *x;
+  for (int i = 0; i < x->rank; i++) out->dims[i] = x->dims[p->ints[i]];
+  return NULL;
+}
+
+static ssm_status infer_conv1d(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96], b3[96];
+  const ssm_type *x = arg(n, 0), *st = arg(n, 1), *w = arg(n, 2);
+  SSM_TRY(need_float(n, 0, "conv1d_causal input"));
+  for (int i = 1; i < n->nargs; i++) SSM_TRY(same_dtype(n, 0, i));
+  if (x->rank != 2) return bad("conv1d_causal needs x [T,C], got %s", FMT(x, b1));
+  int64_t c = x->dims[1];
+  if (w->rank != 2 || w->dims[0] != c || w->dims[1] < 2)
+    return bad("conv1d_causal weight must be [C,K] with C=%lld and K>=2, got %s", (long long)c,
+               FMT(w, b1));
+  int64_t k = w->dims[1];
+  if (st->rank != 2 || st->dims[0] != k - 1 || st->dims[1] != c)
+    return bad("conv1d_causal state must be [K-1,C] = [%lld,%lld] for x %s and weight %s, got %s",
+               (long long)(k - 1), (long long)c, FMT(x, b1), FMT(w, b2), FMT(st, b3));
+  if (n->nargs == 4) {
+    const ssm_type *bias = arg(n, 3);
+    if (bias->rank != 1 || bias->dims[0] != c)
+      return bad("conv1d_causal bias must be [%lld], got %s", (long long)c, FMT(bias, b1));
+  }
+  *out = *x;
+  return NULL;
+}
+
+static ssm_status infer_scan(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96], b3[96];
+  const ssm_type *h = arg(n, 3);
+  SSM_TRY(need_float(n, 0, "scan input a"));
+  for (int i = 1; i < 4; i++) SSM_TRY(same_dtype(n, 0, i));
+  ssm_type ab, abc;
+  if (!broadcast(arg(n, 0), arg(n, 1), &ab) || !broadcast(&ab, arg(n, 2), &abc))
+    return bad("scan operands a %s, b %s and c %s do not broadcast", FMT(arg(n, 0), b1),
+               FMT(arg(n, 1), b2), FMT(arg(n, 2), b3));
+  int ok = h->rank >= 1 && abc.rank == h->rank + 1;
+  for (int i = 0; ok && i < h->rank; i++)
+    ok = abc.dims[i + 1] == h->dims[i] || abc.dims[i + 1] == 1;
+  if (!ok)
+    return bad("scan operands a, b, c broadcast to %s, which is not [T,S..,N] for state %s",
+               FMT(&abc, b1), FMT(h, b2));
+  *out = (ssm_type){.dtype = abc.dtype, .rank = h->rank};
+  out->dims[0] = abc.dims[0];
+  for (int i = 0; i + 1 < h->rank; i++) out->dims[i + 1] = h->dims[i];
+  return NULL;
+}
+
+static ssm_status infer_last_axis(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  if (x->rank < 1) return bad("needs an operand of rank >= 1, got %s", FMT(x, b));
+  *out = *x;
+  if (n->op == SSM_OP_SOFTMAX) return need_float(n, 0, "softmax input");
+  out->dtype = SSM_I32;
+  out->rank--;
+  return NULL;
+}
+
+ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
+  if (n->op < 0 || n->op >= SSM_OP_COUNT) return bad("invalid op %d", (int)n->op);
+  const ssm_op_info *info = ssm_op_info_get(n->op);
+  if (n->nargs < info->min_args || n->nargs > info->max_args)
+    return bad("op '%s' takes %d to %d operands, got %d", info->name, info->min_args,
+               info->max_args, n->nargs);
+  for (int i = 0; i < n->nargs; i++)
+    if (!n->args[i]) return bad("operand %d is missing", i);
+  if (n->op == SSM_OP_OUTPUT) return NULL;
+  ssm_type t = {0};
+  ssm_status s;
+  switch (info->kind) {
+  case SSM_KIND_SRC: s = infer_src(n, &t); break;
+  case SSM_KIND_UNARY:
+    s = need_float(n, 0, "the operand");
+    t = *arg(n, 0);
+    break;
+  case SSM_KIND_BINARY: s = infer_binary(n, &t); break;
+  default:
+    switch (n->op) {
+    case SSM_OP_EMBED: s = infer_embed(n, &t); break;
+    case SSM_OP_MATMUL: s = infer_matmul(n, &t); break;
+    case SSM_OP_REDUCE: s = infer_reduce(n, &t); break;
+    case SSM_OP_RMSNORM: s = infer_rmsnorm(n, &t); break;
+    case SSM_OP_SLICE: s = infer_slice(n, &t); break;
+    case SSM_OP_CONCAT: s = infer_concat(n, &t); break;
+    case SSM_OP_RESHAPE: s = infer_reshape(n, &t); break;
+    case SSM_OP_TRANSPOSE: s = infer_transpose(n, &t); break;
+    case SSM_OP_CONV1D: s = infer_conv1d(n, &t); break;
+    case SSM_OP_SCAN: s = infer_scan(n, &t); break;
+    case SSM_OP_SOFTMAX:
+    case SSM_OP_ARGMAX: s = infer_last_axis(n, &t); break;
+    default: s = bad("op '%s' has no shape rule", info->name);
+    }
+  }
+  if (!s) *out_type = t;
+  return s;
+}
