@@ -151,7 +151,7 @@ static ssm_status infer_rmsnorm(const ssm_node *n, ssm_type *out) {
 static ssm_status infer_slice(const ssm_node *n, ssm_type *out) {
   char b[96];
   const ssm_type *x = arg(n, 0);
-  int64_t axis, start, len;
+  int64_t axis = 0, start = 0, len = 0;
   SSM_TRY(get_axis(n, x, &axis));
   SSM_TRY(get_int(n, "start", &start));
   SSM_TRY(get_int(n, "len", &len));

@@ -328,7 +328,15 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
       o->validation = 1;
       continue;
     }
-    if (a[0] == '-' && !v) return usage_error("option '%s' needs a value", a);
+    static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
+                                         "--backend", "-n", "--chunk", "--device", NULL};
+    int known = 0;
+    for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
+    if (a[0] == '-' && !known) {
+      fprintf(stderr, "ssmc: %s: ", cmd);
+      return usage_error("unknown option '%s'", a);
+    }
+    if (known && !v) return usage_error("option '%s' needs a value", a);
     if (!strcmp(a, "--config")) o->config = argv[++i];
     else if (!strcmp(a, "--weights")) o->weights = argv[++i];
     else if (!strcmp(a, "--tokens")) o->tokens = argv[++i];
@@ -346,9 +354,6 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     } else if (!strcmp(a, "--device")) {
       if (!parse_int(argv[++i], 0, 1000, &o->device))
         return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
-    } else if (a[0] == '-') {
-      fprintf(stderr, "ssmc: %s: ", cmd);
-      return usage_error("unknown option '%s'", a);
     } else if (!o->model) o->model = a;
     else return usage_error("unexpected argument '%s'", a);
   }
