@@ -224,7 +224,8 @@ static ssm_status gen_elementwise(const ssm_node *n, ssm_arena *a, ssm_cg_kernel
                       fmt(a, "%u", out->groups[0] * local), "BUFFERS", buffers(n, a),
                       "COMMON", common(a), "INDEX", sb_take(&idx, a), "EXPR", sb_take(&ex, a),
                       NULL};
-  return expand(n, a, "elementwise", fmt(a, "N=%lld", (long long)count), kv, out);
+  return expand(n, a, "elementwise",
+                fmt(a, "%s N=%lld", ssm_op_info_get(n->op)->name, (long long)count), kv, out);
 }
 
 /* ---- data movement ----------------------------------------------------- */

@@ -7,6 +7,9 @@
  * `ssmc run DIR --weights DIR --tokens PROMPT -n N --dump-logits F` and
  * require max |Δlogit| / max |logit| <= 1e-4 at every position and the same
  * greedy tokens; prefill in chunks and token-by-token decode must agree.
+ * Both backends: the CPU interpreter (`--backend cpu`) and Vulkan, through
+ * `ssmc compile DIR -o X.ssmb --chunk C` then `ssmc run X.ssmb` (lavapipe
+ * when there is no GPU).
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -77,19 +80,19 @@ static char *join(const int *v, int n) {
   return buf;
 }
 
-/* Runs ssmc on fixture `name`; returns the dumped logits (rows*vocab) or NULL,
- * and checks the generated ids printed on the last line. */
-static float *run_ssmc(const char *name, const golden *g, const char *extra) {
+/* Runs `ssmc run MODEL` on fixture `name` with `extra` options; checks the
+ * generated ids printed on the last line; returns the dumped logits
+ * (rows*vocab) or NULL. */
+static float *run_ssmc(const char *name, const char *model, const golden *g, const char *extra) {
+  static int seq;
   char cmd[4096], dump[512], *out;
   const char *dir = ssm_test_path("tests/data");
-  snprintf(dump, sizeof dump, "%s/%s%s.logits", ssm_test_tmpdir(), name,
-           strstr(extra, "chunk 1") ? ".c1" : "");
-  snprintf(cmd, sizeof cmd, "%s run %s/%s --weights %s/%s --tokens %s -n %d --greedy %s --dump-logits %s",
-           SSMC_EXE, dir, name, dir, name, join(g->prompt, g->np), g->ngen, extra, dump);
+  snprintf(dump, sizeof dump, "%s/%s.%d.logits", ssm_test_tmpdir(), name, seq++);
+  snprintf(cmd, sizeof cmd, "%s run %s --weights %s/%s --tokens %s -n %d --greedy %s --dump-logits %s",
+           SSMC_EXE, model, dir, name, join(g->prompt, g->np), g->ngen, extra, dump);
   int rc = ssm_test_sh(cmd, &out);
   if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
   CU_ASSERT_EQUAL(rc, 0);
-  /* last line: generated ids */
   size_t len = strlen(out);
   while (len && out[len - 1] == '\n') out[--len] = 0;
   const char *last = strrchr(out, '\n');
@@ -114,6 +117,21 @@ static float *run_ssmc(const char *name, const golden *g, const char *extra) {
   return (float *)data;
 }
 
+/* `ssmc compile` of fixture `name` with prefill chunk `chunk`; returns the
+ * bundle path (static buffer) or NULL. */
+static const char *compile_fixture(const char *name, int chunk) {
+  static char bundle[512];
+  char cmd[2048], *out;
+  snprintf(bundle, sizeof bundle, "%s/%s.c%d.ssmb", ssm_test_tmpdir(), name, chunk);
+  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d", SSMC_EXE,
+           ssm_test_path("tests/data"), name, bundle, chunk);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
+  CU_ASSERT_EQUAL(rc, 0);
+  free(out);
+  return rc ? NULL : bundle;
+}
+
 /* max over rows of max |a-b| / max |ref| */
 static double rel_err(const float *a, const float *ref, const golden *g, int *worst_row) {
   double worst = 0;
@@ -128,6 +146,26 @@ static double rel_err(const float *a, const float *ref, const golden *g, int *wo
   return worst;
 }
 
+/* Checks one way of running a fixture: a prompt in chunks (prefill) and the
+ * same fed token by token must both match transformers, and each other. */
+static void check_pair(const char *name, const golden *g, float *chunked, float *stepwise,
+                       const char *how) {
+  int row = -1;
+  if (chunked) {
+    double e = rel_err(chunked, g->logits, g, &row);
+    fprintf(stderr, "\n  %s %s: max rel err vs transformers %.3g (row %d)", name, how, e, row);
+    CU_ASSERT(e <= 1e-4);
+  }
+  if (stepwise) CU_ASSERT(rel_err(stepwise, g->logits, g, &row) <= 1e-4);
+  if (chunked && stepwise) { /* same math, grouped differently in time */
+    double e = rel_err(chunked, stepwise, g, &row);
+    if (e > 1e-6) fprintf(stderr, "\n  %s %s: prefill vs decode differ by %.3g", name, how, e);
+    CU_ASSERT(e <= 1e-6);
+  }
+  free(chunked);
+  free(stepwise);
+}
+
 static void check_fixture(const char *name) {
   golden g = {0};
   if (!load_golden(name, &g)) {
@@ -136,24 +174,17 @@ static void check_fixture(const char *name) {
     return;
   }
   CU_ASSERT(g.max_abs > 0.5f); /* the fixture must not be a near-zero model */
-  float *prefill = run_ssmc(name, &g, "--backend cpu");
-  float *stepwise = run_ssmc(name, &g, "--backend cpu --chunk 1");
-  int row = -1;
-  if (prefill) {
-    double e = rel_err(prefill, g.logits, &g, &row);
-    fprintf(stderr, "\n  %s: max rel err vs transformers %.3g (row %d)", name, e, row);
-    CU_ASSERT(e <= 1e-4);
-  }
-  if (stepwise) {
-    double e = rel_err(stepwise, g.logits, &g, &row);
-    CU_ASSERT(e <= 1e-4);
-  }
-  if (prefill && stepwise) { /* same math, differently grouped in time */
-    double e = rel_err(prefill, stepwise, &g, &row);
-    CU_ASSERT(e <= 1e-6);
-  }
-  free(prefill);
-  free(stepwise);
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  check_pair(name, &g, run_ssmc(name, dir, &g, "--backend cpu"),
+             run_ssmc(name, dir, &g, "--backend cpu --chunk 1"), "cpu");
+  /* Vulkan: prefill programs of 4 tokens (prompts are 7-11 tokens, so both
+   * full chunks and the token-by-token remainder run), and of 1 token. */
+  const char *b4 = compile_fixture(name, 4);
+  float *chunked = b4 ? run_ssmc(name, b4, &g, "--backend vulkan --validate") : NULL;
+  const char *b1 = compile_fixture(name, 1);
+  float *stepwise = b1 ? run_ssmc(name, b1, &g, "--backend vulkan") : NULL;
+  check_pair(name, &g, chunked, stepwise, "vulkan");
   free(g.logits);
 }
 
