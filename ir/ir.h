@@ -43,7 +43,7 @@ size_t ssm_dtype_size(ssm_dtype d);
 /* Number of elements (1 for rank 0). */
 int64_t ssm_type_numel(const ssm_type *t);
 int ssm_type_equal(const ssm_type *a, const ssm_type *b);
-/* Writes "f32[1,64]" into buf; returns buf. 96 bytes always suffice. */
+/* Writes "f32[1,64]" into buf; returns buf. 160 bytes always suffice. */
 char *ssm_type_format(const ssm_type *t, char *buf, size_t n);
 /* Convenience constructor: ssm_type_make(SSM_F32, 2, (int64_t[]){1, 64}). */
 ssm_type ssm_type_make(ssm_dtype d, int rank, const int64_t *dims);

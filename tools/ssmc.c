@@ -1,2 +1,503 @@
-/* placeholder replaced by the driver */
-int main(void) { return 0; }
+/*
+ * ssmc.c — the command-line driver. It parses flags, calls the library, and
+ * is the only place that prints to the user or exits. Subcommands:
+ *
+ *   compile, ir, run, inspect, bench, devices (see `usage` below and
+ *   DESIGN.md's command line).
+ *
+ * MODEL is an architecture YAML (with --config), a Hugging Face model
+ * directory, or (for `ir`) an IR text file ending in .ssmir.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ir.h"
+#include "codegen.h"
+#include "runtime.h"
+#include <unistd.h>
+
+static const char usage[] =
+    "usage:\n"
+    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
+    "  ssmc ir MODEL [--config config.json] [--seq T]\n"
+    "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
+    "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
+    "           [--config F] [--validate]\n"
+    "  ssmc inspect BUNDLE [--json]\n"
+    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
+    "  ssmc devices\n"
+    "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
+    "directory, or (ir only) an IR text file FILE.ssmir.\n";
+
+static int fail(ssm_status s) {
+  fprintf(stderr, "ssmc: %s\n", ssm_status_message(s));
+  ssm_status_free(s);
+  return 1;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "ssmc: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", usage);
+  return 2;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* Parses a non-negative decimal int in [lo, hi]; returns 0 on error. */
+static int parse_int(const char *s, long lo, long hi, long *out) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (errno || *end || v < lo || v > hi) return 0;
+  *out = v;
+  return 1;
+}
+
+/* Parses "1,2,3" into a malloc'd array. */
+static ssm_status parse_tokens(const char *s, int32_t **out, int *out_n) {
+  *out = NULL;
+  *out_n = 0;
+  size_t cap = 1;
+  for (const char *p = s; *p; p++) cap += *p == ',';
+  int32_t *ids = malloc(cap * sizeof *ids);
+  int n = 0;
+  const char *p = s;
+  for (;;) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+      free(ids);
+      return ssm_status_new(SSM_ERR_INVALID,
+                            "--tokens: expected comma-separated token ids, got '%s' "
+                            "(bad at character %d)", s, (int)(p - s) + 1);
+    }
+    ids[n++] = (int32_t)v;
+    if (!*end) break;
+    p = end + 1;
+  }
+  *out = ids;
+  *out_n = n;
+  return NULL;
+}
+
+/* ---- ssmc ir ------------------------------------------------------------ */
+
+static int cmd_ir(int argc, char **argv) {
+  const char *model = NULL, *config = NULL;
+  long seq = 1;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
+    else if (!strcmp(argv[i], "--seq") && i + 1 < argc) {
+      if (!parse_int(argv[++i], 1, 1 << 20, &seq))
+        return usage_error("--seq: expected a token count from 1 to 1048576, got '%s'", argv[i]);
+    } else if (argv[i][0] == '-') return usage_error("ir: unknown option '%s'", argv[i]);
+    else if (!model) model = argv[i];
+    else return usage_error("ir: unexpected argument '%s'", argv[i]);
+  }
+  if (!model) return usage_error("ir: missing MODEL%s", "");
+
+  ssm_graph *g = NULL;
+  ssm_status s;
+  if (ends_with(model, ".ssmir")) {
+    char *text;
+    size_t n;
+    if ((s = ssm_file_read(model, 0, &text, &n))) return fail(s);
+    if (strlen(text) != n) {
+      free(text);
+      return fail(ssm_status_new(SSM_ERR_INVALID, "%s: file contains a NUL byte", model));
+    }
+    s = ssm_graph_parse(text, model, &g);
+    free(text);
+    if (!s) s = ssm_graph_verify(g);
+  } else {
+    ssm_model *m = NULL;
+    s = ssm_model_load(model, config, &m);
+    if (!s) s = ssm_model_build(m, (int)seq, &g);
+    ssm_model_destroy(m);
+  }
+  if (s) {
+    ssm_graph_destroy(g);
+    return fail(s);
+  }
+  char *text = ssm_graph_print(g);
+  fputs(text, stdout);
+  free(text);
+  ssm_graph_destroy(g);
+  return 0;
+}
+
+/* ---- ssmc run ----------------------------------------------------------- */
+
+typedef struct {
+  const char *model, *config, *weights, *tokens, *dump, *backend;
+  long n, chunk, device;
+  int validation;
+} run_opts;
+
+/* A backend feeds tokens to a model and returns their logits. `chunk` is the
+ * largest count run() accepts besides 1 (the Vulkan backend takes exactly 1
+ * or its prefill size). */
+typedef struct backend {
+  ssm_status (*run)(struct backend *b, const int32_t *tokens, int count, float *logits);
+  void (*destroy)(struct backend *b);
+  int64_t vocab;
+  int chunk;
+} backend;
+
+/* ---- CPU backend: the reference interpreter ----------------------------- */
+
+typedef struct {
+  backend base;
+  ssm_model *model;
+  ssm_st *st;
+  ssm_cpu *cpu;
+  ssm_graph *by_len[64]; /* graphs built per token count */
+  int len[64], count;
+} cpu_backend;
+
+static ssm_status cpu_run(backend *b, const int32_t *tokens, int count, float *logits) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_graph *g = NULL;
+  for (int i = 0; i < c->count; i++)
+    if (c->len[i] == count) g = c->by_len[i];
+  if (!g) {
+    SSM_ASSERT(c->count < 64);
+    SSM_TRY(ssm_model_build(c->model, count, &g));
+    c->by_len[c->count] = g;
+    c->len[c->count++] = count;
+  }
+  return ssm_cpu_run(c->cpu, g, tokens, logits, (size_t)count * (size_t)b->vocab);
+}
+
+static void cpu_destroy(backend *b) {
+  cpu_backend *c = (cpu_backend *)b;
+  for (int i = 0; i < c->count; i++) ssm_graph_destroy(c->by_len[i]);
+  ssm_cpu_destroy(c->cpu);
+  ssm_st_close(c->st);
+  ssm_model_destroy(c->model);
+  free(c);
+}
+
+static ssm_status cpu_open(const run_opts *o, backend **out) {
+  cpu_backend *c = calloc(1, sizeof *c);
+  if (!c) abort();
+  c->base = (backend){cpu_run, cpu_destroy, 0, (int)o->chunk};
+  ssm_status s = ssm_model_load(o->model, o->config, &c->model);
+  if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
+  if (!s) s = ssm_st_open(o->weights, &c->st);
+  if (!s) s = ssm_cpu_create(c->st, &c->cpu);
+  if (s) {
+    cpu_destroy(&c->base);
+    return s;
+  }
+  *out = &c->base;
+  return NULL;
+}
+
+/* ---- Vulkan backend: a compiled bundle ---------------------------------- */
+
+typedef struct {
+  backend base;
+  ssm_rt *rt;
+  char tmp[64]; /* bundle compiled on the fly from a model directory */
+} vk_backend;
+
+static ssm_status vk_run(backend *b, const int32_t *tokens, int count, float *logits) {
+  return ssm_rt_run(((vk_backend *)b)->rt, tokens, count, logits);
+}
+
+static void vk_destroy(backend *b) {
+  vk_backend *v = (vk_backend *)b;
+  ssm_rt_close(v->rt);
+  if (v->tmp[0]) remove(v->tmp);
+  free(v);
+}
+
+static ssm_status vk_open(const run_opts *o, backend **out) {
+  vk_backend *v = calloc(1, sizeof *v);
+  if (!v) abort();
+  v->base = (backend){vk_run, vk_destroy, 0, 0};
+  const char *bundle = o->model;
+  ssm_status s = NULL;
+  if (!ends_with(o->model, ".ssmb")) { /* a model: compile it first */
+    snprintf(v->tmp, sizeof v->tmp, "/tmp/ssmc-%d.ssmb", (int)getpid());
+    ssm_model *m = NULL;
+    s = ssm_model_load(o->model, o->config, &m);
+    ssm_compile_opts co = {.prefill_tokens = (int)o->chunk};
+    if (!s) s = ssm_compile(m, &co, v->tmp);
+    ssm_model_destroy(m);
+    bundle = v->tmp;
+  }
+  ssm_rt_opts ro = {.device = (int)o->device, .validation = o->validation};
+  if (!s) s = ssm_rt_open(bundle, o->weights, &ro, &v->rt);
+  if (s) {
+    vk_destroy(&v->base);
+    return s;
+  }
+  v->base.vocab = ssm_rt_vocab(v->rt);
+  v->base.chunk = ssm_rt_prefill_tokens(v->rt);
+  *out = &v->base;
+  return NULL;
+}
+
+static ssm_status backend_open(const run_opts *o, backend **out) {
+  return !strcmp(o->backend, "cpu") ? cpu_open(o, out) : vk_open(o, out);
+}
+
+/* ---- generation loop ----------------------------------------------------- */
+
+static int32_t argmax_row(const float *row, int64_t n) {
+  int32_t best = 0;
+  for (int64_t j = 1; j < n; j++)
+    if (row[j] > row[best]) best = (int32_t)j;
+  return best;
+}
+
+static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
+                               int64_t first_pos) {
+  for (int64_t k = 0; k < count * vocab; k++)
+    if (!isfinite(rows[k]))
+      return ssm_status_new(SSM_ERR_INVALID,
+                            "non-finite logit %g at position %lld (vocab index %lld): "
+                            "the model or its weights produce inf/NaN",
+                            rows[k], (long long)(first_pos + k / vocab),
+                            (long long)(k % vocab));
+  return NULL;
+}
+
+/* Feeds `count` tokens at position *pos, dumping their logits. */
+static ssm_status feed(backend *b, const int32_t *tokens, int count, float *logits, FILE *dump,
+                       const char *dump_path, int64_t *pos) {
+  SSM_TRY(b->run(b, tokens, count, logits));
+  SSM_TRY(check_finite(logits, count, b->vocab, *pos));
+  if (dump && fwrite(logits, sizeof(float) * (size_t)b->vocab, (size_t)count, dump) != (size_t)count)
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", dump_path);
+  *pos += count;
+  return NULL;
+}
+
+/* Prefill in chunks the backend takes, the rest token by token, then greedy
+ * decode of o->n tokens into out_gen. */
+static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt, int np,
+                           int32_t *gen) {
+  ssm_status s = NULL;
+  FILE *dump = NULL;
+  if (o->dump && !(dump = fopen(o->dump, "wb")))
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
+  int chunk = b->chunk > 0 ? b->chunk : 1;
+  float *logits = malloc(sizeof(float) * (size_t)b->vocab * (size_t)chunk);
+  if (!logits) abort();
+  int64_t pos = 0;
+  const float *last = logits;
+  for (int at = 0; at < np && !s;) {
+    int len = np - at >= chunk ? chunk : 1;
+    s = feed(b, prompt + at, len, logits, dump, o->dump, &pos);
+    last = logits + (size_t)(len - 1) * (size_t)b->vocab;
+    at += len;
+  }
+  for (long k = 0; k < o->n && !s; k++) {
+    gen[k] = argmax_row(last, b->vocab);
+    if (k + 1 == o->n) break;
+    s = feed(b, &gen[k], 1, logits, dump, o->dump, &pos);
+    last = logits;
+  }
+  if (dump && fclose(dump) && !s)
+    s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
+  free(logits);
+  return s;
+}
+
+/* Parses the options shared by run and bench. Returns 0 or a usage exit code. */
+static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--greedy")) continue;
+    if (!strcmp(a, "--validate")) {
+      o->validation = 1;
+      continue;
+    }
+    if (a[0] == '-' && !v) return usage_error("option '%s' needs a value", a);
+    if (!strcmp(a, "--config")) o->config = argv[++i];
+    else if (!strcmp(a, "--weights")) o->weights = argv[++i];
+    else if (!strcmp(a, "--tokens")) o->tokens = argv[++i];
+    else if (!strcmp(a, "--dump-logits")) o->dump = argv[++i];
+    else if (!strcmp(a, "--backend")) {
+      o->backend = argv[++i];
+      if (strcmp(o->backend, "cpu") && strcmp(o->backend, "vulkan"))
+        return usage_error("--backend: expected cpu or vulkan, got '%s'", o->backend);
+    } else if (!strcmp(a, "-n")) {
+      if (!parse_int(argv[++i], 0, 1 << 24, &o->n))
+        return usage_error("-n: expected a token count from 0 to 16777216, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--chunk")) {
+      if (!parse_int(argv[++i], 1, 4096, &o->chunk))
+        return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--device")) {
+      if (!parse_int(argv[++i], 0, 1000, &o->device))
+        return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
+    } else if (a[0] == '-') {
+      fprintf(stderr, "ssmc: %s: ", cmd);
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->model) o->model = a;
+    else return usage_error("unexpected argument '%s'", a);
+  }
+  if (!o->model) return usage_error("missing MODEL or BUNDLE%s", "");
+  if (!o->weights) return usage_error("missing --weights DIR%s", "");
+  if (!strcmp(o->backend, "cpu") && ends_with(o->model, ".ssmb"))
+    return usage_error("--backend cpu runs a model (YAML or directory), not a bundle: %s", o->model);
+  return 0;
+}
+
+static int cmd_run(int argc, char **argv) {
+  run_opts o = {.n = 16, .chunk = 32, .device = -1, .backend = "vulkan"};
+  int rc = parse_run_opts(argc, argv, &o, "run");
+  if (rc) return rc;
+  if (!o.tokens) return usage_error("run: missing --tokens%s", "");
+  int32_t *prompt, *gen = calloc((size_t)o.n + 1, sizeof *gen);
+  int np;
+  backend *b = NULL;
+  ssm_status s = parse_tokens(o.tokens, &prompt, &np);
+  if (s) {
+    free(gen);
+    return fail(s);
+  }
+  s = backend_open(&o, &b);
+  if (!s) s = generate(b, &o, prompt, np, gen);
+  if (b) b->destroy(b);
+  free(prompt);
+  if (s) {
+    free(gen);
+    return fail(s);
+  }
+  for (long k = 0; k < o.n; k++) printf(k ? ",%d" : "%d", gen[k]);
+  printf("\n");
+  free(gen);
+  return 0;
+}
+
+/* ---- ssmc compile / inspect / devices / bench ---------------------------- */
+
+static int cmd_compile(int argc, char **argv) {
+  const char *model = NULL, *config = NULL, *out = NULL;
+  long prefill = 32;
+  ssm_dtype dtype = SSM_F32;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && i + 1 >= argc) return usage_error("option '%s' needs a value", a);
+    if (!strcmp(a, "--config")) config = argv[++i];
+    else if (!strcmp(a, "-o")) out = argv[++i];
+    else if (!strcmp(a, "--chunk")) {
+      if (!parse_int(argv[++i], 1, 4096, &prefill))
+        return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--dtype")) {
+      const char *d = argv[++i];
+      if (!ssm_dtype_parse(d, strlen(d), &dtype) || dtype == SSM_I32)
+        return usage_error("--dtype: expected f32, f16 or bf16, got '%s'", d);
+    } else if (a[0] == '-') return usage_error("compile: unknown option '%s'", a);
+    else if (!model) model = a;
+    else return usage_error("compile: unexpected argument '%s'", a);
+  }
+  if (!model) return usage_error("compile: missing MODEL%s", "");
+  if (!out) return usage_error("compile: missing -o OUT.ssmb%s", "");
+  ssm_model *m = NULL;
+  ssm_status s = ssm_model_load(model, config, &m);
+  ssm_compile_opts co = {.prefill_tokens = (int)prefill, .dtype = dtype};
+  if (!s) s = ssm_compile(m, &co, out);
+  ssm_model_destroy(m);
+  return s ? fail(s) : 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  int json = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else if (argv[i][0] == '-') return usage_error("inspect: unknown option '%s'", argv[i]);
+    else if (!path) path = argv[i];
+    else return usage_error("inspect: unexpected argument '%s'", argv[i]);
+  }
+  if (!path) return usage_error("inspect: missing BUNDLE%s", "");
+  char *text;
+  ssm_status s = ssm_inspect(path, json, &text);
+  if (s) return fail(s);
+  fputs(text, stdout);
+  free(text);
+  return 0;
+}
+
+static int cmd_devices(int argc, char **argv) {
+  if (argc) return usage_error("devices: unexpected argument '%s'", argv[0]);
+  ssm_vk_device_info *devs;
+  int n;
+  ssm_status s = ssm_vk_list_devices(&devs, &n);
+  if (s) return fail(s);
+  char *text = ssm_vk_format_devices(devs, n);
+  fputs(text, stdout);
+  free(text);
+  free(devs);
+  return 0;
+}
+
+static int cmd_bench(int argc, char **argv) {
+  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan"};
+  int json = 0, k = 0;
+  char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
+  for (int i = 0; i < argc; i++)
+    if (!strcmp(argv[i], "--json")) json = 1;
+    else rest[k++] = argv[i];
+  int rc = parse_run_opts(k, rest, &o, "bench");
+  free(rest);
+  if (rc) return rc;
+  if (!ends_with(o.model, ".ssmb") || strcmp(o.backend, "vulkan"))
+    return usage_error("bench: expected a compiled bundle (.ssmb), got '%s'", o.model);
+  backend *b = NULL;
+  ssm_status s = backend_open(&o, &b);
+  if (s) return fail(s);
+  ssm_bench_result r;
+  s = ssm_bench(((vk_backend *)b)->rt, (int)o.n, &r);
+  b->destroy(b);
+  if (s) return fail(s);
+  if (json)
+    printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
+           "\"prefill_tokens_per_s\": %.2f, \"decode_tokens\": %d, \"prefill_tokens\": %d, "
+           "\"weight_bytes\": %llu, \"decode_gb_per_s\": %.2f}\n",
+           r.decode_tok_s, 1e3 / r.decode_tok_s, r.prefill_tok_s, r.decode_tokens,
+           r.prefill_tokens, (unsigned long long)r.weight_bytes,
+           r.decode_tok_s * (double)r.weight_bytes / 1e9);
+  else
+    printf("decode:  %.1f tokens/s (%.3f ms/token, %d tokens; weights %.1f MB -> %.1f GB/s)\n"
+           "prefill: %.1f tokens/s (%d tokens)\n",
+           r.decode_tok_s, 1e3 / r.decode_tok_s, r.decode_tokens, (double)r.weight_bytes / 1e6,
+           r.decode_tok_s * (double)r.weight_bytes / 1e9, r.prefill_tok_s, r.prefill_tokens);
+  return 0;
+}
+
+static void log_to_stderr(const char *msg, void *user) {
+  fprintf(stderr, "ssmc: %s\n", msg);
+}
+
+int main(int argc, char **argv) {
+  if (getenv("SSMC_VERBOSE")) ssm_log_set(log_to_stderr, NULL);
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "ir")) return cmd_ir(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "run")) return cmd_run(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "compile")) return cmd_compile(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+  return usage_error("unknown command '%s'", argv[1]);
+}

@@ -1,0 +1,71 @@
+/*
+ * codegen.h — from IR nodes to compute kernels.
+ *
+ * Each IR node that does work becomes one kernel generated from the template
+ * of its family (templates/<family>.glsl.in, compiled into the binary),
+ * specialized with the node's shapes as constants. A kernel's storage
+ * buffers are always, in order: binding 0 the node's result, then one binding
+ * per operand in operand order (a state operand is read and written in
+ * place). GLSL is compiled to SPIR-V with libshaderc at compile time, so the
+ * runtime needs no shader compiler.
+ */
+#ifndef SSM_CODEGEN_H
+#define SSM_CODEGEN_H
+
+#include "ir.h"
+
+/* How a node is carried out at run time. */
+typedef enum {
+  SSM_CG_KERNEL, /* a dispatch of a generated kernel */
+  SSM_CG_ALIAS,  /* a view of operand 0's memory (reshape): no work */
+  SSM_CG_DATA,   /* memory filled from outside: input, weight, state, const */
+  SSM_CG_SINK,   /* output: names results, no work */
+} ssm_cg_kind;
+
+ssm_cg_kind ssm_cg_classify(const ssm_node *n);
+
+/* A generated kernel. Strings live in the arena passed to the generator. */
+typedef struct {
+  const char *family;   /* template name, e.g. "matmul" */
+  const char *params;   /* "M=1 K=64 N=256", also in the source's first line */
+  const char *glsl;     /* the complete GLSL source */
+  int nbindings;        /* 1 + the node's operand count */
+  uint32_t groups[3];   /* dispatch grid */
+} ssm_cg_kernel;
+
+/* Generates the kernel for a node classified SSM_CG_KERNEL. */
+ssm_status ssm_cg_kernel_for_node(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out);
+
+/* Expands template `family` (templates/<family>.glsl.in) with `kv`, a
+ * NULL-terminated list of key, value pairs replacing {{KEY}}. A placeholder
+ * without a value, or a value for a key that does not occur, is an error. */
+ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
+                                  const char *const *kv, char **out);
+
+/* Compiles GLSL compute source to SPIR-V (Vulkan 1.1 target, optimized for
+ * performance). Errors carry `name` and the compiler's messages. The caller
+ * frees *out_words. */
+ssm_status ssm_cg_compile_glsl(const char *source, const char *name,
+                               uint32_t **out_words, size_t *out_count);
+
+/* Embedded templates (templates/<name>.glsl.in): text or NULL. */
+const char *ssm_templates_embedded(const char *file);
+const char *ssm_templates_embedded_name(int i);
+
+/* ---- compiling a model to a bundle (compile.c) ------------------------- */
+
+typedef struct {
+  int prefill_tokens; /* T of the prefill program (default 32) */
+  ssm_dtype dtype;    /* weight and activation dtype (f32 only for now) */
+} ssm_compile_opts;
+
+/* Builds the decode (T=1) and prefill graphs of `m`, plans memory, generates
+ * and compiles the kernels, and writes the bundle to `out_path`. */
+ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *out_path);
+
+/* Bindings of storage buffers are aligned to this many bytes in a bundle:
+ * the largest minStorageBufferOffsetAlignment Vulkan allows, so a bundle
+ * works on every device. */
+#define SSM_BUNDLE_ALIGN 256
+
+#endif

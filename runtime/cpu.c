@@ -1,0 +1,740 @@
+/*
+ * cpu.c — the CPU reference interpreter of the op IR.
+ *
+ * This is the yardstick the GPU kernels are tested against, so every op is
+ * the plainest loop that states its meaning (ops.def), in f32 storage with
+ * double arithmetic inside each element and double accumulation in every
+ * sum. A run numbers the graph, gives each value one buffer of 4-byte
+ * elements (float, or int32_t for i32 values), walks the nodes in order and
+ * frees each buffer after its last use.
+ *
+ * The interpreter object keeps what outlives a run: weights converted to f32
+ * (read on first use, keyed by name, transform and declared type) and state
+ * tensors by name (zero at first use, shared by every graph run on it, updated
+ * in place by conv1d_causal and scan).
+ *
+ * Shapes are trusted to be verified; the asserts only make sure that an
+ * unverified graph cannot make a loop read or write outside a buffer.
+ */
+#include "runtime.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A tensor that outlives runs: a converted weight or a state. */
+typedef struct {
+  char *name;
+  char *transform; /* weights: "" when none; states: "" */
+  ssm_type type;   /* as the node declares it */
+  float *data;     /* numel elements (int32_t for an i32 state) */
+} cpu_tensor;
+
+typedef struct {
+  cpu_tensor *items;
+  int n, cap;
+} cpu_tensor_list;
+
+struct ssm_cpu {
+  const ssm_st *weights;
+  cpu_tensor_list weight_cache;
+  cpu_tensor_list states;
+};
+
+/* ---- persistent tensors -------------------------------------------------- */
+
+static void tensor_list_free(cpu_tensor_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    free(l->items[i].name);
+    free(l->items[i].transform);
+    free(l->items[i].data);
+  }
+  free(l->items);
+  *l = (cpu_tensor_list){0};
+}
+
+static char *str_dup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+/* Takes ownership of `data` (also on failure). */
+static ssm_status tensor_list_add(cpu_tensor_list *l, const char *name,
+                                  const char *transform, const ssm_type *type,
+                                  float *data) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    cpu_tensor *items = realloc(l->items, sizeof *items * (size_t)cap);
+    if (!items) {
+      free(data);
+      return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+    }
+    l->items = items;
+    l->cap = cap;
+  }
+  cpu_tensor t = {str_dup(name), str_dup(transform), *type, data};
+  if (!t.name || !t.transform) {
+    free(t.name);
+    free(t.transform);
+    free(data);
+    return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+  }
+  l->items[l->n++] = t;
+  return NULL;
+}
+
+/* Zeroed storage for `count` 4-byte elements (at least one). */
+static ssm_status alloc_elems(int64_t count, void **out) {
+  size_t bytes;
+  *out = NULL;
+  if (count < 0 || !ssm_size_mul((size_t)count, 4, &bytes))
+    return ssm_status_new(SSM_ERR_NOMEM, "tensor of %lld elements is too large",
+                          (long long)count);
+  *out = calloc(bytes ? bytes : 4, 1);
+  if (!*out)
+    return ssm_status_new(SSM_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
+  return NULL;
+}
+
+ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out) {
+  *out = NULL;
+  ssm_cpu *c = calloc(1, sizeof *c);
+  if (!c) return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+  c->weights = weights;
+  *out = c;
+  return NULL;
+}
+
+void ssm_cpu_destroy(ssm_cpu *c) {
+  if (!c) return;
+  tensor_list_free(&c->weight_cache);
+  tensor_list_free(&c->states);
+  free(c);
+}
+
+void ssm_cpu_reset(ssm_cpu *c) {
+  for (int i = 0; i < c->states.n; i++) {
+    cpu_tensor *t = &c->states.items[i];
+    memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
+  }
+}
+
+/* Rounds every element to what `dtype` can hold (f16/bf16 values). */
+static void round_to_dtype(float *x, int64_t n, ssm_dtype dtype) {
+  for (int64_t i = 0; i < n; i++) {
+    if (dtype == SSM_BF16) x[i] = ssm_bf16_to_f32(ssm_f32_to_bf16(x[i]));
+    if (dtype == SSM_F16) x[i] = ssm_f16_to_f32(ssm_f32_to_f16(x[i]));
+  }
+}
+
+/* Reads the checkpoint tensor at the node's declared dtype, widens it to f32,
+ * then applies the node's transform (rounded back to the declared dtype). */
+static ssm_status weight_read(const ssm_cpu *c, const char *name,
+                              const char *transform, const ssm_type *type,
+                              float *dst) {
+  int64_t n = ssm_type_numel(type);
+  if (!c->weights)
+    return ssm_status_new(SSM_ERR_INVALID,
+                          "weight '%s' is needed but no checkpoint was given", name);
+  if (transform[0] && strcmp(transform, "neg_exp"))
+    return ssm_status_new(SSM_ERR_UNSUPPORTED,
+                          "weight '%s': unknown transform '%s' (known: neg_exp)",
+                          name, transform);
+  if (type->dtype == SSM_F32) {
+    SSM_TRY(ssm_st_read(c->weights, name, type, dst));
+  } else if (type->dtype == SSM_F16 || type->dtype == SSM_BF16) {
+    uint16_t *half = malloc((size_t)(n ? n : 1) * 2);
+    if (!half) return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+    ssm_status s = ssm_st_read(c->weights, name, type, half);
+    for (int64_t i = 0; !s && i < n; i++)
+      dst[i] = type->dtype == SSM_F16 ? ssm_f16_to_f32(half[i]) : ssm_bf16_to_f32(half[i]);
+    free(half);
+    SSM_TRY(s);
+  } else {
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "weight '%s': %s weights are not supported",
+                          name, ssm_dtype_name(type->dtype));
+  }
+  if (!strcmp(transform, "neg_exp")) {
+    for (int64_t i = 0; i < n; i++) dst[i] = (float)-exp((double)dst[i]);
+    round_to_dtype(dst, n, type->dtype);
+  }
+  return NULL;
+}
+
+static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
+  const char *name = ssm_node_str(n, "name", "");
+  const char *transform = ssm_node_str(n, "transform", "");
+  const ssm_type *type = &n->result->type;
+  for (int i = 0; i < c->weight_cache.n; i++) {
+    cpu_tensor *t = &c->weight_cache.items[i];
+    if (!strcmp(t->name, name) && !strcmp(t->transform, transform) &&
+        ssm_type_equal(&t->type, type)) {
+      *out = t->data;
+      return NULL;
+    }
+  }
+  void *data;
+  SSM_TRY(alloc_elems(ssm_type_numel(type), &data));
+  ssm_status s = weight_read(c, name, transform, type, data);
+  if (s) {
+    free(data);
+    return s;
+  }
+  SSM_TRY(tensor_list_add(&c->weight_cache, name, transform, type, data));
+  *out = data;
+  return NULL;
+}
+
+static ssm_status state_get(ssm_cpu *c, const ssm_node *n, void **out) {
+  const char *name = ssm_node_str(n, "name", "");
+  const ssm_type *type = &n->result->type;
+  for (int i = 0; i < c->states.n; i++) {
+    cpu_tensor *t = &c->states.items[i];
+    if (strcmp(t->name, name)) continue;
+    if (!ssm_type_equal(&t->type, type)) {
+      char a[96], b[96];
+      return ssm_status_new(SSM_ERR_INVALID,
+                            "state '%s' is declared %s here but %s earlier", name,
+                            ssm_type_format(type, a, sizeof a),
+                            ssm_type_format(&t->type, b, sizeof b));
+    }
+    *out = t->data;
+    return NULL;
+  }
+  void *data;
+  SSM_TRY(alloc_elems(ssm_type_numel(type), &data));
+  SSM_TRY(tensor_list_add(&c->states, name, "", type, data));
+  *out = data;
+  return NULL;
+}
+
+/* ---- a run's buffers ------------------------------------------------------ */
+
+typedef struct {
+  void *data;
+  int owned; /* 0 for weights and states, which the interpreter keeps */
+} cpu_buf;
+
+typedef struct {
+  ssm_cpu *c;
+  const int32_t *tokens;
+  const ssm_node *output; /* the first output node */
+  float *out;
+  size_t out_count;
+  cpu_buf *bufs; /* by value id */
+} cpu_run;
+
+static float *fbuf(const cpu_run *r, const ssm_value *v) {
+  SSM_ASSERT(v->type.dtype != SSM_I32 && r->bufs[v->id].data);
+  return r->bufs[v->id].data;
+}
+
+static int32_t *ibuf(const cpu_run *r, const ssm_value *v) {
+  SSM_ASSERT(v->type.dtype == SSM_I32 && r->bufs[v->id].data);
+  return r->bufs[v->id].data;
+}
+
+/* Either kind of element, for ops that only move data. */
+static uint32_t *rawbuf(const cpu_run *r, const ssm_value *v) {
+  SSM_ASSERT(r->bufs[v->id].data);
+  return r->bufs[v->id].data;
+}
+
+static int64_t numel(const ssm_value *v) { return ssm_type_numel(&v->type); }
+static int64_t dim(const ssm_value *v, int i) {
+  SSM_ASSERT(i >= 0 && i < v->type.rank);
+  return v->type.dims[i];
+}
+static int64_t last_dim(const ssm_value *v) { return dim(v, v->type.rank - 1); }
+
+/* Product of dims [lo, hi). */
+static int64_t dims_product(const ssm_type *t, int lo, int hi) {
+  int64_t p = 1;
+  for (int i = lo; i < hi; i++) p *= t->dims[i];
+  return p;
+}
+
+/* ---- broadcasting ---------------------------------------------------------- */
+
+#define BCAST_MAX_RANK (SSM_MAX_RANK + 1) /* scan's [T,S..,N] has one more */
+#define BCAST_MAX_OPS 3
+
+/* Numpy broadcasting of up to three operands to one output shape: operand
+ * dims are aligned from the right; a missing or size-1 dim gets stride 0. */
+typedef struct {
+  int rank, nops;
+  int64_t dims[BCAST_MAX_RANK];
+  int64_t strides[BCAST_MAX_OPS][BCAST_MAX_RANK];
+} bcast;
+
+static void bcast_init(bcast *b, int rank, const int64_t *dims, int nops,
+                       const ssm_type *const *ops) {
+  SSM_ASSERT(rank <= BCAST_MAX_RANK && nops <= BCAST_MAX_OPS);
+  *b = (bcast){.rank = rank, .nops = nops};
+  for (int d = 0; d < rank; d++) b->dims[d] = dims[d];
+  for (int k = 0; k < nops; k++) {
+    int off = rank - ops[k]->rank;
+    SSM_ASSERT(off >= 0);
+    int64_t stride = 1;
+    for (int d = rank - 1; d >= off; d--) {
+      int64_t od = ops[k]->dims[d - off];
+      SSM_ASSERT(od == dims[d] || od == 1);
+      b->strides[k][d] = od == 1 ? 0 : stride;
+      stride *= od;
+    }
+  }
+}
+
+/* The linear index into each operand for output linear index `i`. */
+static void bcast_index(const bcast *b, int64_t i, int64_t *out_idx) {
+  for (int k = 0; k < b->nops; k++) out_idx[k] = 0;
+  for (int d = b->rank - 1; d >= 0; d--) {
+    int64_t coord = i % b->dims[d];
+    i /= b->dims[d];
+    for (int k = 0; k < b->nops; k++) out_idx[k] += coord * b->strides[k][d];
+  }
+}
+
+/* ---- elementwise ----------------------------------------------------------- */
+
+static double binary_apply(ssm_op op, double a, double b) {
+  switch (op) {
+  case SSM_OP_ADD: return a + b;
+  case SSM_OP_SUB: return a - b;
+  case SSM_OP_MUL: return a * b;
+  case SSM_OP_DIV: return a / b;
+  default: SSM_ASSERT(!"not a binary op"); return 0;
+  }
+}
+
+static void op_binary(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *y = n->result;
+  const ssm_type *ops[2] = {&n->args[0]->type, &n->args[1]->type};
+  bcast b;
+  bcast_init(&b, y->type.rank, y->type.dims, 2, ops);
+  const float *a = fbuf(r, n->args[0]), *c = fbuf(r, n->args[1]);
+  float *dst = fbuf(r, y);
+  int64_t idx[2];
+  for (int64_t i = 0; i < numel(y); i++) {
+    bcast_index(&b, i, idx);
+    dst[i] = (float)binary_apply(n->op, a[idx[0]], c[idx[1]]);
+  }
+}
+
+static double unary_apply(ssm_op op, double x) {
+  switch (op) {
+  case SSM_OP_NEG: return -x;
+  case SSM_OP_EXP: return exp(x);
+  case SSM_OP_LOG: return log(x);
+  case SSM_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
+  case SSM_OP_SILU: return x / (1 + exp(-x));
+  case SSM_OP_SIGMOID: return 1 / (1 + exp(-x));
+  case SSM_OP_RELU: return x > 0 ? x : 0;
+  case SSM_OP_SQRT: return sqrt(x);
+  case SSM_OP_RSQRT: return 1 / sqrt(x);
+  case SSM_OP_SQUARE: return x * x;
+  default: SSM_ASSERT(!"not a unary op"); return 0;
+  }
+}
+
+static void op_unary(const cpu_run *r, const ssm_node *n) {
+  SSM_ASSERT(numel(n->args[0]) == numel(n->result));
+  const float *x = fbuf(r, n->args[0]);
+  float *y = fbuf(r, n->result);
+  for (int64_t i = 0; i < numel(n->result); i++)
+    y[i] = (float)unary_apply(n->op, x[i]);
+}
+
+/* ---- sources ---------------------------------------------------------------- */
+
+static ssm_status op_input(const cpu_run *r, const ssm_node *n) {
+  const char *name = ssm_node_str(n, "name", "");
+  if (strcmp(name, "tokens"))
+    return ssm_status_new(SSM_ERR_INVALID,
+                          "unknown input '%s' (the only input is \"tokens\")", name);
+  if (!r->tokens)
+    return ssm_status_new(SSM_ERR_INVALID, "the graph reads tokens but none were given");
+  if (n->result->type.dtype == SSM_I32) {
+    memcpy(ibuf(r, n->result), r->tokens, (size_t)numel(n->result) * 4);
+  } else {
+    float *y = fbuf(r, n->result);
+    for (int64_t i = 0; i < numel(n->result); i++) y[i] = (float)r->tokens[i];
+  }
+  return NULL;
+}
+
+static void op_const(const cpu_run *r, const ssm_node *n) {
+  double v = ssm_node_float(n, "value", 0);
+  if (n->result->type.dtype == SSM_I32) {
+    for (int64_t i = 0; i < numel(n->result); i++) ibuf(r, n->result)[i] = (int32_t)v;
+  } else {
+    for (int64_t i = 0; i < numel(n->result); i++) fbuf(r, n->result)[i] = (float)v;
+  }
+}
+
+/* ---- linear algebra and norms ---------------------------------------------- */
+
+static ssm_status op_embed(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *table = n->args[0], *ids = n->args[1];
+  SSM_ASSERT(table->type.rank == 2);
+  int64_t vocab = dim(table, 0), hidden = dim(table, 1);
+  SSM_ASSERT(numel(n->result) == numel(ids) * hidden);
+  const float *tab = fbuf(r, table);
+  const int32_t *id = ibuf(r, ids);
+  float *y = fbuf(r, n->result);
+  for (int64_t t = 0; t < numel(ids); t++) {
+    if (id[t] < 0 || id[t] >= vocab)
+      return ssm_status_new(SSM_ERR_INVALID, "token id %d out of range [0, %lld)",
+                            (int)id[t], (long long)vocab);
+    memcpy(y + t * hidden, tab + id[t] * hidden, (size_t)hidden * sizeof(float));
+  }
+  return NULL;
+}
+
+static void op_matmul(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0], *wv = n->args[1];
+  SSM_ASSERT(wv->type.rank == 2);
+  int64_t nout = dim(wv, 0), k = dim(wv, 1);
+  SSM_ASSERT(last_dim(xv) == k && last_dim(n->result) == nout);
+  int64_t rows = k ? numel(xv) / k : 0;
+  SSM_ASSERT(numel(n->result) == rows * nout);
+  const float *x = fbuf(r, xv), *w = fbuf(r, wv);
+  float *y = fbuf(r, n->result);
+  for (int64_t m = 0; m < rows; m++) {
+    const float *xr = x + m * k;
+    for (int64_t j = 0; j < nout; j++) {
+      const float *wr = w + j * k;
+      double acc = 0;
+      for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+      y[m * nout + j] = (float)acc;
+    }
+  }
+}
+
+static ssm_status op_reduce(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  const char *kind = ssm_node_str(n, "kind", "");
+  int axis = (int)ssm_node_int(n, "axis", -1);
+  SSM_ASSERT(axis >= 0 && axis < xv->type.rank);
+  int is_sum = !strcmp(kind, "sum"), is_mean = !strcmp(kind, "mean");
+  if (!is_sum && !is_mean && strcmp(kind, "max"))
+    return ssm_status_new(SSM_ERR_INVALID, "unknown reduce kind '%s' (sum, mean, max)", kind);
+  int64_t outer = dims_product(&xv->type, 0, axis), len = dim(xv, axis);
+  int64_t inner = dims_product(&xv->type, axis + 1, xv->type.rank);
+  SSM_ASSERT(numel(n->result) == outer * inner);
+  const float *x = fbuf(r, xv);
+  float *y = fbuf(r, n->result);
+  for (int64_t o = 0; o < outer; o++)
+    for (int64_t i = 0; i < inner; i++) {
+      const float *p = x + o * len * inner + i;
+      double acc = is_sum || is_mean ? 0 : -INFINITY;
+      for (int64_t j = 0; j < len; j++)
+        acc = is_sum || is_mean ? acc + p[j * inner] : fmax(acc, p[j * inner]);
+      if (is_mean) acc /= (double)len;
+      y[o * inner + i] = (float)acc;
+    }
+  return NULL;
+}
+
+static void op_rmsnorm(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int64_t width = last_dim(xv), rows = width ? numel(xv) / width : 0;
+  SSM_ASSERT(numel(n->result) == numel(xv));
+  const float *w = NULL;
+  if (n->nargs > 1) {
+    SSM_ASSERT(numel(n->args[1]) == width);
+    w = fbuf(r, n->args[1]);
+  }
+  double eps = ssm_node_float(n, "eps", 0);
+  const float *x = fbuf(r, xv);
+  float *y = fbuf(r, n->result);
+  for (int64_t m = 0; m < rows; m++) {
+    const float *xr = x + m * width;
+    double ss = 0;
+    for (int64_t i = 0; i < width; i++) ss += (double)xr[i] * xr[i];
+    double scale = 1 / sqrt(ss / (double)width + eps);
+    for (int64_t i = 0; i < width; i++)
+      y[m * width + i] = (float)(xr[i] * scale * (w ? w[i] : 1.0));
+  }
+}
+
+/* ---- data movement (f32 or i32: 4-byte elements) -------------------------- */
+
+static void op_slice(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int axis = (int)ssm_node_int(n, "axis", -1);
+  int64_t start = ssm_node_int(n, "start", 0), len = ssm_node_int(n, "len", 0);
+  SSM_ASSERT(axis >= 0 && axis < xv->type.rank);
+  int64_t full = dim(xv, axis);
+  SSM_ASSERT(start >= 0 && len >= 0 && start + len <= full);
+  int64_t outer = dims_product(&xv->type, 0, axis);
+  int64_t inner = dims_product(&xv->type, axis + 1, xv->type.rank);
+  SSM_ASSERT(numel(n->result) == outer * len * inner);
+  const uint32_t *x = rawbuf(r, xv);
+  uint32_t *y = rawbuf(r, n->result);
+  for (int64_t o = 0; o < outer; o++)
+    memcpy(y + o * len * inner, x + (o * full + start) * inner,
+           (size_t)(len * inner) * 4);
+}
+
+static void op_concat(const cpu_run *r, const ssm_node *n) {
+  const ssm_type *yt = &n->result->type;
+  int axis = (int)ssm_node_int(n, "axis", -1);
+  SSM_ASSERT(axis >= 0 && axis < yt->rank);
+  int64_t outer = dims_product(yt, 0, axis), inner = dims_product(yt, axis + 1, yt->rank);
+  int64_t total = 0;
+  for (int k = 0; k < n->nargs; k++) total += dim(n->args[k], axis);
+  SSM_ASSERT(total == yt->dims[axis]);
+  uint32_t *y = rawbuf(r, n->result);
+  int64_t at = 0; /* offset along axis */
+  for (int k = 0; k < n->nargs; k++) {
+    const ssm_value *xv = n->args[k];
+    int64_t len = dim(xv, axis);
+    SSM_ASSERT(numel(xv) == outer * len * inner);
+    const uint32_t *x = rawbuf(r, xv);
+    for (int64_t o = 0; o < outer; o++)
+      memcpy(y + (o * total + at) * inner, x + o * len * inner, (size_t)(len * inner) * 4);
+    at += len;
+  }
+}
+
+static void op_reshape(const cpu_run *r, const ssm_node *n) {
+  SSM_ASSERT(numel(n->args[0]) == numel(n->result));
+  memcpy(rawbuf(r, n->result), rawbuf(r, n->args[0]), (size_t)numel(n->result) * 4);
+}
+
+static void op_transpose(const cpu_run *r, const ssm_node *n) {
+  const ssm_type *xt = &n->args[0]->type, *yt = &n->result->type;
+  const ssm_attr *perm = ssm_node_attr(n, "perm");
+  SSM_ASSERT(perm && perm->kind == SSM_ATTR_INTS && perm->n == yt->rank &&
+             xt->rank == yt->rank);
+  int rank = yt->rank;
+  int64_t xstride[SSM_MAX_RANK], stride = 1;
+  for (int d = rank - 1; d >= 0; d--) {
+    xstride[d] = stride;
+    stride *= xt->dims[d];
+  }
+  int64_t src_stride[SSM_MAX_RANK]; /* x stride of result dim d */
+  int seen[SSM_MAX_RANK] = {0};
+  for (int d = 0; d < rank; d++) {
+    int64_t p = perm->ints[d];
+    SSM_ASSERT(p >= 0 && p < rank && !seen[p] && xt->dims[p] == yt->dims[d]);
+    seen[p] = 1;
+    src_stride[d] = xstride[p];
+  }
+  const uint32_t *x = rawbuf(r, n->args[0]);
+  uint32_t *y = rawbuf(r, n->result);
+  for (int64_t i = 0; i < numel(n->result); i++) {
+    int64_t rest = i, src = 0;
+    for (int d = rank - 1; d >= 0; d--) {
+      src += rest % yt->dims[d] * src_stride[d];
+      rest /= yt->dims[d];
+    }
+    y[i] = x[src];
+  }
+}
+
+/* ---- the recurrent ops ---------------------------------------------------------- */
+
+/* xin = concat(state, x) along time; y[t,c] = bias[c] + sum_k w[c,k]*xin[t+k,c];
+ * the state becomes the last K-1 rows of xin. */
+static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0], *sv = n->args[1], *wv = n->args[2];
+  SSM_ASSERT(xv->type.rank == 2 && sv->type.rank == 2 && wv->type.rank == 2);
+  int64_t steps = dim(xv, 0), chans = dim(xv, 1), kw = dim(wv, 1);
+  SSM_ASSERT(kw >= 1 && dim(wv, 0) == chans && dim(sv, 0) == kw - 1 && dim(sv, 1) == chans);
+  SSM_ASSERT(numel(n->result) == steps * chans);
+  const float *bias = NULL;
+  if (n->nargs > 3) {
+    SSM_ASSERT(numel(n->args[3]) == chans);
+    bias = fbuf(r, n->args[3]);
+  }
+  void *mem;
+  SSM_TRY(alloc_elems((kw - 1 + steps) * chans, &mem));
+  float *xin = mem;
+  float *state = fbuf(r, sv);
+  memcpy(xin, state, (size_t)((kw - 1) * chans) * sizeof(float));
+  memcpy(xin + (kw - 1) * chans, fbuf(r, xv), (size_t)(steps * chans) * sizeof(float));
+  const float *w = fbuf(r, wv);
+  float *y = fbuf(r, n->result);
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t c = 0; c < chans; c++) {
+      double acc = bias ? bias[c] : 0;
+      for (int64_t k = 0; k < kw; k++) acc += (double)w[c * kw + k] * xin[(t + k) * chans + c];
+      y[t * chans + c] = (float)acc;
+    }
+  memcpy(state, xin + steps * chans, (size_t)((kw - 1) * chans) * sizeof(float));
+  free(xin);
+  return NULL;
+}
+
+/* a, b, c broadcast to [T,S..,N]; h[S..,N] is the state:
+ * h = a_t*h + b_t, y[t,s..] = sum_n c_t[s..,n]*h[s..,n]. */
+static void op_scan(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *yv = n->result, *hv = n->args[3];
+  int rank = yv->type.rank + 1;
+  SSM_ASSERT(yv->type.rank >= 1 && hv->type.rank == yv->type.rank && rank <= BCAST_MAX_RANK);
+  int64_t full[BCAST_MAX_RANK];
+  full[0] = dim(yv, 0);
+  for (int d = 0; d < hv->type.rank; d++) {
+    full[d + 1] = hv->type.dims[d];
+    if (d + 1 < yv->type.rank) SSM_ASSERT(hv->type.dims[d] == yv->type.dims[d + 1]);
+  }
+  const ssm_type *ops[3] = {&n->args[0]->type, &n->args[1]->type, &n->args[2]->type};
+  bcast b;
+  bcast_init(&b, rank, full, 3, ops);
+  int64_t steps = full[0], width = last_dim(hv), chans = width ? numel(hv) / width : 0;
+  const float *a = fbuf(r, n->args[0]), *bb = fbuf(r, n->args[1]), *c = fbuf(r, n->args[2]);
+  float *h = fbuf(r, hv), *y = fbuf(r, yv);
+  int64_t idx[3];
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t s = 0; s < chans; s++) {
+      double acc = 0;
+      for (int64_t j = 0; j < width; j++) {
+        bcast_index(&b, (t * chans + s) * width + j, idx);
+        float *hj = &h[s * width + j];
+        *hj = (float)((double)a[idx[0]] * *hj + bb[idx[1]]);
+        acc += (double)c[idx[2]] * *hj;
+      }
+      y[t * chans + s] = (float)acc;
+    }
+}
+
+/* ---- last-axis ops ---------------------------------------------------------------- */
+
+static void op_softmax(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int64_t width = last_dim(xv), rows = width ? numel(xv) / width : 0;
+  SSM_ASSERT(numel(n->result) == numel(xv));
+  const float *x = fbuf(r, xv);
+  float *y = fbuf(r, n->result);
+  for (int64_t m = 0; m < rows; m++) {
+    const float *xr = x + m * width;
+    double mx = -INFINITY, sum = 0;
+    for (int64_t i = 0; i < width; i++) mx = fmax(mx, xr[i]);
+    for (int64_t i = 0; i < width; i++) sum += exp(xr[i] - mx);
+    for (int64_t i = 0; i < width; i++) y[m * width + i] = (float)(exp(xr[i] - mx) / sum);
+  }
+}
+
+static void op_argmax(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int64_t width = last_dim(xv), rows = width ? numel(xv) / width : 0;
+  SSM_ASSERT(numel(n->result) == rows);
+  const float *x = fbuf(r, xv);
+  int32_t *y = ibuf(r, n->result);
+  for (int64_t m = 0; m < rows; m++) {
+    int64_t best = 0;
+    for (int64_t i = 1; i < width; i++)
+      if (x[m * width + i] > x[m * width + best]) best = i;
+    y[m] = (int32_t)best;
+  }
+}
+
+/* ---- the run --------------------------------------------------------------------- */
+
+static void op_output(const cpu_run *r, const ssm_node *n) {
+  if (!r->out || n != r->output) return;
+  const ssm_value *v = n->args[0];
+  SSM_ASSERT((size_t)numel(v) == r->out_count);
+  for (int64_t i = 0; i < numel(v); i++)
+    r->out[i] = v->type.dtype == SSM_I32 ? (float)ibuf(r, v)[i] : fbuf(r, v)[i];
+}
+
+/* Gives the node's result its buffer: the kept tensor for weights and states,
+ * fresh zeroed memory otherwise. */
+static ssm_status bind_result(const cpu_run *r, const ssm_node *n) {
+  cpu_buf *b = &r->bufs[n->result->id];
+  if (n->op == SSM_OP_WEIGHT) {
+    if (n->result->type.dtype == SSM_I32)
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "i32 weights are not supported");
+    return weight_get(r->c, n, &b->data);
+  }
+  if (n->op == SSM_OP_STATE) return state_get(r->c, n, &b->data);
+  b->owned = 1;
+  return alloc_elems(numel(n->result), &b->data);
+}
+
+static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
+  for (int i = 0; i < n->nargs; i++) SSM_ASSERT(n->args[i]->id >= 0);
+  if (n->result) SSM_TRY(bind_result(r, n));
+  switch (ssm_op_info_get(n->op)->kind) {
+  case SSM_KIND_UNARY: op_unary(r, n); return NULL;
+  case SSM_KIND_BINARY: op_binary(r, n); return NULL;
+  default: break;
+  }
+  switch (n->op) {
+  case SSM_OP_INPUT: return op_input(r, n);
+  case SSM_OP_WEIGHT:
+  case SSM_OP_STATE: return NULL;
+  case SSM_OP_CONST: op_const(r, n); return NULL;
+  case SSM_OP_EMBED: return op_embed(r, n);
+  case SSM_OP_MATMUL: op_matmul(r, n); return NULL;
+  case SSM_OP_REDUCE: return op_reduce(r, n);
+  case SSM_OP_RMSNORM: op_rmsnorm(r, n); return NULL;
+  case SSM_OP_SLICE: op_slice(r, n); return NULL;
+  case SSM_OP_CONCAT: op_concat(r, n); return NULL;
+  case SSM_OP_RESHAPE: op_reshape(r, n); return NULL;
+  case SSM_OP_TRANSPOSE: op_transpose(r, n); return NULL;
+  case SSM_OP_CONV1D: return op_conv1d(r, n);
+  case SSM_OP_SCAN: op_scan(r, n); return NULL;
+  case SSM_OP_SOFTMAX: op_softmax(r, n); return NULL;
+  case SSM_OP_ARGMAX: op_argmax(r, n); return NULL;
+  case SSM_OP_OUTPUT: op_output(r, n); return NULL;
+  default:
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "op '%s' is not implemented on the CPU",
+                          ssm_op_info_get(n->op)->name);
+  }
+}
+
+/* Adds where the node is: "file:line:col" when parsed, else the value id. */
+static ssm_status at_node(const ssm_graph *g, const ssm_node *n, ssm_status s) {
+  if (!s) return NULL;
+  const char *op = ssm_op_info_get(n->op)->name;
+  if (n->line) return ssm_status_wrap(s, "%s:%d:%d", g->file ? g->file : g->name, n->line, n->col);
+  if (n->result) return ssm_status_wrap(s, "graph %s: %%%d (%s)", g->name, n->result->id, op);
+  return ssm_status_wrap(s, "graph %s: %s", g->name, op);
+}
+
+ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
+                       float *out, size_t out_count) {
+  ssm_graph_number(g);
+  const ssm_node *output = NULL;
+  for (const ssm_node *n = g->first; n && !output; n = n->next)
+    if (n->op == SSM_OP_OUTPUT) output = n;
+  if (!output || output->nargs < 1)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s has no output", g->name);
+  if (out && (size_t)numel(output->args[0]) != out_count)
+    return ssm_status_new(SSM_ERR_INVALID,
+                          "graph %s: output has %lld elements but the caller expects %zu",
+                          g->name, (long long)numel(output->args[0]), out_count);
+
+  size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
+  cpu_run r = {c, tokens, output, out, out_count, calloc(nvalues, sizeof(cpu_buf))};
+  int *last_use = malloc(nvalues * sizeof(int));
+  ssm_status s = NULL;
+  if (!r.bufs || !last_use) s = ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+
+  int step = 0;
+  for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
+    if (n->result) last_use[n->result->id] = step;
+    for (int i = 0; i < n->nargs; i++) last_use[n->args[i]->id] = step;
+  }
+  step = 0;
+  for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
+    s = at_node(g, n, exec_node(&r, n));
+    for (int i = 0; i < n->nargs; i++) {
+      cpu_buf *b = &r.bufs[n->args[i]->id];
+      if (last_use[n->args[i]->id] == step && b->owned) {
+        free(b->data);
+        *b = (cpu_buf){0};
+      }
+    }
+  }
+  for (size_t i = 0; r.bufs && i < nvalues; i++)
+    if (r.bufs[i].owned) free(r.bufs[i].data);
+  free(r.bufs);
+  free(last_use);
+  return s;
+}

@@ -1,0 +1,377 @@
+/*
+ * exec.c — running a .ssmb bundle on a Vulkan device.
+ *
+ * Open: read and check the manifest, create one device buffer per manifest
+ * buffer, upload the weights from safetensors (with the manifest's dtype and
+ * load-time transform), the constants, and zero state; create each kernel's
+ * pipeline; record each program's command buffer once. Run: upload the
+ * token ids, replay the program, download the logits.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "runtime.h"
+
+#define MAX_BUFFERS 64
+#define MAX_BINDINGS 16
+
+typedef struct {
+  int buffer;
+  uint64_t offset, bytes;
+} region;
+
+typedef struct {
+  int tokens;
+  region input, output;
+  ssm_vk_program *prog;
+} program;
+
+struct ssm_rt {
+  ssm_bundle *bundle;
+  cJSON *manifest;
+  ssm_vk *vk;
+  ssm_vk_buffer *buffers[MAX_BUFFERS];
+  uint64_t buffer_bytes[MAX_BUFFERS];
+  int nbuffers;
+  ssm_vk_kernel **kernels;
+  int nkernels;
+  program decode, prefill;
+  int64_t vocab;
+  const char *path;
+};
+
+/* ---- manifest reading, every field checked ----------------------------- */
+
+static ssm_status bad(const ssm_rt *rt, const char *field, const char *what) {
+  return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: %s %s", rt->path, field, what);
+}
+
+static ssm_status get_item(const ssm_rt *rt, const cJSON *obj, const char *key,
+                           const char *ctx, const cJSON **out) {
+  *out = cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, key) : NULL;
+  if (!*out) {
+    char f[256];
+    snprintf(f, sizeof f, "%s.%s", ctx, key);
+    return bad(rt, f, "is missing");
+  }
+  return NULL;
+}
+
+/* A JSON number that is an integer in [lo, hi]. */
+static ssm_status get_uint(const ssm_rt *rt, const cJSON *obj, const char *key, const char *ctx,
+                           double hi, uint64_t *out) {
+  const cJSON *it;
+  SSM_TRY(get_item(rt, obj, key, ctx, &it));
+  char f[256];
+  snprintf(f, sizeof f, "%s.%s", ctx, key);
+  if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > hi ||
+      it->valuedouble != floor(it->valuedouble))
+    return bad(rt, f, "is not a valid count");
+  *out = (uint64_t)it->valuedouble;
+  return NULL;
+}
+
+static ssm_status get_uint_at(const ssm_rt *rt, const cJSON *arr, int i, const char *ctx,
+                              double hi, uint64_t *out) {
+  const cJSON *it = cJSON_GetArrayItem(arr, i);
+  if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > hi ||
+      it->valuedouble != floor(it->valuedouble))
+    return bad(rt, ctx, "holds an invalid number");
+  *out = (uint64_t)it->valuedouble;
+  return NULL;
+}
+
+/* [buffer, offset, bytes] inside a known buffer. */
+static ssm_status get_region(const ssm_rt *rt, const cJSON *arr, const char *ctx, region *out) {
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) != 3) return bad(rt, ctx, "is not a region");
+  uint64_t b, o, n;
+  SSM_TRY(get_uint_at(rt, arr, 0, ctx, MAX_BUFFERS - 1, &b));
+  SSM_TRY(get_uint_at(rt, arr, 1, ctx, 9e15, &o));
+  SSM_TRY(get_uint_at(rt, arr, 2, ctx, 9e15, &n));
+  if ((int)b >= rt->nbuffers || o > rt->buffer_bytes[b] || n > rt->buffer_bytes[b] - o)
+    return bad(rt, ctx, "lies outside its buffer");
+  *out = (region){(int)b, o, n};
+  return NULL;
+}
+
+static ssm_status get_shape(const ssm_rt *rt, const cJSON *arr, const char *ctx, ssm_type *t) {
+  if (!cJSON_IsArray(arr) || cJSON_GetArraySize(arr) > SSM_MAX_RANK)
+    return bad(rt, ctx, "is not a shape");
+  t->rank = cJSON_GetArraySize(arr);
+  for (int d = 0; d < t->rank; d++) {
+    uint64_t v;
+    SSM_TRY(get_uint_at(rt, arr, d, ctx, 1e12, &v));
+    t->dims[d] = (int64_t)v;
+  }
+  return NULL;
+}
+
+/* ---- loading ----------------------------------------------------------- */
+
+static ssm_status load_buffers(ssm_rt *rt) {
+  const cJSON *bufs;
+  SSM_TRY(get_item(rt, rt->manifest, "buffers", "manifest", &bufs));
+  if (!cJSON_IsArray(bufs) || cJSON_GetArraySize(bufs) > MAX_BUFFERS || !cJSON_GetArraySize(bufs))
+    return bad(rt, "buffers", "is not a list of up to 64 buffers");
+  int i = 0;
+  const cJSON *b;
+  cJSON_ArrayForEach(b, bufs) {
+    uint64_t bytes;
+    SSM_TRY(get_uint(rt, b, "bytes", "buffers[]", 1e15, &bytes));
+    if (!bytes) bytes = 4;
+    SSM_TRY(ssm_vk_buffer_create(rt->vk, (size_t)bytes, SSM_VK_BUFFER_DEVICE, &rt->buffers[i]));
+    rt->buffer_bytes[i++] = bytes;
+    rt->nbuffers = i;
+  }
+  return NULL;
+}
+
+static ssm_status upload_weights(ssm_rt *rt, const char *weights) {
+  const cJSON *ws, *w;
+  SSM_TRY(get_item(rt, rt->manifest, "weights", "manifest", &ws));
+  ssm_st *st;
+  SSM_TRY(ssm_st_open(weights, &st));
+  ssm_status s = NULL;
+  void *host = NULL;
+  size_t host_cap = 0;
+  cJSON_ArrayForEach(w, ws) {
+    const cJSON *name, *dtype, *shape, *transform, *reg;
+    region r;
+    ssm_type t = {0};
+    if ((s = get_item(rt, w, "name", "weights[]", &name)) ||
+        (s = get_item(rt, w, "dtype", "weights[]", &dtype)) ||
+        (s = get_item(rt, w, "shape", "weights[]", &shape)) ||
+        (s = get_item(rt, w, "region", "weights[]", &reg)) ||
+        (s = get_region(rt, reg, "weights[].region", &r)) ||
+        (s = get_shape(rt, shape, "weights[].shape", &t)))
+      break;
+    transform = cJSON_GetObjectItemCaseSensitive(w, "transform");
+    const char *tf = cJSON_IsString(transform) ? transform->valuestring : "";
+    if (!cJSON_IsString(name) || !cJSON_IsString(dtype) ||
+        !ssm_dtype_parse(dtype->valuestring, strlen(dtype->valuestring), &t.dtype)) {
+      s = bad(rt, "weights[]", "has a bad name or dtype");
+      break;
+    }
+    size_t bytes = (size_t)ssm_type_numel(&t) * ssm_dtype_size(t.dtype);
+    if (bytes != r.bytes) {
+      s = bad(rt, name->valuestring, "region size does not match its shape");
+      break;
+    }
+    if (bytes > host_cap) {
+      free(host);
+      host = malloc(host_cap = bytes);
+      if (!host) {
+        s = ssm_status_new(SSM_ERR_NOMEM, "out of host memory for weight '%s' (%zu bytes)",
+                           name->valuestring, bytes);
+        break;
+      }
+    }
+    if ((s = ssm_st_read(st, name->valuestring, &t, host))) break;
+    if (*tf) {
+      if (strcmp(tf, "neg_exp") || t.dtype != SSM_F32) {
+        s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: weight '%s': unknown load-time transform '%s'",
+                           rt->path, name->valuestring, tf);
+        break;
+      }
+      float *f = host;
+      for (size_t k = 0; k < bytes / 4; k++) f[k] = -expf(f[k]);
+    }
+    if ((s = ssm_vk_buffer_upload(rt->vk, rt->buffers[r.buffer], r.offset, host, bytes))) break;
+  }
+  free(host);
+  ssm_st_close(st);
+  return s;
+}
+
+static ssm_status upload_constants(ssm_rt *rt) {
+  const cJSON *cs, *c;
+  SSM_TRY(get_item(rt, rt->manifest, "constants", "manifest", &cs));
+  cJSON_ArrayForEach(c, cs) {
+    const cJSON *v, *reg;
+    region r;
+    SSM_TRY(get_item(rt, c, "value", "constants[]", &v));
+    SSM_TRY(get_item(rt, c, "region", "constants[]", &reg));
+    SSM_TRY(get_region(rt, reg, "constants[].region", &r));
+    if (!cJSON_IsNumber(v) || r.bytes != 4) return bad(rt, "constants[]", "is not an f32 scalar");
+    float f = (float)v->valuedouble;
+    SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[r.buffer], r.offset, &f, 4));
+  }
+  return NULL;
+}
+
+static ssm_status load_kernels(ssm_rt *rt) {
+  const cJSON *ks, *k;
+  SSM_TRY(get_item(rt, rt->manifest, "kernels", "manifest", &ks));
+  if (!cJSON_IsArray(ks)) return bad(rt, "kernels", "is not a list");
+  rt->nkernels = 0;
+  rt->kernels = calloc((size_t)cJSON_GetArraySize(ks) + 1, sizeof *rt->kernels);
+  if (!rt->kernels) abort();
+  cJSON_ArrayForEach(k, ks) {
+    const cJSON *spv, *name;
+    uint64_t nb, off, size;
+    SSM_TRY(get_item(rt, k, "spirv", "kernels[]", &spv));
+    SSM_TRY(get_item(rt, k, "name", "kernels[]", &name));
+    SSM_TRY(get_uint(rt, k, "bindings", "kernels[]", MAX_BINDINGS, &nb));
+    if (!cJSON_IsArray(spv) || cJSON_GetArraySize(spv) != 2 || !cJSON_IsString(name))
+      return bad(rt, "kernels[]", "has a bad spirv or name");
+    SSM_TRY(get_uint_at(rt, spv, 0, "kernels[].spirv", 9e15, &off));
+    SSM_TRY(get_uint_at(rt, spv, 1, "kernels[].spirv", 9e15, &size));
+    const void *words;
+    SSM_TRY(ssm_bundle_blob(rt->bundle, off, size, &words));
+    if (size % 4 || size < 20 || off % 4) return bad(rt, name->valuestring, "SPIR-V blob is malformed");
+    ssm_vk_kernel_desc d = {.name = name->valuestring, .spirv = words, .words = size / 4,
+                            .n_bindings = (int)nb};
+    SSM_TRY(ssm_vk_kernel_create_desc(rt->vk, &d, &rt->kernels[rt->nkernels]));
+    rt->nkernels++;
+  }
+  return NULL;
+}
+
+static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
+  const cJSON *progs, *jp, *in, *out, *steps, *st, *reg;
+  char ctx[64];
+  snprintf(ctx, sizeof ctx, "programs.%s", which);
+  SSM_TRY(get_item(rt, rt->manifest, "programs", "manifest", &progs));
+  SSM_TRY(get_item(rt, progs, which, "programs", &jp));
+  uint64_t tokens;
+  SSM_TRY(get_uint(rt, jp, "tokens", ctx, 1 << 20, &tokens));
+  if (!tokens) return bad(rt, ctx, "has no tokens");
+  p->tokens = (int)tokens;
+  SSM_TRY(get_item(rt, jp, "input", ctx, &in));
+  SSM_TRY(get_item(rt, in, "region", ctx, &reg));
+  SSM_TRY(get_region(rt, reg, "input.region", &p->input));
+  SSM_TRY(get_item(rt, jp, "output", ctx, &out));
+  SSM_TRY(get_item(rt, out, "region", ctx, &reg));
+  SSM_TRY(get_region(rt, reg, "output.region", &p->output));
+  if (p->input.bytes != tokens * 4 || p->output.bytes != tokens * (uint64_t)rt->vocab * 4)
+    return bad(rt, ctx, "input/output sizes do not match tokens and vocab");
+  SSM_TRY(get_item(rt, jp, "steps", ctx, &steps));
+  if (!cJSON_IsArray(steps)) return bad(rt, ctx, "steps is not a list");
+  SSM_TRY(ssm_vk_program_begin(rt->vk, &p->prog));
+  size_t align = ssm_vk_storage_alignment(rt->vk);
+  cJSON_ArrayForEach(st, steps) {
+    uint64_t kidx, g[3];
+    const cJSON *groups, *binds, *b;
+    SSM_TRY(get_uint(rt, st, "kernel", ctx, 1e9, &kidx));
+    if ((int)kidx >= rt->nkernels) return bad(rt, ctx, "names a kernel that does not exist");
+    SSM_TRY(get_item(rt, st, "groups", ctx, &groups));
+    SSM_TRY(get_item(rt, st, "bindings", ctx, &binds));
+    if (!cJSON_IsArray(groups) || cJSON_GetArraySize(groups) != 3 || !cJSON_IsArray(binds) ||
+        cJSON_GetArraySize(binds) > MAX_BINDINGS)
+      return bad(rt, ctx, "has a bad step");
+    for (int d = 0; d < 3; d++) SSM_TRY(get_uint_at(rt, groups, d, ctx, 65535, &g[d]));
+    ssm_vk_binding vb[MAX_BINDINGS];
+    int nb = 0;
+    cJSON_ArrayForEach(b, binds) {
+      region r;
+      SSM_TRY(get_region(rt, b, "steps[].bindings", &r));
+      if (r.offset % align)
+        return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: a binding offset (%llu) is not a multiple "
+                              "of this device's minStorageBufferOffsetAlignment (%zu)", rt->path,
+                              (unsigned long long)r.offset, align);
+      vb[nb++] = (ssm_vk_binding){rt->buffers[r.buffer], (size_t)r.offset,
+                                  (size_t)(r.bytes ? r.bytes : 4)};
+    }
+    SSM_TRY(ssm_vk_program_add_dispatch(p->prog, rt->kernels[kidx], vb, NULL, (uint32_t)g[0],
+                                        (uint32_t)g[1], (uint32_t)g[2]));
+    ssm_vk_program_add_barrier(p->prog);
+  }
+  return ssm_vk_program_end(p->prog);
+}
+
+ssm_status ssm_rt_reset(ssm_rt *rt) {
+  const cJSON *ss, *s;
+  ssm_status st = get_item(rt, rt->manifest, "state", "manifest", &ss);
+  if (st) return st;
+  cJSON_ArrayForEach(s, ss) {
+    const cJSON *reg;
+    region r;
+    SSM_TRY(get_item(rt, s, "region", "state[]", &reg));
+    SSM_TRY(get_region(rt, reg, "state[].region", &r));
+    if (r.bytes % 4) return bad(rt, "state[]", "size is not a multiple of 4");
+    if (r.bytes) SSM_TRY(ssm_vk_buffer_fill(rt->vk, rt->buffers[r.buffer], r.offset, r.bytes, 0));
+  }
+  return NULL;
+}
+
+ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opts *opts,
+                       ssm_rt **out) {
+  *out = NULL;
+  ssm_rt *rt = calloc(1, sizeof *rt);
+  if (!rt) abort();
+  rt->path = bundle;
+  ssm_status s = ssm_bundle_open(bundle, &rt->bundle);
+  if (!s) {
+    rt->manifest = cJSON_Parse(ssm_bundle_manifest(rt->bundle));
+    if (!rt->manifest) s = bad(rt, "manifest", "is not JSON");
+  }
+  uint64_t version = 0, vocab = 0;
+  if (!s) s = get_uint(rt, rt->manifest, "ssmb", "manifest", 1e6, &version);
+  if (!s && version != SSM_BUNDLE_VERSION) s = bad(rt, "ssmb", "version differs from the header");
+  if (!s) s = get_uint(rt, rt->manifest, "vocab", "manifest", 1 << 30, &vocab);
+  if (!s && !vocab) s = bad(rt, "vocab", "is zero");
+  rt->vocab = (int64_t)vocab;
+  if (!s) s = ssm_vk_create(opts ? opts->device : -1, opts ? opts->validation : 0, &rt->vk);
+  if (!s) s = load_buffers(rt);
+  if (!s) s = upload_weights(rt, weights);
+  if (!s) s = upload_constants(rt);
+  if (!s) s = ssm_rt_reset(rt);
+  if (!s) s = load_kernels(rt);
+  if (!s) s = load_program(rt, "decode", &rt->decode);
+  if (!s) s = load_program(rt, "prefill", &rt->prefill);
+  if (s) {
+    ssm_rt_close(rt);
+    return s;
+  }
+  *out = rt;
+  return NULL;
+}
+
+void ssm_rt_close(ssm_rt *rt) {
+  if (!rt) return;
+  if (rt->vk) {
+    ssm_vk_program_destroy(rt->vk, rt->decode.prog);
+    ssm_vk_program_destroy(rt->vk, rt->prefill.prog);
+    for (int i = 0; i < rt->nkernels; i++) ssm_vk_kernel_destroy(rt->vk, rt->kernels[i]);
+    for (int i = 0; i < rt->nbuffers; i++) ssm_vk_buffer_destroy(rt->vk, rt->buffers[i]);
+    ssm_vk_destroy(rt->vk);
+  }
+  free(rt->kernels);
+  cJSON_Delete(rt->manifest);
+  ssm_bundle_close(rt->bundle);
+  free(rt);
+}
+
+int64_t ssm_rt_vocab(const ssm_rt *rt) { return rt->vocab; }
+int ssm_rt_prefill_tokens(const ssm_rt *rt) { return rt->prefill.tokens; }
+ssm_vk *ssm_rt_vk(ssm_rt *rt) { return rt->vk; }
+
+uint64_t ssm_rt_weight_bytes(const ssm_rt *rt) {
+  uint64_t n = 0;
+  const cJSON *w, *ws = cJSON_GetObjectItemCaseSensitive(rt->manifest, "weights");
+  cJSON_ArrayForEach(w, ws) {
+    const cJSON *r = cJSON_GetObjectItemCaseSensitive(w, "region");
+    const cJSON *b = cJSON_GetArrayItem(r, 2);
+    if (cJSON_IsNumber(b)) n += (uint64_t)b->valuedouble;
+  }
+  return n;
+}
+
+ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits) {
+  program *p = count == 1 ? &rt->decode : count == rt->prefill.tokens ? &rt->prefill : NULL;
+  if (!p)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: runs take 1 or %d tokens, not %d", rt->path,
+                          rt->prefill.tokens, count);
+  for (int i = 0; i < count; i++)
+    if (tokens[i] < 0 || tokens[i] >= rt->vocab)
+      return ssm_status_new(SSM_ERR_INVALID, "token id %d out of range [0, %lld)", tokens[i],
+                            (long long)rt->vocab);
+  SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[p->input.buffer], p->input.offset, tokens,
+                               (size_t)count * 4));
+  SSM_TRY(ssm_vk_program_run(rt->vk, p->prog));
+  if (logits)
+    SSM_TRY(ssm_vk_buffer_download(rt->vk, rt->buffers[p->output.buffer], p->output.offset,
+                                   logits, (size_t)p->output.bytes));
+  return NULL;
+}

@@ -1,0 +1,76 @@
+/*
+ * test_cli.c — the ssmc command line: bad flags and bad inputs give a clear
+ * message on stderr and a non-zero exit, never a crash.
+ */
+#include <string.h>
+
+#include "testutil.h"
+
+/* Runs `ssmc ARGS`; asserts exit status `want_rc` and that the output
+ * contains `needle`. */
+static void expect(const char *args, int want_rc, const char *needle) {
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s", SSM_SOURCE_DIR, SSMC_EXE, args);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc != want_rc || !strstr(out, needle))
+    fprintf(stderr, "\n  ssmc %s\n  -> exit %d (want %d), output:\n%s\n  (want '%s')\n", args, rc,
+            want_rc, out, needle);
+  CU_ASSERT_EQUAL(rc, want_rc);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
+  free(out);
+}
+
+#define FIX "tests/data/mamba1_tiny"
+
+static void test_usage(void) {
+  expect("", 2, "usage:");
+  expect("frobnicate", 2, "unknown command 'frobnicate'");
+  expect("run " FIX " --weights " FIX " --tokens 1,2 --bogus", 2, "unknown option '--bogus'");
+  expect("run " FIX " --tokens 1,2", 2, "missing --weights");
+  expect("run " FIX " --weights " FIX, 2, "missing --tokens");
+  expect("run " FIX " --weights " FIX " --tokens 1,2 -n", 2, "needs a value");
+  expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
+  expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
+  expect("ir", 2, "missing MODEL");
+}
+
+static void test_bad_tokens(void) {
+  expect("run " FIX " --weights " FIX " --tokens 1,,2", 1, "bad at character 3");
+  expect("run " FIX " --weights " FIX " --tokens abc", 1, "--tokens: expected comma-separated");
+  expect("run " FIX " --weights " FIX " --tokens 1,99999 -n 1", 1,
+         "token id 99999 out of range [0, 1000)");
+}
+
+static void test_bad_paths(void) {
+  expect("run " FIX " --weights /nonexistent/w --tokens 1 -n 1", 1, "/nonexistent/w");
+  expect("run /nonexistent/m --weights " FIX " --tokens 1 -n 1", 1, "/nonexistent/m");
+  expect("run models/mamba1.yaml --weights " FIX " --tokens 1 -n 1", 1, "config");
+  expect("ir /nonexistent/x.ssmir", 1, "/nonexistent/x.ssmir");
+  /* weights of another model: a shape mismatch names the tensor */
+  expect("run " FIX " --weights tests/data/mamba1_untied --tokens 1 -n 1", 1, "backbone.");
+}
+
+static void test_ir_roundtrip_cli(void) {
+  char cmd[2048], *a, *b;
+  const char *ir = ssm_test_write("m.ssmir", "", 0);
+  snprintf(cmd, sizeof cmd, "cd %s && %s ir " FIX " > %s", SSM_SOURCE_DIR, SSMC_EXE, ir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
+  snprintf(cmd, sizeof cmd, "cat %s", ir);
+  ssm_test_sh(cmd, &a);
+  snprintf(cmd, sizeof cmd, "%s ir %s", SSMC_EXE, ir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
+  CU_ASSERT(strlen(a) > 100);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "scan"));
+  free(a);
+  free(b);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"usage", test_usage},
+                         {"bad_tokens", test_bad_tokens},
+                         {"bad_paths", test_bad_paths},
+                         {"ir_roundtrip_cli", test_ir_roundtrip_cli},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("cli", tests);
+}
