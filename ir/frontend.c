@@ -489,7 +489,7 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
   binding *slot = made_slot(b, d->name);
   if (slot->name) {
     ssm_node *prev = slot->v->def;
-    char t1[96], t2[96];
+    char t1[160], t2[160];
     if ((prev->op == SSM_OP_STATE) != d->is_state || !ssm_type_equal(&prev->result->type, &d->type))
       return ssm_src_error(at, "'%s' is used as %s %s and as %s %s", d->name,
                            prev->op == SSM_OP_STATE ? "state" : "weight",

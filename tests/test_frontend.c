@@ -44,7 +44,7 @@ static ssm_node *find_named(const ssm_graph *g, ssm_op op, const char *name) {
 }
 
 static int type_is(const ssm_value *v, const char *want) {
-  char buf[96];
+  char buf[160];
   ssm_type_format(&v->type, buf, sizeof buf);
   if (strcmp(buf, want)) fprintf(stderr, "\n  type %s, expected %s\n", buf, want);
   return !strcmp(buf, want);
