@@ -27,6 +27,7 @@
 #define MAX_JSON_BYTES (64u << 20)
 #define MAX_YAML_DEPTH 64
 #define MAX_PARAMS 512
+#define MAX_MAP_KEYS 4096
 #define MAX_REPEAT 100000
 #define MAX_STMT_DEPTH 32
 #define MAX_CALL_ARGS 16
@@ -118,6 +119,8 @@ static ssm_status expect_ident(ssm_model *m, const yaml_node_t *n, const char *w
 static ssm_status check_map(ssm_model *m, const yaml_node_t *map, const char *what,
                             const char *const *allowed, const char *const *required) {
   SSM_TRY(expect_type(m, map, YAML_MAPPING_NODE, what));
+  if (map->data.mapping.pairs.top - map->data.mapping.pairs.start > MAX_MAP_KEYS)
+    return ssm_src_error(node_pos(m, map), "%s has more than %d keys", what, MAX_MAP_KEYS);
   for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
     yaml_node_t *k = ynode(m, p->key);
     SSM_TRY(expect_type(m, k, YAML_SCALAR_NODE, "a key"));
@@ -486,7 +489,7 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
   binding *slot = made_slot(b, d->name);
   if (slot->name) {
     ssm_node *prev = slot->v->def;
-    char t1[96], t2[96];
+    char t1[160], t2[160];
     if ((prev->op == SSM_OP_STATE) != d->is_state || !ssm_type_equal(&prev->result->type, &d->type))
       return ssm_src_error(at, "'%s' is used as %s %s and as %s %s", d->name,
                            prev->op == SSM_OP_STATE ? "state" : "weight",
@@ -775,7 +778,10 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   if (n->result) {
     ssm_status s = ssm_op_infer(n, &t);
     if (s) {
-      ssm_status e = ssm_lex_error(lx, off, "%s: %s", info->name, ssm_status_message(s));
+      const char *msg = ssm_status_message(s);
+      size_t nl = strlen(info->name);
+      int named = !strncmp(msg, info->name, nl) && (msg[nl] == ' ' || msg[nl] == ':');
+      ssm_status e = ssm_lex_error(lx, off, "%s%s%s", named ? "" : info->name, named ? "" : ": ", msg);
       ssm_status_free(s);
       ssm_graph_remove(b->g, n);
       return e;
@@ -1076,8 +1082,9 @@ ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model 
     if (!config_path)
       return ssm_status_new(SSM_ERR_INVALID, "%s: a model description needs a config.json (--config)", model);
     SSM_TRY(json_read(config_path, &cfg));
-    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
-    const char *embedded = stat(model, &st) ? ssm_models_embedded(base) : NULL;
+    /* "NAME.yaml" or "models/NAME.yaml" that is not on disk: the embedded copy */
+    const char *base = strncmp(model, "models/", 7) ? model : model + 7;
+    const char *embedded = !strchr(base, '/') && stat(model, &st) ? ssm_models_embedded(base) : NULL;
     size_t len = 0;
     if (embedded) {
       char file[256];

@@ -5,6 +5,7 @@
  */
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "ir.h"
 #include "testutil.h"
@@ -43,7 +44,7 @@ static ssm_node *find_named(const ssm_graph *g, ssm_op op, const char *name) {
 }
 
 static int type_is(const ssm_value *v, const char *want) {
-  char buf[96];
+  char buf[160];
   ssm_type_format(&v->type, buf, sizeof buf);
   if (strcmp(buf, want)) fprintf(stderr, "\n  type %s, expected %s\n", buf, want);
   return !strcmp(buf, want);
@@ -206,6 +207,19 @@ static void test_hf_directory(void) {
   SSM_ASSERT_OK(ssm_model_load(dir, tiny_config("cfg_override.json", ""), &m));
   CU_ASSERT_PTR_NOT_NULL(m);
   ssm_model_destroy(m);
+
+  /* a description not on disk under models/: the embedded copy, if any */
+  m = NULL;
+  char cwd_model[600];
+  snprintf(cwd_model, sizeof cwd_model, "%s/config.json", dir);
+  if (chdir(ssm_test_tmpdir()) == 0) {
+    SSM_ASSERT_OK(ssm_model_load("models/falcon_mamba.yaml", cwd_model, &m));
+    CU_ASSERT_PTR_NOT_NULL(m);
+    if (m) CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "falcon_mamba");
+    ssm_model_destroy(m);
+    SSM_ASSERT_ERR(ssm_model_load("elsewhere/falcon_mamba.yaml", cwd_model, &m), "elsewhere/falcon_mamba.yaml");
+    CU_ASSERT(chdir(SSM_SOURCE_DIR) == 0);
+  }
 }
 
 /* ---- errors -------------------------------------------------------------- */
@@ -343,9 +357,10 @@ static void test_error_shapes(void) {
   expect_error("odd: {", "  odd: {name: \"odd\", shape: [1099511627776, 2]}", "2]", 0,
                "a weight shape has more than 2^40 elements");
   /* matmul with the wrong weight: the shape rule's message at the call */
-  expect_error("eps=1e-5", "  - x = matmul(x, odd)", "matmul(x, odd)", 0, "matmul: ");
-  expect_error("h = silu", "      - h = silu(matmul(x, down))", "matmul(x, down)", 0, "matmul: ");
-  expect_error("eps=1e-5", "  - x = reshape(x, [T, 3])", "reshape", 0, "reshape: ");
+  expect_error("eps=1e-5", "  - x = matmul(x, odd)", "matmul(x, odd)", 0, "matmul needs x [..,K] and weight [N,K]");
+  expect_error("h = silu", "      - h = silu(matmul(x, down))", "matmul(x, down)", 0, "matmul needs x [..,K]");
+  expect_error("eps=1e-5", "  - x = reshape(x, [T, 3])", "reshape", 0, "reshape: cannot reshape f32[1,64] to f32[1,3]");
+  expect_error("eps=1e-5", "  - x = add(x, odd)", "add(x, odd)", 0, "add: operand shapes f32[1,64] and f32[3,5] do not broadcast");
   expect_error("eps=1e-5", "  - x = matmul(x, head)", "head)", 0, "weight 'head' is absent here (its 'if' is false)");
 }
 
