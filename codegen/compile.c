@@ -96,7 +96,7 @@ static region place_weight(compiler *c, const ssm_node *n) {
     pool = c->npools++;
   SSM_ASSERT(c->npools <= 64);
   w = push_named(&c->weights, &c->nweights, &c->cap_weights);
-  w->name = name;
+  w->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
   w->r = alloc_in(c, pool, bytes);
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "name", name);
@@ -119,7 +119,7 @@ static ssm_status place_state(compiler *c, const ssm_node *n, region *out) {
     return NULL;
   }
   s = push_named(&c->states, &c->nstates, &c->cap_states);
-  s->name = name;
+  s->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
   s->r = alloc_in(c, POOL_STATE, type_bytes(&n->result->type));
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "name", name);

@@ -10,7 +10,7 @@
  * contains `needle`. */
 static void expect(const char *args, int want_rc, const char *needle) {
   char cmd[2048], *out;
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s", SSM_SOURCE_DIR, SSMC_EXE, args);
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s", ssm_test_source_dir(), ssm_test_ssmc(), args);
   int rc = ssm_test_sh(cmd, &out);
   if (rc != want_rc || !strstr(out, needle))
     fprintf(stderr, "\n  ssmc %s\n  -> exit %d (want %d), output:\n%s\n  (want '%s')\n", args, rc,
@@ -53,11 +53,11 @@ static void test_bad_paths(void) {
 static void test_ir_roundtrip_cli(void) {
   char cmd[2048], *a, *b;
   const char *ir = ssm_test_write("m.ssmir", "", 0);
-  snprintf(cmd, sizeof cmd, "cd %s && %s ir " FIX " > %s", SSM_SOURCE_DIR, SSMC_EXE, ir);
+  snprintf(cmd, sizeof cmd, "cd %s && %s ir " FIX " > %s", ssm_test_source_dir(), ssm_test_ssmc(), ir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd, "cat %s", ir);
   ssm_test_sh(cmd, &a);
-  snprintf(cmd, sizeof cmd, "%s ir %s", SSMC_EXE, ir);
+  snprintf(cmd, sizeof cmd, "%s ir %s", ssm_test_ssmc(), ir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
   CU_ASSERT(strlen(a) > 100);
   CU_ASSERT_STRING_EQUAL(a, b);

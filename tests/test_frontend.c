@@ -218,7 +218,7 @@ static void test_hf_directory(void) {
     if (m) CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "falcon_mamba");
     ssm_model_destroy(m);
     SSM_ASSERT_ERR(ssm_model_load("elsewhere/falcon_mamba.yaml", cwd_model, &m), "elsewhere/falcon_mamba.yaml");
-    CU_ASSERT(chdir(SSM_SOURCE_DIR) == 0);
+    CU_ASSERT(chdir(ssm_test_source_dir()) == 0);
   }
 }
 

@@ -89,7 +89,7 @@ static float *run_ssmc(const char *name, const char *model, const golden *g, con
   const char *dir = ssm_test_path("tests/data");
   snprintf(dump, sizeof dump, "%s/%s.%d.logits", ssm_test_tmpdir(), name, seq++);
   snprintf(cmd, sizeof cmd, "%s run %s --weights %s/%s --tokens %s -n %d --greedy %s --dump-logits %s",
-           SSMC_EXE, model, dir, name, join(g->prompt, g->np), g->ngen, extra, dump);
+           ssm_test_ssmc(), model, dir, name, join(g->prompt, g->np), g->ngen, extra, dump);
   int rc = ssm_test_sh(cmd, &out);
   if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
   CU_ASSERT_EQUAL(rc, 0);
@@ -123,7 +123,7 @@ static const char *compile_fixture(const char *name, int chunk) {
   static char bundle[512];
   char cmd[2048], *out;
   snprintf(bundle, sizeof bundle, "%s/%s.c%d.ssmb", ssm_test_tmpdir(), name, chunk);
-  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d", SSMC_EXE,
+  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d", ssm_test_ssmc(),
            ssm_test_path("tests/data"), name, bundle, chunk);
   int rc = ssm_test_sh(cmd, &out);
   if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);

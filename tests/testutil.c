@@ -20,11 +20,21 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   return failed || ran == 0 ? 1 : 0;
 }
 
+const char *ssm_test_source_dir(void) {
+  const char *e = getenv("SSM_TEST_SOURCE_DIR");
+  return e && *e ? e : SSM_SOURCE_DIR;
+}
+
+const char *ssm_test_ssmc(void) {
+  const char *e = getenv("SSM_TEST_SSMC");
+  return e && *e ? e : SSMC_EXE;
+}
+
 const char *ssm_test_path(const char *rel) {
   static char bufs[8][4096];
   static int k;
   char *b = bufs[k++ & 7];
-  snprintf(b, sizeof bufs[0], "%s/%s", SSM_SOURCE_DIR, rel);
+  snprintf(b, sizeof bufs[0], "%s/%s", ssm_test_source_dir(), rel);
   return b;
 }
 

@@ -13,7 +13,13 @@
  * process exit status (non-zero when any assertion failed). */
 int ssm_test_main(const char *suite, CU_TestInfo *tests);
 
-/* SSM_SOURCE_DIR "/" rel, in a static rotating buffer. */
+/* The source tree (env SSM_TEST_SOURCE_DIR, else the configured one) and the
+ * ssmc executable (env SSM_TEST_SSMC, else the built one), so a build can be
+ * run from another place (e.g. copied to a GPU machine). */
+const char *ssm_test_source_dir(void);
+const char *ssm_test_ssmc(void);
+
+/* source dir "/" rel, in a static rotating buffer. */
 const char *ssm_test_path(const char *rel);
 
 /* A fresh temporary directory (removed at exit is not guaranteed). */
