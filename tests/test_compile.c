@@ -1,0 +1,201 @@
+/*
+ * test_compile.c — `ssmc compile` output: what the bundle's manifest says,
+ * `ssmc inspect`, and the executor refusing bundles that are damaged or
+ * lie about themselves.
+ */
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "codegen.h"
+#include "runtime.h"
+#include "testutil.h"
+
+/* Compiles fixture `name` with prefill chunk `chunk` into the temp dir. */
+static const char *compile(const char *name, int chunk) {
+  static char path[8][512];
+  static int k;
+  char *p = path[k++ & 7];
+  snprintf(p, 512, "%s/%s-%d.ssmb", ssm_test_tmpdir(), name, chunk);
+  char dir[512];
+  snprintf(dir, sizeof dir, "tests/data/%s", name);
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(dir), NULL, &m));
+  ssm_compile_opts o = {.prefill_tokens = chunk};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, p));
+  ssm_model_destroy(m);
+  return p;
+}
+
+static cJSON *manifest(const char *path) {
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_bundle_open(path, &b));
+  if (!b) return NULL;
+  cJSON *j = cJSON_Parse(ssm_bundle_manifest(b));
+  ssm_bundle_close(b);
+  CU_ASSERT_PTR_NOT_NULL(j);
+  return j;
+}
+
+/* Every state and weight region used by the prefill program is the one the
+ * decode program uses: both programs share one model state. */
+static void test_shared_weights_and_state(void) {
+  const char *p = compile("mamba1_untied", 4);
+  cJSON *m = manifest(p);
+  if (!m) return;
+  const cJSON *ws = cJSON_GetObjectItem(m, "weights"), *ss = cJSON_GetObjectItem(m, "state");
+  /* 3 layers x (norm, in_proj, in_bias, conv w/b, x_proj, dt w/b, A_log, D, out_proj, out_bias)
+   * + embed, norm_f, lm_head: each exactly once */
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(ws), 3 * 12 + 3);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(ss), 3 * 2);
+  const cJSON *a, *b;
+  cJSON_ArrayForEach(a, ws) cJSON_ArrayForEach(b, ws) if (a != b)
+      CU_ASSERT_STRING_NOT_EQUAL(cJSON_GetObjectItem(a, "name")->valuestring,
+                                 cJSON_GetObjectItem(b, "name")->valuestring);
+  /* weights + state must equal the checkpoint's f32 size + state size */
+  ssm_st *st = NULL;
+  SSM_ASSERT_OK(ssm_st_open(ssm_test_path("tests/data/mamba1_untied"), &st));
+  size_t ck = 0;
+  for (int i = 0; st && i < ssm_st_count(st); i++) ck += ssm_st_at(st, i)->nbytes;
+  size_t mw = 0;
+  cJSON_ArrayForEach(a, ws) mw += (size_t)cJSON_GetArrayItem(cJSON_GetObjectItem(a, "region"), 2)->valuedouble;
+  CU_ASSERT_EQUAL(mw, ck); /* that checkpoint is f32 and every tensor is used */
+  ssm_st_close(st);
+  cJSON_Delete(m);
+}
+
+static void test_inspect_json(void) {
+  const char *p = compile("falcon_tiny", 8);
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_inspect(p, 1, &text));
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  CU_ASSERT_PTR_NOT_NULL(j);
+  const cJSON *d = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "programs"),
+                                                           "decode"), "dispatches");
+  const cJSON *pre = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "programs"),
+                                                             "prefill"), "tokens");
+  CU_ASSERT(cJSON_IsNumber(d) && d->valuedouble > 10);
+  CU_ASSERT(cJSON_IsNumber(pre) && pre->valuedouble == 8);
+  CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "programs"),
+                                                             "decode"), "steps"));
+  cJSON_Delete(j);
+  free(text);
+  SSM_ASSERT_OK(ssm_inspect(p, 0, &text));
+  CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "k0_embed") : NULL);
+  CU_ASSERT_PTR_NOT_NULL(text ? strstr(text, "scan") : NULL);
+  free(text);
+}
+
+/* Every generated kernel names its template and parameters first. */
+static void test_kernel_sources_name_their_template(void) {
+  const char *p = compile("mamba1_tiny", 2);
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_bundle_open(p, &b));
+  if (!b) return;
+  cJSON *m = cJSON_Parse(ssm_bundle_manifest(b));
+  const cJSON *k;
+  int n = 0;
+  cJSON_ArrayForEach(k, cJSON_GetObjectItem(m, "kernels")) {
+    const cJSON *g = cJSON_GetObjectItem(k, "glsl");
+    const void *src;
+    SSM_ASSERT_OK(ssm_bundle_blob(b, (uint64_t)cJSON_GetArrayItem(g, 0)->valuedouble,
+                                  (uint64_t)cJSON_GetArrayItem(g, 1)->valuedouble, &src));
+    char want[128];
+    snprintf(want, sizeof want, "// ssmc kernel: template %s.glsl.in",
+             cJSON_GetObjectItem(k, "template")->valuestring);
+    CU_ASSERT_EQUAL(strncmp(src, want, strlen(want)), 0);
+    n++;
+  }
+  CU_ASSERT(n >= 10);
+  cJSON_Delete(m);
+  ssm_bundle_close(b);
+}
+
+/* Rewrites the manifest of a good bundle with `from` replaced by `to`. */
+static const char *tamper(const char *good, const char *from, const char *to, const char *name) {
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_bundle_open(good, &b));
+  const char *man = ssm_bundle_manifest(b);
+  const char *at = strstr(man, from);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  size_t n = strlen(man) + strlen(to) + 1;
+  char *edited = malloc(n);
+  snprintf(edited, n, "%.*s%s%s", (int)(at - man), man, to, at + strlen(from));
+  /* copy the blob section as is: blob offsets stay valid */
+  cJSON *j = cJSON_Parse(man);
+  ssm_bundle_writer *w = ssm_bundle_writer_create();
+  uint64_t off;
+  const void *all;
+  size_t total = 0;
+  /* the largest end of any [offset, size] pair is the section size */
+  const cJSON *k;
+  cJSON_ArrayForEach(k, cJSON_GetObjectItem(j, "kernels")) {
+    for (int f = 0; f < 2; f++) {
+      const cJSON *r = cJSON_GetObjectItem(k, f ? "glsl" : "spirv");
+      size_t e = (size_t)(cJSON_GetArrayItem(r, 0)->valuedouble + cJSON_GetArrayItem(r, 1)->valuedouble);
+      if (e > total) total = e;
+    }
+  }
+  const cJSON *pr;
+  cJSON_ArrayForEach(pr, cJSON_GetObjectItem(j, "programs")) {
+    const cJSON *r = cJSON_GetObjectItem(pr, "ir");
+    size_t e = (size_t)(cJSON_GetArrayItem(r, 0)->valuedouble + cJSON_GetArrayItem(r, 1)->valuedouble);
+    if (e > total) total = e;
+  }
+  SSM_ASSERT_OK(ssm_bundle_blob(b, 0, total, &all));
+  ssm_bundle_writer_add_blob(w, all, total, &off);
+  static char path[8][512];
+  static int idx;
+  char *p = path[idx++ & 7];
+  snprintf(p, 512, "%s/%s", ssm_test_tmpdir(), name);
+  SSM_ASSERT_OK(ssm_bundle_writer_save(w, edited, p));
+  ssm_bundle_writer_destroy(w);
+  cJSON_Delete(j);
+  free(edited);
+  ssm_bundle_close(b);
+  return p;
+}
+
+static void test_executor_refuses_lies(void) {
+  const char *good = compile("mamba1_tiny", 4);
+  const char *w = ssm_test_path("tests/data/mamba1_tiny");
+  ssm_rt *rt = NULL;
+  SSM_ASSERT_OK(ssm_rt_open(good, w, NULL, &rt));
+  ssm_rt_close(rt);
+  rt = NULL;
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "\"kernel\":3", "\"kernel\":999", "k.ssmb"), w, NULL, &rt),
+                 "names a kernel that does not exist");
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "\"vocab\":1000", "\"vocab\":-5", "v.ssmb"), w, NULL, &rt),
+                 "vocab");
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "\"bindings\":[[", "\"bindings\":[[9,", "b.ssmb"), w, NULL, &rt),
+                 "corrupt manifest");
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "\"programs\"", "\"programz\"", "p.ssmb"), w, NULL, &rt),
+                 "programs");
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "backbone.embeddings.weight", "backbone.embeddingz.weight",
+                                    "n.ssmb"), w, NULL, &rt),
+                 "backbone.embeddingz.weight");
+  /* the right bundle with the weights of another model */
+  SSM_ASSERT_ERR(ssm_rt_open(good, ssm_test_path("tests/data/mamba1_untied"), NULL, &rt),
+                 "but the model expects");
+  CU_ASSERT_PTR_NULL(rt);
+}
+
+static void test_run_rejects_bad_tokens(void) {
+  const char *good = compile("mamba1_tiny", 4);
+  ssm_rt *rt = NULL;
+  SSM_ASSERT_OK(ssm_rt_open(good, ssm_test_path("tests/data/mamba1_tiny"), NULL, &rt));
+  if (!rt) return;
+  int32_t bad[4] = {1, 2, 1000, 3};
+  SSM_ASSERT_ERR(ssm_rt_run(rt, bad, 4, NULL), "token id 1000 out of range [0, 1000)");
+  SSM_ASSERT_ERR(ssm_rt_run(rt, bad, 3, NULL), "runs take 1 or 4 tokens, not 3");
+  ssm_rt_close(rt);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
+                         {"inspect_json", test_inspect_json},
+                         {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
+                         {"executor_refuses_lies", test_executor_refuses_lies},
+                         {"run_rejects_bad_tokens", test_run_rejects_bad_tokens},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("compile", tests);
+}
