@@ -20,7 +20,7 @@
 /* Driver/layer-internal leaks are suppressed by tests/lsan.supp (see there). */
 const char *__lsan_default_options(void);
 const char *__lsan_default_options(void) {
-  return "suppressions=" ssm_test_source_dir() "/tests/lsan.supp";
+  return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp";
 }
 #endif
 
