@@ -149,6 +149,7 @@ typedef struct {
  * or its prefill size). */
 typedef struct backend {
   ssm_status (*run)(struct backend *b, const int32_t *tokens, int count, float *logits);
+  ssm_status (*finish)(struct backend *b); /* reports problems seen while running */
   void (*destroy)(struct backend *b);
   int64_t vocab;
   int chunk;
@@ -191,7 +192,7 @@ static void cpu_destroy(backend *b) {
 static ssm_status cpu_open(const run_opts *o, backend **out) {
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) abort();
-  c->base = (backend){cpu_run, cpu_destroy, 0, (int)o->chunk};
+  c->base = (backend){cpu_run, NULL, cpu_destroy, 0, (int)o->chunk};
   ssm_status s = ssm_model_load(o->model, o->config, &c->model);
   if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
@@ -217,6 +218,17 @@ static ssm_status vk_run(backend *b, const int32_t *tokens, int count, float *lo
   return ssm_rt_run(((vk_backend *)b)->rt, tokens, count, logits);
 }
 
+/* With --validate, any message of the validation layer fails the run. */
+static ssm_status vk_finish(backend *b) {
+  ssm_vk *vk = ssm_rt_vk(((vk_backend *)b)->rt);
+  if (!ssm_vk_validation_enabled(vk)) return NULL;
+  int e = ssm_vk_validation_errors(vk), w = ssm_vk_validation_warnings(vk);
+  if (!e && !w) return NULL;
+  const char *first = ssm_vk_validation_message(vk, 0);
+  return ssm_status_new(SSM_ERR_DEVICE, "the Vulkan validation layer reported %d errors and %d "
+                        "warnings; first: %s", e, w, first ? first : "?");
+}
+
 static void vk_destroy(backend *b) {
   vk_backend *v = (vk_backend *)b;
   ssm_rt_close(v->rt);
@@ -227,10 +239,13 @@ static void vk_destroy(backend *b) {
 static ssm_status vk_open(const run_opts *o, backend **out) {
   vk_backend *v = calloc(1, sizeof *v);
   if (!v) abort();
-  v->base = (backend){vk_run, vk_destroy, 0, 0};
+  v->base = (backend){vk_run, vk_finish, vk_destroy, 0, 0};
   const char *bundle = o->model;
   ssm_status s = NULL;
-  if (!ends_with(o->model, ".ssmb")) { /* a model: compile it first */
+  if (o->validation && !ssm_vk_validation_available())
+    s = ssm_status_new(SSM_ERR_UNSUPPORTED, "--validate: VK_LAYER_KHRONOS_validation is not "
+                       "installed (Debian: apt-get install vulkan-validationlayers)");
+  if (!s && !ends_with(o->model, ".ssmb")) { /* a model: compile it first */
     snprintf(v->tmp, sizeof v->tmp, "/tmp/ssmc-%d.ssmb", (int)getpid());
     ssm_model *m = NULL;
     s = ssm_model_load(o->model, o->config, &m);
@@ -379,6 +394,7 @@ static int cmd_run(int argc, char **argv) {
   }
   s = backend_open(&o, &b);
   if (!s) s = generate(b, &o, prompt, np, gen);
+  if (!s && b->finish) s = b->finish(b);
   if (b) b->destroy(b);
   free(prompt);
   if (s) {
