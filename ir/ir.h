@@ -67,7 +67,7 @@ typedef enum {
 
 typedef enum { SSM_ATTR_INT, SSM_ATTR_FLOAT, SSM_ATTR_STR, SSM_ATTR_INTS } ssm_attr_kind;
 
-#define SSM_MAX_ATTRS 4
+#define SSM_MAX_ATTRS 8
 
 typedef struct {
   const char *key;
