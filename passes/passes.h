@@ -1,0 +1,50 @@
+/*
+ * passes.h — IR passes and the pipeline that runs them.
+ *
+ * Each pass is one file in passes/ and one function with the common
+ * signature. The pipeline is the literal list ssm_passes[] read top to
+ * bottom; the verifier runs between passes in debug builds
+ * (SSM_VERIFY_PASSES). `ssmc ir --after PASS|all` prints the graph after a
+ * pass; `ssmc compile --dump-ir DIR` writes one file per pass.
+ */
+#ifndef SSM_PASSES_H
+#define SSM_PASSES_H
+
+#include "ir.h"
+
+typedef struct {
+  int no_fuse;       /* 1: the fuse pass leaves every op in a kernel of its own */
+  uint32_t align;    /* activation offsets are multiples of this (bytes; 0: 256) */
+} ssm_pass_opts;
+
+/* What a pass reports (dispatches before/after, bytes planned vs naive...):
+ * one line, written into `out_note` (may be left empty). */
+typedef ssm_status (*ssm_pass_fn)(ssm_graph *g, const ssm_pass_opts *o, char *out_note,
+                                  size_t note_size);
+
+typedef struct {
+  const char *name; /* as given to --after */
+  ssm_pass_fn fn;
+  const char *what; /* one line for --help */
+} ssm_pass;
+
+/* The pipeline, in order; ends with {NULL}. */
+extern const ssm_pass ssm_passes[];
+
+ssm_status ssm_pass_verify(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_infer(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_simplify(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+
+/* Called after each pass with its name, the graph and the pass's note. */
+typedef void (*ssm_pass_after_fn)(const char *pass, ssm_graph *g, const char *note, void *user);
+
+/* Runs the pipeline on `g`, stopping after pass `stop_after` when it is not
+ * NULL (an unknown name is an error listing the passes). Calls `after` (if
+ * not NULL) after every pass that ran. */
+ssm_status ssm_passes_run(ssm_graph *g, const ssm_pass_opts *o, const char *stop_after,
+                          ssm_pass_after_fn after, void *user);
+
+#endif
