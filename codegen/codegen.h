@@ -1,40 +1,39 @@
 /*
  * codegen.h — from IR nodes to compute kernels.
  *
- * Each IR node that does work becomes one kernel generated from the template
- * of its family (templates/<family>.glsl.in, compiled into the binary),
- * specialized with the node's shapes as constants. A kernel's storage
- * buffers are always, in order: binding 0 the node's result, then one binding
- * per operand in operand order (a state operand is read and written in
- * place). GLSL is compiled to SPIR-V with libshaderc at compile time, so the
- * runtime needs no shader compiler.
+ * Each fused group (passes.h) becomes one kernel generated from the template
+ * of its anchor's family (templates/<family>.glsl.in, compiled into the
+ * binary), specialized with shapes as constants, with generated functions
+ * that evaluate the group's absorbed expressions where operands are read and
+ * an epilogue where results are written. GLSL is compiled to SPIR-V with
+ * libshaderc at compile time, so the runtime needs no shader compiler.
  */
 #ifndef SSM_CODEGEN_H
 #define SSM_CODEGEN_H
 
 #include "ir.h"
+#include "passes.h"
 
-/* How a node is carried out at run time. */
-typedef enum {
-  SSM_CG_KERNEL, /* a dispatch of a generated kernel */
-  SSM_CG_ALIAS,  /* a view of operand 0's memory (reshape): no work */
-  SSM_CG_DATA,   /* memory filled from outside: input, weight, state, const */
-  SSM_CG_SINK,   /* output: names results, no work */
-} ssm_cg_kind;
-
-ssm_cg_kind ssm_cg_classify(const ssm_node *n);
+#define SSM_CG_MAX_BINDINGS 32
 
 /* A generated kernel. Strings live in the arena passed to the generator. */
 typedef struct {
   const char *family;   /* template name, e.g. "matmul" */
-  const char *params;   /* "M=1 K=64 N=256", also in the source's first line */
+  const char *params;   /* "matmul+add+softplus M=1 K=64 N=256 ...", also in the source */
   const char *glsl;     /* the complete GLSL source */
-  int nbindings;        /* 1 + the node's operand count */
+  int nbindings;
+  /* binding i holds this value: 0 is the result, then every tensor the
+   * kernel reads (weights, states, inputs, other kernels' results) */
+  const ssm_value *bind[SSM_CG_MAX_BINDINGS];
   uint32_t groups[3];   /* dispatch grid */
 } ssm_cg_kernel;
 
-/* Generates the kernel for a node classified SSM_CG_KERNEL. */
-ssm_status ssm_cg_kernel_for_node(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out);
+/* Generates the kernel of fused group `gr` (passes.h). */
+ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
+                                   ssm_cg_kernel *out);
+/* Generates a kernel for node `n` alone, whatever its group (kernel tests). */
+ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
+                                  ssm_cg_kernel *out);
 
 /* Expands template `family` (templates/<family>.glsl.in) with `kv`, a
  * NULL-terminated list of key, value pairs replacing {{KEY}}. A placeholder
@@ -55,8 +54,10 @@ const char *ssm_templates_embedded_name(int i);
 /* ---- compiling a model to a bundle (compile.c) ------------------------- */
 
 typedef struct {
-  int prefill_tokens; /* T of the prefill program (default 32) */
-  ssm_dtype dtype;    /* weight and activation dtype (f32 only for now) */
+  int prefill_tokens;   /* T of the prefill program (default 32) */
+  ssm_dtype dtype;      /* weight and activation dtype (f32 only for now) */
+  int no_fuse;          /* every op a kernel of its own (for testing fusion) */
+  const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
 } ssm_compile_opts;
 
 /* Builds the decode (T=1) and prefill graphs of `m`, plans memory, generates

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "codegen.h"
+#include "passes.h"
 #include "runtime.h"
 
 #define WEIGHT_BUFFER_MAX ((uint64_t)1 << 30)
@@ -168,86 +169,122 @@ static ssm_status add_kernel_json(compiler *c, int index, const ssm_cg_kernel *k
   return NULL;
 }
 
-/* Plans one graph into a program: every value gets a region, every working
- * node a dispatch. */
-static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, cJSON **out) {
-  ssm_graph_number(g);
-  region *where = calloc((size_t)g->nvalues + 1, sizeof *where);
-  if (!where) abort();
+/* Where a bound value lives: activations (planned), a weight, a state. */
+static ssm_status region_of(compiler *c, const ssm_value *v, uint64_t act_align, region *out) {
+  const ssm_node *d = v->def;
+  if (d->op == SSM_OP_WEIGHT) {
+    *out = place_weight(c, d);
+    return NULL;
+  }
+  if (d->op == SSM_OP_STATE) return place_state(c, d, out);
+  int64_t ofs = ssm_node_int(d, "ofs", -1);
+  if (ofs < 0)
+    return ssm_status_new(SSM_ERR_INTERNAL, "%s result has no planned memory",
+                          ssm_op_info_get(d->op)->name);
+  uint64_t bytes = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
+  *out = (region){POOL_ACT, (uint64_t)ofs, bytes};
+  uint64_t end = (uint64_t)ofs + (bytes + act_align - 1) / act_align * act_align;
+  if (end > c->act_bytes) c->act_bytes = end;
+  return NULL;
+}
+
+typedef struct {
+  const char *dir, *program;
+  int index;
+  ssm_status err;
+} dumper;
+
+/* Writes DIR/<program>.<NN>-<pass>.ssmir after each pass. */
+static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
+  dumper *d = user;
+  if (d->err) return;
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
+  FILE *f = fopen(path, "w");
+  if (!f) {
+    d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path);
+    return;
+  }
+  char *text = ssm_graph_print(g);
+  fprintf(f, "# after %s: %s\n%s", pass, note && *note ? note : "", text);
+  free(text);
+  if (fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path);
+}
+
+/* Runs the passes on one graph and turns it into a program: one dispatch
+ * per fused group, in order, with a barrier where schedule asks for one. */
+static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const ssm_compile_opts *o,
+                                  const char *name, cJSON **out) {
+  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = SSM_BUNDLE_ALIGN};
+  dumper d = {o->dump_dir, name, 0, NULL};
+  ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
+  if (!s) s = d.err;
+  if (s) return s;
+  ssm_arena *a = ssm_arena_create();
+  ssm_group *gs;
+  int ng;
+  s = ssm_groups_collect(g, a, &gs, &ng);
   cJSON *prog = cJSON_CreateObject(), *steps = cJSON_CreateArray();
   cJSON_AddNumberToObject(prog, "tokens", tokens);
-  uint64_t act = 0, naive = 0;
-  ssm_status s = NULL;
+  uint64_t naive = 0;
   for (ssm_node *n = g->first; n && !s; n = n->next) {
-    switch (ssm_cg_classify(n)) {
-    case SSM_CG_DATA:
-      if (n->op == SSM_OP_WEIGHT) where[n->result->id] = place_weight(c, n);
-      else if (n->op == SSM_OP_STATE) s = place_state(c, n, &where[n->result->id]);
-      else if (n->op == SSM_OP_CONST) {
-        region r = alloc_in(c, POOL_CONST, 4);
-        cJSON *j = cJSON_CreateObject();
-        cJSON_AddNumberToObject(j, "value", ssm_node_float(n, "value", 0));
-        cJSON_AddItemToObject(j, "region", jregion(r));
-        cJSON_AddItemToArray(c->jconsts, j);
-        where[n->result->id] = r;
-      } else { /* input */
-        uint64_t bytes = type_bytes(&n->result->type);
-        region r = {POOL_ACT, align_up(act), bytes};
-        act = r.offset + bytes;
-        where[n->result->id] = r;
-        cJSON *in = cJSON_CreateObject();
-        cJSON_AddStringToObject(in, "name", ssm_node_str(n, "name", ""));
-        cJSON_AddItemToObject(in, "region", jregion(r));
-        cJSON_AddItemToObject(prog, "input", in);
-      }
-      break;
-    case SSM_CG_ALIAS: where[n->result->id] = where[n->args[0]->id]; break;
-    case SSM_CG_SINK: {
+    if (n->result && ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
+      naive += align_up((uint64_t)ssm_type_numel(&n->result->type) *
+                        ssm_dtype_size(n->result->type.dtype));
+    region r;
+    if (n->op == SSM_OP_INPUT) {
+      if ((s = region_of(c, n->result, SSM_BUNDLE_ALIGN, &r))) break;
+      cJSON *in = cJSON_CreateObject();
+      cJSON_AddStringToObject(in, "name", ssm_node_str(n, "name", ""));
+      cJSON_AddItemToObject(in, "region", jregion(r));
+      cJSON_AddItemToObject(prog, "input", in);
+    } else if (n->op == SSM_OP_OUTPUT) {
       const ssm_value *v = n->args[0];
-      cJSON *o = cJSON_CreateObject();
-      cJSON_AddItemToObject(o, "shape", jshape(&v->type));
-      cJSON_AddStringToObject(o, "dtype", ssm_dtype_name(v->type.dtype));
-      cJSON_AddItemToObject(o, "region", jregion(where[v->id]));
-      cJSON_AddItemToObject(prog, "output", o);
-      break;
-    }
-    case SSM_CG_KERNEL: {
-      uint64_t bytes = type_bytes(&n->result->type);
-      region r = {POOL_ACT, align_up(act), bytes};
-      act = r.offset + bytes;
-      naive += align_up(bytes);
-      where[n->result->id] = r;
-      ssm_cg_kernel k;
-      if ((s = ssm_cg_kernel_for_node(n, c->arena, &k))) break;
-      int nk = c->nkernels, idx = kernel_index(c, k.glsl);
-      if (idx == nk && (s = add_kernel_json(c, idx, &k))) break;
-      cJSON *st = cJSON_CreateObject();
-      cJSON_AddNumberToObject(st, "kernel", idx);
-      cJSON *gr = cJSON_AddArrayToObject(st, "groups");
-      for (int d = 0; d < 3; d++) cJSON_AddItemToArray(gr, cJSON_CreateNumber(k.groups[d]));
-      cJSON *b = cJSON_AddArrayToObject(st, "bindings");
-      cJSON_AddItemToArray(b, jregion(r));
-      for (int i = 0; i < n->nargs; i++) cJSON_AddItemToArray(b, jregion(where[n->args[i]->id]));
-      cJSON_AddStringToObject(st, "op", ssm_op_info_get(n->op)->name);
-      cJSON_AddItemToArray(steps, st);
-      break;
-    }
+      if ((s = region_of(c, v, SSM_BUNDLE_ALIGN, &r))) break;
+      cJSON *ob = cJSON_CreateObject();
+      cJSON_AddItemToObject(ob, "shape", jshape(&v->type));
+      cJSON_AddStringToObject(ob, "dtype", ssm_dtype_name(v->type.dtype));
+      cJSON_AddItemToObject(ob, "region", jregion(r));
+      cJSON_AddItemToObject(prog, "output", ob);
     }
   }
-  free(where);
+  for (int i = 0; i < ng && !s; i++) {
+    ssm_cg_kernel k;
+    if ((s = ssm_cg_kernel_for_group(g, &gs[i], c->arena, &k))) break;
+    int nk = c->nkernels, idx = kernel_index(c, k.glsl);
+    if (idx == nk && (s = add_kernel_json(c, idx, &k))) break;
+    cJSON *st = cJSON_CreateObject();
+    cJSON_AddNumberToObject(st, "kernel", idx);
+    cJSON_AddNumberToObject(st, "barrier", (double)ssm_node_int(gs[i].root, "sync", 1));
+    cJSON *gr = cJSON_AddArrayToObject(st, "groups");
+    for (int dd = 0; dd < 3; dd++) cJSON_AddItemToArray(gr, cJSON_CreateNumber(k.groups[dd]));
+    cJSON *b = cJSON_AddArrayToObject(st, "bindings");
+    for (int j = 0; j < k.nbindings && !s; j++) {
+      region r;
+      if (!(s = region_of(c, k.bind[j], SSM_BUNDLE_ALIGN, &r))) cJSON_AddItemToArray(b, jregion(r));
+    }
+    cJSON_AddStringToObject(st, "op", k.params);
+    cJSON_AddItemToArray(steps, st);
+  }
+  ssm_arena_destroy(a);
+  if (!s && (!cJSON_GetObjectItem(prog, "input") || !cJSON_GetObjectItem(prog, "output")))
+    s = ssm_status_new(SSM_ERR_INVALID, "graph %s needs an input 'tokens' and an output", g->name);
   if (s) {
     cJSON_Delete(steps);
     cJSON_Delete(prog);
     return s;
   }
-  if (!cJSON_GetObjectItem(prog, "input") || !cJSON_GetObjectItem(prog, "output")) {
-    cJSON_Delete(steps);
-    cJSON_Delete(prog);
-    return ssm_status_new(SSM_ERR_INVALID, "graph %s needs an input 'tokens' and an output",
-                          g->name);
+  uint64_t planned = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    int64_t ofs = ssm_node_int(n, "ofs", -1);
+    if (ofs >= 0 && n->result) {
+      uint64_t e = (uint64_t)ofs + align_up((uint64_t)ssm_type_numel(&n->result->type) *
+                                            ssm_dtype_size(n->result->type.dtype));
+      if (e > planned) planned = e;
+    }
   }
   cJSON_AddNumberToObject(prog, "dispatches", cJSON_GetArraySize(steps));
-  cJSON_AddNumberToObject(prog, "activation_bytes", (double)act);
+  cJSON_AddNumberToObject(prog, "activation_bytes", (double)planned);
   cJSON_AddNumberToObject(prog, "activation_bytes_unplanned", (double)naive);
   cJSON_AddItemToObject(prog, "steps", steps);
   char *ir = ssm_graph_print(g);
@@ -257,7 +294,6 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, cJSON *
   cJSON_AddItemToArray(jir, cJSON_CreateNumber((double)off));
   cJSON_AddItemToArray(jir, cJSON_CreateNumber((double)strlen(ir)));
   free(ir);
-  if (act > c->act_bytes) c->act_bytes = act;
   *out = prog;
   return NULL;
 }
@@ -282,7 +318,7 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *o
     ssm_graph *g = NULL;
     cJSON *prog = NULL;
     s = ssm_model_build(m, tokens[p], &g);
-    if (!s) s = compile_program(&c, g, tokens[p], &prog);
+    if (!s) s = compile_program(&c, g, tokens[p], &o, names[p], &prog);
     if (!s) cJSON_AddItemToObject(progs, names[p], prog);
     ssm_graph_destroy(g);
   }

@@ -1,8 +1,11 @@
 /*
- * kernels.c — one generator per kernel family: it reads an IR node's shapes
- * and attributes, decides the template's knobs (constants, index code,
- * expressions) and the dispatch grid, and expands the template.
+ * kernels.c — one kernel per fused group (passes/groups.c): the template of
+ * the group's anchor (matmul, scan, conv1d, row reductions, embed, reduce;
+ * pointwise when there is none), with generated load functions that evaluate
+ * the group's absorbed expressions and read through views, and an epilogue
+ * applied to each result element. Shapes are compile-time constants.
  */
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 
@@ -42,127 +45,107 @@ static const char *sb_take(sbuf *b, ssm_arena *a) {
 
 static const char *fmt(ssm_arena *a, const char *f, ...) SSM_PRINTF(2, 3);
 static const char *fmt(ssm_arena *a, const char *f, ...) {
-  char buf[256];
   va_list ap;
   va_start(ap, f);
-  vsnprintf(buf, sizeof buf, f, ap);
+  int n = vsnprintf(NULL, 0, f, ap);
   va_end(ap);
-  return ssm_arena_strdup(a, buf);
+  char *buf = ssm_arena_alloc(a, (size_t)n + 1);
+  va_start(ap, f);
+  vsnprintf(buf, (size_t)n + 1, f, ap);
+  va_end(ap);
+  return buf;
 }
 
-/* ---- classification ---------------------------------------------------- */
+/* ---- the group being generated ------------------------------------------ */
 
-ssm_cg_kind ssm_cg_classify(const ssm_node *n) {
-  switch (n->op) {
-  case SSM_OP_INPUT:
-  case SSM_OP_WEIGHT:
-  case SSM_OP_STATE:
-  case SSM_OP_CONST: return SSM_CG_DATA;
-  case SSM_OP_RESHAPE: return SSM_CG_ALIAS;
-  case SSM_OP_OUTPUT: return SSM_CG_SINK;
-  default: return SSM_CG_KERNEL;
+typedef struct {
+  ssm_graph *g;
+  int id;               /* group id, or -1 with `single` */
+  const ssm_node *single; /* a node generated alone (kernel tests) */
+  const ssm_node *root, *anchor, *norm;
+  ssm_arena *a;
+  const ssm_value *bind[SSM_CG_MAX_BINDINGS];
+  int nbind;
+  int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
+  sbuf helpers;
+  int nhelpers;
+  ssm_status err;
+} gctx;
+
+static int member(const gctx *c, const ssm_node *n) {
+  return c->single ? n == c->single : ssm_node_group(n) == c->id;
+}
+
+static int ungrouped_view(const gctx *c, const ssm_node *n) {
+  return ssm_op_is_view(n->op) && !member(c, n) && ssm_node_group(n) < 0;
+}
+
+static int binding_of(gctx *c, const ssm_value *v) {
+  for (int i = 0; i < c->nbind; i++)
+    if (c->bind[i] == v) return i;
+  if (c->nbind == SSM_CG_MAX_BINDINGS) {
+    if (!c->err)
+      c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a fused kernel would read more than %d "
+                              "tensors", SSM_CG_MAX_BINDINGS - 1);
+    return 0;
   }
+  c->bind[c->nbind] = v;
+  return c->nbind++;
 }
 
-/* ---- shared pieces ----------------------------------------------------- */
+typedef struct {
+  const char *c[SSM_MAX_RANK];
+  int rank;
+} coords;
 
-static int is_state_operand(const ssm_node *n, int arg) {
-  return (n->op == SSM_OP_CONV1D && arg == 1) || (n->op == SSM_OP_SCAN && arg == 3);
+static coords coords_named(const char *prefix, int rank, ssm_arena *a) {
+  coords k = {.rank = rank};
+  for (int d = 0; d < rank; d++) k.c[d] = fmt(a, "%s%d", prefix, d);
+  return k;
 }
 
-static const char *glsl_elem(ssm_dtype d) { return d == SSM_I32 ? "int" : "float"; }
-
-/* Storage buffer declarations: b0 the result, b1.. the operands. */
-static const char *buffers(const ssm_node *n, ssm_arena *a) {
-  sbuf b = {0};
-  sb_printf(&b, "layout(std430, binding = 0) writeonly buffer B0 { %s v[]; } b0;\n",
-            glsl_elem(n->result->type.dtype));
-  for (int i = 0; i < n->nargs; i++)
-    sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i + 1,
-              is_state_operand(n, i) ? "" : "readonly ", i + 1,
-              glsl_elem(n->args[i]->type.dtype), i + 1);
-  return sb_take(&b, a);
-}
-
-static uint32_t groups_for(int64_t items, uint32_t local) {
-  int64_t g = (items + local - 1) / local;
-  return (uint32_t)(g < 1 ? 1 : g > 65535 ? 65535 : g);
-}
-
-/* Grid for one workgroup per item (x up to 65535, then y). */
-static void grid_per_item(int64_t items, uint32_t out[3]) {
-  out[0] = (uint32_t)(items < 65535 ? (items < 1 ? 1 : items) : 65535);
-  out[1] = (uint32_t)((items + 65534) / 65535);
-  out[2] = 1;
-}
-
-/* Strides of operand shape `op` broadcast (numpy, right-aligned) to a shape
- * of rank `rank`: 0 for stretched dims. */
-static void bcast_strides(const ssm_type *op, int rank, int64_t out[SSM_MAX_RANK]) {
+/* Linear index of coordinates in a contiguous tensor of type t. */
+static void linearize(sbuf *b, const coords *k, const ssm_type *t) {
   int64_t stride = 1;
-  for (int d = rank - 1; d >= 0; d--) {
-    int od = d - (rank - op->rank);
-    if (od < 0 || op->dims[od] == 1) out[d] = 0;
-    else {
-      out[d] = stride;
-    }
-    if (od >= 0) stride *= op->dims[od];
-  }
-}
-
-static void contiguous_strides(const ssm_type *t, int64_t out[SSM_MAX_RANK]) {
-  int64_t s = 1;
-  for (int d = t->rank - 1; d >= 0; d--) {
-    out[d] = s;
-    s *= t->dims[d];
-  }
-}
-
-/* Code that splits the output index i into coordinates c0..c{rank-1}. */
-static void emit_coords(sbuf *b, const ssm_type *out) {
-  sb_printf(b, "    uint r_ = i;\n");
-  for (int d = out->rank - 1; d >= 0; d--) {
-    if (d > 0)
-      sb_printf(b, "    uint c%d = r_ %% %lldu; r_ /= %lldu;\n", d, (long long)out->dims[d],
-                (long long)out->dims[d]);
-    else sb_printf(b, "    uint c0 = r_;\n");
-  }
-}
-
-/* "c0 * 8u + c2 * 1u" for the given strides (skipping zeros), or "0u". */
-static void emit_dot(sbuf *b, int rank, const int64_t *strides, int64_t offset) {
   int any = 0;
-  for (int d = 0; d < rank; d++)
-    if (strides[d]) {
-      sb_printf(b, "%sc%d * %lldu", any ? " + " : "", d, (long long)strides[d]);
+  sbuf terms = {0};
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] != 1) {
+      if (stride == 1) sb_printf(&terms, "%s%s", any ? " + " : "", k->c[d]);
+      else sb_printf(&terms, "%s%s * %lldu", any ? " + " : "", k->c[d], (long long)stride);
       any = 1;
     }
-  if (offset || !any) sb_printf(b, "%s%lldu", any ? " + " : "", (long long)offset);
+    stride *= t->dims[d];
+  }
+  if (!any) sb_printf(b, "0u");
+  else sb_printf(b, "(%s)", terms.s);
+  free(terms.s);
 }
 
-static ssm_status expand(const ssm_node *n, ssm_arena *a, const char *family,
-                         const char *params, const char *const *kv, ssm_cg_kernel *out) {
-  char *src;
-  SSM_TRY(ssm_cg_template_expand(a, family, kv, &src));
-  out->family = family;
-  out->params = params;
-  out->glsl = ssm_arena_printf(a, "// ssmc kernel: template %s.glsl.in, op %s, %s\n%s", family,
-                               ssm_op_info_get(n->op)->name, params, src);
-  out->nbindings = 1 + n->nargs;
-  return NULL;
+/* Coordinates in type t of the linear index expression `lin`. */
+static coords delinearize(const char *lin, const ssm_type *t, ssm_arena *a) {
+  coords k = {.rank = t->rank};
+  int64_t stride = 1;
+  for (int d = t->rank - 1; d >= 0; d--) {
+    if (t->dims[d] == 1) k.c[d] = "0u";
+    else if (d == 0) k.c[d] = stride == 1 ? lin : fmt(a, "(%s / %lldu)", lin, (long long)stride);
+    else if (stride == 1) k.c[d] = fmt(a, "(%s %% %lldu)", lin, (long long)t->dims[d]);
+    else
+      k.c[d] = fmt(a, "((%s / %lldu) %% %lldu)", lin, (long long)stride, (long long)t->dims[d]);
+    stride *= t->dims[d];
+  }
+  return k;
 }
 
-static const char *common(ssm_arena *a) {
-  char *c;
-  ssm_status s = ssm_cg_template_expand(a, "common", (const char *const[]){NULL}, &c);
-  SSM_ASSERT(!s);
-  /* drop the template's leading comment lines' #version-free body as is */
-  return c;
+/* Coordinates of an operand of type `op` broadcast (numpy) into `k`. */
+static coords broadcast(const coords *k, const ssm_type *op) {
+  coords r = {.rank = op->rank};
+  int lead = k->rank - op->rank;
+  for (int d = 0; d < op->rank; d++) r.c[d] = op->dims[d] == 1 ? "0u" : k->c[d + lead];
+  return r;
 }
 
-/* ---- elementwise ------------------------------------------------------- */
-
-static const char *unary_expr(ssm_op op) {
+static const char *unary_fmt(ssm_op op) {
   switch (op) {
   case SSM_OP_NEG: return "(-%s)";
   case SSM_OP_EXP: return "exp(%s)";
@@ -173,7 +156,7 @@ static const char *unary_expr(ssm_op op) {
   case SSM_OP_RELU: return "max(%s, 0.0)";
   case SSM_OP_SQRT: return "sqrt(%s)";
   case SSM_OP_RSQRT: return "inversesqrt(%s)";
-  case SSM_OP_SQUARE: return "(%1$s * %1$s)";
+  case SSM_OP_SQUARE: return "ssm_square(%s)";
   default: return NULL;
   }
 }
@@ -188,114 +171,200 @@ static const char *binary_sym(ssm_op op) {
   }
 }
 
-static ssm_status gen_elementwise(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  const ssm_type *ot = &n->result->type;
-  int64_t count = ssm_type_numel(ot);
-  sbuf idx = {0}, ex = {0};
-  int need_coords = 0;
-  for (int i = 0; i < n->nargs; i++)
-    if (!ssm_type_equal(&n->args[i]->type, ot) && ssm_type_numel(&n->args[i]->type) > 1)
-      need_coords = 1;
-  if (need_coords) emit_coords(&idx, ot);
-  for (int i = 0; i < n->nargs; i++) {
-    const ssm_type *t = &n->args[i]->type;
-    sb_printf(&idx, "    uint j%d = ", i + 1);
-    if (ssm_type_equal(t, ot)) sb_printf(&idx, "i");
-    else if (ssm_type_numel(t) == 1) sb_printf(&idx, "0u");
-    else {
-      int64_t st[SSM_MAX_RANK];
-      bcast_strides(t, ot->rank, st);
-      emit_dot(&idx, ot->rank, st, 0);
-    }
-    sb_printf(&idx, ";\n");
-  }
-  if (n->nargs == 1) {
-    char x[32];
-    snprintf(x, sizeof x, "b1.v[j1]");
-    sb_printf(&ex, unary_expr(n->op), x);
-  } else {
-    sb_printf(&ex, "(b1.v[j1] %s b2.v[j2])", binary_sym(n->op));
-  }
-  uint32_t local = 256;
-  out->groups[0] = groups_for(count, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *N = fmt(a, "%lld", (long long)count);
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "N", N, "STRIDE",
-                      fmt(a, "%u", out->groups[0] * local), "BUFFERS", buffers(n, a),
-                      "COMMON", common(a), "INDEX", sb_take(&idx, a), "EXPR", sb_take(&ex, a),
-                      NULL};
-  return expand(n, a, "elementwise",
-                fmt(a, "%s N=%lld", ssm_op_info_get(n->op)->name, (long long)count), kv, out);
+static const char *float_lit(ssm_arena *a, double v) {
+  if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
+  if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
+  return fmt(a, "float(%.9g)", v);
 }
 
-/* ---- data movement ----------------------------------------------------- */
+static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int depth);
 
-static ssm_status gen_copy(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  const ssm_type *ot = &n->result->type;
-  int64_t count = ssm_type_numel(ot);
-  sbuf idx = {0};
-  emit_coords(&idx, ot);
-  const char *params;
-  if (n->op == SSM_OP_SLICE) {
-    int64_t axis = ssm_node_int(n, "axis", 0), start = ssm_node_int(n, "start", 0);
-    int64_t st[SSM_MAX_RANK];
-    contiguous_strides(&n->args[0]->type, st);
-    sb_printf(&idx, "    v = b1.v[");
-    emit_dot(&idx, ot->rank, st, start * st[axis]);
-    sb_printf(&idx, "];\n");
-    params = fmt(a, "axis=%lld start=%lld len=%lld", (long long)axis, (long long)start,
-                 (long long)ot->dims[axis]);
-  } else if (n->op == SSM_OP_TRANSPOSE) {
-    const ssm_attr *perm = ssm_node_attr(n, "perm");
-    int64_t st[SSM_MAX_RANK], pst[SSM_MAX_RANK];
-    contiguous_strides(&n->args[0]->type, st);
-    sbuf p = {0};
-    for (int d = 0; d < ot->rank; d++) {
-      pst[d] = st[perm->ints[d]];
-      sb_printf(&p, d ? ",%lld" : "perm=[%lld", (long long)perm->ints[d]);
-    }
-    sb_printf(&p, "]");
-    sb_printf(&idx, "    v = b1.v[");
-    emit_dot(&idx, ot->rank, pst, 0);
-    sb_printf(&idx, "];\n");
-    params = sb_take(&p, a);
-  } else { /* concat */
-    int64_t axis = ssm_node_int(n, "axis", 0), off = 0;
-    for (int i = 0; i < n->nargs; i++) {
-      const ssm_type *t = &n->args[i]->type;
-      int64_t st[SSM_MAX_RANK];
-      contiguous_strides(t, st);
-      sb_printf(&idx, "    %sif (c%lld < %lldu) v = b%d.v[", i ? "else " : "", (long long)axis,
-                (long long)(off + t->dims[axis]), i + 1);
-      emit_dot(&idx, ot->rank, st, -off * st[axis]);
-      sb_printf(&idx, "];\n");
-      off += t->dims[axis];
-    }
-    sb_printf(&idx, "    else v = 0.0;\n");
-    params = fmt(a, "axis=%lld operands=%d", (long long)axis, n->nargs);
-  }
-  uint32_t local = 256;
-  out->groups[0] = groups_for(count, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "N", fmt(a, "%lld", (long long)count),
-                      "STRIDE", fmt(a, "%u", out->groups[0] * local), "BUFFERS",
-                      buffers(n, a), "INDEX", sb_take(&idx, a), NULL};
-  return expand(n, a, "copy", fmt(a, "N=%lld %s", (long long)count, params), kv, out);
+/* A generated function returning rsqrt(mean(x^2) + eps) over the last axis
+ * of small-row rmsnorm `n`'s input at leading coordinates c0... */
+static int rms_helper(gctx *c, const ssm_node *n, int depth) {
+  const ssm_type *t = &n->args[0]->type;
+  int r = t->rank;
+  int64_t C = t->dims[r - 1];
+  coords k = coords_named("c", r, c->a);
+  k.c[r - 1] = "j";
+  sbuf body = {0};
+  emit(c, n->args[0], &k, &body, depth + 1);
+  int id = c->nhelpers++;
+  sb_printf(&c->helpers, "float rms%d(", id);
+  for (int d = 0; d < r - 1; d++) sb_printf(&c->helpers, "%suint c%d", d ? ", " : "", d);
+  sb_printf(&c->helpers,
+            ") {\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+            "    float x = %s;\n    s += x * x;\n  }\n"
+            "  return inversesqrt(s / float(%lld) + %s);\n}\n",
+            (long long)C, body.s, (long long)C, float_lit(c->a, ssm_node_float(n, "eps", 0)));
+  free(body.s);
+  return id;
 }
 
-/* ---- embed, matmul ----------------------------------------------------- */
+/* The expression for value v at coordinates k (in v's shape). */
+static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int depth) {
+  const ssm_node *d = v->def;
+  if (depth > 200) {
+    if (!c->err) c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "fused expression too deep");
+    sb_printf(out, "0.0");
+    return;
+  }
+  if (d->op == SSM_OP_CONST) {
+    sb_printf(out, "%s", float_lit(c->a, ssm_node_float(d, "value", 0)));
+    return;
+  }
+  if (member(c, d) && d == c->anchor && c->in_epilogue) {
+    sb_printf(out, "acc");
+    return;
+  }
+  if ((member(c, d) && d != c->anchor && ssm_op_is_view(d->op)) || ungrouped_view(c, d)) {
+    coords s = {.rank = d->args[0]->type.rank};
+    const ssm_type *st = &d->args[0]->type;
+    if (d->op == SSM_OP_SLICE) {
+      int64_t axis = ssm_node_int(d, "axis", 0), start = ssm_node_int(d, "start", 0);
+      s = *k;
+      if (start) s.c[axis] = fmt(c->a, "(%s + %lldu)", k->c[axis], (long long)start);
+    } else if (d->op == SSM_OP_TRANSPOSE) {
+      const ssm_attr *perm = ssm_node_attr(d, "perm");
+      for (int i = 0; i < k->rank; i++) s.c[perm->ints[i]] = k->c[i];
+    } else { /* reshape: same linear index */
+      sbuf lin = {0};
+      linearize(&lin, k, &v->type);
+      const ssm_node *src = d->args[0]->def;
+      int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
+      if (buffer) {
+        sb_printf(out, "b%d.v[%s]", binding_of(c, d->args[0]), lin.s);
+        free(lin.s);
+        return;
+      }
+      s = delinearize(sb_take(&lin, c->a), st, c->a);
+    }
+    emit(c, d->args[0], &s, out, depth + 1);
+    return;
+  }
+  if (member(c, d) && d != c->anchor) {
+    ssm_op_kind kind = ssm_op_info_get(d->op)->kind;
+    if (kind == SSM_KIND_UNARY) {
+      coords a0 = broadcast(k, &d->args[0]->type);
+      sbuf x = {0};
+      emit(c, d->args[0], &a0, &x, depth + 1);
+      sb_printf(out, unary_fmt(d->op), x.s);
+      free(x.s);
+      return;
+    }
+    if (kind == SSM_KIND_BINARY) {
+      coords a0 = broadcast(k, &d->args[0]->type), a1 = broadcast(k, &d->args[1]->type);
+      sb_printf(out, "(");
+      emit(c, d->args[0], &a0, out, depth + 1);
+      sb_printf(out, " %s ", binary_sym(d->op));
+      emit(c, d->args[1], &a1, out, depth + 1);
+      sb_printf(out, ")");
+      return;
+    }
+    if (d->op == SSM_OP_CONCAT) {
+      int64_t axis = ssm_node_int(d, "axis", 0), off = 0;
+      for (int i = 0; i < d->nargs; i++) {
+        coords s = *k;
+        int64_t len = d->args[i]->type.dims[axis];
+        if (off) s.c[axis] = fmt(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
+        if (i + 1 < d->nargs) sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
+        emit(c, d->args[i], &s, out, depth + 1);
+        if (i + 1 < d->nargs) sb_printf(out, " : ");
+        off += len;
+      }
+      for (int i = 0; i + 1 < d->nargs; i++) sb_printf(out, ")");
+      return;
+    }
+    if (d->op == SSM_OP_RMSNORM && d != c->norm) {
+      int h = rms_helper(c, d, depth);
+      sb_printf(out, "(");
+      emit(c, d->args[0], k, out, depth + 1);
+      sb_printf(out, " * rms%d(", h);
+      for (int i = 0; i < k->rank - 1; i++) sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
+      sb_printf(out, ")");
+      if (d->nargs > 1) {
+        coords w = {.rank = 1, .c = {k->c[k->rank - 1]}};
+        sb_printf(out, " * ");
+        emit(c, d->args[1], &w, out, depth + 1);
+      }
+      sb_printf(out, ")");
+      return;
+    }
+    if (!c->err)
+      c->err = ssm_status_new(SSM_ERR_INTERNAL, "%s cannot be fused into an expression",
+                              ssm_op_info_get(d->op)->name);
+    sb_printf(out, "0.0");
+    return;
+  }
+  /* memory: a weight, state, input, or another kernel's result */
+  int b = binding_of(c, v);
+  sb_printf(out, "b%d.v[", b);
+  linearize(out, k, &v->type);
+  sb_printf(out, "]");
+}
 
-static ssm_status gen_embed(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  int64_t V = n->args[0]->type.dims[0], H = n->args[0]->type.dims[1];
-  int64_t T = n->args[1]->type.dims[0];
-  uint32_t local = 256;
-  out->groups[0] = groups_for(T * H, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "T", fmt(a, "%lld", (long long)T), "H",
-                      fmt(a, "%lld", (long long)H), "V", fmt(a, "%lld", (long long)V), "STRIDE",
-                      fmt(a, "%u", out->groups[0] * local), "BUFFERS", buffers(n, a), NULL};
-  return expand(n, a, "embed", fmt(a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
-                                   (long long)V), kv, out);
+/* `float NAME(uint p0, ...) { return <operand at those coordinates>; }`,
+ * where the parameters are the coordinates given by `params` (names) and
+ * `k` says how they map onto the operand's own coordinates. */
+static void load_fn(gctx *c, sbuf *loads, const char *name, const char *params,
+                    const ssm_value *v, const coords *k) {
+  sbuf e = {0};
+  emit(c, v, k, &e, 0);
+  sb_printf(loads, "float %s(%s) { return %s; }\n", name, params, e.s);
+  free(e.s);
+}
+
+/* load of operand v of shape [.., K] as (m, k) with m over the leading dims */
+static void load_rows(gctx *c, sbuf *loads, const char *name, const ssm_value *v) {
+  const ssm_type *t = &v->type;
+  ssm_type lead = *t;
+  lead.rank = t->rank - 1;
+  coords k = delinearize("m", &lead, c->a);
+  k.rank = t->rank;
+  k.c[t->rank - 1] = "k";
+  load_fn(c, loads, name, "uint m, uint k", v, &k);
+}
+
+static void epilogue_fn(gctx *c, sbuf *loads) {
+  if (c->root == c->anchor) {
+    sb_printf(loads, "float epilogue(float acc, uint i) { return acc; }\n");
+    return;
+  }
+  c->in_epilogue = 1;
+  coords k = delinearize("i", &c->root->result->type, c->a);
+  load_fn(c, loads, "epilogue", "float acc, uint i", c->root->result, &k);
+  c->in_epilogue = 0;
+}
+
+static const char *buffers_decl(gctx *c) {
+  sbuf b = {0};
+  for (int i = 0; i < c->nbind; i++) {
+    const ssm_value *v = c->bind[i];
+    const ssm_node *d = v->def;
+    int state = d->op == SSM_OP_STATE;
+    sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
+              i == 0 ? "writeonly " : state ? "" : "readonly ", i,
+              v->type.dtype == SSM_I32 ? "int" : "float", i);
+  }
+  return sb_take(&b, c->a);
+}
+
+static const char *common(ssm_arena *a) {
+  char *s;
+  ssm_status st = ssm_cg_template_expand(a, "common", (const char *const[]){NULL}, &s);
+  SSM_ASSERT(!st);
+  return s;
+}
+
+static uint32_t groups_for(int64_t items, uint32_t local) {
+  int64_t g = (items + local - 1) / local;
+  return (uint32_t)(g < 1 ? 1 : g > 65535 ? 65535 : g);
+}
+
+static void grid_per_item(int64_t items, uint32_t out[3]) {
+  out[0] = (uint32_t)(items < 65535 ? (items < 1 ? 1 : items) : 65535);
+  out[1] = (uint32_t)((items + 65534) / 65535);
+  out[2] = 1;
 }
 
 static uint32_t pow2_threads(int64_t work, uint32_t lo, uint32_t hi) {
@@ -304,178 +373,320 @@ static uint32_t pow2_threads(int64_t work, uint32_t lo, uint32_t hi) {
   return l;
 }
 
-static ssm_status gen_matmul(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  const ssm_type *w = &n->args[1]->type;
-  int64_t N = w->dims[0], K = w->dims[1];
-  int64_t M = ssm_type_numel(&n->args[0]->type) / K;
-  int64_t TT = M < 8 ? M : 8;
-  uint32_t local = pow2_threads(K, 32, 256);
-  grid_per_item(N, out->groups);
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "M", fmt(a, "%lld", (long long)M), "K",
-                      fmt(a, "%lld", (long long)K), "N", fmt(a, "%lld", (long long)N), "TT",
-                      fmt(a, "%lld", (long long)TT), "BUFFERS", buffers(n, a), NULL};
-  return expand(n, a, "matmul", fmt(a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
-                                    (long long)K, (long long)N, (long long)TT, local), kv, out);
+/* The fused ops, for the kernel's parameter line: "matmul+add+softplus". */
+static const char *members_list(gctx *c) {
+  sbuf b = {0};
+  if (c->single) sb_printf(&b, "%s", ssm_op_info_get(c->single->op)->name);
+  else
+    for (ssm_node *n = c->g->first; n; n = n->next)
+      if (member(c, n)) sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
+  return sb_take(&b, c->a);
 }
 
-/* ---- row reductions: rmsnorm, softmax, argmax --------------------------- */
+static ssm_status finish(gctx *c, const char *family, const char *params, const char *const *kv,
+                         ssm_cg_kernel *out) {
+  if (c->err) return c->err;
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, family, kv, &src));
+  out->family = family;
+  out->params = fmt(c->a, "%s %s", members_list(c), params);
+  out->glsl = ssm_arena_printf(c->a, "// ssmc kernel: template %s.glsl.in, %s\n%s", family,
+                               out->params, src);
+  out->nbindings = c->nbind;
+  for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
+  return NULL;
+}
+
+#define I64(x) fmt(c->a, "%lld", (long long)(x))
+#define U32(x) fmt(c->a, "%u", (unsigned)(x))
+
+/* ---- families ----------------------------------------------------------- */
+
+static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
+  const ssm_type *t = &c->root->result->type;
+  int64_t count = ssm_type_numel(t);
+  coords k = coords_named("c", t->rank, c->a);
+  sbuf co = {0}, ex = {0};
+  coords d = delinearize("i", t, c->a);
+  for (int i = 0; i < t->rank; i++) sb_printf(&co, "    uint c%d = %s;\n", i, d.c[i]);
+  if (!t->rank) sb_printf(&co, "    // rank 0\n");
+  /* the root itself, evaluated as a member (a materialized view too) */
+  const ssm_node *saved = c->anchor;
+  c->anchor = NULL;
+  emit(c, c->root->result, &k, &ex, 0);
+  c->anchor = saved;
+  /* emit() bound the root's own value when it is a view's source; the
+   * result must be binding 0, so it was reserved first */
+  uint32_t local = 256;
+  out->groups[0] = groups_for(count, local);
+  out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "HELPERS",
+                      sb_take(&c->helpers, c->a), "COORDS", sb_take(&co, c->a), "EXPR",
+                      sb_take(&ex, c->a), NULL};
+  return finish(c, "pointwise", fmt(c->a, "N=%lld", (long long)count), kv, out);
+}
+
+static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *mm = c->anchor;
+  const ssm_type *w = &mm->args[1]->type;
+  int64_t N = w->dims[0], K = w->dims[1];
+  int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  int64_t TT = M < 8 ? M : 8;
+  sbuf loads = {0};
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  coords wk = {.rank = 2, .c = {"n", "k"}};
+  load_fn(c, &loads, "in_w", "uint n, uint k", mm->args[1], &wk);
+  if (norm && norm->nargs > 1) {
+    coords gk = {.rank = 1, .c = {"k"}};
+    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+  } else {
+    sb_printf(&loads, "float gain(uint k) { return 1.0; }\n");
+  }
+  epilogue_fn(c, &loads);
+  uint32_t local = pow2_threads(K, 32, 256);
+  grid_per_item(N, out->groups);
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
+                      "NORM", norm ? "1" : "0", "EPS",
+                      norm ? fmt(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
+  free(loads.s);
+  return finish(c, "matmul", fmt(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
+                                 (long long)K, (long long)N, (long long)TT, local), kv, out);
+}
+
+static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *sc = c->anchor;
+  const ssm_type *h = &sc->args[3]->type;
+  int64_t T = sc->result->type.dims[0], N = h->dims[h->rank - 1];
+  int64_t S = ssm_type_numel(h) / N;
+  ssm_type full = *h; /* [T, S.., N] */
+  full.rank = h->rank + 1;
+  full.dims[0] = T;
+  for (int d = 0; d < h->rank; d++) full.dims[d + 1] = h->dims[d];
+  ssm_type srows = *h; /* the S dims */
+  srows.rank = h->rank - 1;
+  coords sk = delinearize("s", &srows, c->a);
+  coords k = {.rank = full.rank};
+  k.c[0] = "t";
+  for (int d = 0; d < srows.rank; d++) k.c[d + 1] = sk.c[d];
+  k.c[full.rank - 1] = "n";
+  sbuf loads = {0};
+  static const char *names[3] = {"in_a", "in_b", "in_c"};
+  for (int i = 0; i < 3; i++) {
+    coords bk = broadcast(&k, &sc->args[i]->type);
+    load_fn(c, &loads, names[i], "uint t, uint s, uint n", sc->args[i], &bk);
+  }
+  int state = binding_of(c, sc->args[3]);
+  epilogue_fn(c, &loads);
+  uint32_t local = 64;
+  out->groups[0] = groups_for(S, local);
+  out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
+                      fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
+                      common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
+  free(loads.s);
+  return finish(c, "scan", fmt(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
+                               (long long)N), kv, out);
+}
+
+static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *cv = c->anchor;
+  int64_t T = cv->args[0]->type.dims[0], C = cv->args[0]->type.dims[1];
+  int64_t K = cv->args[2]->type.dims[1];
+  sbuf loads = {0};
+  coords xk = {.rank = 2, .c = {"t", "c"}}, wk = {.rank = 2, .c = {"c", "k"}},
+         bk = {.rank = 1, .c = {"c"}};
+  load_fn(c, &loads, "in_x", "uint t, uint c", cv->args[0], &xk);
+  load_fn(c, &loads, "in_w", "uint c, uint k", cv->args[2], &wk);
+  if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "uint c", cv->args[3], &bk);
+  else sb_printf(&loads, "float in_bias(uint c) { return 0.0; }\n");
+  int state = binding_of(c, cv->args[1]);
+  epilogue_fn(c, &loads);
+  uint32_t local = 64;
+  out->groups[0] = groups_for(C, local);
+  out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
+                      fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
+                      common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
+  free(loads.s);
+  return finish(c, "conv1d", fmt(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
+                                 (long long)K), kv, out);
+}
 
 #define NEG_INF "uintBitsToFloat(0xff800000u)"
 
-static ssm_status gen_rowreduce(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
+static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
   int64_t C = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / C;
   uint32_t local = pow2_threads(C, 32, 256);
-  const char *part_t = "float", *init, *accum, *combine, *finish, *params;
+  sbuf loads = {0};
+  /* in_x(row, c) */
+  ssm_type lead = *xt;
+  lead.rank = xt->rank - 1;
+  coords k = delinearize("row", &lead, c->a);
+  k.rank = xt->rank;
+  k.c[xt->rank - 1] = "c";
+  load_fn(c, &loads, "in_x", "uint row, uint c", n->args[0], &k);
+  const char *part_t = "float", *init, *accum, *combine, *finish_code;
+  const char *C_ = I64(C), *L_ = U32(local);
   if (n->op == SSM_OP_RMSNORM) {
-    double eps = ssm_node_float(n, "eps", 0);
+    coords wk = {.rank = 1, .c = {"c"}};
+    if (n->nargs > 1) load_fn(c, &loads, "in_w", "uint c", n->args[1], &wk);
+    else sb_printf(&loads, "float in_w(uint c) { return 1.0; }\n");
     init = "0.0";
     accum = "p += x * x";
     combine = "part[lid] += part[lid + s]";
-    finish = fmt(a,
-                 "float inv = inversesqrt(r / float(%lld) + float(%.17g));\n"
-                 "  for (uint c = lid; c < %lldu; c += %uu)\n"
-                 "    b0.v[base + c] = b1.v[base + c] * inv%s;",
-                 (long long)C, eps, (long long)C, local, n->nargs > 1 ? " * b2.v[c]" : "");
-    params = fmt(a, "rmsnorm ROWS=%lld C=%lld eps=%g weight=%d", (long long)rows, (long long)C,
-                 eps, n->nargs > 1);
+    finish_code = fmt(c->a,
+                      "float inv = inversesqrt(r / float(%s) + %s);\n"
+                      "  for (uint c = lid; c < %su; c += %su)\n"
+                      "    b0.v[base + c] = epilogue(in_x(row, c) * inv * in_w(c), base + c);",
+                      C_, float_lit(c->a, ssm_node_float(n, "eps", 0)), C_, L_);
   } else if (n->op == SSM_OP_SOFTMAX) {
+    /* (max, sum of exp(x - max)); empty partials are (-inf, 0) */
     part_t = "vec2";
     init = "vec2(" NEG_INF ", 0.0)";
-    accum = "{ float m = max(p.x, x); p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }";
-    combine = "vec2 o = part[lid + s], q = part[lid]; float m = max(q.x, o.x);"
-              " part[lid] = vec2(m, q.y * exp(q.x - m) + o.y * exp(o.x - m))";
-    finish = fmt(a,
-                 "for (uint c = lid; c < %lldu; c += %uu)\n"
-                 "    b0.v[base + c] = exp(b1.v[base + c] - r.x) / r.y;",
-                 (long long)C, local);
-    params = fmt(a, "softmax ROWS=%lld C=%lld", (long long)rows, (long long)C);
-  } else { /* argmax: first index of the largest value */
-    part_t = "vec2";
-    init = fmt(a, "vec2(" NEG_INF ", float(%lld))", (long long)C);
-    accum = "if (x > p.x) p = vec2(x, float(c))";
+    accum = "if (x != " NEG_INF ") { float m = max(p.x, x);"
+            " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }";
     combine = "vec2 o = part[lid + s], q = part[lid];"
-              " if (o.x > q.x || (o.x == q.x && o.y < q.y)) part[lid] = o";
-    finish = fmt(a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
-    params = fmt(a, "argmax ROWS=%lld C=%lld", (long long)rows, (long long)C);
+              " if (o.y > 0.0) { if (q.y == 0.0) part[lid] = o; else { float m = max(q.x, o.x);"
+              " part[lid] = vec2(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }";
+    finish_code = fmt(c->a,
+                      "for (uint c = lid; c < %su; c += %su)\n"
+                      "    b0.v[base + c] = epilogue(exp(in_x(row, c) - r.x) / r.y, base + c);",
+                      C_, L_);
+  } else { /* argmax: first index of the largest value; a thread's first element always counts */
+    part_t = "vec2";
+    init = fmt(c->a, "vec2(" NEG_INF ", float(%s))", C_);
+    accum = fmt(c->a, "if (x > p.x || p.y == float(%s)) p = vec2(x, float(c))", C_);
+    combine = fmt(c->a,
+                  "vec2 o = part[lid + s], q = part[lid];"
+                  " if (o.y != float(%s) && (q.y == float(%s) || o.x > q.x ||"
+                  " (o.x == q.x && o.y < q.y))) part[lid] = o",
+                  C_, C_);
+    finish_code = fmt(c->a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
   }
+  if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads);
   grid_per_item(rows, out->groups);
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "ROWS", fmt(a, "%lld", (long long)rows),
-                      "C", fmt(a, "%lld", (long long)C), "BUFFERS", buffers(n, a), "COMMON",
-                      common(a), "PART_T", part_t, "INIT", init, "ACCUM", accum, "COMBINE",
-                      combine, "FINISH", finish, NULL};
-  return expand(n, a, "rowreduce", params, kv, out);
+  const char *kv[] = {"LOCAL", L_, "ROWS", I64(rows), "C", C_, "BUFFERS", buffers_decl(c),
+                      "COMMON", common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "PART_T",
+                      part_t, "INIT", init, "ACCUM", accum, "COMBINE", combine, "FINISH",
+                      finish_code, NULL};
+  free(loads.s);
+  return finish(c, "rowreduce", fmt(c->a, "ROWS=%lld C=%lld", (long long)rows, (long long)C),
+                kv, out);
 }
 
-static ssm_status gen_reduce(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
+static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *e = c->anchor;
+  int64_t V = e->args[0]->type.dims[0], H = e->args[0]->type.dims[1];
+  int64_t T = e->args[1]->type.dims[0];
+  sbuf loads = {0};
+  coords tk = {.rank = 2, .c = {"id", "h"}};
+  load_fn(c, &loads, "in_table", "uint id, uint h", e->args[0], &tk);
+  const ssm_node *ids = e->args[1]->def;
+  if (member(c, ids) || ungrouped_view(c, ids))
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "embed: token ids must be a tensor in memory");
+  int ib = binding_of(c, e->args[1]);
+  epilogue_fn(c, &loads);
+  uint32_t local = 256;
+  out->groups[0] = groups_for(T * H, local);
+  out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "H", I64(H), "V", I64(V), "STRIDE",
+                      U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
+                      common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "IDS",
+                      fmt(c->a, "b%d", ib), NULL};
+  free(loads.s);
+  return finish(c, "embed", fmt(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
+                                (long long)V), kv, out);
+}
+
+static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
   int64_t axis = ssm_node_int(n, "axis", 0), outer = 1, inner = 1;
   for (int d = 0; d < axis; d++) outer *= xt->dims[d];
   for (int d = (int)axis + 1; d < xt->rank; d++) inner *= xt->dims[d];
+  ssm_type to = *xt, ti = *xt;
+  to.rank = (int)axis;
+  ti.rank = xt->rank - (int)axis - 1;
+  for (int d = 0; d < ti.rank; d++) ti.dims[d] = xt->dims[axis + 1 + d];
+  coords ko = delinearize("o", &to, c->a), ki = delinearize("in_", &ti, c->a), k = {.rank = xt->rank};
+  for (int d = 0; d < axis; d++) k.c[d] = ko.c[d];
+  k.c[axis] = "a";
+  for (int d = 0; d < ti.rank; d++) k.c[axis + 1 + d] = ki.c[d];
+  sbuf loads = {0};
+  load_fn(c, &loads, "in_x", "uint o, uint a, uint in_", n->args[0], &k);
+  epilogue_fn(c, &loads);
   const char *kind = ssm_node_str(n, "kind", "sum");
   const char *init = "0.0", *accum = "acc += x", *final = "acc";
   if (!strcmp(kind, "max")) {
     init = NEG_INF;
     accum = "acc = max(acc, x)";
   } else if (!strcmp(kind, "mean")) {
-    final = fmt(a, "acc / float(%lld)", (long long)xt->dims[axis]);
+    final = fmt(c->a, "acc / float(%lld)", (long long)xt->dims[axis]);
   }
   uint32_t local = 256;
   out->groups[0] = groups_for(outer * inner, local);
   out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "OUTER", fmt(a, "%lld", (long long)outer),
-                      "AXIS", fmt(a, "%lld", (long long)xt->dims[axis]), "INNER",
-                      fmt(a, "%lld", (long long)inner), "STRIDE",
-                      fmt(a, "%u", out->groups[0] * local), "BUFFERS", buffers(n, a), "INIT",
+  const char *kv[] = {"LOCAL", U32(local), "OUTER", I64(outer), "AXIS", I64(xt->dims[axis]),
+                      "INNER", I64(inner), "STRIDE", U32(out->groups[0] * local), "BUFFERS",
+                      buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "INIT",
                       init, "ACCUM", accum, "FINAL", final, NULL};
-  return expand(n, a, "reduce", fmt(a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
-                                    (long long)outer, (long long)xt->dims[axis],
-                                    (long long)inner), kv, out);
+  free(loads.s);
+  return finish(c, "reduce", fmt(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
+                                 (long long)outer, (long long)xt->dims[axis], (long long)inner),
+                kv, out);
 }
 
-/* ---- conv1d and scan ---------------------------------------------------- */
+/* ---- entry points ------------------------------------------------------ */
 
-static ssm_status gen_conv1d(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  int64_t T = n->args[0]->type.dims[0], C = n->args[0]->type.dims[1];
-  int64_t K = n->args[2]->type.dims[1];
-  uint32_t local = 64;
-  out->groups[0] = groups_for(C, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "T", fmt(a, "%lld", (long long)T), "C",
-                      fmt(a, "%lld", (long long)C), "K", fmt(a, "%lld", (long long)K),
-                      "BUFFERS", buffers(n, a), "BIAS", n->nargs > 3 ? "b4.v[c]" : "0.0", NULL};
-  return expand(n, a, "conv1d", fmt(a, "T=%lld C=%lld K=%lld bias=%d", (long long)T,
-                                    (long long)C, (long long)K, n->nargs > 3), kv, out);
-}
-
-static ssm_status gen_scan(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
-  const ssm_type *h = &n->args[3]->type;
-  int rank = h->rank + 1; /* [T, S.., N] */
-  int64_t T = n->result->type.dims[0], N = h->dims[h->rank - 1];
-  int64_t S = ssm_type_numel(h) / N;
-  int64_t st[3][SSM_MAX_RANK];
-  for (int k = 0; k < 3; k++) bcast_strides(&n->args[k]->type, rank, st[k]);
-  /* coordinates of row s over the S dims (1 .. rank-2) */
-  sbuf base = {0};
-  sb_printf(&base, "  uint r_ = s;\n");
-  for (int d = rank - 2; d >= 1; d--) {
-    if (d > 1)
-      sb_printf(&base, "  uint c%d = r_ %% %lldu; r_ /= %lldu;\n", d,
-                (long long)h->dims[d - 1], (long long)h->dims[d - 1]);
-    else sb_printf(&base, "  uint c1 = r_;\n");
-  }
-  static const char *names[3] = {"a0", "b0_", "c0"};
-  for (int k = 0; k < 3; k++) {
-    int64_t mid[SSM_MAX_RANK] = {0};
-    for (int d = 1; d <= rank - 2; d++) mid[d] = st[k][d];
-    sb_printf(&base, "  uint %s = ", names[k]);
-    emit_dot(&base, rank - 1, mid, 0);
-    sb_printf(&base, ";\n");
-  }
-  uint32_t local = 64;
-  out->groups[0] = groups_for(S, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", fmt(a, "%u", local), "T", fmt(a, "%lld", (long long)T), "S",
-                      fmt(a, "%lld", (long long)S), "N", fmt(a, "%lld", (long long)N),
-                      "BUFFERS", buffers(n, a), "BASE", sb_take(&base, a),
-                      "TSTRIDE_A", fmt(a, "%lld", (long long)st[0][0]),
-                      "TSTRIDE_B", fmt(a, "%lld", (long long)st[1][0]),
-                      "TSTRIDE_C", fmt(a, "%lld", (long long)st[2][0]),
-                      "NSTRIDE_A", fmt(a, "%lld", (long long)st[0][rank - 1]),
-                      "NSTRIDE_B", fmt(a, "%lld", (long long)st[1][rank - 1]),
-                      "NSTRIDE_C", fmt(a, "%lld", (long long)st[2][rank - 1]), NULL};
-  return expand(n, a, "scan", fmt(a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
-                                  (long long)N), kv, out);
-}
-
-/* ---- dispatch by op ---------------------------------------------------- */
-
-ssm_status ssm_cg_kernel_for_node(const ssm_node *n, ssm_arena *a, ssm_cg_kernel *out) {
+static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   *out = (ssm_cg_kernel){0};
-  for (int i = 0; i < n->nargs; i++)
-    if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32)
-      return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s operands have no GPU kernel yet",
-                            ssm_op_info_get(n->op)->name,
-                            ssm_dtype_name(n->args[i]->type.dtype));
-  switch (ssm_op_info_get(n->op)->kind) {
-  case SSM_KIND_UNARY:
-  case SSM_KIND_BINARY: return gen_elementwise(n, a, out);
-  default: break;
-  }
-  switch (n->op) {
-  case SSM_OP_EMBED: return gen_embed(n, a, out);
-  case SSM_OP_MATMUL: return gen_matmul(n, a, out);
-  case SSM_OP_RMSNORM:
-  case SSM_OP_SOFTMAX:
-  case SSM_OP_ARGMAX: return gen_rowreduce(n, a, out);
-  case SSM_OP_REDUCE: return gen_reduce(n, a, out);
-  case SSM_OP_SLICE:
-  case SSM_OP_CONCAT:
-  case SSM_OP_TRANSPOSE: return gen_copy(n, a, out);
-  case SSM_OP_CONV1D: return gen_conv1d(n, a, out);
-  case SSM_OP_SCAN: return gen_scan(n, a, out);
-  default:
-    return ssm_status_new(SSM_ERR_INTERNAL, "op %s has no kernel generator",
-                          ssm_op_info_get(n->op)->name);
-  }
+  for (ssm_node *n = c->g->first; n; n = n->next)
+    if (member(c, n))
+      for (int i = 0; i < n->nargs; i++)
+        if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32)
+          return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s operands have no GPU kernel yet",
+                                ssm_op_info_get(n->op)->name,
+                                ssm_dtype_name(n->args[i]->type.dtype));
+  binding_of(c, c->root->result); /* binding 0: the result */
+  ssm_status s;
+  if (!c->anchor) s = gen_pointwise(c, out);
+  else switch (c->anchor->op) {
+    case SSM_OP_MATMUL: s = gen_matmul(c, out); break;
+    case SSM_OP_SCAN: s = gen_scan(c, out); break;
+    case SSM_OP_CONV1D: s = gen_conv1d(c, out); break;
+    case SSM_OP_RMSNORM:
+    case SSM_OP_SOFTMAX:
+    case SSM_OP_ARGMAX: s = gen_rowreduce(c, out); break;
+    case SSM_OP_EMBED: s = gen_embed(c, out); break;
+    case SSM_OP_REDUCE: s = gen_reduce(c, out); break;
+    default:
+      s = ssm_status_new(SSM_ERR_INTERNAL, "no kernel family for %s",
+                         ssm_op_info_get(c->anchor->op)->name);
+    }
+  free(c->helpers.s);
+  return s;
+}
+
+ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
+                                   ssm_cg_kernel *out) {
+  gctx c = {.g = g, .id = gr->id, .root = gr->root, .anchor = gr->anchor, .norm = gr->norm, .a = a};
+  return generate(&c, out);
+}
+
+ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
+                                  ssm_cg_kernel *out) {
+  gctx c = {.g = g, .id = -1, .single = n, .root = n, .a = a};
+  c.anchor = ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? NULL : n;
+  return generate(&c, out);
 }

@@ -38,6 +38,49 @@ ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *out_note, s
 ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 
+/* ---- fused groups (groups.c) --------------------------------------------
+ * After `fuse`, every node that does work carries group=N. A group becomes
+ * one kernel. Its root is the member whose value leaves the group (the only
+ * one used outside it); its anchor is the member that decides the kernel
+ * family (matmul, scan, conv1d_causal, embed, reduce, softmax, argmax, or a
+ * large-row rmsnorm), or NULL for a pointwise group. Other members are
+ * pointwise (UNARY, BINARY, concat, small-row rmsnorm) expressions evaluated
+ * inside the kernel, or the rmsnorm that a matmul applies to its x operand
+ * (norm). Views (reshape, slice, transpose) are not members: kernels read
+ * through them with index arithmetic, unless a view must be materialized
+ * (then it is the root of a pointwise group of its own). */
+
+typedef struct {
+  int id;
+  ssm_node *root;
+  ssm_node *anchor;
+  ssm_node *norm;
+} ssm_group;
+
+/* Rows of at most this many elements are normalized inside the consuming
+ * kernel (recomputed per use); longer rows get a kernel or a matmul prologue. */
+#define SSM_SMALL_ROW 64
+
+int ssm_op_is_view(ssm_op op);
+/* Can this node be evaluated as an expression inside another kernel? */
+int ssm_node_is_pointwise(const ssm_node *n);
+/* The node's group, or -1. */
+int ssm_node_group(const ssm_node *n);
+/* Collects the groups of a fused graph in root order (arena memory).
+ * Checks that every member's uses stay in its group except the root's. */
+ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *out_count);
+
+/* The values group `gr`'s kernel reads from memory, in first-use order:
+ * data tensors (weights, states, inputs; not consts, which are inlined) and
+ * other groups' roots, found through views. Returns the count (at most max;
+ * -1 if there are more). */
+int ssm_group_leaves(ssm_graph *g, const ssm_group *gr, const ssm_value **out, int max);
+/* Whether the kernel writes its result only where it reads `leaf`, and
+ * reads `leaf` nowhere else: then the result may take leaf's memory. */
+int ssm_group_can_overwrite(ssm_graph *g, const ssm_group *gr, const ssm_value *leaf);
+/* Activation bytes of a value: its size rounded up to `align`. */
+uint64_t ssm_value_bytes(const ssm_value *v, uint32_t align);
+
 /* Called after each pass with its name, the graph and the pass's note. */
 typedef void (*ssm_pass_after_fn)(const char *pass, ssm_graph *g, const char *note, void *user);
 

@@ -14,7 +14,7 @@
 #include "runtime.h"
 
 #define MAX_BUFFERS 64
-#define MAX_BINDINGS 16
+#define MAX_BINDINGS 32
 
 typedef struct {
   int buffer;
@@ -273,9 +273,12 @@ static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
       vb[nb++] = (ssm_vk_binding){rt->buffers[r.buffer], (size_t)r.offset,
                                   (size_t)(r.bytes ? r.bytes : 4)};
     }
+    /* a barrier before the dispatch when schedule asked for one (and when
+     * the bundle does not say: then always) */
+    const cJSON *barrier = cJSON_GetObjectItemCaseSensitive(st, "barrier");
+    if (!cJSON_IsNumber(barrier) || barrier->valuedouble != 0) ssm_vk_program_add_barrier(p->prog);
     SSM_TRY(ssm_vk_program_add_dispatch(p->prog, rt->kernels[kidx], vb, NULL, (uint32_t)g[0],
                                         (uint32_t)g[1], (uint32_t)g[2]));
-    ssm_vk_program_add_barrier(p->prog);
   }
   return ssm_vk_program_end(p->prog);
 }

@@ -63,6 +63,32 @@ static void test_shared_weights_and_state(void) {
   cJSON_Delete(m);
 }
 
+/* The targets of the passes: at most 6 dispatches per layer when decoding
+ * (plus the embedding and the final norm + head), and activation memory at
+ * least 3x smaller than one buffer per value, for Mamba-1 and Falcon-Mamba. */
+static void check_targets(const char *fixture, int layers) {
+  const char *p = compile(fixture, 8);
+  cJSON *m = manifest(p);
+  if (!m) return;
+  const cJSON *progs = cJSON_GetObjectItem(m, "programs"), *prog;
+  cJSON_ArrayForEach(prog, progs) {
+    double disp = cJSON_GetObjectItem(prog, "dispatches")->valuedouble;
+    double planned = cJSON_GetObjectItem(prog, "activation_bytes")->valuedouble;
+    double naive = cJSON_GetObjectItem(prog, "activation_bytes_unplanned")->valuedouble;
+    fprintf(stderr, "\n  %s %s: %.0f dispatches (%.2f per layer), activations %.0f vs %.0f (%.1fx)",
+            fixture, prog->string, disp, (disp - 2) / layers, planned, naive, naive / planned);
+    CU_ASSERT(disp <= 6 * layers + 2);
+    CU_ASSERT(planned > 0 && planned * 3 <= naive);
+  }
+  cJSON_Delete(m);
+}
+
+static void test_fusion_and_planning_targets(void) {
+  check_targets("mamba1_untied", 3);
+  check_targets("falcon_bf16_untied", 3);
+  check_targets("mamba1_tiny", 2);
+}
+
 static void test_inspect_json(void) {
   const char *p = compile("falcon_tiny", 8);
   char *text = NULL;
@@ -192,6 +218,7 @@ static void test_run_rejects_bad_tokens(void) {
 
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
+                         {"fusion_and_planning_targets", test_fusion_and_planning_targets},
                          {"inspect_json", test_inspect_json},
                          {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
                          {"executor_refuses_lies", test_executor_refuses_lies},

@@ -117,14 +117,15 @@ static float *run_ssmc(const char *name, const char *model, const golden *g, con
   return (float *)data;
 }
 
-/* `ssmc compile` of fixture `name` with prefill chunk `chunk`; returns the
- * bundle path (static buffer) or NULL. */
-static const char *compile_fixture(const char *name, int chunk) {
+/* `ssmc compile` of fixture `name` with prefill chunk `chunk` and `extra`
+ * options; returns the bundle path (static buffer) or NULL. */
+static const char *compile_fixture(const char *name, int chunk, const char *extra) {
   static char bundle[512];
   char cmd[2048], *out;
-  snprintf(bundle, sizeof bundle, "%s/%s.c%d.ssmb", ssm_test_tmpdir(), name, chunk);
-  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d", ssm_test_ssmc(),
-           ssm_test_path("tests/data"), name, bundle, chunk);
+  snprintf(bundle, sizeof bundle, "%s/%s.c%d%s.ssmb", ssm_test_tmpdir(), name, chunk,
+           *extra ? ".x" : "");
+  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d %s", ssm_test_ssmc(),
+           ssm_test_path("tests/data"), name, bundle, chunk, extra);
   int rc = ssm_test_sh(cmd, &out);
   if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
   CU_ASSERT_EQUAL(rc, 0);
@@ -180,10 +181,21 @@ static void check_fixture(const char *name) {
              run_ssmc(name, dir, &g, "--backend cpu --chunk 1"), "cpu");
   /* Vulkan: prefill programs of 4 tokens (prompts are 7-11 tokens, so both
    * full chunks and the token-by-token remainder run), and of 1 token. */
-  const char *b4 = compile_fixture(name, 4);
+  const char *b4 = compile_fixture(name, 4, "");
   float *chunked = b4 ? run_ssmc(name, b4, &g, "--backend vulkan --validate") : NULL;
-  const char *b1 = compile_fixture(name, 1);
+  const char *b1 = compile_fixture(name, 1, "");
   float *stepwise = b1 ? run_ssmc(name, b1, &g, "--backend vulkan") : NULL;
+  /* fusion off: every op its own kernel; the same logits as fused */
+  const char *bu = compile_fixture(name, 4, "--no-fuse");
+  float *unfused = bu ? run_ssmc(name, bu, &g, "--backend vulkan") : NULL;
+  if (unfused && chunked) {
+    int row;
+    double e = rel_err(unfused, chunked, &g, &row);
+    fprintf(stderr, "\n  %s vulkan: fused vs unfused %.3g", name, e);
+    CU_ASSERT(e <= 1e-5);
+    CU_ASSERT(rel_err(unfused, g.logits, &g, &row) <= 1e-4);
+  }
+  free(unfused);
   check_pair(name, &g, chunked, stepwise, "vulkan");
   free(g.logits);
 }

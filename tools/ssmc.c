@@ -23,6 +23,7 @@
 static const char usage[] =
     "usage:\n"
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
+    "               [--no-fuse] [--dump-ir DIR]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
@@ -410,13 +411,19 @@ static int cmd_run(int argc, char **argv) {
 /* ---- ssmc compile / inspect / devices / bench ---------------------------- */
 
 static int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *out = NULL;
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL;
   long prefill = 32;
+  int no_fuse = 0;
   ssm_dtype dtype = SSM_F32;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
+    if (!strcmp(a, "--no-fuse")) {
+      no_fuse = 1;
+      continue;
+    }
     if (a[0] == '-' && i + 1 >= argc) return usage_error("option '%s' needs a value", a);
     if (!strcmp(a, "--config")) config = argv[++i];
+    else if (!strcmp(a, "--dump-ir")) dump = argv[++i];
     else if (!strcmp(a, "-o")) out = argv[++i];
     else if (!strcmp(a, "--chunk")) {
       if (!parse_int(argv[++i], 1, 4096, &prefill))
@@ -433,7 +440,8 @@ static int cmd_compile(int argc, char **argv) {
   if (!out) return usage_error("compile: missing -o OUT.ssmb%s", "");
   ssm_model *m = NULL;
   ssm_status s = ssm_model_load(model, config, &m);
-  ssm_compile_opts co = {.prefill_tokens = (int)prefill, .dtype = dtype};
+  ssm_compile_opts co = {.prefill_tokens = (int)prefill, .dtype = dtype, .no_fuse = no_fuse,
+                         .dump_dir = dump};
   if (!s) s = ssm_compile(m, &co, out);
   ssm_model_destroy(m);
   return s ? fail(s) : 0;

@@ -1,0 +1,217 @@
+/*
+ * fuse.c — decides which ops run together in one kernel, and writes it as
+ * group=N on every node that does work.
+ *
+ * The patterns, in the order they are applied:
+ *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
+ *      matmul (the kernel normalizes rows as it reads them);
+ *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
+ *      embed, reduce, softmax, argmax, large-row rmsnorm) starts a group;
+ *   3. epilogues: an elementwise op that is the only use of a group's result,
+ *      with that result's shape, joins the group (bias, softplus, residual
+ *      add, SiLU after conv, the scan's D skip and gate);
+ *   4. operands: walking backwards, a pointwise op (elementwise, concat,
+ *      small-row rmsnorm) all of whose uses — looking through views — are in
+ *      one group joins it, so it is computed where it is read (the scan's
+ *      exp(dt*A) and dt*B*x, Falcon's B and C norms);
+ *   5. whatever is left gets a group of its own, and views that must exist
+ *      in memory (a graph output) are materialized.
+ * With no_fuse, every op that does work is a group of its own (views are
+ * still read in place), which is what the fused result is tested against.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+  ssm_graph *g;
+  ssm_node **nodes; /* in order */
+  int count;
+  int *group;       /* per node index, -1 none */
+  int *idx_of;      /* value id -> node index */
+  int **users;      /* value id -> node indices using it (with repeats) */
+  int *nusers;
+  int ngroups;
+} fuser;
+
+static int is_data(const ssm_node *n) { return ssm_op_info_get(n->op)->kind == SSM_KIND_SRC; }
+static int is_sink(const ssm_node *n) { return ssm_op_info_get(n->op)->kind == SSM_KIND_SINK; }
+static int index_of(const fuser *f, const ssm_node *n) { return f->idx_of[n->result->id]; }
+
+static int same_shape(const ssm_type *a, const ssm_type *b) {
+  if (a->rank != b->rank) return 0;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return 0;
+  return 1;
+}
+
+/* The group all users of node k belong to, looking through ungrouped views;
+ * -1 if some user is ungrouped (a sink, or not decided) or they differ. */
+static int users_group(const fuser *f, int k, int depth) {
+  const ssm_node *n = f->nodes[k];
+  if (!n->result || depth > 64) return -1;
+  int id = n->result->id, g = -2;
+  if (!f->nusers[id]) return -1;
+  for (int u = 0; u < f->nusers[id]; u++) {
+    int j = f->users[id][u];
+    const ssm_node *user = f->nodes[j];
+    int ug = ssm_op_is_view(user->op) && f->group[j] < 0 ? users_group(f, j, depth + 1)
+                                                          : f->group[j];
+    if (ug < 0 || (g >= 0 && ug != g)) return -1;
+    g = ug;
+  }
+  return g;
+}
+
+static ssm_status build(fuser *f, ssm_graph *g) {
+  ssm_graph_number(g);
+  f->g = g;
+  for (ssm_node *n = g->first; n; n = n->next) f->count++;
+  f->nodes = calloc((size_t)f->count, sizeof *f->nodes);
+  f->group = malloc(sizeof(int) * (size_t)f->count);
+  f->idx_of = calloc((size_t)g->nvalues + 1, sizeof(int));
+  f->users = calloc((size_t)g->nvalues + 1, sizeof(int *));
+  f->nusers = calloc((size_t)g->nvalues + 1, sizeof(int));
+  if (!f->nodes || !f->group || !f->idx_of || !f->users || !f->nusers) abort();
+  int k = 0;
+  for (ssm_node *n = g->first; n; n = n->next, k++) {
+    f->nodes[k] = n;
+    f->group[k] = -1;
+    if (n->result) f->idx_of[n->result->id] = k;
+  }
+  for (k = 0; k < f->count; k++) {
+    const ssm_node *n = f->nodes[k];
+    for (int i = 0; i < n->nargs; i++) {
+      int id = n->args[i]->id;
+      f->users[id] = realloc(f->users[id], sizeof(int) * (size_t)(f->nusers[id] + 1));
+      if (!f->users[id]) abort();
+      f->users[id][f->nusers[id]++] = k;
+    }
+  }
+  return NULL;
+}
+
+static void release(fuser *f) {
+  if (f->users)
+    for (int i = 0; i <= f->g->nvalues; i++) free(f->users[i]);
+  free(f->users);
+  free(f->nusers);
+  free(f->idx_of);
+  free(f->group);
+  free(f->nodes);
+}
+
+static void assign(fuser *f, int no_fuse) {
+  int *norm_of = malloc(sizeof(int) * (size_t)f->count);
+  if (!norm_of) abort();
+  for (int k = 0; k < f->count; k++) norm_of[k] = -1;
+  /* 1. norm prologues */
+  for (int k = 0; k < f->count && !no_fuse; k++) {
+    const ssm_node *m = f->nodes[k];
+    if (m->op != SSM_OP_MATMUL) continue;
+    const ssm_node *x = m->args[0]->def;
+    if (x->op == SSM_OP_RMSNORM && !ssm_node_is_pointwise(x) && f->nusers[x->result->id] == 1)
+      norm_of[index_of(f, x)] = k;
+  }
+  /* 2. anchors (and, with no_fuse, every op that does work) */
+  for (int k = 0; k < f->count; k++) {
+    const ssm_node *n = f->nodes[k];
+    if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || norm_of[k] >= 0) continue;
+    if (no_fuse || !ssm_node_is_pointwise(n)) f->group[k] = f->ngroups++;
+  }
+  for (int k = 0; k < f->count; k++)
+    if (norm_of[k] >= 0) f->group[k] = f->group[norm_of[k]];
+  free(norm_of);
+  if (no_fuse) return;
+  /* 3. epilogues */
+  for (int k = 0; k < f->count; k++) {
+    const ssm_node *a = f->nodes[k];
+    if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX) continue;
+    if (a->op == SSM_OP_RMSNORM) { /* a norm prologue is not a group's result */
+      int mine = 1;
+      for (int j = k + 1; j < f->count; j++)
+        if (f->group[j] == f->group[k]) mine = 0;
+      if (!mine) continue;
+    }
+    const ssm_node *r = a;
+    for (;;) {
+      int id = r->result->id;
+      if (f->nusers[id] != 1) break;
+      int j = f->users[id][0];
+      const ssm_node *u = f->nodes[j];
+      ssm_op_kind kind = ssm_op_info_get(u->op)->kind;
+      if ((kind != SSM_KIND_UNARY && kind != SSM_KIND_BINARY) || f->group[j] >= 0 ||
+          !same_shape(&u->result->type, &r->result->type))
+        break;
+      f->group[j] = f->group[k];
+      r = u;
+    }
+  }
+  /* 4. operands, backwards; 5. the rest */
+  for (int k = f->count - 1; k >= 0; k--) {
+    const ssm_node *n = f->nodes[k];
+    if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
+    int ug = users_group(f, k, 0);
+    f->group[k] = ug >= 0 ? ug : f->ngroups++;
+  }
+}
+
+/* Views that a sink reads get materialized by a copy kernel of their own. */
+static void materialize_sink_views(fuser *f) {
+  for (int k = 0; k < f->count; k++) {
+    const ssm_node *n = f->nodes[k];
+    if (!is_sink(n)) continue;
+    for (int i = 0; i < n->nargs; i++) {
+      const ssm_node *d = n->args[i]->def;
+      int j = index_of(f, d);
+      if (ssm_op_is_view(d->op) && f->group[j] < 0) f->group[j] = f->ngroups++;
+    }
+  }
+}
+
+static ssm_status check_state_operands(const fuser *f) {
+  for (int k = 0; k < f->count; k++) {
+    const ssm_node *n = f->nodes[k];
+    int si = n->op == SSM_OP_SCAN ? 3 : n->op == SSM_OP_CONV1D ? 1 : -1;
+    if (si >= 0 && n->args[si]->def->op != SSM_OP_STATE)
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: its state operand must be a state tensor "
+                            "itself, not %s", ssm_op_info_get(n->op)->name,
+                            ssm_op_info_get(n->args[si]->def->op)->name);
+  }
+  return NULL;
+}
+
+ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *note, size_t note_size) {
+  fuser f = {0};
+  ssm_status s = build(&f, g);
+  if (!s) s = check_state_operands(&f);
+  if (s) {
+    release(&f);
+    return s;
+  }
+  int work = 0;
+  for (int k = 0; k < f.count; k++) {
+    const ssm_node *n = f.nodes[k];
+    work += !is_data(n) && !is_sink(n) && n->op != SSM_OP_RESHAPE;
+  }
+  assign(&f, o && o->no_fuse);
+  materialize_sink_views(&f);
+  /* number groups in the order their roots (last members) run */
+  int *root = malloc(sizeof(int) * (size_t)(f.ngroups + 1));
+  int *renum = malloc(sizeof(int) * (size_t)(f.ngroups + 1));
+  if (!root || !renum) abort();
+  for (int i = 0; i < f.ngroups; i++) root[i] = -1;
+  for (int k = 0; k < f.count; k++)
+    if (f.group[k] >= 0) root[f.group[k]] = k;
+  int next = 0;
+  for (int k = 0; k < f.count; k++)
+    if (f.group[k] >= 0 && root[f.group[k]] == k) renum[f.group[k]] = next++;
+  for (int k = 0; k < f.count; k++)
+    if (f.group[k] >= 0) ssm_node_set_int(g, f.nodes[k], "group", renum[f.group[k]]);
+  snprintf(note, note_size, "%d ops that do work -> %d kernels%s", work, next,
+           o && o->no_fuse ? " (fusion off)" : "");
+  free(root);
+  free(renum);
+  release(&f);
+  return NULL;
+}

@@ -1,0 +1,150 @@
+/*
+ * plan_buffers.c — places every value that lives in activation memory (the
+ * graph's inputs and each kernel's result) at a byte offset of one pool,
+ * written as ofs=N. Kernels run in group order; a value is live from its
+ * kernel to the last kernel that reads it, and its memory is reused after
+ * that (first fit, offsets aligned to the storage-buffer alignment). A
+ * kernel whose result is computed elementwise from a value read nowhere
+ * else in it, at the same index, writes in place over that value when the
+ * value dies there (the residual stream). Weights and state have pools of
+ * their own and are not planned here.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+  uint64_t off, size;
+  const ssm_value *owner;
+} block;
+
+typedef struct {
+  block *b;
+  int n, cap;
+  uint64_t top;
+} pool;
+
+static void pool_add(pool *p, uint64_t off, uint64_t size, const ssm_value *owner) {
+  if (p->n == p->cap) {
+    p->cap = p->cap ? p->cap * 2 : 64;
+    p->b = realloc(p->b, sizeof *p->b * (size_t)p->cap);
+    if (!p->b) abort();
+  }
+  int i = p->n++;
+  while (i > 0 && p->b[i - 1].off > off) {
+    p->b[i] = p->b[i - 1];
+    i--;
+  }
+  p->b[i] = (block){off, size, owner};
+  if (off + size > p->top) p->top = off + size;
+}
+
+/* First fit between live blocks. */
+static uint64_t pool_alloc(pool *p, uint64_t size, const ssm_value *owner) {
+  uint64_t at = 0;
+  for (int i = 0; i < p->n; i++) {
+    if (p->b[i].off >= at + size) break;
+    if (p->b[i].off + p->b[i].size > at) at = p->b[i].off + p->b[i].size;
+  }
+  pool_add(p, at, size, owner);
+  return at;
+}
+
+static void pool_free(pool *p, const ssm_value *owner) {
+  for (int i = 0; i < p->n; i++)
+    if (p->b[i].owner == owner) {
+      memmove(&p->b[i], &p->b[i + 1], sizeof *p->b * (size_t)(p->n - i - 1));
+      p->n--;
+      return;
+    }
+}
+
+static int pool_take_over(pool *p, const ssm_value *from, const ssm_value *to) {
+  for (int i = 0; i < p->n; i++)
+    if (p->b[i].owner == from) {
+      p->b[i].owner = to;
+      return 1;
+    }
+  return 0;
+}
+
+ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *note,
+                                 size_t note_size) {
+  uint32_t align = o && o->align ? o->align : 256;
+  ssm_arena *a = ssm_arena_create();
+  ssm_group *gs;
+  int ng;
+  ssm_status s = ssm_groups_collect(g, a, &gs, &ng);
+  if (s) {
+    ssm_arena_destroy(a);
+    return s;
+  }
+  ssm_graph_number(g);
+  int nv = g->nvalues;
+  int *last = malloc(sizeof(int) * (size_t)(nv + 1)); /* last step that reads the value */
+  int *defined = malloc(sizeof(int) * (size_t)(nv + 1));
+  if (!last || !defined) abort();
+  for (int i = 0; i <= nv; i++) last[i] = defined[i] = -1;
+  /* steps: 0 = inputs, 1..ng = kernels, ng+1 = the graph's outputs */
+  uint64_t naive = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_INPUT) defined[n->result->id] = 0;
+    if (n->result && ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
+      naive += ssm_value_bytes(n->result, align); /* one buffer per value */
+    if (n->op == SSM_OP_OUTPUT)
+      for (int i = 0; i < n->nargs; i++) last[n->args[i]->id] = ng + 1;
+  }
+  const ssm_value *leaves[64];
+  for (int i = 0; i < ng; i++) {
+    defined[gs[i].root->result->id] = i + 1;
+    int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
+    if (nl < 0) {
+      s = ssm_status_new(SSM_ERR_UNSUPPORTED, "a kernel reads more than 64 tensors");
+      goto done;
+    }
+    for (int k = 0; k < nl; k++)
+      if (last[leaves[k]->id] < i + 1) last[leaves[k]->id] = i + 1;
+  }
+  pool p = {0};
+  for (ssm_node *n = g->first; n; n = n->next)
+    if (n->op == SSM_OP_INPUT) {
+      uint64_t off = pool_alloc(&p, ssm_value_bytes(n->result, align), n->result);
+      ssm_node_set_int(g, n, "ofs", (int64_t)off);
+    }
+  int inplace = 0;
+  for (int i = 0; i < ng; i++) {
+    int step = i + 1;
+    /* values whose last reader ran before this kernel are free */
+    for (int b = p.n - 1; b >= 0; b--) {
+      const ssm_value *v = p.b[b].owner;
+      int l = last[v->id] < 0 ? defined[v->id] : last[v->id];
+      if (l < step) pool_free(&p, v);
+    }
+    const ssm_value *out = gs[i].root->result;
+    uint64_t size = ssm_value_bytes(out, align);
+    int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
+    int64_t off = -1;
+    for (int k = 0; k < nl && off < 0; k++) {
+      const ssm_value *l = leaves[k];
+      if (defined[l->id] < 1 || last[l->id] != step || ssm_value_bytes(l, align) != size ||
+          !ssm_group_can_overwrite(g, &gs[i], l))
+        continue;
+      if (pool_take_over(&p, l, out)) {
+        off = ssm_node_int(l->def, "ofs", -1);
+        inplace++;
+      }
+    }
+    if (off < 0) off = (int64_t)pool_alloc(&p, size, out);
+    ssm_node_set_int(g, gs[i].root, "ofs", off);
+  }
+  snprintf(note, note_size, "activations: %llu bytes planned, %llu bytes with one buffer per "
+           "value (%.1fx less); %d kernels write in place",
+           (unsigned long long)p.top, (unsigned long long)naive,
+           p.top ? (double)naive / (double)p.top : 0.0, inplace);
+  free(p.b);
+done:
+  free(last);
+  free(defined);
+  ssm_arena_destroy(a);
+  return s;
+}

@@ -1,0 +1,85 @@
+/*
+ * schedule.c — decides where kernels must wait for each other. Kernels run
+ * in group order; a kernel gets sync=1 (a memory barrier before it) when it
+ * reads or writes memory that a kernel since the last barrier wrote, or
+ * writes memory that one since then read. Independent kernels (parallel
+ * projections of attention, say) then run back to back without barriers.
+ */
+#include <string.h>
+
+#include "passes.h"
+
+typedef struct {
+  uint64_t lo, hi; /* byte range; states use a separate key space */
+} span;
+
+typedef struct {
+  span *s;
+  int n, cap;
+} spans;
+
+static void spans_add(spans *v, span x) {
+  if (v->n == v->cap) {
+    v->cap = v->cap ? v->cap * 2 : 32;
+    v->s = realloc(v->s, sizeof *v->s * (size_t)v->cap);
+    if (!v->s) abort();
+  }
+  v->s[v->n++] = x;
+}
+
+static int spans_hit(const spans *v, span x) {
+  for (int i = 0; i < v->n; i++)
+    if (x.lo < v->s[i].hi && v->s[i].lo < x.hi) return 1;
+  return 0;
+}
+
+/* Activation values by offset; states and inputs by identity (far apart). */
+static span span_of(const ssm_value *v, uint32_t align) {
+  int64_t ofs = ssm_node_int(v->def, "ofs", -1);
+  if (ofs >= 0) return (span){(uint64_t)ofs, (uint64_t)ofs + ssm_value_bytes(v, align)};
+  uint64_t key = ((uint64_t)1 << 62) + (uint64_t)(uintptr_t)v->def * 4;
+  return (span){key, key + 1};
+}
+
+ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, size_t note_size) {
+  uint32_t align = o && o->align ? o->align : 256;
+  ssm_arena *a = ssm_arena_create();
+  ssm_group *gs;
+  int ng;
+  ssm_status s = ssm_groups_collect(g, a, &gs, &ng);
+  if (s) {
+    ssm_arena_destroy(a);
+    return s;
+  }
+  spans rd = {0}, wr = {0};
+  int barriers = 0;
+  const ssm_value *leaves[64];
+  for (int i = 0; i < ng; i++) {
+    int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
+    spans r = {0}, w = {0};
+    for (int k = 0; k < nl; k++) spans_add(&r, span_of(leaves[k], align));
+    spans_add(&w, span_of(gs[i].root->result, align));
+    const ssm_node *an = gs[i].anchor;
+    if (an && (an->op == SSM_OP_SCAN || an->op == SSM_OP_CONV1D)) /* updates its state */
+      spans_add(&w, span_of(an->args[an->op == SSM_OP_SCAN ? 3 : 1], align));
+    int need = 0;
+    for (int k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.s[k]);
+    for (int k = 0; k < w.n && !need; k++) need = spans_hit(&wr, w.s[k]) || spans_hit(&rd, w.s[k]);
+    if (need) {
+      ssm_node_set_int(g, gs[i].root, "sync", 1);
+      barriers++;
+      rd.n = wr.n = 0;
+    } else {
+      ssm_node_set_int(g, gs[i].root, "sync", 0);
+    }
+    for (int k = 0; k < r.n; k++) spans_add(&rd, r.s[k]);
+    for (int k = 0; k < w.n; k++) spans_add(&wr, w.s[k]);
+    free(r.s);
+    free(w.s);
+  }
+  snprintf(note, note_size, "%d kernels, %d barriers", ng, barriers);
+  free(rd.s);
+  free(wr.s);
+  ssm_arena_destroy(a);
+  return s;
+}

@@ -1,0 +1,654 @@
+/*
+ * test_kernels.c — every kernel family against the CPU interpreter, in the
+ * manner of ggml's test-backend-ops. Each case is one IR node under test in a
+ * graph of its own: operands are weights "w0", "w1", ... holding random data
+ * (a small safetensors file written to the temp dir), token ids come from
+ * the input "tokens", the state operand of conv1d_causal and scan is the
+ * state "s0", and a rank-0 operand may be a const. The CPU interpreter runs
+ * the graph; the GPU runs the node's generated kernel (ssm_cg_kernel_for_node,
+ * compiled to SPIR-V) as a one-dispatch program over one device buffer per
+ * binding. Stateful ops run twice (the state carries over) and the final
+ * states are compared too. Shapes are deliberately not round (67, 1000,
+ * 1537) so that tails, grid clamps and partial workgroups are exercised.
+ *
+ * The error of a case is max|gpu - cpu| / max(max|cpu|, 1e-30) over the
+ * result of every run and the final state; each case states its tolerance
+ * (the TOL_* table below) and the measured error is printed. A kernel the
+ * device cannot run (workgroup size or grid beyond its limits) is listed as
+ * SKIP with the reason. The validation layer is on when installed and must
+ * stay silent.
+ */
+#include <dlfcn.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+#include "codegen.h"
+#include "runtime.h"
+#include "testutil.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+/* Driver/layer-internal leaks are suppressed by tests/lsan.supp (see there). */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) {
+  return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp";
+}
+#endif
+
+/* Tolerances (max|gpu - cpu| / max|cpu|):
+ *   TOL_EXACT  data movement (slice, concat, transpose, embed), neg, relu,
+ *              argmax: the same bits.
+ *   TOL_ARITH  add, sub, mul, div, square: one rounding (GLSL allows 2.5 ulp
+ *              for division).
+ *   TOL_TRANS  exp, log, softplus, silu, sigmoid, sqrt, rsqrt: GLSL's
+ *              exp/log/inversesqrt are a few ulp, the CPU works in double.
+ *   TOL_ACCUM  matmul, reduce, rmsnorm, softmax, conv1d, scan: f32 sums in
+ *              another order than the CPU's double sums. */
+#define TOL_EXACT 0.0
+#define TOL_ARITH 1e-6
+#define TOL_TRANS 1e-5
+#define TOL_ACCUM 1e-5
+
+#define MAXW 16
+
+static ssm_vk *g_vk;
+static int g_log_errors, g_cases, g_skips, g_failures;
+static double g_worst;
+
+static void on_log(const char *msg, void *user) {
+  if (!strstr(msg, "vulkan validation")) return;
+  if (g_log_errors++ < 5) fprintf(stderr, "\n  %s\n", msg);
+}
+
+/* ---- random data (xorshift64*, fixed seed) ------------------------------- */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static float rnd(float lo, float hi) {
+  g_rng ^= g_rng >> 12;
+  g_rng ^= g_rng << 25;
+  g_rng ^= g_rng >> 27;
+  uint64_t r = g_rng * 0x2545f4914f6cdd1dull;
+  return lo + (hi - lo) * (float)((double)(r >> 40) / (double)(1ull << 24));
+}
+
+/* ---- one case: a graph around the node under test ------------------------- */
+
+typedef struct {
+  const char *label;
+  ssm_graph *g;
+  int nw;
+  ssm_value *wval[MAXW];
+  float *wdata[MAXW];
+  char wname[MAXW][8];
+  int32_t tokens[64];
+  int ntokens;
+} kcase;
+
+static const ssm_type k_scalar = {SSM_F32, 0, {0}};
+
+static ssm_type f32(int rank, const int64_t *dims) { return ssm_type_make(SSM_F32, rank, dims); }
+#define F32(...) f32((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+static void kc_begin(kcase *kc, const char *label) {
+  *kc = (kcase){.label = label, .g = ssm_graph_create("kernel_test")};
+}
+
+/* A weight "w<i>" of type t, uniform in [lo, hi]; kc->wdata[i] may be edited. */
+static ssm_value *kc_weight(kcase *kc, ssm_type t, float lo, float hi) {
+  CU_ASSERT_FATAL(kc->nw < MAXW);
+  int i = kc->nw++;
+  snprintf(kc->wname[i], sizeof kc->wname[i], "w%d", i);
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_WEIGHT, &t, 0, NULL);
+  ssm_node_set_str(kc->g, n, "name", kc->wname[i]);
+  int64_t count = ssm_type_numel(&t);
+  kc->wdata[i] = malloc((size_t)count * sizeof(float));
+  for (int64_t k = 0; k < count; k++) kc->wdata[i][k] = rnd(lo, hi);
+  kc->wval[i] = n->result;
+  return n->result;
+}
+
+static ssm_value *kc_const(kcase *kc, double v) {
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_CONST, &k_scalar, 0, NULL);
+  ssm_node_set_float(kc->g, n, "value", v);
+  return n->result;
+}
+
+static ssm_value *kc_state(kcase *kc, ssm_type t) {
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_STATE, &t, 0, NULL);
+  ssm_node_set_str(kc->g, n, "name", "s0");
+  return n->result;
+}
+
+static ssm_value *kc_tokens(kcase *kc, int count, const int32_t *ids) {
+  CU_ASSERT_FATAL(count <= 64);
+  memcpy(kc->tokens, ids, (size_t)count * sizeof *ids);
+  kc->ntokens = count;
+  ssm_type t = ssm_type_make(SSM_I32, 1, (int64_t[]){count});
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_INPUT, &t, 0, NULL);
+  ssm_node_set_str(kc->g, n, "name", "tokens");
+  return n->result;
+}
+
+/* The node under test; its result type is inferred when the case is run,
+ * after the caller has set the attributes. */
+static ssm_node *kc_op(kcase *kc, ssm_op op, int nargs, ssm_value *a, ssm_value *b,
+                       ssm_value *c, ssm_value *d) {
+  ssm_value *args[4] = {a, b, c, d};
+  return ssm_graph_append(kc->g, op, &k_scalar, nargs, args);
+}
+
+/* ---- a tiny safetensors writer (F32 only) -------------------------------- */
+
+static ssm_st *kc_write_weights(kcase *kc, int index) {
+  char header[4096], file[64];
+  size_t h = 0, offset = 0;
+  h += (size_t)snprintf(header + h, sizeof header - h, "{");
+  for (int i = 0; i < kc->nw; i++) {
+    const ssm_type *t = &kc->wval[i]->type;
+    size_t bytes = (size_t)ssm_type_numel(t) * 4;
+    h += (size_t)snprintf(header + h, sizeof header - h,
+                          "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", i ? "," : "", kc->wname[i]);
+    for (int d = 0; d < t->rank; d++)
+      h += (size_t)snprintf(header + h, sizeof header - h, d ? ",%lld" : "%lld",
+                            (long long)t->dims[d]);
+    h += (size_t)snprintf(header + h, sizeof header - h, "],\"data_offsets\":[%zu,%zu]}",
+                          offset, offset + bytes);
+    offset += bytes;
+  }
+  h += (size_t)snprintf(header + h, sizeof header - h, "}");
+  while (h % 8) header[h++] = ' ';
+  CU_ASSERT_FATAL(h < sizeof header);
+  unsigned char *buf = malloc(8 + h + offset);
+  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+  memcpy(buf + 8, header, h);
+  size_t at = 8 + h;
+  for (int i = 0; i < kc->nw; i++) {
+    size_t bytes = (size_t)ssm_type_numel(&kc->wval[i]->type) * 4;
+    memcpy(buf + at, kc->wdata[i], bytes);
+    at += bytes;
+  }
+  snprintf(file, sizeof file, "kernels%d.safetensors", index);
+  const char *path = ssm_test_write(file, buf, at);
+  free(buf);
+  ssm_st *st = NULL;
+  SSM_ASSERT_OK(ssm_st_open(path, &st));
+  return st;
+}
+
+/* ---- the two sides --------------------------------------------------------- */
+
+static int is_state_arg(const ssm_node *n, int i) {
+  return (n->op == SSM_OP_CONV1D && i == 1) || (n->op == SSM_OP_SCAN && i == 3);
+}
+
+static int state_arg(const ssm_node *n) {
+  for (int i = 0; i < n->nargs; i++)
+    if (is_state_arg(n, i)) return i;
+  return -1;
+}
+
+/* Runs the graph `runs` times on the interpreter: out gets runs * numel
+ * results, state (if any) the final state "s0". */
+static ssm_status cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int runs,
+                           float *out, float *state) {
+  ssm_cpu *c = NULL;
+  SSM_TRY(ssm_cpu_create(st, &c));
+  size_t count = (size_t)ssm_type_numel(&n->result->type);
+  ssm_status s = NULL;
+  for (int r = 0; r < runs && !s; r++)
+    s = ssm_cpu_run(c, kc->g, kc->tokens, out + (size_t)r * count, count);
+  int si = state_arg(n);
+  if (!s && si >= 0) {
+    ssm_graph *peek = ssm_graph_create("peek");
+    ssm_node *sn = ssm_graph_append(peek, SSM_OP_STATE, &n->args[si]->type, 0, NULL);
+    ssm_node_set_str(peek, sn, "name", "s0");
+    ssm_graph_append(peek, SSM_OP_OUTPUT, NULL, 1, &sn->result);
+    s = ssm_cpu_run(c, peek, NULL, state, (size_t)ssm_type_numel(&n->args[si]->type));
+    ssm_graph_destroy(peek);
+  }
+  ssm_cpu_destroy(c);
+  return s;
+}
+
+/* Host data of operand v (NULL: zeros, for a state). */
+static const void *operand_data(kcase *kc, const ssm_value *v, float *scratch) {
+  switch (v->def->op) {
+  case SSM_OP_WEIGHT:
+    for (int i = 0; i < kc->nw; i++)
+      if (kc->wval[i] == v) return kc->wdata[i];
+    break;
+  case SSM_OP_CONST: *scratch = (float)ssm_node_float(v->def, "value", 0); return scratch;
+  case SSM_OP_INPUT: return kc->tokens;
+  default: break;
+  }
+  return NULL;
+}
+
+/* Generates, compiles and runs n's kernel `runs` times. A device limit the
+ * kernel exceeds is written to `skip` and nothing runs. */
+static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, float *state,
+                           char *skip, size_t skip_n) {
+  ssm_arena *arena = ssm_arena_create();
+  ssm_vk_buffer *bufs[1 + MAXW] = {0};
+  ssm_vk_binding binds[1 + MAXW] = {{0}};
+  ssm_vk_kernel *k = NULL;
+  ssm_vk_program *p = NULL;
+  uint32_t *words = NULL;
+  size_t nwords = 0;
+  ssm_cg_kernel kern;
+  ssm_status s = ssm_cg_kernel_for_node(kc->g, n, arena, &kern);
+  const ssm_vk_device_info *info = ssm_vk_info(g_vk);
+  if (!s) {
+    const char *ls = strstr(kern.glsl, "local_size_x = ");
+    unsigned local = ls ? (unsigned)atoi(ls + 15) : 1;
+    if (local > info->max_workgroup_invocations)
+      snprintf(skip, skip_n, "workgroup of %u invocations > the device's %u (%s)", local,
+               info->max_workgroup_invocations, kern.params);
+    for (int d = 0; d < 3; d++)
+      if (kern.groups[d] > info->max_workgroup_count[d])
+        snprintf(skip, skip_n, "grid dim %d of %u groups > the device's %u (%s)", d,
+                 kern.groups[d], info->max_workgroup_count[d], kern.params);
+    if (skip[0]) goto done;
+    CU_ASSERT_EQUAL_FATAL(kern.bind[0], n->result);
+    s = ssm_cg_compile_glsl(kern.glsl, kc->label, &words, &nwords);
+  }
+  if (!s) {
+    ssm_vk_kernel_desc d = {.name = kc->label, .spirv = words, .words = nwords,
+                            .n_bindings = kern.nbindings};
+    s = ssm_vk_kernel_create_desc(g_vk, &d, &k);
+  }
+  for (int b = 0; !s && b < kern.nbindings; b++) {
+    const ssm_value *v = kern.bind[b]; /* the result, then what the kernel reads */
+    size_t bytes = (size_t)ssm_type_numel(&v->type) * 4;
+    s = ssm_vk_buffer_create(g_vk, bytes, SSM_VK_BUFFER_DEVICE, &bufs[b]);
+    float scratch;
+    const void *data = b ? operand_data(kc, v, &scratch) : NULL;
+    if (!s && data) s = ssm_vk_buffer_upload(g_vk, bufs[b], 0, data, bytes);
+    else if (!s) s = ssm_vk_buffer_fill(g_vk, bufs[b], 0, bytes, b ? 0 : 0x7fc00000u /* NaN */);
+    binds[b] = (ssm_vk_binding){bufs[b], 0, 0};
+  }
+  if (!s) s = ssm_vk_program_begin(g_vk, &p);
+  if (!s) s = ssm_vk_program_add_dispatch(p, k, binds, NULL, kern.groups[0], kern.groups[1],
+                                          kern.groups[2]);
+  if (!s) s = ssm_vk_program_end(p);
+  size_t count = (size_t)ssm_type_numel(&n->result->type);
+  int32_t *ints = malloc(count * 4);
+  for (int r = 0; r < runs && !s; r++) {
+    s = ssm_vk_program_run(g_vk, p);
+    if (!s) s = ssm_vk_buffer_download(g_vk, bufs[0], 0, ints, count * 4);
+    for (size_t i = 0; !s && i < count; i++)
+      out[(size_t)r * count + i] = n->result->type.dtype == SSM_I32
+                                       ? (float)ints[i]
+                                       : ((float *)ints)[i];
+  }
+  free(ints);
+  int si = state_arg(n), sb = -1;
+  for (int b = 0; si >= 0 && b < kern.nbindings; b++)
+    if (kern.bind[b] == n->args[si]) sb = b;
+  if (si >= 0) CU_ASSERT(sb > 0);
+  if (!s && sb > 0)
+    s = ssm_vk_buffer_download(g_vk, bufs[sb], 0, state,
+                               (size_t)ssm_type_numel(&n->args[si]->type) * 4);
+done:
+  ssm_vk_program_destroy(g_vk, p);
+  ssm_vk_kernel_destroy(g_vk, k);
+  for (int b = 0; b < 1 + MAXW; b++) ssm_vk_buffer_destroy(g_vk, bufs[b]);
+  free(words);
+  ssm_arena_destroy(arena);
+  return s;
+}
+
+/* max|g - c| / max(max|c|, 1e-30) over n values, the index of the largest
+ * difference in *at; NaN where the CPU has a number makes the error inf. */
+static double compare(const float *g, const float *c, size_t n, size_t *at) {
+  double maxdiff = 0, maxref = 0;
+  *at = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = fabs((double)g[i] - (double)c[i]);
+    if (g[i] == c[i]) d = 0; /* equal infinities */
+    if (isnan(d)) d = INFINITY;
+    if (d > maxdiff) {
+      maxdiff = d;
+      *at = i;
+    }
+    if (isfinite(c[i])) maxref = fmax(maxref, fabs((double)c[i]));
+  }
+  return maxdiff / fmax(maxref, 1e-30);
+}
+
+/* Completes the graph around `n`, runs both sides, compares, prints the
+ * measured error against `tol` and frees the case. */
+static void kc_check(kcase *kc, ssm_node *n, double tol) {
+  ssm_status s = ssm_op_infer(n, &n->result->type);
+  SSM_ASSERT_OK(s);
+  ssm_graph_append(kc->g, SSM_OP_OUTPUT, NULL, 1, &n->result);
+  SSM_ASSERT_OK(ssm_graph_verify(kc->g));
+  ssm_st *st = kc_write_weights(kc, g_cases);
+  int si = state_arg(n), runs = si >= 0 ? 2 : 1;
+  size_t count = (size_t)ssm_type_numel(&n->result->type);
+  size_t scount = si >= 0 ? (size_t)ssm_type_numel(&n->args[si]->type) : 0;
+  float *cpu = calloc(runs * count + scount + 1, sizeof(float));
+  float *gpu = calloc(runs * count + scount + 1, sizeof(float));
+  char skip[256] = "";
+  g_cases++;
+  ssm_status cs = st ? cpu_side(kc, st, n, runs, cpu, cpu + runs * count) : NULL;
+  ssm_status gs = st && !cs ? gpu_side(kc, n, runs, gpu, gpu + runs * count, skip, sizeof skip)
+                            : NULL;
+  if (cs) fprintf(stderr, "\n  %s: cpu: %s\n", kc->label, ssm_status_message(cs));
+  if (gs) fprintf(stderr, "\n  %s: gpu: %s\n", kc->label, ssm_status_message(gs));
+  CU_ASSERT_PTR_NULL(cs);
+  CU_ASSERT_PTR_NULL(gs);
+  if (skip[0]) {
+    g_skips++;
+    printf("\n    SKIP %-46s %s", kc->label, skip);
+  } else if (st && !cs && !gs) {
+    size_t at;
+    double err = compare(gpu, cpu, runs * count + scount, &at);
+    int ok = err <= tol;
+    g_failures += !ok;
+    if (ok && err > g_worst) g_worst = err;
+    printf("\n    %-4s %-46s err %.2e  tol %.0e", ok ? "ok" : "FAIL", kc->label, err, tol);
+    if (!ok)
+      printf("  (at [%zu]: gpu %.9g cpu %.9g)", at, gpu[at], cpu[at]);
+    CU_ASSERT(ok);
+  }
+  fflush(stdout);
+  ssm_status_free(cs);
+  ssm_status_free(gs);
+  free(cpu);
+  free(gpu);
+  ssm_st_close(st);
+  for (int i = 0; i < kc->nw; i++) free(kc->wdata[i]);
+  ssm_graph_destroy(kc->g);
+  kc->g = NULL;
+}
+
+#define NEED_VK()                                                              \
+  do {                                                                         \
+    if (!g_vk) {                                                               \
+      CU_FAIL("no Vulkan context");                                            \
+      return;                                                                  \
+    }                                                                          \
+  } while (0)
+
+/* Ends a test's list of case lines, so CUnit's verdict gets its own line. */
+static void end_list(void) { printf("\n  "); }
+
+/* ---- cases ------------------------------------------------------------------ */
+
+static void test_create(void) {
+  SSM_ASSERT_OK(ssm_vk_create(-1, 1, &g_vk));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g_vk);
+  /* Keep the layer mapped after the loader's dlclose so LeakSanitizer can
+   * name it in the suppressions (tests/lsan.supp). */
+  dlopen("libVkLayer_khronos_validation.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+  const ssm_vk_device_info *info = ssm_vk_info(g_vk);
+  printf("\n    device: %s (%s), validation %s", info->name, info->driver,
+         ssm_vk_validation_enabled(g_vk) ? "on" : "not installed");
+}
+
+static void unary(ssm_op op, const char *label, float lo, float hi, double tol) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, F32(67, 13), lo, hi);
+  kc_check(&kc, kc_op(&kc, op, 1, x, NULL, NULL, NULL), tol);
+}
+
+static void test_unary(void) {
+  NEED_VK();
+  unary(SSM_OP_NEG, "neg [67,13]", -1, 1, TOL_EXACT);
+  unary(SSM_OP_EXP, "exp [67,13]", -1, 1, TOL_TRANS);
+  unary(SSM_OP_LOG, "log [67,13] x in [0.05,2]", 0.05f, 2, TOL_TRANS);
+  unary(SSM_OP_SOFTPLUS, "softplus [67,13]", -1, 1, TOL_TRANS);
+  unary(SSM_OP_SOFTPLUS, "softplus [67,13] x in [-30,30]", -30, 30, TOL_TRANS);
+  unary(SSM_OP_SILU, "silu [67,13]", -1, 1, TOL_TRANS);
+  unary(SSM_OP_SIGMOID, "sigmoid [67,13]", -1, 1, TOL_TRANS);
+  unary(SSM_OP_RELU, "relu [67,13]", -1, 1, TOL_EXACT);
+  unary(SSM_OP_SQRT, "sqrt [67,13] x in [0.05,2]", 0.05f, 2, TOL_TRANS);
+  unary(SSM_OP_RSQRT, "rsqrt [67,13] x in [0.05,2]", 0.05f, 2, TOL_TRANS);
+  unary(SSM_OP_SQUARE, "square [67,13]", -1, 1, TOL_ARITH);
+  end_list();
+}
+
+/* op(a, b) with a and b weights of the given shapes (NULL: a const). */
+static void binary(ssm_op op, const char *label, ssm_type *ta, ssm_type *tb, double tol) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *a = ta ? kc_weight(&kc, *ta, -1, 1) : kc_const(&kc, 0.75);
+  ssm_value *b = tb ? kc_weight(&kc, *tb, op == SSM_OP_DIV ? 0.5f : -1, 1)
+                    : kc_const(&kc, -1.25);
+  kc_check(&kc, kc_op(&kc, op, 2, a, b, NULL, NULL), tol);
+}
+
+static void test_binary(void) {
+  NEED_VK();
+  ssm_type r1000 = F32(1000, 13), v13 = F32(13), a67 = F32(67, 1, 13), b1000 = F32(1, 1000, 13);
+  ssm_type m67 = F32(67, 13), c67 = F32(67, 1);
+  binary(SSM_OP_ADD, "add [1000,13] + [13]", &r1000, &v13, TOL_ARITH);
+  binary(SSM_OP_SUB, "sub [13] - [1000,13]", &v13, &r1000, TOL_ARITH);
+  binary(SSM_OP_MUL, "mul [67,1,13] * [1,1000,13]", &a67, &b1000, TOL_ARITH);
+  binary(SSM_OP_DIV, "div [67,13] / [67,1]", &m67, &c67, TOL_ARITH);
+  binary(SSM_OP_ADD, "add [67,13] + [67,13]", &m67, &m67, TOL_ARITH);
+  binary(SSM_OP_MUL, "mul [67,13] * const", &m67, NULL, TOL_ARITH);
+  binary(SSM_OP_SUB, "sub const - [67,13]", NULL, &m67, TOL_ARITH);
+  binary(SSM_OP_DIV, "div const / [1000,13] (x in [0.5,1])", NULL, &r1000, TOL_ARITH);
+  end_list();
+}
+
+static void matmul(const char *label, ssm_type tx, int64_t N, int64_t K) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, tx, -1, 1);
+  ssm_value *w = kc_weight(&kc, F32(N, K), -1, 1);
+  kc_check(&kc, kc_op(&kc, SSM_OP_MATMUL, 2, x, w, NULL, NULL), TOL_ACCUM);
+}
+
+static void test_matmul(void) {
+  NEED_VK();
+  matmul("matmul M=1 K=1537 N=67", F32(1, 1537), 67, 1537);
+  matmul("matmul M=3 K=1000 N=1537", F32(3, 1000), 1537, 1000);
+  matmul("matmul M=5 K=4 N=67", F32(5, 4), 67, 4);
+  matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
+  matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
+  end_list();
+}
+
+static void rowop(ssm_op op, const char *label, ssm_type tx, int with_weight, double tol) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, tx, -1, 1);
+  ssm_value *w = with_weight ? kc_weight(&kc, F32(tx.dims[tx.rank - 1]), -1, 1) : NULL;
+  ssm_node *n = kc_op(&kc, op, with_weight ? 2 : 1, x, w, NULL, NULL);
+  if (op == SSM_OP_RMSNORM) ssm_node_set_float(kc.g, n, "eps", 1e-5);
+  kc_check(&kc, n, tol);
+}
+
+static void test_rowreduce(void) {
+  NEED_VK();
+  rowop(SSM_OP_RMSNORM, "rmsnorm rows=3 C=1537 with weight", F32(3, 1537), 1, TOL_ACCUM);
+  rowop(SSM_OP_RMSNORM, "rmsnorm rows=1 C=67", F32(1, 67), 0, TOL_ACCUM);
+  rowop(SSM_OP_RMSNORM, "rmsnorm rows=2 C=5 (threads without work)", F32(2, 5), 1, TOL_ACCUM);
+  rowop(SSM_OP_SOFTMAX, "softmax rows=3 C=1000", F32(3, 1000), 0, TOL_ACCUM);
+  rowop(SSM_OP_SOFTMAX, "softmax [2,3,67]", F32(2, 3, 67), 0, TOL_ACCUM);
+  rowop(SSM_OP_SOFTMAX, "softmax rows=3 C=5 (threads without work)", F32(3, 5), 0, TOL_ACCUM);
+  end_list();
+}
+
+static void test_argmax(void) {
+  NEED_VK();
+  kcase kc;
+  kc_begin(&kc, "argmax rows=3 C=1537, ties, max at the end");
+  ssm_value *x = kc_weight(&kc, F32(3, 1537), -1, 1);
+  float *d = kc.wdata[0];
+  /* row 1: ties in different threads and in one thread; the first wins */
+  d[1537 + 1300] = d[1537 + 356] = d[1537 + 100] = d[1537 + 900] = 2.0f;
+  d[2 * 1537 + 1536] = 3.0f; /* row 2: the only max is the last element */
+  kc_check(&kc, kc_op(&kc, SSM_OP_ARGMAX, 1, x, NULL, NULL, NULL), TOL_EXACT);
+
+  kc_begin(&kc, "argmax rows=4 C=67, all-equal and -inf rows");
+  x = kc_weight(&kc, F32(4, 67), -1, 1);
+  d = kc.wdata[0];
+  for (int i = 0; i < 67; i++) {
+    d[i] = 0.5f;           /* row 0: all equal: index 0 */
+    d[67 + i] = -INFINITY; /* row 1: all -inf: index 0, as the op says (first on ties) */
+  }
+  d[2 * 67 + 66] = 2.0f; /* row 2: last */
+  kc_check(&kc, kc_op(&kc, SSM_OP_ARGMAX, 1, x, NULL, NULL, NULL), TOL_EXACT);
+  end_list();
+}
+
+static void test_reduce(void) {
+  NEED_VK();
+  static const char *kinds[] = {"sum", "mean", "max"};
+  char label[3][3][48];
+  for (int k = 0; k < 3; k++)
+    for (int axis = 0; axis < 3; axis++) {
+      snprintf(label[k][axis], sizeof label[k][axis], "reduce %s axis=%d [3,67,5]", kinds[k],
+               axis);
+      kcase kc;
+      kc_begin(&kc, label[k][axis]);
+      ssm_value *x = kc_weight(&kc, F32(3, 67, 5), -1, 1);
+      ssm_node *n = kc_op(&kc, SSM_OP_REDUCE, 1, x, NULL, NULL, NULL);
+      ssm_node_set_str(kc.g, n, "kind", kinds[k]);
+      ssm_node_set_int(kc.g, n, "axis", axis);
+      kc_check(&kc, n, k == 2 ? TOL_EXACT : TOL_ACCUM);
+    }
+  end_list();
+}
+
+static void slice(const char *label, int axis, int start, int len) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, F32(5, 1537), -1, 1);
+  ssm_node *n = kc_op(&kc, SSM_OP_SLICE, 1, x, NULL, NULL, NULL);
+  ssm_node_set_int(kc.g, n, "axis", axis);
+  ssm_node_set_int(kc.g, n, "start", start);
+  ssm_node_set_int(kc.g, n, "len", len);
+  kc_check(&kc, n, TOL_EXACT);
+}
+
+static void test_copy(void) {
+  NEED_VK();
+  slice("slice [5,1537] axis=1 start=100 len=67", 1, 100, 67);
+  slice("slice [5,1537] axis=1 start=1470 len=67 (to end)", 1, 1470, 67);
+  slice("slice [5,1537] axis=0 start=1 len=3", 0, 1, 3);
+
+  kcase kc;
+  kc_begin(&kc, "concat [5,67],[5,13],[5,1] axis=1");
+  ssm_value *a = kc_weight(&kc, F32(5, 67), -1, 1), *b = kc_weight(&kc, F32(5, 13), -1, 1);
+  ssm_value *c = kc_weight(&kc, F32(5, 1), -1, 1);
+  ssm_node *n = kc_op(&kc, SSM_OP_CONCAT, 3, a, b, c, NULL);
+  ssm_node_set_int(kc.g, n, "axis", 1);
+  kc_check(&kc, n, TOL_EXACT);
+
+  kc_begin(&kc, "concat [2,67],[3,67] axis=0");
+  a = kc_weight(&kc, F32(2, 67), -1, 1);
+  b = kc_weight(&kc, F32(3, 67), -1, 1);
+  n = kc_op(&kc, SSM_OP_CONCAT, 2, a, b, NULL, NULL);
+  ssm_node_set_int(kc.g, n, "axis", 0);
+  kc_check(&kc, n, TOL_EXACT);
+
+  kc_begin(&kc, "transpose [3,67,5] perm=[2,0,1]");
+  a = kc_weight(&kc, F32(3, 67, 5), -1, 1);
+  n = kc_op(&kc, SSM_OP_TRANSPOSE, 1, a, NULL, NULL, NULL);
+  ssm_node_set_ints(kc.g, n, "perm", 3, (int64_t[]){2, 0, 1});
+  kc_check(&kc, n, TOL_EXACT);
+
+  kc_begin(&kc, "transpose [67,5] perm=[1,0]");
+  a = kc_weight(&kc, F32(67, 5), -1, 1);
+  n = kc_op(&kc, SSM_OP_TRANSPOSE, 1, a, NULL, NULL, NULL);
+  ssm_node_set_ints(kc.g, n, "perm", 2, (int64_t[]){1, 0});
+  kc_check(&kc, n, TOL_EXACT);
+  end_list();
+}
+
+static void test_embed(void) {
+  NEED_VK();
+  kcase kc;
+  kc_begin(&kc, "embed V=1000 H=67 T=5 ids 0,999,..");
+  ssm_value *table = kc_weight(&kc, F32(1000, 67), -1, 1);
+  ssm_value *ids = kc_tokens(&kc, 5, (int32_t[]){0, 999, 417, 0, 998});
+  kc_check(&kc, kc_op(&kc, SSM_OP_EMBED, 2, table, ids, NULL, NULL), TOL_EXACT);
+  end_list();
+}
+
+static void conv1d(const char *label, int64_t T, int64_t C, int64_t K, int with_bias) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, F32(T, C), -1, 1);
+  ssm_value *s = kc_state(&kc, F32(K - 1, C));
+  ssm_value *w = kc_weight(&kc, F32(C, K), -1, 1);
+  ssm_value *b = with_bias ? kc_weight(&kc, F32(C), -1, 1) : NULL;
+  kc_check(&kc, kc_op(&kc, SSM_OP_CONV1D, with_bias ? 4 : 3, x, s, w, b), TOL_ACCUM);
+}
+
+static void test_conv1d(void) {
+  NEED_VK();
+  conv1d("conv1d T=5 C=1537 K=4 bias, 2 runs + state", 5, 1537, 4, 1);
+  conv1d("conv1d T=1 C=67 K=2, 2 runs + state", 1, 67, 2, 0);
+  conv1d("conv1d T=2 C=67 K=4 (T < K-1), 2 runs + state", 2, 67, 4, 1);
+  end_list();
+}
+
+/* scan with a in (0,1) of shape ta, b of tb, c of tc, state of ts. */
+static void scan(const char *label, ssm_type ta, ssm_type tb, ssm_type tc, ssm_type ts) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *a = kc_weight(&kc, ta, 0.001f, 0.999f);
+  ssm_value *b = kc_weight(&kc, tb, -1, 1);
+  ssm_value *c = kc_weight(&kc, tc, -1, 1);
+  ssm_value *h = kc_state(&kc, ts);
+  kc_check(&kc, kc_op(&kc, SSM_OP_SCAN, 4, a, b, c, h), TOL_ACCUM);
+}
+
+static void test_scan(void) {
+  NEED_VK();
+  scan("scan mamba1 a,b [3,67,16] c [3,1,16], 2 runs", F32(3, 67, 16), F32(3, 67, 16),
+       F32(3, 1, 16), F32(67, 16));
+  scan("scan mamba2 a [4,5,1,1] b [4,5,13,16] c [4,1,1,16]", F32(4, 5, 1, 1),
+       F32(4, 5, 13, 16), F32(4, 1, 1, 16), F32(5, 13, 16));
+  scan("scan T=1 a,b [1,67,16] c [1,1,16], 2 runs", F32(1, 67, 16), F32(1, 67, 16),
+       F32(1, 1, 16), F32(67, 16));
+  scan("scan a [67,16] b [3,1,16] c [16] (stretched T)", F32(67, 16), F32(3, 1, 16), F32(16),
+       F32(67, 16));
+  end_list();
+}
+
+static struct timespec g_t0;
+
+static void test_validation_clean(void) {
+  NEED_VK();
+  int errors = ssm_vk_validation_errors(g_vk), warnings = ssm_vk_validation_warnings(g_vk);
+  for (int i = 0; ssm_vk_validation_message(g_vk, i); i++)
+    fprintf(stderr, "\n  %s\n", ssm_vk_validation_message(g_vk, i));
+  CU_ASSERT_EQUAL(errors, 0);
+  CU_ASSERT_EQUAL(warnings, 0);
+  ssm_vk_destroy(g_vk);
+  g_vk = NULL;
+  CU_ASSERT_EQUAL(g_log_errors, 0);
+  struct timespec t1;
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - g_t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - g_t0.tv_nsec);
+  printf("\n    %d cases, %d failed, %d skipped; worst passing error %.2e; %.2f s\n", g_cases,
+         g_failures, g_skips, g_worst, secs);
+}
+
+int main(void) {
+  clock_gettime(CLOCK_MONOTONIC, &g_t0);
+  ssm_log_set(on_log, NULL);
+  CU_TestInfo tests[] = {{"create", test_create},
+                         {"unary", test_unary},
+                         {"binary", test_binary},
+                         {"matmul", test_matmul},
+                         {"rowreduce", test_rowreduce},
+                         {"argmax", test_argmax},
+                         {"reduce", test_reduce},
+                         {"copy", test_copy},
+                         {"embed", test_embed},
+                         {"conv1d", test_conv1d},
+                         {"scan", test_scan},
+                         {"validation_clean", test_validation_clean},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("kernels", tests);
+}
