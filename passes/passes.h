@@ -90,4 +90,13 @@ typedef void (*ssm_pass_after_fn)(const char *pass, ssm_graph *g, const char *no
 ssm_status ssm_passes_run(ssm_graph *g, const ssm_pass_opts *o, const char *stop_after,
                           ssm_pass_after_fn after, void *user);
 
+/* ssm_passes_run over another list (ending with {NULL}), with the verifier
+ * after every pass when `verify_between` is set (errors: "after pass NAME:
+ * <verifier message>"). ssm_passes_run is this on ssm_passes[] with
+ * verify_between = SSM_VERIFY_PASSES; tests use it to check the pipeline
+ * machinery with passes of their own. */
+ssm_status ssm_passes_run_list(const ssm_pass *list, ssm_graph *g, const ssm_pass_opts *o,
+                               const char *stop_after, ssm_pass_after_fn after, void *user,
+                               int verify_between);
+
 #endif

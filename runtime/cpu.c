@@ -137,10 +137,6 @@ static ssm_status weight_read(const ssm_cpu *c, const char *name,
   if (!c->weights)
     return ssm_status_new(SSM_ERR_INVALID,
                           "weight '%s' is needed but no checkpoint was given", name);
-  if (transform[0] && strcmp(transform, "neg_exp"))
-    return ssm_status_new(SSM_ERR_UNSUPPORTED,
-                          "weight '%s': unknown transform '%s' (known: neg_exp)",
-                          name, transform);
   if (type->dtype == SSM_F32) {
     SSM_TRY(ssm_st_read(c->weights, name, type, dst));
   } else if (type->dtype == SSM_F16 || type->dtype == SSM_BF16) {
@@ -155,8 +151,9 @@ static ssm_status weight_read(const ssm_cpu *c, const char *name,
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "weight '%s': %s weights are not supported",
                           name, ssm_dtype_name(type->dtype));
   }
-  if (!strcmp(transform, "neg_exp")) {
-    for (int64_t i = 0; i < n; i++) dst[i] = (float)-exp((double)dst[i]);
+  if (transform[0]) {
+    SSM_TRY(ssm_status_wrap(ssm_weight_transform(transform, dst, (size_t)n), "weight '%s'",
+                            name));
     round_to_dtype(dst, n, type->dtype);
   }
   return NULL;

@@ -169,13 +169,17 @@ static ssm_status upload_weights(ssm_rt *rt, const char *weights) {
     }
     if ((s = ssm_st_read(st, name->valuestring, &t, host))) break;
     if (*tf) {
-      if (strcmp(tf, "neg_exp") || t.dtype != SSM_F32) {
-        s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: weight '%s': unknown load-time transform '%s'",
-                           rt->path, name->valuestring, tf);
+      if (t.dtype != SSM_F32) {
+        s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: weight '%s': load-time transform '%s' on "
+                           "a %s weight (only f32 is supported)", rt->path, name->valuestring,
+                           tf, ssm_dtype_name(t.dtype));
         break;
       }
-      float *f = host;
-      for (size_t k = 0; k < bytes / 4; k++) f[k] = -expf(f[k]);
+      s = ssm_weight_transform(tf, host, bytes / 4);
+      if (s) {
+        s = ssm_status_wrap(s, "%s: weight '%s'", rt->path, name->valuestring);
+        break;
+      }
     }
     if ((s = ssm_vk_buffer_upload(rt->vk, rt->buffers[r.buffer], r.offset, host, bytes))) break;
   }

@@ -47,6 +47,20 @@ uint16_t ssm_f32_to_bf16(float f);
 float ssm_f16_to_f32(uint16_t h);
 uint16_t ssm_f32_to_f16(float f);
 
+/* ---- load-time weight transforms (transform.c) ------------------------- */
+
+/* Applies `transform` (the weight op's attribute: comma-separated names of
+ * unary ops of ops.def, applied in order, e.g. "exp,neg" is -exp(w); "" does
+ * nothing) to the `n` floats of `data` in place, with the CPU interpreter's
+ * numerics (each op in double, stored as float). The whole string is checked
+ * before any element changes: an empty or unknown op name is an error naming
+ * it. */
+ssm_status ssm_weight_transform(const char *transform, float *data, size_t n);
+
+/* The value of unary op `op` (SSM_KIND_UNARY) at x, as the CPU interpreter
+ * computes it. */
+double ssm_unary_eval(ssm_op op, double x);
+
 /* ---- CPU reference interpreter (cpu.c) --------------------------------- */
 
 /* Executes IR graphs op by op in plain C, f32 arithmetic (double

@@ -621,7 +621,7 @@ static void test_weights(void) {
 
   ssm_graph *g = ssm_graph_create("t");
   ssm_value *v = weight(g, "A_log", f32(DIMS(2, 2)));
-  ssm_node_set_str(g, v->def, "transform", "neg_exp");
+  ssm_node_set_str(g, v->def, "transform", "exp,neg");
   expect_on(c, st, g, v, NULL, (double[]){-1, -2.718281828459045, -0.36787944117144233, -2},
             4, 0, __LINE__);
   /* the untransformed tensor is kept apart from the transformed one */
@@ -648,9 +648,9 @@ static void test_weights(void) {
 
   g = ssm_graph_create("t");
   v = weight(g, "A_log", f32(DIMS(2, 2)));
-  ssm_node_set_str(g, v->def, "transform", "sqrt");
+  ssm_node_set_str(g, v->def, "transform", "exp,cube");
   output(g, v);
-  SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, NULL, 0), "unknown transform 'sqrt'");
+  SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, NULL, 0), "unknown transform op 'cube'");
   ssm_graph_destroy(g);
   ssm_cpu_destroy(c);
 
@@ -750,7 +750,7 @@ static ssm_graph *mamba1_graph(int64_t T) {
     /* layer 0 spells A = -exp(A_log) as ops, layer 1 as a load-time transform */
     ssm_value *A = W("mixer.A_log", mt(2, I, N, 0));
     if (l == 0) A = op1(g, SSM_OP_NEG, A->type, op1(g, SSM_OP_EXP, A->type, A));
-    else ssm_node_set_str(g, A->def, "transform", "neg_exp");
+    else ssm_node_set_str(g, A->def, "transform", "exp,neg");
     ssm_type tin = mt(3, T, I, N);
     ssm_value *dt3 = op1(g, SSM_OP_RESHAPE, mt(3, T, I, 1), dt);
     ssm_value *a = op1(g, SSM_OP_EXP, tin, op2(g, SSM_OP_MUL, tin, dt3, A));

@@ -17,6 +17,7 @@
 
 #include "ir.h"
 #include "codegen.h"
+#include "passes.h"
 #include "runtime.h"
 #include <unistd.h>
 
@@ -24,7 +25,7 @@ static const char usage[] =
     "usage:\n"
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
     "               [--no-fuse] [--dump-ir DIR]\n"
-    "  ssmc ir MODEL [--config config.json] [--seq T]\n"
+    "  ssmc ir MODEL [--config config.json] [--seq T] [--after PASS|all]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--validate]\n"
@@ -32,7 +33,8 @@ static const char usage[] =
     "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
     "  ssmc devices\n"
     "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
-    "directory, or (ir only) an IR text file FILE.ssmir.\n";
+    "directory, or (ir only) an IR text file FILE.ssmir.\n"
+    "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n";
 
 static int fail(ssm_status s) {
   fprintf(stderr, "ssmc: %s\n", ssm_status_message(s));
@@ -93,15 +95,45 @@ static ssm_status parse_tokens(const char *s, int32_t **out, int *out_n) {
 
 /* ---- ssmc ir ------------------------------------------------------------ */
 
+/* Prints the graph after a pass under "# after PASS: NOTE" (a comment, so
+ * each section parses back as IR). */
+static void print_after(const char *pass, ssm_graph *g, const char *note, void *user) {
+  const char *only = user; /* NULL: every pass */
+  if (only && strcmp(only, pass)) return;
+  char *text = ssm_graph_print(g);
+  printf("# after %s: %s\n%s", pass, note, text);
+  free(text);
+}
+
+static int known_pass(const char *name) {
+  for (const ssm_pass *p = ssm_passes; p->name; p++)
+    if (!strcmp(p->name, name)) return 1;
+  return !strcmp(name, "all");
+}
+
 static int cmd_ir(int argc, char **argv) {
-  const char *model = NULL, *config = NULL;
+  const char *model = NULL, *config = NULL, *after = NULL;
   long seq = 1;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
-    else if (!strcmp(argv[i], "--seq") && i + 1 < argc) {
+    else if (!strcmp(argv[i], "--after") && i + 1 < argc) {
+      after = argv[++i];
+      if (!known_pass(after)) {
+        char names[512];
+        size_t k = 0;
+        for (const ssm_pass *p = ssm_passes; p->name && k < sizeof names; p++)
+          k += (size_t)snprintf(names + k, sizeof names - k, "%s, ", p->name);
+        fprintf(stderr, "ssmc: ir: --after: unknown pass '%s' (passes: %sall)\n", after, names);
+        fputs(usage, stderr);
+        return 2;
+      }
+    } else if (!strcmp(argv[i], "--seq") && i + 1 < argc) {
       if (!parse_int(argv[++i], 1, 1 << 20, &seq))
         return usage_error("--seq: expected a token count from 1 to 1048576, got '%s'", argv[i]);
-    } else if (argv[i][0] == '-') return usage_error("ir: unknown option '%s'", argv[i]);
+    } else if (i + 1 == argc && (!strcmp(argv[i], "--after") || !strcmp(argv[i], "--config") ||
+                                 !strcmp(argv[i], "--seq")))
+      return usage_error("ir: option '%s' needs a value", argv[i]);
+    else if (argv[i][0] == '-') return usage_error("ir: unknown option '%s'", argv[i]);
     else if (!model) model = argv[i];
     else return usage_error("ir: unexpected argument '%s'", argv[i]);
   }
@@ -119,20 +151,26 @@ static int cmd_ir(int argc, char **argv) {
     }
     s = ssm_graph_parse(text, model, &g);
     free(text);
-    if (!s) s = ssm_graph_verify(g);
+    if (!s && !after) s = ssm_graph_verify(g);
   } else {
     ssm_model *m = NULL;
     s = ssm_model_load(model, config, &m);
     if (!s) s = ssm_model_build(m, (int)seq, &g);
     ssm_model_destroy(m);
   }
+  if (!s && after) {
+    int all = !strcmp(after, "all");
+    s = ssm_passes_run(g, NULL, all ? NULL : after, print_after, all ? NULL : (void *)after);
+  }
   if (s) {
     ssm_graph_destroy(g);
     return fail(s);
   }
-  char *text = ssm_graph_print(g);
-  fputs(text, stdout);
-  free(text);
+  if (!after) {
+    char *text = ssm_graph_print(g);
+    fputs(text, stdout);
+    free(text);
+  }
   ssm_graph_destroy(g);
   return 0;
 }
