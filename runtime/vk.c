@@ -18,6 +18,7 @@
  * validation-layer messages are counted, the first few kept, and forwarded
  * to ssm_log.
  */
+#include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <string.h>
@@ -269,6 +270,11 @@ static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
                              .enabledExtensionCount = n_exts,
                              .ppEnabledExtensionNames = exts};
   VkResult r = vkCreateInstance(&ci, NULL, out);
+  /* Keep the validation layer mapped until exit: it holds some state past
+   * vkDestroyInstance, and LeakSanitizer can only name (and suppress) it
+   * while the library is still loaded. */
+  if (r == VK_SUCCESS && vk->validation)
+    dlopen("libVkLayer_khronos_validation.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
     *out = VK_NULL_HANDLE;
     return ssm_status_new(SSM_ERR_DEVICE, NO_DEVICE_MSG " (vkCreateInstance: %s)",

@@ -66,11 +66,39 @@ static void test_ir_roundtrip_cli(void) {
   free(b);
 }
 
+/* compile --dump-ir writes one file per pass and program; each parses back
+ * and prints identically (after its "# after PASS: note" header line). */
+static void test_dump_ir(void) {
+  static const char *const passes[] = {"verify", "infer", "simplify", "fuse", "plan_buffers",
+                                        "schedule"};
+  char cmd[4096], *out;
+  const char *dir = ssm_test_tmpdir();
+  snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/d.ssmb --dump-ir %s",
+           ssm_test_source_dir(), ssm_test_ssmc(), dir, dir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
+  for (int prog = 0; prog < 2; prog++)
+    for (int i = 0; i < 6; i++) {
+      snprintf(cmd, sizeof cmd, "f=%s/%s.%02d-%s.ssmir; head -1 $f | grep -q '^# after %s: ' && "
+               "tail -n +2 $f > $f.body && %s ir $f | cmp - $f.body && echo SAME", dir,
+               prog ? "prefill" : "decode", i, passes[i], passes[i], ssm_test_ssmc());
+      int rc = ssm_test_sh(cmd, &out);
+      if (rc || !strstr(out, "SAME")) fprintf(stderr, "\n  %s -> %d: %s\n", cmd, rc, out);
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, "SAME"));
+      free(out);
+    }
+  snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/d.ssmb --dump-ir /nonexistent/dir",
+           ssm_test_source_dir(), ssm_test_ssmc(), dir);
+  CU_ASSERT_NOT_EQUAL(ssm_test_sh(cmd, &out), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-ir: cannot write /nonexistent/dir/"));
+  free(out);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
                          {"bad_paths", test_bad_paths},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
+                         {"dump_ir", test_dump_ir},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }

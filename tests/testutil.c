@@ -9,6 +9,11 @@
 #include <unistd.h>
 
 int ssm_test_main(const char *suite, CU_TestInfo *tests) {
+  /* child processes (ssmc) of a sanitizer build: driver/layer leaks are
+   * suppressed as in tests/lsan.supp */
+  char supp[4096];
+  snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan.supp", ssm_test_source_dir());
+  setenv("LSAN_OPTIONS", supp, 0);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_SuiteInfo suites[] = {{(char *)suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
   if (CU_register_suites(suites) != CUE_SUCCESS) return 2;
