@@ -273,7 +273,7 @@ static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
   /* Keep the validation layer mapped until exit: it holds some state past
    * vkDestroyInstance, and LeakSanitizer can only name (and suppress) it
    * while the library is still loaded. */
-  if (r == VK_SUCCESS && vk->validation)
+  if (r == VK_SUCCESS && vk && vk->validation)
     dlopen("libVkLayer_khronos_validation.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
     *out = VK_NULL_HANDLE;

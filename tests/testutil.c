@@ -12,7 +12,8 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   /* child processes (ssmc) of a sanitizer build: driver/layer leaks are
    * suppressed as in tests/lsan.supp */
   char supp[4096];
-  snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan.supp", ssm_test_source_dir());
+  snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan.supp:print_suppressions=0",
+           ssm_test_source_dir());
   setenv("LSAN_OPTIONS", supp, 0);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   CU_SuiteInfo suites[] = {{(char *)suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
