@@ -99,6 +99,7 @@ struct ssm_tok {
   int32_t byte_id[256]; /* the model id of each byte's stand-in character */
   added_token *added;
   int n_added;
+  uint8_t added_first[2][256]; /* [normalized][byte]: some added token starts with it */
   int nfc, ignore_merges;
   pt_step *steps;
   int n_steps;
@@ -266,7 +267,9 @@ static ssm_status parse_step(load_ctx *L, const cJSON *j, const char *where, pt_
   }
   if (!strcmp(ty, "Digits")) {
     s->kind = PT_DIGITS;
-    return get_bool(L, j, "individual_digits", where, 0, &s->individual);
+    SSM_TRY(get_bool(L, j, "individual_digits", where, 0, &s->individual));
+    s->behavior = s->individual ? BEH_ISOLATED : BEH_CONTIGUOUS;
+    return NULL;
   }
   if (!strcmp(ty, "Split")) {
     s->kind = PT_SPLIT;
@@ -410,6 +413,16 @@ static ssm_status check_model_options(load_ctx *L, const cJSON *model, ssm_tok *
   return NULL;
 }
 
+static int utf8_valid(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    int k = ssm_utf8_decode(s + i, n - i, &cp);
+    if (k <= 0) return 0;
+    i += (size_t)k;
+  }
+  return 1;
+}
+
 /* Reads model.vocab and added_tokens into the id tables. */
 static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model, ssm_tok *t) {
   const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
@@ -441,6 +454,8 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
     if (!cJSON_IsString(c) || !c->valuestring[0])
       return LOAD_ERR(L, SSM_ERR_INVALID, "added_tokens[%d].content: expected a non-empty string",
                       i);
+    if (!utf8_valid(c->valuestring, strlen(c->valuestring)))
+      return LOAD_ERR(L, SSM_ERR_INVALID, "added_tokens[%d].content: not valid UTF-8", i);
     if (id > max_id) max_id = id;
     i++;
   }
@@ -497,6 +512,7 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
     t->special[a->id] = (uint8_t)a->special;
     if (a->normalized && t->nfc) ssm_uni_nfc(content, strlen(content), &a->content, &a->len);
     else a->content = strdup(content), a->len = strlen(content);
+    t->added_first[a->normalized][(unsigned char)a->content[0]] = 1;
     i++;
   }
   return NULL;
@@ -755,12 +771,14 @@ static void split_added(enc_ctx *c, size_t off, size_t n, int normalized, piece_
     const char *s = c->buf + off;
     int best = -1;
     size_t best_len = 0;
-    for (; i < n && best < 0; i++)
+    for (; i < n && best < 0; i++) {
+      if (!t->added_first[normalized][(unsigned char)s[i]]) continue;
       for (int k = 0; k < t->n_added; k++) {
         const added_token *a = &t->added[k];
         if (a->normalized != normalized || a->len > n - i || a->len <= best_len) continue;
         if (!memcmp(s + i, a->content, a->len)) best = k, best_len = a->len;
       }
+    }
     if (best < 0) break;
     size_t start = --i, stop = i + best_len;
     i = stop;
