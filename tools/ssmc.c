@@ -2,7 +2,7 @@
  * ssmc.c — the command-line driver. It parses flags, calls the library, and
  * is the only place that prints to the user or exits. Subcommands:
  *
- *   compile, ir, run, inspect, bench, devices (see `usage` below and
+ *   compile, ir, run, inspect, bench, devices, tokenize (see `usage` below and
  *   DESIGN.md's command line).
  *
  * MODEL is an architecture YAML (with --config), a Hugging Face model
@@ -32,6 +32,8 @@ static const char usage[] =
     "  ssmc inspect BUNDLE [--json]\n"
     "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
     "  ssmc devices\n"
+    "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
+    "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
     "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
     "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n";
@@ -588,6 +590,68 @@ static int cmd_bench(int argc, char **argv) {
   return 0;
 }
 
+/* ---- ssmc tokenize ------------------------------------------------------ */
+
+/* Reads all of stdin (for TEXT "-"). */
+static char *read_stdin(size_t *out_n) {
+  size_t cap = 4096, n = 0, r;
+  char *buf = malloc(cap);
+  while (buf && (r = fread(buf + n, 1, cap - n, stdin)) > 0)
+    if ((n += r) == cap) buf = realloc(buf, cap *= 2);
+  *out_n = n;
+  return buf;
+}
+
+static int cmd_tokenize(int argc, char **argv) {
+  const char *path = NULL, *text = NULL, *decode = NULL;
+  for (int i = 0; i < argc; i++) {
+    if ((!strcmp(argv[i], "--tokenizer") || !strcmp(argv[i], "--decode")) && i + 1 == argc)
+      return usage_error("tokenize: option '%s' needs a value", argv[i]);
+    if (!strcmp(argv[i], "--tokenizer")) path = argv[++i];
+    else if (!strcmp(argv[i], "--decode")) decode = argv[++i];
+    else if (argv[i][0] == '-' && argv[i][1]) return usage_error("tokenize: unknown option '%s'", argv[i]);
+    else if (!text) text = argv[i];
+    else return usage_error("tokenize: unexpected argument '%s'", argv[i]);
+  }
+  if (!path) return usage_error("tokenize: missing --tokenizer FILE%s", "");
+  if (!text == !decode) return usage_error("tokenize: give either TEXT or --decode IDS%s", "");
+  ssm_tok *tok;
+  ssm_status s = ssm_tok_load(path, &tok);
+  if (s) return fail(s);
+  if (decode) {
+    int32_t *ids;
+    int n;
+    if ((s = parse_tokens(decode, &ids, &n))) {
+      ssm_status_free(s);
+      ssm_tok_free(tok);
+      return fail(ssm_status_new(SSM_ERR_INVALID,
+                                 "--decode: expected comma-separated token ids, got '%s'", decode));
+    }
+    char *out;
+    size_t len;
+    s = ssm_tok_decode(tok, ids, (size_t)n, 0, &out, &len);
+    free(ids);
+    ssm_tok_free(tok);
+    if (s) return fail(s);
+    fwrite(out, 1, len, stdout);
+    putchar('\n');
+    free(out);
+    return 0;
+  }
+  size_t len = strlen(text);
+  char *owned = !strcmp(text, "-") ? read_stdin(&len) : NULL;
+  int32_t *ids;
+  size_t n;
+  s = ssm_tok_encode(tok, owned ? owned : text, len, &ids, &n);
+  free(owned);
+  ssm_tok_free(tok);
+  if (s) return fail(s);
+  for (size_t i = 0; i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
+  putchar('\n');
+  free(ids);
+  return 0;
+}
+
 static void log_to_stderr(const char *msg, void *user) {
   fprintf(stderr, "ssmc: %s\n", msg);
 }
@@ -604,5 +668,6 @@ int main(int argc, char **argv) {
   if (!strcmp(argv[1], "inspect")) return cmd_inspect(argc - 2, argv + 2);
   if (!strcmp(argv[1], "devices")) return cmd_devices(argc - 2, argv + 2);
   if (!strcmp(argv[1], "bench")) return cmd_bench(argc - 2, argv + 2);
+  if (!strcmp(argv[1], "tokenize")) return cmd_tokenize(argc - 2, argv + 2);
   return usage_error("unknown command '%s'", argv[1]);
 }

@@ -1,0 +1,661 @@
+/*
+ * test_tokenizer.c — the byte-level BPE tokenizer against the Hugging Face
+ * `tokenizers` library: for every tokenizer of tests/data/tokenizer/ (made
+ * by tools/gen_tokenizer_golden.py) and every case, the ids must be the
+ * library's, decode must give the library's text, and the stream decoder fed
+ * one id at a time must never hand out part of a UTF-8 character. Also:
+ * NFC, the stream decoder's hold-back and U+FFFD rules, `ssmc tokenize`,
+ * and one test per class of malformed or unsupported tokenizer.json
+ * (asserting the message).
+ */
+#include <cjson/cJSON.h>
+#include <string.h>
+#include <time.h>
+
+#include "runtime.h"
+#include "testutil.h"
+#include "unicode.h"
+
+static const char *golden_names[] = {"gpt2", "neox", "falcon", "llama3", "splitmix"};
+enum { N_GOLDEN = sizeof golden_names / sizeof *golden_names };
+
+static const char *tok_path(const char *name) {
+  static char p[1024];
+  snprintf(p, sizeof p, "%s/tests/data/tokenizer/%s/tokenizer.json", ssm_test_source_dir(), name);
+  return p;
+}
+
+static cJSON *read_json(const char *path) {
+  char *text;
+  size_t n;
+  ssm_status s = ssm_file_read(path, 0, &text, &n);
+  SSM_ASSERT_OK(s);
+  if (s) return NULL;
+  cJSON *j = cJSON_ParseWithLength(text, n);
+  free(text);
+  CU_ASSERT_PTR_NOT_NULL(j);
+  return j;
+}
+
+static cJSON *load_cases(const char *name) {
+  char p[1024];
+  snprintf(p, sizeof p, "%s/tests/data/tokenizer/%s/cases.json", ssm_test_source_dir(), name);
+  return read_json(p);
+}
+
+/* Whether s[0..n) is whole, valid UTF-8. */
+static int utf8_whole(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    int k = ssm_utf8_decode(s + i, n - i, &cp);
+    if (k <= 0) return 0;
+    i += (size_t)k;
+  }
+  return 1;
+}
+
+static void print_ids(const char *what, const int32_t *ids, size_t n) {
+  fprintf(stderr, "    %s:", what);
+  for (size_t i = 0; i < n && i < 40; i++) fprintf(stderr, " %d", ids[i]);
+  fprintf(stderr, n > 40 ? " ...\n" : "\n");
+}
+
+/* Checks one golden tokenizer; returns the number of failing cases. */
+static int check_golden(const char *name, int *out_cases) {
+  ssm_tok *tok;
+  ssm_status s = ssm_tok_load(tok_path(name), &tok);
+  SSM_ASSERT_OK(s);
+  cJSON *doc = load_cases(name);
+  if (!tok || !doc) {
+    ssm_tok_free(tok);
+    cJSON_Delete(doc);
+    return 1;
+  }
+  int bad = 0, idx = 0;
+  const cJSON *c;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases")) {
+    const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+    const char *want_text = cJSON_GetObjectItem(c, "decoded")->valuestring;
+    const cJSON *want = cJSON_GetObjectItem(c, "ids");
+    size_t nwant = (size_t)cJSON_GetArraySize(want);
+    int32_t *wids = malloc((nwant + 1) * sizeof *wids);
+    for (size_t i = 0; i < nwant; i++) wids[i] = (int32_t)cJSON_GetArrayItem(want, (int)i)->valuedouble;
+    int32_t *ids = NULL;
+    size_t n = 0;
+    s = ssm_tok_encode(tok, text, strlen(text), &ids, &n);
+    SSM_ASSERT_OK(s);
+    int ok = !s && n == nwant && (!n || !memcmp(ids, wids, n * sizeof *ids));
+    /* decode, whole and streamed one id at a time */
+    char *dec = NULL;
+    size_t dlen = 0;
+    SSM_ASSERT_OK(ssm_tok_decode(tok, wids, nwant, 0, &dec, &dlen));
+    int dec_ok = dec && dlen == strlen(want_text) && !memcmp(dec, want_text, dlen);
+    ssm_tok_stream *st = ssm_tok_stream_new(tok, 0);
+    char *cat = malloc(dlen * 3 + 16);
+    size_t clen = 0;
+    int stream_ok = 1;
+    for (size_t i = 0; i <= nwant; i++) {
+      const char *chunk;
+      size_t k;
+      if (i < nwant) SSM_ASSERT_OK(ssm_tok_stream_feed(st, wids[i], &chunk, &k));
+      else ssm_tok_stream_flush(st, &chunk, &k);
+      if (!utf8_whole(chunk, k)) stream_ok = 0;
+      if (clen + k <= dlen * 3 + 16) memcpy(cat + clen, chunk, k);
+      clen += k;
+    }
+    stream_ok = stream_ok && clen == dlen && dec && !memcmp(cat, dec, dlen);
+    ssm_tok_stream_free(st);
+    if (!ok || !dec_ok || !stream_ok) {
+      bad++;
+      fprintf(stderr, "\n  %s case %d %s%s%s: text '%s'\n", name, idx, ok ? "" : "[ids differ]",
+              dec_ok ? "" : "[decode differs]", stream_ok ? "" : "[stream differs]", text);
+      if (!ok) {
+        print_ids("want", wids, nwant);
+        print_ids("got ", ids, n);
+      }
+    }
+    free(cat);
+    free(dec);
+    free(ids);
+    free(wids);
+    idx++;
+  }
+  *out_cases += idx;
+  cJSON_Delete(doc);
+  ssm_tok_free(tok);
+  return bad;
+}
+
+static void test_golden_ids(void) {
+  int cases = 0;
+  for (int i = 0; i < N_GOLDEN; i++) {
+    int bad = check_golden(golden_names[i], &cases);
+    if (bad) fprintf(stderr, "\n  %s: %d failing cases\n", golden_names[i], bad);
+    CU_ASSERT_EQUAL(bad, 0);
+  }
+  CU_ASSERT(cases >= N_GOLDEN * 90);
+}
+
+/* Without the library's golden file: with no normalizer and no prefix
+ * space, text decodes back to itself, also a long prompt, in reasonable
+ * time. */
+static void test_roundtrip_long(void) {
+  ssm_tok *tok;
+  SSM_ASSERT_OK(ssm_tok_load(tok_path("llama3"), &tok));
+  if (!tok) return;
+  static const char *parts[] = {"The quick brown fox ", "jumps\tover ", "日本語 ", "👩‍👩‍👧 ",
+                                "   x = f(y) + 42;\n", "naïve café ", "'s 're ", "<|endoftext|>"};
+  size_t cap = 1 << 20, n = 0;
+  char *text = malloc(cap + 64);
+  for (unsigned k = 0; n < cap; k = k * 1103515245u + 12345u) {
+    const char *p = parts[(k >> 16) % 8];
+    memcpy(text + n, p, strlen(p));
+    n += strlen(p);
+  }
+  int32_t *ids;
+  size_t nids;
+  clock_t t0 = clock();
+  SSM_ASSERT_OK(ssm_tok_encode(tok, text, n, &ids, &nids));
+  double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
+  CU_ASSERT(nids > n / 16 && nids < n);
+  CU_ASSERT(secs < 20.0); /* ~1 MB; well under a second in a release build */
+  char *dec;
+  size_t dlen;
+  SSM_ASSERT_OK(ssm_tok_decode(tok, ids, nids, 0, &dec, &dlen));
+  CU_ASSERT_EQUAL(dlen, n);
+  CU_ASSERT(dec && !memcmp(dec, text, n));
+  free(dec);
+  free(ids);
+  free(text);
+  ssm_tok_free(tok);
+}
+
+static void test_lookup(void) {
+  ssm_tok *tok;
+  SSM_ASSERT_OK(ssm_tok_load(tok_path("neox"), &tok));
+  if (!tok) return;
+  cJSON *j = read_json(tok_path("neox"));
+  int32_t want_eos = -1, max_id = -1;
+  const cJSON *e;
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(j, "added_tokens")) {
+    int id = (int)cJSON_GetObjectItem(e, "id")->valuedouble;
+    if (!strcmp(cJSON_GetObjectItem(e, "content")->valuestring, "<|endoftext|>")) want_eos = id;
+    if (id > max_id) max_id = id;
+  }
+  cJSON_ArrayForEach(e, cJSON_GetObjectItem(cJSON_GetObjectItem(j, "model"), "vocab")) {
+    if ((int)e->valuedouble > max_id) max_id = (int)e->valuedouble;
+  }
+  CU_ASSERT(want_eos >= 0);
+  CU_ASSERT_EQUAL(ssm_tok_token_id(tok, "<|endoftext|>"), want_eos);
+  CU_ASSERT(ssm_tok_is_special(tok, want_eos));
+  CU_ASSERT_EQUAL(ssm_tok_vocab_size(tok), max_id + 1);
+  CU_ASSERT_EQUAL(ssm_tok_token_id(tok, "no such token, surely"), -1);
+  int32_t t = ssm_tok_token_id(tok, "Ġ");
+  CU_ASSERT(t >= 0);
+  CU_ASSERT_STRING_EQUAL(ssm_tok_token(tok, t), "Ġ");
+  CU_ASSERT_PTR_NULL(ssm_tok_token(tok, ssm_tok_vocab_size(tok)));
+  /* skip_special drops special tokens only */
+  int32_t ids[] = {want_eos, t, want_eos};
+  char *text;
+  size_t n;
+  SSM_ASSERT_OK(ssm_tok_decode(tok, ids, 3, 1, &text, &n));
+  CU_ASSERT_STRING_EQUAL(text, " ");
+  free(text);
+  SSM_ASSERT_OK(ssm_tok_decode(tok, ids, 3, 0, &text, &n));
+  CU_ASSERT_STRING_EQUAL(text, "<|endoftext|> <|endoftext|>");
+  free(text);
+  int32_t bad[] = {t, ssm_tok_vocab_size(tok)};
+  SSM_ASSERT_ERR(ssm_tok_decode(tok, bad, 2, 0, &text, &n), "is not in the vocabulary");
+  SSM_ASSERT_ERR(ssm_tok_encode(tok, "ok \xC3\x28 bad", 9, (int32_t **)&text, &n),
+                 "not valid UTF-8 (at byte 3)");
+  cJSON_Delete(j);
+  ssm_tok_free(tok);
+}
+
+/* The token of a single byte (its byte-level stand-in character). */
+static int32_t byte_token(const ssm_tok *tok, unsigned b) {
+  uint32_t cp = b;
+  if (!((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE))) {
+    cp = 256;
+    for (unsigned x = 0; x < b; x++)
+      if (!((x >= '!' && x <= '~') || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE))) cp++;
+  }
+  char u[5] = {0};
+  ssm_utf8_encode(cp, u);
+  return ssm_tok_token_id(tok, u);
+}
+
+static void expect_chunk(ssm_tok_stream *st, int32_t id, const char *want) {
+  const char *chunk;
+  size_t k;
+  SSM_ASSERT_OK(ssm_tok_stream_feed(st, id, &chunk, &k));
+  CU_ASSERT_EQUAL(k, strlen(want));
+  CU_ASSERT(k == strlen(want) && !memcmp(chunk, want, k));
+}
+
+static void test_stream_utf8(void) {
+  ssm_tok *tok;
+  SSM_ASSERT_OK(ssm_tok_load(tok_path("gpt2"), &tok));
+  if (!tok) return;
+  ssm_tok_stream *st = ssm_tok_stream_new(tok, 0);
+  /* 日 = E6 97 A5 fed byte by byte: nothing, nothing, the character */
+  expect_chunk(st, byte_token(tok, 0xE6), "");
+  expect_chunk(st, byte_token(tok, 0x97), "");
+  expect_chunk(st, byte_token(tok, 0xA5), "日");
+  /* 👍 = F0 9F 91 8D after an ASCII byte: the ASCII comes out at once */
+  expect_chunk(st, byte_token(tok, 'a'), "a");
+  expect_chunk(st, byte_token(tok, 0xF0), "");
+  expect_chunk(st, byte_token(tok, 0x9F), "");
+  expect_chunk(st, byte_token(tok, 0x91), "");
+  expect_chunk(st, byte_token(tok, 0x8D), "👍");
+  /* an interrupted sequence: one U+FFFD for it, then the byte that broke it */
+  expect_chunk(st, byte_token(tok, 0xE6), "");
+  expect_chunk(st, byte_token(tok, 0x97), "");
+  expect_chunk(st, byte_token(tok, 'b'), "\xEF\xBF\xBD" "b");
+  /* stray continuation bytes and bytes never valid: one U+FFFD each */
+  expect_chunk(st, byte_token(tok, 0x80), "\xEF\xBF\xBD");
+  expect_chunk(st, byte_token(tok, 0xFF), "\xEF\xBF\xBD");
+  expect_chunk(st, byte_token(tok, 0xC0), "\xEF\xBF\xBD");
+  /* a surrogate's encoding (ED A0 80) is not a prefix: U+FFFD each */
+  expect_chunk(st, byte_token(tok, 0xED), "");
+  expect_chunk(st, byte_token(tok, 0xA0), "\xEF\xBF\xBD\xEF\xBF\xBD");
+  /* flush turns what is held back into one U+FFFD and empties the stream */
+  expect_chunk(st, byte_token(tok, 0xF0), "");
+  expect_chunk(st, byte_token(tok, 0x9F), "");
+  const char *chunk;
+  size_t k;
+  ssm_tok_stream_flush(st, &chunk, &k);
+  CU_ASSERT_EQUAL(k, 3);
+  CU_ASSERT(!memcmp(chunk, "\xEF\xBF\xBD", 3));
+  ssm_tok_stream_flush(st, &chunk, &k);
+  CU_ASSERT_EQUAL(k, 0);
+  expect_chunk(st, byte_token(tok, 'c'), "c");
+  SSM_ASSERT_ERR(ssm_tok_stream_feed(st, -1, &chunk, &k), "token id -1 is not in the vocabulary");
+  ssm_tok_stream_free(st);
+  ssm_tok_free(tok);
+}
+
+static void expect_nfc(const char *in, const char *want) {
+  char *out;
+  size_t n;
+  ssm_uni_nfc(in, strlen(in), &out, &n);
+  if (strcmp(out, want)) fprintf(stderr, "\n  nfc('%s') = '%s', want '%s'\n", in, out, want);
+  CU_ASSERT_STRING_EQUAL(out, want);
+  CU_ASSERT_EQUAL(n, strlen(want));
+  free(out);
+}
+
+/* Expected values from Python's unicodedata.normalize("NFC", ...). */
+static void test_nfc(void) {
+  expect_nfc("plain ascii", "plain ascii");
+  expect_nfc("cafe\xCC\x81", "caf\xC3\xA9");                           /* e + acute */
+  expect_nfc("A\xCC\x8A", "\xC3\x85");                                  /* Å */
+  expect_nfc("\xE2\x84\xAB", "\xC3\x85");                               /* ANGSTROM SIGN */
+  expect_nfc("a\xCC\x81\xCC\xA3", "\xE1\xBA\xA1\xCC\x81");              /* marks reordered */
+  expect_nfc("\xE1\xBA\x9B\xCC\xA3", "\xE1\xBA\x9B\xCC\xA3");           /* ẛ̣ stays */
+  expect_nfc("\xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8", "\xEA\xB0\x81");   /* jamo -> 각 */
+  expect_nfc("\xEF\xA4\x80", "\xE8\xB1\x88");                           /* CJK compat singleton */
+  expect_nfc("e\xCC\x81\xCC\x81", "\xC3\xA9\xCC\x81");
+  expect_nfc("\xCC\x81" "a", "\xCC\x81" "a");                           /* leading mark */
+}
+
+/* ---- ssmc tokenize ---- */
+
+static int run_ssmc(const char *args, char **out) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s", ssm_test_source_dir(), ssm_test_ssmc(), args);
+  return ssm_test_sh(cmd, out);
+}
+
+static void test_cli(void) {
+  cJSON *doc = load_cases("neox");
+  if (!doc) return;
+  const cJSON *c, *found = NULL;
+  cJSON_ArrayForEach(c, cJSON_GetObjectItem(doc, "cases"))
+    if (!strcmp(cJSON_GetObjectItem(c, "text")->valuestring, "Hello, world!")) found = c;
+  CU_ASSERT_PTR_NOT_NULL(found);
+  if (!found) {
+    cJSON_Delete(doc);
+    return;
+  }
+  char want[1024] = "";
+  size_t k = 0;
+  const cJSON *id;
+  cJSON_ArrayForEach(id, cJSON_GetObjectItem(found, "ids"))
+    k += (size_t)snprintf(want + k, sizeof want - k, k ? ",%d" : "%d", (int)id->valuedouble);
+  char *out;
+  const char *tj = "tests/data/tokenizer/neox/tokenizer.json";
+  char args[2048];
+  snprintf(args, sizeof args, "tokenize --tokenizer %s 'Hello, world!'", tj);
+  CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
+  CU_ASSERT(!strncmp(out, want, k) && out[k] == '\n' && !out[k + 1]);
+  if (strncmp(out, want, k)) fprintf(stderr, "\n  got '%s', want '%s'\n", out, want);
+  free(out);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s --decode %s", tj, want);
+  CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "Hello, world!\n");
+  free(out);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s - < /dev/null", tj);
+  CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
+  CU_ASSERT_STRING_EQUAL(out, "\n");
+  free(out);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s --decode 1,x", tj);
+  CU_ASSERT_EQUAL(run_ssmc(args, &out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--decode: expected comma-separated token ids"));
+  free(out);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s --decode 99999999", tj);
+  CU_ASSERT_EQUAL(run_ssmc(args, &out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "token id 99999999 is not in the vocabulary"));
+  free(out);
+  CU_ASSERT_EQUAL(run_ssmc("tokenize hello", &out), 2);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "missing --tokenizer"));
+  free(out);
+  CU_ASSERT_EQUAL(run_ssmc("tokenize --tokenizer /nonexistent/tokenizer.json hi", &out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/nonexistent/tokenizer.json"));
+  free(out);
+  cJSON_Delete(doc);
+}
+
+/* ---- malformed and unsupported tokenizer.json ---- */
+
+/* A small valid byte-level tokenizer: the 256 byte tokens, "Ġt", "he",
+ * "Ġthe", and <|endoftext|>. */
+static cJSON *base_json(void) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+  cJSON *eot = cJSON_CreateObject();
+  cJSON_AddNumberToObject(eot, "id", 0);
+  cJSON_AddStringToObject(eot, "content", "<|endoftext|>");
+  cJSON_AddBoolToObject(eot, "special", 1);
+  cJSON_AddBoolToObject(eot, "normalized", 0);
+  cJSON_AddItemToArray(added, eot);
+  cJSON_AddNullToObject(root, "normalizer");
+  cJSON *pt = cJSON_AddObjectToObject(root, "pre_tokenizer");
+  cJSON_AddStringToObject(pt, "type", "ByteLevel");
+  cJSON_AddBoolToObject(pt, "add_prefix_space", 0);
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "post_processor"), "type", "ByteLevel");
+  cJSON_AddStringToObject(cJSON_AddObjectToObject(root, "decoder"), "type", "ByteLevel");
+  cJSON *model = cJSON_AddObjectToObject(root, "model");
+  cJSON_AddStringToObject(model, "type", "BPE");
+  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+  cJSON_AddNumberToObject(vocab, "<|endoftext|>", 0);
+  int id = 1;
+  for (unsigned b = 0, extra = 256; b < 256; b++) {
+    int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+    char u[5] = {0};
+    ssm_utf8_encode(printable ? b : extra++, u);
+    cJSON_AddNumberToObject(vocab, u, id++);
+  }
+  static const char *merged[] = {"Ġt", "he", "Ġthe"};
+  for (int i = 0; i < 3; i++) cJSON_AddNumberToObject(vocab, merged[i], id++);
+  cJSON *merges = cJSON_AddArrayToObject(model, "merges");
+  cJSON_AddItemToArray(merges, cJSON_CreateString("Ġ t"));
+  static const char *pair[] = {"h", "e"};
+  cJSON_AddItemToArray(merges, cJSON_CreateStringArray(pair, 2));
+  cJSON_AddItemToArray(merges, cJSON_CreateString("Ġt he"));
+  return root;
+}
+
+static const char *write_json(cJSON *j) {
+  char *text = cJSON_PrintUnformatted(j);
+  const char *p = ssm_test_write("bad_tokenizer.json", text, strlen(text));
+  free(text);
+  cJSON_Delete(j);
+  return p;
+}
+
+/* Loads `j` (consumed) and asserts an error containing the file's path and
+ * `needle`. */
+static void expect_load_error(cJSON *j, const char *needle) {
+  const char *p = write_json(j);
+  ssm_tok *tok = NULL;
+  ssm_status s = ssm_tok_load(p, &tok);
+  CU_ASSERT_PTR_NULL(tok);
+  CU_ASSERT(s && strstr(ssm_status_message(s), p) == ssm_status_message(s));
+  SSM_ASSERT_ERR(s, needle);
+  ssm_tok_free(tok);
+}
+
+static cJSON *model_of(cJSON *j) { return cJSON_GetObjectItem(j, "model"); }
+
+static void test_base_is_valid(void) {
+  ssm_tok *tok;
+  SSM_ASSERT_OK(ssm_tok_load(write_json(base_json()), &tok));
+  if (!tok) return;
+  int32_t *ids;
+  size_t n;
+  SSM_ASSERT_OK(ssm_tok_encode(tok, "the the<|endoftext|>", 20, &ids, &n));
+  int32_t the = ssm_tok_token_id(tok, "Ġthe"), he = ssm_tok_token_id(tok, "he");
+  CU_ASSERT_EQUAL(n, 4);
+  if (n == 4) {
+    CU_ASSERT_EQUAL(ids[0], ssm_tok_token_id(tok, "t"));
+    CU_ASSERT_EQUAL(ids[1], he);
+    CU_ASSERT_EQUAL(ids[2], the);
+    CU_ASSERT_EQUAL(ids[3], 0);
+  }
+  free(ids);
+  ssm_tok_free(tok);
+}
+
+static void test_malformed(void) {
+  const char *bad = "{\n  \"model\": [1, 2,, 3]\n}\n";
+  const char *p = ssm_test_write("bad_tokenizer.json", bad, strlen(bad));
+  ssm_tok *tok;
+  SSM_ASSERT_ERR(ssm_tok_load(p, &tok), "bad_tokenizer.json:2:");
+  SSM_ASSERT_ERR(ssm_tok_load(p, &tok), ": not valid JSON");
+  SSM_ASSERT_ERR(ssm_tok_load("/nonexistent/tokenizer.json", &tok), "/nonexistent/tokenizer.json");
+
+  expect_load_error(cJSON_CreateArray(), "expected a JSON object");
+  cJSON *j = base_json();
+  cJSON_DeleteItemFromObject(j, "model");
+  expect_load_error(j, "model: missing or not an object");
+  j = base_json();
+  cJSON_DeleteItemFromObject(model_of(j), "vocab");
+  expect_load_error(j, "model.vocab: missing or not an object");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(model_of(j), "merges"), cJSON_CreateString("Ġthe zz"));
+  expect_load_error(j, "model.merges[3]: 'zz' is not in model.vocab");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(model_of(j), "merges"), cJSON_CreateString("Ġthe t"));
+  expect_load_error(j, "model.merges[3]: 'Ġthet' is not in model.vocab");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(model_of(j), "merges"), cJSON_CreateNumber(3));
+  expect_load_error(j, "model.merges[3]: expected \"A B\" or [\"A\", \"B\"]");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(model_of(j), "merges"), cJSON_CreateString("a b c"));
+  expect_load_error(j, "model.merges[3]: expected");
+  j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "neg", -1);
+  expect_load_error(j, "model.vocab: the id of 'neg' is not an integer");
+  j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "frac", 1.5);
+  expect_load_error(j, "the id of 'frac' is not an integer");
+  j = base_json();
+  cJSON_AddStringToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "str", "7");
+  expect_load_error(j, "the id of 'str' is not an integer");
+  j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "dup", 5);
+  expect_load_error(j, "model.vocab: id 5 is given to both");
+  j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "he", 900);
+  expect_load_error(j, "model.vocab: token 'he' appears twice");
+  j = base_json();
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(model_of(j), "vocab"), "Ā");
+  expect_load_error(j, "model.vocab lacks the byte-level token 'Ā' for byte 0x00");
+  j = base_json();
+  cJSON_ReplaceItemInObject(model_of(j), "type", cJSON_CreateString("Unigram"));
+  expect_load_error(j, "model.type 'Unigram' is not supported (only BPE)");
+  j = base_json();
+  cJSON_AddBoolToObject(model_of(j), "byte_fallback", 1);
+  expect_load_error(j, "model.byte_fallback true is not supported");
+  j = base_json();
+  cJSON_AddStringToObject(model_of(j), "continuing_subword_prefix", "##");
+  expect_load_error(j, "model.continuing_subword_prefix is not supported");
+  j = base_json();
+  cJSON_AddNumberToObject(model_of(j), "dropout", 0.1);
+  expect_load_error(j, "model.dropout is not supported");
+  j = base_json();
+  cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\": \"NFKC\"}"));
+  expect_load_error(j, "normalizer.type 'NFKC' is not supported (only null or NFC)");
+  j = base_json();
+  cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_Parse("{\"type\": \"Metaspace\"}"));
+  expect_load_error(j, "pre_tokenizer.type 'Metaspace' is not supported");
+  j = base_json();
+  cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_CreateNull());
+  expect_load_error(j, "pre_tokenizer is null");
+  j = base_json();
+  cJSON_ReplaceItemInObject(
+      j, "pre_tokenizer",
+      cJSON_Parse("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, "
+                  "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
+                  "\"behavior\": \"Isolated\"}]}"));
+  expect_load_error(j, "pre_tokenizer.pretokenizers[1].pattern.Regex '\\w+' is not supported");
+  j = base_json();
+  cJSON_ReplaceItemInObject(
+      j, "pre_tokenizer",
+      cJSON_Parse("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}]}"));
+  expect_load_error(j, "expected exactly one ByteLevel pre-tokenizer, found 0");
+  j = base_json();
+  cJSON_ReplaceItemInObject(
+      j, "pre_tokenizer",
+      cJSON_Parse("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Punctuation\", "
+                  "\"behavior\": \"Sideways\"}, {\"type\": \"ByteLevel\"}]}"));
+  expect_load_error(j, "pre_tokenizer.pretokenizers[0].behavior: expected one of");
+  j = base_json();
+  cJSON_ReplaceItemInObject(j, "post_processor",
+                            cJSON_Parse("{\"type\": \"TemplateProcessing\"}"));
+  expect_load_error(j, "post_processor.type 'TemplateProcessing' is not supported");
+  j = base_json();
+  cJSON_ReplaceItemInObject(j, "decoder", cJSON_Parse("{\"type\": \"WordPiece\"}"));
+  expect_load_error(j, "decoder.type 'WordPiece' is not supported (only ByteLevel)");
+  j = base_json();
+  cJSON_DeleteItemFromObject(j, "decoder");
+  expect_load_error(j, "decoder.type 'null' is not supported");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 1, \"content\": \"<pad>\", \"special\": true}"));
+  expect_load_error(j, "added_tokens[1]: id 1 is 'Ā' in model.vocab but '<pad>' here");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 9000, \"content\": \"\"}"));
+  expect_load_error(j, "added_tokens[1].content: expected a non-empty string");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": \"x\", \"content\": \"<x>\"}"));
+  expect_load_error(j, "added_tokens[1].id: expected an integer");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 0, \"content\": \"<|endoftext|>\"}"));
+  expect_load_error(j, "added_tokens[1]: id 0 is already added token '<|endoftext|>'");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 9000, \"content\": \"<x>\", \"lstrip\": 1}"));
+  expect_load_error(j, "added_tokens[1].lstrip: expected true or false");
+  j = base_json();
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 9000, \"content\": \"<\xC3x>\"}"));
+  expect_load_error(j, "added_tokens[1].content: not valid UTF-8");
+}
+
+static uint32_t rng_next(uint32_t *x) {
+  *x ^= *x << 13;
+  *x ^= *x >> 17;
+  *x ^= *x << 5;
+  return *x;
+}
+
+/* Seeded mutations of a valid tokenizer.json (bytes replaced, the file
+ * cut): loading never crashes, and a failure names the file. */
+static void test_mutations(void) {
+  cJSON *j = base_json();
+  char *base = cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  size_t n = strlen(base);
+  char *buf = malloc(n + 1);
+  uint32_t seed = 12345;
+  int failed = 0, bad_msg = 0;
+  for (int iter = 0; iter < 300; iter++) {
+    memcpy(buf, base, n);
+    size_t len = n;
+    if (iter % 3 == 0) len = rng_next(&seed) % n;
+    for (int k = 0, m = 1 + (int)(rng_next(&seed) % 4); k < m; k++)
+      buf[rng_next(&seed) % len] = "{}[]\",:0-9a \"\xC3"[rng_next(&seed) % 15];
+    const char *p = ssm_test_write("mutated.json", buf, len);
+    ssm_tok *tok = NULL;
+    ssm_status s = ssm_tok_load(p, &tok);
+    if (s) {
+      failed++;
+      bad_msg += strstr(ssm_status_message(s), p) != ssm_status_message(s);
+      ssm_status_free(s);
+    } else {
+      int32_t *ids;
+      size_t nids;
+      SSM_ASSERT_OK(ssm_tok_encode(tok, "the the <|endoftext|>", 21, &ids, &nids));
+      free(ids);
+    }
+    ssm_tok_free(tok);
+  }
+  CU_ASSERT(failed > 100);
+  CU_ASSERT_EQUAL(bad_msg, 0);
+  free(buf);
+  free(base);
+}
+
+/* Random valid UTF-8 (every plane, controls, marks, spaces): encoding then
+ * decoding gives the text back (llama3: no normalizer, no prefix space),
+ * and invalid UTF-8 is refused, never crashes. */
+static void test_random_text(void) {
+  ssm_tok *tok;
+  SSM_ASSERT_OK(ssm_tok_load(tok_path("llama3"), &tok));
+  if (!tok) return;
+  static const uint32_t ranges[][2] = {{0x00, 0x7F},     {0x80, 0x7FF},      {0x300, 0x36F},
+                                       {0x2000, 0x206F}, {0x3000, 0x9FFF},   {0xAC00, 0xD7A3},
+                                       {0xE000, 0xFFFD}, {0x1F300, 0x1FAFF}, {0x10000, 0x10FFFF}};
+  uint32_t seed = 777;
+  char text[2048];
+  int mismatches = 0;
+  for (int iter = 0; iter < 200; iter++) {
+    size_t n = 0;
+    int chars = 1 + (int)(rng_next(&seed) % 300);
+    for (int k = 0; k < chars; k++) {
+      const uint32_t *r = ranges[rng_next(&seed) % 9];
+      uint32_t cp = r[0] + rng_next(&seed) % (r[1] - r[0] + 1);
+      if (cp >= 0xD800 && cp <= 0xDFFF) cp = ' ';
+      n += (size_t)ssm_utf8_encode(cp, text + n);
+    }
+    int32_t *ids;
+    size_t nids;
+    SSM_ASSERT_OK(ssm_tok_encode(tok, text, n, &ids, &nids));
+    char *dec;
+    size_t dlen;
+    SSM_ASSERT_OK(ssm_tok_decode(tok, ids, nids, 0, &dec, &dlen));
+    mismatches += dlen != n || memcmp(dec, text, n);
+    free(dec);
+    free(ids);
+    /* the same bytes with one replaced by a random byte */
+    text[rng_next(&seed) % n] = (char)(0x80 + rng_next(&seed) % 0x80);
+    ssm_status s = ssm_tok_encode(tok, text, n, &ids, &nids);
+    if (!s) free(ids);
+    else CU_ASSERT_PTR_NOT_NULL(strstr(ssm_status_message(s), "not valid UTF-8"));
+    ssm_status_free(s);
+  }
+  CU_ASSERT_EQUAL(mismatches, 0);
+  ssm_tok_free(tok);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {
+      {"golden ids, decode and stream vs tokenizers", test_golden_ids},
+      {"long prompt round trip", test_roundtrip_long},
+      {"token lookup and decode options", test_lookup},
+      {"stream decoder never splits a character", test_stream_utf8},
+      {"NFC", test_nfc},
+      {"ssmc tokenize", test_cli},
+      {"base fixture is valid", test_base_is_valid},
+      {"malformed tokenizer.json", test_malformed},
+      {"mutated tokenizer.json never crashes", test_mutations},
+      {"random text round trip", test_random_text},
+      CU_TEST_INFO_NULL,
+  };
+  return ssm_test_main("tokenizer", tests);
+}

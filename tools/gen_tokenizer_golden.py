@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Generate the tokenizer golden data of tests/data/tokenizer/ with the
+Hugging Face `tokenizers` library.
+
+Usage:
+    python3 tools/gen_tokenizer_golden.py OUT_DIR
+
+Needs only `tokenizers` (0.2x) and Python's own standard library, whose .py
+files are the training text (nothing is downloaded). For each tokenizer below
+it trains a small byte-level BPE (vocab 2000) with the pipeline of a real model
+family, saves OUT_DIR/<name>/tokenizer.json, encodes the text set CASES with
+the library and writes OUT_DIR/<name>/cases.json:
+
+    {"tokenizers_version": "...", "name": "...", "about": "...",
+     "cases": [{"text": ..., "ids": [...], "tokens": [...], "decoded": ...}]}
+
+`ids` are Tokenizer.encode(text, add_special_tokens=True).ids; `decoded` is
+Tokenizer.decode(ids, skip_special_tokens=False); `pieces` is what the
+pre-tokenizer alone makes of the (normalized) text, added tokens not split
+out, for debugging. ssmc's tokenizer must give
+identical ids (tests/test_tokenizer.c).
+
+The tokenizers:
+  gpt2      ByteLevel pre-tokenizer (GPT-2 regex) with add_prefix_space=true,
+            no normalizer, <|endoftext|> and an lstrip <mask> (as RoBERTa);
+            merges rewritten in the legacy "a b" string form.
+  neox      GPT-NeoX-20b (state-spaces/mamba-*-hf): NFC normalizer, ByteLevel
+            (add_prefix_space=false), <|endoftext|>, <|padding|>, and
+            non-special normalized added tokens for runs of 2..24 spaces.
+  falcon    tiiuae/falcon-7b (and falcon-mamba): no normalizer,
+            Sequence[Punctuation(contiguous), ByteLevel(use_regex=true),
+            Digits(individual_digits=false), Split("[0-9][0-9][0-9]",
+            isolated)], the >>TITLE<< ... special tokens, no post-processor.
+  llama3    Sequence[Split(GPT-4 / Llama-3 regex, isolated),
+            ByteLevel(use_regex=false)], merges as [a, b] pairs.
+  splitmix  Sequence[Split(GPT-2 regex, merged_with_next), Digits(individual),
+            ByteLevel(add_prefix_space=true, use_regex=false)]: per-piece
+            prefix spaces and another split behavior.
+"""
+
+import glob
+import json
+import os
+import sys
+import sysconfig
+
+import tokenizers
+from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normalizers,
+                        pre_tokenizers, processors, trainers)
+
+GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
+GPT4_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
+           r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+MULTILINGUAL = [
+    "Le café est très bon, n'est-ce pas? Ça coûte 3,50 €. Élève, naïve, façade, Ångström.",
+    "Der Bär läuft über die Straße. Größe, Übermut, Öl, ß.",
+    "日本語のテキストを処理します。東京は大きな都市です。中文文本处理，你好世界！",
+    "한국어 텍스트를 처리합니다. 안녕하세요 세계!",
+    "Привет, мир! Как дела? Это русский текст.",
+    "مرحبا بالعالم! هذا نص عربي.  שלום עולם!",
+    "नमस्ते दुनिया! यह हिंदी पाठ है।  สวัสดีครับ ภาษาไทย",
+    "Emoji: 😀 😃 👍🏽 ❤️ 🦀 👩‍👩‍👧‍👦 🏳️‍🌈 🇯🇵 🇫🇷 ✨🎉",
+    "Numbers: 1234567890 3.14159 2,718 -42 1e10 ²³ ½ ¾ ٣٤٥ ๑๒๓ Ⅻ",
+    "    def f(x):\n        return x + 1\n\n\tint main(void) {\n\t\treturn 0;\n\t}\r\n",
+]
+
+CASES = [
+    "",
+    " ",
+    "a",
+    "Hello, world!",
+    "The quick brown fox jumps over the lazy dog.",
+    "I'm sure they'll say it's fine; we've done what you'd do. DON'T SHOUT'S 'RE 'Ve",
+    "def fib(n):\n    if n < 2:\n        return n\n    return fib(n - 1) + fib(n - 2)\n",
+    "int main(void) {\n\tfor (int i = 0; i < 10; i++) {\n\t\tprintf(\"%d\\n\", i);\n\t}\n}\r\n",
+    "line with trailing spaces   \n  \n\n\n   indented\t\ttabs \t mixed\r\n\r\nend",
+    "a  b   c    d     e" + " " * 30 + "f" + " " * 7,
+    "   leading and trailing   ",
+    "\n\n\n",
+    " \n \n ",
+    "I ❤️ 🦀 and 👩‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 🇯🇵🇫🇷 flags, thumbs 👍🏽👍🏿 😀😃",
+    "日本語のテキストと中文文本，한국어 텍스트。東京タワー！",
+    "café naïve résumé Ångström façade Øresund żółć",
+    "cafe\u0301 nai\u0308ve A\u030a a\u0301\u0323 q\u0307\u0323 e\u0301\u0301 \u1e9b\u0323",
+    "1234567890 3.14159 -42 1e10 0x1F abc12345def 99 bottles ²³ ½ ٣٤٥ ๑๒๓ Ⅻ",
+    "Hello<|endoftext|>World <|endoftext|> <|endoftext|><|endoftext|>end",
+    "a <mask> b<mask>c  <mask>",
+    ">>TITLE<< Paper >>ABSTRACT<<Text>>COMMENT<<",
+    "Well... (really?!) [yes]; {no}: 'quoted' \"double\" — em – en «guill» ¿qué? ¡sí! …",
+    "Привет, мир! مرحبا بالعالم שלום नमस्ते दुनिया สวัสดีครับ Γειά σου",
+    "zero\u200bwidth\u200cjoin\u200dsoft\u00adhyphen nb\u00a0sp ideo\u3000sp line\u2028sep",
+    "\x01\x02\x1b[0m\x7f bell\x07 vtab\x0b ff\x0c",
+    "camelCaseWord snake_case_word SCREAMING_CASE __dunder__ x86_64 i18n",
+    "https://example.com/path?query=1&x=%20y#frag user@example.org",
+    "It’s the “smart” quotes’ turn — don’t they’re",
+    "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+    "   \t\t  x\n",
+    "ſ K Å ǅ ﬁ ﬀ ㎏ ①②③",
+]
+
+
+def random_cases(n, seed=1234):
+    """Seeded random strings over a pool that stresses the split rules."""
+    import random
+    rng = random.Random(seed)
+    pool = (list("abcxyzABCXYZ") + list("0123456789") + [" "] * 8 + ["\t", "\n", "\r", "'"] * 2 +
+            list("sStTdDmMlLrevE") + list(".,;:!?-_()[]{}\"/\\@#$%^&*+=<>|~`") +
+            ["é", "e\u0301", "ß", "ñ", "Ω", "ж", "日", "本", "語", "한", "ة", "ॐ", "ก", "²", "½", "٣",
+             "Ⅻ", "😀", "👍🏽", "👩‍👩‍👧", "🇯🇵", "\u200d", "\u00a0", "\u3000", "\u2028", "…", "—",
+             "’", "«", "¿", "<|endoftext|>", ">>TITLE<<", "<mask>", "   ", "\n\n"])
+    return ["".join(rng.choice(pool) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+def training_text():
+    stdlib = sysconfig.get_paths()["stdlib"]
+    files = sorted(glob.glob(os.path.join(stdlib, "*.py")))
+    texts, total = [], 0
+    for f in files:
+        with open(f, encoding="utf-8", errors="replace") as fh:
+            t = fh.read()
+        texts.append(t)
+        total += len(t)
+        if total > 3_000_000:
+            break
+    return texts + MULTILINGUAL * 40, files
+
+
+def long_case(files):
+    # A long code prompt: the first ~4000 characters of a stdlib file.
+    for f in files:
+        if f.endswith(os.sep + "textwrap.py"):
+            with open(f, encoding="utf-8") as fh:
+                return fh.read()[:4000]
+    with open(files[0], encoding="utf-8", errors="replace") as fh:
+        return fh.read()[:4000]
+
+
+def train(pre_tokenizer, normalizer, special, post_processor):
+    tok = Tokenizer(models.BPE())
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    tok.decoder = decoders.ByteLevel()
+    if post_processor is not None:
+        tok.post_processor = post_processor
+    trainer = trainers.BpeTrainer(vocab_size=2000, min_frequency=2, special_tokens=special,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(TEXTS, trainer)
+    return tok
+
+
+def make_gpt2():
+    bl = pre_tokenizers.ByteLevel
+    tok = train(bl(add_prefix_space=True, use_regex=True), None, ["<|endoftext|>"],
+                processors.ByteLevel(trim_offsets=True))
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, special=True)])
+    return tok, "ByteLevel(add_prefix_space=true), lstrip <mask>, legacy merges"
+
+
+def make_neox():
+    bl = pre_tokenizers.ByteLevel
+    tok = train(bl(add_prefix_space=False, use_regex=True), normalizers.NFC(),
+                ["<|endoftext|>", "<|padding|>"], processors.ByteLevel(trim_offsets=True))
+    tok.add_tokens([AddedToken(" " * k, normalized=True, special=False) for k in range(24, 1, -1)])
+    return tok, "GPT-NeoX-20b pipeline: NFC, ByteLevel, space-run added tokens"
+
+
+def make_falcon():
+    falcon_special = [">>TITLE<<", ">>ABSTRACT<<", ">>INTRODUCTION<<", ">>SUMMARY<<",
+                      ">>COMMENT<<", ">>ANSWER<<", ">>QUESTION<<", ">>DOMAIN<<", ">>PREFIX<<",
+                      ">>SUFFIX<<", ">>MIDDLE<<", "<|endoftext|>"]
+    seq = pre_tokenizers.Sequence([
+        pre_tokenizers.Punctuation(behavior="contiguous"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True),
+        pre_tokenizers.Digits(individual_digits=False),
+        pre_tokenizers.Split(Regex("[0-9][0-9][0-9]"), behavior="isolated", invert=False),
+    ])
+    return (train(seq, None, falcon_special, None),
+            "tiiuae/falcon-7b pipeline: Punctuation, ByteLevel, Digits, Split")
+
+
+def make_llama3():
+    seq = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(GPT4_RE), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    return (train(seq, None, ["<|endoftext|>"], processors.ByteLevel(trim_offsets=False)),
+            "Split(GPT-4 regex) + ByteLevel(use_regex=false)")
+
+
+def make_splitmix():
+    seq = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(GPT2_RE), behavior="merged_with_next", invert=False),
+        pre_tokenizers.Digits(individual_digits=True),
+        pre_tokenizers.ByteLevel(add_prefix_space=True, use_regex=False),
+    ])
+    return (train(seq, None, ["<|endoftext|>"], None),
+            "Split(GPT-2 regex, merged_with_next) + Digits(individual) + "
+            "ByteLevel(add_prefix_space=true, use_regex=false)")
+
+
+def build():
+    out = {}
+    for name, make in [("gpt2", make_gpt2), ("neox", make_neox), ("falcon", make_falcon),
+                       ("llama3", make_llama3), ("splitmix", make_splitmix)]:
+        try:
+            out[name] = make()
+        except Exception as e:  # keep the others: device runs are scarce
+            print("%s: FAILED: %r" % (name, e))
+    return out
+
+
+def dump_tokenizer_json(obj, path):
+    """Compact JSON with one vocab entry / merge / added token per line."""
+    model = obj["model"]
+    head = {k: v for k, v in obj.items() if k not in ("model", "added_tokens")}
+    lines = ["{"]
+    for k, v in head.items():
+        lines.append(" %s: %s," % (json.dumps(k), json.dumps(v, ensure_ascii=False)))
+    lines.append(' "added_tokens": [')
+    lines.append(",\n".join("  " + json.dumps(t, ensure_ascii=False) for t in obj["added_tokens"]))
+    lines.append(" ],")
+    lines.append(' "model": {')
+    for k, v in model.items():
+        if k not in ("vocab", "merges"):
+            lines.append("  %s: %s," % (json.dumps(k), json.dumps(v, ensure_ascii=False)))
+    lines.append('  "vocab": {')
+    lines.append(",\n".join("   %s: %d" % (json.dumps(t, ensure_ascii=False), i)
+                            for t, i in model["vocab"].items()))
+    lines.append("  },")
+    lines.append('  "merges": [')
+    lines.append(",\n".join("   " + json.dumps(m, ensure_ascii=False) for m in model["merges"]))
+    lines.append("  ]")
+    lines.append(" }")
+    lines.append("}")
+    text = "\n".join(lines) + "\n"
+    json.loads(text)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def main():
+    global TEXTS
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out_dir = sys.argv[1]
+    TEXTS, files = training_text()
+    cases = CASES + [long_case(files)] + random_cases(60)
+    built = build()
+    for name, (tok, about) in built.items():
+        try:
+            write_one(out_dir, name, tok, about, cases)
+        except Exception as e:
+            print("%s: FAILED writing: %r" % (name, e))
+
+
+def write_one(out_dir, name, tok, about, cases):
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    obj = json.loads(tok.to_str())
+    if name == "gpt2":  # the legacy merges format: "a b" strings
+        obj["model"]["merges"] = [" ".join(m) if isinstance(m, list) else m
+                                  for m in obj["model"]["merges"]]
+    path = os.path.join(d, "tokenizer.json")
+    dump_tokenizer_json(obj, path)
+    tok = Tokenizer.from_file(path)  # what we check against is what was written
+    rows = []
+    for text in cases:
+        enc = tok.encode(text)
+        norm = tok.normalizer.normalize_str(text) if tok.normalizer else text
+        rows.append({"text": text, "ids": enc.ids, "tokens": enc.tokens,
+                     "decoded": tok.decode(enc.ids, skip_special_tokens=False),
+                     "pieces": [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(norm)]})
+    head = {"tokenizers_version": tokenizers.__version__, "name": name, "about": about}
+    text = json.dumps(head, ensure_ascii=False)[:-1] + ', "cases": [\n'
+    text += ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n]}\n"
+    json.loads(text)
+    with open(os.path.join(d, "cases.json"), "w", encoding="utf-8") as f:
+        f.write(text)
+    print("%s: vocab %d, %d merges, %d cases, %d bytes" %
+          (name, tok.get_vocab_size(), len(obj["model"]["merges"]), len(rows),
+           os.path.getsize(path)))
+
+
+if __name__ == "__main__":
+    main()
