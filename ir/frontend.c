@@ -188,11 +188,49 @@ static ssm_status yaml_read(const char *file, const char *text, size_t len, yaml
 
 /* ---- config.json ------------------------------------------------------- */
 
+/* Python's json module writes the non-standard tokens Infinity, -Infinity and
+ * NaN: config.json files saved by transformers 4.x hold Mamba-2's
+ * time_step_limit as [0.0, Infinity] (5.x writes {"__float__": "Infinity"}).
+ * Rewrites them, outside strings, as JSON that cJSON reads: 1e999 (which
+ * parses as infinity, padded to the same width so positions stay exact) and
+ * null. Returns a new buffer and its length in *n. */
+static char *json_python_tokens(const char *data, size_t *n) {
+  char *o = malloc(*n + *n / 3 + 1);
+  if (!o) abort();
+  size_t k = 0;
+  int in_str = 0;
+  for (size_t i = 0; i < *n; i++) {
+    char c = data[i];
+    if (in_str) {
+      o[k++] = c;
+      if (c == '\\' && i + 1 < *n) o[k++] = data[++i];
+      else if (c == '"') in_str = 0;
+      continue;
+    }
+    if (c == '"') in_str = 1;
+    if (c == 'I' && *n - i >= 8 && !memcmp(data + i, "Infinity", 8)) {
+      memcpy(o + k, "1e999   ", 8);
+      k += 8;
+      i += 7;
+    } else if (c == 'N' && *n - i >= 3 && !memcmp(data + i, "NaN", 3)) {
+      memcpy(o + k, "null", 4);
+      k += 4;
+      i += 2;
+    } else {
+      o[k++] = c;
+    }
+  }
+  *n = k;
+  return o;
+}
+
 static ssm_status json_read(const char *path, cJSON **out) {
   *out = NULL;
-  char *data;
+  char *raw, *data;
   size_t n;
-  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &data, &n));
+  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &raw, &n));
+  data = json_python_tokens(raw, &n);
+  free(raw);
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
   if (!j) {
@@ -283,7 +321,7 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
         pr->v = (ssm_scalar){.kind = SSM_SC_BOOL, .i = cJSON_IsTrue(j)};
       } else if (cJSON_IsNumber(j)) {
         double d = j->valuedouble;
-        if (d == (double)(int64_t)d && d > -9e15 && d < 9e15)
+        if (d > -9e15 && d < 9e15 && d == (double)(int64_t)d)
           pr->v = (ssm_scalar){.kind = SSM_SC_INT, .i = (int64_t)d};
         else
           pr->v = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};

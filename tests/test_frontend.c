@@ -1,6 +1,6 @@
 /*
- * test_frontend.c — the YAML frontend: mamba1 and falcon_mamba graphs built
- * from a small hand-written config.json, Hugging Face directory mode, and
+ * test_frontend.c — the YAML frontend: mamba1, falcon_mamba and mamba2 graphs
+ * built from a small hand-written config.json, Hugging Face directory mode, and
  * "file:line:col: message" errors for bad descriptions.
  */
 #include <string.h>
@@ -170,6 +170,105 @@ static void test_falcon_mamba(void) {
   ssm_graph_destroy(fm);
 }
 
+/* A Mamba-2 config.json as transformers writes it: time_step_limit holds
+ * Python's non-standard Infinity. */
+static const char *mamba2_config(const char *name, int heads, int head_dim, int groups) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf,
+                   "{\"model_type\": \"mamba2\", \"hidden_size\": 48, \"expand\": 2,\n"
+                   " \"num_heads\": %d, \"head_dim\": %d, \"n_groups\": %d, \"state_size\": 8,\n"
+                   " \"conv_kernel\": 4, \"num_hidden_layers\": 3, \"vocab_size\": 757,\n"
+                   " \"layer_norm_epsilon\": 1e-6, \"use_bias\": true, \"use_conv_bias\": true,\n"
+                   " \"tie_word_embeddings\": false, \"chunk_size\": 256,\n"
+                   " \"time_step_limit\": [0.0, Infinity]}\n",
+                   heads, head_dim, groups);
+  return ssm_test_write(name, buf, (size_t)n);
+}
+
+/* Mamba-2: scalar A per head, B and C in groups, the scan's state
+ * [groups, heads/groups, head_dim, state] and the gated norm over inner. */
+static void test_mamba2_shapes(void) {
+  const char *cfg = mamba2_config("config_m2.json", 4, 24, 2);
+  const char *yaml = ssm_test_path("models/mamba2.yaml");
+  for (int T = 1; T <= 5; T += 4) {
+    ssm_graph *g = build(yaml, cfg, T);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    SSM_ASSERT_OK(ssm_graph_verify(g));
+    /* per layer: norm, in_proj(+bias), conv w+b, dt_bias, A_log, D, gated norm,
+     * out_proj(+bias) = 11; embed, norm_f, lm_head */
+    CU_ASSERT_EQUAL(count_op(g, SSM_OP_WEIGHT), 3 * 11 + 3);
+    CU_ASSERT_EQUAL(count_op(g, SSM_OP_SCAN), 3);
+    CU_ASSERT_EQUAL(count_op(g, SSM_OP_RMSNORM), 3 * 2 + 1);
+    ssm_node *in = find_named(g, SSM_OP_WEIGHT, "backbone.layers.2.mixer.in_proj.weight");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(in);
+    CU_ASSERT(type_is(in->result, "f32[228,48]")); /* z 96 | x 96, B 16, C 16 | dt 4 */
+    CU_ASSERT(type_is(find_named(g, SSM_OP_WEIGHT, "backbone.layers.0.mixer.A_log")->result, "f32[4]"));
+    CU_ASSERT(type_is(find_named(g, SSM_OP_STATE, "l1.conv_state")->result, "f32[3,128]"));
+    CU_ASSERT(type_is(find_named(g, SSM_OP_STATE, "l1.ssm_state")->result, "f32[2,2,24,8]"));
+    for (ssm_node *n = g->first; n; n = n->next) {
+      if (n->op == SSM_OP_SCAN) {
+        CU_ASSERT(type_is(n->result, T == 1 ? "f32[1,2,2,24]" : "f32[5,2,2,24]"));
+        /* B and C: one row of N per group, broadcast over the group's heads */
+        CU_ASSERT(type_is(n->args[2], T == 1 ? "f32[1,2,1,1,8]" : "f32[5,2,1,1,8]"));
+      }
+      if (n->op == SSM_OP_RMSNORM && n->nargs == 2 && !strcmp(ssm_node_str(n->args[1]->def, "name", ""),
+                                                             "backbone.layers.0.mixer.norm.weight"))
+        CU_ASSERT(type_is(n->result, T == 1 ? "f32[1,96]" : "f32[5,96]"));
+    }
+    ssm_graph_destroy(g);
+  }
+  /* heads * head_dim must be expand * hidden */
+  ssm_model *m = NULL;
+  SSM_ASSERT_ERR(ssm_model_load(yaml, mamba2_config("config_m2_bad.json", 4, 20, 2), &m),
+                 "cannot reshape f32[1,96] to f32[1,2,2,20,1]");
+  CU_ASSERT_PTR_NULL(m);
+  /* heads not divisible by groups: heads/groups is not an integer */
+  m = NULL;
+  SSM_ASSERT_ERR(ssm_model_load(yaml, mamba2_config("config_m2_bad2.json", 4, 24, 3), &m),
+                 "dimension must be an integer");
+  CU_ASSERT_PTR_NULL(m);
+}
+
+/* A config.json with Python's Infinity, -Infinity and NaN in it (outside and
+ * inside strings) and hidden_size `hidden`. */
+static const char *py_config(const char *name, const char *hidden) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf,
+                   "{\"model_type\": \"mamba\", \"hidden_size\": %s, \"intermediate_size\": 128,\n"
+                   " \"state_size\": 16, \"time_step_rank\": 4, \"conv_kernel\": 4, \"lim\": [-Infinity, Infinity],\n"
+                   " \"note\": \"Infinity NaN \\\" NaN\", \"nan\": NaN, \"num_hidden_layers\": 2,\n"
+                   " \"vocab_size\": 1000, \"layer_norm_epsilon\": 1e-5, \"tie_word_embeddings\": true}\n",
+                   hidden);
+  return ssm_test_write(name, buf, (size_t)n);
+}
+
+/* config.json may hold Python's Infinity, -Infinity and NaN: they are read as
+ * numbers (NaN as null) outside strings, left alone inside them, and positions
+ * in later errors stay exact. */
+static void test_config_python_tokens(void) {
+  const char *yaml = ssm_test_path("models/mamba1.yaml");
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_load(yaml, py_config("config_py.json", "64"), &m));
+  CU_ASSERT_PTR_NOT_NULL(m);
+  ssm_model_destroy(m);
+  m = NULL;
+  /* a param bound to Infinity is a float, refused as a dimension */
+  SSM_ASSERT_ERR(ssm_model_load(yaml, py_config("config_py_inf.json", "Infinity"), &m),
+                 "dimension must be an integer in 1..2^40, got inf");
+  CU_ASSERT_PTR_NULL(m);
+  /* the error after an Infinity is where it is with an 8-character number there */
+  const char *same = "{\"model_type\": \"mamba\", \"a\": [12345678], \"hidden_size\": 12345678 x}\n";
+  const char *bad = "{\"model_type\": \"mamba\", \"a\": [Infinity], \"hidden_size\": Infinity x}\n";
+  char want[600];
+  const char *cfg = ssm_test_write("config_py_same.json", same, strlen(same));
+  snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
+  SSM_ASSERT_ERR(ssm_model_load(yaml, cfg, &m), want);
+  cfg = ssm_test_write("config_py_bad.json", bad, strlen(bad));
+  snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
+  SSM_ASSERT_ERR(ssm_model_load(yaml, cfg, &m), want);
+  CU_ASSERT_PTR_NULL(m);
+}
+
 /* Makes DIR/config.json with the given model_type; returns DIR. */
 static const char *hf_dir(const char *dir, const char *model_type) {
   static char path[512];
@@ -200,7 +299,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, mamba)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, mamba, mamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -419,6 +518,8 @@ int main(void) {
                          {"model_params", test_model_params},
                          {"mamba1_untied_bias", test_mamba1_untied_bias},
                          {"falcon_mamba", test_falcon_mamba},
+                         {"mamba2_shapes", test_mamba2_shapes},
+                         {"config_python_tokens", test_config_python_tokens},
                          {"hf_directory", test_hf_directory},
                          {"tiny_ok", test_tiny_ok},
                          {"error_unknown_op", test_error_unknown_op},

@@ -17,8 +17,9 @@
 
 #include "testutil.h"
 
-static const char *const fixtures[] = {"mamba1_tiny", "mamba1_untied", "mamba1_f16_sharded",
-                                       "falcon_tiny", "falcon_bf16_untied"};
+static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamba1_f16_sharded",
+                                       "falcon_tiny",   "falcon_bf16_untied",
+                                       "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -205,6 +206,9 @@ static void test_mamba1_untied(void) { check_fixture(fixtures[1]); }
 static void test_mamba1_f16_sharded(void) { check_fixture(fixtures[2]); }
 static void test_falcon_tiny(void) { check_fixture(fixtures[3]); }
 static void test_falcon_bf16_untied(void) { check_fixture(fixtures[4]); }
+static void test_mamba2_tiny(void) { check_fixture(fixtures[5]); }
+static void test_mamba2_groups(void) { check_fixture(fixtures[6]); }
+static void test_mamba2_bigstate(void) { check_fixture(fixtures[7]); }
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -212,6 +216,9 @@ int main(void) {
                          {"mamba1_f16_sharded", test_mamba1_f16_sharded},
                          {"falcon_tiny", test_falcon_tiny},
                          {"falcon_bf16_untied", test_falcon_bf16_untied},
+                         {"mamba2_tiny", test_mamba2_tiny},
+                         {"mamba2_groups", test_mamba2_groups},
+                         {"mamba2_bigstate", test_mamba2_bigstate},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }

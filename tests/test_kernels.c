@@ -608,6 +608,10 @@ static void test_scan(void) {
        F32(3, 1, 16), F32(67, 16));
   scan("scan mamba2 a [4,5,1,1] b [4,5,13,16] c [4,1,1,16]", F32(4, 5, 1, 1),
        F32(4, 5, 13, 16), F32(4, 1, 1, 16), F32(5, 13, 16));
+  /* Mamba-2 with n_groups: state [groups, heads/group, head_dim, N]; B and C
+   * per group, broadcast over the group's heads */
+  scan("scan mamba2 groups a [4,3,2,1,1] b [4,3,2,13,16] c [4,3,1,1,16]", F32(4, 3, 2, 1, 1),
+       F32(4, 3, 2, 13, 16), F32(4, 3, 1, 1, 16), F32(3, 2, 13, 16));
   scan("scan T=1 a,b [1,67,16] c [1,1,16], 2 runs", F32(1, 67, 16), F32(1, 67, 16),
        F32(1, 1, 16), F32(67, 16));
   scan("scan a [67,16] b [3,1,16] c [16] (stretched T)", F32(67, 16), F32(3, 1, 16), F32(16),

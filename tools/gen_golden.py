@@ -31,6 +31,8 @@ import transformers
 from transformers import (
     FalconMambaConfig,
     FalconMambaForCausalLM,
+    Mamba2Config,
+    Mamba2ForCausalLM,
     MambaConfig,
     MambaForCausalLM,
 )
@@ -108,6 +110,53 @@ FIXTURES = [
             layer_norm_epsilon=1e-5,
         ),
     ),
+    # Mamba-2: num_heads * head_dim must equal expand * hidden_size.
+    dict(
+        name="mamba2_tiny",
+        cls="mamba2",
+        seed=1006,
+        prompt_len=8,
+        new_tokens=8,
+        dtype="f32",
+        shard=None,
+        config=dict(
+            vocab_size=1000, hidden_size=64, expand=2, num_heads=8, head_dim=16,
+            state_size=16, n_groups=1, conv_kernel=4, num_hidden_layers=2,
+            tie_word_embeddings=True, use_bias=False, use_conv_bias=True,
+        ),
+    ),
+    dict(
+        name="mamba2_groups",
+        cls="mamba2",
+        seed=1007,
+        prompt_len=9,
+        new_tokens=10,
+        dtype="f32",
+        shard=None,
+        # chunk_size 4: transformers' full forward runs its chunked (SSD) path
+        # over several chunks, with the inter-chunk state recurrence
+        config=dict(
+            vocab_size=757, hidden_size=48, expand=2, num_heads=4, head_dim=24,
+            state_size=8, n_groups=2, conv_kernel=4, num_hidden_layers=3,
+            tie_word_embeddings=False, use_bias=True, use_conv_bias=True,
+            layer_norm_epsilon=1e-6, chunk_size=4,
+        ),
+    ),
+    dict(
+        name="mamba2_bigstate",
+        cls="mamba2",
+        seed=1008,
+        prompt_len=10,
+        new_tokens=8,
+        dtype="f32",
+        shard=None,
+        # one head per group
+        config=dict(
+            vocab_size=509, hidden_size=32, expand=2, num_heads=2, head_dim=32,
+            state_size=64, n_groups=2, conv_kernel=3, num_hidden_layers=2,
+            tie_word_embeddings=True, use_bias=False, use_conv_bias=True,
+        ),
+    ),
 ]
 
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -139,7 +188,7 @@ def reinit_(model, cfg):
                 p.copy_(torch.log(torch.empty_like(p).uniform_(1.0, 16.0)))
             elif name.endswith(".D"):
                 p.copy_(torch.randn_like(p))
-            elif name.endswith("dt_proj.bias"):
+            elif name.endswith("dt_proj.bias") or name.endswith("dt_bias"):
                 dt = torch.empty_like(p).uniform_(0.001, 0.1)
                 p.copy_(torch.log(torch.expm1(dt)))  # softplus^-1
             elif name.endswith("norm.weight") or name.endswith("norm_f.weight"):
@@ -203,6 +252,9 @@ def sensitivity(model, ids, ref):
                 fn(layer.mixer)
         out[label] = float((full_logits(m, ids) - ref).abs().max())
 
+    if isinstance(model, Mamba2ForCausalLM):
+        sensitivity_mamba2(model, probe)
+        return out
     inter = model.config.intermediate_size
     probe("D=0", lambda mx: mx.D.zero_())
     probe("conv_taps_except_last=0", lambda mx: mx.conv1d.weight[..., :-1].zero_())
@@ -220,6 +272,72 @@ def sensitivity(model, ids, ref):
     return out
 
 
+def sensitivity_mamba2(model, probe):
+    """Mamba-2 in_proj rows are [gate z (I) | x (I) | B (G*N) | C (G*N) | dt (H)];
+    the conv runs over x|B|C."""
+    cfg = model.config
+    inter = cfg.expand * cfg.hidden_size
+    G, N, H = cfg.n_groups, cfg.state_size, cfg.num_heads
+    b0, c0, d0 = 2 * inter, 2 * inter + G * N, 2 * inter + 2 * G * N
+    gen = torch.Generator().manual_seed(99)
+
+    def noise(w):
+        w.add_(0.3 * w.std() * torch.randn(w.shape, generator=gen))
+
+    probe("D=0", lambda mx: mx.D.zero_())
+    probe("conv_taps_except_last=0", lambda mx: mx.conv1d.weight[..., :-1].zero_())
+    probe("A_log+3 (faster decay)", lambda mx: mx.A_log.add_(3.0))
+    probe("dt_bias-1", lambda mx: mx.dt_bias.sub_(1.0))
+    probe("gate_rows*0.5", lambda mx: mx.in_proj.weight[:inter].mul_(0.5))
+    probe("B_rows+noise", lambda mx: noise(mx.in_proj.weight[b0:c0]))
+    probe("C_rows+noise", lambda mx: noise(mx.in_proj.weight[c0:d0]))
+    probe("dt_rows+noise", lambda mx: noise(mx.in_proj.weight[d0:]))
+    probe("gated_norm_weight+noise", lambda mx: noise(mx.norm.weight))
+    if G > 1:
+        def share(mx):  # every group's B and C = group 0's: n_groups collapses to 1
+            for start in (b0, c0):
+                for g in range(1, G):
+                    dst = slice(start + g * N, start + (g + 1) * N)
+                    src = slice(start, start + N)
+                    mx.in_proj.weight[dst] = mx.in_proj.weight[src]
+                    if mx.in_proj.bias is not None:
+                        mx.in_proj.bias[dst] = mx.in_proj.bias[src]
+                    cs = slice(dst.start - inter, dst.stop - inter)
+                    cd = slice(src.start - inter, src.stop - inter)
+                    mx.conv1d.weight[cs] = mx.conv1d.weight[cd]
+                    if mx.conv1d.bias is not None:
+                        mx.conv1d.bias[cs] = mx.conv1d.bias[cd]
+
+        probe("B_C_groups_shared", share)
+
+
+def gated_norm_kind(model):
+    """How transformers' gated RMSNorm normalises y*silu(z): over the whole
+    intermediate ('full') or per group of intermediate/n_groups ('per_group')."""
+    mx = model.backbone.layers[0].mixer
+    cfg = model.config
+    inter = cfg.expand * cfg.hidden_size
+    g = torch.Generator().manual_seed(5)
+    y = torch.randn(1, 3, inter, generator=g)
+    z = torch.randn(1, 3, inter, generator=g)
+    y[..., : inter // 2] *= 10.0  # groups of very different scale
+    with torch.no_grad():
+        got = mx.norm(y, z)
+    eps = mx.norm.variance_epsilon
+    h = y * torch.nn.functional.silu(z)
+    full = mx.norm.weight * h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    G = cfg.n_groups
+    hg = h.view(1, 3, G, inter // G)
+    grp = hg * torch.rsqrt(hg.pow(2).mean(-1, keepdim=True) + eps)
+    grp = mx.norm.weight * grp.view(1, 3, inter)
+    kinds = []
+    if (got - full).abs().max() < 1e-5:
+        kinds.append("full")
+    if (got - grp).abs().max() < 1e-5:
+        kinds.append("per_group")
+    return "+".join(kinds) or "neither"
+
+
 def read_safetensors_dtypes(path):
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -233,6 +351,9 @@ def build(fx):
     if fx["cls"] == "mamba":
         config = MambaConfig(**c)
         model = MambaForCausalLM(config)
+    elif fx["cls"] == "mamba2":
+        config = Mamba2Config(**c)
+        model = Mamba2ForCausalLM(config)
     else:
         config = FalconMambaConfig(**c)
         model = FalconMambaForCausalLM(config)
@@ -348,6 +469,15 @@ def gen_fixture(fx, outroot, kernels):
     weak = [k for k, v in sens.items() if v < 1e-2]
     check(not weak, "%s: weak dependence on %s" % (name, weak))
 
+    extra = {}
+    if fx["cls"] == "mamba2":
+        # transformers' Mamba2 forward runs the chunked SSD algorithm; generate's
+        # single steps run the recurrence (scores compared above)
+        extra["gated_norm"] = gated_norm_kind(model)
+        extra["ssd_chunk_size"] = model.config.chunk_size
+        log("  gated RMSNorm normalises over:", extra["gated_norm"])
+        check(extra["gated_norm"] != "neither", "%s: gated norm is neither full nor per group" % name)
+
     # ---- save ----
     d = os.path.join(outroot, name)
     if os.path.exists(d):
@@ -382,8 +512,14 @@ def gen_fixture(fx, outroot, kernels):
     with open(os.path.join(d, "config.json")) as f:
         cj = json.load(f)
     log("  config.json:", json.dumps(cj, sort_keys=True))
-    for key in ("intermediate_size", "time_step_rank", "state_size", "conv_kernel",
-                "hidden_size", "num_hidden_layers", "vocab_size"):
+    int_keys = ("intermediate_size", "time_step_rank", "state_size", "conv_kernel",
+                "hidden_size", "num_hidden_layers", "vocab_size")
+    if fx["cls"] == "mamba2":
+        int_keys = ("num_heads", "head_dim", "n_groups", "expand", "state_size", "conv_kernel",
+                    "hidden_size", "num_hidden_layers", "vocab_size", "chunk_size")
+        check(cj["num_heads"] * cj["head_dim"] == cj["expand"] * cj["hidden_size"],
+              "%s: num_heads*head_dim != expand*hidden_size" % name)
+    for key in int_keys:
         v = cj.get(key)
         check(isinstance(v, int) and not isinstance(v, bool),
               "%s: config.json %s = %r is not an int" % (name, key, v))
@@ -422,6 +558,7 @@ def gen_fixture(fx, outroot, kernels):
         "sharded": bool(fx["shard"]),
         "safetensors_files": st_files,
         "sensitivity": sens,
+        **extra,
         "reference_path": {
             "device": "cpu",
             "kernels": kernels,
