@@ -200,7 +200,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, mamba)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, jamba, mamba)", dir);
   SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
