@@ -9,7 +9,8 @@
  * greedy tokens; prefill in chunks and token-by-token decode must agree.
  * Both backends: the CPU interpreter (`--backend cpu`) and Vulkan, through
  * `ssmc compile DIR -o X.ssmb --chunk C` then `ssmc run X.ssmb` (lavapipe
- * when there is no GPU).
+ * when there is no GPU). The Jamba fixtures also carry attention's KV cache
+ * and position across runs.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -18,7 +19,8 @@
 #include "testutil.h"
 
 static const char *const fixtures[] = {"mamba1_tiny", "mamba1_untied", "mamba1_f16_sharded",
-                                       "falcon_tiny", "falcon_bf16_untied"};
+                                       "falcon_tiny", "falcon_bf16_untied", "jamba_tiny",
+                                       "jamba_gqa"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -205,6 +207,8 @@ static void test_mamba1_untied(void) { check_fixture(fixtures[1]); }
 static void test_mamba1_f16_sharded(void) { check_fixture(fixtures[2]); }
 static void test_falcon_tiny(void) { check_fixture(fixtures[3]); }
 static void test_falcon_bf16_untied(void) { check_fixture(fixtures[4]); }
+static void test_jamba_tiny(void) { check_fixture(fixtures[5]); }
+static void test_jamba_gqa(void) { check_fixture(fixtures[6]); }
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -212,6 +216,8 @@ int main(void) {
                          {"mamba1_f16_sharded", test_mamba1_f16_sharded},
                          {"falcon_tiny", test_falcon_tiny},
                          {"falcon_bf16_untied", test_falcon_bf16_untied},
+                         {"jamba_tiny", test_jamba_tiny},
+                         {"jamba_gqa", test_jamba_gqa},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }
