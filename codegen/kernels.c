@@ -1,9 +1,9 @@
 /*
  * kernels.c — one kernel per fused group (passes/groups.c): the template of
- * the group's anchor (matmul, scan, conv1d, attention, row reductions, embed, reduce;
- * pointwise when there is none), with generated load functions that evaluate
- * the group's absorbed expressions and read through views, and an epilogue
- * applied to each result element. Shapes are compile-time constants.
+ * the group's anchor (matmul, scan, conv1d, attention, row reductions, embed,
+ * reduce; pointwise when there is none), with generated load functions that
+ * evaluate the group's absorbed expressions and read through views, and an
+ * epilogue applied to each result element. Shapes are compile-time constants.
  */
 #include <math.h>
 #include <stdarg.h>

@@ -5,8 +5,10 @@
  * The patterns, in the order they are applied:
  *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
  *      matmul (the kernel normalizes rows as it reads them);
- *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal, attention,
- *      embed, reduce, softmax, argmax, large-row rmsnorm) starts a group;
+ *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
+ *      attention, embed, reduce, softmax, argmax, large-row rmsnorm) starts a
+ *      group (the state operands of scan, conv1d_causal and attention must be
+ *      state tensors: the kernel updates them in place);
  *   3. epilogues: an elementwise op that is the only use of a group's result,
  *      with that result's shape, joins the group (bias, softplus, residual
  *      add, SiLU after conv, the scan's D skip and gate);
