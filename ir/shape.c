@@ -266,7 +266,7 @@ static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
     return bad("attention needs k and v [T,Hkv,D] = [%lld,Hkv,%lld] for q %s, got %s and %s",
                (long long)T, (long long)d, FMT(q, b1), FMT(k, b2), FMT(v, b3));
   int64_t hkv = k->dims[1];
-  if (hq % hkv)
+  if (hkv < 1 || hq % hkv)
     return bad("attention: %lld query heads are not a multiple of %lld kv heads", (long long)hq,
                (long long)hkv);
   if (kc->rank != 3 || kc->dims[1] != hkv || kc->dims[2] != d || !ssm_type_equal(kc, vc))
