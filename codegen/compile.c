@@ -42,6 +42,7 @@ typedef struct {
   ssm_bundle_writer *bw;
   ssm_arena *arena;
   uint64_t act_bytes; /* largest activation need of the programs */
+  int uses_pos;       /* a program reads the input "pos" (then max_seq bounds it) */
 } compiler;
 
 static uint64_t align_up(uint64_t x) { return (x + SSM_BUNDLE_ALIGN - 1) & ~(uint64_t)(SSM_BUNDLE_ALIGN - 1); }
@@ -226,6 +227,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const s
   s = ssm_groups_collect(g, a, &gs, &ng);
   cJSON *prog = cJSON_CreateObject(), *steps = cJSON_CreateArray();
   cJSON_AddNumberToObject(prog, "tokens", tokens);
+  cJSON *inputs = cJSON_AddArrayToObject(prog, "inputs");
+  int has_tokens = 0;
   uint64_t naive = 0;
   for (ssm_node *n = g->first; n && !s; n = n->next) {
     if (n->result && ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
@@ -234,10 +237,18 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const s
     region r;
     if (n->op == SSM_OP_INPUT) {
       if ((s = region_of(c, n->result, SSM_BUNDLE_ALIGN, &r))) break;
+      const char *iname = ssm_node_str(n, "name", "");
+      if (strcmp(iname, "tokens") && strcmp(iname, "pos")) {
+        s = ssm_status_new(SSM_ERR_UNSUPPORTED, "graph %s: unknown input '%s' (inputs are "
+                           "\"tokens\" and \"pos\")", g->name, iname);
+        break;
+      }
+      has_tokens |= !strcmp(iname, "tokens");
+      c->uses_pos |= !strcmp(iname, "pos");
       cJSON *in = cJSON_CreateObject();
-      cJSON_AddStringToObject(in, "name", ssm_node_str(n, "name", ""));
+      cJSON_AddStringToObject(in, "name", iname);
       cJSON_AddItemToObject(in, "region", jregion(r));
-      cJSON_AddItemToObject(prog, "input", in);
+      cJSON_AddItemToArray(inputs, in);
     } else if (n->op == SSM_OP_OUTPUT) {
       const ssm_value *v = n->args[0];
       if ((s = region_of(c, v, SSM_BUNDLE_ALIGN, &r))) break;
@@ -267,7 +278,7 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const s
     cJSON_AddItemToArray(steps, st);
   }
   ssm_arena_destroy(a);
-  if (!s && (!cJSON_GetObjectItem(prog, "input") || !cJSON_GetObjectItem(prog, "output")))
+  if (!s && (!has_tokens || !cJSON_GetObjectItem(prog, "output")))
     s = ssm_status_new(SSM_ERR_INVALID, "graph %s needs an input 'tokens' and an output", g->name);
   if (s) {
     cJSON_Delete(steps);
@@ -329,6 +340,9 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *o
     cJSON_AddStringToObject(root, "generator", "ssmc");
     cJSON_AddStringToObject(root, "architecture", ssm_model_arch(m));
     cJSON_AddNumberToObject(root, "vocab", (double)vocab);
+    int64_t max_seq = 0;
+    if (c.uses_pos && ssm_model_param(m, "max_seq", &max_seq))
+      cJSON_AddNumberToObject(root, "max_seq", (double)max_seq);
     cJSON_AddStringToObject(root, "dtype", ssm_dtype_name(o.dtype));
     cJSON_AddNumberToObject(root, "align", SSM_BUNDLE_ALIGN);
     c.pool_bytes[POOL_ACT] = c.act_bytes;

@@ -1,9 +1,9 @@
 /*
  * kernels.c — one kernel per fused group (passes/groups.c): the template of
- * the group's anchor (matmul, scan, conv1d, row reductions, embed, reduce;
- * pointwise when there is none), with generated load functions that evaluate
- * the group's absorbed expressions and read through views, and an epilogue
- * applied to each result element. Shapes are compile-time constants.
+ * the group's anchor (matmul, scan, conv1d, attention, row reductions, embed,
+ * reduce; pointwise when there is none), with generated load functions that
+ * evaluate the group's absorbed expressions and read through views, and an
+ * epilogue applied to each result element. Shapes are compile-time constants.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -518,6 +518,36 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
                                  (long long)K), kv, out);
 }
 
+static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *at = c->anchor;
+  const ssm_type *q = &at->args[0]->type, *kc = &at->args[3]->type;
+  int64_t T = q->dims[0], HQ = q->dims[1], D = q->dims[2];
+  int64_t HKV = at->args[1]->type.dims[1], MAXS = kc->dims[0];
+  const ssm_node *pos = at->args[5]->def;
+  if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "attention: pos must be a tensor in memory");
+  sbuf loads = {0};
+  coords qk = {.rank = 3, .c = {"t", "h", "d"}}, kk = {.rank = 3, .c = {"t", "g", "d"}};
+  load_fn(c, &loads, "in_q", "uint t, uint h, uint d", at->args[0], &qk);
+  load_fn(c, &loads, "in_k", "uint t, uint g, uint d", at->args[1], &kk);
+  load_fn(c, &loads, "in_v", "uint t, uint g, uint d", at->args[2], &kk);
+  int kb = binding_of(c, at->args[3]), vb = binding_of(c, at->args[4]);
+  int pb = binding_of(c, at->args[5]);
+  epilogue_fn(c, &loads);
+  uint32_t local = 64;
+  grid_per_item(T * HQ, out->groups);
+  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
+                      I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
+                      float_lit(c->a, ssm_node_float(at, "scale", 1)), "KCACHE",
+                      fmt(c->a, "b%d", kb), "VCACHE", fmt(c->a, "b%d", vb), "POS",
+                      fmt(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
+                      "LOADS", fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
+  free(loads.s);
+  return finish(c, "attention", fmt(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
+                                    (long long)T, (long long)HQ, (long long)HKV, (long long)D,
+                                    (long long)MAXS), kv, out);
+}
+
 #define NEG_INF "uintBitsToFloat(0xff800000u)"
 
 static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
@@ -665,6 +695,7 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
     case SSM_OP_MATMUL: s = gen_matmul(c, out); break;
     case SSM_OP_SCAN: s = gen_scan(c, out); break;
     case SSM_OP_CONV1D: s = gen_conv1d(c, out); break;
+    case SSM_OP_ATTENTION: s = gen_attention(c, out); break;
     case SSM_OP_RMSNORM:
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = gen_rowreduce(c, out); break;

@@ -190,6 +190,21 @@ static ssm_status eval_primary(evaluator *e, ssm_scalar *out) {
     *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = lx->fval};
     return ssm_lex_next(lx);
   case SSM_TOK_IDENT:
+    if (lx->tlen == 4 && !memcmp(lx->text, "sqrt", 4)) { /* sqrt(x): the one function */
+      ssm_lex peek = *lx;
+      ssm_status ps = ssm_lex_next(&peek);
+      int call = !ps && ssm_lex_is(&peek, "(");
+      ssm_status_free(ps);
+      if (call) {
+        SSM_TRY(ssm_lex_next(lx));
+        SSM_TRY(eval_primary(e, out)); /* the parenthesized argument */
+        SSM_TRY(need_number(e, off, out, "sqrt"));
+        double x = as_f(out);
+        if (!(x >= 0)) return ssm_lex_error(lx, off, "sqrt of a negative number");
+        *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = sqrt(x)};
+        return NULL;
+      }
+    }
     if (lx->tlen == 4 && !memcmp(lx->text, "true", 4))
       *out = (ssm_scalar){.kind = SSM_SC_BOOL, .i = 1};
     else if (lx->tlen == 5 && !memcmp(lx->text, "false", 5))

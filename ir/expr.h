@@ -7,7 +7,7 @@
  * so every error names "file:line:col" of the offending character. Scalar
  * expressions (shapes, attribute values, conditions) are evaluated while they
  * are parsed: ints, floats and bools with + - * / % unary -, comparisons,
- * && || ! and parentheses. Names resolve through a callback.
+ * && || ! parentheses, and sqrt(x). Names resolve through a callback.
  */
 #ifndef SSM_EXPR_H
 #define SSM_EXPR_H

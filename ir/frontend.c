@@ -8,10 +8,17 @@
  * message". Building walks the `graph` statements in order: each call
  * `name = op(args, key=value)` appends one node (nested calls append theirs
  * first), names are rebound freely (SSA underneath), `if:` maps are decided at
- * build time, and `repeat:` runs a block once per layer with the layer index
- * as `i`. Weights and states become `weight`/`state` nodes at their first use,
- * one per distinct tensor name. Result types come from ssm_op_infer; the
- * finished graph is verified.
+ * build time, `assert:` maps stop the build with their message when false,
+ * and `repeat:` runs a block once per layer with the layer index as `i`; the
+ * block may be chosen per layer (`block: {if: COND, then: A, else: B}`, a
+ * layer schedule). Every block run is a layer with an absolute index (counted
+ * across repeats) that names its states, `l<index>.<state>`. Weights and
+ * states become `weight`/`state` nodes at their first use, one per distinct
+ * tensor name. Built-in names: `tokens` (the run's token ids, i32[T]), `pos`
+ * (the absolute position of the run's first token, i32[1]; both become
+ * inputs when used), `T`, `i`, and the param `max_seq` (default 2048, set by
+ * ssm_model_set_param: the rows of a KV cache). Result types come from
+ * ssm_op_infer; the finished graph is verified.
  *
  * The statement mini-language (calls, operands, attributes) is parsed here;
  * the lexer, scalar expressions and name templates live in expr.c.
@@ -33,6 +40,8 @@
 #define MAX_CALL_ARGS 16
 #define MAX_NODES (1L << 22)
 #define MAX_WORK (50L * 1000 * 1000)
+#define DEFAULT_MAX_SEQ 2048
+#define MAX_MAX_SEQ (1 << 24)
 
 typedef struct {
   const char *name;
@@ -49,6 +58,7 @@ struct ssm_model {
   yaml_node_t *blocks, *weights, *graph, *graph_key;
   param *params;
   int nparams;
+  int64_t max_seq; /* the built-in param max_seq */
 };
 
 /* ---- YAML helpers ------------------------------------------------------ */
@@ -272,6 +282,10 @@ static const cJSON *json_get(const cJSON *root, const char *key, size_t n) {
 /* ---- params ------------------------------------------------------------ */
 
 static int param_find(const ssm_model *m, const char *name, size_t n, ssm_scalar *out) {
+  if (n == 7 && !memcmp(name, "max_seq", 7)) {
+    if (out) *out = (ssm_scalar){.kind = SSM_SC_INT, .i = m->max_seq};
+    return 1;
+  }
   for (int k = 0; k < m->nparams; k++)
     if (strlen(m->params[k].name) == n && !memcmp(m->params[k].name, name, n)) {
       if (out) *out = m->params[k].v;
@@ -293,7 +307,7 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
   for (yaml_node_pair_t *p = params->data.mapping.pairs.start; p < params->data.mapping.pairs.top; p++) {
     yaml_node_t *k = ynode(m, p->key), *v = ynode(m, p->value);
     if (scalar_is(k, "T") || scalar_is(k, "i") || scalar_is(k, "true") || scalar_is(k, "false") ||
-        scalar_is(k, "tokens"))
+        scalar_is(k, "tokens") || scalar_is(k, "pos") || scalar_is(k, "max_seq"))
       return ssm_src_error(node_pos(m, k), "param name '%s' is reserved", stext(k));
     yaml_node_t *key = v, *dflt = NULL, *value = NULL;
     if (v->type == YAML_MAPPING_NODE) {
@@ -362,7 +376,8 @@ typedef struct {
   ssm_model *m;
   ssm_graph *g;
   int64_t T;
-  ssm_value *tokens;
+  ssm_value *tokens, *pos;
+  int64_t layers_run; /* block runs so far: the next layer's absolute index */
   decl *top;        /* top-level weights */
   int ntop;
   binding *made;    /* hash table: tensor name -> weight/state value */
@@ -373,7 +388,8 @@ typedef struct {
 typedef struct {
   builder *b;
   int has_layer;
-  int64_t layer;
+  int64_t layer;     /* `i`: the index within its repeat */
+  int64_t abs_layer; /* the index among all block runs: names states */
   binding *locals;
   int nlocals, cap_locals;
   decl *decls;
@@ -485,7 +501,7 @@ static ssm_status decl_weight(scope *sc, yaml_node_t *key, yaml_node_t *spec, de
 
 static ssm_status decl_state(scope *sc, yaml_node_t *key, yaml_node_t *shape, decl *d) {
   *d = (decl){.key = key, .spec = shape, .present = 1, .is_state = 1};
-  d->name = ssm_arena_printf(sc->b->g->arena, "l%lld.%s", (long long)sc->layer, stext(key));
+  d->name = ssm_arena_printf(sc->b->g->arena, "l%lld.%s", (long long)sc->abs_layer, stext(key));
   return eval_shape(sc, shape, "a state shape", &d->type);
 }
 
@@ -573,8 +589,21 @@ static void scope_free(scope *sc) {
   free(sc->decls);
 }
 
+/* A built-in input (tokens, pos), made at first use. */
+static ssm_status builtin_input(builder *b, const char *name, ssm_type t, ssm_src at,
+                                ssm_value **slot) {
+  if (!*slot) {
+    SSM_TRY(count_node(b, at));
+    ssm_node *in = ssm_graph_append(b->g, SSM_OP_INPUT, &t, 0, NULL);
+    ssm_node_set_str(b->g, in, "name", name);
+    *slot = in->result;
+  }
+  return NULL;
+}
+
 /* Resolves a tensor name: locals, the scope's weights and states, the
- * top-level weights, `tokens`. Returns 0 with *out NULL when none matches. */
+ * top-level weights, `tokens`, `pos`. Returns 0 with *out NULL when none
+ * matches. */
 static ssm_status resolve_tensor(scope *sc, const char *name, size_t n, ssm_src at, ssm_value **out) {
   builder *b = sc->b;
   *out = NULL;
@@ -587,14 +616,12 @@ static ssm_status resolve_tensor(scope *sc, const char *name, size_t n, ssm_src 
   if (!d) d = decl_find(b->top, b->ntop, name, n);
   if (d) return decl_value(b, d, at, out);
   if (n == 6 && !memcmp(name, "tokens", 6)) {
-    if (!b->tokens) {
-      SSM_TRY(count_node(b, at));
-      ssm_type t = ssm_type_make(SSM_I32, 1, (int64_t[]){b->T});
-      ssm_node *in = ssm_graph_append(b->g, SSM_OP_INPUT, &t, 0, NULL);
-      ssm_node_set_str(b->g, in, "name", "tokens");
-      b->tokens = in->result;
-    }
+    SSM_TRY(builtin_input(b, "tokens", ssm_type_make(SSM_I32, 1, (int64_t[]){b->T}), at,
+                          &b->tokens));
     *out = b->tokens;
+  } else if (n == 3 && !memcmp(name, "pos", 3)) {
+    SSM_TRY(builtin_input(b, "pos", ssm_type_make(SSM_I32, 1, (int64_t[]){1}), at, &b->pos));
+    *out = b->pos;
   }
   return NULL;
 }
@@ -840,7 +867,8 @@ static ssm_status exec_string(scope *sc, yaml_node_t *stmt) {
   if (lx->tok == SSM_TOK_IDENT && peek_is(lx, "=")) {
     name = lx->text;
     name_len = lx->tlen;
-    if ((name_len == 6 && !memcmp(name, "tokens", 6)) || lookup_scope(sc, name, name_len, &(ssm_scalar){0}) ||
+    if ((name_len == 6 && !memcmp(name, "tokens", 6)) || (name_len == 3 && !memcmp(name, "pos", 3)) ||
+        lookup_scope(sc, name, name_len, &(ssm_scalar){0}) ||
         (name_len == 4 && !memcmp(name, "true", 4)) || (name_len == 5 && !memcmp(name, "false", 5)))
       return ssm_lex_error(lx, off, "cannot assign to '%.*s': it names a param or built-in", (int)name_len, name);
     SSM_TRY(ssm_lex_next(lx));
@@ -862,6 +890,37 @@ static ssm_status exec_list(scope *sc, yaml_node_t *list, int depth);
 
 static ssm_status run_block(builder *b, yaml_node_t *name, int64_t layer, ssm_value *in, ssm_value **out);
 
+/* Checks a repeat's `block:`: a block name, or {if: COND, then: B, else: B}
+ * where each B is again one of these. */
+static ssm_status check_block_choice(ssm_model *m, yaml_node_t *block, int depth) {
+  static const char *const keys[] = {"if", "then", "else", NULL};
+  if (block->type == YAML_MAPPING_NODE) {
+    if (depth >= MAX_STMT_DEPTH)
+      return ssm_src_error(node_pos(m, block), "block choice nested deeper than %d", MAX_STMT_DEPTH);
+    SSM_TRY(check_map(m, block, "a block choice", keys, keys));
+    SSM_TRY(expect_type(m, map_get(m, block, "if"), YAML_SCALAR_NODE, "a condition"));
+    SSM_TRY(check_block_choice(m, map_get(m, block, "then"), depth + 1));
+    return check_block_choice(m, map_get(m, block, "else"), depth + 1);
+  }
+  SSM_TRY(expect_ident(m, block, "a block name (or {if: COND, then: NAME, else: NAME})"));
+  if (!map_get(m, m->blocks, stext(block)))
+    return ssm_src_error(node_pos(m, block), "unknown block '%s'", stext(block));
+  return NULL;
+}
+
+/* The block layer i runs: decides a checked block choice with `i` bound. */
+static ssm_status pick_block(builder *b, yaml_node_t *block, int64_t i, yaml_node_t **out) {
+  ssm_model *m = b->m;
+  while (block->type == YAML_MAPPING_NODE) {
+    scope at_i = {.b = b, .has_layer = 1, .layer = i};
+    int cond;
+    SSM_TRY(eval_cond(&at_i, map_get(m, block, "if"), &cond));
+    block = map_get(m, block, cond ? "then" : "else");
+  }
+  *out = block;
+  return NULL;
+}
+
 static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
   static const char *const keys[] = {"repeat", "block", "carry", NULL};
   builder *b = sc->b;
@@ -875,17 +934,39 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
   SSM_TRY(ssm_expr_eval_str(text_pos(m, count), stext(count), slen(count), lookup_scope, sc, &c));
   if (c.kind != SSM_SC_INT || c.i < 0 || c.i > MAX_REPEAT)
     return ssm_src_error(text_pos(m, count), "repeat count must be an integer in 0..%d", MAX_REPEAT);
-  SSM_TRY(expect_ident(m, block, "a block name"));
+  SSM_TRY(check_block_choice(m, block, 0));
   SSM_TRY(expect_ident(m, carry, "a carried variable"));
-  if (!map_get(m, m->blocks, stext(block)))
-    return ssm_src_error(node_pos(m, block), "unknown block '%s'", stext(block));
   ssm_value *v = NULL;
   for (int k = sc->nlocals - 1; k >= 0 && !v; k--)
     if (!strcmp(sc->locals[k].name, stext(carry))) v = sc->locals[k].v;
   if (!v) return ssm_src_error(node_pos(m, carry), "undefined name '%s'", stext(carry));
-  for (int64_t i = 0; i < c.i; i++) SSM_TRY(run_block(b, block, i, v, &v));
+  for (int64_t i = 0; i < c.i; i++) {
+    yaml_node_t *name;
+    SSM_TRY(pick_block(b, block, i, &name));
+    SSM_TRY(run_block(b, name, i, v, &v));
+  }
   scope_bind(sc, stext(carry), slen(carry), v);
   return NULL;
+}
+
+/* assert: COND, message: TEXT — the build stops with TEXT (a template whose
+ * {expr} holes are expanded) when COND is false: a configuration this
+ * description does not handle. */
+static ssm_status exec_assert(scope *sc, yaml_node_t *stmt) {
+  static const char *const keys[] = {"assert", "message", NULL};
+  ssm_model *m = sc->b->m;
+  SSM_TRY(check_map(m, stmt, "an assert", keys, keys));
+  yaml_node_t *cond = map_get(m, stmt, "assert"), *msg = map_get(m, stmt, "message");
+  SSM_TRY(expect_type(m, msg, YAML_SCALAR_NODE, "an assert message"));
+  int ok;
+  SSM_TRY(eval_cond(sc, cond, &ok));
+  if (ok) return NULL;
+  const char *text;
+  SSM_TRY(ssm_expr_template(text_pos(m, msg), stext(msg), slen(msg), lookup_scope, sc,
+                            sc->b->g->arena, &text));
+  ssm_src at = node_pos(m, cond);
+  return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s (%s:%d:%d: %.*s)", m->config_path, text, at.file,
+                        at.line, at.col, (int)(slen(cond) > 80 ? 80 : slen(cond)), stext(cond));
 }
 
 static ssm_status exec_stmt(scope *sc, yaml_node_t *stmt, int depth) {
@@ -896,6 +977,7 @@ static ssm_status exec_stmt(scope *sc, yaml_node_t *stmt, int depth) {
   if (++b->work > MAX_WORK) return ssm_src_error(node_pos(m, stmt), "description expands to too many statements");
   if (stmt->type == YAML_SCALAR_NODE) return exec_string(sc, stmt);
   if (stmt->type == YAML_MAPPING_NODE && map_get(m, stmt, "repeat")) return exec_repeat(sc, stmt);
+  if (stmt->type == YAML_MAPPING_NODE && map_get(m, stmt, "assert")) return exec_assert(sc, stmt);
   if (stmt->type == YAML_MAPPING_NODE && map_get(m, stmt, "if")) {
     if (depth >= MAX_STMT_DEPTH) return ssm_src_error(node_pos(m, stmt), "if: nested deeper than %d", MAX_STMT_DEPTH);
     SSM_TRY(check_map(m, stmt, "an if", if_keys, if_required));
@@ -906,7 +988,7 @@ static ssm_status exec_stmt(scope *sc, yaml_node_t *stmt, int depth) {
     if (branch->type == YAML_SCALAR_NODE) return exec_stmt(sc, branch, depth + 1);
     return exec_list(sc, branch, depth + 1);
   }
-  return ssm_src_error(node_pos(m, stmt), "a statement is a string \"name = op(...)\", an if: map or a repeat: map");
+  return ssm_src_error(node_pos(m, stmt), "a statement is a string \"name = op(...)\", an if: map, an assert: map or a repeat: map");
 }
 
 static ssm_status exec_list(scope *sc, yaml_node_t *list, int depth) {
@@ -933,7 +1015,7 @@ static ssm_status run_block_in(scope *sc, yaml_node_t *name, yaml_node_t *spec, 
 }
 
 static ssm_status run_block(builder *b, yaml_node_t *name, int64_t layer, ssm_value *in, ssm_value **out) {
-  scope sc = {.b = b, .has_layer = 1, .layer = layer};
+  scope sc = {.b = b, .has_layer = 1, .layer = layer, .abs_layer = b->layers_run++};
   ssm_status s = run_block_in(&sc, name, map_get(b->m, b->m->blocks, stext(name)), in, out);
   scope_free(&sc);
   return s;
@@ -1029,6 +1111,7 @@ static ssm_model *model_new(const char *file, const char *config_path) {
   m->arena = a;
   m->file = ssm_arena_strdup(a, file);
   m->config_path = ssm_arena_strdup(a, config_path ? config_path : "");
+  m->max_seq = DEFAULT_MAX_SEQ;
   return m;
 }
 
@@ -1145,6 +1228,22 @@ ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model 
 }
 
 const char *ssm_model_arch(const ssm_model *m) { return m->arch; }
+
+ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v) {
+  if (!strcmp(name, "max_seq")) {
+    if (v < 1 || v > MAX_MAX_SEQ)
+      return ssm_status_new(SSM_ERR_INVALID, "--max-seq must be in 1..%d, got %lld", MAX_MAX_SEQ,
+                            (long long)v);
+    m->max_seq = v;
+    return NULL;
+  }
+  for (int k = 0; k < m->nparams; k++)
+    if (!strcmp(m->params[k].name, name)) {
+      m->params[k].v = (ssm_scalar){.kind = SSM_SC_INT, .i = v};
+      return NULL;
+    }
+  return ssm_status_new(SSM_ERR_INVALID, "%s: no param '%s' to set", m->file, name);
+}
 
 int ssm_model_param(const ssm_model *m, const char *name, int64_t *out) {
   ssm_scalar v;

@@ -135,7 +135,16 @@ ssm_op ssm_op_lookup(const char *name, size_t n) {
 }
 
 int ssm_op_has_effects(ssm_op op) {
-  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_OUTPUT;
+  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_ATTENTION || op == SSM_OP_OUTPUT;
+}
+
+int ssm_op_state_operands(ssm_op op, int out[2]) {
+  switch (op) {
+  case SSM_OP_CONV1D: out[0] = 1; return 1;
+  case SSM_OP_SCAN: out[0] = 3; return 1;
+  case SSM_OP_ATTENTION: out[0] = 3; out[1] = 4; return 2;
+  default: return 0;
+  }
 }
 
 /* ---- graphs ------------------------------------------------------------ */

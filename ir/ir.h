@@ -89,6 +89,10 @@ const ssm_op_info *ssm_op_info_get(ssm_op op);
 ssm_op ssm_op_lookup(const char *name, size_t n);
 /* 1 if the op writes one of its operands (a state): never removed by DCE. */
 int ssm_op_has_effects(ssm_op op);
+/* The operand slots of `op` that are states it updates (conv1d_causal: 1;
+ * scan: 3; attention: 3 and 4), written to out[0..]; returns how many (at
+ * most 2). */
+int ssm_op_state_operands(ssm_op op, int out[2]);
 
 /* ---- graphs (ir.c) ------------------------------------------------------ */
 
@@ -199,6 +203,10 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
  * (e.g. "vocab"); returns 0 if absent. */
 const char *ssm_model_arch(const ssm_model *m);
 int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
+/* Sets a param before building: the built-in `max_seq` (the rows of a KV
+ * cache, 1..2^24; default 2048) or any param of the description (as an
+ * integer). An unknown name is an error. */
+ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v);
 
 /* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
  * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is

@@ -252,6 +252,35 @@ static ssm_status infer_scan(const ssm_node *n, ssm_type *out) {
   return NULL;
 }
 
+/* q [T,Hq,D], k and v [T,Hkv,D], caches [MAXS,Hkv,D], pos i32[1]; Hq a
+ * multiple of Hkv. */
+static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96], b3[96];
+  const ssm_type *q = arg(n, 0), *k = arg(n, 1), *v = arg(n, 2), *kc = arg(n, 3),
+                 *vc = arg(n, 4), *pos = arg(n, 5);
+  SSM_TRY(need_float(n, 0, "attention q"));
+  for (int i = 1; i < 5; i++) SSM_TRY(same_dtype(n, 0, i));
+  if (q->rank != 3) return bad("attention needs q [T,Hq,D], got %s", FMT(q, b1));
+  int64_t T = q->dims[0], hq = q->dims[1], d = q->dims[2];
+  if (k->rank != 3 || k->dims[0] != T || k->dims[2] != d || !ssm_type_equal(k, v))
+    return bad("attention needs k and v [T,Hkv,D] = [%lld,Hkv,%lld] for q %s, got %s and %s",
+               (long long)T, (long long)d, FMT(q, b1), FMT(k, b2), FMT(v, b3));
+  int64_t hkv = k->dims[1];
+  if (hkv < 1 || hq % hkv)
+    return bad("attention: %lld query heads are not a multiple of %lld kv heads", (long long)hq,
+               (long long)hkv);
+  if (kc->rank != 3 || kc->dims[1] != hkv || kc->dims[2] != d || !ssm_type_equal(kc, vc))
+    return bad("attention caches must be [MAXS,%lld,%lld], got %s and %s", (long long)hkv,
+               (long long)d, FMT(kc, b1), FMT(vc, b2));
+  if (kc->dims[0] < T)
+    return bad("attention cache of %lld rows cannot hold %lld tokens", (long long)kc->dims[0],
+               (long long)T);
+  if (pos->dtype != SSM_I32 || pos->rank != 1 || pos->dims[0] != 1)
+    return bad("attention pos must be i32[1], got %s", FMT(pos, b1));
+  *out = *q;
+  return NULL;
+}
+
 static ssm_status infer_last_axis(const ssm_node *n, ssm_type *out) {
   char b[96];
   const ssm_type *x = arg(n, 0);
@@ -293,6 +322,7 @@ ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
     case SSM_OP_TRANSPOSE: s = infer_transpose(n, &t); break;
     case SSM_OP_CONV1D: s = infer_conv1d(n, &t); break;
     case SSM_OP_SCAN: s = infer_scan(n, &t); break;
+    case SSM_OP_ATTENTION: s = infer_attention(n, &t); break;
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = infer_last_axis(n, &t); break;
     default: s = bad("op '%s' has no shape rule", info->name);

@@ -6,7 +6,9 @@
  *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
  *      matmul (the kernel normalizes rows as it reads them);
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
- *      embed, reduce, softmax, argmax, large-row rmsnorm) starts a group;
+ *      attention, embed, reduce, softmax, argmax, large-row rmsnorm) starts a
+ *      group (the state operands of scan, conv1d_causal and attention must be
+ *      state tensors: the kernel updates them in place);
  *   3. epilogues: an elementwise op that is the only use of a group's result,
  *      with that result's shape, joins the group (bias, softplus, residual
  *      add, SiLU after conv, the scan's D skip and gate);
@@ -172,11 +174,12 @@ static void materialize_sink_views(fuser *f) {
 static ssm_status check_state_operands(const fuser *f) {
   for (int k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
-    int si = n->op == SSM_OP_SCAN ? 3 : n->op == SSM_OP_CONV1D ? 1 : -1;
-    if (si >= 0 && n->args[si]->def->op != SSM_OP_STATE)
-      return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: its state operand must be a state tensor "
-                            "itself, not %s", ssm_op_info_get(n->op)->name,
-                            ssm_op_info_get(n->args[si]->def->op)->name);
+    int si[2], ns = ssm_op_state_operands(n->op, si);
+    for (int j = 0; j < ns; j++)
+      if (n->args[si[j]]->def->op != SSM_OP_STATE)
+        return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: its state operand must be a state "
+                              "tensor itself, not %s", ssm_op_info_get(n->op)->name,
+                              ssm_op_info_get(n->args[si[j]]->def->op)->name);
   }
   return NULL;
 }

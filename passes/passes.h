@@ -42,8 +42,8 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_not
  * After `fuse`, every node that does work carries group=N. A group becomes
  * one kernel. Its root is the member whose value leaves the group (the only
  * one used outside it); its anchor is the member that decides the kernel
- * family (matmul, scan, conv1d_causal, embed, reduce, softmax, argmax, or a
- * large-row rmsnorm), or NULL for a pointwise group. Other members are
+ * family (matmul, scan, conv1d_causal, attention, embed, reduce, softmax,
+ * argmax, or a large-row rmsnorm), or NULL for a pointwise group. Other members are
  * pointwise (UNARY, BINARY, concat, small-row rmsnorm) expressions evaluated
  * inside the kernel, or the rmsnorm that a matmul applies to its x operand
  * (norm). Views (reshape, slice, transpose) are not members: kernels read

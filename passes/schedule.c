@@ -60,8 +60,9 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
     for (int k = 0; k < nl; k++) spans_add(&r, span_of(leaves[k], align));
     spans_add(&w, span_of(gs[i].root->result, align));
     const ssm_node *an = gs[i].anchor;
-    if (an && (an->op == SSM_OP_SCAN || an->op == SSM_OP_CONV1D)) /* updates its state */
-      spans_add(&w, span_of(an->args[an->op == SSM_OP_SCAN ? 3 : 1], align));
+    int si[2], ns = an ? ssm_op_state_operands(an->op, si) : 0;
+    for (int j = 0; j < ns; j++) /* updates its state */
+      spans_add(&w, span_of(an->args[si[j]], align));
     int need = 0;
     for (int k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.s[k]);
     for (int k = 0; k < w.n && !need; k++) need = spans_hit(&wr, w.s[k]) || spans_hit(&rd, w.s[k]);

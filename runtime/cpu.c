@@ -11,7 +11,8 @@
  * The interpreter object keeps what outlives a run: weights converted to f32
  * (read on first use, keyed by name, transform and declared type) and state
  * tensors by name (zero at first use, shared by every graph run on it, updated
- * in place by conv1d_causal and scan).
+ * in place by conv1d_causal, scan and attention), and the position: the
+ * number of tokens run since the last reset, fed to the input "pos".
  *
  * Shapes are trusted to be verified; the asserts only make sure that an
  * unverified graph cannot make a loop read or write outside a buffer.
@@ -38,7 +39,7 @@ struct ssm_cpu {
   const ssm_st *weights;
   cpu_tensor_list weight_cache;
   cpu_tensor_list states;
-  int64_t position; /* tokens fed since reset */
+  int64_t position; /* tokens run since the last reset: the next run's input "pos" */
 };
 
 /* ---- persistent tensors -------------------------------------------------- */
@@ -120,7 +121,10 @@ void ssm_cpu_reset(ssm_cpu *c) {
     cpu_tensor *t = &c->states.items[i];
     memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
   }
+  c->position = 0;
 }
+
+int64_t ssm_cpu_position(const ssm_cpu *c) { return c->position; }
 
 /* Rounds every element to what `dtype` can hold (f16/bf16 values). */
 static void round_to_dtype(float *x, int64_t n, ssm_dtype dtype) {
@@ -358,9 +362,15 @@ static void op_unary(const cpu_run *r, const ssm_node *n) {
 
 static ssm_status op_input(const cpu_run *r, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
+  if (!strcmp(name, "pos")) {
+    if (n->result->type.dtype != SSM_I32 || numel(n->result) != 1)
+      return ssm_status_new(SSM_ERR_INVALID, "input \"pos\" must be i32[1]");
+    ibuf(r, n->result)[0] = (int32_t)r->c->position;
+    return NULL;
+  }
   if (strcmp(name, "tokens"))
     return ssm_status_new(SSM_ERR_INVALID,
-                          "unknown input '%s' (the only input is \"tokens\")", name);
+                          "unknown input '%s' (inputs are \"tokens\" and \"pos\")", name);
   if (!r->tokens)
     return ssm_status_new(SSM_ERR_INVALID, "the graph reads tokens but none were given");
   if (n->result->type.dtype == SSM_I32) {
@@ -609,6 +619,62 @@ static void op_scan(const cpu_run *r, const ssm_node *n) {
     }
 }
 
+/* Writes k, v [T,Hkv,D] into the caches [MAXS,Hkv,D] at rows pos.., then
+ * for each query t (position pos+t) and head h: a max-subtracted softmax of
+ * scale*q.k over cache rows 0..pos+t of kv head h/(Hq/Hkv), and the weighted
+ * sum of v. Double accumulation throughout. */
+static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *qv = n->args[0], *kv = n->args[1], *vv = n->args[2];
+  const ssm_value *kcv = n->args[3], *vcv = n->args[4];
+  SSM_ASSERT(qv->type.rank == 3 && kv->type.rank == 3 && kcv->type.rank == 3);
+  int64_t steps = dim(qv, 0), hq = dim(qv, 1), d = dim(qv, 2), hkv = dim(kv, 1);
+  int64_t maxs = dim(kcv, 0);
+  SSM_ASSERT(hkv > 0 && hq % hkv == 0 && dim(kv, 0) == steps && dim(kv, 2) == d);
+  SSM_ASSERT(numel(vv) == numel(kv) && numel(vcv) == numel(kcv) && dim(kcv, 1) == hkv &&
+             dim(kcv, 2) == d && numel(n->result) == numel(qv));
+  int64_t pos = ibuf(r, n->args[5])[0];
+  if (pos < 0 || pos + steps > maxs)
+    return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",
+                          (long long)(pos < maxs ? maxs : pos), (long long)maxs);
+  const float *q = fbuf(r, qv), *k = fbuf(r, kv), *v = fbuf(r, vv);
+  float *kc = fbuf(r, kcv), *vc = fbuf(r, vcv), *y = fbuf(r, n->result);
+  int64_t row = hkv * d;
+  memcpy(kc + pos * row, k, (size_t)(steps * row) * sizeof(float));
+  memcpy(vc + pos * row, v, (size_t)(steps * row) * sizeof(float));
+  double scale = ssm_node_float(n, "scale", 1);
+  int64_t len = pos + steps;
+  double *score = malloc(sizeof(double) * (size_t)len), *acc = malloc(sizeof(double) * (size_t)d);
+  if (!score || !acc) {
+    free(score);
+    free(acc);
+    return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+  }
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t h = 0; h < hq; h++) {
+      int64_t g = h / (hq / hkv), last = pos + t;
+      const float *qr = q + (t * hq + h) * d;
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j <= last; j++) {
+        const float *kr = kc + j * row + g * d;
+        double dot = 0;
+        for (int64_t i = 0; i < d; i++) dot += (double)qr[i] * kr[i];
+        score[j] = scale * dot;
+        mx = fmax(mx, score[j]);
+      }
+      for (int64_t i = 0; i < d; i++) acc[i] = 0;
+      for (int64_t j = 0; j <= last; j++) {
+        double p = exp(score[j] - mx);
+        sum += p;
+        const float *vr = vc + j * row + g * d;
+        for (int64_t i = 0; i < d; i++) acc[i] += p * vr[i];
+      }
+      for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
+    }
+  free(score);
+  free(acc);
+  return NULL;
+}
+
 /* ---- last-axis ops ---------------------------------------------------------------- */
 
 static void op_softmax(const cpu_run *r, const ssm_node *n) {
@@ -687,6 +753,7 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_TRANSPOSE: op_transpose(r, n); return NULL;
   case SSM_OP_CONV1D: return op_conv1d(r, n);
   case SSM_OP_SCAN: op_scan(r, n); return NULL;
+  case SSM_OP_ATTENTION: return op_attention(r, n);
   case SSM_OP_SOFTMAX: op_softmax(r, n); return NULL;
   case SSM_OP_ARGMAX: op_argmax(r, n); return NULL;
   case SSM_OP_OUTPUT: op_output(r, n); return NULL;
@@ -718,6 +785,20 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                           "graph %s: output has %lld elements but the caller expects %zu",
                           g->name, (long long)numel(output->args[0]), out_count);
 
+  /* the run's token count, and the KV caches' bound, checked before anything runs */
+  int64_t count = 0;
+  for (const ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens"))
+      count = numel(n->result);
+    if (n->op == SSM_OP_ATTENTION) {
+      int64_t maxs = dim(n->args[3], 0), steps = dim(n->args[0], 0);
+      if (c->position + steps > maxs)
+        return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",
+                              (long long)(c->position < maxs ? maxs : c->position),
+                              (long long)maxs);
+    }
+  }
+
   size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
   cpu_run r = {c, tokens, output, out, out_count, calloc(nvalues, sizeof(cpu_buf))};
   int *last_use = malloc(nvalues * sizeof(int));
@@ -744,8 +825,6 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
     if (r.bufs[i].owned) free(r.bufs[i].data);
   free(r.bufs);
   free(last_use);
-  for (const ssm_node *n = g->first; !s && n; n = n->next)
-    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens"))
-      c->position += numel(n->result);
+  if (!s) c->position += count;
   return s;
 }

@@ -5,7 +5,11 @@
  * buffer, upload the weights from safetensors (with the manifest's dtype and
  * load-time transform), the constants, and zero state; create each kernel's
  * pipeline; record each program's command buffer once. Run: upload the
- * token ids, replay the program, download the logits.
+ * token ids (and the position, when the program reads the input "pos"),
+ * replay the program, download the logits, advance the position. The
+ * position (tokens run since the last reset) is model state like the KV
+ * cache it indexes; max_seq (the manifest's, when a program reads "pos")
+ * bounds it.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -24,6 +28,8 @@ typedef struct {
 typedef struct {
   int tokens;
   region input, output;
+  int has_pos;
+  region pos; /* the input "pos" when has_pos */
   ssm_vk_program *prog;
 } program;
 
@@ -38,6 +44,8 @@ struct ssm_rt {
   int nkernels;
   program decode, prefill;
   int64_t vocab;
+  int64_t max_seq;  /* 0: no bound (no program reads "pos") */
+  int64_t position; /* tokens run since the last reset */
   const char *path;
   int64_t position;     /* tokens fed since reset */
   uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
@@ -245,9 +253,29 @@ static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
   SSM_TRY(get_uint(rt, jp, "tokens", ctx, 1 << 20, &tokens));
   if (!tokens) return bad(rt, ctx, "has no tokens");
   p->tokens = (int)tokens;
-  SSM_TRY(get_item(rt, jp, "input", ctx, &in));
-  SSM_TRY(get_item(rt, in, "region", ctx, &reg));
-  SSM_TRY(get_region(rt, reg, "input.region", &p->input));
+  const cJSON *inputs;
+  int has_tokens = 0;
+  SSM_TRY(get_item(rt, jp, "inputs", ctx, &inputs));
+  if (!cJSON_IsArray(inputs)) return bad(rt, ctx, "inputs is not a list");
+  cJSON_ArrayForEach(in, inputs) {
+    const cJSON *name;
+    region r;
+    SSM_TRY(get_item(rt, in, "name", "inputs[]", &name));
+    SSM_TRY(get_item(rt, in, "region", "inputs[]", &reg));
+    SSM_TRY(get_region(rt, reg, "inputs[].region", &r));
+    if (cJSON_IsString(name) && !strcmp(name->valuestring, "tokens") && !has_tokens) {
+      p->input = r;
+      has_tokens = 1;
+    } else if (cJSON_IsString(name) && !strcmp(name->valuestring, "pos") && !p->has_pos) {
+      if (r.bytes != 4) return bad(rt, ctx, "input pos is not one i32");
+      if (!rt->max_seq) return bad(rt, "max_seq", "is missing (a program reads pos)");
+      p->pos = r;
+      p->has_pos = 1;
+    } else {
+      return bad(rt, "inputs[].name", "is not \"tokens\" or \"pos\" (or repeats one)");
+    }
+  }
+  if (!has_tokens) return bad(rt, ctx, "has no input \"tokens\"");
   SSM_TRY(get_item(rt, jp, "output", ctx, &out));
   SSM_TRY(get_item(rt, out, "region", ctx, &reg));
   SSM_TRY(get_region(rt, reg, "output.region", &p->output));
@@ -303,6 +331,7 @@ ssm_status ssm_rt_reset(ssm_rt *rt) {
     if (r.bytes % 4) return bad(rt, "state[]", "size is not a multiple of 4");
     if (r.bytes) SSM_TRY(ssm_vk_buffer_fill(rt->vk, rt->buffers[r.buffer], r.offset, r.bytes, 0));
   }
+  rt->position = 0;
   return NULL;
 }
 
@@ -323,6 +352,13 @@ ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opt
   if (!s) s = get_uint(rt, rt->manifest, "vocab", "manifest", 1 << 30, &vocab);
   if (!s && !vocab) s = bad(rt, "vocab", "is zero");
   rt->vocab = (int64_t)vocab;
+  const cJSON *ms = rt->manifest ? cJSON_GetObjectItemCaseSensitive(rt->manifest, "max_seq") : NULL;
+  if (!s && ms) {
+    uint64_t max_seq;
+    s = get_uint(rt, rt->manifest, "max_seq", "manifest", 1 << 30, &max_seq);
+    if (!s && !max_seq) s = bad(rt, "max_seq", "is zero");
+    rt->max_seq = (int64_t)max_seq;
+  }
   if (!s) s = ssm_vk_create(opts ? opts->device : -1, opts ? opts->validation : 0, &rt->vk);
   if (!s) s = load_buffers(rt);
   if (!s) s = upload_weights(rt, weights);
@@ -355,6 +391,7 @@ void ssm_rt_close(ssm_rt *rt) {
 }
 
 int64_t ssm_rt_vocab(const ssm_rt *rt) { return rt->vocab; }
+int64_t ssm_rt_position(const ssm_rt *rt) { return rt->position; }
 int ssm_rt_prefill_tokens(const ssm_rt *rt) { return rt->prefill.tokens; }
 ssm_vk *ssm_rt_vk(ssm_rt *rt) { return rt->vk; }
 
@@ -378,8 +415,16 @@ ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logit
     if (tokens[i] < 0 || tokens[i] >= rt->vocab)
       return ssm_status_new(SSM_ERR_INVALID, "token id %d out of range [0, %lld)", tokens[i],
                             (long long)rt->vocab);
+  if (p->has_pos && rt->position + count > rt->max_seq)
+    return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",
+                          (long long)(rt->position < rt->max_seq ? rt->max_seq : rt->position),
+                          (long long)rt->max_seq);
   SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[p->input.buffer], p->input.offset, tokens,
                                (size_t)count * 4));
+  if (p->has_pos) {
+    int32_t pos = (int32_t)rt->position;
+    SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[p->pos.buffer], p->pos.offset, &pos, 4));
+  }
   SSM_TRY(ssm_vk_program_run(rt->vk, p->prog));
   rt->position += count;
   if (logits)

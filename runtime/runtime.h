@@ -75,12 +75,18 @@ typedef struct ssm_cpu ssm_cpu;
 
 ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out);
 void ssm_cpu_destroy(ssm_cpu *c);
-/* Zeroes every state tensor. */
+/* Zeroes every state tensor and the position. */
 void ssm_cpu_reset(ssm_cpu *c);
+/* The absolute position of the next run's first token: the number of tokens
+ * run since creation or the last reset (part of the model state). */
+int64_t ssm_cpu_position(const ssm_cpu *c);
 /* Runs `g` (verified) with its input "tokens" set to `tokens` (as many as
- * the input's shape holds). Copies the graph's first output, converted to
- * f32, into `out` (out_count must equal its element count; out may be NULL).
- * Token ids out of range are an error, not a crash. */
+ * the input's shape holds) and its input "pos" (if any) set to the position,
+ * then advances the position by the token count. Copies the graph's first
+ * output, converted to f32, into `out` (out_count must equal its element
+ * count; out may be NULL). Token ids out of range are an error, not a crash;
+ * so is a run that would go past a KV cache ("position 2048 is past
+ * --max-seq 2048"), checked before anything runs. */
 ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                        float *out, size_t out_count);
 /* The state tensor `name`, created zeroed with `type` if it does not exist
@@ -341,10 +347,17 @@ void ssm_rt_close(ssm_rt *rt);
 int64_t ssm_rt_vocab(const ssm_rt *rt);
 /* Tokens per run of the prefill program. */
 int ssm_rt_prefill_tokens(const ssm_rt *rt);
-/* Zeroes the model state. */
+/* Zeroes the model state: state tensors and the position. */
 ssm_status ssm_rt_reset(ssm_rt *rt);
+/* The absolute position of the next run's first token: tokens run since
+ * opening or the last reset (part of the model state). */
+int64_t ssm_rt_position(const ssm_rt *rt);
 /* Feeds `count` tokens (1: the decode program; ssm_rt_prefill_tokens: the
- * prefill program) and copies count*vocab logits to `logits` (may be NULL). */
+ * prefill program) at the current position, which the program reads as its
+ * input "pos" (if it has one), then advances the position by `count`.
+ * Copies count*vocab logits to `logits` (may be NULL). A run that would go
+ * past the bundle's max_seq is refused before it starts ("position 2048 is
+ * past --max-seq 2048"). */
 ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits);
 /* The Vulkan context (for device info and validation counts). */
 ssm_vk *ssm_rt_vk(ssm_rt *rt);

@@ -50,6 +50,34 @@ static void test_bad_paths(void) {
   expect("run " FIX " --weights tests/data/mamba1_untied --tokens 1 -n 1", 1, "backbone.");
 }
 
+#define JAMBA "tests/data/jamba_tiny"
+
+/* A KV cache holds --max-seq positions: going past it is a clear error from
+ * both runtimes, checked before the run. */
+static void test_max_seq(void) {
+  /* 3 prompt tokens and 6 fed back: positions 0..8, one past 8 */
+  expect("run " JAMBA " --weights " JAMBA " --tokens 1,2,3 -n 7 --max-seq 8 --backend cpu", 1,
+         "position 8 is past --max-seq 8");
+  expect("run " JAMBA " --weights " JAMBA " --tokens 1,2,3 -n 6 --max-seq 8 --backend cpu", 0, "");
+  expect("run " JAMBA " --weights " JAMBA " --tokens 1,2,3 -n 7 --max-seq 8 --chunk 4", 1,
+         "position 8 is past --max-seq 8");
+  /* a prefill chunk that would cross the end is refused as a whole */
+  expect("run " JAMBA " --weights " JAMBA " --tokens 1,2,3,4,5,6,7,8,9 -n 1 --max-seq 6 --chunk 4"
+         " --backend cpu", 1, "position 6 is past --max-seq 6");
+  char bundle[512], args[2048];
+  snprintf(bundle, sizeof bundle, "%s/jamba_ms8.ssmb", ssm_test_tmpdir());
+  snprintf(args, sizeof args, "compile " JAMBA " -o %s --chunk 4 --max-seq 8", bundle);
+  expect(args, 0, "");
+  snprintf(args, sizeof args, "run %s --weights " JAMBA " --tokens 1,2,3,4,5 -n 5", bundle);
+  expect(args, 1, "position 8 is past --max-seq 8");
+  snprintf(args, sizeof args, "run %s --weights " JAMBA " --tokens 1,2,3,4,5 -n 4", bundle);
+  expect(args, 0, "");
+  snprintf(args, sizeof args, "run %s --weights " JAMBA " --tokens 1 --max-seq 4", bundle);
+  expect(args, 2, "--max-seq is fixed when a bundle is compiled");
+  expect("run " JAMBA " --weights " JAMBA " --tokens 1 --max-seq 0", 2, "--max-seq: expected");
+  expect("compile " JAMBA " -o /dev/null --max-seq x", 2, "--max-seq: expected");
+}
+
 static void test_ir_roundtrip_cli(void) {
   char cmd[2048], *a, *b;
   const char *ir = ssm_test_write("m.ssmir", "", 0);
@@ -97,6 +125,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
                          {"bad_paths", test_bad_paths},
+                         {"max_seq", test_max_seq},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
                          CU_TEST_INFO_NULL};

@@ -220,6 +220,79 @@ static void test_run_rejects_bad_tokens(void) {
   ssm_rt_close(rt);
 }
 
+/* A hybrid's bundle: its programs read "pos", the manifest bounds it with
+ * max_seq, the KV caches are state of max_seq rows, and the executor keeps
+ * the position (advanced per run, zeroed by reset). A Mamba bundle has no
+ * position input and no bound. */
+static void test_position_and_max_seq(void) {
+  const char *p = compile("jamba_tiny", 4);
+  cJSON *m = manifest(p);
+  if (!m) return;
+  CU_ASSERT_EQUAL(cJSON_GetObjectItem(m, "max_seq")->valueint, 2048);
+  const char *progs[2] = {"decode", "prefill"};
+  for (int i = 0; i < 2; i++) {
+    const cJSON *in, *ins = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "programs"),
+                                                                      progs[i]), "inputs");
+    int tokens = 0, pos = 0;
+    cJSON_ArrayForEach(in, ins) {
+      const char *name = cJSON_GetObjectItem(in, "name")->valuestring;
+      tokens += !strcmp(name, "tokens");
+      pos += !strcmp(name, "pos");
+      if (!strcmp(name, "pos"))
+        CU_ASSERT_EQUAL(cJSON_GetArrayItem(cJSON_GetObjectItem(in, "region"), 2)->valueint, 4);
+    }
+    CU_ASSERT_EQUAL(tokens, 1);
+    CU_ASSERT_EQUAL(pos, 1);
+  }
+  const cJSON *st;
+  int caches = 0;
+  cJSON_ArrayForEach(st, cJSON_GetObjectItem(m, "state")) {
+    const char *name = cJSON_GetObjectItem(st, "name")->valuestring;
+    if (strstr(name, "_cache")) {
+      caches++;
+      CU_ASSERT_EQUAL(cJSON_GetArrayItem(cJSON_GetObjectItem(st, "shape"), 0)->valueint, 2048);
+    }
+  }
+  CU_ASSERT_EQUAL(caches, 4); /* k and v of layers 1 and 3 */
+  cJSON_Delete(m);
+
+  ssm_rt *rt = NULL;
+  SSM_ASSERT_OK(ssm_rt_open(p, ssm_test_path("tests/data/jamba_tiny"), NULL, &rt));
+  if (!rt) return;
+  int32_t toks[4] = {1, 2, 3, 4};
+  float *a = malloc(sizeof(float) * 512 * 4), *b = malloc(sizeof(float) * 512 * 4);
+  CU_ASSERT_EQUAL(ssm_rt_position(rt), 0);
+  SSM_ASSERT_OK(ssm_rt_run(rt, toks, 4, NULL));
+  SSM_ASSERT_OK(ssm_rt_run(rt, toks, 1, a));
+  CU_ASSERT_EQUAL(ssm_rt_position(rt), 5);
+  /* after a reset the same tokens give the same logits: cache and position were zeroed */
+  SSM_ASSERT_OK(ssm_rt_reset(rt));
+  CU_ASSERT_EQUAL(ssm_rt_position(rt), 0);
+  SSM_ASSERT_OK(ssm_rt_run(rt, toks, 4, NULL));
+  SSM_ASSERT_OK(ssm_rt_run(rt, toks, 1, b));
+  CU_ASSERT_EQUAL(memcmp(a, b, sizeof(float) * 512), 0);
+  /* the same token at another position gives other logits */
+  SSM_ASSERT_OK(ssm_rt_run(rt, toks, 1, b));
+  CU_ASSERT_NOT_EQUAL(memcmp(a, b, sizeof(float) * 512), 0);
+  free(a);
+  free(b);
+  ssm_rt_close(rt);
+  rt = NULL;
+  /* a program that reads pos in a bundle without a bound is refused */
+  SSM_ASSERT_ERR(ssm_rt_open(tamper(p, "\"max_seq\":2048", "\"max_seqq\":2048", "ms.ssmb"),
+                             ssm_test_path("tests/data/jamba_tiny"), NULL, &rt),
+                 "max_seq is missing");
+  CU_ASSERT_PTR_NULL(rt);
+
+  m = manifest(compile("mamba1_tiny", 4));
+  if (!m) return;
+  CU_ASSERT_PTR_NULL(cJSON_GetObjectItem(m, "max_seq"));
+  const cJSON *ins = cJSON_GetObjectItem(cJSON_GetObjectItem(cJSON_GetObjectItem(m, "programs"),
+                                                              "decode"), "inputs");
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(ins), 1);
+  cJSON_Delete(m);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -227,6 +300,7 @@ int main(void) {
                          {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
                          {"executor_refuses_lies", test_executor_refuses_lies},
                          {"run_rejects_bad_tokens", test_run_rejects_bad_tokens},
+                         {"position_and_max_seq", test_position_and_max_seq},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

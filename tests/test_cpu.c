@@ -593,6 +593,82 @@ static void test_scan(void) {
   ssm_st_close(st);
 }
 
+/* ---- attention: HQ=2 query heads sharing HKV=1 kv head, D=2, a cache of 4 -------- */
+
+/* q is the same each step (head 0 reads dim 0, head 1 dim 1); with scale 2
+ * the scores are 0 or ln 3, so the softmax weights are fractions. */
+static const float att_q[3][2][2] = {{{1, 0}, {0, 1}}, {{1, 0}, {0, 1}}, {{1, 0}, {0, 1}}};
+#define LN3_2 0.54930614433405484f /* ln(3)/2 */
+static const float att_k[3][1][2] = {{{0, 0}}, {{LN3_2, 0}}, {{0, LN3_2}}};
+static const float att_v[3][1][2] = {{{1, 2}}, {{5, -2}}, {{-3, 6}}};
+
+/* attention over steps [from, from+len); returns the status of the run. */
+static char att_names[3][4][3][8]; /* [from][len][q,k,v] */
+
+static ssm_status att_run(ssm_cpu *c, int from, int len, float *out) {
+  ssm_graph *g = ssm_graph_create("attention");
+  int heads[3] = {2, 1, 1};
+  ssm_value *args[6];
+  for (int i = 0; i < 3; i++)
+    args[i] = weight(g, att_names[from][len][i], f32((int64_t[]){len, heads[i], 2}, 3));
+  args[3] = state(g, "kc", f32(DIMS(4, 1, 2)));
+  args[4] = state(g, "vc", f32(DIMS(4, 1, 2)));
+  args[5] = src(g, SSM_OP_INPUT, "pos", i32(DIMS(1)));
+  src(g, SSM_OP_INPUT, "tokens", i32((int64_t[]){len}, 1)); /* the run's token count */
+  ssm_node *n = ssm_graph_append(g, SSM_OP_ATTENTION, &scalar, 6, args);
+  ssm_node_set_float(g, n, "scale", 2);
+  n->result->type = f32((int64_t[]){len, 2, 2}, 3);
+  output(g, n->result);
+  SSM_ASSERT_OK(ssm_graph_verify(g));
+  static const int32_t tokens[3] = {0, 0, 0};
+  ssm_status s = ssm_cpu_run(c, g, tokens, out, (size_t)len * 4);
+  ssm_graph_destroy(g);
+  return s;
+}
+
+static void test_attention(void) {
+  for (int from = 0; from < 3; from++)
+    for (int len = 1; from + len <= 3; len++) {
+      char(*nm)[8] = att_names[from][len];
+      snprintf(nm[0], 8, "q%d%d", from, len);
+      snprintf(nm[1], 8, "k%d%d", from, len);
+      snprintf(nm[2], 8, "v%d%d", from, len);
+      st_add(nm[0], (int64_t[]){len, 2, 2}, 3, &att_q[from][0][0]);
+      st_add(nm[1], (int64_t[]){len, 1, 2}, 3, &att_k[from][0][0]);
+      st_add(nm[2], (int64_t[]){len, 1, 2}, 3, &att_v[from][0][0]);
+    }
+  ssm_st *st = st_write("attention.safetensors");
+  /* step 0: v0 for both heads; step 1: head 0 weights 1/4, 3/4 (scores 0,
+   * ln 3), head 1 1/2, 1/2; step 2: head 0 1/5, 3/5, 1/5, head 1 1/5, 1/5, 3/5 */
+  static const double want[12] = {1, 2, 1, 2, 4, -1, 3, 0, 2.6, 0.4, -0.6, 3.6};
+  ssm_cpu *c;
+  SSM_ASSERT_OK(ssm_cpu_create(st, &c));
+  float got[12], cache[8];
+  /* prefill of 2, then a decode step, carrying the cache and the position */
+  SSM_ASSERT_OK(att_run(c, 0, 2, got));
+  CU_ASSERT_EQUAL(ssm_cpu_position(c), 2);
+  SSM_ASSERT_OK(att_run(c, 2, 1, got + 8));
+  CU_ASSERT_EQUAL(ssm_cpu_position(c), 3);
+  check_values(got, want, 12, 0, __LINE__);
+  read_state(c, "kc", f32(DIMS(4, 1, 2)), cache);
+  check_values(cache, (double[]){0, 0, LN3_2, 0, 0, LN3_2, 0, 0}, 8, 0, __LINE__);
+  read_state(c, "vc", f32(DIMS(4, 1, 2)), cache);
+  check_values(cache, (double[]){1, 2, 5, -2, -3, 6, 0, 0}, 8, 0, __LINE__);
+  /* past the cache: refused before anything runs, the position unchanged */
+  SSM_ASSERT_ERR(att_run(c, 0, 2, got), "position 4 is past --max-seq 4");
+  CU_ASSERT_EQUAL(ssm_cpu_position(c), 3);
+  /* all three in one run, and token by token, after a reset */
+  ssm_cpu_reset(c);
+  CU_ASSERT_EQUAL(ssm_cpu_position(c), 0);
+  SSM_ASSERT_OK(att_run(c, 0, 3, got));
+  check_values(got, want, 12, 0, __LINE__);
+  ssm_cpu_reset(c);
+  for (int t = 0; t < 3; t++) SSM_ASSERT_OK(att_run(c, t, 1, got + 4 * t));
+  check_values(got, want, 12, 0, __LINE__);
+  ssm_cpu_destroy(c);
+  ssm_st_close(st);
+}
+
 static void test_softmax_argmax(void) {
   static const float s[] = {1, 2, 3, 1000, 1001, 1002};
   static const float m[] = {1, 3, 3, 2, -1, -1, -1, -1};
@@ -850,6 +926,7 @@ int main(void) {
                          {"matmul", test_matmul},
                          {"conv1d_causal", test_conv1d},
                          {"scan", test_scan},
+                         {"attention", test_attention},
                          {"softmax_argmax", test_softmax_argmax},
                          {"weights", test_weights},
                          {"run_errors", test_run_errors},

@@ -3,6 +3,7 @@
  * built from a small hand-written config.json, Hugging Face directory mode, and
  * "file:line:col: message" errors for bad descriptions.
  */
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -299,7 +300,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, mamba, mamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, jamba, mamba, mamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -410,6 +411,161 @@ static void test_tiny_ok(void) {
   ssm_graph_destroy(g);
 }
 
+/* ---- hybrids: models/jamba.yaml and the layer schedule ---------------------- */
+
+static const char *jamba_config(const char *name, int experts) {
+  char buf[1024];
+  int n = snprintf(buf, sizeof buf,
+                   "{\"model_type\": \"jamba\", \"vocab_size\": 512, \"hidden_size\": 32,\n"
+                   " \"intermediate_size\": 64, \"num_hidden_layers\": 4, \"attn_layer_period\": 2,\n"
+                   " \"attn_layer_offset\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,\n"
+                   " \"num_experts\": %d, \"mamba_d_state\": 16, \"mamba_d_conv\": 4,\n"
+                   " \"mamba_expand\": 2, \"mamba_dt_rank\": 2, \"mamba_conv_bias\": true,\n"
+                   " \"mamba_proj_bias\": false, \"rms_norm_eps\": 1e-6, \"tie_word_embeddings\": false}\n",
+                   experts);
+  return ssm_test_write(name, buf, (size_t)n);
+}
+
+static void test_jamba_schedule(void) {
+  const char *cfg = jamba_config("jamba.json", 1);
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_load(ssm_test_path("models/jamba.yaml"), cfg, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  int64_t v = 0;
+  CU_ASSERT_TRUE(ssm_model_param(m, "max_seq", &v));
+  CU_ASSERT_EQUAL(v, 2048);
+  SSM_ASSERT_OK(ssm_model_set_param(m, "max_seq", 64));
+  SSM_ASSERT_ERR(ssm_model_set_param(m, "max_seq", 0), "--max-seq must be in 1..16777216, got 0");
+  SSM_ASSERT_ERR(ssm_model_set_param(m, "nope", 1), "no param 'nope' to set");
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_build(m, 3, &g));
+  ssm_model_destroy(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  /* attention at layers 1 and 3 (i % 2 == 1), Mamba at 0 and 2; an MLP in each */
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_ATTENTION), 2);
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_SCAN), 2);
+  for (int i = 0; i < 4; i++) {
+    char q[96], a[96], up[96];
+    snprintf(q, sizeof q, "model.layers.%d.self_attn.q_proj.weight", i);
+    snprintf(a, sizeof a, "model.layers.%d.mamba.A_log", i);
+    snprintf(up, sizeof up, "model.layers.%d.feed_forward.up_proj.weight", i);
+    CU_ASSERT_EQUAL(!!find_named(g, SSM_OP_WEIGHT, q), i % 2 == 1);
+    CU_ASSERT_EQUAL(!!find_named(g, SSM_OP_WEIGHT, a), i % 2 == 0);
+    CU_ASSERT_PTR_NOT_NULL(find_named(g, SSM_OP_WEIGHT, up));
+  }
+  CU_ASSERT(type_is(find_named(g, SSM_OP_WEIGHT, "model.layers.3.self_attn.k_proj.weight")->result,
+                    "f32[16,32]"));
+  CU_ASSERT(type_is(find_named(g, SSM_OP_WEIGHT, "model.layers.2.mamba.b_layernorm.weight")->result,
+                    "f32[16]"));
+  CU_ASSERT_PTR_NOT_NULL(find_named(g, SSM_OP_WEIGHT, "lm_head.weight"));
+  /* KV caches of max_seq rows, named by layer */
+  ssm_node *kc = find_named(g, SSM_OP_STATE, "l3.k_cache");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(kc);
+  CU_ASSERT(type_is(kc->result, "f32[64,2,8]"));
+  CU_ASSERT_PTR_NOT_NULL(find_named(g, SSM_OP_STATE, "l1.v_cache"));
+  CU_ASSERT_PTR_NOT_NULL(find_named(g, SSM_OP_STATE, "l2.ssm_state"));
+  CU_ASSERT_PTR_NULL(find_named(g, SSM_OP_STATE, "l1.ssm_state"));
+  /* the built-in input pos, one for the graph */
+  ssm_node *pos = find_named(g, SSM_OP_INPUT, "pos");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pos);
+  CU_ASSERT(type_is(pos->result, "i32[1]"));
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_INPUT), 2);
+  for (ssm_node *n = g->first; n; n = n->next)
+    if (n->op == SSM_OP_ATTENTION) {
+      CU_ASSERT(type_is(n->result, "f32[3,4,8]"));
+      CU_ASSERT_EQUAL(n->args[5], pos->result);
+      CU_ASSERT_DOUBLE_EQUAL(ssm_node_float(n, "scale", 0), 1 / sqrt(8.0), 1e-15);
+    }
+  ssm_graph_destroy(g);
+}
+
+static void test_jamba_experts_refused(void) {
+  const char *cfg = jamba_config("jamba_moe.json", 16);
+  ssm_model *m = NULL;
+  ssm_status s = ssm_model_load(ssm_test_path("models/jamba.yaml"), cfg, &m);
+  CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_UNSUPPORTED);
+  CU_ASSERT_PTR_NULL(m);
+  char want[600];
+  snprintf(want, sizeof want, "%s: num_experts = 16: Jamba's mixture-of-experts layers are not "
+           "supported (only num_experts = 1", cfg);
+  SSM_ASSERT_ERR(s, want);
+}
+
+/* Two repeats of blocks chosen per layer: i restarts in each repeat, while
+ * states are named by the absolute layer index. */
+static const char sched_yaml[] =
+    "ssmc: 1\n"
+    "architecture: sched\n"
+    "params:\n"
+    "  hidden: hidden_size\n"
+    "  vocab: vocab_size\n"
+    "blocks:\n"
+    "  a:\n"
+    "    in: x\n"
+    "    out: y\n"
+    "    weights:\n"
+    "      w: {name: \"a.{i}\", shape: [hidden]}\n"
+    "    state:\n"
+    "      s: [hidden]\n"
+    "    body:\n"
+    "      - y = add(mul(x, w), s)\n"
+    "  b:\n"
+    "    in: x\n"
+    "    out: y\n"
+    "    state:\n"
+    "      s: [2, hidden]\n"
+    "    body:\n"
+    "      - y = add(x, reduce(s, kind=sum, axis=0))\n"
+    "weights:\n"
+    "  embed: {name: \"embed\", shape: [vocab, hidden]}\n"
+    "graph:\n"
+    "  - x = embed(embed, tokens)\n"
+    "  - repeat: 3\n"
+    "    block: {if: \"i % 2 == 0\", then: a, else: {if: \"i == 1\", then: b, else: a}}\n"
+    "    carry: x\n"
+    "  - repeat: 2\n"
+    "    block: a\n"
+    "    carry: x\n"
+    "  - output(x)\n";
+
+static void test_layer_schedule(void) {
+  const char *path = ssm_test_write("sched.yaml", sched_yaml, sizeof sched_yaml - 1);
+  ssm_graph *g = build(path, tiny_config("config.json", ""), 2);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  static const char *const want[5] = {"f32[64]", "f32[2,64]", "f32[64]", "f32[64]", "f32[64]"};
+  for (int l = 0; l < 5; l++) {
+    char name[16];
+    snprintf(name, sizeof name, "l%d.s", l);
+    ssm_node *st = find_named(g, SSM_OP_STATE, name);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+    CU_ASSERT(type_is(st->result, want[l]));
+  }
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_STATE), 5);
+  /* weights follow i, which restarts: a.0, a.2 (first repeat), a.0, a.1 */
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_WEIGHT), 1 + 3);
+  CU_ASSERT_PTR_NOT_NULL(find_named(g, SSM_OP_WEIGHT, "a.2"));
+  ssm_graph_destroy(g);
+
+  /* an unknown block name in a choice is an error where it is written, even
+   * when no layer picks it */
+  char text[4096], msg[1200];
+  const char *cfg = tiny_config("config.json", "");
+  size_t n = sizeof sched_yaml - 1;
+  memcpy(text, sched_yaml, n + 1);
+  char *at = strstr(text, "else: a}}");
+  memcpy(at, "else: c}}", 9);
+  path = ssm_test_write("sched_bad.yaml", text, n);
+  snprintf(msg, sizeof msg, "%sunknown block 'c'", where(path, text, "c}}", 0));
+  ssm_model *m = NULL;
+  SSM_ASSERT_ERR(ssm_model_load(path, cfg, &m), msg);
+  memcpy(text, sched_yaml, n + 1);
+  at = strstr(text, "then: a, else");
+  memcpy(at, "than", 4);
+  path = ssm_test_write("sched_bad2.yaml", text, n);
+  snprintf(msg, sizeof msg, "%sunknown key 'than' in a block choice", where(path, text, "than", 0));
+  SSM_ASSERT_ERR(ssm_model_load(path, cfg, &m), msg);
+}
+
 static void test_error_unknown_op(void) {
   expect_error("h = silu", "      - h = scna(matmul(x, up))", "scna", 0, "unknown op 'scna'");
 }
@@ -515,6 +671,9 @@ static void test_print_roundtrip(void) {
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_shapes", test_mamba1_shapes},
+                         {"jamba_schedule", test_jamba_schedule},
+                         {"jamba_experts_refused", test_jamba_experts_refused},
+                         {"layer_schedule", test_layer_schedule},
                          {"model_params", test_model_params},
                          {"mamba1_untied_bias", test_mamba1_untied_bias},
                          {"falcon_mamba", test_falcon_mamba},

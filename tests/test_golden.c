@@ -9,7 +9,8 @@
  * greedy tokens; prefill in chunks and token-by-token decode must agree.
  * Both backends: the CPU interpreter (`--backend cpu`) and Vulkan, through
  * `ssmc compile DIR -o X.ssmb --chunk C` then `ssmc run X.ssmb` (lavapipe
- * when there is no GPU).
+ * when there is no GPU). The Jamba fixtures also carry attention's KV cache
+ * and position across runs.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -19,7 +20,8 @@
 
 static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamba1_f16_sharded",
                                        "falcon_tiny",   "falcon_bf16_untied",
-                                       "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate"};
+                                       "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate",
+                                       "jamba_tiny",    "jamba_gqa"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -209,6 +211,8 @@ static void test_falcon_bf16_untied(void) { check_fixture(fixtures[4]); }
 static void test_mamba2_tiny(void) { check_fixture(fixtures[5]); }
 static void test_mamba2_groups(void) { check_fixture(fixtures[6]); }
 static void test_mamba2_bigstate(void) { check_fixture(fixtures[7]); }
+static void test_jamba_tiny(void) { check_fixture(fixtures[8]); }
+static void test_jamba_gqa(void) { check_fixture(fixtures[9]); }
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -219,6 +223,8 @@ int main(void) {
                          {"mamba2_tiny", test_mamba2_tiny},
                          {"mamba2_groups", test_mamba2_groups},
                          {"mamba2_bigstate", test_mamba2_bigstate},
+                         {"jamba_tiny", test_jamba_tiny},
+                         {"jamba_gqa", test_jamba_gqa},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }

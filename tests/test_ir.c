@@ -122,6 +122,17 @@ static const char *const op_texts[] = {
     "  output %16\n"
     "}\n",
 
+    "graph attention {\n"
+    "  %0:f32[3,6,24] = input name=\"q\"\n"
+    "  %1:f32[3,2,24] = input name=\"k\"\n"
+    "  %2:f32[3,2,24] = input name=\"v\"\n"
+    "  %3:f32[16,2,24] = state name=\"l1.k_cache\"\n"
+    "  %4:f32[16,2,24] = state name=\"l1.v_cache\"\n"
+    "  %5:i32[1] = input name=\"pos\"\n"
+    "  %6:f32[3,6,24] = attention %0, %1, %2, %3, %4, %5 scale=0.2041241452319315\n"
+    "  output %6\n"
+    "}\n",
+
     "graph head {\n"
     "  %0:bf16[1,16] = input name=\"logits\"\n"
     "  %1:bf16[1,16] = softmax %0\n"
@@ -376,6 +387,15 @@ static void test_verify_errors(void) {
                      "  output %3\n"
                      "}\n";
   check_verify_err(scan, "t.ssmir:5:3: declared f32[1,65] but scan computes f32[1,64]");
+  static const char *const attn_head =
+      "graph g {\n  %0:f32[2,5,8] = input name=\"q\"\n  %1:f32[2,2,8] = input name=\"k\"\n"
+      "  %2:f32[4,2,8] = state name=\"kc\"\n  %3:i32[1] = input name=\"pos\"\n"
+      "  %4:f32[2,5,8] = attention %0, %1, %1, %2, %2, %3 scale=1\n  output %4\n}\n";
+  check_verify_err(attn_head, "t.ssmir:6:3: attention: 5 query heads are not a multiple of 2 kv heads");
+  check_verify_err("graph g {\n  %0:f32[2,4,8] = input name=\"q\"\n  %1:f32[2,2,8] = input name=\"k\"\n"
+                   "  %2:f32[4,2,8] = state name=\"kc\"\n  %3:f32[1] = input name=\"pos\"\n"
+                   "  %4:f32[2,4,8] = attention %0, %1, %1, %2, %2, %3 scale=1\n  output %4\n}\n",
+                   "t.ssmir:6:3: attention pos must be i32[1], got f32[1]");
   check_verify_err(HDR "  %1:f32[3] = weight name=\"w\"\n  %2:f32[4] = add %0, %1\n  output %2\n}\n",
                    "t.ssmir:4:3: operand shapes f32[4] and f32[3] do not broadcast");
   check_verify_err("graph g {\n  %0:f32[2,3] = input name=\"x\"\n  %1:f32[4] = weight name=\"w\"\n"

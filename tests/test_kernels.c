@@ -3,12 +3,14 @@
  * manner of ggml's test-backend-ops. Each case is one IR node under test in a
  * graph of its own: operands are weights "w0", "w1", ... holding random data
  * (a small safetensors file written to the temp dir), token ids come from
- * the input "tokens", the state operand of conv1d_causal and scan is the
- * state "s0", and a rank-0 operand may be a const. The CPU interpreter runs
+ * the input "tokens", the state operands of conv1d_causal, scan and
+ * attention are the states "s0", "s1", attention's position is the input
+ * "pos", and a rank-0 operand may be a const. The CPU interpreter runs
  * the graph; the GPU runs the node's generated kernel (ssm_cg_kernel_for_node,
  * compiled to SPIR-V) as a one-dispatch program over one device buffer per
- * binding. Stateful ops run twice (the state carries over) and the final
- * states are compared too. Shapes are deliberately not round (67, 1000,
+ * binding. Stateful ops run twice or more (the state carries over; "pos"
+ * advances by the token count on both sides) and the final states are
+ * compared too. Shapes are deliberately not round (67, 1000,
  * 1537) so that tails, grid clamps and partial workgroups are exercised.
  *
  * The error of a case is max|gpu - cpu| / max(max|cpu|, 1e-30) over the
@@ -83,6 +85,9 @@ typedef struct {
   char wname[MAXW][8];
   int32_t tokens[64];
   int ntokens;
+  int nstates;
+  char sname[2][8];
+  int runs; /* 0: 2 for stateful ops, else 1 */
 } kcase;
 
 static const ssm_type k_scalar = {SSM_F32, 0, {0}};
@@ -114,9 +119,20 @@ static ssm_value *kc_const(kcase *kc, double v) {
   return n->result;
 }
 
+/* State "s<k>" for the k-th call. */
 static ssm_value *kc_state(kcase *kc, ssm_type t) {
+  CU_ASSERT_FATAL(kc->nstates < 2);
+  char *name = kc->sname[kc->nstates];
+  snprintf(name, sizeof kc->sname[0], "s%d", kc->nstates++);
   ssm_node *n = ssm_graph_append(kc->g, SSM_OP_STATE, &t, 0, NULL);
-  ssm_node_set_str(kc->g, n, "name", "s0");
+  ssm_node_set_str(kc->g, n, "name", name);
+  return n->result;
+}
+
+static ssm_value *kc_pos(kcase *kc) {
+  ssm_type t = ssm_type_make(SSM_I32, 1, (int64_t[]){1});
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_INPUT, &t, 0, NULL);
+  ssm_node_set_str(kc->g, n, "name", "pos");
   return n->result;
 }
 
@@ -178,18 +194,16 @@ static ssm_st *kc_write_weights(kcase *kc, int index) {
 
 /* ---- the two sides --------------------------------------------------------- */
 
-static int is_state_arg(const ssm_node *n, int i) {
-  return (n->op == SSM_OP_CONV1D && i == 1) || (n->op == SSM_OP_SCAN && i == 3);
-}
-
-static int state_arg(const ssm_node *n) {
-  for (int i = 0; i < n->nargs; i++)
-    if (is_state_arg(n, i)) return i;
-  return -1;
+/* Elements of all the node's states together. */
+static size_t states_count(const ssm_node *n) {
+  int si[2], ns = ssm_op_state_operands(n->op, si);
+  size_t c = 0;
+  for (int j = 0; j < ns; j++) c += (size_t)ssm_type_numel(&n->args[si[j]]->type);
+  return c;
 }
 
 /* Runs the graph `runs` times on the interpreter: out gets runs * numel
- * results, state (if any) the final state "s0". */
+ * results, state (if any) the final states, one after another. */
 static ssm_status cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int runs,
                            float *out, float *state) {
   ssm_cpu *c = NULL;
@@ -198,13 +212,15 @@ static ssm_status cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int r
   ssm_status s = NULL;
   for (int r = 0; r < runs && !s; r++)
     s = ssm_cpu_run(c, kc->g, kc->tokens, out + (size_t)r * count, count);
-  int si = state_arg(n);
-  if (!s && si >= 0) {
+  int si[2], ns = ssm_op_state_operands(n->op, si);
+  for (int j = 0; j < ns && !s; j++) {
+    const ssm_value *sv = n->args[si[j]];
     ssm_graph *peek = ssm_graph_create("peek");
-    ssm_node *sn = ssm_graph_append(peek, SSM_OP_STATE, &n->args[si]->type, 0, NULL);
-    ssm_node_set_str(peek, sn, "name", "s0");
+    ssm_node *sn = ssm_graph_append(peek, SSM_OP_STATE, &sv->type, 0, NULL);
+    ssm_node_set_str(peek, sn, "name", ssm_node_str(sv->def, "name", ""));
     ssm_graph_append(peek, SSM_OP_OUTPUT, NULL, 1, &sn->result);
-    s = ssm_cpu_run(c, peek, NULL, state, (size_t)ssm_type_numel(&n->args[si]->type));
+    s = ssm_cpu_run(c, peek, NULL, state, (size_t)ssm_type_numel(&sv->type));
+    state += ssm_type_numel(&sv->type);
     ssm_graph_destroy(peek);
   }
   ssm_cpu_destroy(c);
@@ -274,8 +290,15 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
   if (!s) s = ssm_vk_program_end(p);
   size_t count = (size_t)ssm_type_numel(&n->result->type);
   int32_t *ints = malloc(count * 4);
+  int pb = -1; /* the input "pos": the run's first position, as the runtimes keep it */
+  for (int b = 1; b < kern.nbindings; b++)
+    if (kern.bind[b]->def->op == SSM_OP_INPUT &&
+        !strcmp(ssm_node_str(kern.bind[b]->def, "name", ""), "pos"))
+      pb = b;
   for (int r = 0; r < runs && !s; r++) {
-    s = ssm_vk_program_run(g_vk, p);
+    int32_t pos = r * kc->ntokens;
+    if (pb > 0) s = ssm_vk_buffer_upload(g_vk, bufs[pb], 0, &pos, 4);
+    if (!s) s = ssm_vk_program_run(g_vk, p);
     if (!s) s = ssm_vk_buffer_download(g_vk, bufs[0], 0, ints, count * 4);
     for (size_t i = 0; !s && i < count; i++)
       out[(size_t)r * count + i] = n->result->type.dtype == SSM_I32
@@ -283,13 +306,16 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
                                        : ((float *)ints)[i];
   }
   free(ints);
-  int si = state_arg(n), sb = -1;
-  for (int b = 0; si >= 0 && b < kern.nbindings; b++)
-    if (kern.bind[b] == n->args[si]) sb = b;
-  if (si >= 0) CU_ASSERT(sb > 0);
-  if (!s && sb > 0)
-    s = ssm_vk_buffer_download(g_vk, bufs[sb], 0, state,
-                               (size_t)ssm_type_numel(&n->args[si]->type) * 4);
+  int si[2], ns = ssm_op_state_operands(n->op, si);
+  for (int j = 0; j < ns; j++) {
+    int sb = -1;
+    for (int b = 0; b < kern.nbindings; b++)
+      if (kern.bind[b] == n->args[si[j]]) sb = b;
+    CU_ASSERT(sb > 0);
+    size_t sn = (size_t)ssm_type_numel(&n->args[si[j]]->type);
+    if (!s && sb > 0) s = ssm_vk_buffer_download(g_vk, bufs[sb], 0, state, sn * 4);
+    state += sn;
+  }
 done:
   ssm_vk_program_destroy(g_vk, p);
   ssm_vk_kernel_destroy(g_vk, k);
@@ -325,9 +351,9 @@ static void kc_check(kcase *kc, ssm_node *n, double tol) {
   ssm_graph_append(kc->g, SSM_OP_OUTPUT, NULL, 1, &n->result);
   SSM_ASSERT_OK(ssm_graph_verify(kc->g));
   ssm_st *st = kc_write_weights(kc, g_cases);
-  int si = state_arg(n), runs = si >= 0 ? 2 : 1;
+  size_t scount = states_count(n);
+  int runs = kc->runs ? kc->runs : scount ? 2 : 1;
   size_t count = (size_t)ssm_type_numel(&n->result->type);
-  size_t scount = si >= 0 ? (size_t)ssm_type_numel(&n->args[si]->type) : 0;
   float *cpu = calloc(runs * count + scount + 1, sizeof(float));
   float *gpu = calloc(runs * count + scount + 1, sizeof(float));
   char skip[256] = "";
@@ -619,6 +645,38 @@ static void test_scan(void) {
   end_list();
 }
 
+/* attention of T tokens per run, HQ query and HKV kv heads of D, a cache of
+ * MAXS rows, `runs` runs (positions 0, T, 2T, ...). */
+static void attention(const char *label, int64_t T, int64_t HQ, int64_t HKV, int64_t D,
+                      int64_t MAXS, int runs, double scale) {
+  kcase kc;
+  kc_begin(&kc, label);
+  int32_t ids[64] = {0};
+  kc_tokens(&kc, (int)T, ids); /* the token count the CPU side advances "pos" by */
+  ssm_value *args[6];
+  args[0] = kc_weight(&kc, F32(T, HQ, D), -1, 1);
+  args[1] = kc_weight(&kc, F32(T, HKV, D), -1, 1);
+  args[2] = kc_weight(&kc, F32(T, HKV, D), -1, 1);
+  args[3] = kc_state(&kc, F32(MAXS, HKV, D));
+  args[4] = kc_state(&kc, F32(MAXS, HKV, D));
+  args[5] = kc_pos(&kc);
+  ssm_node *n = ssm_graph_append(kc.g, SSM_OP_ATTENTION, &k_scalar, 6, args);
+  ssm_node_set_float(kc.g, n, "scale", scale);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_ACCUM);
+}
+
+static void test_attention(void) {
+  NEED_VK();
+  attention("attention T=1 HQ=4 HKV=2 D=16, 6 runs (pos 0..5)", 1, 4, 2, 16, 8, 6, 0.25);
+  attention("attention T=4 HQ=6 HKV=2 D=24, 2 runs (prefill)", 4, 6, 2, 24, 16, 2,
+            0.20412414523193154);
+  attention("attention T=3 HQ=2 HKV=2 D=67 (2 dims a thread)", 3, 2, 2, 67, 7, 2, 0.5);
+  attention("attention T=40 HQ=6 HKV=2 D=24, 2 runs (score chunks)", 40, 6, 2, 24, 80, 2, 1.0);
+  attention("attention T=1 HQ=6 HKV=1 D=24 (one kv head), 3 runs", 1, 6, 1, 24, 3, 3, 1.0);
+  end_list();
+}
+
 static struct timespec g_t0;
 
 static void test_validation_clean(void) {
@@ -652,6 +710,7 @@ int main(void) {
                          {"embed", test_embed},
                          {"conv1d", test_conv1d},
                          {"scan", test_scan},
+                         {"attention", test_attention},
                          {"validation_clean", test_validation_clean},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("kernels", tests);

@@ -7,9 +7,11 @@
  * between passes). The load-time transforms that folding produces are
  * checked against the CPU interpreter's own unary ops, bit for bit, and every
  * golden fixture runs on the CPU before and after simplify with the same
- * logits. Finally the IR of tests/data/mamba1_tiny (T=2) after each pass is
- * compared with tests/data/ir/passes/<pass>.ssmir (SSM_UPDATE_GOLDEN=1
- * rewrites them); each golden must parse back and verify.
+ * logits. Attention fuses like any anchor and its caches are state it
+ * writes (fuse, schedule). Finally the IR of tests/data/mamba1_tiny (T=2)
+ * after each pass is compared with tests/data/ir/passes/<pass>.ssmir
+ * (SSM_UPDATE_GOLDEN=1 rewrites them); each golden must parse back and
+ * verify.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -232,6 +234,72 @@ static void test_dce(void) {
                  "  output %4\n"
                  "}\n",
                  "merged 0 nodes, removed 4 dead nodes");
+}
+
+/* ---- attention: fused like any anchor, its caches are state it writes ----------- */
+
+#define ATT_HEAD                                                                    \
+  "graph t {\n"                                                                     \
+  "  %0:f32[2,4,8] = input name=\"q\"\n"                                            \
+  "  %1:f32[2,2,8] = input name=\"k\"\n"                                            \
+  "  %2:f32[2,2,8] = input name=\"v\"\n"
+
+static void test_fuse_attention(void) {
+  /* q's scaling is computed where attention reads q; the residual add is its
+   * epilogue; one kernel */
+  check_pass(ssm_pass_fuse,
+             ATT_HEAD
+             "  %3:f32[16,2,8] = state name=\"kc\"\n"
+             "  %4:f32[16,2,8] = state name=\"vc\"\n"
+             "  %5:i32[1] = input name=\"pos\"\n"
+             "  %6:f32[] = const value=0.5\n"
+             "  %7:f32[2,4,8] = mul %0, %6\n"
+             "  %8:f32[2,4,8] = attention %7, %1, %2, %3, %4, %5 scale=0.25\n"
+             "  %9:f32[2,4,8] = add %8, %0\n"
+             "  output %9\n"
+             "}\n",
+             ATT_HEAD
+             "  %3:f32[16,2,8] = state name=\"kc\"\n"
+             "  %4:f32[16,2,8] = state name=\"vc\"\n"
+             "  %5:i32[1] = input name=\"pos\"\n"
+             "  %6:f32[] = const value=0.5\n"
+             "  %7:f32[2,4,8] = mul %0, %6 group=0\n"
+             "  %8:f32[2,4,8] = attention %7, %1, %2, %3, %4, %5 scale=0.25 group=0\n"
+             "  %9:f32[2,4,8] = add %8, %0 group=0\n"
+             "  output %9\n"
+             "}\n",
+             "3 ops that do work -> 1 kernels");
+  /* a cache must be a state tensor: the kernel writes it in place */
+  ssm_graph *g = parse(ATT_HEAD
+                       "  %3:f32[16,2,8] = input name=\"kc\"\n"
+                       "  %4:f32[16,2,8] = state name=\"vc\"\n"
+                       "  %5:i32[1] = input name=\"pos\"\n"
+                       "  %6:f32[2,4,8] = attention %0, %1, %2, %3, %4, %5 scale=0.25\n"
+                       "  output %6\n"
+                       "}\n");
+  char note[256];
+  if (g) SSM_ASSERT_ERR(ssm_pass_fuse(g, NULL, note, sizeof note),
+                        "attention: its state operand must be a state tensor itself, not input");
+  ssm_graph_destroy(g);
+  /* a kernel that reads a cache after attention wrote it waits for it; DCE
+   * keeps attention for its effect even when its result is unused */
+  g = parse(ATT_HEAD
+            "  %3:f32[16,2,8] = state name=\"kc\"\n"
+            "  %4:f32[16,2,8] = state name=\"vc\"\n"
+            "  %5:i32[1] = input name=\"pos\"\n"
+            "  %6:f32[2,4,8] = attention %0, %1, %2, %3, %4, %5 scale=0.25\n"
+            "  %7:f32[1,2,8] = reduce %4 kind=\"sum\" axis=0\n"
+            "  output %7\n"
+            "}\n");
+  if (!g) return;
+  SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
+  int seen = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_ATTENTION) seen++;
+    if (n->op == SSM_OP_REDUCE) CU_ASSERT_EQUAL(ssm_node_int(n, "sync", -1), 1);
+  }
+  CU_ASSERT_EQUAL(seen, 1);
+  ssm_graph_destroy(g);
 }
 
 /* ---- verify and infer --------------------------------------------------------- */
@@ -766,6 +834,7 @@ int main(void) {
                          {"cse_keeps_effects", test_cse_keeps_effects},
                          {"cse_attr_order", test_cse_attr_order},
                          {"dce", test_dce},
+                         {"fuse_attention", test_fuse_attention},
                          {"verify_pass", test_verify_pass},
                          {"infer", test_infer},
                          {"pipeline", test_pipeline},

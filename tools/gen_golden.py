@@ -31,6 +31,8 @@ import transformers
 from transformers import (
     FalconMambaConfig,
     FalconMambaForCausalLM,
+    JambaConfig,
+    JambaForCausalLM,
     Mamba2Config,
     Mamba2ForCausalLM,
     MambaConfig,
@@ -157,6 +159,46 @@ FIXTURES = [
             tie_word_embeddings=True, use_bias=False, use_conv_bias=True,
         ),
     ),
+    # Jamba (JambaForCausalLM): Mamba layers with weighted dt/B/C RMSNorms,
+    # grouped-query attention (no positional embedding) every attn_layer_period
+    # layers, and a dense SwiGLU MLP in every layer (num_experts=1). Untied
+    # embeddings; sizes kept small enough for an untied f32 vocab under 600 KB.
+    dict(
+        name="jamba_tiny",
+        cls="jamba",
+        seed=1006,
+        prompt_len=8,
+        new_tokens=8,
+        dtype="f32",
+        shard=None,
+        config=dict(
+            vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+            attn_layer_period=2, attn_layer_offset=1,  # attention at layers 1 and 3
+            num_attention_heads=4, num_key_value_heads=2,
+            num_experts=1, num_experts_per_tok=1,
+            mamba_d_state=16, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto",
+            mamba_conv_bias=True, mamba_proj_bias=False, rms_norm_eps=1e-6,
+            tie_word_embeddings=False, use_mamba_kernels=False,
+        ),
+    ),
+    dict(
+        name="jamba_gqa",
+        cls="jamba",
+        seed=1007,
+        prompt_len=9,
+        new_tokens=10,
+        dtype="bf16",
+        shard=None,
+        config=dict(
+            vocab_size=757, hidden_size=48, intermediate_size=80, num_hidden_layers=4,
+            attn_layer_period=2, attn_layer_offset=0,  # attention at layers 0 and 2
+            num_attention_heads=6, num_key_value_heads=2,
+            num_experts=1, num_experts_per_tok=1,
+            mamba_d_state=8, mamba_d_conv=3, mamba_expand=2, mamba_dt_rank=5,
+            mamba_conv_bias=True, mamba_proj_bias=True, rms_norm_eps=1e-5,
+            tie_word_embeddings=False, use_mamba_kernels=False,
+        ),
+    ),
 ]
 
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
@@ -191,6 +233,14 @@ def reinit_(model, cfg):
             elif name.endswith("dt_proj.bias") or name.endswith("dt_bias"):
                 dt = torch.empty_like(p).uniform_(0.001, 0.1)
                 p.copy_(torch.log(torch.expm1(dt)))  # softplus^-1
+            elif name.endswith(("dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")):
+                # Jamba's mixer norms carry weights: make them matter
+                p.copy_(torch.empty_like(p).uniform_(0.5, 1.5))
+            elif name.endswith(("q_proj.weight", "k_proj.weight")):
+                # attention scores O(4): softmax far from uniform
+                p.copy_(2.0 * torch.randn_like(p) / math.sqrt(p.shape[1]))
+            elif name.endswith("embed_tokens.weight"):
+                p.copy_(0.2 * torch.randn_like(p))
             elif name.endswith("norm.weight") or name.endswith("norm_f.weight"):
                 p.copy_(1.0 + 0.1 * torch.randn_like(p))
             elif name.endswith("embeddings.weight") or name.endswith("lm_head.weight"):
@@ -338,6 +388,40 @@ def gated_norm_kind(model):
     return "+".join(kinds) or "neither"
 
 
+def sensitivity_jamba(model, ids, ref):
+    """max |delta logits| per disturbed component of a Jamba model."""
+    out = {}
+    layers = model.model.layers
+
+    def probe(label, fn):
+        m = copy.deepcopy(model)
+        with torch.no_grad():
+            for i, layer in enumerate(m.model.layers):
+                fn(i, layer)
+        out[label] = float((full_logits(m, ids) - ref).abs().max())
+
+    def mixer(fn):
+        return lambda i, l: fn(l.mamba) if hasattr(l, "mamba") else None
+
+    probe("D=0", mixer(lambda mx: mx.D.zero_()))
+    probe("conv_taps_except_last=0", mixer(lambda mx: mx.conv1d.weight[..., :-1].zero_()))
+    probe("A_log+3 (faster decay)", mixer(lambda mx: mx.A_log.add_(3.0)))
+    probe("dt_bias-1", mixer(lambda mx: mx.dt_proj.bias.sub_(1.0)))
+    probe("dt_layernorm.weight=1", mixer(lambda mx: mx.dt_layernorm.weight.fill_(1.0)))
+    probe("b_layernorm.weight=1", mixer(lambda mx: mx.b_layernorm.weight.fill_(1.0)))
+    probe("c_layernorm.weight=1", mixer(lambda mx: mx.c_layernorm.weight.fill_(1.0)))
+    for k, layer in enumerate(layers):
+        if hasattr(layer, "self_attn"):
+            # q*0.5 flattens the softmax: only matters if attention is not uniform
+            probe("layer%d q_proj*0.5" % k,
+                  lambda i, l, k=k: l.self_attn.q_proj.weight.mul_(0.5) if i == k else None)
+            probe("layer%d v_proj*0.5" % k,
+                  lambda i, l, k=k: l.self_attn.v_proj.weight.mul_(0.5) if i == k else None)
+    probe("mlp up_proj*0.5", lambda i, l: l.feed_forward.up_proj.weight.mul_(0.5))
+    probe("pre_ff_layernorm.weight=1", lambda i, l: l.pre_ff_layernorm.weight.fill_(1.0))
+    return out
+
+
 def read_safetensors_dtypes(path):
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
@@ -354,6 +438,14 @@ def build(fx):
     elif fx["cls"] == "mamba2":
         config = Mamba2Config(**c)
         model = Mamba2ForCausalLM(config)
+    elif fx["cls"] == "jamba":
+        config = JambaConfig(**c)
+        config._attn_implementation = "eager"
+        model = JambaForCausalLM(config)
+        log("  layers_block_type", config.layers_block_type,
+            "layers_num_experts", getattr(config, "layers_num_experts", None))
+        log("  modules", [type(l).__name__ + ":" + type(l.feed_forward).__name__
+                          for l in model.model.layers])
     else:
         config = FalconMambaConfig(**c)
         model = FalconMambaForCausalLM(config)
@@ -371,10 +463,11 @@ def attempt(fx, seed):
     model = build(fx).to(torch.float32).eval()
     cfg = model.config
     reinit_(model, cfg)
+    emb = model.get_input_embeddings().weight
     if cfg.tie_word_embeddings:
-        assert model.lm_head.weight.data_ptr() == model.backbone.embeddings.weight.data_ptr(), "tie broken"
+        assert model.lm_head.weight.data_ptr() == emb.data_ptr(), "tie broken"
     else:
-        assert model.lm_head.weight.data_ptr() != model.backbone.embeddings.weight.data_ptr()
+        assert model.lm_head.weight.data_ptr() != emb.data_ptr()
 
     wdt = fx["dtype"]
     if wdt != "f32":
@@ -464,7 +557,7 @@ def gen_fixture(fx, outroot, kernels):
     check(0.5 < max_abs < 50, "%s: max|logit| %.4f is outside O(1-10)" % (name, max_abs))
     log("  kernel fallbacks seen so far:", len(FALLBACKS.messages))
 
-    sens = sensitivity(model, full, logits)
+    sens = (sensitivity_jamba if fx["cls"] == "jamba" else sensitivity)(model, full, logits)
     log("  sensitivity (max|dlogit|):", {k: round(v, 4) for k, v in sens.items()})
     weak = [k for k, v in sens.items() if v < 1e-2]
     check(not weak, "%s: weak dependence on %s" % (name, weak))
@@ -519,6 +612,11 @@ def gen_fixture(fx, outroot, kernels):
                     "hidden_size", "num_hidden_layers", "vocab_size", "chunk_size")
         check(cj["num_heads"] * cj["head_dim"] == cj["expand"] * cj["hidden_size"],
               "%s: num_heads*head_dim != expand*hidden_size" % name)
+    if fx["cls"] == "jamba":
+        int_keys = ("intermediate_size", "mamba_dt_rank", "mamba_d_state", "mamba_d_conv",
+                    "mamba_expand", "hidden_size", "num_hidden_layers", "vocab_size",
+                    "num_attention_heads", "num_key_value_heads", "attn_layer_period",
+                    "attn_layer_offset", "num_experts")
     for key in int_keys:
         v = cj.get(key)
         check(isinstance(v, int) and not isinstance(v, bool),

@@ -24,11 +24,11 @@
 static const char usage[] =
     "usage:\n"
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
-    "               [--no-fuse] [--dump-ir DIR]\n"
-    "  ssmc ir MODEL [--config config.json] [--seq T] [--after PASS|all]\n"
+    "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
+    "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
-    "           [--config F] [--validate] [--state-in FILE] [--state-out FILE]\n"
+    "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
     "  ssmc inspect BUNDLE [--json]\n"
     "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
     "  ssmc devices\n"
@@ -36,6 +36,8 @@ static const char usage[] =
     "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
     "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
+    "--max-seq N: the positions a KV cache holds (default 2048); a bundle keeps\n"
+    "the value it was compiled with.\n"
     "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n";
 
 static int fail(ssm_status s) {
@@ -65,6 +67,22 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
   if (errno || *end || v < lo || v > hi) return 0;
   *out = v;
   return 1;
+}
+
+#define MAX_SEQ_LIMIT (1 << 24)
+
+/* Parses --max-seq's value into *out; returns 0 on error. */
+static int parse_max_seq(const char *s, long *out) { return parse_int(s, 1, MAX_SEQ_LIMIT, out); }
+
+/* Loads MODEL and applies --max-seq (0: the default). */
+static ssm_status load_model(const char *model, const char *config, long max_seq, ssm_model **out) {
+  SSM_TRY(ssm_model_load(model, config, out));
+  ssm_status s = max_seq ? ssm_model_set_param(*out, "max_seq", max_seq) : NULL;
+  if (s) {
+    ssm_model_destroy(*out);
+    *out = NULL;
+  }
+  return s;
 }
 
 /* Parses "1,2,3" into a malloc'd array. */
@@ -115,9 +133,14 @@ static int known_pass(const char *name) {
 
 static int cmd_ir(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *after = NULL;
-  long seq = 1;
+  long seq = 1, max_seq = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc) config = argv[++i];
+    else if (!strcmp(argv[i], "--max-seq") && i + 1 < argc) {
+      if (!parse_max_seq(argv[++i], &max_seq))
+        return usage_error("--max-seq: expected a position count from 1 to 16777216, got '%s'",
+                           argv[i]);
+    }
     else if (!strcmp(argv[i], "--after") && i + 1 < argc) {
       after = argv[++i];
       if (!known_pass(after)) {
@@ -133,7 +156,7 @@ static int cmd_ir(int argc, char **argv) {
       if (!parse_int(argv[++i], 1, 1 << 20, &seq))
         return usage_error("--seq: expected a token count from 1 to 1048576, got '%s'", argv[i]);
     } else if (i + 1 == argc && (!strcmp(argv[i], "--after") || !strcmp(argv[i], "--config") ||
-                                 !strcmp(argv[i], "--seq")))
+                                 !strcmp(argv[i], "--seq") || !strcmp(argv[i], "--max-seq")))
       return usage_error("ir: option '%s' needs a value", argv[i]);
     else if (argv[i][0] == '-') return usage_error("ir: unknown option '%s'", argv[i]);
     else if (!model) model = argv[i];
@@ -156,7 +179,7 @@ static int cmd_ir(int argc, char **argv) {
     if (!s && !after) s = ssm_graph_verify(g);
   } else {
     ssm_model *m = NULL;
-    s = ssm_model_load(model, config, &m);
+    s = load_model(model, config, max_seq, &m);
     if (!s) s = ssm_model_build(m, (int)seq, &g);
     ssm_model_destroy(m);
   }
@@ -181,7 +204,7 @@ static int cmd_ir(int argc, char **argv) {
 
 typedef struct {
   const char *model, *config, *weights, *tokens, *dump, *backend, *state_in, *state_out;
-  long n, chunk, device;
+  long n, chunk, device, max_seq;
   int validation;
 } run_opts;
 
@@ -258,7 +281,7 @@ static ssm_status cpu_open(const run_opts *o, backend **out) {
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) abort();
   c->base = (backend){cpu_run, NULL, cpu_state_save, cpu_state_load, cpu_destroy, 0, (int)o->chunk};
-  ssm_status s = ssm_model_load(o->model, o->config, &c->model);
+  ssm_status s = load_model(o->model, o->config, o->max_seq, &c->model);
   if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
   if (!s) s = ssm_st_open(o->weights, &c->st);
@@ -321,7 +344,7 @@ static ssm_status vk_open(const run_opts *o, backend **out) {
   if (!s && !ends_with(o->model, ".ssmb")) { /* a model: compile it first */
     snprintf(v->tmp, sizeof v->tmp, "/tmp/ssmc-%d.ssmb", (int)getpid());
     ssm_model *m = NULL;
-    s = ssm_model_load(o->model, o->config, &m);
+    s = load_model(o->model, o->config, o->max_seq, &m);
     ssm_compile_opts co = {.prefill_tokens = (int)o->chunk};
     if (!s) s = ssm_compile(m, &co, v->tmp);
     ssm_model_destroy(m);
@@ -417,8 +440,8 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
       continue;
     }
     static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
-                                         "--backend", "-n", "--chunk", "--device", "--state-in",
-                                         "--state-out", NULL};
+                                         "--backend", "-n", "--chunk", "--device", "--max-seq",
+                                         "--state-in", "--state-out", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
     if (a[0] == '-' && !known) {
@@ -442,6 +465,10 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     } else if (!strcmp(a, "--chunk")) {
       if (!parse_int(argv[++i], 1, 4096, &o->chunk))
         return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--max-seq")) {
+      if (!parse_max_seq(argv[++i], &o->max_seq))
+        return usage_error("--max-seq: expected a position count from 1 to 16777216, got '%s'",
+                           argv[i]);
     } else if (!strcmp(a, "--device")) {
       if (!parse_int(argv[++i], 0, 1000, &o->device))
         return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
@@ -452,6 +479,9 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
   if (!o->weights) return usage_error("missing --weights DIR%s", "");
   if (!strcmp(o->backend, "cpu") && ends_with(o->model, ".ssmb"))
     return usage_error("--backend cpu runs a model (YAML or directory), not a bundle: %s", o->model);
+  if (o->max_seq && ends_with(o->model, ".ssmb"))
+    return usage_error("--max-seq is fixed when a bundle is compiled (ssmc compile --max-seq): %s",
+                       o->model);
   return 0;
 }
 
@@ -490,7 +520,7 @@ static int cmd_run(int argc, char **argv) {
 
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL;
-  long prefill = 32;
+  long prefill = 32, max_seq = 0;
   int no_fuse = 0;
   ssm_dtype dtype = SSM_F32;
   for (int i = 0; i < argc; i++) {
@@ -506,6 +536,10 @@ static int cmd_compile(int argc, char **argv) {
     else if (!strcmp(a, "--chunk")) {
       if (!parse_int(argv[++i], 1, 4096, &prefill))
         return usage_error("--chunk: expected a token count from 1 to 4096, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--max-seq")) {
+      if (!parse_max_seq(argv[++i], &max_seq))
+        return usage_error("--max-seq: expected a position count from 1 to 16777216, got '%s'",
+                           argv[i]);
     } else if (!strcmp(a, "--dtype")) {
       const char *d = argv[++i];
       if (!ssm_dtype_parse(d, strlen(d), &dtype) || dtype == SSM_I32)
@@ -517,7 +551,7 @@ static int cmd_compile(int argc, char **argv) {
   if (!model) return usage_error("compile: missing MODEL%s", "");
   if (!out) return usage_error("compile: missing -o OUT.ssmb%s", "");
   ssm_model *m = NULL;
-  ssm_status s = ssm_model_load(model, config, &m);
+  ssm_status s = load_model(model, config, max_seq, &m);
   ssm_compile_opts co = {.prefill_tokens = (int)prefill, .dtype = dtype, .no_fuse = no_fuse,
                          .dump_dir = dump};
   if (!s) s = ssm_compile(m, &co, out);
