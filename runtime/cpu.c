@@ -121,7 +121,6 @@ void ssm_cpu_reset(ssm_cpu *c) {
     cpu_tensor *t = &c->states.items[i];
     memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
   }
-  c->position = 0;
 }
 
 int64_t ssm_cpu_position(const ssm_cpu *c) { return c->position; }
@@ -193,7 +192,6 @@ static ssm_status state_get(ssm_cpu *c, const ssm_node *n, void **out) {
   return ssm_cpu_state(c, ssm_node_str(n, "name", ""), &n->result->type, (float **)out);
 }
 
-int64_t ssm_cpu_position(const ssm_cpu *c) { return c->position; }
 uint64_t ssm_cpu_fingerprint(const ssm_cpu *c) {
   return c->weights ? ssm_st_fingerprint(c->weights) : 0;
 }

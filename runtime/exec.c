@@ -47,7 +47,6 @@ struct ssm_rt {
   int64_t max_seq;  /* 0: no bound (no program reads "pos") */
   int64_t position; /* tokens run since the last reset */
   const char *path;
-  int64_t position;     /* tokens fed since reset */
   uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
 };
 
@@ -320,7 +319,6 @@ static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
 
 ssm_status ssm_rt_reset(ssm_rt *rt) {
   const cJSON *ss, *s;
-  rt->position = 0;
   ssm_status st = get_item(rt, rt->manifest, "state", "manifest", &ss);
   if (st) return st;
   cJSON_ArrayForEach(s, ss) {
@@ -435,7 +433,6 @@ ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logit
 
 /* ---- state access (statefile.c saves and restores through these) ------- */
 
-int64_t ssm_rt_position(const ssm_rt *rt) { return rt->position; }
 void ssm_rt_set_position(ssm_rt *rt, int64_t position) { rt->position = position; }
 const char *ssm_rt_arch(const ssm_rt *rt) {
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(rt->manifest, "architecture");
