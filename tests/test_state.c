@@ -11,6 +11,7 @@
 
 #define FIX "tests/data/mamba1_untied" /* its greedy continuation is varied */
 #define PROMPT "48,368,579,575,669,30,119"
+static const char *fix = FIX, *prompt = PROMPT;
 
 static char *ssmc(const char *args, int want_rc) {
   char cmd[4096], *out;
@@ -32,18 +33,19 @@ static const char *last_line(const char *s) {
  * `first`), then --state-in with the 5th token and 7 more (by `second`). */
 static void check_continuation(const char *first, const char *second) {
   char args[2048], path[512];
-  snprintf(path, sizeof path, "%s/s-%s-%s.state", ssm_test_tmpdir(), first, second);
-  snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens " PROMPT " -n 12 --backend %s",
-           first);
+  snprintf(path, sizeof path, "%s/s-%s-%s-%d.state", ssm_test_tmpdir(), first, second,
+           (int)strlen(fix));
+  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 12 --backend %s", fix, fix,
+           prompt, first);
   char *all = ssmc(args, 0);
-  snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens " PROMPT
-           " -n 5 --backend %s --state-out %s", first, path);
+  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 5 --backend %s --state-out %s",
+           fix, fix, prompt, first, path);
   char *head = ssmc(args, 0);
   const char *ids = last_line(head);
   const char *fifth = strrchr(ids, ',');
   fifth = fifth ? fifth + 1 : ids;
-  snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens %s -n 7 --backend %s "
-           "--state-in %s", fifth, second, path);
+  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 7 --backend %s --state-in %s",
+           fix, fix, fifth, second, path);
   char *tail = ssmc(args, 0);
   char joined[1024];
   snprintf(joined, sizeof joined, "%s,%s", last_line(head), last_line(tail));
@@ -69,6 +71,16 @@ static char *slurp(const char *path, size_t *n) {
   CU_ASSERT_PTR_NULL(s);
   ssm_status_free(s);
   return d;
+}
+
+/* A hybrid: its attention layers' KV caches and the position are state too. */
+static void test_jamba_continues(void) {
+  fix = "tests/data/jamba_tiny";
+  prompt = "5,77,300,12,9,401";
+  check_continuation("cpu", "vulkan");
+  check_continuation("vulkan", "vulkan");
+  fix = FIX;
+  prompt = PROMPT;
 }
 
 static void test_bad_state_files(void) {
@@ -143,6 +155,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"cpu_continues", test_cpu_continues},
                          {"vulkan_continues", test_vulkan_continues},
                          {"across_backends", test_across_backends},
+                         {"jamba_continues", test_jamba_continues},
                          {"bad_state_files", test_bad_state_files},
                          {"mismatch_changes_nothing", test_mismatch_changes_nothing},
                          CU_TEST_INFO_NULL};

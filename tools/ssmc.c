@@ -8,6 +8,7 @@
  * MODEL is an architecture YAML (with --config), a Hugging Face model
  * directory, or (for `ir`) an IR text file ending in .ssmir.
  */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -26,7 +27,8 @@ static const char usage[] =
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
     "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
-    "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
+    "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT) [-n N] [--greedy]\n"
+    "           [--tokenizer tokenizer.json] [--eos ID]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
     "  ssmc inspect BUNDLE [--json]\n"
@@ -204,7 +206,8 @@ static int cmd_ir(int argc, char **argv) {
 
 typedef struct {
   const char *model, *config, *weights, *tokens, *dump, *backend, *state_in, *state_out;
-  long n, chunk, device, max_seq;
+  const char *prompt, *tokenizer;
+  long n, chunk, device, max_seq, eos;
   int validation;
 } run_opts;
 
@@ -400,10 +403,16 @@ static ssm_status feed(backend *b, const int32_t *tokens, int count, float *logi
 
 /* Prefill in chunks the backend takes, the rest token by token, then greedy
  * decode of o->n tokens into out_gen. */
+/* Called with each generated id; returns nonzero to stop (end of text). */
+typedef int (*token_fn)(int32_t id, void *user);
+
+/* Prefill in chunks the backend takes, the rest token by token, then greedy
+ * decode of up to o->n tokens into gen; *out_count says how many. */
 static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt, int np,
-                           int32_t *gen) {
+                           int32_t *gen, token_fn on_token, void *user, long *out_count) {
   ssm_status s = NULL;
   FILE *dump = NULL;
+  *out_count = 0;
   if (o->dump && !(dump = fopen(o->dump, "wb")))
     return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
   int chunk = b->chunk > 0 ? b->chunk : 1;
@@ -419,13 +428,96 @@ static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt,
   }
   for (long k = 0; k < o->n && !s; k++) {
     gen[k] = argmax_row(last, b->vocab);
-    if (k + 1 == o->n) break;
+    *out_count = k + 1;
+    if (k + 1 == o->n || (on_token && on_token(gen[k], user))) break;
     s = feed(b, &gen[k], 1, logits, dump, o->dump, &pos);
     last = logits;
   }
   if (dump && fclose(dump) && !s)
     s = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", o->dump, strerror(errno));
   free(logits);
+  return s;
+}
+
+/* ---- text in, text out --------------------------------------------------- */
+
+typedef struct {
+  ssm_tok_stream *stream;
+  long eos;
+} text_out;
+
+/* Prints each token's text as soon as it completes a UTF-8 character; stops
+ * at the end-of-text token, which is not printed. */
+static int print_token(int32_t id, void *user) {
+  text_out *t = user;
+  if (t->eos >= 0 && id == t->eos) return 1;
+  const char *text;
+  size_t len;
+  ssm_status s = ssm_tok_stream_feed(t->stream, id, &text, &len);
+  if (s) {
+    ssm_status_free(s);
+    return 1;
+  }
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return 0;
+}
+
+/* The end-of-text id: --eos, else eos_token_id of the weights directory's
+ * config.json, else the tokenizer's <|endoftext|>, else none (-1). */
+static long find_eos(const run_opts *o, const ssm_tok *tok) {
+  if (o->eos >= 0) return o->eos;
+  char path[4096], *text;
+  size_t n;
+  snprintf(path, sizeof path, "%s/config.json", o->weights);
+  ssm_status s = ssm_file_read(path, 1 << 24, &text, &n);
+  long eos = -1;
+  if (!s) {
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *e = cJSON_GetObjectItemCaseSensitive(j, "eos_token_id");
+    if (cJSON_IsNumber(e) && e->valuedouble >= 0) eos = (long)e->valuedouble;
+    cJSON_Delete(j);
+    free(text);
+  }
+  ssm_status_free(s);
+  if (eos < 0) eos = ssm_tok_token_id(tok, "<|endoftext|>");
+  return eos;
+}
+
+static ssm_status run_prompt(backend *b, const run_opts *o) {
+  char path[4096];
+  const char *tp = o->tokenizer;
+  if (!tp) {
+    snprintf(path, sizeof path, "%s/tokenizer.json", o->weights);
+    tp = path;
+  }
+  ssm_tok *tok;
+  ssm_status s = ssm_tok_load(tp, &tok);
+  if (s && !o->tokenizer)
+    return ssm_status_wrap(s, "--prompt needs a tokenizer (--tokenizer FILE, or tokenizer.json "
+                           "in the weights directory)");
+  if (s) return s;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  s = ssm_tok_encode(tok, o->prompt, strlen(o->prompt), &ids, &n);
+  if (!s && !n) s = ssm_status_new(SSM_ERR_INVALID, "--prompt: the text has no tokens");
+  int32_t *gen = calloc((size_t)o->n + 1, sizeof *gen);
+  text_out t = {ssm_tok_stream_new(tok, 1), find_eos(o, tok)};
+  long count = 0;
+  if (!s) {
+    fputs(o->prompt, stdout);
+    fflush(stdout);
+    s = generate(b, o, ids, (int)n, gen, print_token, &t, &count);
+    const char *rest;
+    size_t len;
+    ssm_tok_stream_flush(t.stream, &rest, &len);
+    fwrite(rest, 1, len, stdout);
+    fputs("\n", stdout);
+  }
+  ssm_tok_stream_free(t.stream);
+  free(gen);
+  free(ids);
+  ssm_tok_free(tok);
   return s;
 }
 
@@ -441,7 +533,8 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     }
     static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
                                          "--backend", "-n", "--chunk", "--device", "--max-seq",
-                                         "--state-in", "--state-out", NULL};
+                                         "--state-in", "--state-out", "--prompt", "--tokenizer",
+                                         "--eos", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
     if (a[0] == '-' && !known) {
@@ -454,6 +547,12 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     else if (!strcmp(a, "--tokens")) o->tokens = argv[++i];
     else if (!strcmp(a, "--dump-logits")) o->dump = argv[++i];
     else if (!strcmp(a, "--state-in")) o->state_in = argv[++i];
+    else if (!strcmp(a, "--prompt")) o->prompt = argv[++i];
+    else if (!strcmp(a, "--tokenizer")) o->tokenizer = argv[++i];
+    else if (!strcmp(a, "--eos")) {
+      if (!parse_int(argv[++i], 0, INT32_MAX, &o->eos))
+        return usage_error("--eos: expected a token id, got '%s'", argv[i]);
+    }
     else if (!strcmp(a, "--state-out")) o->state_out = argv[++i];
     else if (!strcmp(a, "--backend")) {
       o->backend = argv[++i];
@@ -486,21 +585,18 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  run_opts o = {.n = 16, .chunk = 32, .device = -1, .backend = "vulkan"};
+  run_opts o = {.n = 16, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan"};
   int rc = parse_run_opts(argc, argv, &o, "run");
   if (rc) return rc;
-  if (!o.tokens) return usage_error("run: missing --tokens%s", "");
-  int32_t *prompt, *gen = calloc((size_t)o.n + 1, sizeof *gen);
-  int np;
+  if (!o.tokens == !o.prompt) return usage_error("run: give --tokens IDS or --prompt TEXT%s", "");
+  int32_t *prompt = NULL, *gen = calloc((size_t)o.n + 1, sizeof *gen);
+  int np = 0;
+  long count = 0;
   backend *b = NULL;
-  ssm_status s = parse_tokens(o.tokens, &prompt, &np);
-  if (s) {
-    free(gen);
-    return fail(s);
-  }
-  s = backend_open(&o, &b);
+  ssm_status s = o.tokens ? parse_tokens(o.tokens, &prompt, &np) : NULL;
+  if (!s) s = backend_open(&o, &b);
   if (!s && o.state_in) s = b->state_load(b, o.state_in);
-  if (!s) s = generate(b, &o, prompt, np, gen);
+  if (!s) s = o.prompt ? run_prompt(b, &o) : generate(b, &o, prompt, np, gen, NULL, NULL, &count);
   /* the state after every token fed; the last generated one was not fed */
   if (!s && o.state_out) s = b->state_save(b, o.state_out);
   if (!s && b->finish) s = b->finish(b);
@@ -510,8 +606,10 @@ static int cmd_run(int argc, char **argv) {
     free(gen);
     return fail(s);
   }
-  for (long k = 0; k < o.n; k++) printf(k ? ",%d" : "%d", gen[k]);
-  printf("\n");
+  if (o.tokens) {
+    for (long k = 0; k < count; k++) printf(k ? ",%d" : "%d", gen[k]);
+    printf("\n");
+  }
   free(gen);
   return 0;
 }
