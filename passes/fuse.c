@@ -6,7 +6,7 @@
  *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
  *      matmul (the kernel normalizes rows as it reads them);
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
- *      embed, reduce, softmax, argmax, large-row rmsnorm) starts a group;
+ *      embed, reduce, softmax, argmax, sample, large-row rmsnorm) starts a group;
  *   3. epilogues: an elementwise op that is the only use of a group's result,
  *      with that result's shape, joins the group (bias, softplus, residual
  *      add, SiLU after conv, the scan's D skip and gate);
@@ -126,7 +126,9 @@ static void assign(fuser *f, int no_fuse) {
   /* 3. epilogues */
   for (int k = 0; k < f->count; k++) {
     const ssm_node *a = f->nodes[k];
-    if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX) continue;
+    if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX ||
+        a->op == SSM_OP_SAMPLE)
+      continue;
     if (a->op == SSM_OP_RMSNORM) { /* a norm prologue is not a group's result */
       int mine = 1;
       for (int j = k + 1; j < f->count; j++)
@@ -172,7 +174,7 @@ static void materialize_sink_views(fuser *f) {
 static ssm_status check_state_operands(const fuser *f) {
   for (int k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
-    int si = n->op == SSM_OP_SCAN ? 3 : n->op == SSM_OP_CONV1D ? 1 : -1;
+    int si = n->op == SSM_OP_SCAN ? 3 : n->op == SSM_OP_CONV1D || n->op == SSM_OP_SAMPLE ? 1 : -1;
     if (si >= 0 && n->args[si]->def->op != SSM_OP_STATE)
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: its state operand must be a state tensor "
                             "itself, not %s", ssm_op_info_get(n->op)->name,

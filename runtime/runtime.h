@@ -79,6 +79,34 @@ void ssm_cpu_reset(ssm_cpu *c);
 ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                        float *out, size_t out_count);
 
+/* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
+ * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
+ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, int nouts,
+                               float *const *outs, const size_t *counts);
+/* Writes state tensor `name` (created if no run has used it yet) with
+ * ssm_type_numel(type) 4-byte elements from `data`. A state of that name
+ * with another type is an error. */
+ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
+                               const void *data);
+
+/* The `sample` op on one row of `n` logits with sampler state `state`
+ * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
+ * interpreter's definition, which templates/sample.glsl.in follows step by
+ * step. Greedy (first largest) when temperature <= 0. Otherwise x = (l -
+ * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
+ * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
+ * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u
+ * (32 bisection steps) whose kept mass is >= top_p * the total; the id is
+ * the first index whose running sum of kept p exceeds r =
+ * ssm_sample_uniform(seed, step) * the kept total. `out_margin` (may be
+ * NULL) gets how close the decision came to flipping, relative to the total
+ * (the draw, the top-p mass) or to the threshold (top-k): a GPU computing in
+ * f32 may choose differently only where it is tiny. */
+int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin);
+/* The sampler's uniform number in [0, 1) with 24 bits, from a counter-based
+ * hash of (seed, step). */
+double ssm_sample_uniform(uint32_t seed, uint32_t step);
+
 /* ---- Vulkan (vk.c) ------------------------------------------------------ */
 
 /* The Vulkan base layer: device discovery and selection, buffers, compute
