@@ -286,6 +286,12 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
 /* Appends a full compute-to-compute memory barrier: dispatches after it see
  * the writes of the dispatches before it. */
 void ssm_vk_program_add_barrier(ssm_vk_program *p);
+/* Appends a copy of `bytes` (a multiple of 4, as the offsets) from `src` at
+ * `src_offset` to `dst` at `dst_offset` (vkCmdCopyBuffer). It waits for every
+ * dispatch and copy before it; the dispatches after it see what it wrote.
+ * Ranges are checked; on error nothing is appended. */
+ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_offset,
+                                   ssm_vk_buffer *dst, size_t dst_offset, size_t bytes);
 /* Builds the descriptor sets and records the command buffer. */
 ssm_status ssm_vk_program_end(ssm_vk_program *p);
 /* Number of dispatches recorded. */
@@ -363,6 +369,25 @@ ssm_status ssm_rt_reset(ssm_rt *rt);
 ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits);
 /* The Vulkan context (for device info and validation counts). */
 ssm_vk *ssm_rt_vk(ssm_rt *rt);
+/* Sets the decode program's sampler (its state, step 0): temperature (0:
+ * greedy, the first largest logit), top_k (0: off), top_p (1: off), seed
+ * (in [0, 2^24)); kept across ssm_rt_reset, which restarts its step. Out of
+ * range values are an error. Until set, the sampler is greedy. A bundle
+ * without a sampler (an older ssmc) is an error. */
+ssm_status ssm_rt_set_sampler(ssm_rt *rt, float temperature, int top_k, float top_p,
+                              int64_t seed);
+/* Generates `n` tokens on the device: uploads `first_token` once, then runs
+ * the decode program n times, each run drawing the next id with the sampler
+ * and copying it into the next run's input on the device, without the host.
+ * Ids are read back from a host-visible ring after each submission, which
+ * holds several decode steps when `on_token` is NULL. With `on_token`, it is
+ * called after every step, before the next is submitted (ssm_rt_read_logits
+ * then reads that step's logits); a non-zero return stops generation.
+ * out_ids gets the ids in order (as many as on_token saw). */
+ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_ids,
+                           int (*on_token)(int32_t id, void *user), void *user);
+/* Copies the logits of the last decode run (vocab floats). */
+ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits);
 
 /* ---- inspect and bench (inspect.c, bench.c) ------------------------------ */
 
