@@ -26,7 +26,8 @@ static const char usage[] =
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
     "               [--no-fuse] [--dump-ir DIR]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--after PASS|all]\n"
-    "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N] [--greedy]\n"
+    "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N]\n"
+    "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--validate]\n"
     "  ssmc inspect BUNDLE [--json]\n"
@@ -61,6 +62,18 @@ static int parse_int(const char *s, long lo, long hi, long *out) {
   errno = 0;
   long v = strtol(s, &end, 10);
   if (errno || *end || v < lo || v > hi) return 0;
+  *out = v;
+  return 1;
+}
+
+/* Parses a finite number in [lo, hi] (excluding lo when `open_lo`);
+ * returns 0 on error. */
+static int parse_double(const char *s, double lo, double hi, int open_lo, double *out) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !(v >= lo && v <= hi) || (open_lo && v == lo)) return 0;
   *out = v;
   return 1;
 }
@@ -181,6 +194,10 @@ typedef struct {
   const char *model, *config, *weights, *tokens, *dump, *backend;
   long n, chunk, device;
   int validation;
+  int greedy;   /* --greedy: logits to the host, argmax there, every step */
+  int sampling; /* a sampling option was given */
+  double temperature, top_p; /* the sampler (greedy when temperature is 0) */
+  long top_k, seed;
 } run_opts;
 
 /* A backend feeds tokens to a model and returns their logits. `chunk` is the
@@ -189,6 +206,11 @@ typedef struct {
 typedef struct backend {
   ssm_status (*run)(struct backend *b, const int32_t *tokens, int count, float *logits);
   ssm_status (*finish)(struct backend *b); /* reports problems seen while running */
+  /* Sampled generation from `first` (the last prompt token): n ids into
+   * out, each the next step's input without the host; each step's logits
+   * go to `dump` when it is not NULL. */
+  ssm_status (*generate)(struct backend *b, const run_opts *o, int32_t first, int n,
+                         int32_t *out, FILE *dump, int64_t *pos);
   void (*destroy)(struct backend *b);
   int64_t vocab;
   int chunk;
@@ -203,6 +225,7 @@ typedef struct {
   ssm_cpu *cpu;
   ssm_graph *by_len[64]; /* graphs built per token count */
   int len[64], count;
+  ssm_graph *sampled; /* the decode graph with its sampler */
 } cpu_backend;
 
 static ssm_status cpu_run(backend *b, const int32_t *tokens, int count, float *logits) {
@@ -219,8 +242,41 @@ static ssm_status cpu_run(backend *b, const int32_t *tokens, int count, float *l
   return ssm_cpu_run(c->cpu, g, tokens, logits, (size_t)count * (size_t)b->vocab);
 }
 
+static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
+                               int64_t first_pos);
+static ssm_status dump_rows(FILE *dump, const float *logits, int64_t vocab, int count,
+                            const char *path);
+
+static ssm_status cpu_generate(backend *b, const run_opts *o, int32_t first, int n, int32_t *out,
+                               FILE *dump, int64_t *pos) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (!c->sampled) {
+    SSM_TRY(ssm_model_build(c->model, 1, &c->sampled));
+    SSM_TRY(ssm_graph_add_sampler(c->sampled));
+  }
+  float st[SSM_SAMPLER_STATE_LEN] = {(float)o->temperature, (float)o->top_k, (float)o->top_p,
+                                     (float)o->seed};
+  ssm_type t = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  SSM_TRY(ssm_cpu_state_write(c->cpu, SSM_SAMPLER_STATE, &t, st));
+  float *logits = malloc(sizeof(float) * (size_t)b->vocab), id;
+  if (!logits) abort();
+  float *outs[2] = {logits, &id};
+  size_t counts[2] = {(size_t)b->vocab, 1};
+  ssm_status s = NULL;
+  for (int k = 0; k < n && !s; k++) {
+    s = ssm_cpu_run_outputs(c->cpu, c->sampled, k ? &out[k - 1] : &first, 2, outs, counts);
+    if (!s) s = check_finite(logits, 1, b->vocab, *pos);
+    if (!s && dump) s = dump_rows(dump, logits, b->vocab, 1, o->dump);
+    *pos += 1;
+    out[k] = (int32_t)id;
+  }
+  free(logits);
+  return s;
+}
+
 static void cpu_destroy(backend *b) {
   cpu_backend *c = (cpu_backend *)b;
+  ssm_graph_destroy(c->sampled);
   for (int i = 0; i < c->count; i++) ssm_graph_destroy(c->by_len[i]);
   ssm_cpu_destroy(c->cpu);
   ssm_st_close(c->st);
@@ -231,7 +287,7 @@ static void cpu_destroy(backend *b) {
 static ssm_status cpu_open(const run_opts *o, backend **out) {
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) abort();
-  c->base = (backend){cpu_run, NULL, cpu_destroy, 0, (int)o->chunk};
+  c->base = (backend){cpu_run, NULL, cpu_generate, cpu_destroy, 0, (int)o->chunk};
   ssm_status s = ssm_model_load(o->model, o->config, &c->model);
   if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
@@ -268,6 +324,44 @@ static ssm_status vk_finish(backend *b) {
                         "warnings; first: %s", e, w, first ? first : "?");
 }
 
+typedef struct {
+  ssm_rt *rt;
+  float *logits;
+  int64_t vocab, *pos;
+  FILE *dump;
+  const char *path;
+  ssm_status err;
+} vk_dumper;
+
+/* Called after every step when dumping: that step's logits to the file. */
+static int vk_dump_step(int32_t id, void *user) {
+  vk_dumper *d = user;
+  d->err = ssm_rt_read_logits(d->rt, d->logits);
+  if (!d->err) d->err = check_finite(d->logits, 1, d->vocab, *d->pos);
+  if (!d->err) d->err = dump_rows(d->dump, d->logits, d->vocab, 1, d->path);
+  *d->pos += 1;
+  return d->err != NULL;
+}
+
+static ssm_status vk_generate(backend *b, const run_opts *o, int32_t first, int n, int32_t *out,
+                              FILE *dump, int64_t *pos) {
+  ssm_rt *rt = ((vk_backend *)b)->rt;
+  SSM_TRY(ssm_rt_set_sampler(rt, (float)o->temperature, (int)o->top_k, (float)o->top_p, o->seed));
+  if (!dump) {
+    *pos += n;
+    return ssm_rt_generate(rt, first, n, out, NULL, NULL);
+  }
+  vk_dumper d = {rt, malloc(sizeof(float) * (size_t)b->vocab), b->vocab, pos, dump, o->dump, NULL};
+  if (!d.logits) abort();
+  ssm_status s = ssm_rt_generate(rt, first, n, out, vk_dump_step, &d);
+  free(d.logits);
+  if (d.err) {
+    ssm_status_free(s);
+    return d.err;
+  }
+  return s;
+}
+
 static void vk_destroy(backend *b) {
   vk_backend *v = (vk_backend *)b;
   ssm_rt_close(v->rt);
@@ -278,7 +372,7 @@ static void vk_destroy(backend *b) {
 static ssm_status vk_open(const run_opts *o, backend **out) {
   vk_backend *v = calloc(1, sizeof *v);
   if (!v) abort();
-  v->base = (backend){vk_run, vk_finish, vk_destroy, 0, 0};
+  v->base = (backend){vk_run, vk_finish, vk_generate, vk_destroy, 0, 0};
   const char *bundle = o->model;
   ssm_status s = NULL;
   if (o->validation && !ssm_vk_validation_available())
@@ -330,19 +424,28 @@ static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
   return NULL;
 }
 
+static ssm_status dump_rows(FILE *dump, const float *logits, int64_t vocab, int count,
+                            const char *path) {
+  if (fwrite(logits, sizeof(float) * (size_t)vocab, (size_t)count, dump) != (size_t)count)
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", path);
+  return NULL;
+}
+
 /* Feeds `count` tokens at position *pos, dumping their logits. */
 static ssm_status feed(backend *b, const int32_t *tokens, int count, float *logits, FILE *dump,
                        const char *dump_path, int64_t *pos) {
   SSM_TRY(b->run(b, tokens, count, logits));
   SSM_TRY(check_finite(logits, count, b->vocab, *pos));
-  if (dump && fwrite(logits, sizeof(float) * (size_t)b->vocab, (size_t)count, dump) != (size_t)count)
-    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", dump_path);
+  if (dump) SSM_TRY(dump_rows(dump, logits, b->vocab, count, dump_path));
   *pos += count;
   return NULL;
 }
 
-/* Prefill in chunks the backend takes, the rest token by token, then greedy
- * decode of o->n tokens into out_gen. */
+/* Prefill in chunks the backend takes, the rest token by token, then decode
+ * of o->n tokens into out_gen: with --greedy, logits come to the host and
+ * the argmax is taken here; otherwise the backend's sampler draws each token
+ * and feeds it to the next step itself (the last prompt token is its first
+ * input, so the prompt's last logits never leave the device). */
 static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt, int np,
                            int32_t *gen) {
   ssm_status s = NULL;
@@ -354,13 +457,18 @@ static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt,
   if (!logits) abort();
   int64_t pos = 0;
   const float *last = logits;
+  int sampled = !o->greedy && o->n > 0 && np > 0;
+  if (sampled) np--; /* the sampler's first input */
   for (int at = 0; at < np && !s;) {
     int len = np - at >= chunk ? chunk : 1;
     s = feed(b, prompt + at, len, logits, dump, o->dump, &pos);
     last = logits + (size_t)(len - 1) * (size_t)b->vocab;
     at += len;
   }
-  for (long k = 0; k < o->n && !s; k++) {
+  if (sampled) {
+    if (!s) s = b->generate(b, o, prompt[np], (int)o->n, gen, dump, &pos);
+  }
+  for (long k = 0; k < o->n && !s && !sampled; k++) {
     gen[k] = argmax_row(last, b->vocab);
     if (k + 1 == o->n) break;
     s = feed(b, &gen[k], 1, logits, dump, o->dump, &pos);
@@ -377,13 +485,17 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--greedy")) continue;
+    if (!strcmp(a, "--greedy")) {
+      o->greedy = 1;
+      continue;
+    }
     if (!strcmp(a, "--validate")) {
       o->validation = 1;
       continue;
     }
     static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
-                                         "--backend", "-n", "--chunk", "--device", NULL};
+                                         "--backend", "-n", "--chunk", "--device",
+                                         "--temperature", "--top-k", "--top-p", "--seed", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
     if (a[0] == '-' && !known) {
@@ -408,9 +520,28 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     } else if (!strcmp(a, "--device")) {
       if (!parse_int(argv[++i], 0, 1000, &o->device))
         return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--temperature")) {
+      o->sampling = 1;
+      if (!parse_double(argv[++i], 0, 1e6, 0, &o->temperature))
+        return usage_error("--temperature: expected a number >= 0, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--top-k")) {
+      o->sampling = 1;
+      if (!parse_int(argv[++i], 0, INT32_MAX, &o->top_k))
+        return usage_error("--top-k: expected a count >= 0 (0: off), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--top-p")) {
+      o->sampling = 1;
+      if (!parse_double(argv[++i], 0, 1, 1, &o->top_p))
+        return usage_error("--top-p: expected a number in (0, 1] (1: off), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--seed")) {
+      o->sampling = 1;
+      if (!parse_int(argv[++i], 0, (1 << 24) - 1, &o->seed))
+        return usage_error("--seed: expected an integer in [0, 16777215], got '%s'", argv[i]);
     } else if (!o->model) o->model = a;
     else return usage_error("unexpected argument '%s'", a);
   }
+  if (o->greedy && o->sampling)
+    return usage_error("--greedy: cannot be combined with --temperature, --top-k, --top-p or "
+                       "--seed%s", "");
   if (!o->model) return usage_error("missing MODEL or BUNDLE%s", "");
   if (!o->weights) return usage_error("missing --weights DIR%s", "");
   if (!strcmp(o->backend, "cpu") && ends_with(o->model, ".ssmb"))
@@ -419,7 +550,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  run_opts o = {.n = 16, .chunk = 32, .device = -1, .backend = "vulkan"};
+  run_opts o = {.n = 16, .chunk = 32, .device = -1, .backend = "vulkan", .top_p = 1};
   int rc = parse_run_opts(argc, argv, &o, "run");
   if (rc) return rc;
   if (!o.tokens) return usage_error("run: missing --tokens%s", "");
@@ -517,7 +648,7 @@ static int cmd_devices(int argc, char **argv) {
 }
 
 static int cmd_bench(int argc, char **argv) {
-  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan"};
+  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan", .top_p = 1};
   int json = 0, k = 0;
   char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
   for (int i = 0; i < argc; i++)
