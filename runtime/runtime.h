@@ -399,13 +399,15 @@ ssm_status ssm_inspect(const char *bundle, int json, char **out_text);
 
 typedef struct {
   double decode_tok_s, prefill_tok_s;
+  double decode_feedback_tok_s; /* ssm_rt_generate (0: the bundle has no sampler) */
   int decode_tokens, prefill_tokens;
   uint64_t weight_bytes;
 } ssm_bench_result;
 
 /* Times `decode_tokens` greedy decode steps (logits read back, next token
- * chosen on the host, as `ssmc run` does) and several prefill runs, after a
- * warm-up. State is reset before each phase. */
+ * chosen on the host, as `ssmc run --greedy` does), the same with the token
+ * fed back on the device (ssm_rt_generate), and several prefill runs, after
+ * a warm-up. State is reset before each phase; the sampler is left greedy. */
 ssm_status ssm_bench(ssm_rt *rt, int decode_tokens, ssm_bench_result *out);
 /* Bytes of weights the bundle's device buffers hold. */
 uint64_t ssm_rt_weight_bytes(const ssm_rt *rt);
