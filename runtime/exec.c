@@ -5,7 +5,10 @@
  * buffer, upload the weights from safetensors (with the manifest's dtype and
  * load-time transform), the constants, and zero state; create each kernel's
  * pipeline; record each program's command buffer once. Run: upload the
- * token ids, replay the program, download the logits.
+ * token ids, replay the program, download the logits. Generate: the decode
+ * program again, followed by copies of the id its sampler drew into its own
+ * input and into a host-visible ring, recorded once and GEN_BATCH times, so
+ * tokens stay on the device and the host reads ids several steps at a time.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
