@@ -122,6 +122,11 @@ static ssm_status place_state(compiler *c, const ssm_node *n, region *out) {
   s = push_named(&c->states, &c->nstates, &c->cap_states);
   s->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
   s->r = alloc_in(c, POOL_STATE, type_bytes(&n->result->type));
+  /* the sampler is settings, not model state: programs.decode.sampler has it */
+  if (!strcmp(name, SSM_SAMPLER_STATE)) {
+    *out = s->r;
+    return NULL;
+  }
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "name", name);
   cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(n->result->type.dtype));

@@ -362,8 +362,8 @@ void ssm_rt_close(ssm_rt *rt);
 int64_t ssm_rt_vocab(const ssm_rt *rt);
 /* Tokens per run of the prefill program. */
 int ssm_rt_prefill_tokens(const ssm_rt *rt);
-/* Zeroes the model state; the sampler keeps its settings and restarts at
- * step 0. */
+/* Zeroes the model state; the sampler (not part of it) keeps its settings
+ * and restarts at step 0. */
 ssm_status ssm_rt_reset(ssm_rt *rt);
 /* Feeds `count` tokens (1: the decode program; ssm_rt_prefill_tokens: the
  * prefill program) and copies count*vocab logits to `logits` (may be NULL). */
