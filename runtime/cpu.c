@@ -38,6 +38,7 @@ struct ssm_cpu {
   const ssm_st *weights;
   cpu_tensor_list weight_cache;
   cpu_tensor_list states;
+  int64_t position; /* tokens fed since reset */
 };
 
 /* ---- persistent tensors -------------------------------------------------- */
@@ -114,6 +115,7 @@ void ssm_cpu_destroy(ssm_cpu *c) {
 }
 
 void ssm_cpu_reset(ssm_cpu *c) {
+  c->position = 0;
   for (int i = 0; i < c->states.n; i++) {
     cpu_tensor *t = &c->states.items[i];
     memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
@@ -184,8 +186,17 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
 }
 
 static ssm_status state_get(ssm_cpu *c, const ssm_node *n, void **out) {
-  const char *name = ssm_node_str(n, "name", "");
-  const ssm_type *type = &n->result->type;
+  return ssm_cpu_state(c, ssm_node_str(n, "name", ""), &n->result->type, (float **)out);
+}
+
+int64_t ssm_cpu_position(const ssm_cpu *c) { return c->position; }
+uint64_t ssm_cpu_fingerprint(const ssm_cpu *c) {
+  return c->weights ? ssm_st_fingerprint(c->weights) : 0;
+}
+void ssm_cpu_set_position(ssm_cpu *c, int64_t position) { c->position = position; }
+
+ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out_f) {
+  void **out = (void **)out_f;
   for (int i = 0; i < c->states.n; i++) {
     cpu_tensor *t = &c->states.items[i];
     if (strcmp(t->name, name)) continue;
@@ -887,5 +898,8 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
     if (r.bufs[i].owned) free(r.bufs[i].data);
   free(r.bufs);
   free(last_use);
+  for (const ssm_node *n = g->first; !s && n; n = n->next)
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens"))
+      c->position += numel(n->result);
   return s;
 }

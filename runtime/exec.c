@@ -48,6 +48,8 @@ struct ssm_rt {
   ssm_vk_buffer *ring;         /* host-visible: the ids the gen programs drew */
   int64_t vocab;
   const char *path;
+  int64_t position;     /* tokens fed since reset */
+  uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
 };
 
 /* ---- manifest reading, every field checked ----------------------------- */
@@ -141,6 +143,7 @@ static ssm_status upload_weights(ssm_rt *rt, const char *weights) {
   SSM_TRY(get_item(rt, rt->manifest, "weights", "manifest", &ws));
   ssm_st *st;
   SSM_TRY(ssm_st_open(weights, &st));
+  rt->fingerprint = ssm_st_fingerprint(st);
   ssm_status s = NULL;
   void *host = NULL;
   size_t host_cap = 0;
@@ -386,6 +389,7 @@ ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_
   for (int done = 0; done < n;) {
     int batch = !on_token && n - done >= GEN_BATCH ? GEN_BATCH : 1;
     SSM_TRY(ssm_vk_program_run(rt->vk, batch > 1 ? rt->genk : rt->gen1));
+    rt->position += batch;
     for (int j = 0; j < batch; j++) {
       int32_t id = ring[j];
       if (id < 0 || id >= rt->vocab)
@@ -405,6 +409,7 @@ ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits) {
 
 ssm_status ssm_rt_reset(ssm_rt *rt) {
   const cJSON *ss, *s;
+  rt->position = 0;
   ssm_status st = get_item(rt, rt->manifest, "state", "manifest", &ss);
   if (st) return st;
   cJSON_ArrayForEach(s, ss) {
@@ -497,8 +502,66 @@ ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logit
   SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[p->input.buffer], p->input.offset, tokens,
                                (size_t)count * 4));
   SSM_TRY(ssm_vk_program_run(rt->vk, p->prog));
+  rt->position += count;
   if (logits)
     SSM_TRY(ssm_vk_buffer_download(rt->vk, rt->buffers[p->output.buffer], p->output.offset,
                                    logits, (size_t)p->output.bytes));
   return NULL;
+}
+
+/* ---- state access (statefile.c saves and restores through these) ------- */
+
+int64_t ssm_rt_position(const ssm_rt *rt) { return rt->position; }
+void ssm_rt_set_position(ssm_rt *rt, int64_t position) { rt->position = position; }
+const char *ssm_rt_arch(const ssm_rt *rt) {
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(rt->manifest, "architecture");
+  return cJSON_IsString(a) ? a->valuestring : "?";
+}
+uint64_t ssm_rt_fingerprint(const ssm_rt *rt) { return rt->fingerprint; }
+
+int ssm_rt_state_count(const ssm_rt *rt) {
+  return cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(rt->manifest, "state"));
+}
+
+/* The i-th state entry's name, type and region (checked at open by reset). */
+static ssm_status state_entry(const ssm_rt *rt, int i, const char **name, ssm_type *type,
+                              region *r) {
+  const cJSON *e = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(rt->manifest, "state"), i);
+  const cJSON *n, *dt, *shape, *reg;
+  SSM_TRY(get_item(rt, e, "name", "state[]", &n));
+  SSM_TRY(get_item(rt, e, "dtype", "state[]", &dt));
+  SSM_TRY(get_item(rt, e, "shape", "state[]", &shape));
+  SSM_TRY(get_item(rt, e, "region", "state[]", &reg));
+  SSM_TRY(get_region(rt, reg, "state[].region", r));
+  *type = (ssm_type){0};
+  SSM_TRY(get_shape(rt, shape, "state[].shape", type));
+  if (!cJSON_IsString(n) || !cJSON_IsString(dt) ||
+      !ssm_dtype_parse(dt->valuestring, strlen(dt->valuestring), &type->dtype) ||
+      (uint64_t)ssm_type_numel(type) * ssm_dtype_size(type->dtype) != r->bytes)
+    return bad(rt, "state[]", "has a bad name, dtype or size");
+  *name = n->valuestring;
+  return NULL;
+}
+
+ssm_status ssm_rt_state_info(const ssm_rt *rt, int i, const char **out_name, ssm_type *out_type) {
+  region r;
+  return state_entry(rt, i, out_name, out_type, &r);
+}
+
+ssm_status ssm_rt_state_read(ssm_rt *rt, int i, void *dst) {
+  const char *name;
+  ssm_type t;
+  region r;
+  SSM_TRY(state_entry(rt, i, &name, &t, &r));
+  return ssm_vk_buffer_download(rt->vk, rt->buffers[r.buffer], (size_t)r.offset, dst,
+                                (size_t)r.bytes);
+}
+
+ssm_status ssm_rt_state_write(ssm_rt *rt, int i, const void *src) {
+  const char *name;
+  ssm_type t;
+  region r;
+  SSM_TRY(state_entry(rt, i, &name, &t, &r));
+  return ssm_vk_buffer_upload(rt->vk, rt->buffers[r.buffer], (size_t)r.offset, src,
+                              (size_t)r.bytes);
 }

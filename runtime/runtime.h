@@ -41,6 +41,11 @@ const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
                        void *dst);
 
+/* A fingerprint of the checkpoint: FNV-1a 64 over every tensor's name,
+ * dtype, shape and first 64 bytes of data. State files carry it so a state
+ * is not restored into other weights. */
+uint64_t ssm_st_fingerprint(const ssm_st *st);
+
 /* bf16/f16 <-> f32 conversions (round to nearest even). */
 float ssm_bf16_to_f32(uint16_t h);
 uint16_t ssm_f32_to_bf16(float f);
@@ -78,6 +83,14 @@ void ssm_cpu_reset(ssm_cpu *c);
  * Token ids out of range are an error, not a crash. */
 ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                        float *out, size_t out_count);
+/* The state tensor `name`, created zeroed with `type` if it does not exist
+ * yet; an existing one of another type is an error. */
+ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
+/* Tokens fed since the last reset (or since the restored state). */
+int64_t ssm_cpu_position(const ssm_cpu *c);
+void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
+/* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
+uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
 
 /* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
  * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
@@ -370,6 +383,46 @@ ssm_status ssm_rt_reset(ssm_rt *rt);
 ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits);
 /* The Vulkan context (for device info and validation counts). */
 ssm_vk *ssm_rt_vk(ssm_rt *rt);
+/* Tokens fed since the last reset (or since the restored state). */
+int64_t ssm_rt_position(const ssm_rt *rt);
+/* The model's state tensors (SSM, conv, KV caches), in manifest order. */
+int ssm_rt_state_count(const ssm_rt *rt);
+ssm_status ssm_rt_state_info(const ssm_rt *rt, int i, const char **out_name, ssm_type *out_type);
+ssm_status ssm_rt_state_read(ssm_rt *rt, int i, void *dst);
+ssm_status ssm_rt_state_write(ssm_rt *rt, int i, const void *src);
+void ssm_rt_set_position(ssm_rt *rt, int64_t position);
+/* The architecture name and the weights' fingerprint (ssm_st_fingerprint). */
+const char *ssm_rt_arch(const ssm_rt *rt);
+uint64_t ssm_rt_fingerprint(const ssm_rt *rt);
+
+/* ---- state files (statefile.c) ----------------------------------------- */
+
+/* A saved model state: "SSMS", format version, a JSON header (architecture,
+ * weights fingerprint, position, each tensor's name, dtype, shape, offset,
+ * size, and an FNV-1a 64 checksum of the data), then the tensor data.
+ * Loading checks all of it against the model it is restored into: another
+ * architecture, other weights, a missing/extra/differently shaped tensor, a
+ * truncated or corrupt file are clear errors and change nothing. */
+#define SSM_STATE_VERSION 1
+
+typedef struct {
+  const char *name;
+  ssm_type type;
+  void *data; /* numel * dtype size bytes */
+} ssm_state_tensor;
+
+ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
+                          int64_t position, const ssm_state_tensor *t, int n);
+/* Fills t[i].data (already allocated, sized by t[i].type) from the file. */
+ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerprint,
+                          int64_t *out_position, ssm_state_tensor *t, int n);
+
+/* The same for a running bundle, and for the CPU interpreter with the state
+ * tensors that graph `g` declares. */
+ssm_status ssm_rt_state_save(ssm_rt *rt, const char *path);
+ssm_status ssm_rt_state_load(ssm_rt *rt, const char *path);
+ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
+ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
 /* Sets the decode program's sampler (its state, step 0): temperature (0:
  * greedy, the first largest logit), top_k (0: off), top_p (1: off), seed
  * (in [0, 2^24)); kept across ssm_rt_reset, which restarts its step. Out of

@@ -535,3 +535,18 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
   }
   return NULL;
 }
+
+uint64_t ssm_st_fingerprint(const ssm_st *st) {
+  uint64_t h = 0xcbf29ce484222325ull;
+#define MIX(p, n)                                                              \
+  for (size_t i_ = 0; i_ < (n); i_++) h = (h ^ ((const unsigned char *)(p))[i_]) * 0x100000001b3ull
+  for (int i = 0; i < ssm_st_count(st); i++) {
+    const ssm_st_tensor *t = ssm_st_at(st, i);
+    MIX(t->name, strlen(t->name) + 1);
+    MIX(&t->dtype, sizeof t->dtype);
+    MIX(t->shape, sizeof t->shape[0] * (size_t)t->rank);
+    MIX(t->data, t->nbytes < 64 ? t->nbytes : 64);
+  }
+#undef MIX
+  return h;
+}

@@ -29,7 +29,7 @@ static const char usage[] =
     "  ssmc run BUNDLE|MODEL --weights DIR --tokens 1,2,3 [-n N]\n"
     "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
-    "           [--config F] [--validate]\n"
+    "           [--config F] [--validate] [--state-in FILE] [--state-out FILE]\n"
     "  ssmc inspect BUNDLE [--json]\n"
     "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
     "  ssmc devices\n"
@@ -191,7 +191,7 @@ static int cmd_ir(int argc, char **argv) {
 /* ---- ssmc run ----------------------------------------------------------- */
 
 typedef struct {
-  const char *model, *config, *weights, *tokens, *dump, *backend;
+  const char *model, *config, *weights, *tokens, *dump, *backend, *state_in, *state_out;
   long n, chunk, device;
   int validation;
   int greedy;   /* --greedy: logits to the host, argmax there, every step */
@@ -206,6 +206,8 @@ typedef struct {
 typedef struct backend {
   ssm_status (*run)(struct backend *b, const int32_t *tokens, int count, float *logits);
   ssm_status (*finish)(struct backend *b); /* reports problems seen while running */
+  ssm_status (*state_save)(struct backend *b, const char *path);
+  ssm_status (*state_load)(struct backend *b, const char *path);
   /* Sampled generation from `first` (the last prompt token): n ids into
    * out, each the next step's input without the host; each step's logits
    * go to `dump` when it is not NULL. */
@@ -228,18 +230,40 @@ typedef struct {
   ssm_graph *sampled; /* the decode graph with its sampler */
 } cpu_backend;
 
+/* The graph for `count` tokens, built once. */
+static ssm_status cpu_graph(cpu_backend *c, int count, ssm_graph **out) {
+  for (int i = 0; i < c->count; i++)
+    if (c->len[i] == count) {
+      *out = c->by_len[i];
+      return NULL;
+    }
+  SSM_ASSERT(c->count < 64);
+  SSM_TRY(ssm_model_build(c->model, count, out));
+  c->by_len[c->count] = *out;
+  c->len[c->count++] = count;
+  return NULL;
+}
+
 static ssm_status cpu_run(backend *b, const int32_t *tokens, int count, float *logits) {
   cpu_backend *c = (cpu_backend *)b;
-  ssm_graph *g = NULL;
-  for (int i = 0; i < c->count; i++)
-    if (c->len[i] == count) g = c->by_len[i];
-  if (!g) {
-    SSM_ASSERT(c->count < 64);
-    SSM_TRY(ssm_model_build(c->model, count, &g));
-    c->by_len[c->count] = g;
-    c->len[c->count++] = count;
-  }
+  ssm_graph *g;
+  SSM_TRY(cpu_graph(c, count, &g));
   return ssm_cpu_run(c->cpu, g, tokens, logits, (size_t)count * (size_t)b->vocab);
+}
+
+/* The decode graph says which state tensors the model has. */
+static ssm_status cpu_state_save(backend *b, const char *path) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_graph *g;
+  SSM_TRY(cpu_graph(c, 1, &g));
+  return ssm_cpu_state_save(c->cpu, g, ssm_model_arch(c->model), path);
+}
+
+static ssm_status cpu_state_load(backend *b, const char *path) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_graph *g;
+  SSM_TRY(cpu_graph(c, 1, &g));
+  return ssm_cpu_state_load(c->cpu, g, ssm_model_arch(c->model), path);
 }
 
 static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
@@ -287,7 +311,8 @@ static void cpu_destroy(backend *b) {
 static ssm_status cpu_open(const run_opts *o, backend **out) {
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) abort();
-  c->base = (backend){cpu_run, NULL, cpu_generate, cpu_destroy, 0, (int)o->chunk};
+  c->base = (backend){cpu_run, NULL, cpu_state_save, cpu_state_load, cpu_generate, cpu_destroy,
+                      0, (int)o->chunk};
   ssm_status s = ssm_model_load(o->model, o->config, &c->model);
   if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
@@ -311,6 +336,14 @@ typedef struct {
 
 static ssm_status vk_run(backend *b, const int32_t *tokens, int count, float *logits) {
   return ssm_rt_run(((vk_backend *)b)->rt, tokens, count, logits);
+}
+
+static ssm_status vk_state_save(backend *b, const char *path) {
+  return ssm_rt_state_save(((vk_backend *)b)->rt, path);
+}
+
+static ssm_status vk_state_load(backend *b, const char *path) {
+  return ssm_rt_state_load(((vk_backend *)b)->rt, path);
 }
 
 /* With --validate, any message of the validation layer fails the run. */
@@ -372,7 +405,8 @@ static void vk_destroy(backend *b) {
 static ssm_status vk_open(const run_opts *o, backend **out) {
   vk_backend *v = calloc(1, sizeof *v);
   if (!v) abort();
-  v->base = (backend){vk_run, vk_finish, vk_generate, vk_destroy, 0, 0};
+  v->base = (backend){vk_run, vk_finish, vk_state_save, vk_state_load, vk_generate, vk_destroy,
+                      0, 0};
   const char *bundle = o->model;
   ssm_status s = NULL;
   if (o->validation && !ssm_vk_validation_available())
@@ -494,8 +528,9 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
       continue;
     }
     static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
-                                         "--backend", "-n", "--chunk", "--device",
-                                         "--temperature", "--top-k", "--top-p", "--seed", NULL};
+                                         "--backend", "-n", "--chunk", "--device", "--state-in",
+                                         "--state-out", "--temperature", "--top-k", "--top-p",
+                                         "--seed", NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
     if (a[0] == '-' && !known) {
@@ -507,6 +542,8 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     else if (!strcmp(a, "--weights")) o->weights = argv[++i];
     else if (!strcmp(a, "--tokens")) o->tokens = argv[++i];
     else if (!strcmp(a, "--dump-logits")) o->dump = argv[++i];
+    else if (!strcmp(a, "--state-in")) o->state_in = argv[++i];
+    else if (!strcmp(a, "--state-out")) o->state_out = argv[++i];
     else if (!strcmp(a, "--backend")) {
       o->backend = argv[++i];
       if (strcmp(o->backend, "cpu") && strcmp(o->backend, "vulkan"))
@@ -563,7 +600,10 @@ static int cmd_run(int argc, char **argv) {
     return fail(s);
   }
   s = backend_open(&o, &b);
+  if (!s && o.state_in) s = b->state_load(b, o.state_in);
   if (!s) s = generate(b, &o, prompt, np, gen);
+  /* the state after every token fed; the last generated one was not fed */
+  if (!s && o.state_out) s = b->state_save(b, o.state_out);
   if (!s && b->finish) s = b->finish(b);
   if (b) b->destroy(b);
   free(prompt);

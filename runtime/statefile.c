@@ -1,0 +1,319 @@
+/*
+ * statefile.c — saving and restoring a model's state (SSM, conv, KV caches
+ * and the token position), for both the Vulkan runtime and the CPU
+ * interpreter, in one checked format:
+ *
+ *   "SSMS"  u32 version  u64 header size  header (JSON)  data
+ *
+ * The header names the architecture, the weights' fingerprint, the position,
+ * an FNV-1a 64 checksum of the data, and every tensor (name, dtype, shape,
+ * offset, bytes). Loading validates everything before it changes anything.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "runtime.h"
+
+#define MAX_STATE_FILE ((size_t)1 << 38)
+
+static uint64_t fnv(const unsigned char *p, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static size_t tensor_bytes(const ssm_type *t) {
+  return (size_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
+}
+
+ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
+                          int64_t position, const ssm_state_tensor *t, int n) {
+  size_t data_size = 0;
+  cJSON *h = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) {
+    data_size = (data_size + 15) & ~(size_t)15;
+    cJSON *e = cJSON_CreateObject();
+    cJSON_AddStringToObject(e, "name", t[i].name);
+    cJSON_AddStringToObject(e, "dtype", ssm_dtype_name(t[i].type.dtype));
+    cJSON *sh = cJSON_AddArrayToObject(e, "shape");
+    for (int d = 0; d < t[i].type.rank; d++)
+      cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].type.dims[d]));
+    cJSON_AddNumberToObject(e, "offset", (double)data_size);
+    cJSON_AddNumberToObject(e, "bytes", (double)tensor_bytes(&t[i].type));
+    cJSON_AddItemToArray(arr, e);
+    data_size += tensor_bytes(&t[i].type);
+  }
+  unsigned char *data = calloc(1, data_size ? data_size : 1);
+  if (!data) {
+    cJSON_Delete(h);
+    cJSON_Delete(arr);
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of memory", path);
+  }
+  size_t at = 0;
+  for (int i = 0; i < n; i++) {
+    at = (at + 15) & ~(size_t)15;
+    memcpy(data + at, t[i].data, tensor_bytes(&t[i].type));
+    at += tensor_bytes(&t[i].type);
+  }
+  char hex[2][17];
+  snprintf(hex[0], sizeof hex[0], "%016" PRIx64, fingerprint);
+  snprintf(hex[1], sizeof hex[1], "%016" PRIx64, fnv(data, data_size));
+  cJSON_AddStringToObject(h, "architecture", arch);
+  cJSON_AddStringToObject(h, "weights_fingerprint", hex[0]);
+  cJSON_AddNumberToObject(h, "position", (double)position);
+  cJSON_AddStringToObject(h, "checksum", hex[1]);
+  cJSON_AddItemToObject(h, "tensors", arr);
+  char *json = cJSON_PrintUnformatted(h);
+  cJSON_Delete(h);
+  unsigned char head[16];
+  memcpy(head, "SSMS", 4);
+  uint32_t v = SSM_STATE_VERSION;
+  uint64_t hl = strlen(json);
+  for (int i = 0; i < 4; i++) head[4 + i] = (unsigned char)(v >> (8 * i));
+  for (int i = 0; i < 8; i++) head[8 + i] = (unsigned char)(hl >> (8 * i));
+  ssm_status s = NULL;
+  FILE *f = fopen(path, "wb");
+  if (!f) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
+  else {
+    if (fwrite(head, 1, 16, f) != 16 || fwrite(json, 1, hl, f) != hl ||
+        (data_size && fwrite(data, 1, data_size, f) != data_size))
+      s = ssm_status_new(SSM_ERR_IO, "%s: write failed", path);
+    if (fclose(f) && !s) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
+  }
+  free(json);
+  free(data);
+  return s;
+}
+
+static ssm_status bad(const char *path, const char *fmt, const char *a, const char *b) {
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a, b);
+  return ssm_status_new(SSM_ERR_INVALID, "%s: %s", path, msg);
+}
+
+static char *type_str(const ssm_type *t, char *buf) { return ssm_type_format(t, buf, 160); }
+
+/* Checks header entry `e` against the tensor the model expects. */
+static ssm_status check_entry(const char *path, const cJSON *e, const ssm_state_tensor *want,
+                              size_t data_size, size_t *out_offset) {
+  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+  const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "offset");
+  const cJSON *by = cJSON_GetObjectItemCaseSensitive(e, "bytes");
+  ssm_type t = {0};
+  if (!cJSON_IsString(dt) || !ssm_dtype_parse(dt->valuestring, strlen(dt->valuestring), &t.dtype) ||
+      !cJSON_IsArray(sh) || cJSON_GetArraySize(sh) > SSM_MAX_RANK || !cJSON_IsNumber(off) ||
+      !cJSON_IsNumber(by))
+    return bad(path, "corrupt state file: tensor '%s' has a malformed entry%s", want->name, "");
+  t.rank = cJSON_GetArraySize(sh);
+  for (int d = 0; d < t.rank; d++) {
+    const cJSON *x = cJSON_GetArrayItem(sh, d);
+    if (!cJSON_IsNumber(x) || x->valuedouble < 1 || x->valuedouble > 1e12)
+      return bad(path, "corrupt state file: tensor '%s' has a malformed shape%s", want->name, "");
+    t.dims[d] = (int64_t)x->valuedouble;
+  }
+  if (!ssm_type_equal(&t, &want->type)) {
+    char a[160], b[160], msg[512];
+    snprintf(msg, sizeof msg, "state '%s' is %s in the file but the model has %s: the state "
+             "belongs to another model", want->name, type_str(&t, a), type_str(&want->type, b));
+    return ssm_status_new(SSM_ERR_INVALID, "%s: %s", path, msg);
+  }
+  size_t bytes = tensor_bytes(&t);
+  if (off->valuedouble < 0 || by->valuedouble != (double)bytes ||
+      off->valuedouble > (double)data_size || (double)bytes > (double)data_size - off->valuedouble)
+    return bad(path, "truncated or corrupt state file: tensor '%s' lies outside the data%s",
+               want->name, "");
+  *out_offset = (size_t)off->valuedouble;
+  return NULL;
+}
+
+ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerprint,
+                          int64_t *out_position, ssm_state_tensor *t, int n) {
+  char *file;
+  size_t size;
+  SSM_TRY(ssm_file_read(path, MAX_STATE_FILE, &file, &size));
+  const unsigned char *p = (const unsigned char *)file;
+  ssm_status s = NULL;
+  cJSON *h = NULL;
+  size_t *offsets = calloc((size_t)n + 1, sizeof *offsets);
+  if (size < 16 || memcmp(p, "SSMS", 4)) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc state file", path);
+    goto done;
+  }
+  uint32_t version = 0;
+  uint64_t hl = 0;
+  for (int i = 3; i >= 0; i--) version = version << 8 | p[4 + i];
+  for (int i = 7; i >= 0; i--) hl = hl << 8 | p[8 + i];
+  if (version != SSM_STATE_VERSION) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: state file version %u, but this ssmc reads "
+                       "version %u", path, version, SSM_STATE_VERSION);
+    goto done;
+  }
+  if (hl > size - 16) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated state file (header of %llu bytes in a "
+                       "%zu-byte file)", path, (unsigned long long)hl, size);
+    goto done;
+  }
+  h = cJSON_ParseWithLength((const char *)p + 16, (size_t)hl);
+  const cJSON *a = cJSON_GetObjectItemCaseSensitive(h, "architecture");
+  const cJSON *fp = cJSON_GetObjectItemCaseSensitive(h, "weights_fingerprint");
+  const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "position");
+  const cJSON *ck = cJSON_GetObjectItemCaseSensitive(h, "checksum");
+  const cJSON *ts = cJSON_GetObjectItemCaseSensitive(h, "tensors");
+  if (!cJSON_IsObject(h) || !cJSON_IsString(a) || !cJSON_IsString(fp) || !cJSON_IsNumber(pos) ||
+      !cJSON_IsString(ck) || !cJSON_IsArray(ts) || pos->valuedouble < 0 || pos->valuedouble > 1e15) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt state file header", path);
+    goto done;
+  }
+  if (strcmp(a->valuestring, arch)) {
+    s = bad(path, "the state is of a '%s' model, not '%s'", a->valuestring, arch);
+    goto done;
+  }
+  char want_fp[17];
+  snprintf(want_fp, sizeof want_fp, "%016" PRIx64, fingerprint);
+  if (strcmp(fp->valuestring, want_fp)) {
+    s = bad(path, "the state was saved with other weights (fingerprint %s, these are %s)",
+            fp->valuestring, want_fp);
+    goto done;
+  }
+  const unsigned char *data = p + 16 + hl;
+  size_t data_size = size - 16 - (size_t)hl;
+  if (cJSON_GetArraySize(ts) != n) {
+    char a1[32], b1[32];
+    snprintf(a1, sizeof a1, "%d", cJSON_GetArraySize(ts));
+    snprintf(b1, sizeof b1, "%d", n);
+    s = bad(path, "the file holds %s state tensors but the model has %s", a1, b1);
+    goto done;
+  }
+  for (int i = 0; i < n && !s; i++) {
+    const cJSON *e = NULL, *it;
+    cJSON_ArrayForEach(it, ts) {
+      const cJSON *nm = cJSON_GetObjectItemCaseSensitive(it, "name");
+      if (cJSON_IsString(nm) && !strcmp(nm->valuestring, t[i].name)) e = it;
+    }
+    if (!e) s = bad(path, "the file has no state '%s'%s", t[i].name, "");
+    else s = check_entry(path, e, &t[i], data_size, &offsets[i]);
+  }
+  char have_ck[17];
+  snprintf(have_ck, sizeof have_ck, "%016" PRIx64, fnv(data, data_size));
+  if (!s && strcmp(have_ck, ck->valuestring))
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt state file (checksum mismatch)", path);
+  if (s) goto done;
+  for (int i = 0; i < n; i++) memcpy(t[i].data, data + offsets[i], tensor_bytes(&t[i].type));
+  *out_position = (int64_t)pos->valuedouble;
+done:
+  cJSON_Delete(h);
+  free(offsets);
+  free(file);
+  return s;
+}
+
+/* ---- the Vulkan runtime -------------------------------------------------- */
+
+/* Describes rt's state tensors with host buffers (freed by free_tensors). */
+static ssm_status rt_tensors(ssm_rt *rt, ssm_state_tensor **out, int *out_n) {
+  int n = ssm_rt_state_count(rt);
+  ssm_state_tensor *t = calloc((size_t)n + 1, sizeof *t);
+  if (!t) abort();
+  for (int i = 0; i < n; i++) {
+    ssm_status s = ssm_rt_state_info(rt, i, &t[i].name, &t[i].type);
+    if (!s && !(t[i].data = malloc(tensor_bytes(&t[i].type) + 1)))
+      s = ssm_status_new(SSM_ERR_NOMEM, "out of memory for state '%s'", t[i].name);
+    if (s) {
+      for (int j = 0; j <= i; j++) free(t[j].data);
+      free(t);
+      return s;
+    }
+  }
+  *out = t;
+  *out_n = n;
+  return NULL;
+}
+
+static void free_tensors(ssm_state_tensor *t, int n) {
+  for (int i = 0; i < n; i++) free(t[i].data);
+  free(t);
+}
+
+ssm_status ssm_rt_state_save(ssm_rt *rt, const char *path) {
+  ssm_state_tensor *t;
+  int n;
+  SSM_TRY(rt_tensors(rt, &t, &n));
+  ssm_status s = NULL;
+  for (int i = 0; i < n && !s; i++) s = ssm_rt_state_read(rt, i, t[i].data);
+  if (!s) s = ssm_state_save(path, ssm_rt_arch(rt), ssm_rt_fingerprint(rt), ssm_rt_position(rt), t, n);
+  free_tensors(t, n);
+  return s;
+}
+
+ssm_status ssm_rt_state_load(ssm_rt *rt, const char *path) {
+  ssm_state_tensor *t;
+  int n;
+  int64_t pos = 0;
+  SSM_TRY(rt_tensors(rt, &t, &n));
+  ssm_status s = ssm_state_load(path, ssm_rt_arch(rt), ssm_rt_fingerprint(rt), &pos, t, n);
+  for (int i = 0; i < n && !s; i++) s = ssm_rt_state_write(rt, i, t[i].data);
+  if (!s) ssm_rt_set_position(rt, pos);
+  free_tensors(t, n);
+  return s;
+}
+
+/* ---- the CPU interpreter -------------------------------------------------- */
+
+static ssm_status cpu_tensors(ssm_cpu *c, ssm_graph *g, ssm_state_tensor **out, int *out_n) {
+  int n = 0;
+  for (ssm_node *x = g->first; x; x = x->next) n += x->op == SSM_OP_STATE;
+  ssm_state_tensor *t = calloc((size_t)n + 1, sizeof *t);
+  if (!t) abort();
+  int i = 0;
+  for (ssm_node *x = g->first; x; x = x->next) {
+    if (x->op != SSM_OP_STATE) continue;
+    t[i].name = ssm_node_str(x, "name", "");
+    t[i].type = x->result->type;
+    float *data;
+    ssm_status s = ssm_cpu_state(c, t[i].name, &t[i].type, &data);
+    if (s) {
+      free(t);
+      return s;
+    }
+    t[i++].data = data; /* the interpreter's own memory */
+  }
+  *out = t;
+  *out_n = n;
+  return NULL;
+}
+
+ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path) {
+  ssm_state_tensor *t;
+  int n;
+  SSM_TRY(cpu_tensors(c, g, &t, &n));
+  ssm_status s = ssm_state_save(path, arch, ssm_cpu_fingerprint(c), ssm_cpu_position(c), t, n);
+  free(t);
+  return s;
+}
+
+ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path) {
+  ssm_state_tensor *t;
+  int n;
+  int64_t pos = 0;
+  SSM_TRY(cpu_tensors(c, g, &t, &n));
+  /* load into copies first: a bad file must change nothing */
+  ssm_state_tensor *tmp = calloc((size_t)n + 1, sizeof *tmp);
+  if (!tmp) abort();
+  ssm_status s = NULL;
+  for (int i = 0; i < n; i++) {
+    tmp[i] = t[i];
+    if (!(tmp[i].data = malloc(tensor_bytes(&t[i].type) + 1))) abort();
+  }
+  s = ssm_state_load(path, arch, ssm_cpu_fingerprint(c), &pos, tmp, n);
+  for (int i = 0; i < n; i++) {
+    if (!s) memcpy(t[i].data, tmp[i].data, tensor_bytes(&t[i].type));
+    free(tmp[i].data);
+  }
+  if (!s) ssm_cpu_set_position(c, pos);
+  free(tmp);
+  free(t);
+  return s;
+}
