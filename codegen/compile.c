@@ -123,6 +123,11 @@ static ssm_status place_state(compiler *c, const ssm_node *n, region *out) {
   s = push_named(&c->states, &c->nstates, &c->cap_states);
   s->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
   s->r = alloc_in(c, POOL_STATE, type_bytes(&n->result->type));
+  /* the sampler is settings, not model state: programs.decode.sampler has it */
+  if (!strcmp(name, SSM_SAMPLER_STATE)) {
+    *out = s->r;
+    return NULL;
+  }
   cJSON *j = cJSON_CreateObject();
   cJSON_AddStringToObject(j, "name", name);
   cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(n->result->type.dtype));
@@ -212,6 +217,29 @@ static void dump_after(const char *pass, ssm_graph *g, const char *note, void *u
   if (fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path);
 }
 
+/* A program with a sampler: "feedback": [region of the drawn id, region of
+ * the tokens input] (the executor copies one into the other after the last
+ * kernel, so the next run reads the id without the host) and "sampler": the
+ * region of the sampler state. */
+static ssm_status add_feedback(compiler *c, cJSON *prog, const ssm_value *next) {
+  const ssm_value *in = NULL;
+  for (const ssm_node *n = next->def; n && !in; n = n->prev)
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens")) in = n->result;
+  for (const ssm_node *n = next->def; n && !in; n = n->next)
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens")) in = n->result;
+  if (!in || ssm_type_numel(&in->type) != 1 || in->type.dtype != SSM_I32)
+    return ssm_status_new(SSM_ERR_INVALID, "a sampler needs one i32 token input");
+  region rn, ri, rs;
+  SSM_TRY(region_of(c, next, SSM_BUNDLE_ALIGN, &rn));
+  SSM_TRY(region_of(c, in, SSM_BUNDLE_ALIGN, &ri));
+  SSM_TRY(region_of(c, next->def->args[1], SSM_BUNDLE_ALIGN, &rs));
+  cJSON *fb = cJSON_AddArrayToObject(prog, "feedback");
+  cJSON_AddItemToArray(fb, jregion(rn));
+  cJSON_AddItemToArray(fb, jregion(ri));
+  cJSON_AddItemToObject(prog, "sampler", jregion(rs));
+  return NULL;
+}
+
 /* Runs the passes on one graph and turns it into a program: one dispatch
  * per fused group, in order, with a barrier where schedule asks for one. */
 static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const ssm_compile_opts *o,
@@ -257,6 +285,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const s
       cJSON_AddStringToObject(ob, "dtype", ssm_dtype_name(v->type.dtype));
       cJSON_AddItemToObject(ob, "region", jregion(r));
       cJSON_AddItemToObject(prog, "output", ob);
+      if (n->nargs > 1 && n->args[1]->def->op == SSM_OP_SAMPLE)
+        s = add_feedback(c, prog, n->args[1]);
     }
   }
   for (int i = 0; i < ng && !s; i++) {
@@ -329,6 +359,7 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *o
     ssm_graph *g = NULL;
     cJSON *prog = NULL;
     s = ssm_model_build(m, tokens[p], &g);
+    if (!s && p == 0) s = ssm_graph_add_sampler(g); /* decode draws its next token */
     if (!s) s = compile_program(&c, g, tokens[p], &o, names[p], &prog);
     if (!s) cJSON_AddItemToObject(progs, names[p], prog);
     ssm_graph_destroy(g);

@@ -677,6 +677,31 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
                 kv, out);
 }
 
+static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
+  const ssm_type *xt = &n->args[0]->type;
+  int64_t V = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / V;
+  const ssm_node *st = n->args[1]->def;
+  if (st->op != SSM_OP_STATE)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
+  uint32_t local = pow2_threads(V, 64, 1024);
+  sbuf loads = {0};
+  ssm_type lead = *xt; /* in_x(c): element c of the last row */
+  lead.rank = xt->rank - 1;
+  coords k = delinearize(fmt(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
+  k.rank = xt->rank;
+  k.c[xt->rank - 1] = "c";
+  load_fn(c, &loads, "in_x", "uint c", n->args[0], &k);
+  int sb = binding_of(c, n->args[1]);
+  out->groups[0] = out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "STATE",
+                      fmt(c->a, "b%d", sb), NULL};
+  free(loads.s);
+  return finish(c, "sample", fmt(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
@@ -701,6 +726,7 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
     case SSM_OP_ARGMAX: s = gen_rowreduce(c, out); break;
     case SSM_OP_EMBED: s = gen_embed(c, out); break;
     case SSM_OP_REDUCE: s = gen_reduce(c, out); break;
+    case SSM_OP_SAMPLE: s = gen_sample(c, out); break;
     default:
       s = ssm_status_new(SSM_ERR_INTERNAL, "no kernel family for %s",
                          ssm_op_info_get(c->anchor->op)->name);

@@ -135,7 +135,8 @@ ssm_op ssm_op_lookup(const char *name, size_t n) {
 }
 
 int ssm_op_has_effects(ssm_op op) {
-  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_ATTENTION || op == SSM_OP_OUTPUT;
+  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_ATTENTION ||
+         op == SSM_OP_SAMPLE || op == SSM_OP_OUTPUT;
 }
 
 int ssm_op_state_operands(ssm_op op, int out[2]) {
@@ -143,6 +144,7 @@ int ssm_op_state_operands(ssm_op op, int out[2]) {
   case SSM_OP_CONV1D: out[0] = 1; return 1;
   case SSM_OP_SCAN: out[0] = 3; return 1;
   case SSM_OP_ATTENTION: out[0] = 3; out[1] = 4; return 2;
+  case SSM_OP_SAMPLE: out[0] = 1; return 1;
   default: return 0;
   }
 }
@@ -283,4 +285,26 @@ double ssm_node_float(const ssm_node *n, const char *key, double dflt) {
 const char *ssm_node_str(const ssm_node *n, const char *key, const char *dflt) {
   const ssm_attr *a = ssm_node_attr(n, key);
   return a && a->kind == SSM_ATTR_STR ? a->s : dflt;
+}
+
+ssm_status ssm_graph_add_sampler(ssm_graph *g) {
+  ssm_node *out = g->last;
+  if (!out || out->op != SSM_OP_OUTPUT || out->nargs < 1 || out->nargs >= 16)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s: no output to add a sampler to", g->name);
+  ssm_value *logits = out->args[0];
+  if (logits->type.rank < 1 || logits->type.dtype == SSM_I32)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s: its first output is not logits", g->name);
+  ssm_type st = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  ssm_type id = ssm_type_make(SSM_I32, 1, (int64_t[]){1});
+  ssm_node *state = ssm_graph_insert(g, out, SSM_OP_STATE, &st, 0, NULL);
+  ssm_node_set_str(g, state, "name", SSM_SAMPLER_STATE);
+  ssm_value *sa[2] = {logits, state->result};
+  ssm_node *next = ssm_graph_insert(g, out, SSM_OP_SAMPLE, &id, 2, sa);
+  ssm_value *args[16];
+  int nargs = out->nargs;
+  for (int i = 0; i < nargs; i++) args[i] = out->args[i];
+  args[nargs++] = next->result;
+  ssm_graph_remove(g, out);
+  ssm_graph_append(g, SSM_OP_OUTPUT, NULL, nargs, args);
+  return NULL;
 }

@@ -151,6 +151,15 @@ void ssm_graph_remove(ssm_graph *g, ssm_node *n);
 void ssm_graph_replace_uses(ssm_graph *g, ssm_value *from, ssm_value *to);
 /* Assigns ids 0..n-1 in order and sets g->nvalues. */
 void ssm_graph_number(ssm_graph *g);
+/* The sampler state that ssm_graph_add_sampler adds: f32[8] holding
+ * temperature (0: argmax), top_k (0: off), top_p (1: off), seed (an integer
+ * below 2^24), the step counter that `sample` increments, and 3 reserved. */
+#define SSM_SAMPLER_STATE "sampler"
+#define SSM_SAMPLER_STATE_LEN 8
+/* Adds `%next = sample %logits, %sampler` (a state named SSM_SAMPLER_STATE)
+ * before the output node, where %logits is the first output, and appends
+ * %next to the outputs: a decode graph that also draws the next token. */
+ssm_status ssm_graph_add_sampler(ssm_graph *g);
 /* Number of operand slots that use `v`. */
 int ssm_graph_count_uses(const ssm_graph *g, const ssm_value *v);
 

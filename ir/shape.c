@@ -292,6 +292,18 @@ static ssm_status infer_last_axis(const ssm_node *n, ssm_type *out) {
   return NULL;
 }
 
+/* sample: logits [..,V] (float), sampler state f32[8] -> i32[1] */
+static ssm_status infer_sample(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *x = arg(n, 0), *st = arg(n, 1);
+  if (x->rank < 1 || !is_float(x->dtype) || !x->dims[x->rank - 1])
+    return bad("sample needs float logits [..,V], got %s", FMT(x, b1));
+  if (st->dtype != SSM_F32 || st->rank != 1 || st->dims[0] != 8)
+    return bad("sample needs a sampler state f32[8], got %s", FMT(st, b2));
+  *out = (ssm_type){.dtype = SSM_I32, .rank = 1, .dims = {1}};
+  return NULL;
+}
+
 ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
   if (n->op < 0 || n->op >= SSM_OP_COUNT) return bad("invalid op %d", (int)n->op);
   const ssm_op_info *info = ssm_op_info_get(n->op);
@@ -325,6 +337,7 @@ ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
     case SSM_OP_ATTENTION: s = infer_attention(n, &t); break;
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = infer_last_axis(n, &t); break;
+    case SSM_OP_SAMPLE: s = infer_sample(n, &t); break;
     default: s = bad("op '%s' has no shape rule", info->name);
     }
   }

@@ -6,7 +6,7 @@
  *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
  *      matmul (the kernel normalizes rows as it reads them);
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
- *      attention, embed, reduce, softmax, argmax, large-row rmsnorm) starts a
+ *      attention, embed, reduce, softmax, argmax, sample, large-row rmsnorm) starts a
  *      group (the state operands of scan, conv1d_causal and attention must be
  *      state tensors: the kernel updates them in place);
  *   3. epilogues: an elementwise op that is the only use of a group's result,
@@ -128,7 +128,9 @@ static void assign(fuser *f, int no_fuse) {
   /* 3. epilogues */
   for (int k = 0; k < f->count; k++) {
     const ssm_node *a = f->nodes[k];
-    if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX) continue;
+    if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX ||
+        a->op == SSM_OP_SAMPLE)
+      continue;
     if (a->op == SSM_OP_RMSNORM) { /* a norm prologue is not a group's result */
       int mine = 1;
       for (int j = k + 1; j < f->count; j++)

@@ -3,7 +3,9 @@
  * graph's inputs and each kernel's result) at a byte offset of one pool,
  * written as ofs=N. Kernels run in group order; a value is live from its
  * kernel to the last kernel that reads it, and its memory is reused after
- * that (first fit, offsets aligned to the storage-buffer alignment). A
+ * that (first fit, offsets aligned to the storage-buffer alignment). Graph
+ * inputs stay live to the end (a decode program with a sampler copies the
+ * drawn id into its input after the last kernel). A
  * kernel whose result is computed elementwise from a value read nowhere
  * else in it, at the same index, writes in place over that value when the
  * value dies there (the residual stream). Weights and state have pools of
@@ -88,7 +90,10 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
   /* steps: 0 = inputs, 1..ng = kernels, ng+1 = the graph's outputs */
   uint64_t naive = 0;
   for (ssm_node *n = g->first; n; n = n->next) {
-    if (n->op == SSM_OP_INPUT) defined[n->result->id] = 0;
+    if (n->op == SSM_OP_INPUT) { /* live to the end: a program may write the next input there */
+      defined[n->result->id] = 0;
+      last[n->result->id] = ng + 1;
+    }
     if (n->result && ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
       naive += ssm_value_bytes(n->result, align); /* one buffer per value */
     if (n->op == SSM_OP_OUTPUT)

@@ -230,8 +230,9 @@ typedef struct {
   ssm_cpu *c;
   const int32_t *tokens;
   const ssm_node *output; /* the first output node */
-  float *out;
-  size_t out_count;
+  int nouts;              /* its operands copied out: outs[i] (NULL: skipped) */
+  float *const *outs;
+  const size_t *counts;
   cpu_buf *bufs; /* by value id */
 } cpu_run;
 
@@ -704,14 +705,156 @@ static void op_argmax(const cpu_run *r, const ssm_node *n) {
   }
 }
 
+/* ---- sampling ---------------------------------------------------------------------- */
+
+/* The PCG hash (O'Neill); templates/sample.glsl.in has the same function. */
+static uint32_t pcg_hash(uint32_t v) {
+  uint32_t state = v * 747796405u + 2891336453u;
+  uint32_t word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+  return (word >> 22u) ^ word;
+}
+
+/* A float state entry as an integer in [0, hi] (NaN and negatives: 0). */
+static uint32_t param_uint(float v, uint32_t hi) {
+  if (!(v > 0)) return 0;
+  return v >= (float)hi ? hi : (uint32_t)v;
+}
+
+double ssm_sample_uniform(uint32_t seed, uint32_t step) {
+  return (double)(pcg_hash(pcg_hash(seed) + step) >> 8) / 16777216.0;
+}
+
+static int64_t count_ge(const float *x, int64_t n, float t) {
+  int64_t k = 0;
+  for (int64_t i = 0; i < n; i++) k += x[i] >= t;
+  return k;
+}
+
+static double mass_ge(const double *p, int64_t n, double u) {
+  double m = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (p[i] >= u) m += p[i];
+  return m;
+}
+
+int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin) {
+  if (out_margin) *out_margin = INFINITY;
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (logits[i] > logits[best]) best = i;
+  float temp = state[0];
+  if (!(temp > 0) || n < 2) return (int32_t)best;
+  float *x = malloc(sizeof(float) * (size_t)n);
+  double *p = malloc(sizeof(double) * (size_t)n);
+  if (!x || !p) abort();
+  float m = logits[best], xmin = 0;
+  for (int64_t i = 0; i < n; i++) {
+    float d = logits[i] - m;
+    x[i] = (float)((double)d / (double)temp);
+    xmin = fminf(xmin, x[i]);
+  }
+  double margin = INFINITY;
+  /* top-k: the largest t with count(x >= t) >= k, by bisection */
+  float t = -INFINITY;
+  int64_t k = param_uint(state[1], (uint32_t)n);
+  if (k > 0 && k < n) {
+    float lo = fmaxf(xmin, -3.0e38f), hi = 0;
+    if (count_ge(x, n, hi) >= k) {
+      lo = hi;
+    } else {
+      for (int it = 0; it < 32; it++) {
+        float mid = lo * 0.5f + hi * 0.5f;
+        if (count_ge(x, n, mid) >= k) lo = mid;
+        else hi = mid;
+      }
+    }
+    t = lo;
+    float below = -INFINITY; /* the largest x left out */
+    for (int64_t i = 0; i < n; i++)
+      if (x[i] < t && x[i] > below) below = x[i];
+    margin = fmin(margin, ((double)t - below) / fmax(fabs((double)t), 1.0));
+  }
+  double total = 0;
+  for (int64_t i = 0; i < n; i++) {
+    p[i] = x[i] >= t ? exp((double)x[i]) : 0;
+    total += p[i];
+  }
+  /* top-p: the largest u with mass(p >= u) >= top_p * total, by bisection */
+  float u = 0, top_p = state[2];
+  if (top_p > 0 && top_p < 1) {
+    double target = (double)top_p * total;
+    float lo = 0, hi = 1;
+    if (mass_ge(p, n, hi) >= target) {
+      lo = hi;
+      margin = fmin(margin, (mass_ge(p, n, hi) - target) / total);
+    } else {
+      for (int it = 0; it < 32; it++) {
+        float mid = lo * 0.5f + hi * 0.5f;
+        if (mass_ge(p, n, mid) >= target) lo = mid;
+        else hi = mid;
+      }
+      double gap = fmin(mass_ge(p, n, lo) - target, target - mass_ge(p, n, hi));
+      margin = fmin(margin, gap / total);
+    }
+    u = lo;
+  }
+  /* the draw: the first index whose running sum of kept p exceeds r */
+  double kept = 0;
+  for (int64_t i = 0; i < n; i++)
+    if (p[i] >= u) kept += p[i];
+  double r = ssm_sample_uniform(param_uint(state[3], (1u << 24) - 1),
+                                param_uint(state[4], UINT32_MAX)) * kept;
+  double cum = 0;
+  int64_t pick = -1, last = best;
+  for (int64_t i = 0; i < n; i++) {
+    if (!(p[i] >= u && p[i] > 0)) continue;
+    double before = cum;
+    cum += p[i];
+    last = i;
+    if (pick < 0 && cum > r) {
+      pick = i;
+      margin = fmin(margin, fmin(r - before, cum - r) / kept);
+    }
+  }
+  free(x);
+  free(p);
+  if (out_margin) *out_margin = margin;
+  return (int32_t)(pick >= 0 ? pick : last);
+}
+
+static void op_sample(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int64_t width = last_dim(xv);
+  SSM_ASSERT(width > 0 && numel(n->args[1]) == SSM_SAMPLER_STATE_LEN && numel(n->result) == 1);
+  float *state = fbuf(r, n->args[1]);
+  ibuf(r, n->result)[0] = ssm_sample_row(fbuf(r, xv) + numel(xv) - width, width, state, NULL);
+  state[4] += 1;
+}
+
+ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
+                               const void *data) {
+  ssm_graph *g = ssm_graph_create("state");
+  ssm_node *n = ssm_graph_append(g, SSM_OP_STATE, type, 0, NULL);
+  ssm_node_set_str(g, n, "name", name);
+  void *dst;
+  ssm_status s = state_get(c, n, &dst);
+  if (!s) memcpy(dst, data, (size_t)ssm_type_numel(type) * 4);
+  ssm_graph_destroy(g);
+  return s;
+}
+
 /* ---- the run --------------------------------------------------------------------- */
 
 static void op_output(const cpu_run *r, const ssm_node *n) {
-  if (!r->out || n != r->output) return;
-  const ssm_value *v = n->args[0];
-  SSM_ASSERT((size_t)numel(v) == r->out_count);
-  for (int64_t i = 0; i < numel(v); i++)
-    r->out[i] = v->type.dtype == SSM_I32 ? (float)ibuf(r, v)[i] : fbuf(r, v)[i];
+  if (n != r->output) return;
+  for (int k = 0; k < r->nouts && k < n->nargs; k++) {
+    const ssm_value *v = n->args[k];
+    float *out = r->outs[k];
+    if (!out) continue;
+    SSM_ASSERT((size_t)numel(v) == r->counts[k]);
+    for (int64_t i = 0; i < numel(v); i++)
+      out[i] = v->type.dtype == SSM_I32 ? (float)ibuf(r, v)[i] : fbuf(r, v)[i];
+  }
 }
 
 /* Gives the node's result its buffer: the kept tensor for weights and states,
@@ -754,6 +897,7 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_ATTENTION: return op_attention(r, n);
   case SSM_OP_SOFTMAX: op_softmax(r, n); return NULL;
   case SSM_OP_ARGMAX: op_argmax(r, n); return NULL;
+  case SSM_OP_SAMPLE: op_sample(r, n); return NULL;
   case SSM_OP_OUTPUT: op_output(r, n); return NULL;
   default:
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "op '%s' is not implemented on the CPU",
@@ -772,16 +916,26 @@ static ssm_status at_node(const ssm_graph *g, const ssm_node *n, ssm_status s) {
 
 ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
                        float *out, size_t out_count) {
+  return ssm_cpu_run_outputs(c, g, tokens, 1, &out, &out_count);
+}
+
+ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, int nouts,
+                               float *const *outs, const size_t *counts) {
   ssm_graph_number(g);
   const ssm_node *output = NULL;
   for (const ssm_node *n = g->first; n && !output; n = n->next)
     if (n->op == SSM_OP_OUTPUT) output = n;
   if (!output || output->nargs < 1)
     return ssm_status_new(SSM_ERR_INVALID, "graph %s has no output", g->name);
-  if (out && (size_t)numel(output->args[0]) != out_count)
-    return ssm_status_new(SSM_ERR_INVALID,
-                          "graph %s: output has %lld elements but the caller expects %zu",
-                          g->name, (long long)numel(output->args[0]), out_count);
+  if (nouts > output->nargs)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s has %d outputs, not %d", g->name,
+                          output->nargs, nouts);
+  for (int k = 0; k < nouts; k++)
+    if (outs[k] && (size_t)numel(output->args[k]) != counts[k])
+      return ssm_status_new(SSM_ERR_INVALID,
+                            "graph %s: output has %lld elements but the caller expects %zu "
+                            "(output operand %d)", g->name, (long long)numel(output->args[k]),
+                            counts[k], k);
 
   /* the run's token count, and the KV caches' bound, checked before anything runs */
   int64_t count = 0;
@@ -798,7 +952,7 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
   }
 
   size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
-  cpu_run r = {c, tokens, output, out, out_count, calloc(nvalues, sizeof(cpu_buf))};
+  cpu_run r = {c, tokens, output, nouts, outs, counts, calloc(nvalues, sizeof(cpu_buf))};
   int *last_use = malloc(nvalues * sizeof(int));
   ssm_status s = NULL;
   if (!r.bufs || !last_use) s = ssm_status_new(SSM_ERR_NOMEM, "out of memory");

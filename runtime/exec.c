@@ -10,6 +10,10 @@
  * position (tokens run since the last reset) is model state like the KV
  * cache it indexes; max_seq (the manifest's, when a program reads "pos")
  * bounds it.
+ * Generate: the decode
+ * program again, followed by copies of the id its sampler drew into its own
+ * input and into a host-visible ring, recorded once and GEN_BATCH times, so
+ * tokens stay on the device and the host reads ids several steps at a time.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -43,6 +47,12 @@ struct ssm_rt {
   ssm_vk_kernel **kernels;
   int nkernels;
   program decode, prefill;
+  /* the decode program's sampler (bundles of an older ssmc have none) */
+  int has_sampler;
+  region next, sampler_state;
+  float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
+  ssm_vk_program *gen1, *genk; /* decode + feedback copies, once and GEN_BATCH times */
+  ssm_vk_buffer *ring;         /* host-visible: the ids the gen programs drew */
   int64_t vocab;
   int64_t max_seq;  /* 0: no bound (no program reads "pos") */
   int64_t position; /* tokens run since the last reset */
@@ -242,8 +252,14 @@ static ssm_status load_kernels(ssm_rt *rt) {
   return NULL;
 }
 
+/* Decode steps queued in one submission by ssm_rt_generate. */
+#define GEN_BATCH 16
+
+static ssm_status record_steps(ssm_rt *rt, const cJSON *steps, const char *ctx,
+                               ssm_vk_program *prog);
+
 static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
-  const cJSON *progs, *jp, *in, *out, *steps, *st, *reg;
+  const cJSON *progs, *jp, *in, *out, *steps, *reg;
   char ctx[64];
   snprintf(ctx, sizeof ctx, "programs.%s", which);
   SSM_TRY(get_item(rt, rt->manifest, "programs", "manifest", &progs));
@@ -283,6 +299,14 @@ static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
   SSM_TRY(get_item(rt, jp, "steps", ctx, &steps));
   if (!cJSON_IsArray(steps)) return bad(rt, ctx, "steps is not a list");
   SSM_TRY(ssm_vk_program_begin(rt->vk, &p->prog));
+  SSM_TRY(record_steps(rt, steps, ctx, p->prog));
+  return ssm_vk_program_end(p->prog);
+}
+
+/* Appends the dispatches of a program's steps to `prog`. */
+static ssm_status record_steps(ssm_rt *rt, const cJSON *steps, const char *ctx,
+                               ssm_vk_program *prog) {
+  const cJSON *st;
   size_t align = ssm_vk_storage_alignment(rt->vk);
   cJSON_ArrayForEach(st, steps) {
     uint64_t kidx, g[3];
@@ -310,11 +334,114 @@ static ssm_status load_program(ssm_rt *rt, const char *which, program *p) {
     /* a barrier before the dispatch when schedule asked for one (and when
      * the bundle does not say: then always) */
     const cJSON *barrier = cJSON_GetObjectItemCaseSensitive(st, "barrier");
-    if (!cJSON_IsNumber(barrier) || barrier->valuedouble != 0) ssm_vk_program_add_barrier(p->prog);
-    SSM_TRY(ssm_vk_program_add_dispatch(p->prog, rt->kernels[kidx], vb, NULL, (uint32_t)g[0],
+    if (!cJSON_IsNumber(barrier) || barrier->valuedouble != 0) ssm_vk_program_add_barrier(prog);
+    SSM_TRY(ssm_vk_program_add_dispatch(prog, rt->kernels[kidx], vb, NULL, (uint32_t)g[0],
                                         (uint32_t)g[1], (uint32_t)g[2]));
   }
-  return ssm_vk_program_end(p->prog);
+  return NULL;
+}
+
+/* The decode program's sampler: "feedback": [drawn id, tokens input] and
+ * "sampler" (the state). Records gen1 and genk: the decode steps, then a copy
+ * of the drawn id into the tokens input (the next step's input) and into
+ * slot j of the host-visible ring, once and GEN_BATCH times. */
+static ssm_status load_sampler(ssm_rt *rt) {
+  const cJSON *progs = cJSON_GetObjectItemCaseSensitive(rt->manifest, "programs");
+  const cJSON *jp = cJSON_GetObjectItemCaseSensitive(progs, "decode");
+  const cJSON *fb = cJSON_GetObjectItemCaseSensitive(jp, "feedback");
+  if (!fb) return NULL;
+  const cJSON *sm, *steps;
+  region in;
+  SSM_TRY(get_item(rt, jp, "sampler", "programs.decode", &sm));
+  SSM_TRY(get_item(rt, jp, "steps", "programs.decode", &steps));
+  if (!cJSON_IsArray(fb) || cJSON_GetArraySize(fb) != 2)
+    return bad(rt, "programs.decode.feedback", "is not two regions");
+  SSM_TRY(get_region(rt, cJSON_GetArrayItem(fb, 0), "programs.decode.feedback", &rt->next));
+  SSM_TRY(get_region(rt, cJSON_GetArrayItem(fb, 1), "programs.decode.feedback", &in));
+  SSM_TRY(get_region(rt, sm, "programs.decode.sampler", &rt->sampler_state));
+  if (rt->next.bytes != 4 || in.offset != rt->decode.input.offset ||
+      in.buffer != rt->decode.input.buffer || in.bytes != 4 ||
+      rt->sampler_state.bytes != SSM_SAMPLER_STATE_LEN * 4)
+    return bad(rt, "programs.decode", "feedback or sampler regions have the wrong size");
+  SSM_TRY(ssm_vk_buffer_create(rt->vk, GEN_BATCH * 4, SSM_VK_BUFFER_HOST, &rt->ring));
+  for (int reps = 1; reps <= GEN_BATCH; reps += GEN_BATCH - 1) {
+    ssm_vk_program **p = reps == 1 ? &rt->gen1 : &rt->genk;
+    SSM_TRY(ssm_vk_program_begin(rt->vk, p));
+    for (int j = 0; j < reps; j++) {
+      SSM_TRY(record_steps(rt, steps, "programs.decode", *p));
+      SSM_TRY(ssm_vk_program_add_copy(*p, rt->buffers[rt->next.buffer], rt->next.offset,
+                                      rt->buffers[in.buffer], in.offset, 4));
+      SSM_TRY(ssm_vk_program_add_copy(*p, rt->buffers[rt->next.buffer], rt->next.offset, rt->ring,
+                                      (size_t)j * 4, 4));
+    }
+    SSM_TRY(ssm_vk_program_end(*p));
+  }
+  rt->has_sampler = 1;
+  return NULL;
+}
+
+static ssm_status write_sampler(ssm_rt *rt) {
+  if (!rt->has_sampler) return NULL;
+  return ssm_vk_buffer_upload(rt->vk, rt->buffers[rt->sampler_state.buffer],
+                              rt->sampler_state.offset, rt->sampler, sizeof rt->sampler);
+}
+
+ssm_status ssm_rt_set_sampler(ssm_rt *rt, float temperature, int top_k, float top_p,
+                              int64_t seed) {
+  if (!rt->has_sampler)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle's decode program has no sampler "
+                          "(compile it again with this ssmc)", rt->path);
+  if (!(temperature >= 0) || isinf(temperature) || top_k < 0 || !(top_p > 0 && top_p <= 1) ||
+      seed < 0 || seed >= (1 << 24))
+    return ssm_status_new(SSM_ERR_INVALID, "sampler settings out of range: temperature %g (>= 0), "
+                          "top_k %d (>= 0), top_p %g (in (0, 1]), seed %lld (in [0, 2^24))",
+                          temperature, top_k, top_p, (long long)seed);
+  float st[SSM_SAMPLER_STATE_LEN] = {temperature, (float)top_k, top_p, (float)seed, 0};
+  memcpy(rt->sampler, st, sizeof st);
+  return write_sampler(rt);
+}
+
+ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_ids,
+                           int (*on_token)(int32_t id, void *user), void *user) {
+  if (!rt->has_sampler)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle's decode program has no sampler "
+                          "(compile it again with this ssmc)", rt->path);
+  if (first_token < 0 || first_token >= rt->vocab)
+    return ssm_status_new(SSM_ERR_INVALID, "token id %d out of range [0, %lld)", first_token,
+                          (long long)rt->vocab);
+  if (n <= 0) return NULL;
+  SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[rt->decode.input.buffer],
+                               rt->decode.input.offset, &first_token, 4));
+  const int32_t *ring = ssm_vk_buffer_map(rt->ring);
+  SSM_ASSERT(ring);
+  for (int done = 0; done < n;) {
+    /* a program that reads "pos" (a KV cache) needs it uploaded every step */
+    program *d = &rt->decode;
+    int batch = !on_token && !d->has_pos && n - done >= GEN_BATCH ? GEN_BATCH : 1;
+    if (d->has_pos) {
+      if (rt->position + 1 > rt->max_seq)
+        return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",
+                              (long long)rt->max_seq, (long long)rt->max_seq);
+      int32_t pos = (int32_t)rt->position;
+      SSM_TRY(ssm_vk_buffer_upload(rt->vk, rt->buffers[d->pos.buffer], d->pos.offset, &pos, 4));
+    }
+    SSM_TRY(ssm_vk_program_run(rt->vk, batch > 1 ? rt->genk : rt->gen1));
+    rt->position += batch;
+    for (int j = 0; j < batch; j++) {
+      int32_t id = ring[j];
+      if (id < 0 || id >= rt->vocab)
+        return ssm_status_new(SSM_ERR_DEVICE, "the sampler drew token id %d, outside [0, %lld)",
+                              id, (long long)rt->vocab);
+      out_ids[done++] = id;
+      if (on_token && on_token(id, user)) return NULL;
+    }
+  }
+  return NULL;
+}
+
+ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits) {
+  return ssm_vk_buffer_download(rt->vk, rt->buffers[rt->decode.output.buffer],
+                                rt->decode.output.offset, logits, (size_t)rt->decode.output.bytes);
 }
 
 ssm_status ssm_rt_reset(ssm_rt *rt) {
@@ -330,7 +457,7 @@ ssm_status ssm_rt_reset(ssm_rt *rt) {
     if (r.bytes) SSM_TRY(ssm_vk_buffer_fill(rt->vk, rt->buffers[r.buffer], r.offset, r.bytes, 0));
   }
   rt->position = 0;
-  return NULL;
+  return write_sampler(rt);
 }
 
 ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opts *opts,
@@ -365,6 +492,7 @@ ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opt
   if (!s) s = load_kernels(rt);
   if (!s) s = load_program(rt, "decode", &rt->decode);
   if (!s) s = load_program(rt, "prefill", &rt->prefill);
+  if (!s) s = load_sampler(rt);
   if (s) {
     ssm_rt_close(rt);
     return s;
@@ -377,6 +505,9 @@ void ssm_rt_close(ssm_rt *rt) {
   if (!rt) return;
   if (rt->vk) {
     ssm_vk_program_destroy(rt->vk, rt->decode.prog);
+    ssm_vk_program_destroy(rt->vk, rt->gen1);
+    ssm_vk_program_destroy(rt->vk, rt->genk);
+    ssm_vk_buffer_destroy(rt->vk, rt->ring);
     ssm_vk_program_destroy(rt->vk, rt->prefill.prog);
     for (int i = 0; i < rt->nkernels; i++) ssm_vk_kernel_destroy(rt->vk, rt->kernels[i]);
     for (int i = 0; i < rt->nbuffers; i++) ssm_vk_buffer_destroy(rt->vk, rt->buffers[i]);

@@ -98,6 +98,34 @@ void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
 /* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
 uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
 
+/* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
+ * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
+ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, int nouts,
+                               float *const *outs, const size_t *counts);
+/* Writes state tensor `name` (created if no run has used it yet) with
+ * ssm_type_numel(type) 4-byte elements from `data`. A state of that name
+ * with another type is an error. */
+ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
+                               const void *data);
+
+/* The `sample` op on one row of `n` logits with sampler state `state`
+ * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
+ * interpreter's definition, which templates/sample.glsl.in follows step by
+ * step. Greedy (first largest) when temperature <= 0. Otherwise x = (l -
+ * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
+ * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
+ * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u
+ * (32 bisection steps) whose kept mass is >= top_p * the total; the id is
+ * the first index whose running sum of kept p exceeds r =
+ * ssm_sample_uniform(seed, step) * the kept total. `out_margin` (may be
+ * NULL) gets how close the decision came to flipping, relative to the total
+ * (the draw, the top-p mass) or to the threshold (top-k): a GPU computing in
+ * f32 may choose differently only where it is tiny. */
+int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin);
+/* The sampler's uniform number in [0, 1) with 24 bits, from a counter-based
+ * hash of (seed, step). */
+double ssm_sample_uniform(uint32_t seed, uint32_t step);
+
 /* ---- Vulkan (vk.c) ------------------------------------------------------ */
 
 /* The Vulkan base layer: device discovery and selection, buffers, compute
@@ -277,6 +305,12 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
 /* Appends a full compute-to-compute memory barrier: dispatches after it see
  * the writes of the dispatches before it. */
 void ssm_vk_program_add_barrier(ssm_vk_program *p);
+/* Appends a copy of `bytes` (a multiple of 4, as the offsets) from `src` at
+ * `src_offset` to `dst` at `dst_offset` (vkCmdCopyBuffer). It waits for every
+ * dispatch and copy before it; the dispatches after it see what it wrote.
+ * Ranges are checked; on error nothing is appended. */
+ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_offset,
+                                   ssm_vk_buffer *dst, size_t dst_offset, size_t bytes);
 /* Builds the descriptor sets and records the command buffer. */
 ssm_status ssm_vk_program_end(ssm_vk_program *p);
 /* Number of dispatches recorded. */
@@ -347,7 +381,8 @@ void ssm_rt_close(ssm_rt *rt);
 int64_t ssm_rt_vocab(const ssm_rt *rt);
 /* Tokens per run of the prefill program. */
 int ssm_rt_prefill_tokens(const ssm_rt *rt);
-/* Zeroes the model state: state tensors and the position. */
+/* Zeroes the model state (state tensors and the position); the sampler (not
+ * part of it) keeps its settings and restarts at step 0. */
 ssm_status ssm_rt_reset(ssm_rt *rt);
 /* The absolute position of the next run's first token: tokens run since
  * opening or the last reset (part of the model state). */
@@ -401,6 +436,25 @@ ssm_status ssm_rt_state_save(ssm_rt *rt, const char *path);
 ssm_status ssm_rt_state_load(ssm_rt *rt, const char *path);
 ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
 ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
+/* Sets the decode program's sampler (its state, step 0): temperature (0:
+ * greedy, the first largest logit), top_k (0: off), top_p (1: off), seed
+ * (in [0, 2^24)); kept across ssm_rt_reset, which restarts its step. Out of
+ * range values are an error. Until set, the sampler is greedy. A bundle
+ * without a sampler (an older ssmc) is an error. */
+ssm_status ssm_rt_set_sampler(ssm_rt *rt, float temperature, int top_k, float top_p,
+                              int64_t seed);
+/* Generates `n` tokens on the device: uploads `first_token` once, then runs
+ * the decode program n times, each run drawing the next id with the sampler
+ * and copying it into the next run's input on the device, without the host.
+ * Ids are read back from a host-visible ring after each submission, which
+ * holds several decode steps when `on_token` is NULL. With `on_token`, it is
+ * called after every step, before the next is submitted (ssm_rt_read_logits
+ * then reads that step's logits); a non-zero return stops generation.
+ * out_ids gets the ids in order (as many as on_token saw). */
+ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_ids,
+                           int (*on_token)(int32_t id, void *user), void *user);
+/* Copies the logits of the last decode run (vocab floats). */
+ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits);
 
 /* ---- inspect and bench (inspect.c, bench.c) ------------------------------ */
 
@@ -412,13 +466,15 @@ ssm_status ssm_inspect(const char *bundle, int json, char **out_text);
 
 typedef struct {
   double decode_tok_s, prefill_tok_s;
+  double decode_feedback_tok_s; /* ssm_rt_generate (0: the bundle has no sampler) */
   int decode_tokens, prefill_tokens;
   uint64_t weight_bytes;
 } ssm_bench_result;
 
 /* Times `decode_tokens` greedy decode steps (logits read back, next token
- * chosen on the host, as `ssmc run` does) and several prefill runs, after a
- * warm-up. State is reset before each phase. */
+ * chosen on the host, as `ssmc run --greedy` does), the same with the token
+ * fed back on the device (ssm_rt_generate), and several prefill runs, after
+ * a warm-up. State is reset before each phase; the sampler is left greedy. */
 ssm_status ssm_bench(ssm_rt *rt, int decode_tokens, ssm_bench_result *out);
 /* Bytes of weights the bundle's device buffers hold. */
 uint64_t ssm_rt_weight_bytes(const ssm_rt *rt);

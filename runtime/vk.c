@@ -72,11 +72,13 @@ struct ssm_vk_kernel {
 };
 
 typedef struct {
-  ssm_vk_kernel *kernel;
+  ssm_vk_kernel *kernel; /* NULL: a buffer copy */
   bool barrier_before;
   uint32_t groups[3];
   int first_binding; /* into program.bindings */
   int push_offset; /* into program.push */
+  ssm_vk_buffer *copy_src, *copy_dst;
+  size_t copy_src_offset, copy_dst_offset, copy_bytes;
 } dispatch;
 
 struct ssm_vk_program {
@@ -1130,6 +1132,22 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
   return NULL;
 }
 
+ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_offset,
+                                   ssm_vk_buffer *dst, size_t dst_offset, size_t bytes) {
+  SSM_ASSERT(!p->recorded && src && dst);
+  if (!bytes || bytes % 4 || src_offset % 4 || dst_offset % 4 || src_offset > src->size ||
+      bytes > src->size - src_offset || dst_offset > dst->size || bytes > dst->size - dst_offset)
+    return ssm_status_new(SSM_ERR_INVALID, "copy %zu bytes from [%zu] of a %zu-byte buffer to "
+                          "[%zu] of a %zu-byte buffer: out of range or not 4-byte aligned", bytes,
+                          src_offset, src->size, dst_offset, dst->size);
+  if (!grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops))
+    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
+  p->ops[p->n_ops++] = (dispatch){.copy_src = src, .copy_dst = dst, .copy_src_offset = src_offset,
+                                  .copy_dst_offset = dst_offset, .copy_bytes = bytes};
+  p->barrier_pending = false; /* a copy waits for everything before it */
+  return NULL;
+}
+
 void ssm_vk_program_add_barrier(ssm_vk_program *p) {
   SSM_ASSERT(!p->recorded);
   if (p->n_ops) p->barrier_pending = true;
@@ -1139,7 +1157,7 @@ static ssm_status program_record(ssm_vk_program *p) {
   ssm_vk *vk = p->vk;
   VkDevice dev = vk->device;
   int n_sets = 0;
-  for (int i = 0; i < p->n_ops; i++) n_sets += p->ops[i].kernel->n_bindings > 0;
+  for (int i = 0; i < p->n_ops; i++) n_sets += p->ops[i].kernel && p->ops[i].kernel->n_bindings > 0;
   VkDescriptorSet *sets = NULL;
   VkDescriptorBufferInfo *infos = NULL;
   VkWriteDescriptorSet *writes = NULL;
@@ -1161,7 +1179,7 @@ static ssm_status program_record(ssm_vk_program *p) {
   int n_writes = 0;
   for (int i = 0; i < p->n_ops && !s; i++) {
     dispatch *op = &p->ops[i];
-    if (!op->kernel->n_bindings) continue;
+    if (!op->kernel || !op->kernel->n_bindings) continue;
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                       .descriptorPool = p->descriptor_pool,
                                       .descriptorSetCount = 1,
@@ -1202,9 +1220,35 @@ static ssm_status program_record(ssm_vk_program *p) {
     VkMemoryBarrier mb = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
                           .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT,
                           .dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT};
+    /* a copy waits for all earlier compute and copies; what follows a copy
+     * waits for it */
+    VkMemoryBarrier to_copy = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                               .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                                VK_ACCESS_TRANSFER_WRITE_BIT,
+                               .dstAccessMask = VK_ACCESS_TRANSFER_READ_BIT |
+                                                VK_ACCESS_TRANSFER_WRITE_BIT};
+    VkMemoryBarrier from_copy = {.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER,
+                                 .srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT |
+                                                  VK_ACCESS_TRANSFER_WRITE_BIT,
+                                 .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
+                                                  VK_ACCESS_SHADER_WRITE_BIT};
+    bool after_copy = false;
     for (int i = 0; i < p->n_ops; i++) {
       dispatch *op = &p->ops[i];
       ssm_vk_kernel *k = op->kernel;
+      if (!k) {
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_TRANSFER_BIT, 0, 1, &to_copy, 0, NULL, 0, NULL);
+        VkBufferCopy region = {op->copy_src_offset, op->copy_dst_offset, op->copy_bytes};
+        vkCmdCopyBuffer(cmd, op->copy_src->buffer, op->copy_dst->buffer, 1, &region);
+        after_copy = true;
+        continue;
+      }
+      if (after_copy)
+        vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                             VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &from_copy, 0, NULL, 0,
+                             NULL);
+      after_copy = false;
       if (op->barrier_before)
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, 0, 1, &mb, 0, NULL, 0, NULL);
@@ -1218,7 +1262,8 @@ static ssm_status program_record(ssm_vk_program *p) {
                            p->push + op->push_offset);
       vkCmdDispatch(cmd, op->groups[0], op->groups[1], op->groups[2]);
     }
-    barrier_out(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT);
+    barrier_out(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+                VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
     s = vk_check(vkEndCommandBuffer(cmd), "vkEndCommandBuffer(program)");
   }
   free(sets);
@@ -1234,7 +1279,11 @@ ssm_status ssm_vk_program_end(ssm_vk_program *p) {
   return NULL;
 }
 
-int ssm_vk_program_dispatches(const ssm_vk_program *p) { return p->n_ops; }
+int ssm_vk_program_dispatches(const ssm_vk_program *p) {
+  int n = 0;
+  for (int i = 0; i < p->n_ops; i++) n += p->ops[i].kernel != NULL;
+  return n;
+}
 
 ssm_status ssm_vk_program_wait(ssm_vk *vk, ssm_vk_program *p) {
   if (!p->in_flight) return NULL;

@@ -142,6 +142,13 @@ static const char *const op_texts[] = {
     "  %5:f16[16] = silu %3\n"
     "  output %2, %4, %5\n"
     "}\n",
+
+    "graph sampler {\n"
+    "  %0:f32[2,16] = input name=\"logits\"\n"
+    "  %1:f32[8] = state name=\"sampler\"\n"
+    "  %2:i32[1] = sample %0, %1\n"
+    "  output %0, %2\n"
+    "}\n",
 };
 
 static void test_every_op_roundtrips(void) {

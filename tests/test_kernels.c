@@ -677,6 +677,254 @@ static void test_attention(void) {
   end_list();
 }
 
+/* ---- sample: the kernel against the interpreter's op ---------------------- */
+
+/* One `sample` node over logits w0 [rows,V] and sampler state s0 f32[8], on
+ * both sides: the interpreter (cpu) and the generated kernel (gpu) as a
+ * one-dispatch program. The state is set on both with smp_set. */
+typedef struct {
+  kcase kc;
+  ssm_node *n;
+  ssm_st *st;
+  ssm_cpu *cpu;
+  ssm_arena *arena;
+  ssm_vk_kernel *k;
+  ssm_vk_program *p;
+  ssm_vk_buffer *bufs[3];
+  int state_binding;
+  int64_t V;
+  const float *row; /* the last row of the logits */
+} smp;
+
+static const ssm_type k_sampler = {SSM_F32, 1, {8}};
+
+/* Random logits in [-6, 6] (or `fixed`, V values, in the last row). */
+static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const float *fixed) {
+  *t = (smp){.V = V};
+  kc_begin(&t->kc, label);
+  ssm_value *x = kc_weight(&t->kc, F32(rows, V), -6, 6);
+  if (fixed) memcpy(t->kc.wdata[0] + (rows - 1) * V, fixed, sizeof(float) * (size_t)V);
+  t->row = t->kc.wdata[0] + (rows - 1) * V;
+  ssm_node *sn = ssm_graph_append(t->kc.g, SSM_OP_STATE, &k_sampler, 0, NULL);
+  ssm_node_set_str(t->kc.g, sn, "name", "s0");
+  t->n = kc_op(&t->kc, SSM_OP_SAMPLE, 2, x, sn->result, NULL, NULL);
+  SSM_ASSERT_OK(ssm_op_infer(t->n, &t->n->result->type));
+  ssm_graph_append(t->kc.g, SSM_OP_OUTPUT, NULL, 1, &t->n->result);
+  SSM_ASSERT_OK(ssm_graph_verify(t->kc.g));
+  t->st = kc_write_weights(&t->kc, g_cases++);
+  SSM_ASSERT_OK(ssm_cpu_create(t->st, &t->cpu));
+  t->arena = ssm_arena_create();
+  ssm_cg_kernel kern;
+  ssm_status s = ssm_cg_kernel_for_node(t->kc.g, t->n, t->arena, &kern);
+  uint32_t *words = NULL;
+  size_t nwords = 0;
+  if (!s) s = ssm_cg_compile_glsl(kern.glsl, label, &words, &nwords);
+  if (!s) {
+    const char *ls = strstr(kern.glsl, "local_size_x = ");
+    if (ls && (unsigned)atoi(ls + 15) > ssm_vk_info(g_vk)->max_workgroup_invocations) {
+      printf("\n    SKIP %-46s workgroup of %d invocations", label, atoi(ls + 15));
+      g_skips++;
+      free(words);
+      return 0;
+    }
+    CU_ASSERT_EQUAL_FATAL(kern.nbindings, 3);
+    ssm_vk_kernel_desc d = {.name = label, .spirv = words, .words = nwords, .n_bindings = 3};
+    s = ssm_vk_kernel_create_desc(g_vk, &d, &t->k);
+  }
+  free(words);
+  ssm_vk_binding binds[3];
+  for (int b = 0; !s && b < 3; b++) {
+    const ssm_value *v = kern.bind[b];
+    size_t bytes = (size_t)ssm_type_numel(&v->type) * 4;
+    s = ssm_vk_buffer_create(g_vk, bytes, SSM_VK_BUFFER_DEVICE, &t->bufs[b]);
+    if (!s && v == x) s = ssm_vk_buffer_upload(g_vk, t->bufs[b], 0, t->kc.wdata[0], bytes);
+    if (v == sn->result) t->state_binding = b;
+    binds[b] = (ssm_vk_binding){t->bufs[b], 0, 0};
+  }
+  if (!s) s = ssm_vk_program_begin(g_vk, &t->p);
+  if (!s) s = ssm_vk_program_add_dispatch(t->p, t->k, binds, NULL, 1, 1, 1);
+  if (!s) s = ssm_vk_program_end(t->p);
+  SSM_ASSERT_OK(s);
+  CU_ASSERT_EQUAL(kern.bind[0], t->n->result);
+  return !s;
+}
+
+static void smp_close(smp *t) {
+  ssm_vk_program_destroy(g_vk, t->p);
+  ssm_vk_kernel_destroy(g_vk, t->k);
+  for (int b = 0; b < 3; b++) ssm_vk_buffer_destroy(g_vk, t->bufs[b]);
+  ssm_arena_destroy(t->arena);
+  ssm_cpu_destroy(t->cpu);
+  ssm_st_close(t->st);
+  for (int i = 0; i < t->kc.nw; i++) free(t->kc.wdata[i]);
+  ssm_graph_destroy(t->kc.g);
+}
+
+/* temperature, top_k, top_p, seed; step 0 */
+static void smp_set(smp *t, float temp, float top_k, float top_p, float seed) {
+  float st[8] = {temp, top_k, top_p, seed, 0, 0, 0, 0};
+  SSM_ASSERT_OK(ssm_cpu_state_write(t->cpu, "s0", &k_sampler, st));
+  SSM_ASSERT_OK(ssm_vk_buffer_upload(g_vk, t->bufs[t->state_binding], 0, st, sizeof st));
+}
+
+static int32_t smp_gpu(smp *t) {
+  int32_t id = -1;
+  SSM_ASSERT_OK(ssm_vk_program_run(g_vk, t->p));
+  SSM_ASSERT_OK(ssm_vk_buffer_download(g_vk, t->bufs[0], 0, &id, 4));
+  return id;
+}
+
+static int32_t smp_cpu(smp *t) {
+  float id = -1;
+  SSM_ASSERT_OK(ssm_cpu_run(t->cpu, t->kc.g, NULL, &id, 1));
+  return (int32_t)id;
+}
+
+static float smp_gpu_step(smp *t) {
+  float st[8] = {0};
+  SSM_ASSERT_OK(ssm_vk_buffer_download(g_vk, t->bufs[t->state_binding], 0, st, sizeof st));
+  return st[4];
+}
+
+/* Draws `steps` ids on both sides with the same settings. Ids must match,
+ * except where the interpreter's decision was a near-tie (margin < 1e-4 of
+ * the mass, or of the top-k threshold), which is counted in *near. */
+static void sample_case(int64_t V, float temp, float top_k, float top_p, int steps, int *near) {
+  char label[96];
+  snprintf(label, sizeof label, "sample V=%lld T=%g k=%g p=%g, %d steps", (long long)V, temp,
+           top_k, top_p, steps);
+  smp t;
+  if (!smp_open(&t, label, 2, V, NULL)) {
+    smp_close(&t);
+    return;
+  }
+  smp_set(&t, temp, top_k, top_p, 7);
+  int same = 0, ties = 0, bad = 0, distinct = 0;
+  int32_t prev = -1;
+  for (int i = 0; i < steps; i++) {
+    float st[8] = {temp, top_k, top_p, 7, (float)i, 0, 0, 0};
+    double margin;
+    int32_t want = ssm_sample_row(t.row, V, st, &margin);
+    int32_t cpu = smp_cpu(&t), gpu = smp_gpu(&t);
+    CU_ASSERT_EQUAL(cpu, want); /* the op is ssm_sample_row at the current step */
+    CU_ASSERT(gpu >= 0 && gpu < V);
+    distinct += gpu != prev;
+    prev = gpu;
+    if (gpu == cpu) same++;
+    else if (temp > 0 && margin < 1e-4) ties++;
+    else {
+      bad++;
+      printf("\n      step %d: gpu %d cpu %d (margin %.2e)", i, gpu, cpu, margin);
+    }
+  }
+  CU_ASSERT_EQUAL(smp_gpu_step(&t), (float)steps);
+  CU_ASSERT_EQUAL(bad, 0);
+  if (temp > 0 && (top_k == 0 || top_k > 1)) CU_ASSERT(distinct > 1); /* it does sample */
+  g_failures += bad > 0;
+  *near += ties;
+  printf("\n    %-4s %-46s %d/%d same, %d near-ties", bad ? "FAIL" : "ok", label, same, steps, ties);
+  smp_close(&t);
+}
+
+static void test_sample(void) {
+  NEED_VK();
+  int near = 0;
+  static const float combos[][3] = {{0, 0, 1},   {1, 0, 1},    {0.8f, 40, 0.9f}, {1.5f, 0, 0.5f},
+                                    {0.7f, 5, 1}, {1, 1, 1},   {2, 100, 0.95f},  {0.5f, 0, 0.99f}};
+  for (int v = 0; v < 2; v++)
+    for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++)
+      sample_case(v ? 50280 : 1000, combos[c][0], combos[c][1], combos[c][2], v ? 12 : 40, &near);
+  printf("\n    near-ties tolerated: %d", near);
+  end_list();
+}
+
+/* Softmax frequencies, top-k and top-p support, seeds. */
+static void test_sample_distribution(void) {
+  NEED_VK();
+  static const double probs[8] = {0.3, 0.2, 0.15, 0.1, 0.1, 0.08, 0.05, 0.02};
+  float logits[8];
+  for (int i = 0; i < 8; i++) logits[i] = (float)log(probs[i]) + 3.0f;
+  smp t;
+  if (smp_open(&t, "sample 8-way, 20000 draws", 1, 8, logits)) {
+    smp_set(&t, 1, 0, 1, 123);
+    int counts[8] = {0};
+    enum { DRAWS = 20000 };
+    for (int i = 0; i < DRAWS; i++) {
+      int32_t id = smp_gpu(&t);
+      CU_ASSERT_FATAL(id >= 0 && id < 8);
+      counts[id]++;
+    }
+    double worst = 0, chi2 = 0;
+    for (int i = 0; i < 8; i++) {
+      double f = (double)counts[i] / DRAWS;
+      worst = fmax(worst, fabs(f - probs[i]));
+      chi2 += (counts[i] - DRAWS * probs[i]) * (counts[i] - DRAWS * probs[i]) / (DRAWS * probs[i]);
+    }
+    printf("\n    %-4s %-46s max |freq - p| %.4f, chi2 %.2f (7 dof)", worst < 0.01 ? "ok" : "FAIL",
+           "sample 8-way, 20000 draws", worst, chi2);
+    CU_ASSERT(worst < 0.01);
+    CU_ASSERT(chi2 < 24.3); /* p = 0.001 */
+  }
+  smp_close(&t);
+
+  enum { V = 1000, DRAWS = 200 };
+  if (smp_open(&t, "sample top-k=3 / top-p=0.5 support", 1, V, NULL)) {
+    /* the top 3, and the nucleus: the fewest largest p holding half the mass */
+    int order[V];
+    for (int i = 0; i < V; i++) order[i] = i;
+    for (int i = 0; i < V; i++)
+      for (int j = i + 1; j < V; j++)
+        if (t.row[order[j]] > t.row[order[i]]) {
+          int tmp = order[i];
+          order[i] = order[j];
+          order[j] = tmp;
+        }
+    double total = 0, mass = 0;
+    for (int i = 0; i < V; i++) total += exp((double)t.row[i] - t.row[order[0]]);
+    int nucleus = 0;
+    while (mass < 0.5 * total) mass += exp((double)t.row[order[nucleus++]] - t.row[order[0]]);
+    char in_top3[V] = {0}, in_nucleus[V] = {0};
+    for (int i = 0; i < 3; i++) in_top3[order[i]] = 1;
+    for (int i = 0; i < nucleus; i++) in_nucleus[order[i]] = 1;
+    int outside_k = 0, outside_p = 0, seen_k = 0, seen_p = 0;
+    char hit_k[V] = {0}, hit_p[V] = {0};
+    smp_set(&t, 1, 3, 1, 5);
+    for (int i = 0; i < DRAWS; i++) {
+      int32_t id = smp_gpu(&t);
+      outside_k += !in_top3[id];
+      seen_k += !hit_k[id];
+      hit_k[id] = 1;
+    }
+    smp_set(&t, 1, 0, 0.5f, 5);
+    for (int i = 0; i < DRAWS; i++) {
+      int32_t id = smp_gpu(&t);
+      outside_p += !in_nucleus[id];
+      seen_p += !hit_p[id];
+      hit_p[id] = 1;
+    }
+    printf("\n    %-4s %-46s top-3: %d outside, %d seen; nucleus of %d: %d outside, %d seen",
+           outside_k + outside_p ? "FAIL" : "ok", "sample top-k=3 / top-p=0.5 support", outside_k,
+           seen_k, nucleus, outside_p, seen_p);
+    CU_ASSERT_EQUAL(outside_k, 0);
+    CU_ASSERT_EQUAL(outside_p, 0);
+    CU_ASSERT(seen_k >= 2);
+    CU_ASSERT(seen_p >= 2 || nucleus == 1);
+
+    /* the same seed gives the same ids; another seed others */
+    int32_t a[20], b[20], c[20];
+    smp_set(&t, 1, 0, 1, 7);
+    for (int i = 0; i < 20; i++) a[i] = smp_gpu(&t);
+    smp_set(&t, 1, 0, 1, 7);
+    for (int i = 0; i < 20; i++) b[i] = smp_gpu(&t);
+    smp_set(&t, 1, 0, 1, 8);
+    for (int i = 0; i < 20; i++) c[i] = smp_gpu(&t);
+    CU_ASSERT(!memcmp(a, b, sizeof a));
+    CU_ASSERT(memcmp(a, c, sizeof a) != 0);
+  }
+  smp_close(&t);
+  end_list();
+}
+
 static struct timespec g_t0;
 
 static void test_validation_clean(void) {
@@ -711,6 +959,8 @@ int main(void) {
                          {"conv1d", test_conv1d},
                          {"scan", test_scan},
                          {"attention", test_attention},
+                         {"sample", test_sample},
+                         {"sample_distribution", test_sample_distribution},
                          {"validation_clean", test_validation_clean},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("kernels", tests);

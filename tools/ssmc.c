@@ -27,7 +27,8 @@ static const char usage[] =
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
     "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
-    "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT) [-n N] [--greedy]\n"
+    "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT) [-n N]\n"
+    "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
     "           [--tokenizer tokenizer.json] [--eos ID]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
@@ -85,6 +86,18 @@ static ssm_status load_model(const char *model, const char *config, long max_seq
     *out = NULL;
   }
   return s;
+}
+
+/* Parses a finite number in [lo, hi] (excluding lo when `open_lo`);
+ * returns 0 on error. */
+static int parse_double(const char *s, double lo, double hi, int open_lo, double *out) {
+  if (!s || !*s) return 0;
+  char *end;
+  errno = 0;
+  double v = strtod(s, &end);
+  if (errno || *end || !(v >= lo && v <= hi) || (open_lo && v == lo)) return 0;
+  *out = v;
+  return 1;
 }
 
 /* Parses "1,2,3" into a malloc'd array. */
@@ -209,7 +222,14 @@ typedef struct {
   const char *prompt, *tokenizer;
   long n, chunk, device, max_seq, eos;
   int validation;
+  int greedy;   /* --greedy: logits to the host, argmax there, every step */
+  int sampling; /* a sampling option was given */
+  double temperature, top_p; /* the sampler (greedy when temperature is 0) */
+  long top_k, seed;
 } run_opts;
+
+/* Called with each generated id; returns nonzero to stop (end of text). */
+typedef int (*token_fn)(int32_t id, void *user);
 
 /* A backend feeds tokens to a model and returns their logits. `chunk` is the
  * largest count run() accepts besides 1 (the Vulkan backend takes exactly 1
@@ -219,6 +239,12 @@ typedef struct backend {
   ssm_status (*finish)(struct backend *b); /* reports problems seen while running */
   ssm_status (*state_save)(struct backend *b, const char *path);
   ssm_status (*state_load)(struct backend *b, const char *path);
+  /* Sampled generation from `first` (the last prompt token): n ids into
+   * out, each the next step's input without the host; each step's logits
+   * go to `dump` when it is not NULL. */
+  ssm_status (*generate)(struct backend *b, const run_opts *o, int32_t first, int n,
+                         int32_t *out, FILE *dump, int64_t *pos, token_fn on_token, void *user,
+                         long *out_count);
   void (*destroy)(struct backend *b);
   int64_t vocab;
   int chunk;
@@ -233,6 +259,7 @@ typedef struct {
   ssm_cpu *cpu;
   ssm_graph *by_len[64]; /* graphs built per token count */
   int len[64], count;
+  ssm_graph *sampled; /* the decode graph with its sampler */
 } cpu_backend;
 
 /* The graph for `count` tokens, built once. */
@@ -271,8 +298,44 @@ static ssm_status cpu_state_load(backend *b, const char *path) {
   return ssm_cpu_state_load(c->cpu, g, ssm_model_arch(c->model), path);
 }
 
+static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
+                               int64_t first_pos);
+static ssm_status dump_rows(FILE *dump, const float *logits, int64_t vocab, int count,
+                            const char *path);
+
+static ssm_status cpu_generate(backend *b, const run_opts *o, int32_t first, int n, int32_t *out,
+                               FILE *dump, int64_t *pos, token_fn on_token, void *user,
+                               long *out_count) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (!c->sampled) {
+    SSM_TRY(ssm_model_build(c->model, 1, &c->sampled));
+    SSM_TRY(ssm_graph_add_sampler(c->sampled));
+  }
+  float st[SSM_SAMPLER_STATE_LEN] = {(float)o->temperature, (float)o->top_k, (float)o->top_p,
+                                     (float)o->seed};
+  ssm_type t = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  SSM_TRY(ssm_cpu_state_write(c->cpu, SSM_SAMPLER_STATE, &t, st));
+  float *logits = malloc(sizeof(float) * (size_t)b->vocab), id;
+  if (!logits) abort();
+  float *outs[2] = {logits, &id};
+  size_t counts[2] = {(size_t)b->vocab, 1};
+  ssm_status s = NULL;
+  for (int k = 0; k < n && !s; k++) {
+    s = ssm_cpu_run_outputs(c->cpu, c->sampled, k ? &out[k - 1] : &first, 2, outs, counts);
+    if (!s) s = check_finite(logits, 1, b->vocab, *pos);
+    if (!s && dump) s = dump_rows(dump, logits, b->vocab, 1, o->dump);
+    *pos += 1;
+    out[k] = (int32_t)id;
+    if (!s) *out_count = k + 1;
+    if (!s && on_token && on_token(out[k], user)) break;
+  }
+  free(logits);
+  return s;
+}
+
 static void cpu_destroy(backend *b) {
   cpu_backend *c = (cpu_backend *)b;
+  ssm_graph_destroy(c->sampled);
   for (int i = 0; i < c->count; i++) ssm_graph_destroy(c->by_len[i]);
   ssm_cpu_destroy(c->cpu);
   ssm_st_close(c->st);
@@ -283,7 +346,8 @@ static void cpu_destroy(backend *b) {
 static ssm_status cpu_open(const run_opts *o, backend **out) {
   cpu_backend *c = calloc(1, sizeof *c);
   if (!c) abort();
-  c->base = (backend){cpu_run, NULL, cpu_state_save, cpu_state_load, cpu_destroy, 0, (int)o->chunk};
+  c->base = (backend){cpu_run, NULL, cpu_state_save, cpu_state_load, cpu_generate, cpu_destroy,
+                      0, (int)o->chunk};
   ssm_status s = load_model(o->model, o->config, o->max_seq, &c->model);
   if (!s && (!ssm_model_param(c->model, "vocab", &c->base.vocab) || c->base.vocab <= 0))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param", o->model);
@@ -328,6 +392,58 @@ static ssm_status vk_finish(backend *b) {
                         "warnings; first: %s", e, w, first ? first : "?");
 }
 
+typedef struct {
+  ssm_rt *rt;
+  float *logits;
+  int64_t vocab, *pos;
+  FILE *dump;
+  const char *path;
+  ssm_status err;
+  token_fn on_token; /* the caller's, may be NULL */
+  void *user;
+  long count;
+} vk_dumper;
+
+/* Called after every step: that step's logits to the dump file (when
+ * dumping), then the caller's callback. */
+static int vk_dump_step(int32_t id, void *user) {
+  vk_dumper *d = user;
+  if (d->dump) {
+    d->err = ssm_rt_read_logits(d->rt, d->logits);
+    if (!d->err) d->err = check_finite(d->logits, 1, d->vocab, *d->pos);
+    if (!d->err) d->err = dump_rows(d->dump, d->logits, d->vocab, 1, d->path);
+  }
+  *d->pos += 1;
+  d->count++;
+  if (d->err) return 1;
+  return d->on_token ? d->on_token(id, d->user) : 0;
+}
+
+static ssm_status vk_generate(backend *b, const run_opts *o, int32_t first, int n, int32_t *out,
+                              FILE *dump, int64_t *pos, token_fn on_token, void *user,
+                              long *out_count) {
+  ssm_rt *rt = ((vk_backend *)b)->rt;
+  SSM_TRY(ssm_rt_set_sampler(rt, (float)o->temperature, (int)o->top_k, (float)o->top_p, o->seed));
+  int64_t before = ssm_rt_position(rt);
+  if (!dump && !on_token) {
+    ssm_status s = ssm_rt_generate(rt, first, n, out, NULL, NULL);
+    *pos += ssm_rt_position(rt) - before;
+    *out_count = s ? 0 : n;
+    return s;
+  }
+  vk_dumper d = {rt, dump ? malloc(sizeof(float) * (size_t)b->vocab) : NULL, b->vocab, pos,
+                 dump, o->dump, NULL, on_token, user, 0};
+  if (dump && !d.logits) abort();
+  ssm_status s = ssm_rt_generate(rt, first, n, out, vk_dump_step, &d);
+  free(d.logits);
+  *out_count = d.count;
+  if (d.err) {
+    ssm_status_free(s);
+    return d.err;
+  }
+  return s;
+}
+
 static void vk_destroy(backend *b) {
   vk_backend *v = (vk_backend *)b;
   ssm_rt_close(v->rt);
@@ -338,7 +454,8 @@ static void vk_destroy(backend *b) {
 static ssm_status vk_open(const run_opts *o, backend **out) {
   vk_backend *v = calloc(1, sizeof *v);
   if (!v) abort();
-  v->base = (backend){vk_run, vk_finish, vk_state_save, vk_state_load, vk_destroy, 0, 0};
+  v->base = (backend){vk_run, vk_finish, vk_state_save, vk_state_load, vk_generate, vk_destroy,
+                      0, 0};
   const char *bundle = o->model;
   ssm_status s = NULL;
   if (o->validation && !ssm_vk_validation_available())
@@ -390,24 +507,29 @@ static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
   return NULL;
 }
 
+static ssm_status dump_rows(FILE *dump, const float *logits, int64_t vocab, int count,
+                            const char *path) {
+  if (fwrite(logits, sizeof(float) * (size_t)vocab, (size_t)count, dump) != (size_t)count)
+    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", path);
+  return NULL;
+}
+
 /* Feeds `count` tokens at position *pos, dumping their logits. */
 static ssm_status feed(backend *b, const int32_t *tokens, int count, float *logits, FILE *dump,
                        const char *dump_path, int64_t *pos) {
   SSM_TRY(b->run(b, tokens, count, logits));
   SSM_TRY(check_finite(logits, count, b->vocab, *pos));
-  if (dump && fwrite(logits, sizeof(float) * (size_t)b->vocab, (size_t)count, dump) != (size_t)count)
-    return ssm_status_new(SSM_ERR_IO, "--dump-logits %s: write failed", dump_path);
+  if (dump) SSM_TRY(dump_rows(dump, logits, b->vocab, count, dump_path));
   *pos += count;
   return NULL;
 }
 
-/* Prefill in chunks the backend takes, the rest token by token, then greedy
- * decode of o->n tokens into out_gen. */
-/* Called with each generated id; returns nonzero to stop (end of text). */
-typedef int (*token_fn)(int32_t id, void *user);
-
-/* Prefill in chunks the backend takes, the rest token by token, then greedy
- * decode of up to o->n tokens into gen; *out_count says how many. */
+/* Prefill in chunks the backend takes, the rest token by token, then decode
+ * of up to o->n tokens into gen (*out_count says how many): with --greedy,
+ * logits come to the host and the argmax is taken here; otherwise the
+ * backend's sampler draws each token and feeds it to the next step itself
+ * (the last prompt token is its first input, so the prompt's last logits
+ * never leave the device). */
 static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt, int np,
                            int32_t *gen, token_fn on_token, void *user, long *out_count) {
   ssm_status s = NULL;
@@ -420,13 +542,18 @@ static ssm_status generate(backend *b, const run_opts *o, const int32_t *prompt,
   if (!logits) abort();
   int64_t pos = 0;
   const float *last = logits;
+  int sampled = !o->greedy && o->n > 0 && np > 0;
+  if (sampled) np--; /* the sampler's first input */
   for (int at = 0; at < np && !s;) {
     int len = np - at >= chunk ? chunk : 1;
     s = feed(b, prompt + at, len, logits, dump, o->dump, &pos);
     last = logits + (size_t)(len - 1) * (size_t)b->vocab;
     at += len;
   }
-  for (long k = 0; k < o->n && !s; k++) {
+  if (sampled) {
+    if (!s) s = b->generate(b, o, prompt[np], (int)o->n, gen, dump, &pos, on_token, user, out_count);
+  }
+  for (long k = 0; k < o->n && !s && !sampled; k++) {
     gen[k] = argmax_row(last, b->vocab);
     *out_count = k + 1;
     if (k + 1 == o->n || (on_token && on_token(gen[k], user))) break;
@@ -526,7 +653,10 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i];
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--greedy")) continue;
+    if (!strcmp(a, "--greedy")) {
+      o->greedy = 1;
+      continue;
+    }
     if (!strcmp(a, "--validate")) {
       o->validation = 1;
       continue;
@@ -534,7 +664,8 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     static const char *const valued[] = {"--config", "--weights", "--tokens", "--dump-logits",
                                          "--backend", "-n", "--chunk", "--device", "--max-seq",
                                          "--state-in", "--state-out", "--prompt", "--tokenizer",
-                                         "--eos", NULL};
+                                         "--eos", "--temperature", "--top-k", "--top-p", "--seed",
+                                         NULL};
     int known = 0;
     for (int k = 0; valued[k]; k++) known |= !strcmp(a, valued[k]);
     if (a[0] == '-' && !known) {
@@ -571,9 +702,28 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
     } else if (!strcmp(a, "--device")) {
       if (!parse_int(argv[++i], 0, 1000, &o->device))
         return usage_error("--device: expected a device index (see `ssmc devices`), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--temperature")) {
+      o->sampling = 1;
+      if (!parse_double(argv[++i], 0, 1e6, 0, &o->temperature))
+        return usage_error("--temperature: expected a number >= 0, got '%s'", argv[i]);
+    } else if (!strcmp(a, "--top-k")) {
+      o->sampling = 1;
+      if (!parse_int(argv[++i], 0, INT32_MAX, &o->top_k))
+        return usage_error("--top-k: expected a count >= 0 (0: off), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--top-p")) {
+      o->sampling = 1;
+      if (!parse_double(argv[++i], 0, 1, 1, &o->top_p))
+        return usage_error("--top-p: expected a number in (0, 1] (1: off), got '%s'", argv[i]);
+    } else if (!strcmp(a, "--seed")) {
+      o->sampling = 1;
+      if (!parse_int(argv[++i], 0, (1 << 24) - 1, &o->seed))
+        return usage_error("--seed: expected an integer in [0, 16777215], got '%s'", argv[i]);
     } else if (!o->model) o->model = a;
     else return usage_error("unexpected argument '%s'", a);
   }
+  if (o->greedy && o->sampling)
+    return usage_error("--greedy: cannot be combined with --temperature, --top-k, --top-p or "
+                       "--seed%s", "");
   if (!o->model) return usage_error("missing MODEL or BUNDLE%s", "");
   if (!o->weights) return usage_error("missing --weights DIR%s", "");
   if (!strcmp(o->backend, "cpu") && ends_with(o->model, ".ssmb"))
@@ -585,7 +735,7 @@ static int parse_run_opts(int argc, char **argv, run_opts *o, const char *cmd) {
 }
 
 static int cmd_run(int argc, char **argv) {
-  run_opts o = {.n = 16, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan"};
+  run_opts o = {.n = 16, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
   int rc = parse_run_opts(argc, argv, &o, "run");
   if (rc) return rc;
   if (!o.tokens == !o.prompt) return usage_error("run: give --tokens IDS or --prompt TEXT%s", "");
@@ -689,7 +839,7 @@ static int cmd_devices(int argc, char **argv) {
 }
 
 static int cmd_bench(int argc, char **argv) {
-  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan"};
+  run_opts o = {.n = 128, .chunk = 32, .device = -1, .backend = "vulkan", .top_p = 1};
   int json = 0, k = 0;
   char **rest = malloc(sizeof(char *) * (size_t)(argc + 1));
   for (int i = 0; i < argc; i++)
@@ -709,16 +859,20 @@ static int cmd_bench(int argc, char **argv) {
   if (s) return fail(s);
   if (json)
     printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
+           "\"decode_feedback_tokens_per_s\": %.2f, "
            "\"prefill_tokens_per_s\": %.2f, \"decode_tokens\": %d, \"prefill_tokens\": %d, "
            "\"weight_bytes\": %llu, \"decode_gb_per_s\": %.2f}\n",
-           r.decode_tok_s, 1e3 / r.decode_tok_s, r.prefill_tok_s, r.decode_tokens,
+           r.decode_tok_s, 1e3 / r.decode_tok_s, r.decode_feedback_tok_s, r.prefill_tok_s,
+           r.decode_tokens,
            r.prefill_tokens, (unsigned long long)r.weight_bytes,
            r.decode_tok_s * (double)r.weight_bytes / 1e9);
   else
     printf("decode:  %.1f tokens/s (%.3f ms/token, %d tokens; weights %.1f MB -> %.1f GB/s)\n"
+           "decode, token fed back on the device: %.1f tokens/s\n"
            "prefill: %.1f tokens/s (%d tokens)\n",
            r.decode_tok_s, 1e3 / r.decode_tok_s, r.decode_tokens, (double)r.weight_bytes / 1e6,
-           r.decode_tok_s * (double)r.weight_bytes / 1e9, r.prefill_tok_s, r.prefill_tokens);
+           r.decode_tok_s * (double)r.weight_bytes / 1e9, r.decode_feedback_tok_s,
+           r.prefill_tok_s, r.prefill_tokens);
   return 0;
 }
 
