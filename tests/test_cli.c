@@ -27,7 +27,8 @@ static void test_usage(void) {
   expect("frobnicate", 2, "unknown command 'frobnicate'");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --bogus", 2, "unknown option '--bogus'");
   expect("run " FIX " --tokens 1,2", 2, "missing --weights");
-  expect("run " FIX " --weights " FIX, 2, "missing --tokens");
+  expect("run " FIX " --weights " FIX, 2, "give --tokens IDS or --prompt TEXT");
+  expect("run " FIX " --weights " FIX " --tokens 1 --prompt hi", 2, "give --tokens IDS or --prompt TEXT");
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n", 2, "needs a value");
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
