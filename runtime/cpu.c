@@ -333,28 +333,12 @@ static void op_binary(const cpu_run *r, const ssm_node *n) {
   }
 }
 
-static double unary_apply(ssm_op op, double x) {
-  switch (op) {
-  case SSM_OP_NEG: return -x;
-  case SSM_OP_EXP: return exp(x);
-  case SSM_OP_LOG: return log(x);
-  case SSM_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
-  case SSM_OP_SILU: return x / (1 + exp(-x));
-  case SSM_OP_SIGMOID: return 1 / (1 + exp(-x));
-  case SSM_OP_RELU: return x > 0 ? x : 0;
-  case SSM_OP_SQRT: return sqrt(x);
-  case SSM_OP_RSQRT: return 1 / sqrt(x);
-  case SSM_OP_SQUARE: return x * x;
-  default: SSM_ASSERT(!"not a unary op"); return 0;
-  }
-}
-
 static void op_unary(const cpu_run *r, const ssm_node *n) {
   SSM_ASSERT(numel(n->args[0]) == numel(n->result));
   const float *x = fbuf(r, n->args[0]);
   float *y = fbuf(r, n->result);
   for (int64_t i = 0; i < numel(n->result); i++)
-    y[i] = (float)unary_apply(n->op, x[i]);
+    y[i] = (float)ssm_unary_eval(n->op, x[i]); /* as load-time transforms compute it */
 }
 
 /* ---- sources ---------------------------------------------------------------- */

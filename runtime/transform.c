@@ -13,7 +13,8 @@
 #include <math.h>
 #include <string.h>
 
-/* Keep in step with unary_apply in cpu.c: the same formula per op. */
+/* The one definition of each unary op's value: the interpreter and load-time
+ * transforms both use it. */
 double ssm_unary_eval(ssm_op op, double x) {
   switch (op) {
   case SSM_OP_NEG: return -x;
