@@ -24,6 +24,7 @@
  * the lexer, scalar expressions and name templates live in expr.c.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <yaml.h>
@@ -261,17 +262,25 @@ static ssm_status json_read(const char *path, cJSON **out) {
   return NULL;
 }
 
-/* Looks up a possibly dotted key ("text_config.hidden_size"). */
+/* Looks up a possibly dotted key ("text_config.hidden_size"); a part that
+ * is a number indexes a list ("time_step_limit.1"). */
 static const cJSON *json_get(const cJSON *root, const char *key, size_t n) {
   const cJSON *cur = root;
   while (cur) {
     const char *dot = memchr(key, '.', n);
     size_t part = dot ? (size_t)(dot - key) : n;
     char buf[SSM_FE_MAX_NAME + 1];
-    if (part > SSM_FE_MAX_NAME || !cJSON_IsObject(cur)) return NULL;
+    if (part > SSM_FE_MAX_NAME || part == 0) return NULL;
     memcpy(buf, key, part);
     buf[part] = 0;
-    cur = cJSON_GetObjectItemCaseSensitive(cur, buf);
+    if (cJSON_IsArray(cur)) {
+      if (strspn(buf, "0123456789") != part || part > 6) return NULL;
+      cur = cJSON_GetArrayItem(cur, atoi(buf));
+    } else if (cJSON_IsObject(cur)) {
+      cur = cJSON_GetObjectItemCaseSensitive(cur, buf);
+    } else {
+      return NULL;
+    }
     if (!dot) return cur;
     key += part + 1;
     n -= part + 1;
@@ -339,6 +348,11 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
           pr->v = (ssm_scalar){.kind = SSM_SC_INT, .i = (int64_t)d};
         else
           pr->v = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
+      } else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "__float__"))) {
+        /* transformers 5 writes non-finite floats as {"__float__": "Infinity"} */
+        const char *f = cJSON_GetObjectItemCaseSensitive(j, "__float__")->valuestring;
+        double d = !strcmp(f, "Infinity") ? HUGE_VAL : !strcmp(f, "-Infinity") ? -HUGE_VAL : NAN;
+        pr->v = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
       } else {
         return ssm_src_error(text_pos(m, key), "config.json (%s): key '%s' (param '%s') is not a number or bool",
                              m->config_path, stext(key), pr->name);

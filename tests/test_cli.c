@@ -122,6 +122,27 @@ static void test_dump_ir(void) {
   free(out);
 }
 
+/* A config value ssmc cannot honour is refused, not ignored: Mamba-2's
+ * time_step_limit (read through a list index; transformers 5 writes the
+ * default's infinity as {"__float__": "Infinity"}). */
+static void test_refuses_unsupported_config(void) {
+  char *cfg, args[1024];
+  size_t n;
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path("tests/data/mamba2_tiny/config.json"), 0, &cfg, &n));
+  char *at = strstr(cfg, "\"time_step_limit\"");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  char *end = strchr(at, ']');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+  char edited[65536];
+  snprintf(edited, sizeof edited, "%.*s\"time_step_limit\": [0.0, 0.1%s", (int)(at - cfg), cfg, end);
+  const char *p = ssm_test_write("m2limit.json", edited, strlen(edited));
+  snprintf(args, sizeof args, "compile models/mamba2.yaml --config %s -o %s/x.ssmb", p,
+           ssm_test_tmpdir());
+  expect(args, 1, "time_step_limit other than the default (0, inf) is not supported");
+  free(cfg);
+  expect("compile tests/data/mamba2_tiny -o /dev/null", 0, "");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
@@ -129,6 +150,7 @@ int main(void) {
                          {"max_seq", test_max_seq},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
+                         {"refuses_unsupported_config", test_refuses_unsupported_config},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }
