@@ -188,11 +188,9 @@ static ssm_status yaml_read(const char *file, const char *text, size_t len, yaml
 
 /* ---- config.json ------------------------------------------------------- */
 
-static ssm_status json_read(const char *path, cJSON **out) {
+/* Parses config.json text; `name` names it in messages. */
+static ssm_status json_parse(const char *name, const char *data, size_t n, cJSON **out) {
   *out = NULL;
-  char *data;
-  size_t n;
-  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &data, &n));
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
   if (!j) {
@@ -201,16 +199,24 @@ static ssm_status json_read(const char *path, cJSON **out) {
       if (*c == '\n') line++, col = 1;
       else col++;
     }
-    free(data);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", path, line, col);
+    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", name, line, col);
   }
-  free(data);
   if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", path);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);
   }
   *out = j;
   return NULL;
+}
+
+static ssm_status json_read(const char *path, cJSON **out) {
+  *out = NULL;
+  char *data;
+  size_t n;
+  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &data, &n));
+  ssm_status s = json_parse(path, data, n, out);
+  free(data);
+  return s;
 }
 
 /* Looks up a possibly dotted key ("text_config.hidden_size"). */
@@ -1096,6 +1102,26 @@ ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model 
       free(text);
     }
   }
+  if (!s) s = model_init(m, cfg);
+  cJSON_Delete(cfg);
+  if (s) {
+    ssm_model_destroy(m);
+    return s;
+  }
+  *out = m;
+  return NULL;
+}
+
+ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+                               const char *config_name, const char *config, size_t config_len,
+                               ssm_model **out) {
+  *out = NULL;
+  if (yaml_len > MAX_YAML_BYTES)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: larger than %u bytes", yaml_name, MAX_YAML_BYTES);
+  cJSON *cfg;
+  SSM_TRY(json_parse(config_name, config, config_len, &cfg));
+  ssm_model *m = NULL;
+  ssm_status s = model_read(yaml_name, yaml, yaml_len, config_name, &m);
   if (!s) s = model_init(m, cfg);
   cJSON_Delete(cfg);
   if (s) {

@@ -414,6 +414,46 @@ static void test_print_roundtrip(void) {
   ssm_graph_destroy(g);
 }
 
+/* The in-memory entry point builds what the file one builds, and names its
+ * inputs as told in messages. */
+static void test_load_text(void) {
+  static const char cfg[] =
+      "{\"model_type\": \"mamba\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+      " \"state_size\": 16, \"time_step_rank\": 4, \"conv_kernel\": 4,\n"
+      " \"num_hidden_layers\": 2, \"vocab_size\": 1000, \"layer_norm_epsilon\": 1e-5,\n"
+      " \"tie_word_embeddings\": true}\n";
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(yaml);
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cfg, strlen(cfg), &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  ssm_model_destroy(m);
+  ssm_graph *want = build(ssm_test_path("models/mamba1.yaml"), ssm_test_write("config.json", cfg, strlen(cfg)), 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+  char *a = ssm_graph_print(g), *b = ssm_graph_print(want);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  free(a);
+  free(b);
+  ssm_graph_destroy(g);
+  ssm_graph_destroy(want);
+
+  /* lengths are honoured: nothing past them is read (ASan builds check) */
+  char *cut = malloc(10);
+  memcpy(cut, cfg, 10);
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cut, 10, &m),
+                 "mem.json:1:3: malformed JSON");
+  free(cut);
+  CU_ASSERT_PTR_NULL(m);
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", "[1]", 3, &m),
+                 "mem.json: not a JSON object");
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", "ssmc: 1\n", 8, "mem.json", cfg, strlen(cfg), &m),
+                 "mem.yaml:1:1: the model description needs key 'architecture'");
+  CU_ASSERT_PTR_NULL(m);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_shapes", test_mamba1_shapes},
                          {"model_params", test_model_params},
@@ -431,6 +471,7 @@ int main(void) {
                          {"error_yaml", test_error_yaml},
                          {"error_libyaml_message", test_error_libyaml_message},
                          {"print_roundtrip", test_print_roundtrip},
+                         {"load_text", test_load_text},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("frontend", tests);
 }
