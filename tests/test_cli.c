@@ -32,6 +32,36 @@ static void test_usage(void) {
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
   expect("ir", 2, "missing MODEL");
+  expect("compile " FIX " -o x.ssmb --chunk 0", 2, "--chunk: expected a token count from 1 to 4096, got '0'");
+  expect("run " FIX " --weights " FIX " --tokens 1 --chunk 99999", 2, "--chunk: expected a token count");
+  expect("run " FIX " --weights " FIX " --tokens 1 --device -1", 2, "--device: expected a device index");
+  expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
+  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16 or bf16, got 'i32'");
+  expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
+  expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
+  expect("inspect", 2, "inspect: missing BUNDLE");
+  expect("devices extra", 2, "devices: unexpected argument 'extra'");
+  expect("bench " FIX " --weights " FIX, 2, "bench: expected a compiled bundle (.ssmb)");
+}
+
+/* --device N past the last device: the error lists the devices there are. */
+static void test_bad_device(void) {
+  char *list = NULL;
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "%s devices", ssm_test_ssmc());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &list), 0);
+  expect("run " FIX " --weights " FIX " --tokens 1 -n 1 --device 99", 1, "device index 99 out of range");
+  expect("run " FIX " --weights " FIX " --tokens 1 -n 1 --device 99", 1, "(see 'ssmc devices')");
+  /* the first device's name, as `ssmc devices` shows it ("* 0: NAME"), is in the message */
+  const char *q = strstr(list, " 0: ");
+  const char *e = q ? strchr(q, '\n') : NULL;
+  CU_ASSERT_PTR_NOT_NULL(e);
+  if (q && e) {
+    char name[300];
+    snprintf(name, sizeof name, "0 '%.*s'", (int)(e - q - 4), q + 4);
+    expect("run " FIX " --weights " FIX " --tokens 1 -n 1 --device 99", 1, name);
+  }
+  free(list);
 }
 
 static void test_bad_tokens(void) {
@@ -96,6 +126,7 @@ static void test_dump_ir(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
+                         {"bad_device", test_bad_device},
                          {"bad_paths", test_bad_paths},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
