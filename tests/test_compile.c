@@ -199,6 +199,30 @@ static void test_executor_refuses_lies(void) {
   SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "backbone.embeddings.weight", "backbone.embeddingz.weight",
                                     "n.ssmb"), w, NULL, &rt),
                  "backbone.embeddingz.weight");
+  /* negative, fractional, huge and misplaced numbers in regions, buffers, programs */
+  static const char *const lies[][3] = {
+      {"\"region\":[3,0,256000]", "\"region\":[3,-256,256000]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0.5,256000]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,1e300]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,99999999]", "weights[].region lies outside its buffer"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,18446744073709551615,256000]",
+       "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[63,0,256000]", "weights[].region lies outside its buffer"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0]", "weights[].region is not a region"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,255996]", "region size does not match its shape"},
+      {"\"bytes\":517888", "\"bytes\":-4", "buffers[].bytes is not a valid count"},
+      {"\"bytes\":517888", "\"bytes\":1e300", "buffers[].bytes is not a valid count"},
+      {"\"bytes\":517888", "\"bytes\":\"big\"", "buffers[].bytes is not a valid count"},
+      {"\"tokens\":1,", "\"tokens\":0,", "programs.decode has no tokens"},
+      {"\"groups\":[1,1,1]", "\"groups\":[1,1,70000]", "programs.decode holds an invalid number"},
+      {"\"ssmb\":1", "\"ssmb\":2", "ssmb version differs from the header"},
+  };
+  for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "lie%zu.ssmb", i);
+    SSM_ASSERT_ERR(ssm_rt_open(tamper(good, lies[i][0], lies[i][1], name), w, NULL, &rt), lies[i][2]);
+    CU_ASSERT_PTR_NULL(rt);
+  }
   /* the right bundle with the weights of another model */
   SSM_ASSERT_ERR(ssm_rt_open(good, ssm_test_path("tests/data/mamba1_untied"), NULL, &rt),
                  "but the model expects");
