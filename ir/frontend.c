@@ -392,6 +392,14 @@ static ssm_status count_node(builder *b, ssm_src at) {
   return NULL;
 }
 
+/* A scalar as messages show it: 64, 0.5, true. */
+static const char *scalar_str(const ssm_scalar *v, char *buf, size_t n) {
+  if (v->kind == SSM_SC_FLOAT) snprintf(buf, n, "%g", v->f);
+  else if (v->kind == SSM_SC_BOOL) snprintf(buf, n, "%s", v->i ? "true" : "false");
+  else snprintf(buf, n, "%lld", (long long)v->i);
+  return buf;
+}
+
 /* Evaluates a shape list into `t` (f32). */
 static ssm_status eval_shape(scope *sc, yaml_node_t *seq, const char *what, ssm_type *t) {
   ssm_model *m = sc->b->m;
@@ -407,10 +415,8 @@ static ssm_status eval_shape(scope *sc, yaml_node_t *seq, const char *what, ssm_
     SSM_TRY(ssm_expr_eval_str(text_pos(m, d), stext(d), slen(d), lookup_scope, sc, &v));
     if (v.kind != SSM_SC_INT || v.i <= 0 || v.i > SSM_FE_MAX_DIM) {
       char vb[48];
-      if (v.kind == SSM_SC_FLOAT) snprintf(vb, sizeof vb, "%g", v.f);
-      else if (v.kind == SSM_SC_BOOL) snprintf(vb, sizeof vb, "%s", v.i ? "true" : "false");
-      else snprintf(vb, sizeof vb, "%lld", (long long)v.i);
-      return ssm_src_error(text_pos(m, d), "dimension must be an integer in 1..2^40, got %s", vb);
+      return ssm_src_error(text_pos(m, d), "dimension '%.*s' must be an integer in 1..2^40, got %s",
+                           (int)(slen(d) > 40 ? 40 : slen(d)), stext(d), scalar_str(&v, vb, sizeof vb));
     }
     if (__builtin_mul_overflow(numel, v.i, &numel) || numel > SSM_FE_MAX_DIM)
       return ssm_src_error(text_pos(m, d), "%s has more than 2^40 elements", what);
@@ -841,8 +847,12 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
   SSM_TRY(expect_type(m, count, YAML_SCALAR_NODE, "a repeat count"));
   ssm_scalar c;
   SSM_TRY(ssm_expr_eval_str(text_pos(m, count), stext(count), slen(count), lookup_scope, sc, &c));
-  if (c.kind != SSM_SC_INT || c.i < 0 || c.i > MAX_REPEAT)
-    return ssm_src_error(text_pos(m, count), "repeat count must be an integer in 0..%d", MAX_REPEAT);
+  if (c.kind != SSM_SC_INT || c.i < 0 || c.i > MAX_REPEAT) {
+    char vb[48];
+    return ssm_src_error(text_pos(m, count), "repeat count '%.*s' must be an integer in 0..%d, got %s",
+                         (int)(slen(count) > 40 ? 40 : slen(count)), stext(count), MAX_REPEAT,
+                         scalar_str(&c, vb, sizeof vb));
+  }
   SSM_TRY(expect_ident(m, block, "a block name"));
   SSM_TRY(expect_ident(m, carry, "a carried variable"));
   if (!map_get(m, m->blocks, stext(block)))
