@@ -80,6 +80,25 @@ static void test_bad_paths(void) {
   expect("run " FIX " --weights tests/data/mamba1_untied --tokens 1 -n 1", 1, "backbone.");
 }
 
+/* Files of the wrong kind or with bad bytes, one per input class. */
+static void test_bad_files(void) {
+  char args[1024];
+  const char *nul = ssm_test_write("nul.ssmir", "graph g {\0}\n", 12);
+  snprintf(args, sizeof args, "ir %s", nul);
+  expect(args, 1, "nul.ssmir: file contains a NUL byte");
+  const char *junk = ssm_test_write("junk.yaml", "\x01\x02ssmc: 1\n", 10);
+  snprintf(args, sizeof args, "ir %s --config " FIX "/config.json", junk);
+  expect(args, 1, "junk.yaml:1:1: control characters are not allowed");
+  snprintf(args, sizeof args, "inspect %s", junk);
+  expect(args, 1, "junk.yaml: not an ssmc bundle");
+  snprintf(args, sizeof args, "run " FIX " --weights %s --tokens 1 -n 1 --backend cpu", ssm_test_tmpdir());
+  expect(args, 1, "no model.safetensors or model.safetensors.index.json");
+  snprintf(args, sizeof args, "run " FIX " --weights %s --tokens 1 -n 1 --backend cpu", junk);
+  expect(args, 1, "junk.yaml: header length 2322277879602414081 is absurd");
+  expect("run " FIX "/golden.json --weights " FIX " --tokens 1 -n 1 --backend cpu", 1,
+         "needs a config.json (--config)");
+}
+
 static void test_ir_roundtrip_cli(void) {
   char cmd[2048], *a, *b;
   const char *ir = ssm_test_write("m.ssmir", "", 0);
@@ -128,6 +147,7 @@ int main(void) {
                          {"bad_tokens", test_bad_tokens},
                          {"bad_device", test_bad_device},
                          {"bad_paths", test_bad_paths},
+                         {"bad_files", test_bad_files},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
                          CU_TEST_INFO_NULL};
