@@ -96,7 +96,7 @@ ssm_status ssm_inspect(const char *path, int json, char **out_text) {
   const cJSON *p;
   cJSON_ArrayForEach(p, progs) {
     add(&t, "  %-8s %3.0f tokens  %5.0f dispatches  activations %.0f bytes (unplanned %.0f)\n",
-        p->string, num(p, "tokens"), num(p, "dispatches"), num(p, "activation_bytes"),
+        p->string ? p->string : "?", num(p, "tokens"), num(p, "dispatches"), num(p, "activation_bytes"),
         num(p, "activation_bytes_unplanned"));
   }
   cJSON_Delete(m);
