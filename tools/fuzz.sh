@@ -5,6 +5,7 @@
 #
 #   tools/fuzz.sh [SECONDS_PER_TARGET (60)] [TARGET...]   e.g. tools/fuzz.sh 30 ir yaml
 #
+# tests/fuzz/NAME.dict, when there is one, is the target's libFuzzer dictionary.
 # New inputs go to build-fuzz/corpus/NAME (the seeds in tests/fuzz/corpus/NAME
 # are only read); a failing input is saved as build-fuzz/artifacts/NAME/crash-*
 # (or leak-*, timeout-*, oom-*): add it to tests/fuzz/corpus/NAME once fixed.
@@ -48,8 +49,10 @@ for t in "${targets[@]}"; do
   log=build-fuzz/fuzz_$t.log
   mkdir -p "$work" "$art"
   echo "== fuzz_$t: ${secs}s"
+  dict=()
+  if [ -f "tests/fuzz/$t.dict" ]; then dict=(-dict="tests/fuzz/$t.dict"); fi
   "$exe" -max_total_time="$secs" -max_len="$(max_len "$t")" -timeout=10 -rss_limit_mb=2048 \
-    -print_final_stats=1 -artifact_prefix="$art" "$work" "$seeds" >"$log" 2>&1
+    -print_final_stats=1 -artifact_prefix="$art" "${dict[@]}" "$work" "$seeds" >"$log" 2>&1
   rc=$?
   execs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   found=$(grep -oE '(crash|leak|timeout|oom|slow-unit)-[0-9a-f]+' "$log" | sort -u | tr '\n' ' ')
