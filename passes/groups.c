@@ -97,14 +97,12 @@ static int add_leaf(const ssm_value *v, const ssm_value **out, int *n, int max) 
   return 1;
 }
 
-/* Adds the memory that reading `v` inside the group touches. */
-static int collect(const ssm_group *gr, const ssm_value *v, const ssm_value **out, int *n, int max,
-                   int depth) {
-  const ssm_node *d = v->def;
-  SSM_ASSERT(depth < 256);
-  if (is_member(d, gr) || d->op == SSM_OP_CONST) return 1;
-  if (ssm_op_is_view(d->op) && ssm_node_group(d) < 0)
-    return collect(gr, d->args[0], out, n, max, depth + 1);
+/* Adds the memory that reading `v` inside the group touches (through any
+ * chain of views read in place). */
+static int collect(const ssm_group *gr, const ssm_value *v, const ssm_value **out, int *n, int max) {
+  while (ssm_op_is_view(v->def->op) && ssm_node_group(v->def) < 0 && !is_member(v->def, gr))
+    v = v->def->args[0];
+  if (is_member(v->def, gr) || v->def->op == SSM_OP_CONST) return 1;
   return add_leaf(v, out, n, max);
 }
 
@@ -113,7 +111,7 @@ int ssm_group_leaves(ssm_graph *g, const ssm_group *gr, const ssm_value **out, i
   for (ssm_node *m = g->first; m; m = m->next) {
     if (!is_member(m, gr)) continue;
     for (int i = 0; i < m->nargs; i++)
-      if (!collect(gr, m->args[i], out, &n, max, 0)) return -1;
+      if (!collect(gr, m->args[i], out, &n, max)) return -1;
   }
   return n;
 }

@@ -758,8 +758,58 @@ static void test_cli(void) {
   free(out);
 }
 
+enum { CHAIN_VIEWS, CHAIN_NEGS, CHAIN_DOUBLING };
+
+/* IR text: %4 = matmul(embed(tokens), w) [1,4], then `count` ops on it —
+ * reshapes between [4] and [1,4] (CHAIN_VIEWS), negs (CHAIN_NEGS) or
+ * x = add(x, x) (CHAIN_DOUBLING) — then a residual add of %2 and the output. */
+static char *chain_ir(int kind, int count) {
+  size_t cap = 512 + (size_t)count * 64, n = 0;
+  char *t = malloc(cap);
+  n += (size_t)snprintf(t + n, cap - n,
+                        "graph g {\n  %%0:i32[1] = input name=\"tokens\"\n"
+                        "  %%1:f32[10,4] = weight name=\"e\"\n  %%2:f32[1,4] = embed %%1, %%0\n"
+                        "  %%3:f32[4,4] = weight name=\"w\"\n  %%4:f32[1,4] = matmul %%2, %%3\n");
+  int v = 4;
+  for (int i = 0; i < count; i++, v++) {
+    if (kind == CHAIN_VIEWS)
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:%s = reshape %%%d\n", v + 1,
+                            i % 2 ? "f32[1,4]" : "f32[4]", v);
+    else if (kind == CHAIN_NEGS)
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = neg %%%d\n", v + 1, v);
+    else
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = add %%%d, %%%d\n", v + 1, v, v);
+  }
+  if (count % 2 && kind == CHAIN_VIEWS) {
+    n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = reshape %%%d\n", v + 1, v);
+    v++;
+  }
+  snprintf(t + n, cap - n, "  %%%d:f32[1,4] = add %%2, %%%d\n  output %%%d\n}\n", v + 1, v, v + 1);
+  return t;
+}
+
+/* Runs every pass over IR text; returns the graph (NULL on error). */
+static ssm_graph *run_all(const char *text) {
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_graph_parse(text, "chain.ssmir", &g));
+  if (g) SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
+  return g;
+}
+
+/* 301 reshapes in a row, read in place by one kernel: the passes follow the
+ * chain without a depth limit (plan_buffers asserted at 256; fuzz_ir seed
+ * regress_view_chain.ssmir). */
+static void test_long_view_chain(void) {
+  char *t = chain_ir(CHAIN_VIEWS, 301);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL(g);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
 int main(void) {
-  CU_TestInfo tests[] = {{"fold_a_log", test_fold_a_log},
+  CU_TestInfo tests[] = {{"long_view_chain", test_long_view_chain},
+                         {"fold_a_log", test_fold_a_log},
                          {"fold_shared_intermediate", test_fold_shared_intermediate},
                          {"fold_then_merge", test_fold_then_merge},
                          {"cse", test_cse},
