@@ -18,10 +18,15 @@
  *      in memory (a graph output) are materialized.
  * With no_fuse, every op that does work is a group of its own (views are
  * still read in place), which is what the fused result is tested against.
+ *
+ * A group has at most MAX_MEMBERS ops (the passes after fuse and codegen
+ * walk a group's members recursively).
  */
 #include <string.h>
 
 #include "passes.h"
+
+#define MAX_MEMBERS 64
 
 typedef struct {
   ssm_graph *g;
@@ -31,7 +36,8 @@ typedef struct {
   int *idx_of;      /* value id -> node index */
   int **users;      /* value id -> node indices using it (with repeats) */
   int *nusers;
-  int ngroups;
+  int *members;     /* per group: ops in it (grown as groups are made) */
+  int ngroups, cap_groups;
 } fuser;
 
 static int is_data(const ssm_node *n) { return ssm_op_info_get(n->op)->kind == SSM_KIND_SRC; }
@@ -61,6 +67,22 @@ static int users_group(const fuser *f, int k, int depth) {
     g = ug;
   }
   return g;
+}
+
+/* Puts node k into group `gr` (-1: a new group); returns the group. */
+static int join(fuser *f, int k, int gr) {
+  if (gr < 0) {
+    if (f->ngroups == f->cap_groups) {
+      f->cap_groups = f->cap_groups ? 2 * f->cap_groups : 64;
+      f->members = realloc(f->members, sizeof(int) * (size_t)f->cap_groups);
+      if (!f->members) abort();
+    }
+    gr = f->ngroups++;
+    f->members[gr] = 0;
+  }
+  f->group[k] = gr;
+  f->members[gr]++;
+  return gr;
 }
 
 static ssm_status build(fuser *f, ssm_graph *g) {
@@ -98,6 +120,7 @@ static void release(fuser *f) {
   free(f->nusers);
   free(f->idx_of);
   free(f->group);
+  free(f->members);
   free(f->nodes);
 }
 
@@ -117,10 +140,10 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || norm_of[k] >= 0) continue;
-    if (no_fuse || !ssm_node_is_pointwise(n)) f->group[k] = f->ngroups++;
+    if (no_fuse || !ssm_node_is_pointwise(n)) join(f, k, -1);
   }
   for (int k = 0; k < f->count; k++)
-    if (norm_of[k] >= 0) f->group[k] = f->group[norm_of[k]];
+    if (norm_of[k] >= 0) join(f, k, f->group[norm_of[k]]);
   free(norm_of);
   if (no_fuse) return;
   /* 3. epilogues */
@@ -141,9 +164,9 @@ static void assign(fuser *f, int no_fuse) {
       const ssm_node *u = f->nodes[j];
       ssm_op_kind kind = ssm_op_info_get(u->op)->kind;
       if ((kind != SSM_KIND_UNARY && kind != SSM_KIND_BINARY) || f->group[j] >= 0 ||
-          !same_shape(&u->result->type, &r->result->type))
+          !same_shape(&u->result->type, &r->result->type) || f->members[f->group[k]] >= MAX_MEMBERS)
         break;
-      f->group[j] = f->group[k];
+      join(f, j, f->group[k]);
       r = u;
     }
   }
@@ -152,7 +175,7 @@ static void assign(fuser *f, int no_fuse) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
     int ug = users_group(f, k, 0);
-    f->group[k] = ug >= 0 ? ug : f->ngroups++;
+    join(f, k, ug >= 0 && f->members[ug] < MAX_MEMBERS ? ug : -1);
   }
 }
 
@@ -164,7 +187,7 @@ static void materialize_sink_views(fuser *f) {
     for (int i = 0; i < n->nargs; i++) {
       const ssm_node *d = n->args[i]->def;
       int j = index_of(f, d);
-      if (ssm_op_is_view(d->op) && f->group[j] < 0) f->group[j] = f->ngroups++;
+      if (ssm_op_is_view(d->op) && f->group[j] < 0) join(f, j, -1);
     }
   }
 }

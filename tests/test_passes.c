@@ -807,8 +807,36 @@ static void test_long_view_chain(void) {
   free(t);
 }
 
+/* The largest group=N membership of a graph, and the number of groups. */
+static int largest_group(const ssm_graph *g, int *out_groups) {
+  int count[4096] = {0}, max = 0, groups = 0;
+  for (const ssm_node *n = g->first; n; n = n->next) {
+    int k = (int)ssm_node_int(n, "group", -1);
+    if (k < 0 || k >= 4096) continue;
+    if (!count[k]++) groups++;
+    if (count[k] > max) max = count[k];
+  }
+  *out_groups = groups;
+  return max;
+}
+
+/* 300 negs after a matmul: the epilogue stops at 64 ops a kernel (the
+ * in-place check walked them recursively and asserted at depth 256; fuzz_ir
+ * seed regress_long_epilogue.ssmir). */
+static void test_long_epilogue(void) {
+  char *t = chain_ir(CHAIN_NEGS, 300);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int groups, largest = largest_group(g, &groups);
+  CU_ASSERT(largest <= 64);
+  CU_ASSERT(groups >= 300 / 64 + 1);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"long_view_chain", test_long_view_chain},
+                         {"long_epilogue", test_long_epilogue},
                          {"fold_a_log", test_fold_a_log},
                          {"fold_shared_intermediate", test_fold_shared_intermediate},
                          {"fold_then_merge", test_fold_then_merge},
