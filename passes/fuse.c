@@ -19,14 +19,17 @@
  * With no_fuse, every op that does work is a group of its own (views are
  * still read in place), which is what the fused result is tested against.
  *
- * A group has at most MAX_MEMBERS ops (the passes after fuse and codegen
- * walk a group's members recursively).
+ * Two limits keep kernels finite: a group has at most MAX_MEMBERS ops, and an
+ * operand op joins (4) only while the kernel evaluates it at most MAX_EVALS
+ * times per element (codegen inlines a pointwise op at every use, so a chain
+ * of x = add(x, x) would otherwise grow the kernel exponentially).
  */
 #include <string.h>
 
 #include "passes.h"
 
 #define MAX_MEMBERS 64
+#define MAX_EVALS 8
 
 typedef struct {
   ssm_graph *g;
@@ -36,6 +39,7 @@ typedef struct {
   int *idx_of;      /* value id -> node index */
   int **users;      /* value id -> node indices using it (with repeats) */
   int *nusers;
+  int *evals;       /* per node index: times its group's kernel evaluates it */
   int *members;     /* per group: ops in it (grown as groups are made) */
   int ngroups, cap_groups;
 } fuser;
@@ -69,6 +73,20 @@ static int users_group(const fuser *f, int k, int depth) {
   return g;
 }
 
+/* How often the kernel of the users' group would evaluate node k if it
+ * joined: the sum over its uses (through ungrouped views) of theirs. */
+static int users_evals(const fuser *f, int k, int depth) {
+  const ssm_node *n = f->nodes[k];
+  if (!n->result || depth > 64) return MAX_EVALS + 1;
+  int id = n->result->id, sum = 0;
+  for (int u = 0; u < f->nusers[id] && sum <= MAX_EVALS; u++) {
+    int j = f->users[id][u];
+    sum += ssm_op_is_view(f->nodes[j]->op) && f->group[j] < 0 ? users_evals(f, j, depth + 1)
+                                                               : f->evals[j];
+  }
+  return sum;
+}
+
 /* Puts node k into group `gr` (-1: a new group); returns the group. */
 static int join(fuser *f, int k, int gr) {
   if (gr < 0) {
@@ -91,14 +109,16 @@ static ssm_status build(fuser *f, ssm_graph *g) {
   for (ssm_node *n = g->first; n; n = n->next) f->count++;
   f->nodes = calloc((size_t)f->count, sizeof *f->nodes);
   f->group = malloc(sizeof(int) * (size_t)f->count);
+  f->evals = malloc(sizeof(int) * (size_t)f->count);
   f->idx_of = calloc((size_t)g->nvalues + 1, sizeof(int));
   f->users = calloc((size_t)g->nvalues + 1, sizeof(int *));
   f->nusers = calloc((size_t)g->nvalues + 1, sizeof(int));
-  if (!f->nodes || !f->group || !f->idx_of || !f->users || !f->nusers) abort();
+  if (!f->nodes || !f->group || !f->evals || !f->idx_of || !f->users || !f->nusers) abort();
   int k = 0;
   for (ssm_node *n = g->first; n; n = n->next, k++) {
     f->nodes[k] = n;
     f->group[k] = -1;
+    f->evals[k] = 1;
     if (n->result) f->idx_of[n->result->id] = k;
   }
   for (k = 0; k < f->count; k++) {
@@ -120,6 +140,7 @@ static void release(fuser *f) {
   free(f->nusers);
   free(f->idx_of);
   free(f->group);
+  free(f->evals);
   free(f->members);
   free(f->nodes);
 }
@@ -174,8 +195,13 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = f->count - 1; k >= 0; k--) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
-    int ug = users_group(f, k, 0);
-    join(f, k, ug >= 0 && f->members[ug] < MAX_MEMBERS ? ug : -1);
+    int ug = users_group(f, k, 0), evals = ug >= 0 ? users_evals(f, k, 0) : 1;
+    if (ug < 0 || f->members[ug] >= MAX_MEMBERS || evals > MAX_EVALS) {
+      join(f, k, -1);
+    } else {
+      join(f, k, ug);
+      f->evals[k] = evals;
+    }
   }
 }
 

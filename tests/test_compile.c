@@ -240,6 +240,36 @@ static void test_run_rejects_bad_tokens(void) {
   ssm_rt_close(rt);
 }
 
+/* mamba1 with 30 statements x = mul(add(x, x), 0.5) after the embedding
+ * compiles (fused as one kernel it grew as 2^30 and never finished) and runs
+ * like the CPU interpreter. */
+static void test_doubling_chain_compiles(void) {
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  const char *at = strstr(yaml, "  - x = embed(embed, tokens)\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  at += strlen("  - x = embed(embed, tokens)\n");
+  size_t cap = strlen(yaml) + 30 * 40 + 1, n = 0;
+  char *text = malloc(cap);
+  n += (size_t)snprintf(text, cap, "%.*s", (int)(at - yaml), yaml);
+  for (int i = 0; i < 30; i++) n += (size_t)snprintf(text + n, cap - n, "  - x = mul(add(x, x), 0.5)\n");
+  snprintf(text + n, cap - n, "%s", at);
+  const char *path = ssm_test_write("doubling.yaml", text, strlen(text));
+  free(text);
+  char cmd[2048], *a = NULL, *b = NULL;
+  const char *fix = ssm_test_path("tests/data/mamba1_tiny");
+  snprintf(cmd, sizeof cmd, "%s compile %s --config %s/config.json -o %s/doubling.ssmb && "
+           "%s run %s/doubling.ssmb --weights %s --tokens 1,2,3 -n 4", ssm_test_ssmc(), path, fix,
+           ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir(), fix);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &a), 0);
+  snprintf(cmd, sizeof cmd, "%s run %s --config %s/config.json --weights %s --tokens 1,2,3 -n 4 "
+           "--backend cpu", ssm_test_ssmc(), path, fix, fix);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  if (strcmp(a, b)) fprintf(stderr, "\n  vulkan: %s\n  cpu: %s\n", a, b);
+  free(a);
+  free(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -247,6 +277,7 @@ int main(void) {
                          {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
                          {"executor_refuses_lies", test_executor_refuses_lies},
                          {"run_rejects_bad_tokens", test_run_rejects_bad_tokens},
+                         {"doubling_chain_compiles", test_doubling_chain_compiles},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

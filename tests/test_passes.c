@@ -834,9 +834,25 @@ static void test_long_epilogue(void) {
   free(t);
 }
 
+/* x = add(x, x) 30 times: codegen inlines a fused operand at each use, so
+ * one kernel would evaluate the first add 2^30 times per element (ssmc
+ * compile hung). A kernel now evaluates an operand op at most 8 times, which
+ * here is a kernel every few adds. */
+static void test_doubling_chain(void) {
+  char *t = chain_ir(CHAIN_DOUBLING, 30);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int groups, largest = largest_group(g, &groups);
+  CU_ASSERT(largest <= 5);
+  CU_ASSERT(groups >= 30 / 5);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"long_view_chain", test_long_view_chain},
                          {"long_epilogue", test_long_epilogue},
+                         {"doubling_chain", test_doubling_chain},
                          {"fold_a_log", test_fold_a_log},
                          {"fold_shared_intermediate", test_fold_shared_intermediate},
                          {"fold_then_merge", test_fold_then_merge},
