@@ -44,6 +44,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
     if (k < 0) continue;
     ssm_group *gr = &gs[k];
     gr->id = k;
+    if (!gr->first) gr->first = n;
     /* the root: the last member (members precede their group's users) */
     gr->root = n;
     int r = anchor_rank(n);
@@ -108,7 +109,7 @@ static int collect(const ssm_group *gr, const ssm_value *v, const ssm_value **ou
 
 int ssm_group_leaves(ssm_graph *g, const ssm_group *gr, const ssm_value **out, int max) {
   int n = 0;
-  for (ssm_node *m = g->first; m; m = m->next) {
+  for (ssm_node *m = gr->first; m; m = m == gr->root ? NULL : m->next) {
     if (!is_member(m, gr)) continue;
     for (int i = 0; i < m->nargs; i++)
       if (!collect(gr, m->args[i], out, &n, max)) return -1;
@@ -155,7 +156,7 @@ int ssm_group_can_overwrite(ssm_graph *g, const ssm_group *gr, const ssm_value *
   walk(&w, gr->root, 1, 0);
   if (gr->anchor) walk(&w, gr->anchor, 0, 0);
   /* members reachable from neither (cannot happen) would be missed: be safe */
-  for (ssm_node *m = g->first; m; m = m->next)
+  for (ssm_node *m = gr->first; m; m = m == gr->root ? NULL : m->next)
     if (is_member(m, gr) && m->op == SSM_OP_RMSNORM) walk(&w, m, 0, 0);
   return w.same_index && !w.elsewhere;
 }
