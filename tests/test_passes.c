@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "passes.h"
 #include "runtime.h"
@@ -849,10 +850,43 @@ static void test_doubling_chain(void) {
   free(t);
 }
 
+/* mamba1 with 2000 layers (86,000 nodes) through every pass: the passes
+ * are linear in the graph (folding, CSE and the per-kernel walks were
+ * quadratic: this took about half a minute); 15 s is ample even under ASan. */
+static void test_many_layers(void) {
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  const char *at = strstr(yaml, "repeat: layers");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  size_t cap = strlen(yaml) + 16;
+  char *text = malloc(cap);
+  snprintf(text, cap, "%.*srepeat: 2000%s", (int)(at - yaml), yaml, at + strlen("repeat: layers"));
+  static const char cfg[] =
+      "{\"hidden_size\": 16, \"intermediate_size\": 32, \"state_size\": 4, \"time_step_rank\": 2,"
+      " \"conv_kernel\": 4, \"num_hidden_layers\": 1, \"vocab_size\": 50,"
+      " \"layer_norm_epsilon\": 1e-5, \"tie_word_embeddings\": true}";
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_load_text("many.yaml", text, strlen(text), "config.json", cfg, strlen(cfg), &m));
+  free(text);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  ssm_model_destroy(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  fprintf(stderr, "\n  2000 layers: %.2f s\n", secs);
+  CU_ASSERT(secs < 15);
+  ssm_graph_destroy(g);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"long_view_chain", test_long_view_chain},
                          {"long_epilogue", test_long_epilogue},
                          {"doubling_chain", test_doubling_chain},
+                         {"many_layers", test_many_layers},
                          {"fold_a_log", test_fold_a_log},
                          {"fold_shared_intermediate", test_fold_shared_intermediate},
                          {"fold_then_merge", test_fold_then_merge},
