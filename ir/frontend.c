@@ -235,13 +235,12 @@ static char *json_python_tokens(const char *data, size_t *n) {
   return o;
 }
 
-static ssm_status json_read(const char *path, cJSON **out) {
+/* Parses config.json text; `name` names it in messages. Python's
+ * non-standard tokens are rewritten first (json_python_tokens). */
+static ssm_status json_parse(const char *name, const char *text, size_t len, cJSON **out) {
   *out = NULL;
-  char *raw, *data;
-  size_t n;
-  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &raw, &n));
-  data = json_python_tokens(raw, &n);
-  free(raw);
+  size_t n = len;
+  char *data = json_python_tokens(text, &n);
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
   if (!j) {
@@ -251,15 +250,25 @@ static ssm_status json_read(const char *path, cJSON **out) {
       else col++;
     }
     free(data);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", path, line, col);
+    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", name, line, col);
   }
   free(data);
   if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", path);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);
   }
   *out = j;
   return NULL;
+}
+
+static ssm_status json_read(const char *path, cJSON **out) {
+  *out = NULL;
+  char *data;
+  size_t n;
+  SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &data, &n));
+  ssm_status s = json_parse(path, data, n, out);
+  free(data);
+  return s;
 }
 
 /* Looks up a possibly dotted key ("text_config.hidden_size"); a part that
@@ -454,6 +463,14 @@ static ssm_status count_node(builder *b, ssm_src at) {
   return NULL;
 }
 
+/* A scalar as messages show it: 64, 0.5, true. */
+static const char *scalar_str(const ssm_scalar *v, char *buf, size_t n) {
+  if (v->kind == SSM_SC_FLOAT) snprintf(buf, n, "%g", v->f);
+  else if (v->kind == SSM_SC_BOOL) snprintf(buf, n, "%s", v->i ? "true" : "false");
+  else snprintf(buf, n, "%lld", (long long)v->i);
+  return buf;
+}
+
 /* Evaluates a shape list into `t` (f32). */
 static ssm_status eval_shape(scope *sc, yaml_node_t *seq, const char *what, ssm_type *t) {
   ssm_model *m = sc->b->m;
@@ -469,10 +486,8 @@ static ssm_status eval_shape(scope *sc, yaml_node_t *seq, const char *what, ssm_
     SSM_TRY(ssm_expr_eval_str(text_pos(m, d), stext(d), slen(d), lookup_scope, sc, &v));
     if (v.kind != SSM_SC_INT || v.i <= 0 || v.i > SSM_FE_MAX_DIM) {
       char vb[48];
-      if (v.kind == SSM_SC_FLOAT) snprintf(vb, sizeof vb, "%g", v.f);
-      else if (v.kind == SSM_SC_BOOL) snprintf(vb, sizeof vb, "%s", v.i ? "true" : "false");
-      else snprintf(vb, sizeof vb, "%lld", (long long)v.i);
-      return ssm_src_error(text_pos(m, d), "dimension must be an integer in 1..2^40, got %s", vb);
+      return ssm_src_error(text_pos(m, d), "dimension '%.*s' must be an integer in 1..2^40, got %s",
+                           (int)(slen(d) > 40 ? 40 : slen(d)), stext(d), scalar_str(&v, vb, sizeof vb));
     }
     if (__builtin_mul_overflow(numel, v.i, &numel) || numel > SSM_FE_MAX_DIM)
       return ssm_src_error(text_pos(m, d), "%s has more than 2^40 elements", what);
@@ -946,8 +961,12 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
   SSM_TRY(expect_type(m, count, YAML_SCALAR_NODE, "a repeat count"));
   ssm_scalar c;
   SSM_TRY(ssm_expr_eval_str(text_pos(m, count), stext(count), slen(count), lookup_scope, sc, &c));
-  if (c.kind != SSM_SC_INT || c.i < 0 || c.i > MAX_REPEAT)
-    return ssm_src_error(text_pos(m, count), "repeat count must be an integer in 0..%d", MAX_REPEAT);
+  if (c.kind != SSM_SC_INT || c.i < 0 || c.i > MAX_REPEAT) {
+    char vb[48];
+    return ssm_src_error(text_pos(m, count), "repeat count '%.*s' must be an integer in 0..%d, got %s",
+                         (int)(slen(count) > 40 ? 40 : slen(count)), stext(count), MAX_REPEAT,
+                         scalar_str(&c, vb, sizeof vb));
+  }
   SSM_TRY(check_block_choice(m, block, 0));
   SSM_TRY(expect_ident(m, carry, "a carried variable"));
   ssm_value *v = NULL;
@@ -1231,6 +1250,26 @@ ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model 
       free(text);
     }
   }
+  if (!s) s = model_init(m, cfg);
+  cJSON_Delete(cfg);
+  if (s) {
+    ssm_model_destroy(m);
+    return s;
+  }
+  *out = m;
+  return NULL;
+}
+
+ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+                               const char *config_name, const char *config, size_t config_len,
+                               ssm_model **out) {
+  *out = NULL;
+  if (yaml_len > MAX_YAML_BYTES)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: larger than %u bytes", yaml_name, MAX_YAML_BYTES);
+  cJSON *cfg;
+  SSM_TRY(json_parse(config_name, config, config_len, &cfg));
+  ssm_model *m = NULL;
+  ssm_status s = model_read(yaml_name, yaml, yaml_len, config_name, &m);
   if (!s) s = model_init(m, cfg);
   cJSON_Delete(cfg);
   if (s) {

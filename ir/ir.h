@@ -205,6 +205,12 @@ typedef struct ssm_model ssm_model;
  * `model_type` picks models/<yaml>; `config_path` overrides). */
 ssm_status ssm_model_load(const char *model, const char *config_path,
                           ssm_model **out);
+/* Loads an architecture YAML and its config.json given as text (neither needs
+ * a terminating NUL); the names stand for them in messages. What
+ * ssm_model_load does after reading the files. */
+ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+                               const char *config_name, const char *config, size_t config_len,
+                               ssm_model **out);
 void ssm_model_destroy(ssm_model *m);
 /* Builds the graph that processes `tokens` tokens per run (decode: 1). */
 ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);

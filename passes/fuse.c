@@ -20,10 +20,18 @@
  *      in memory (a graph output) are materialized.
  * With no_fuse, every op that does work is a group of its own (views are
  * still read in place), which is what the fused result is tested against.
+ *
+ * Two limits keep kernels finite: a group has at most MAX_MEMBERS ops, and an
+ * operand op joins (4) only while the kernel evaluates it at most MAX_EVALS
+ * times per element (codegen inlines a pointwise op at every use, so a chain
+ * of x = add(x, x) would otherwise grow the kernel exponentially).
  */
 #include <string.h>
 
 #include "passes.h"
+
+#define MAX_MEMBERS 64
+#define MAX_EVALS 8
 
 typedef struct {
   ssm_graph *g;
@@ -33,7 +41,9 @@ typedef struct {
   int *idx_of;      /* value id -> node index */
   int **users;      /* value id -> node indices using it (with repeats) */
   int *nusers;
-  int ngroups;
+  int *evals;       /* per node index: times its group's kernel evaluates it */
+  int *members;     /* per group: ops in it (grown as groups are made) */
+  int ngroups, cap_groups;
 } fuser;
 
 static int is_data(const ssm_node *n) { return ssm_op_info_get(n->op)->kind == SSM_KIND_SRC; }
@@ -65,20 +75,52 @@ static int users_group(const fuser *f, int k, int depth) {
   return g;
 }
 
+/* How often the kernel of the users' group would evaluate node k if it
+ * joined: the sum over its uses (through ungrouped views) of theirs. */
+static int users_evals(const fuser *f, int k, int depth) {
+  const ssm_node *n = f->nodes[k];
+  if (!n->result || depth > 64) return MAX_EVALS + 1;
+  int id = n->result->id, sum = 0;
+  for (int u = 0; u < f->nusers[id] && sum <= MAX_EVALS; u++) {
+    int j = f->users[id][u];
+    sum += ssm_op_is_view(f->nodes[j]->op) && f->group[j] < 0 ? users_evals(f, j, depth + 1)
+                                                               : f->evals[j];
+  }
+  return sum;
+}
+
+/* Puts node k into group `gr` (-1: a new group); returns the group. */
+static int join(fuser *f, int k, int gr) {
+  if (gr < 0) {
+    if (f->ngroups == f->cap_groups) {
+      f->cap_groups = f->cap_groups ? 2 * f->cap_groups : 64;
+      f->members = realloc(f->members, sizeof(int) * (size_t)f->cap_groups);
+      if (!f->members) abort();
+    }
+    gr = f->ngroups++;
+    f->members[gr] = 0;
+  }
+  f->group[k] = gr;
+  f->members[gr]++;
+  return gr;
+}
+
 static ssm_status build(fuser *f, ssm_graph *g) {
   ssm_graph_number(g);
   f->g = g;
   for (ssm_node *n = g->first; n; n = n->next) f->count++;
   f->nodes = calloc((size_t)f->count, sizeof *f->nodes);
   f->group = malloc(sizeof(int) * (size_t)f->count);
+  f->evals = malloc(sizeof(int) * (size_t)f->count);
   f->idx_of = calloc((size_t)g->nvalues + 1, sizeof(int));
   f->users = calloc((size_t)g->nvalues + 1, sizeof(int *));
   f->nusers = calloc((size_t)g->nvalues + 1, sizeof(int));
-  if (!f->nodes || !f->group || !f->idx_of || !f->users || !f->nusers) abort();
+  if (!f->nodes || !f->group || !f->evals || !f->idx_of || !f->users || !f->nusers) abort();
   int k = 0;
   for (ssm_node *n = g->first; n; n = n->next, k++) {
     f->nodes[k] = n;
     f->group[k] = -1;
+    f->evals[k] = 1;
     if (n->result) f->idx_of[n->result->id] = k;
   }
   for (k = 0; k < f->count; k++) {
@@ -100,6 +142,8 @@ static void release(fuser *f) {
   free(f->nusers);
   free(f->idx_of);
   free(f->group);
+  free(f->evals);
+  free(f->members);
   free(f->nodes);
 }
 
@@ -119,10 +163,10 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || norm_of[k] >= 0) continue;
-    if (no_fuse || !ssm_node_is_pointwise(n)) f->group[k] = f->ngroups++;
+    if (no_fuse || !ssm_node_is_pointwise(n)) join(f, k, -1);
   }
   for (int k = 0; k < f->count; k++)
-    if (norm_of[k] >= 0) f->group[k] = f->group[norm_of[k]];
+    if (norm_of[k] >= 0) join(f, k, f->group[norm_of[k]]);
   free(norm_of);
   if (no_fuse) return;
   /* 3. epilogues */
@@ -145,9 +189,9 @@ static void assign(fuser *f, int no_fuse) {
       const ssm_node *u = f->nodes[j];
       ssm_op_kind kind = ssm_op_info_get(u->op)->kind;
       if ((kind != SSM_KIND_UNARY && kind != SSM_KIND_BINARY) || f->group[j] >= 0 ||
-          !same_shape(&u->result->type, &r->result->type))
+          !same_shape(&u->result->type, &r->result->type) || f->members[f->group[k]] >= MAX_MEMBERS)
         break;
-      f->group[j] = f->group[k];
+      join(f, j, f->group[k]);
       r = u;
     }
   }
@@ -155,8 +199,13 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = f->count - 1; k >= 0; k--) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
-    int ug = users_group(f, k, 0);
-    f->group[k] = ug >= 0 ? ug : f->ngroups++;
+    int ug = users_group(f, k, 0), evals = ug >= 0 ? users_evals(f, k, 0) : 1;
+    if (ug < 0 || f->members[ug] >= MAX_MEMBERS || evals > MAX_EVALS) {
+      join(f, k, -1);
+    } else {
+      join(f, k, ug);
+      f->evals[k] = evals;
+    }
   }
 }
 
@@ -168,7 +217,7 @@ static void materialize_sink_views(fuser *f) {
     for (int i = 0; i < n->nargs; i++) {
       const ssm_node *d = n->args[i]->def;
       int j = index_of(f, d);
-      if (ssm_op_is_view(d->op) && f->group[j] < 0) f->group[j] = f->ngroups++;
+      if (ssm_op_is_view(d->op) && f->group[j] < 0) join(f, j, -1);
     }
   }
 }

@@ -44,6 +44,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
     if (k < 0) continue;
     ssm_group *gr = &gs[k];
     gr->id = k;
+    if (!gr->first) gr->first = n;
     /* the root: the last member (members precede their group's users) */
     gr->root = n;
     int r = anchor_rank(n);
@@ -97,23 +98,21 @@ static int add_leaf(const ssm_value *v, const ssm_value **out, int *n, int max) 
   return 1;
 }
 
-/* Adds the memory that reading `v` inside the group touches. */
-static int collect(const ssm_group *gr, const ssm_value *v, const ssm_value **out, int *n, int max,
-                   int depth) {
-  const ssm_node *d = v->def;
-  SSM_ASSERT(depth < 256);
-  if (is_member(d, gr) || d->op == SSM_OP_CONST) return 1;
-  if (ssm_op_is_view(d->op) && ssm_node_group(d) < 0)
-    return collect(gr, d->args[0], out, n, max, depth + 1);
+/* Adds the memory that reading `v` inside the group touches (through any
+ * chain of views read in place). */
+static int collect(const ssm_group *gr, const ssm_value *v, const ssm_value **out, int *n, int max) {
+  while (ssm_op_is_view(v->def->op) && ssm_node_group(v->def) < 0 && !is_member(v->def, gr))
+    v = v->def->args[0];
+  if (is_member(v->def, gr) || v->def->op == SSM_OP_CONST) return 1;
   return add_leaf(v, out, n, max);
 }
 
 int ssm_group_leaves(ssm_graph *g, const ssm_group *gr, const ssm_value **out, int max) {
   int n = 0;
-  for (ssm_node *m = g->first; m; m = m->next) {
+  for (ssm_node *m = gr->first; m; m = m == gr->root ? NULL : m->next) {
     if (!is_member(m, gr)) continue;
     for (int i = 0; i < m->nargs; i++)
-      if (!collect(gr, m->args[i], out, &n, max, 0)) return -1;
+      if (!collect(gr, m->args[i], out, &n, max)) return -1;
   }
   return n;
 }
@@ -157,7 +156,7 @@ int ssm_group_can_overwrite(ssm_graph *g, const ssm_group *gr, const ssm_value *
   walk(&w, gr->root, 1, 0);
   if (gr->anchor) walk(&w, gr->anchor, 0, 0);
   /* members reachable from neither (cannot happen) would be missed: be safe */
-  for (ssm_node *m = g->first; m; m = m->next)
+  for (ssm_node *m = gr->first; m; m = m == gr->root ? NULL : m->next)
     if (is_member(m, gr) && m->op == SSM_OP_RMSNORM) walk(&w, m, 0, 0);
   return w.same_index && !w.elsewhere;
 }

@@ -52,6 +52,7 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_not
 
 typedef struct {
   int id;
+  ssm_node *first; /* the first member in graph order (members lie first..root) */
   ssm_node *root;
   ssm_node *anchor;
   ssm_node *norm;

@@ -24,11 +24,45 @@
 
 #include <string.h>
 
+/* ---- replacing uses --------------------------------------------------------- */
+
+/* Replacements recorded during one walk of the graph in order. Every use
+ * comes after its definition (the verifier's rule), so rewriting each node's
+ * operands when the walk reaches it replaces every use in one walk; replacing
+ * them value by value walked the whole graph each time (quadratic in the
+ * number of layers). Values made during the walk get fresh ids. */
+typedef struct {
+  ssm_value **to; /* value id -> its replacement, or NULL */
+  int cap, next_id;
+} forwards;
+
+static forwards fwd_begin(ssm_graph *g) {
+  ssm_graph_number(g);
+  int count = 0;
+  for (const ssm_node *n = g->first; n; n = n->next) count++;
+  forwards f = {calloc((size_t)(g->nvalues + count + 1), sizeof(ssm_value *)),
+                g->nvalues + count + 1, g->nvalues};
+  SSM_ASSERT(f.to);
+  return f;
+}
+
+static void fwd_new_value(forwards *f, ssm_value *v) {
+  SSM_ASSERT(f->next_id < f->cap);
+  v->id = f->next_id++;
+}
+
+static void fwd_apply(const forwards *f, ssm_node *n) {
+  for (int i = 0; i < n->nargs; i++)
+    while (f->to[n->args[i]->id]) n->args[i] = f->to[n->args[i]->id];
+}
+
 /* ---- fold ----------------------------------------------------------------- */
 
 static int fold_weight_transforms(ssm_graph *g) {
   int folded = 0;
+  forwards f = fwd_begin(g);
   for (ssm_node *n = g->first; n; n = n->next) {
+    fwd_apply(&f, n);
     if (ssm_op_info_get(n->op)->kind != SSM_KIND_UNARY || n->nargs != 1 || !n->result)
       continue;
     const ssm_node *w = n->args[0]->def;
@@ -41,11 +75,13 @@ static int fold_weight_transforms(ssm_graph *g) {
     ssm_node_set_str(g, nw, "transform", chain);
     nw->line = n->line;
     nw->col = n->col;
-    ssm_graph_replace_uses(g, n->result, nw->result);
+    fwd_new_value(&f, nw->result);
+    f.to[n->result->id] = nw->result;
     ssm_graph_remove(g, n);
     n = nw;
     folded++;
   }
+  free(f.to);
   return folded;
 }
 
@@ -125,8 +161,10 @@ static int eliminate_common(ssm_graph *g) {
   ssm_node **table = calloc(cap, sizeof *table);
   SSM_ASSERT(table);
   int merged = 0;
+  forwards f = fwd_begin(g);
   for (ssm_node *n = g->first, *next; n; n = next) {
     next = n->next;
+    fwd_apply(&f, n);
     if (!cse_candidate(n)) continue;
     size_t i = (size_t)node_hash(n) & (cap - 1);
     while (table[i] && !node_equal(table[i], n)) i = (i + 1) & (cap - 1);
@@ -134,10 +172,11 @@ static int eliminate_common(ssm_graph *g) {
       table[i] = n;
       continue;
     }
-    ssm_graph_replace_uses(g, n->result, table[i]->result);
+    f.to[n->result->id] = table[i]->result;
     ssm_graph_remove(g, n);
     merged++;
   }
+  free(f.to);
   free(table);
   return merged;
 }

@@ -47,8 +47,10 @@ ssm_status ssm_inspect(const char *path, int json, char **out_text) {
   SSM_TRY(ssm_bundle_open(path, &b));
   cJSON *m = cJSON_Parse(ssm_bundle_manifest(b));
   ssm_bundle_close(b);
-  if (!m || !cJSON_IsObject(m))
+  if (!m || !cJSON_IsObject(m)) {
+    cJSON_Delete(m);
     return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: not a JSON object", path);
+  }
   cJSON *progs = cJSON_GetObjectItemCaseSensitive(m, "programs");
   double weight_bytes = 0;
   const cJSON *w, *bufs = cJSON_GetObjectItemCaseSensitive(m, "buffers");
@@ -94,7 +96,7 @@ ssm_status ssm_inspect(const char *path, int json, char **out_text) {
   const cJSON *p;
   cJSON_ArrayForEach(p, progs) {
     add(&t, "  %-8s %3.0f tokens  %5.0f dispatches  activations %.0f bytes (unplanned %.0f)\n",
-        p->string, num(p, "tokens"), num(p, "dispatches"), num(p, "activation_bytes"),
+        p->string ? p->string : "?", num(p, "tokens"), num(p, "dispatches"), num(p, "activation_bytes"),
         num(p, "activation_bytes_unplanned"));
   }
   cJSON_Delete(m);

@@ -630,10 +630,15 @@ ssm_status ssm_vk_create(int device_index, int validation, ssm_vk **out) {
                            "none of the %d Vulkan device(s) is usable (ssmc needs Vulkan "
                            "1.1 and a compute queue; see 'ssmc devices')", n);
     } else if (device_index >= n) {
+      char list[1024] = "";
+      for (int i = 0; i < n; i++) {
+        size_t used = strlen(list);
+        snprintf(list + used, sizeof list - used, "%s%d '%s'", i ? ", " : "", i, infos[i].name);
+      }
       s = ssm_status_new(SSM_ERR_INVALID,
-                         "device index %d out of range: %d Vulkan device%s found "
-                         "(valid: 0..%d; see 'ssmc devices')",
-                         device_index, n, n == 1 ? "" : "s", n - 1);
+                         "device index %d out of range: %d Vulkan device%s found: %s "
+                         "(see 'ssmc devices')",
+                         device_index, n, n == 1 ? "" : "s", list);
     } else if (!infos[device_index].usable) {
       s = ssm_status_new(SSM_ERR_UNSUPPORTED,
                          "Vulkan device %d ('%s') is not usable: ssmc needs Vulkan 1.1 "

@@ -76,8 +76,48 @@ static void test_bad_files(void) {
   free(good);
 }
 
+/* A manifest that is JSON but not an object ("48,..." parses as 48): a
+ * clear error, and nothing leaks (fuzz_bundle found the leak). */
+static void test_inspect_manifest_not_object(void) {
+  static const char *const manifests[] = {"48,256]}", "[1,2]", "\"text\"", "null", "{\"vocab\": 5"};
+  for (int i = 0; i < 5; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/m%d.ssmb", ssm_test_tmpdir(), i);
+    ssm_bundle_writer *w = ssm_bundle_writer_create();
+    SSM_ASSERT_OK(ssm_bundle_writer_save(w, manifests[i], path));
+    ssm_bundle_writer_destroy(w);
+    char *text = NULL;
+    for (int json = 0; json < 2; json++)
+      SSM_ASSERT_ERR(ssm_inspect(path, json, &text), "corrupt manifest: not a JSON object");
+    CU_ASSERT_PTR_NULL(text);
+  }
+}
+
+/* inspect reads whatever shape a manifest has: programs given as a list
+ * have no names, and are shown as '?'. */
+static void test_inspect_odd_manifest(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/odd.ssmb", ssm_test_tmpdir());
+  ssm_bundle_writer *w = ssm_bundle_writer_create();
+  SSM_ASSERT_OK(ssm_bundle_writer_save(w, "{\"programs\":[{\"tokens\":3,\"steps\":[{\"op\":5}]}],"
+                                          "\"buffers\":7,\"kernels\":[\"x\"]}", path));
+  ssm_bundle_writer_destroy(w);
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_inspect(path, 0, &text));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "  ?          3 tokens"));
+  free(text);
+  SSM_ASSERT_OK(ssm_inspect(path, 1, &text));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"dispatches_by_op\""));
+  free(text);
+}
+
 int main(void) {
 
-  CU_TestInfo tests[] = {{"roundtrip", test_roundtrip}, {"bad_files", test_bad_files}, CU_TEST_INFO_NULL};
+  CU_TestInfo tests[] = {{"roundtrip", test_roundtrip}, {"bad_files", test_bad_files},
+                         {"inspect_manifest_not_object", test_inspect_manifest_not_object},
+                         {"inspect_odd_manifest", test_inspect_odd_manifest},
+                         CU_TEST_INFO_NULL};
   return ssm_test_main("bundle", tests);
 }

@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "runtime.h"
 #include "testutil.h"
 
 /* Runs `ssmc ARGS`; asserts exit status `want_rc` and that the output
@@ -33,6 +34,40 @@ static void test_usage(void) {
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
   expect("ir", 2, "missing MODEL");
+  expect("compile " FIX " -o x.ssmb --chunk 0", 2, "--chunk: expected a token count from 1 to 4096, got '0'");
+  expect("run " FIX " --weights " FIX " --tokens 1 --chunk 99999", 2, "--chunk: expected a token count");
+  expect("run " FIX " --weights " FIX " --tokens 1 --device -1", 2, "--device: expected a device index");
+  expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
+  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16 or bf16, got 'i32'");
+  expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
+  expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
+  expect("inspect", 2, "inspect: missing BUNDLE");
+  expect("devices extra", 2, "devices: unexpected argument 'extra'");
+  expect("bench " FIX " --weights " FIX, 2, "bench: expected a compiled bundle (.ssmb)");
+}
+
+/* --device N past the last device: the error lists the devices there are.
+ * (A bundle with only a manifest: the device is opened before anything
+ * else of the bundle is read.) */
+static void test_bad_device(void) {
+  char *list = NULL, cmd[1024], path[512];
+  snprintf(cmd, sizeof cmd, "%s devices", ssm_test_ssmc());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &list), 0);
+  snprintf(path, sizeof path, "%s/empty.ssmb", ssm_test_tmpdir());
+  ssm_bundle_writer *w = ssm_bundle_writer_create();
+  SSM_ASSERT_OK(ssm_bundle_writer_save(w, "{\"ssmb\":1,\"vocab\":1000}", path));
+  ssm_bundle_writer_destroy(w);
+  /* the first device's name, as `ssmc devices` shows it ("* 0: NAME") */
+  const char *q = strstr(list, " 0: ");
+  const char *e = q ? strchr(q, '\n') : NULL;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+  char want[400], args[1024];
+  snprintf(want, sizeof want, "device index 99 out of range: %s found: 0 '%.*s'",
+           strstr(list, "Vulkan devices: 1\n") ? "1 Vulkan device" : "", (int)(e - q - 4), q + 4);
+  snprintf(args, sizeof args, "run %s --weights " FIX " --tokens 1 -n 1 --device 99", path);
+  expect(args, 1, strstr(list, "Vulkan devices: 1\n") ? want : strstr(want, " found: 0 '"));
+  expect(args, 1, "(see 'ssmc devices')");
+  free(list);
 }
 
 static void test_bad_tokens(void) {
@@ -77,6 +112,25 @@ static void test_max_seq(void) {
   expect(args, 2, "--max-seq is fixed when a bundle is compiled");
   expect("run " JAMBA " --weights " JAMBA " --tokens 1 --max-seq 0", 2, "--max-seq: expected");
   expect("compile " JAMBA " -o /dev/null --max-seq x", 2, "--max-seq: expected");
+}
+
+/* Files of the wrong kind or with bad bytes, one per input class. */
+static void test_bad_files(void) {
+  char args[1024];
+  const char *nul = ssm_test_write("nul.ssmir", "graph g {\0}\n", 12);
+  snprintf(args, sizeof args, "ir %s", nul);
+  expect(args, 1, "nul.ssmir: file contains a NUL byte");
+  const char *junk = ssm_test_write("junk.yaml", "\x01\x02ssmc: 1\n", 10);
+  snprintf(args, sizeof args, "ir %s --config " FIX "/config.json", junk);
+  expect(args, 1, "junk.yaml:1:1: control characters are not allowed");
+  snprintf(args, sizeof args, "inspect %s", junk);
+  expect(args, 1, "junk.yaml: not an ssmc bundle");
+  snprintf(args, sizeof args, "run " FIX " --weights %s --tokens 1 -n 1 --backend cpu", ssm_test_tmpdir());
+  expect(args, 1, "no model.safetensors or model.safetensors.index.json");
+  snprintf(args, sizeof args, "run " FIX " --weights %s --tokens 1 -n 1 --backend cpu", junk);
+  expect(args, 1, "junk.yaml: header length 2322277879602414081 is absurd");
+  expect("run " FIX "/golden.json --weights " FIX " --tokens 1 -n 1 --backend cpu", 1,
+         "needs a config.json (--config)");
 }
 
 static void test_ir_roundtrip_cli(void) {
@@ -146,8 +200,10 @@ static void test_refuses_unsupported_config(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
+                         {"bad_device", test_bad_device},
                          {"bad_paths", test_bad_paths},
                          {"max_seq", test_max_seq},
+                         {"bad_files", test_bad_files},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
                          {"refuses_unsupported_config", test_refuses_unsupported_config},

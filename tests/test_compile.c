@@ -206,6 +206,30 @@ static void test_executor_refuses_lies(void) {
   SSM_ASSERT_ERR(ssm_rt_open(tamper(good, "backbone.embeddings.weight", "backbone.embeddingz.weight",
                                     "n.ssmb"), w, NULL, &rt),
                  "backbone.embeddingz.weight");
+  /* negative, fractional, huge and misplaced numbers in regions, buffers, programs */
+  static const char *const lies[][3] = {
+      {"\"region\":[3,0,256000]", "\"region\":[3,-256,256000]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0.5,256000]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,1e300]", "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,99999999]", "weights[].region lies outside its buffer"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,18446744073709551615,256000]",
+       "weights[].region holds an invalid number"},
+      {"\"region\":[3,0,256000]", "\"region\":[63,0,256000]", "weights[].region lies outside its buffer"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0]", "weights[].region is not a region"},
+      {"\"region\":[3,0,256000]", "\"region\":[3,0,255996]", "region size does not match its shape"},
+      {"\"bytes\":517888", "\"bytes\":-4", "buffers[].bytes is not a valid count"},
+      {"\"bytes\":517888", "\"bytes\":1e300", "buffers[].bytes is not a valid count"},
+      {"\"bytes\":517888", "\"bytes\":\"big\"", "buffers[].bytes is not a valid count"},
+      {"\"tokens\":1,", "\"tokens\":0,", "programs.decode has no tokens"},
+      {"\"groups\":[1,1,1]", "\"groups\":[1,1,70000]", "programs.decode holds an invalid number"},
+      {"\"ssmb\":1", "\"ssmb\":2", "ssmb version differs from the header"},
+  };
+  for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "lie%zu.ssmb", i);
+    SSM_ASSERT_ERR(ssm_rt_open(tamper(good, lies[i][0], lies[i][1], name), w, NULL, &rt), lies[i][2]);
+    CU_ASSERT_PTR_NULL(rt);
+  }
   /* the right bundle with the weights of another model */
   SSM_ASSERT_ERR(ssm_rt_open(good, ssm_test_path("tests/data/mamba1_untied"), NULL, &rt),
                  "but the model expects");
@@ -296,6 +320,36 @@ static void test_position_and_max_seq(void) {
   cJSON_Delete(m);
 }
 
+/* mamba1 with 30 statements x = mul(add(x, x), 0.5) after the embedding
+ * compiles (fused as one kernel it grew as 2^30 and never finished) and runs
+ * like the CPU interpreter. */
+static void test_doubling_chain_compiles(void) {
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  const char *at = strstr(yaml, "  - x = embed(embed, tokens)\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  at += strlen("  - x = embed(embed, tokens)\n");
+  size_t cap = strlen(yaml) + 30 * 40 + 1, n = 0;
+  char *text = malloc(cap);
+  n += (size_t)snprintf(text, cap, "%.*s", (int)(at - yaml), yaml);
+  for (int i = 0; i < 30; i++) n += (size_t)snprintf(text + n, cap - n, "  - x = mul(add(x, x), 0.5)\n");
+  snprintf(text + n, cap - n, "%s", at);
+  const char *path = ssm_test_write("doubling.yaml", text, strlen(text));
+  free(text);
+  char cmd[2048], *a = NULL, *b = NULL;
+  const char *fix = ssm_test_path("tests/data/mamba1_tiny");
+  snprintf(cmd, sizeof cmd, "%s compile %s --config %s/config.json -o %s/doubling.ssmb && "
+           "%s run %s/doubling.ssmb --weights %s --tokens 1,2,3 -n 4", ssm_test_ssmc(), path, fix,
+           ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir(), fix);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &a), 0);
+  snprintf(cmd, sizeof cmd, "%s run %s --config %s/config.json --weights %s --tokens 1,2,3 -n 4 "
+           "--backend cpu", ssm_test_ssmc(), path, fix, fix);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  if (strcmp(a, b)) fprintf(stderr, "\n  vulkan: %s\n  cpu: %s\n", a, b);
+  free(a);
+  free(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -304,6 +358,7 @@ int main(void) {
                          {"executor_refuses_lies", test_executor_refuses_lies},
                          {"run_rejects_bad_tokens", test_run_rejects_bad_tokens},
                          {"position_and_max_seq", test_position_and_max_seq},
+                         {"doubling_chain_compiles", test_doubling_chain_compiles},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

@@ -608,7 +608,7 @@ static void test_error_templates(void) {
 
 static void test_error_shapes(void) {
   expect_error("odd: {", "  odd: {name: \"odd\", shape: [3, hidden - 64]}", "hidden - 64", 0,
-               "dimension must be an integer in 1..2^40, got 0");
+               "dimension 'hidden - 64' must be an integer in 1..2^40, got 0");
   expect_error("odd: {", "  odd: {name: \"odd\", shape: [1099511627776, 2]}", "2]", 0,
                "a weight shape has more than 2^40 elements");
   /* matmul with the wrong weight: the shape rule's message at the call */
@@ -622,7 +622,7 @@ static void test_error_shapes(void) {
 static void test_error_yaml(void) {
   /* bad indentation: libyaml's problem with its position */
   expect_error("architecture: tiny", "  architecture: tiny", ": tiny", 0, "mapping values are not allowed");
-  expect_error("  - repeat: layers", "  - repeat: 100001", "100001", 0, "repeat count must be an integer in 0..100000");
+  expect_error("  - repeat: layers", "  - repeat: 100001", "100001", 0, "repeat count '100001' must be an integer in 0..100000, got 100001");
   expect_error("    block: mlp", "    block: mpl", "mpl", 0, "unknown block 'mpl'");
   expect_error("    out: y", "    out: yy", "yy", 0, "block 'mlp' never assigns its out variable 'yy'");
   expect_error("ssmc: 1", "ssmc: 2", "2", 0, "unsupported ssmc format version '2'");
@@ -669,6 +669,94 @@ static void test_print_roundtrip(void) {
   ssm_graph_destroy(g);
 }
 
+/* Bad config.json values: the message names the key or, for values that
+ * are numbers of the wrong range, the YAML expression that uses them. */
+static void test_config_errors(void) {
+  static const char *const cases[][2] = {
+      {"\"hidden_size\": \"64\", ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
+      {"\"hidden_size\": [64], ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
+      {"\"hidden_size\": {}, ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
+      {"\"hidden_size\": null, ", "has no key 'hidden_size' (needed by param 'hidden')"},
+      {"\"hidden_size\": -64, ", "dimension 'hidden' must be an integer in 1..2^40, got -64"},
+      {"\"hidden_size\": 0, ", "dimension 'hidden' must be an integer in 1..2^40, got 0"},
+      {"\"hidden_size\": 64.5, ", "dimension 'hidden' must be an integer in 1..2^40, got 64.5"},
+      {"\"hidden_size\": true, ", "dimension 'hidden' must be an integer in 1..2^40, got true"},
+      {"\"vocab_size\": 1e300, ", "dimension 'vocab' must be an integer in 1..2^40, got 1e+300"},
+      {"\"vocab_size\": 2199023255552, ", "dimension 'vocab' must be an integer in 1..2^40, got 2199023255552"},
+      {"\"num_hidden_layers\": -2, ", "repeat count 'layers' must be an integer in 0..100000, got -2"},
+      {"\"num_hidden_layers\": 1.5, ", "repeat count 'layers' must be an integer in 0..100000, got 1.5"},
+  };
+  ssm_model *m = NULL;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    SSM_ASSERT_ERR(ssm_model_load(ssm_test_path("models/mamba1.yaml"), tiny_config("bad_cfg.json", cases[i][0]), &m),
+                   cases[i][1]);
+    CU_ASSERT_PTR_NULL(m);
+  }
+  static const char *const files[][2] = {
+      {"", "bad_cfg.json:1:1: malformed JSON"},
+      {"garbage", "bad_cfg.json:1:1: malformed JSON"},
+      {"{\"hidden_size\": 64,,}", "bad_cfg.json:1:21: malformed JSON"},
+      {"[1, 2]", "bad_cfg.json: not a JSON object"},
+      {"64", "bad_cfg.json: not a JSON object"},
+  };
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    const char *cfg = ssm_test_write("bad_cfg.json", files[i][0], strlen(files[i][0]));
+    SSM_ASSERT_ERR(ssm_model_load(ssm_test_path("models/mamba1.yaml"), cfg, &m), files[i][1]);
+    CU_ASSERT_PTR_NULL(m);
+  }
+  /* directory mode: model_type must be a string */
+  char dir[512], path[600];
+  snprintf(dir, sizeof dir, "%s/hf_bad_type", ssm_test_tmpdir());
+  mkdir(dir, 0755);
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "w");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("{\"model_type\": 5}", f);
+  fclose(f);
+  SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), "config.json: no string 'model_type'");
+  CU_ASSERT_PTR_NULL(m);
+}
+
+/* The in-memory entry point builds what the file one builds, and names its
+ * inputs as told in messages. */
+static void test_load_text(void) {
+  static const char cfg[] =
+      "{\"model_type\": \"mamba\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
+      " \"state_size\": 16, \"time_step_rank\": 4, \"conv_kernel\": 4,\n"
+      " \"num_hidden_layers\": 2, \"vocab_size\": 1000, \"layer_norm_epsilon\": 1e-5,\n"
+      " \"tie_word_embeddings\": true}\n";
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(yaml);
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cfg, strlen(cfg), &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  ssm_model_destroy(m);
+  ssm_graph *want = build(ssm_test_path("models/mamba1.yaml"), ssm_test_write("config.json", cfg, strlen(cfg)), 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+  char *a = ssm_graph_print(g), *b = ssm_graph_print(want);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  free(a);
+  free(b);
+  ssm_graph_destroy(g);
+  ssm_graph_destroy(want);
+
+  /* lengths are honoured: nothing past them is read (ASan builds check) */
+  char *cut = malloc(10);
+  memcpy(cut, cfg, 10);
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cut, 10, &m),
+                 "mem.json:1:3: malformed JSON");
+  free(cut);
+  CU_ASSERT_PTR_NULL(m);
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", "[1]", 3, &m),
+                 "mem.json: not a JSON object");
+  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", "ssmc: 1\n", 8, "mem.json", cfg, strlen(cfg), &m),
+                 "mem.yaml:1:1: the model description needs key 'architecture'");
+  CU_ASSERT_PTR_NULL(m);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_shapes", test_mamba1_shapes},
                          {"jamba_schedule", test_jamba_schedule},
@@ -691,6 +779,8 @@ int main(void) {
                          {"error_yaml", test_error_yaml},
                          {"error_libyaml_message", test_error_libyaml_message},
                          {"print_roundtrip", test_print_roundtrip},
+                         {"load_text", test_load_text},
+                         {"config_errors", test_config_errors},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("frontend", tests);
 }

@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
+#include <time.h>
 
 #include "passes.h"
 #include "runtime.h"
@@ -826,8 +827,135 @@ static void test_cli(void) {
   free(out);
 }
 
+enum { CHAIN_VIEWS, CHAIN_NEGS, CHAIN_DOUBLING };
+
+/* IR text: %4 = matmul(embed(tokens), w) [1,4], then `count` ops on it —
+ * reshapes between [4] and [1,4] (CHAIN_VIEWS), negs (CHAIN_NEGS) or
+ * x = add(x, x) (CHAIN_DOUBLING) — then a residual add of %2 and the output. */
+static char *chain_ir(int kind, int count) {
+  size_t cap = 512 + (size_t)count * 64, n = 0;
+  char *t = malloc(cap);
+  n += (size_t)snprintf(t + n, cap - n,
+                        "graph g {\n  %%0:i32[1] = input name=\"tokens\"\n"
+                        "  %%1:f32[10,4] = weight name=\"e\"\n  %%2:f32[1,4] = embed %%1, %%0\n"
+                        "  %%3:f32[4,4] = weight name=\"w\"\n  %%4:f32[1,4] = matmul %%2, %%3\n");
+  int v = 4;
+  for (int i = 0; i < count; i++, v++) {
+    if (kind == CHAIN_VIEWS)
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:%s = reshape %%%d\n", v + 1,
+                            i % 2 ? "f32[1,4]" : "f32[4]", v);
+    else if (kind == CHAIN_NEGS)
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = neg %%%d\n", v + 1, v);
+    else
+      n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = add %%%d, %%%d\n", v + 1, v, v);
+  }
+  if (count % 2 && kind == CHAIN_VIEWS) {
+    n += (size_t)snprintf(t + n, cap - n, "  %%%d:f32[1,4] = reshape %%%d\n", v + 1, v);
+    v++;
+  }
+  snprintf(t + n, cap - n, "  %%%d:f32[1,4] = add %%2, %%%d\n  output %%%d\n}\n", v + 1, v, v + 1);
+  return t;
+}
+
+/* Runs every pass over IR text; returns the graph (NULL on error). */
+static ssm_graph *run_all(const char *text) {
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_graph_parse(text, "chain.ssmir", &g));
+  if (g) SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
+  return g;
+}
+
+/* 301 reshapes in a row, read in place by one kernel: the passes follow the
+ * chain without a depth limit (plan_buffers asserted at 256; fuzz_ir seed
+ * regress_view_chain.ssmir). */
+static void test_long_view_chain(void) {
+  char *t = chain_ir(CHAIN_VIEWS, 301);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL(g);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
+/* The largest group=N membership of a graph, and the number of groups. */
+static int largest_group(const ssm_graph *g, int *out_groups) {
+  int count[4096] = {0}, max = 0, groups = 0;
+  for (const ssm_node *n = g->first; n; n = n->next) {
+    int k = (int)ssm_node_int(n, "group", -1);
+    if (k < 0 || k >= 4096) continue;
+    if (!count[k]++) groups++;
+    if (count[k] > max) max = count[k];
+  }
+  *out_groups = groups;
+  return max;
+}
+
+/* 300 negs after a matmul: the epilogue stops at 64 ops a kernel (the
+ * in-place check walked them recursively and asserted at depth 256; fuzz_ir
+ * seed regress_long_epilogue.ssmir). */
+static void test_long_epilogue(void) {
+  char *t = chain_ir(CHAIN_NEGS, 300);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int groups, largest = largest_group(g, &groups);
+  CU_ASSERT(largest <= 64);
+  CU_ASSERT(groups >= 300 / 64 + 1);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
+/* x = add(x, x) 30 times: codegen inlines a fused operand at each use, so
+ * one kernel would evaluate the first add 2^30 times per element (ssmc
+ * compile hung). A kernel now evaluates an operand op at most 8 times, which
+ * here is a kernel every few adds. */
+static void test_doubling_chain(void) {
+  char *t = chain_ir(CHAIN_DOUBLING, 30);
+  ssm_graph *g = run_all(t);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int groups, largest = largest_group(g, &groups);
+  CU_ASSERT(largest <= 5);
+  CU_ASSERT(groups >= 30 / 5);
+  ssm_graph_destroy(g);
+  free(t);
+}
+
+/* mamba1 with 2000 layers (86,000 nodes) through every pass: the passes
+ * are linear in the graph (folding, CSE and the per-kernel walks were
+ * quadratic: this took about half a minute); 15 s is ample even under ASan. */
+static void test_many_layers(void) {
+  const char *yaml = ssm_models_embedded("mamba1.yaml");
+  const char *at = strstr(yaml, "repeat: layers");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  size_t cap = strlen(yaml) + 16;
+  char *text = malloc(cap);
+  snprintf(text, cap, "%.*srepeat: 2000%s", (int)(at - yaml), yaml, at + strlen("repeat: layers"));
+  static const char cfg[] =
+      "{\"hidden_size\": 16, \"intermediate_size\": 32, \"state_size\": 4, \"time_step_rank\": 2,"
+      " \"conv_kernel\": 4, \"num_hidden_layers\": 1, \"vocab_size\": 50,"
+      " \"layer_norm_epsilon\": 1e-5, \"tie_word_embeddings\": true}";
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_load_text("many.yaml", text, strlen(text), "config.json", cfg, strlen(cfg), &m));
+  free(text);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  ssm_model_destroy(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  double secs = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  fprintf(stderr, "\n  2000 layers: %.2f s\n", secs);
+  CU_ASSERT(secs < 15);
+  ssm_graph_destroy(g);
+}
+
 int main(void) {
-  CU_TestInfo tests[] = {{"fold_a_log", test_fold_a_log},
+  CU_TestInfo tests[] = {{"long_view_chain", test_long_view_chain},
+                         {"long_epilogue", test_long_epilogue},
+                         {"doubling_chain", test_doubling_chain},
+                         {"many_layers", test_many_layers},
+                         {"fold_a_log", test_fold_a_log},
                          {"fold_shared_intermediate", test_fold_shared_intermediate},
                          {"fold_then_merge", test_fold_then_merge},
                          {"cse", test_cse},

@@ -1,0 +1,245 @@
+/*
+ * test_limits.c — long runs and the edges of what a model can do: thousands
+ * of greedy decode steps on the CPU interpreter and on the Vulkan executor
+ * (lavapipe when there is no GPU) do not grow the resident set; weights that
+ * produce inf/NaN make `ssmc run` fail with "non-finite logit" instead of
+ * sampling garbage; a model whose buffers exceed the device is a clear error
+ * naming the size, with nothing leaked.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "codegen.h"
+#include "runtime.h"
+#include "testutil.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SSM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SSM_ASAN 1
+#endif
+#endif
+
+#ifdef SSM_ASAN
+/* ASan keeps freed memory in a quarantine (256 MB by default), which would
+ * read as growth; a small one keeps the RSS check meaningful. */
+const char *__asan_default_options(void) { return "quarantine_size_mb=4"; }
+#endif
+
+#define FIX "tests/data/mamba1_tiny"
+#define WARMUP 200
+#define MAX_GROWTH_KIB 2048 /* growth allowed after the warm-up */
+
+/* VmRSS of this process in KiB, from /proc/self/status. */
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
+  fclose(f);
+  CU_ASSERT(kib > 0);
+  return kib;
+}
+
+static int32_t argmax(const float *row, int64_t n) {
+  int32_t best = 0;
+  for (int64_t j = 1; j < n; j++)
+    if (row[j] > row[best]) best = (int32_t)j;
+  return best;
+}
+
+static int all_finite(const float *row, int64_t n) {
+  for (int64_t j = 0; j < n; j++)
+    if (!isfinite(row[j])) return 0;
+  return 1;
+}
+
+static void check_growth(const char *what, long before, long after, int steps) {
+  fprintf(stderr, "\n  %s: VmRSS %ld KiB after %d warm-up steps, %ld KiB after %d steps\n", what,
+          before, WARMUP, after, steps);
+  CU_ASSERT(after - before < MAX_GROWTH_KIB);
+}
+
+static void test_cpu_long_run(void) {
+  enum { STEPS = 3000 };
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  ssm_st *st = NULL;
+  ssm_cpu *cpu = NULL;
+  int64_t vocab = 0;
+  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(FIX), NULL, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  CU_ASSERT_FATAL(ssm_model_param(m, "vocab", &vocab) && vocab == 1000);
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  SSM_ASSERT_OK(ssm_st_open(ssm_test_path(FIX), &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  SSM_ASSERT_OK(ssm_cpu_create(st, &cpu));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
+  float *logits = malloc(sizeof(float) * (size_t)vocab);
+  int32_t tok = 1;
+  long before = 0;
+  int k = 0, ok = 1;
+  for (; k < STEPS && ok; k++) {
+    if (k == WARMUP) before = rss_kib();
+    ssm_status s = ssm_cpu_run(cpu, g, &tok, logits, (size_t)vocab);
+    ok = !s && all_finite(logits, vocab);
+    SSM_ASSERT_OK(s);
+    tok = argmax(logits, vocab);
+  }
+  CU_ASSERT_EQUAL(k, STEPS);
+  CU_ASSERT(ok);
+  check_growth("cpu", before, rss_kib(), k);
+  free(logits);
+  ssm_cpu_destroy(cpu);
+  ssm_st_close(st);
+  ssm_graph_destroy(g);
+  ssm_model_destroy(m);
+}
+
+static void test_vulkan_long_run(void) {
+  enum { STEPS = 2000 };
+  char bundle[512];
+  snprintf(bundle, sizeof bundle, "%s/longrun.ssmb", ssm_test_tmpdir());
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(FIX), NULL, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  ssm_compile_opts co = {.prefill_tokens = 4};
+  SSM_ASSERT_OK(ssm_compile(m, &co, bundle));
+  ssm_model_destroy(m);
+  ssm_rt *rt = NULL;
+  SSM_ASSERT_OK(ssm_rt_open(bundle, ssm_test_path(FIX), NULL, &rt));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
+  int64_t vocab = ssm_rt_vocab(rt);
+  float *logits = malloc(sizeof(float) * (size_t)vocab * 4);
+  int32_t prompt[4] = {1, 2, 3, 4};
+  SSM_ASSERT_OK(ssm_rt_run(rt, prompt, 4, logits));
+  int32_t tok = argmax(logits + 3 * vocab, vocab);
+  long before = 0;
+  int k = 0, ok = 1;
+  for (; k < STEPS && ok; k++) {
+    if (k == WARMUP) before = rss_kib();
+    ssm_status s = ssm_rt_run(rt, &tok, 1, logits);
+    ok = !s && all_finite(logits, vocab);
+    SSM_ASSERT_OK(s);
+    tok = argmax(logits, vocab);
+  }
+  CU_ASSERT_EQUAL(k, STEPS);
+  CU_ASSERT(ok);
+  check_growth(ssm_vk_info(ssm_rt_vk(rt))->name, before, rss_kib(), k);
+  free(logits);
+  ssm_rt_close(rt);
+}
+
+/* Copies fixture file `name` into `dir`; returns its bytes (malloc'd). */
+static char *copy_fixture(const char *name, const char *dir, size_t *out_n) {
+  char src[512], dst[512], *data = NULL;
+  snprintf(src, sizeof src, FIX "/%s", name);
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path(src), 0, &data, out_n));
+  if (!data) return NULL;
+  snprintf(dst, sizeof dst, "%s/%s", dir, name);
+  FILE *f = fopen(dst, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(data, 1, *out_n, f), *out_n);
+  fclose(f);
+  return data;
+}
+
+/* Runs `ssmc ARGS`; asserts it exits 1 with `needle` in its output. */
+static void expect_ssmc_fails(const char *args, const char *needle) {
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s", ssm_test_source_dir(), ssm_test_ssmc(), args);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc != 1 || !strstr(out, needle))
+    fprintf(stderr, "\n  ssmc %s\n  -> exit %d, output:\n%s\n  (want exit 1 and '%s')\n", args, rc,
+            out, needle);
+  CU_ASSERT_EQUAL(rc, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
+  free(out);
+}
+
+/* mamba1_tiny with one NaN in the final norm's weight: every logit is NaN,
+ * and both backends refuse to sample from them. */
+static void test_nonfinite_logits(void) {
+  char dir[512], path[600];
+  snprintf(dir, sizeof dir, "%s/nan_model", ssm_test_tmpdir());
+  mkdir(dir, 0755);
+  size_t n;
+  free(copy_fixture("config.json", dir, &n));
+  char *st = copy_fixture("model.safetensors", dir, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)st[i];
+  cJSON *h = cJSON_ParseWithLength(st + 8, (size_t)hlen);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "backbone.norm_f.weight");
+  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+  CU_ASSERT_FATAL(cJSON_IsArray(offs));
+  size_t at = 8 + (size_t)hlen + (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble + 4 * 5;
+  cJSON_Delete(h);
+  float nan = NAN;
+  memcpy(st + at, &nan, 4);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(st, 1, n, f), n);
+  fclose(f);
+  free(st);
+  char args[1400];
+  for (int vk = 0; vk < 2; vk++) {
+    snprintf(args, sizeof args, "run %s --weights %s --tokens 1,2,3 -n 4 --backend %s", dir, dir,
+             vk ? "vulkan" : "cpu");
+    expect_ssmc_fails(args, "non-finite logit");
+  }
+}
+
+/* A model whose weights outgrow every device (hidden 2^25: a 128 GiB
+ * embedding): ssm_rt_open fails while creating buffers, before it reads any
+ * weights, with the size in the message; nothing leaks (LSan builds). */
+static void test_too_large_for_device(void) {
+  char dir[512], cfg[600], bundle[600];
+  snprintf(dir, sizeof dir, "%s/huge_model", ssm_test_tmpdir());
+  mkdir(dir, 0755);
+  snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+  static const char text[] =
+      "{\"model_type\": \"mamba\", \"hidden_size\": 33554432, \"intermediate_size\": 128,\n"
+      " \"state_size\": 16, \"time_step_rank\": 4, \"conv_kernel\": 4,\n"
+      " \"num_hidden_layers\": 1, \"vocab_size\": 1000, \"layer_norm_epsilon\": 1e-5,\n"
+      " \"tie_word_embeddings\": true}\n";
+  FILE *f = fopen(cfg, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs(text, f);
+  fclose(f);
+  snprintf(bundle, sizeof bundle, "%s/huge.ssmb", dir);
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_load(dir, NULL, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  ssm_compile_opts co = {.prefill_tokens = 2};
+  SSM_ASSERT_OK(ssm_compile(m, &co, bundle));
+  ssm_model_destroy(m);
+  ssm_rt *rt = NULL;
+  ssm_status s = ssm_rt_open(bundle, "/nonexistent/weights", NULL, &rt);
+  CU_ASSERT_PTR_NULL(rt);
+  CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_DEVICE);
+  const char *msg = ssm_status_message(s);
+  if (!strstr(msg, "GiB device-local): VK_ERROR_OUT_OF_DEVICE_MEMORY"))
+    fprintf(stderr, "\n  message: %s\n", msg);
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "vkAllocateMemory("));
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "GiB device-local): VK_ERROR_OUT_OF_DEVICE_MEMORY"));
+  ssm_status_free(s);
+  char args[1400];
+  snprintf(args, sizeof args, "run %s --weights " FIX " --tokens 1 -n 1", bundle);
+  expect_ssmc_fails(args, "GiB device-local): VK_ERROR_OUT_OF_DEVICE_MEMORY");
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"cpu_long_run", test_cpu_long_run},
+                         {"vulkan_long_run", test_vulkan_long_run},
+                         {"nonfinite_logits", test_nonfinite_logits},
+                         {"too_large_for_device", test_too_large_for_device},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("limits", tests);
+}
