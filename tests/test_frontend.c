@@ -226,7 +226,7 @@ static void test_mamba2_shapes(void) {
   /* heads not divisible by groups: heads/groups is not an integer */
   m = NULL;
   SSM_ASSERT_ERR(ssm_model_load(yaml, mamba2_config("config_m2_bad2.json", 4, 24, 3), &m),
-                 "dimension must be an integer");
+                 "dimension 'hpg' must be an integer");
   CU_ASSERT_PTR_NULL(m);
 }
 
@@ -255,7 +255,7 @@ static void test_config_python_tokens(void) {
   m = NULL;
   /* a param bound to Infinity is a float, refused as a dimension */
   SSM_ASSERT_ERR(ssm_model_load(yaml, py_config("config_py_inf.json", "Infinity"), &m),
-                 "dimension must be an integer in 1..2^40, got inf");
+                 "dimension 'hidden' must be an integer in 1..2^40, got inf");
   CU_ASSERT_PTR_NULL(m);
   /* the error after an Infinity is where it is with an 8-character number there */
   const char *same = "{\"model_type\": \"mamba\", \"a\": [12345678], \"hidden_size\": 12345678 x}\n";
