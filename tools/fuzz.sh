@@ -31,6 +31,7 @@ max_len() {
   case $1 in
     bundle) echo 131072 ;;
     safetensors) echo 65536 ;;
+    tokenizer) echo 131072 ;;
     *) echo 16384 ;;
   esac
 }
