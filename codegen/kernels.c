@@ -336,6 +336,15 @@ static void epilogue_fn(gctx *c, sbuf *loads) {
   c->in_epilogue = 0;
 }
 
+/* The generated helper functions, then the load and epilogue functions, as
+ * the template's LOADS; consumes `loads`. */
+static const char *loads_text(gctx *c, sbuf *loads) {
+  const char *t = fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads->s ? loads->s : "");
+  free(loads->s);
+  *loads = (sbuf){0};
+  return t;
+}
+
 static const char *buffers_decl(gctx *c) {
   sbuf b = {0};
   for (int i = 0; i < c->nbind; i++) {
@@ -451,8 +460,7 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
                       "NORM", norm ? "1" : "0", "EPS",
                       norm ? fmt(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
-  free(loads.s);
+                      loads_text(c, &loads), NULL};
   return finish(c, "matmul", fmt(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
 }
@@ -487,8 +495,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
                       fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
-  free(loads.s);
+                      loads_text(c, &loads), NULL};
   return finish(c, "scan", fmt(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
                                (long long)N), kv, out);
 }
@@ -512,8 +519,7 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
                       fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
-  free(loads.s);
+                      loads_text(c, &loads), NULL};
   return finish(c, "conv1d", fmt(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
                                  (long long)K), kv, out);
 }
@@ -541,8 +547,7 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
                       float_lit(c->a, ssm_node_float(at, "scale", 1)), "KCACHE",
                       fmt(c->a, "b%d", kb), "VCACHE", fmt(c->a, "b%d", vb), "POS",
                       fmt(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
-                      "LOADS", fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), NULL};
-  free(loads.s);
+                      "LOADS", loads_text(c, &loads), NULL};
   return finish(c, "attention", fmt(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
                                     (long long)MAXS), kv, out);
@@ -605,10 +610,9 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   grid_per_item(rows, out->groups);
   const char *kv[] = {"LOCAL", L_, "ROWS", I64(rows), "C", C_, "BUFFERS", buffers_decl(c),
                       "COMMON", common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "PART_T",
+                      loads_text(c, &loads), "PART_T",
                       part_t, "INIT", init, "ACCUM", accum, "COMBINE", combine, "FINISH",
                       finish_code, NULL};
-  free(loads.s);
   return finish(c, "rowreduce", fmt(c->a, "ROWS=%lld C=%lld", (long long)rows, (long long)C),
                 kv, out);
 }
@@ -631,9 +635,8 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "H", I64(H), "V", I64(V), "STRIDE",
                       U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "IDS",
+                      loads_text(c, &loads), "IDS",
                       fmt(c->a, "b%d", ib), NULL};
-  free(loads.s);
   return finish(c, "embed", fmt(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
                                 (long long)V), kv, out);
 }
@@ -669,9 +672,8 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "OUTER", I64(outer), "AXIS", I64(xt->dims[axis]),
                       "INNER", I64(inner), "STRIDE", U32(out->groups[0] * local), "BUFFERS",
                       buffers_decl(c), "COMMON", common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "INIT",
+                      loads_text(c, &loads), "INIT",
                       init, "ACCUM", accum, "FINAL", final, NULL};
-  free(loads.s);
   return finish(c, "reduce", fmt(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
                                  (long long)outer, (long long)xt->dims[axis], (long long)inner),
                 kv, out);
@@ -696,9 +698,8 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
                       "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
-                      fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads.s), "STATE",
+                      loads_text(c, &loads), "STATE",
                       fmt(c->a, "b%d", sb), NULL};
-  free(loads.s);
   return finish(c, "sample", fmt(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
 }
 
