@@ -39,45 +39,18 @@ static void st_add(const char *name, const int64_t *shape, int rank, const float
   e->data = data;
 }
 
-static int64_t entry_numel(const st_entry *e) {
-  int64_t n = 1;
-  for (int i = 0; i < e->rank; i++) n *= e->shape[i];
-  return n;
-}
-
 /* Writes the added tensors to `file` (F32, in order), clears the list and
  * opens the result. */
 static ssm_st *st_write(const char *file) {
-  char header[8192];
-  size_t h = 0, offset = 0;
-  h += (size_t)snprintf(header + h, sizeof header - h, "{");
+  const char *names[64];
+  ssm_type types[64];
+  const float *data[64];
   for (int i = 0; i < st_n; i++) {
-    const st_entry *e = &st_entries[i];
-    size_t bytes = (size_t)entry_numel(e) * 4;
-    h += (size_t)snprintf(header + h, sizeof header - h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
-                          i ? "," : "", e->name);
-    for (int d = 0; d < e->rank; d++)
-      h += (size_t)snprintf(header + h, sizeof header - h, d ? ",%lld" : "%lld",
-                            (long long)e->shape[d]);
-    h += (size_t)snprintf(header + h, sizeof header - h, "],\"data_offsets\":[%zu,%zu]}",
-                          offset, offset + bytes);
-    offset += bytes;
+    names[i] = st_entries[i].name;
+    types[i] = ssm_type_make(SSM_F32, st_entries[i].rank, st_entries[i].shape);
+    data[i] = st_entries[i].data;
   }
-  h += (size_t)snprintf(header + h, sizeof header - h, "}");
-  while (h % 8) header[h++] = ' ';
-  CU_ASSERT_FATAL(h < sizeof header);
-  size_t total = 8 + h + offset;
-  unsigned char *buf = malloc(total);
-  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
-  memcpy(buf + 8, header, h);
-  size_t at = 8 + h;
-  for (int i = 0; i < st_n; i++) {
-    size_t bytes = (size_t)entry_numel(&st_entries[i]) * 4;
-    memcpy(buf + at, st_entries[i].data, bytes);
-    at += bytes;
-  }
-  const char *path = ssm_test_write(file, buf, total);
-  free(buf);
+  const char *path = ssm_test_write_safetensors(file, st_n, names, types, data);
   st_n = 0;
   ssm_st *st = NULL;
   SSM_ASSERT_OK(ssm_st_open(path, &st));

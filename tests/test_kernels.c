@@ -154,39 +154,18 @@ static ssm_node *kc_op(kcase *kc, ssm_op op, int nargs, ssm_value *a, ssm_value 
   return ssm_graph_append(kc->g, op, &k_scalar, nargs, args);
 }
 
-/* ---- a tiny safetensors writer (F32 only) -------------------------------- */
-
 static ssm_st *kc_write_weights(kcase *kc, int index) {
-  char header[4096], file[64];
-  size_t h = 0, offset = 0;
-  h += (size_t)snprintf(header + h, sizeof header - h, "{");
+  char file[64];
+  const char *names[MAXW];
+  ssm_type types[MAXW];
+  const float *data[MAXW];
   for (int i = 0; i < kc->nw; i++) {
-    const ssm_type *t = &kc->wval[i]->type;
-    size_t bytes = (size_t)ssm_type_numel(t) * 4;
-    h += (size_t)snprintf(header + h, sizeof header - h,
-                          "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", i ? "," : "", kc->wname[i]);
-    for (int d = 0; d < t->rank; d++)
-      h += (size_t)snprintf(header + h, sizeof header - h, d ? ",%lld" : "%lld",
-                            (long long)t->dims[d]);
-    h += (size_t)snprintf(header + h, sizeof header - h, "],\"data_offsets\":[%zu,%zu]}",
-                          offset, offset + bytes);
-    offset += bytes;
-  }
-  h += (size_t)snprintf(header + h, sizeof header - h, "}");
-  while (h % 8) header[h++] = ' ';
-  CU_ASSERT_FATAL(h < sizeof header);
-  unsigned char *buf = malloc(8 + h + offset);
-  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
-  memcpy(buf + 8, header, h);
-  size_t at = 8 + h;
-  for (int i = 0; i < kc->nw; i++) {
-    size_t bytes = (size_t)ssm_type_numel(&kc->wval[i]->type) * 4;
-    memcpy(buf + at, kc->wdata[i], bytes);
-    at += bytes;
+    names[i] = kc->wname[i];
+    types[i] = kc->wval[i]->type;
+    data[i] = kc->wdata[i];
   }
   snprintf(file, sizeof file, "kernels%d.safetensors", index);
-  const char *path = ssm_test_write(file, buf, at);
-  free(buf);
+  const char *path = ssm_test_write_safetensors(file, kc->nw, names, types, data);
   ssm_st *st = NULL;
   SSM_ASSERT_OK(ssm_st_open(path, &st));
   return st;

@@ -84,3 +84,39 @@ int ssm_test_sh(const char *cmd, char **out_output) {
   else free(buf);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
+
+const char *ssm_test_write_safetensors(const char *name, int n, const char *const *names,
+                                       const ssm_type *types, const float *const *data) {
+  size_t cap = 256, h = 0, offset = 0;
+  for (int i = 0; i < n; i++) cap += strlen(names[i]) + 64 + 24 * (size_t)types[i].rank;
+  char *header = malloc(cap);
+  if (!header) abort();
+  h += (size_t)snprintf(header + h, cap - h, "{");
+  for (int i = 0; i < n; i++) {
+    size_t bytes = (size_t)ssm_type_numel(&types[i]) * 4;
+    h += (size_t)snprintf(header + h, cap - h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[",
+                          i ? "," : "", names[i]);
+    for (int d = 0; d < types[i].rank; d++)
+      h += (size_t)snprintf(header + h, cap - h, d ? ",%lld" : "%lld", (long long)types[i].dims[d]);
+    h += (size_t)snprintf(header + h, cap - h, "],\"data_offsets\":[%zu,%zu]}", offset,
+                          offset + bytes);
+    offset += bytes;
+  }
+  h += (size_t)snprintf(header + h, cap - h, "}");
+  while (h % 8) header[h++] = ' ';
+  if (h >= cap) abort();
+  unsigned char *buf = malloc(8 + h + offset);
+  if (!buf) abort();
+  for (int i = 0; i < 8; i++) buf[i] = (unsigned char)((uint64_t)h >> (8 * i));
+  memcpy(buf + 8, header, h);
+  size_t at = 8 + h;
+  for (int i = 0; i < n; i++) {
+    size_t bytes = (size_t)ssm_type_numel(&types[i]) * 4;
+    memcpy(buf + at, data[i], bytes);
+    at += bytes;
+  }
+  const char *path = ssm_test_write(name, buf, at);
+  free(buf);
+  free(header);
+  return path;
+}

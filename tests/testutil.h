@@ -7,7 +7,7 @@
 
 #include <CUnit/Basic.h>
 
-#include "base.h"
+#include "ir.h"
 
 /* Runs the suites registered by `add`, prints CUnit's summary, returns the
  * process exit status (non-zero when any assertion failed). */
@@ -27,6 +27,11 @@ const char *ssm_test_tmpdir(void);
 
 /* Writes `n` bytes to a new file under the temp dir; returns its path. */
 const char *ssm_test_write(const char *name, const void *data, size_t n);
+
+/* Writes an F32 .safetensors file `name` in the temp dir holding n tensors
+ * (names[i], types[i]'s shape, data[i]) in order; returns its path. */
+const char *ssm_test_write_safetensors(const char *name, int n, const char *const *names,
+                                       const ssm_type *types, const float *const *data);
 
 /* Asserts `s` is an error whose message contains `needle`; frees it. */
 #define SSM_ASSERT_ERR(s, needle)                                               \
