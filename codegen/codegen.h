@@ -11,8 +11,7 @@
 #ifndef SSM_CODEGEN_H
 #define SSM_CODEGEN_H
 
-#include "ir.h"
-#include "passes.h"
+#include "passes/passes.h"
 
 #define SSM_CG_MAX_BINDINGS 32
 
@@ -50,19 +49,6 @@ ssm_status ssm_cg_compile_glsl(const char *source, const char *name,
 /* Embedded templates (templates/<name>.glsl.in): text or NULL. */
 const char *ssm_templates_embedded(const char *file);
 const char *ssm_templates_embedded_name(int i);
-
-/* ---- compiling a model to a bundle (compile.c) ------------------------- */
-
-typedef struct {
-  int prefill_tokens;   /* T of the prefill program (default 32) */
-  ssm_dtype dtype;      /* weight and activation dtype (f32 only for now) */
-  int no_fuse;          /* every op a kernel of its own (for testing fusion) */
-  const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
-} ssm_compile_opts;
-
-/* Builds the decode (T=1) and prefill graphs of `m`, plans memory, generates
- * and compiles the kernels, and writes the bundle to `out_path`. */
-ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *out_path);
 
 /* Bindings of storage buffers are aligned to this many bytes in a bundle:
  * the largest minStorageBufferOffsetAlignment Vulkan allows, so a bundle

@@ -9,7 +9,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "codegen.h"
+#include "codegen/codegen.h"
 
 /* ---- a tiny string builder --------------------------------------------- */
 

@@ -5,7 +5,7 @@
 #include <shaderc/shaderc.h>
 #include <string.h>
 
-#include "codegen.h"
+#include "codegen/codegen.h"
 
 ssm_status ssm_cg_compile_glsl(const char *source, const char *name, uint32_t **out_words,
                                size_t *out_count) {

@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "codegen.h"
+#include "codegen/codegen.h"
 
 ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
                                   const char *const *kv, char **out) {

@@ -16,13 +16,12 @@
  * Values are printed %0, %1, ... in definition order; operands are separated
  * by ", "; attributes follow as key=value (ints, floats in shortest round-trip
  * form, "strings", [int,lists]) in the order of the op table. '#' starts a
- * comment. This header also declares the YAML frontend that builds graphs
- * from models/<name>.yaml and a Hugging Face config.json.
+ * comment.
  */
 #ifndef SSM_IR_H
 #define SSM_IR_H
 
-#include "base.h"
+#include "base/base.h"
 
 /* ---- dtypes and types (ir.c) -------------------------------------------- */
 
@@ -48,11 +47,17 @@ char *ssm_type_format(const ssm_type *t, char *buf, size_t n);
 /* Convenience constructor: ssm_type_make(SSM_F32, 2, (int64_t[]){1, 64}). */
 ssm_type ssm_type_make(ssm_dtype d, int rank, const int64_t *dims);
 
+/* bf16/f16 <-> f32 conversions (round to nearest even). */
+float ssm_bf16_to_f32(uint16_t h);
+uint16_t ssm_f32_to_bf16(float f);
+float ssm_f16_to_f32(uint16_t h);
+uint16_t ssm_f32_to_f16(float f);
+
 /* ---- the op table (ops.def) ------------------------------------------- */
 
 typedef enum {
 #define X(e, name, lo, hi, kind, attrs, meaning) SSM_OP_##e,
-#include "ops.def"
+#include "ir/ops.def"
 #undef X
   SSM_OP_COUNT
 } ssm_op;
@@ -194,41 +199,5 @@ char *ssm_graph_print(ssm_graph *g);
 /* Parses the text form. `file` names the source in messages
  * ("f.ssmir:3:14: undefined value %7"). Does not verify. */
 ssm_status ssm_graph_parse(const char *text, const char *file, ssm_graph **out);
-
-/* ---- YAML frontend (frontend.c) ---------------------------------------- */
-
-/* A model: an architecture description bound to one config.json. */
-typedef struct ssm_model ssm_model;
-
-/* Loads MODEL, which is an architecture YAML (then `config_path` is
- * required) or a Hugging Face model directory (config.json in it; its
- * `model_type` picks models/<yaml>; `config_path` overrides). */
-ssm_status ssm_model_load(const char *model, const char *config_path,
-                          ssm_model **out);
-/* Loads an architecture YAML and its config.json given as text (neither needs
- * a terminating NUL); the names stand for them in messages. What
- * ssm_model_load does after reading the files. */
-ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
-                               const char *config_name, const char *config, size_t config_len,
-                               ssm_model **out);
-void ssm_model_destroy(ssm_model *m);
-/* Builds the graph that processes `tokens` tokens per run (decode: 1). */
-ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
-/* The architecture's name (from the YAML) and a bound integer parameter
- * (e.g. "vocab"); returns 0 if absent. */
-const char *ssm_model_arch(const ssm_model *m);
-int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
-/* Sets a param before building: the built-in `max_seq` (the rows of a KV
- * cache, 1..2^24; default 2048) or any param of the description (as an
- * integer). An unknown name is an error. */
-ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v);
-
-/* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
- * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
- * not embedded. */
-const char *ssm_models_embedded(const char *file);
-/* The file name of the i-th embedded YAML ("mamba1.yaml"), in sorted order;
- * NULL when i is out of range. */
-const char *ssm_models_embedded_name(int i);
 
 #endif

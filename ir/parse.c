@@ -9,7 +9,7 @@
  * The parser builds the graph but does not verify it (ssm_graph_verify does);
  * it does check what it needs to build nodes: op names, arity, attributes.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <ctype.h>
 #include <errno.h>

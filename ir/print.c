@@ -6,7 +6,7 @@
  * that reads back to the same double, strings are escaped, attributes come in
  * the order of the op table.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -7,7 +7,7 @@
  * so it is safe on any node, not only verified ones. Broadcasting follows
  * numpy: shapes align on the right and a size-1 or missing dim stretches.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <math.h>
 #include <stdarg.h>

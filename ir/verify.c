@@ -9,7 +9,7 @@
  * point at the node: "file:line:col: " when it was parsed, "graph NAME: %id
  * (op): " when it was built.
  */
-#include "ir.h"
+#include "ir/ir.h"
 
 #include <stdarg.h>
 #include <string.h>

@@ -28,7 +28,7 @@
  */
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 #define MAX_MEMBERS 64
 #define MAX_EVALS 8

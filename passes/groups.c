@@ -5,7 +5,7 @@
  */
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 int ssm_op_is_view(ssm_op op) {
   return op == SSM_OP_RESHAPE || op == SSM_OP_SLICE || op == SSM_OP_TRANSPOSE;

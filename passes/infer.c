@@ -7,7 +7,7 @@
  * the computed one is an error at the node's place, so a graph written by
  * hand or by a pass can be trusted to carry the types its ops compute.
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 /* "file:line:col: " for parsed nodes, "graph NAME: %id (op): " for built ones. */
 static ssm_status at(const ssm_graph *g, const ssm_node *n, ssm_status s) {

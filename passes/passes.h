@@ -10,7 +10,7 @@
 #ifndef SSM_PASSES_H
 #define SSM_PASSES_H
 
-#include "ir.h"
+#include "ir/ir.h"
 
 typedef struct {
   int no_fuse;       /* 1: the fuse pass leaves every op in a kernel of its own */

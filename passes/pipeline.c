@@ -8,7 +8,7 @@
  * pass, so a pass that leaves a broken graph is caught at once and named:
  * "after pass fuse: graph decode: %12 (add): ...".
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 #include <string.h>
 

@@ -13,7 +13,7 @@
  */
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 typedef struct {
   uint64_t off, size;

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "passes.h"
+#include "passes/passes.h"
 
 typedef struct {
   uint64_t lo, hi; /* byte range; states use a separate key space */

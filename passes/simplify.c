@@ -20,7 +20,7 @@
  *
  * The note counts what each rewrite did over all rounds.
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 #include <string.h>
 

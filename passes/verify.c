@@ -3,7 +3,7 @@
  * came from the frontend or the parser. Every later pass may assume what it
  * checks.
  */
-#include "passes.h"
+#include "passes/passes.h"
 
 ssm_status ssm_pass_verify(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n) {
   if (n) out_note[0] = 0;

@@ -4,7 +4,10 @@
  */
 #include <string.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* Runs `ssmc ARGS`; asserts exit status `want_rc` and that the output

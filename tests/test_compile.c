@@ -6,8 +6,11 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "codegen.h"
-#include "runtime.h"
+#include "codegen/codegen.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* Compiles fixture `name` with prefill chunk `chunk` into the temp dir. */

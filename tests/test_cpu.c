@@ -15,7 +15,10 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* ---- a tiny safetensors writer ------------------------------------------- */

@@ -8,7 +8,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ir.h"
+#include "ir/ir.h"
+#include "frontend/frontend.h"
 #include "testutil.h"
 
 static const char *tiny_config(const char *name, const char *extra) {

@@ -11,7 +11,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 #include "testutil.h"
 
 /* ---- helpers ----------------------------------------------------------- */

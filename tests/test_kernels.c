@@ -25,8 +25,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "codegen.h"
-#include "runtime.h"
+#include "codegen/codegen.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 #if defined(__SANITIZE_ADDRESS__)

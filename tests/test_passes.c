@@ -18,8 +18,11 @@
 #include <string.h>
 #include <time.h>
 
-#include "passes.h"
-#include "runtime.h"
+#include "passes/passes.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* ---- helpers ---------------------------------------------------------------- */

@@ -8,7 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* Writes a safetensors file (length prefix, `header`, `n` data bytes) under

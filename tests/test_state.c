@@ -6,7 +6,10 @@
  */
 #include <string.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_untied" /* its greedy continuation is varied */

@@ -12,9 +12,12 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
-#include "unicode.h"
+#include "tokenizer/unicode.h"
 
 static const char *golden_names[] = {"gpt2", "neox", "falcon", "llama3", "splitmix"};
 enum { N_GOLDEN = sizeof golden_names / sizeof *golden_names };

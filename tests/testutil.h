@@ -7,7 +7,7 @@
 
 #include <CUnit/Basic.h>
 
-#include "ir.h"
+#include "ir/ir.h"
 
 /* Runs the suites registered by `add`, prints CUnit's summary, returns the
  * process exit status (non-zero when any assertion failed). */

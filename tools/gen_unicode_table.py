@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Generate runtime/unicode_table.c from Python's unicodedata.
+"""Generate tokenizer/unicode_table.c from Python's unicodedata.
 
 Usage:
-    python3 tools/gen_unicode_table.py > runtime/unicode_table.c
+    python3 tools/gen_unicode_table.py > tokenizer/unicode_table.c
 
 Tables (all sorted, searched by binary search in runtime/unicode.c):
   ssm_uni_classes  ranges of code points of one class: L (letters, Lu Ll Lt

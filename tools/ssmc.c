@@ -16,10 +16,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ir.h"
-#include "codegen.h"
-#include "passes.h"
-#include "runtime.h"
+#include "ir/ir.h"
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 #include <unistd.h>
 
 static const char usage[] =

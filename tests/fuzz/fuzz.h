@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "base.h"
+#include "base/base.h"
 
 /* Replaces the contents of this process's one memfd by `data`; returns a
  * path that opens it. */

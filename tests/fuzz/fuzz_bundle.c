@@ -6,7 +6,10 @@
  * mutations get past the checksum, with its header checksum recomputed.
  */
 #include "fuzz.h"
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 
 static uint64_t fnv1a(const uint8_t *p, size_t n) {
   uint64_t h = 0xcbf29ce484222325ull;

@@ -6,8 +6,8 @@
  * --after all` does, and its dump must round-trip too.
  */
 #include "fuzz.h"
-#include "ir.h"
-#include "passes.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
 
 /* print(g) parses, verifies and prints as itself; returns the text. */
 static char *roundtrip(ssm_graph *g, const char *what) {

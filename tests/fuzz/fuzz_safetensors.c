@@ -4,7 +4,10 @@
  * must read back (as stored and converted to f32) inside its mapping.
  */
 #include "fuzz.h"
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ssm_st *st = NULL;

@@ -5,7 +5,10 @@
  * tensors and position; one that does not must leave the tensors untouched.
  */
 #include "fuzz.h"
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 
 #define NA 6
 #define NB 4

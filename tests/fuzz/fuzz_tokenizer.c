@@ -5,7 +5,10 @@
  * without breaking a UTF-8 character.
  */
 #include "fuzz.h"
-#include "runtime.h"
+#include "bundle/bundle.h"
+#include "runtime/cpu/cpu.h"
+#include "runtime/vulkan/vulkan.h"
+#include "tokenizer/tokenizer.h"
 
 static const char *const texts[] = {
     "def f(x):\n\treturn x  +  1  # caf\xc3\xa9 \xf0\x9f\x98\x80\n", "Hello, world! 12345 don't",

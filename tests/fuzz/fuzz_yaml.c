@@ -5,8 +5,9 @@
  * through the pass pipeline, and its IR must print and read back.
  */
 #include "fuzz.h"
-#include "ir.h"
-#include "passes.h"
+#include "frontend/frontend.h"
+#include "ir/ir.h"
+#include "passes/passes.h"
 
 static const char config[] =
     "{\"model_type\": \"falcon_mamba\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "runtime.h"
+#include "runtime/vulkan/vulkan.h"
 
 static double now_s(void) {
   struct timespec ts;

@@ -26,8 +26,8 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime.h"
-#include "unicode.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 /* ---- byte-level alphabet ------------------------------------------------- */
 

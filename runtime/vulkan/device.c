@@ -24,7 +24,7 @@
 #include <string.h>
 #include <vulkan/vulkan.h>
 
-#include "runtime.h"
+#include "runtime/vulkan/vulkan.h"
 
 #define MAX_MESSAGES 8
 #define STAGING_CHUNK ((size_t)64 << 20)

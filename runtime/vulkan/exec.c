@@ -19,7 +19,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "runtime/vulkan/vulkan.h"
 
 #define MAX_BUFFERS 64
 #define MAX_BINDINGS 32

@@ -29,7 +29,7 @@
 #include <sys/stat.h>
 #include <yaml.h>
 
-#include "expr.h"
+#include "frontend/expr.h"
 
 #define MAX_YAML_BYTES (16u << 20)
 #define MAX_JSON_BYTES (64u << 20)

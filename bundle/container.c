@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
 
 #define HEADER_SIZE 64
 #define MAX_BUNDLE ((uint64_t)1 << 40)

@@ -6,7 +6,7 @@
 #include <stdarg.h>
 #include <string.h>
 
-#include "runtime.h"
+#include "bundle/bundle.h"
 
 static double num(const cJSON *o, const char *k) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);

@@ -8,7 +8,7 @@
  * with the same numerics as the CPU interpreter's unary ops, so a folded
  * graph computes exactly what the unfolded one did.
  */
-#include "runtime.h"
+#include "runtime/weights/weights.h"
 
 #include <math.h>
 #include <string.h>

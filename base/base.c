@@ -1,7 +1,7 @@
 /*
  * base.c — status objects, the arena, the log hook and checked arithmetic.
  */
-#include "base.h"
+#include "base/base.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -6,13 +6,13 @@
  * the primary composites. The composition table is built once, on first
  * use, from the decomposition table.
  */
-#include "unicode.h"
+#include "tokenizer/unicode.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base.h"
+#include "base/base.h"
 
 int ssm_utf8_decode(const char *str, size_t n, uint32_t *cp) {
   const unsigned char *s = (const unsigned char *)str;

@@ -1,130 +1,14 @@
 /*
- * runtime.h — running models: safetensors weights (mmap'd), the CPU
- * reference interpreter of the IR, and (vk.c) the Vulkan runtime.
+ * vulkan.h — the Vulkan runtime: devices, buffers, kernels and recorded
+ * programs (device.c), and the executor that runs a compiled bundle
+ * (exec.c, bench.c).
  */
-#ifndef SSM_RUNTIME_H
-#define SSM_RUNTIME_H
+#ifndef SSM_VULKAN_H
+#define SSM_VULKAN_H
 
-#include "ir.h"
-
-/* ---- safetensors (safetensors.c) --------------------------------------- */
-
-/* One tensor of a checkpoint; `data` points into the mmap'd file. */
-typedef struct {
-  const char *name;
-  ssm_dtype dtype; /* F32, F16, BF16 in the file (I32 for "I32") */
-  int rank;
-  int64_t shape[SSM_MAX_RANK];
-  const void *data;
-  size_t nbytes;
-  const char *file; /* the shard it lives in */
-} ssm_st_tensor;
-
-/* A checkpoint: one .safetensors file, or the shards that a
- * model.safetensors.index.json names. */
-typedef struct ssm_st ssm_st;
-
-/* Opens `path`: a .safetensors file, a model.safetensors.index.json, or a
- * directory holding model.safetensors or model.safetensors.index.json. Every
- * header field is validated (sizes, offsets inside the data section and not
- * overlapping, dtype known, shape product matching the byte size). */
-ssm_status ssm_st_open(const char *path, ssm_st **out);
-void ssm_st_close(ssm_st *st);
-int ssm_st_count(const ssm_st *st);
-const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
-/* NULL if there is no tensor of that name. */
-const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
-/* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
- * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
- * found in DIR"), or a shape other than want's ("tensor 'x' has shape
- * [4,8] in the checkpoint but the model expects [8,4]"). */
-ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
-                       void *dst);
-
-/* A fingerprint of the checkpoint: FNV-1a 64 over every tensor's name,
- * dtype, shape and first 64 bytes of data. State files carry it so a state
- * is not restored into other weights. */
-uint64_t ssm_st_fingerprint(const ssm_st *st);
-
-/* bf16/f16 <-> f32 conversions (round to nearest even). */
-float ssm_bf16_to_f32(uint16_t h);
-uint16_t ssm_f32_to_bf16(float f);
-float ssm_f16_to_f32(uint16_t h);
-uint16_t ssm_f32_to_f16(float f);
-
-/* ---- load-time weight transforms (transform.c) ------------------------- */
-
-/* Applies `transform` (the weight op's attribute: comma-separated names of
- * unary ops of ops.def, applied in order, e.g. "exp,neg" is -exp(w); "" does
- * nothing) to the `n` floats of `data` in place, with the CPU interpreter's
- * numerics (each op in double, stored as float). The whole string is checked
- * before any element changes: an empty or unknown op name is an error naming
- * it. */
-ssm_status ssm_weight_transform(const char *transform, float *data, size_t n);
-
-/* The value of unary op `op` (SSM_KIND_UNARY) at x, as the CPU interpreter
- * computes it. */
-double ssm_unary_eval(ssm_op op, double x);
-
-/* ---- CPU reference interpreter (cpu.c) --------------------------------- */
-
-/* Executes IR graphs op by op in plain C, f32 arithmetic (double
- * accumulation in reductions). State tensors are kept by name across runs and
- * across graphs (a prefill graph and a decode graph share them). */
-typedef struct ssm_cpu ssm_cpu;
-
-ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out);
-void ssm_cpu_destroy(ssm_cpu *c);
-/* Zeroes every state tensor and the position. */
-void ssm_cpu_reset(ssm_cpu *c);
-/* The absolute position of the next run's first token: the number of tokens
- * run since creation or the last reset (part of the model state). */
-int64_t ssm_cpu_position(const ssm_cpu *c);
-/* Runs `g` (verified) with its input "tokens" set to `tokens` (as many as
- * the input's shape holds) and its input "pos" (if any) set to the position,
- * then advances the position by the token count. Copies the graph's first
- * output, converted to f32, into `out` (out_count must equal its element
- * count; out may be NULL). Token ids out of range are an error, not a crash;
- * so is a run that would go past a KV cache ("position 2048 is past
- * --max-seq 2048"), checked before anything runs. */
-ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
-                       float *out, size_t out_count);
-/* The state tensor `name`, created zeroed with `type` if it does not exist
- * yet; an existing one of another type is an error. */
-ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
-/* Tokens fed since the last reset (or since the restored state). */
-int64_t ssm_cpu_position(const ssm_cpu *c);
-void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
-/* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
-uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
-
-/* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
- * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
-ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, int nouts,
-                               float *const *outs, const size_t *counts);
-/* Writes state tensor `name` (created if no run has used it yet) with
- * ssm_type_numel(type) 4-byte elements from `data`. A state of that name
- * with another type is an error. */
-ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
-                               const void *data);
-
-/* The `sample` op on one row of `n` logits with sampler state `state`
- * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
- * interpreter's definition, which templates/sample.glsl.in follows step by
- * step. Greedy (first largest) when temperature <= 0. Otherwise x = (l -
- * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
- * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
- * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u
- * (32 bisection steps) whose kept mass is >= top_p * the total; the id is
- * the first index whose running sum of kept p exceeds r =
- * ssm_sample_uniform(seed, step) * the kept total. `out_margin` (may be
- * NULL) gets how close the decision came to flipping, relative to the total
- * (the draw, the top-p mass) or to the threshold (top-k): a GPU computing in
- * f32 may choose differently only where it is tiny. */
-int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin);
-/* The sampler's uniform number in [0, 1) with 24 bits, from a counter-based
- * hash of (seed, step). */
-double ssm_sample_uniform(uint32_t seed, uint32_t step);
+#include "bundle/bundle.h"
+#include "runtime/backend/backend.h"
+#include "runtime/weights/weights.h"
 
 /* ---- Vulkan (vk.c) ------------------------------------------------------ */
 
@@ -324,40 +208,6 @@ ssm_status ssm_vk_program_wait(ssm_vk *vk, ssm_vk_program *p);
 ssm_status ssm_vk_program_run(ssm_vk *vk, ssm_vk_program *p);
 /* Waits for it if in flight, then frees it. NULL is fine. */
 void ssm_vk_program_destroy(ssm_vk *vk, ssm_vk_program *p);
-/* ---- bundle container (bundle.c) --------------------------------------- */
-
-/* A .ssmb file: a 64-byte header ("SSMB", format version, manifest and blob
- * section extents, FNV-1a 64 checksum of everything after the header), a
- * JSON manifest, and a blob section (SPIR-V, WGSL, IR text) that the manifest
- * refers to by [offset, size]. The container knows nothing of models; the
- * manifest's meaning is codegen's and the executor's. */
-
-#define SSM_BUNDLE_VERSION 1
-
-typedef struct ssm_bundle_writer ssm_bundle_writer;
-
-ssm_bundle_writer *ssm_bundle_writer_create(void);
-void ssm_bundle_writer_destroy(ssm_bundle_writer *w);
-/* Appends a blob (16-byte aligned); *out_offset is its offset in the blob
- * section. */
-void ssm_bundle_writer_add_blob(ssm_bundle_writer *w, const void *data, size_t n,
-                                uint64_t *out_offset);
-/* Writes the file: header, `manifest_json` (not copied), blobs. */
-ssm_status ssm_bundle_writer_save(ssm_bundle_writer *w, const char *manifest_json,
-                                  const char *path);
-
-typedef struct ssm_bundle ssm_bundle;
-
-/* Reads and checks a bundle: magic, version (a different one is refused
- * with both numbers), extents inside the file, checksum, manifest is JSON. */
-ssm_status ssm_bundle_open(const char *path, ssm_bundle **out);
-void ssm_bundle_close(ssm_bundle *b);
-const char *ssm_bundle_path(const ssm_bundle *b);
-/* The manifest text (NUL-terminated) */
-const char *ssm_bundle_manifest(const ssm_bundle *b);
-/* Bounds-checked view of [offset, offset+size) of the blob section. */
-ssm_status ssm_bundle_blob(const ssm_bundle *b, uint64_t offset, uint64_t size,
-                           const void **out);
 
 /* ---- bundle executor (exec.c) ------------------------------------------ */
 
@@ -408,34 +258,9 @@ void ssm_rt_set_position(ssm_rt *rt, int64_t position);
 const char *ssm_rt_arch(const ssm_rt *rt);
 uint64_t ssm_rt_fingerprint(const ssm_rt *rt);
 
-/* ---- state files (statefile.c) ----------------------------------------- */
-
-/* A saved model state: "SSMS", format version, a JSON header (architecture,
- * weights fingerprint, position, each tensor's name, dtype, shape, offset,
- * size, and an FNV-1a 64 checksum of the data), then the tensor data.
- * Loading checks all of it against the model it is restored into: another
- * architecture, other weights, a missing/extra/differently shaped tensor, a
- * truncated or corrupt file are clear errors and change nothing. */
-#define SSM_STATE_VERSION 1
-
-typedef struct {
-  const char *name;
-  ssm_type type;
-  void *data; /* numel * dtype size bytes */
-} ssm_state_tensor;
-
-ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
-                          int64_t position, const ssm_state_tensor *t, int n);
-/* Fills t[i].data (already allocated, sized by t[i].type) from the file. */
-ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerprint,
-                          int64_t *out_position, ssm_state_tensor *t, int n);
-
-/* The same for a running bundle, and for the CPU interpreter with the state
- * tensors that graph `g` declares. */
+/* State files (backend.h) for a running bundle. */
 ssm_status ssm_rt_state_save(ssm_rt *rt, const char *path);
 ssm_status ssm_rt_state_load(ssm_rt *rt, const char *path);
-ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
-ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
 /* Sets the decode program's sampler (its state, step 0): temperature (0:
  * greedy, the first largest logit), top_k (0: off), top_p (1: off), seed
  * (in [0, 2^24)); kept across ssm_rt_reset, which restarts its step. Out of
@@ -456,14 +281,6 @@ ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_
 /* Copies the logits of the last decode run (vocab floats). */
 ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits);
 
-/* ---- inspect and bench (inspect.c, bench.c) ------------------------------ */
-
-/* A readable summary of a bundle (kernels, buffers, programs with their
- * dispatches), or with `json` one JSON object: the manifest without its
- * dispatch lists, plus programs.<name>.dispatches and the planned bytes.
- * malloc'd text. */
-ssm_status ssm_inspect(const char *bundle, int json, char **out_text);
-
 typedef struct {
   double decode_tok_s, prefill_tok_s;
   double decode_feedback_tok_s; /* ssm_rt_generate (0: the bundle has no sampler) */
@@ -478,72 +295,5 @@ typedef struct {
 ssm_status ssm_bench(ssm_rt *rt, int decode_tokens, ssm_bench_result *out);
 /* Bytes of weights the bundle's device buffers hold. */
 uint64_t ssm_rt_weight_bytes(const ssm_rt *rt);
-
-/* ---- tokenizer (tokenizer.c) ------------------------------------------- */
-
-/* A byte-level BPE tokenizer read from a Hugging Face tokenizer.json (the
- * format of GPT-2, GPT-NeoX / Mamba and Falcon / Falcon-Mamba tokenizers).
- * It gives the ids that the `tokenizers` library gives. Supported:
- * model.type "BPE" (merges as "a b" strings or ["a", "b"] pairs,
- * ignore_merges; no byte_fallback, dropout or subword affixes); normalizer
- * null or NFC; pre_tokenizer ByteLevel (add_prefix_space, use_regex) or a
- * Sequence of Split (a literal string, or the GPT-2, GPT-4/Llama-3 or
- * "[0-9][0-9][0-9]" regex; every behavior; invert), Punctuation, Digits and
- * exactly one ByteLevel; added_tokens with special, normalized, lstrip,
- * rstrip and single_word; post_processor null or ByteLevel; decoder
- * ByteLevel. truncation and padding are ignored. Anything else is refused
- * with an error naming the file and the field. Immutable after loading, so
- * it may be shared between threads. */
-typedef struct ssm_tok ssm_tok;
-
-/* Loads and checks `path`. Errors name the file and what is wrong: not JSON
- * ("FILE:LINE:COL: not valid JSON"), an unsupported feature ("FILE:
- * model.type 'Unigram' is not supported (only BPE)"), a missing model.vocab,
- * a merge naming an unknown token, a vocab id out of range or given twice,
- * a byte without its byte-level token. */
-ssm_status ssm_tok_load(const char *path, ssm_tok **out);
-/* NULL is fine. */
-void ssm_tok_free(ssm_tok *t);
-/* Largest token id + 1 (model vocab and added tokens). */
-int32_t ssm_tok_vocab_size(const ssm_tok *t);
-/* The id of the token spelled `token` (an added token such as
- * "<|endoftext|>", or a model token in its byte-level spelling), or -1. */
-int32_t ssm_tok_token_id(const ssm_tok *t, const char *token);
-/* The spelling of token `id` as in tokenizer.json; NULL for an unused id. */
-const char *ssm_tok_token(const ssm_tok *t, int32_t id);
-/* Whether `id` is an added token marked special. */
-int ssm_tok_is_special(const ssm_tok *t, int32_t id);
-
-/* Encodes `len` bytes of UTF-8 `text` into a malloc'd array of ids (free()
- * it; never NULL on success, even for no ids). Added tokens in the text
- * (special ones too) become their ids, as the library does; nothing is
- * added around the text. Text that is not valid UTF-8 is an error. */
-ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_t **out_ids,
-                          size_t *out_n);
-
-/* Decodes ids into malloc'd, NUL-terminated text (the library's
- * decode(ids, skip_special_tokens)). Invalid UTF-8 that tokens produce
- * becomes U+FFFD, as the library does. An unknown id is an error. */
-ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int skip_special,
-                          char **out_text, size_t *out_len);
-
-/* Streaming decoder for generation: feed one id at a time and print what
- * comes back. It never returns part of a multi-byte UTF-8 character: an
- * incomplete one is held until the bytes that complete it arrive (or
- * flush). The concatenation of everything returned equals ssm_tok_decode of
- * all the ids. */
-typedef struct ssm_tok_stream ssm_tok_stream;
-
-ssm_tok_stream *ssm_tok_stream_new(const ssm_tok *t, int skip_special);
-/* NULL is fine. */
-void ssm_tok_stream_free(ssm_tok_stream *s);
-/* Adds token `id`; *out_text (owned by the stream, valid until its next
- * call) gets the bytes that are now complete, *out_len of them (maybe 0).
- * An unknown id is an error and changes nothing. */
-ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_text,
-                               size_t *out_len);
-/* Ends the stream: returns what is still held back (an incomplete sequence
- * becomes U+FFFD) and leaves the stream empty, ready for more. */
-void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len);
 
 #endif

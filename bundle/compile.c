@@ -10,9 +10,9 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 
-#include "codegen.h"
-#include "passes.h"
-#include "runtime.h"
+#include "codegen/codegen.h"
+#include "passes/passes.h"
+#include "bundle/bundle.h"
 
 #define WEIGHT_BUFFER_MAX ((uint64_t)1 << 30)
 

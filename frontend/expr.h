@@ -12,7 +12,7 @@
 #ifndef SSM_EXPR_H
 #define SSM_EXPR_H
 
-#include "ir.h"
+#include "frontend/frontend.h"
 
 /* Bounds on what a description may ask for. */
 #define SSM_FE_MAX_NAME 128         /* identifier length */

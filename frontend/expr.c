@@ -8,7 +8,7 @@
  * a shape like `inner / heads` that does not divide is caught as a non-integer
  * instead of being silently truncated.
  */
-#include "expr.h"
+#include "frontend/expr.h"
 
 #include <ctype.h>
 #include <math.h>

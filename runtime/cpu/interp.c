@@ -17,7 +17,7 @@
  * Shapes are trusted to be verified; the asserts only make sure that an
  * unverified graph cannot make a loop read or write outside a buffer.
  */
-#include "runtime.h"
+#include "runtime/cpu/cpu.h"
 
 #include <math.h>
 #include <string.h>

@@ -19,7 +19,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime.h"
+#include "runtime/weights/weights.h"
 
 #define ST_MAX_HEADER ((size_t)100 << 20)
 #define ST_MAX_INT 9007199254740992.0 /* 2^53: larger JSON numbers are inexact */
@@ -43,57 +43,6 @@ typedef struct {
   size_t begin, end;
   const char *name;
 } st_range;
-
-/* ---- conversions --------------------------------------------------------- */
-
-static uint32_t f32_bits(float f) {
-  uint32_t x;
-  memcpy(&x, &f, 4);
-  return x;
-}
-
-static float bits_f32(uint32_t x) {
-  float f;
-  memcpy(&f, &x, 4);
-  return f;
-}
-
-float ssm_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
-
-uint16_t ssm_f32_to_bf16(float f) {
-  uint32_t x = f32_bits(f);
-  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
-  x += 0x7fffu + ((x >> 16) & 1);
-  return (uint16_t)(x >> 16);
-}
-
-float ssm_f16_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
-  if (exp == 0) {
-    float v = ldexpf((float)mant, -24);
-    return sign ? -v : v;
-  }
-  if (exp == 31) return bits_f32(sign | 0x7f800000u | (mant << 13));
-  return bits_f32(sign | ((exp + 112) << 23) | (mant << 13));
-}
-
-uint16_t ssm_f32_to_f16(float f) {
-  uint32_t x = f32_bits(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) return sign | 0x7e00 | (uint16_t)((ax >> 13) & 0x3ff);
-  if (ax >= 0x477ff000u) return sign | 0x7c00; /* >= 65520 rounds to inf */
-  if (ax >= 0x38800000u) {                      /* normal in f16 */
-    ax -= (uint32_t)(127 - 15) << 23;
-    ax += 0xfffu + ((ax >> 13) & 1);
-    return sign | (uint16_t)(ax >> 13);
-  }
-  /* Subnormal or zero: adding 0.5f puts the f16 subnormal unit (2^-24) at
-   * the f32 ulp, so the FPU rounds to nearest even for us. */
-  float r = bits_f32(ax) + 0.5f;
-  return sign | (uint16_t)(f32_bits(r) - 0x3f000000u);
-}
 
 /* ---- helpers -------------------------------------------------------------- */
 

@@ -1,0 +1,45 @@
+/*
+ * frontend.h — from a model description (models/<name>.yaml) and a Hugging
+ * Face config.json to op IR graphs (frontend.c; the expression language of
+ * the YAML strings is expr.c).
+ */
+#ifndef SSM_FRONTEND_H
+#define SSM_FRONTEND_H
+
+#include "ir/ir.h"
+
+/* A model: an architecture description bound to one config.json. */
+typedef struct ssm_model ssm_model;
+
+/* Loads MODEL, which is an architecture YAML (then `config_path` is
+ * required) or a Hugging Face model directory (config.json in it; its
+ * `model_type` picks models/<yaml>; `config_path` overrides). */
+ssm_status ssm_model_load(const char *model, const char *config_path,
+                          ssm_model **out);
+/* Loads an architecture YAML and its config.json given as text (neither needs
+ * a terminating NUL); the names stand for them in messages. What
+ * ssm_model_load does after reading the files. */
+ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+                               const char *config_name, const char *config, size_t config_len,
+                               ssm_model **out);
+void ssm_model_destroy(ssm_model *m);
+/* Builds the graph that processes `tokens` tokens per run (decode: 1). */
+ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
+/* The architecture's name (from the YAML) and a bound integer parameter
+ * (e.g. "vocab"); returns 0 if absent. */
+const char *ssm_model_arch(const ssm_model *m);
+int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
+/* Sets a param before building: the built-in `max_seq` (the rows of a KV
+ * cache, 1..2^24; default 2048) or any param of the description (as an
+ * integer). An unknown name is an error. */
+ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v);
+
+/* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
+ * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
+ * not embedded. */
+const char *ssm_models_embedded(const char *file);
+/* The file name of the i-th embedded YAML ("mamba1.yaml"), in sorted order;
+ * NULL when i is out of range. */
+const char *ssm_models_embedded_name(int i);
+
+#endif

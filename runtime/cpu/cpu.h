@@ -1,0 +1,75 @@
+/*
+ * cpu.h — the CPU reference interpreter of the op IR.
+ */
+#ifndef SSM_CPU_H
+#define SSM_CPU_H
+
+#include "runtime/backend/backend.h"
+#include "runtime/weights/weights.h"
+
+/* ---- CPU reference interpreter (cpu.c) --------------------------------- */
+
+/* Executes IR graphs op by op in plain C, f32 arithmetic (double
+ * accumulation in reductions). State tensors are kept by name across runs and
+ * across graphs (a prefill graph and a decode graph share them). */
+typedef struct ssm_cpu ssm_cpu;
+
+ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out);
+void ssm_cpu_destroy(ssm_cpu *c);
+/* Zeroes every state tensor and the position. */
+void ssm_cpu_reset(ssm_cpu *c);
+/* The absolute position of the next run's first token: the number of tokens
+ * run since creation or the last reset (part of the model state). */
+int64_t ssm_cpu_position(const ssm_cpu *c);
+/* Runs `g` (verified) with its input "tokens" set to `tokens` (as many as
+ * the input's shape holds) and its input "pos" (if any) set to the position,
+ * then advances the position by the token count. Copies the graph's first
+ * output, converted to f32, into `out` (out_count must equal its element
+ * count; out may be NULL). Token ids out of range are an error, not a crash;
+ * so is a run that would go past a KV cache ("position 2048 is past
+ * --max-seq 2048"), checked before anything runs. */
+ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
+                       float *out, size_t out_count);
+/* The state tensor `name`, created zeroed with `type` if it does not exist
+ * yet; an existing one of another type is an error. */
+ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
+/* Tokens fed since the last reset (or since the restored state). */
+int64_t ssm_cpu_position(const ssm_cpu *c);
+void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
+/* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
+uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
+
+/* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
+ * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
+ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, int nouts,
+                               float *const *outs, const size_t *counts);
+/* Writes state tensor `name` (created if no run has used it yet) with
+ * ssm_type_numel(type) 4-byte elements from `data`. A state of that name
+ * with another type is an error. */
+ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
+                               const void *data);
+
+/* The `sample` op on one row of `n` logits with sampler state `state`
+ * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
+ * interpreter's definition, which templates/sample.glsl.in follows step by
+ * step. Greedy (first largest) when temperature <= 0. Otherwise x = (l -
+ * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
+ * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
+ * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u
+ * (32 bisection steps) whose kept mass is >= top_p * the total; the id is
+ * the first index whose running sum of kept p exceeds r =
+ * ssm_sample_uniform(seed, step) * the kept total. `out_margin` (may be
+ * NULL) gets how close the decision came to flipping, relative to the total
+ * (the draw, the top-p mass) or to the threshold (top-k): a GPU computing in
+ * f32 may choose differently only where it is tiny. */
+int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin);
+/* The sampler's uniform number in [0, 1) with 24 bits, from a counter-based
+ * hash of (seed, step). */
+double ssm_sample_uniform(uint32_t seed, uint32_t step);
+
+/* State files (backend.h) for the interpreter, with the state tensors that
+ * graph `g` declares. */
+ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
+ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
+
+#endif

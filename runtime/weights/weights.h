@@ -1,0 +1,64 @@
+/*
+ * weights.h — the checkpoint side of the runtime: safetensors files (mmap'd,
+ * single or sharded) and the load-time weight transforms that the IR's
+ * weight op names.
+ */
+#ifndef SSM_WEIGHTS_H
+#define SSM_WEIGHTS_H
+
+#include "ir/ir.h"
+
+/* ---- safetensors (safetensors.c) --------------------------------------- */
+
+/* One tensor of a checkpoint; `data` points into the mmap'd file. */
+typedef struct {
+  const char *name;
+  ssm_dtype dtype; /* F32, F16, BF16 in the file (I32 for "I32") */
+  int rank;
+  int64_t shape[SSM_MAX_RANK];
+  const void *data;
+  size_t nbytes;
+  const char *file; /* the shard it lives in */
+} ssm_st_tensor;
+
+/* A checkpoint: one .safetensors file, or the shards that a
+ * model.safetensors.index.json names. */
+typedef struct ssm_st ssm_st;
+
+/* Opens `path`: a .safetensors file, a model.safetensors.index.json, or a
+ * directory holding model.safetensors or model.safetensors.index.json. Every
+ * header field is validated (sizes, offsets inside the data section and not
+ * overlapping, dtype known, shape product matching the byte size). */
+ssm_status ssm_st_open(const char *path, ssm_st **out);
+void ssm_st_close(ssm_st *st);
+int ssm_st_count(const ssm_st *st);
+const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
+/* NULL if there is no tensor of that name. */
+const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
+/* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
+ * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
+ * found in DIR"), or a shape other than want's ("tensor 'x' has shape
+ * [4,8] in the checkpoint but the model expects [8,4]"). */
+ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
+                       void *dst);
+
+/* A fingerprint of the checkpoint: FNV-1a 64 over every tensor's name,
+ * dtype, shape and first 64 bytes of data. State files carry it so a state
+ * is not restored into other weights. */
+uint64_t ssm_st_fingerprint(const ssm_st *st);
+
+/* ---- load-time weight transforms (transform.c) ------------------------- */
+
+/* Applies `transform` (the weight op's attribute: comma-separated names of
+ * unary ops of ops.def, applied in order, e.g. "exp,neg" is -exp(w); "" does
+ * nothing) to the `n` floats of `data` in place, with the CPU interpreter's
+ * numerics (each op in double, stored as float). The whole string is checked
+ * before any element changes: an empty or unknown op name is an error naming
+ * it. */
+ssm_status ssm_weight_transform(const char *transform, float *data, size_t n);
+
+/* The value of unary op `op` (SSM_KIND_UNARY) at x, as the CPU interpreter
+ * computes it. */
+double ssm_unary_eval(ssm_op op, double x);
+
+#endif
