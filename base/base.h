@@ -1,15 +1,28 @@
 /*
- * base.h — the few things every layer of ssmc shares: the status type that
- * carries user-facing errors, the arena that owns IR memory, and the log hook.
+ * base.h — what every layer of ssmc shares: the status type that carries
+ * user-facing errors, the log hook, checked allocation, the arena that owns
+ * IR memory, growable arrays, a string builder, a hash and file reading.
  *
  * A status is NULL for success. An error status owns a formatted message that
  * already names the place ("models/x.yaml:12:7: unknown op 'scna'"). Callers
  * propagate with SSM_TRY and add context with ssm_status_wrap. Broken internal
  * invariants are asserts (SSM_ASSERT), never statuses.
+ *
+ * Memory: an allocation whose size comes from the input (a tensor, a file, a
+ * vocabulary) goes through ssm_alloc, which returns SSM_ERR_NOMEM; small
+ * bookkeeping (nodes, names, lists) goes through the ssm_x* allocators, the
+ * arena, growable arrays and the string builder, which never return NULL: on
+ * exhausted host memory they report it once and abort (ssm_fatal_nomem).
+ *
+ * Lifecycle verbs, the same across the tree: an object made from a file or
+ * a device is opened and closed (ssm_st_open/ssm_st_close); any other is
+ * created and destroyed (ssm_graph_create/ssm_graph_destroy). A status,
+ * being a value, is made with ssm_status_new and freed with ssm_status_free.
  */
 #ifndef SSM_BASE_H
 #define SSM_BASE_H
 
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -68,20 +81,77 @@ void ssm_log(const char *fmt, ...) SSM_PRINTF(1, 2);
 int ssm_size_mul(size_t a, size_t b, size_t *out);
 int ssm_size_add(size_t a, size_t b, size_t *out);
 
-/* ---- arena ------------------------------------------------------------- */
+/* ---- checked allocation (memory.c) -------------------------------------- */
+
+/* `count` zeroed elements of `size` bytes (at least one byte is allocated).
+ * An overflowing size or exhausted host memory is an SSM_ERR_NOMEM status
+ * that names the size; callers add what it was for with ssm_status_wrap. */
+ssm_status ssm_alloc(size_t count, size_t size, void **out);
+
+/* Bookkeeping allocators: never NULL (see the top of this file). */
+void *ssm_xmalloc(size_t n);
+void *ssm_xcalloc(size_t count, size_t size);
+void *ssm_xrealloc(void *p, size_t n);
+/* ssm_xrealloc to `count` elements of `size`, overflow-checked. */
+void *ssm_xreallocarray(void *p, size_t count, size_t size);
+char *ssm_xstrdup(const char *s);
+char *ssm_xstrndup(const char *s, size_t n);
+/* Reports exhausted host memory (`bytes` wanted) and aborts. */
+void ssm_fatal_nomem(size_t bytes);
+
+/* ---- growable arrays (memory.c) ------------------------------------------ */
+
+/* A growable array is any struct with `items` (T *), `n` and `cap`
+ * (size_t), zero-initialized; SSM_VEC(T) declares one. Storage grows by
+ * doubling through ssm_xrealloc. */
+#define SSM_VEC(T) struct { T *items; size_t n, cap; }
+/* Makes room for `extra` more items. */
+#define ssm_vec_reserve(v, extra)                                               \
+  ((v)->items = ssm_vec_grow_((v)->items, &(v)->cap, (v)->n + (extra), sizeof *(v)->items))
+/* Appends `x`. */
+#define ssm_vec_push(v, x) (ssm_vec_reserve(v, 1), (v)->items[(v)->n++] = (x))
+/* Frees the storage and empties the array. */
+#define ssm_vec_free(v) (free((v)->items), (v)->items = NULL, (v)->n = (v)->cap = 0)
+void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem);
+
+/* ---- string builder (text.c) ---------------------------------------------- */
+
+/* Appends formatted text to a growing NUL-terminated string. Zero-initialize
+ * (ssm_sb b = {0}); `s` is NULL until the first append. */
+typedef struct {
+  char *s;
+  size_t n, cap;
+} ssm_sb;
+
+void ssm_sb_printf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
+void ssm_sb_vprintf(ssm_sb *b, const char *fmt, va_list ap);
+void ssm_sb_append(ssm_sb *b, const void *data, size_t n);
+/* The text so far ("" before the first append). */
+const char *ssm_sb_str(const ssm_sb *b);
+/* Hands the malloc'd text to the caller (never NULL) and empties `b`. */
+char *ssm_sb_take(ssm_sb *b);
+void ssm_sb_free(ssm_sb *b);
+
+/* ---- hashing (text.c) ------------------------------------------------------ */
+
+/* FNV-1a 64 of `n` bytes, continuing from `h` (start with SSM_FNV_INIT). */
+#define SSM_FNV_INIT 0xcbf29ce484222325ull
+uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n);
+
+/* ---- arena (memory.c) ----------------------------------------------------- */
 
 /* An arena hands out memory that is freed all at once by ssm_arena_destroy. */
 typedef struct ssm_arena ssm_arena;
 
 ssm_arena *ssm_arena_create(void);
 void ssm_arena_destroy(ssm_arena *a);
-/* Zeroed, 16-byte aligned memory; aborts on exhaustion of host memory. */
+/* Zeroed, 16-byte aligned memory (bookkeeping: never NULL). */
 void *ssm_arena_alloc(ssm_arena *a, size_t size);
 char *ssm_arena_strdup(ssm_arena *a, const char *s);
 char *ssm_arena_strndup(ssm_arena *a, const char *s, size_t n);
 char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
 
-/* ---- files ------------------------------------------------------------- */
+/* ---- files (text.c) ------------------------------------------------------ */
 
 /* Reads a whole file into malloc'd memory with a terminating NUL.
  * `max_bytes` bounds what is accepted (0: 1 GiB). */
