@@ -157,5 +157,10 @@ char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
  * `max_bytes` bounds what is accepted (0: 1 GiB). */
 ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
                          size_t *out_size);
+/* Writes the `n` parts one after another to `path`, atomically: into a new
+ * temporary file beside it, flushed, then renamed over it. On any failure
+ * `path` keeps what it had and the temporary file is removed. */
+ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
+                          const size_t *sizes);
 
 #endif

@@ -2,7 +2,10 @@
  * text.c — the string builder, FNV-1a hashing, and reading whole files.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "base/base.h"
 
@@ -77,5 +80,41 @@ ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
   }
   *out_size = b.n;
   *out_data = ssm_sb_take(&b);
+  return NULL;
+}
+
+/* Writes the parts to an open descriptor; 0 or an errno. */
+static int write_all(int fd, int n, const void *const *parts, const size_t *sizes) {
+  for (int i = 0; i < n; i++)
+    for (size_t done = 0; done < sizes[i];) {
+      ssize_t w = write(fd, (const char *)parts[i] + done, sizes[i] - done);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) return w < 0 ? errno : EIO;
+      done += (size_t)w;
+    }
+  return 0;
+}
+
+ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
+                          const size_t *sizes) {
+  struct stat st;
+  int err = 0;
+  if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+    /* a device or a pipe (/dev/null, /dev/stdout): written in place */
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
+    if (fd >= 0 && close(fd) && !err) err = errno;
+  } else {
+    ssm_sb tmp = {0};
+    ssm_sb_printf(&tmp, "%s.tmp-%ld", path, (long)getpid());
+    int fd = open(tmp.s, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
+    if (!err && fsync(fd)) err = errno;
+    if (fd >= 0 && close(fd) && !err) err = errno;
+    if (!err && rename(tmp.s, path)) err = errno;
+    if (err && fd >= 0) unlink(tmp.s);
+    ssm_sb_free(&tmp);
+  }
+  if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
   return NULL;
 }

@@ -1,6 +1,23 @@
 /*
- * bundle.h — the .ssmb kernel bundle: the container (container.c), compiling
- * a model into one (compile.c), and what `ssmc inspect` shows (inspect.c).
+ * bundle.h — the .ssmb kernel bundle: what ssmc compiles a model into and
+ * what a runtime executes.
+ *
+ * A bundle is a typed manifest (the architecture, the buffers and where
+ * every weight and state lives in them, the kernels, and the decode and
+ * prefill programs as dispatch lists) and a blob section (SPIR-V, GLSL and
+ * IR text) that the manifest refers to. compile.c builds one from a model;
+ * container.c writes and reads the file; manifest.c is the only code that
+ * knows the manifest's JSON keys, and it checks every field when it reads
+ * one, so code that holds an ssm_manifest may trust it: indices are in
+ * range, regions lie inside their buffers, blobs inside the blob section,
+ * sizes agree with shapes. inspect.c describes a bundle for people and tools.
+ *
+ * File layout (integers little-endian):
+ *   0  "SSMB"            4  u32 format version (SSM_BUNDLE_VERSION)
+ *   8  u64 manifest off  16 u64 manifest size
+ *   24 u64 blobs off     32 u64 blobs size
+ *   40 u64 FNV-1a 64 of bytes [64, end)       48 16 reserved zero bytes
+ *   64 manifest (JSON, not NUL-terminated), zero padding to 16, blobs.
  */
 #ifndef SSM_BUNDLE_H
 #define SSM_BUNDLE_H
@@ -8,62 +25,154 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 
-/* ---- bundle container (bundle.c) --------------------------------------- */
+#define SSM_BUNDLE_VERSION 2
+#define SSM_BUNDLE_MAX_BUFFERS 64
+#define SSM_BUNDLE_MAX_BINDINGS SSM_CG_MAX_BINDINGS
 
-/* A .ssmb file: a 64-byte header ("SSMB", format version, manifest and blob
- * section extents, FNV-1a 64 checksum of everything after the header), a
- * JSON manifest, and a blob section (SPIR-V, WGSL, IR text) that the manifest
- * refers to by [offset, size]. The container knows nothing of models; the
- * manifest's meaning is codegen's and the executor's. */
+/* ---- the typed manifest (manifest.c) ------------------------------------- */
 
-#define SSM_BUNDLE_VERSION 1
+/* [offset, offset+size) of the blob section. */
+typedef struct {
+  uint64_t offset, size;
+} ssm_blob;
 
-typedef struct ssm_bundle_writer ssm_bundle_writer;
+/* `bytes` bytes at `offset` of buffer `buffer`. */
+typedef struct {
+  int buffer;
+  uint64_t offset, bytes;
+} ssm_region;
 
-ssm_bundle_writer *ssm_bundle_writer_create(void);
-void ssm_bundle_writer_destroy(ssm_bundle_writer *w);
-/* Appends a blob (16-byte aligned); *out_offset is its offset in the blob
- * section. */
-void ssm_bundle_writer_add_blob(ssm_bundle_writer *w, const void *data, size_t n,
-                                uint64_t *out_offset);
-/* Writes the file: header, `manifest_json` (not copied), blobs. */
-ssm_status ssm_bundle_writer_save(ssm_bundle_writer *w, const char *manifest_json,
-                                  const char *path);
+typedef enum { SSM_BUFFER_STATE, SSM_BUFFER_ACTIVATIONS, SSM_BUFFER_WEIGHTS } ssm_buffer_usage;
+
+typedef struct {
+  ssm_buffer_usage usage;
+  uint64_t bytes;
+} ssm_mf_buffer;
+
+/* A weight (a checkpoint tensor, converted to `type` and transformed at
+ * load) or a state tensor (zero at start, kept across runs). */
+typedef struct {
+  const char *name;
+  ssm_type type;
+  const char *transform; /* weights: the load-time transform ("" for none) */
+  ssm_region region;     /* region.bytes is type's size */
+} ssm_mf_tensor;
+
+typedef struct {
+  const char *name;   /* "k3_matmul" */
+  const char *family; /* the template it was made from */
+  const char *params; /* the fused ops and knobs, for people */
+  int nbindings;      /* storage buffers at set 0, bindings 0..n-1 */
+  ssm_blob spirv, glsl;
+} ssm_mf_kernel;
+
+/* One dispatch of a program. */
+typedef struct {
+  int kernel;       /* index into kernels */
+  int barrier;      /* wait for the writes of earlier dispatches first */
+  uint32_t groups[3];
+  int nbindings;    /* the kernel's */
+  ssm_region bindings[SSM_BUNDLE_MAX_BINDINGS];
+  const char *op;   /* the kernel's params, for people */
+} ssm_mf_step;
+
+/* A program processes `tokens` tokens per run: the ids go to `tokens_in`,
+ * the position of the first to `pos` (when the program reads it), and the
+ * logits f32[tokens, vocab] come out at `output`. A program with a sampler
+ * also draws the next id (i32) into `next` with the sampler state at
+ * `sampler` (f32[SSM_SAMPLER_STATE_LEN]); a runtime copies `next` into
+ * `tokens_in` to run the next step without the host. */
+typedef struct {
+  int tokens;
+  ssm_region tokens_in;
+  int has_pos;
+  ssm_region pos;
+  ssm_region output;
+  int has_sampler;
+  ssm_region next, sampler;
+  int nsteps;
+  ssm_mf_step *steps;
+  uint64_t activation_bytes;           /* the planned activation pool */
+  uint64_t activation_bytes_unplanned; /* one buffer per value */
+  ssm_blob ir;                         /* the graph after every pass */
+} ssm_mf_program;
+
+typedef struct {
+  const char *generator;    /* "ssmc 0.2.0" */
+  const char *architecture; /* the model description's name */
+  int64_t vocab;
+  int64_t max_seq; /* the positions a KV cache holds; 0 when no program reads pos */
+  int64_t eos;     /* config.json's eos_token_id; -1 when it has none */
+  ssm_dtype dtype;
+  uint32_t align;  /* every region offset is a multiple of it */
+  int nbuffers;
+  ssm_mf_buffer *buffers;
+  int nweights;
+  ssm_mf_tensor *weights;
+  int nstates;
+  ssm_mf_tensor *states;
+  int nkernels;
+  ssm_mf_kernel *kernels;
+  ssm_mf_program decode, prefill; /* decode.tokens is 1 */
+} ssm_manifest;
+
+/* The manifest as JSON (malloc'd). */
+char *ssm_manifest_to_json(const ssm_manifest *m);
+/* Reads and checks a manifest: every field present with the right type and
+ * in range (see the top of this file). `name` (the bundle) starts every
+ * message: "m.ssmb: corrupt manifest: programs.decode.steps[3].kernel is
+ * out of range". Strings and arrays are allocated in `arena`. */
+ssm_status ssm_manifest_parse(const char *json, size_t len, const char *name,
+                              uint64_t blobs_size, ssm_arena *arena, ssm_manifest *out);
+/* Bytes of all weights (the sum of their regions). */
+uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m);
+
+/* ---- the container (container.c) ---------------------------------------- */
 
 typedef struct ssm_bundle ssm_bundle;
 
-/* Reads and checks a bundle: magic, version (a different one is refused
- * with both numbers), extents inside the file, checksum, manifest is JSON. */
+/* Reads and checks a bundle file: magic, version (another one is refused
+ * with both numbers), extents inside the file, reserved bytes zero,
+ * checksum, and the manifest (ssm_manifest_parse). */
 ssm_status ssm_bundle_open(const char *path, ssm_bundle **out);
+/* The same from `size` bytes in memory (copied); `name` stands for them in
+ * messages. */
+ssm_status ssm_bundle_open_memory(const void *data, size_t size, const char *name,
+                                  ssm_bundle **out);
+/* NULL is fine. */
 void ssm_bundle_close(ssm_bundle *b);
-const char *ssm_bundle_path(const ssm_bundle *b);
-/* The manifest text (NUL-terminated) */
-const char *ssm_bundle_manifest(const ssm_bundle *b);
-/* Bounds-checked view of [offset, offset+size) of the blob section. */
-ssm_status ssm_bundle_blob(const ssm_bundle *b, uint64_t offset, uint64_t size,
-                           const void **out);
+/* The path it was opened from, or the name it was given. */
+const char *ssm_bundle_name(const ssm_bundle *b);
+const ssm_manifest *ssm_bundle_manifest(const ssm_bundle *b);
+/* The bytes of a blob of the manifest (checked when the bundle was read). */
+const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob);
+/* The file's bytes (malloc'd). */
+ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size);
+/* Writes the file: to a temporary file next to `path`, then renamed over
+ * it, so a failed write leaves whatever was at `path` untouched. */
+ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path);
 
-/* ---- compiling a model to a bundle (compile.c) ------------------------- */
+/* ---- compiling a model (compile.c) --------------------------------------- */
 
 typedef struct {
-  int prefill_tokens;   /* T of the prefill program (default 32) */
+  int prefill_tokens;   /* T of the prefill program (0: 32) */
   ssm_dtype dtype;      /* weight and activation dtype (f32 only for now) */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
 } ssm_compile_opts;
 
-/* Builds the decode (T=1) and prefill graphs of `m`, plans memory, generates
- * and compiles the kernels, and writes the bundle to `out_path`. */
-ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *out_path);
+/* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs
+ * the passes, generates and compiles the kernels, and lays out the
+ * buffers: an in-memory bundle. */
+ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out);
 
+/* ---- describing a bundle (inspect.c) ------------------------------------- */
 
-/* ---- inspect and bench (inspect.c, bench.c) ------------------------------ */
-
-/* A readable summary of a bundle (kernels, buffers, programs with their
- * dispatches), or with `json` one JSON object: the manifest without its
- * dispatch lists, plus programs.<name>.dispatches and the planned bytes.
- * malloc'd text. */
-ssm_status ssm_inspect(const char *bundle, int json, char **out_text);
-
+/* For people: the architecture, buffers, weights and state, each kernel
+ * with its fused ops, and each program with its dispatches and activation
+ * bytes. With `json`: one JSON object, the manifest without the dispatch
+ * lists plus programs.<name>.dispatches, programs.<name>.dispatches_by_op
+ * and weight_bytes. malloc'd. */
+char *ssm_bundle_describe(const ssm_bundle *b, int json);
 
 #endif

@@ -1,182 +1,102 @@
 /*
- * compile.c — from a model to a .ssmb bundle.
+ * compile.c — from a model to an in-memory bundle.
  *
- * Builds the decode (T=1) and prefill (T=C) graphs, gives every value a place
- * in a memory pool (weights and state shared by both programs; constants;
- * activations), generates one kernel per working node, deduplicates kernels
- * with identical source, compiles them to SPIR-V, and writes the manifest
- * (cJSON) with both programs as dispatch lists.
+ * Builds the decode (T=1, drawing its next token with a sampler) and prefill
+ * (T=C) graphs, runs the passes on each, and lays out memory: weights and
+ * states by name, shared by both programs, in their own buffers (weights
+ * in buffers of at most 1 GiB), and one activation buffer sized for the
+ * larger plan. Every fused group becomes a kernel (codegen); kernels with
+ * identical source are kept once and compiled to SPIR-V. Each program is
+ * its dispatches in order, with a barrier where schedule asks for one.
  */
-#include <cjson/cJSON.h>
 #include <string.h>
 
-#include "codegen/codegen.h"
+#include "bundle/internal.h"
 #include "passes/passes.h"
-#include "bundle/bundle.h"
 
 #define WEIGHT_BUFFER_MAX ((uint64_t)1 << 30)
+#define ALIGN SSM_BUNDLE_ALIGN
 
-enum { POOL_STATE, POOL_CONST, POOL_ACT, POOL_WEIGHTS0 };
-
-typedef struct {
-  int buffer;
-  uint64_t offset, bytes;
-} region;
+enum { BUF_STATE, BUF_ACT, BUF_WEIGHTS0 };
 
 typedef struct {
-  const char *name;
-  region r;
-} named_region;
-
-typedef struct {
-  /* pools */
-  uint64_t pool_bytes[64];
-  int npools;
-  /* weights and states by name, shared by both programs */
-  named_region *weights, *states;
-  int nweights, nstates, cap_weights, cap_states;
-  cJSON *jweights, *jstates, *jconsts, *jkernels;
-  /* kernels, deduplicated by source */
-  const char **kernel_src;
-  int nkernels, cap_kernels;
-  ssm_bundle_writer *bw;
-  ssm_arena *arena;
-  uint64_t act_bytes; /* largest activation need of the programs */
-  int uses_pos;       /* a program reads the input "pos" (then max_seq bounds it) */
+  ssm_bundle *b;
+  ssm_manifest *m;
+  SSM_VEC(ssm_mf_buffer) buffers;
+  SSM_VEC(ssm_mf_tensor) weights;
+  SSM_VEC(ssm_mf_tensor) states; /* the sampler's too; it is left out of the manifest's */
+  SSM_VEC(ssm_mf_kernel) kernels;
+  SSM_VEC(const char *) kernel_src;
+  ssm_sb blobs;
+  ssm_arena *tmp;     /* generated kernels, while compiling */
+  uint64_t act_bytes; /* the larger activation plan */
+  int uses_pos;       /* a program reads "pos" (then max_seq bounds it) */
 } compiler;
 
-static uint64_t align_up(uint64_t x) { return (x + SSM_BUNDLE_ALIGN - 1) & ~(uint64_t)(SSM_BUNDLE_ALIGN - 1); }
+static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
 static uint64_t type_bytes(const ssm_type *t) {
   return (uint64_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
 }
 
-static region alloc_in(compiler *c, int pool, uint64_t bytes) {
-  region r = {pool, align_up(c->pool_bytes[pool]), bytes};
-  c->pool_bytes[pool] = r.offset + bytes;
+static ssm_blob add_blob(compiler *c, const void *data, size_t n) {
+  while (c->blobs.n % 16) ssm_sb_append(&c->blobs, "", 1);
+  ssm_blob b = {c->blobs.n, n};
+  ssm_sb_append(&c->blobs, data, n);
+  return b;
+}
+
+static ssm_region alloc_in(compiler *c, int buffer, uint64_t bytes) {
+  ssm_mf_buffer *buf = &c->buffers.items[buffer];
+  ssm_region r = {buffer, align_up(buf->bytes), bytes};
+  buf->bytes = r.offset + bytes;
   return r;
 }
 
-static cJSON *jshape(const ssm_type *t) {
-  cJSON *a = cJSON_CreateArray();
-  for (int d = 0; d < t->rank; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)t->dims[d]));
-  return a;
-}
-
-static cJSON *jregion(region r) {
-  cJSON *a = cJSON_CreateArray();
-  cJSON_AddItemToArray(a, cJSON_CreateNumber(r.buffer));
-  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)r.offset));
-  cJSON_AddItemToArray(a, cJSON_CreateNumber((double)r.bytes));
-  return a;
-}
-
-static named_region *find_named(named_region *v, int n, const char *name) {
-  for (int i = 0; i < n; i++)
+static ssm_mf_tensor *find(ssm_mf_tensor *v, size_t n, const char *name) {
+  for (size_t i = 0; i < n; i++)
     if (!strcmp(v[i].name, name)) return &v[i];
   return NULL;
 }
 
-static named_region *push_named(named_region **v, int *n, int *cap) {
-  if (*n == *cap) {
-    *cap = *cap ? *cap * 2 : 64;
-    *v = realloc(*v, sizeof **v * (size_t)*cap);
-    if (!*v) abort();
-  }
-  return &(*v)[(*n)++];
-}
-
-/* Weights go to pools of at most 1 GiB (a larger tensor gets one alone). */
-static region place_weight(compiler *c, const ssm_node *n) {
+/* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone). */
+static ssm_region place_weight(compiler *c, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
-  named_region *w = find_named(c->weights, c->nweights, name);
-  if (w) return w->r;
+  ssm_mf_tensor *w = find(c->weights.items, c->weights.n, name);
+  if (w) return w->region;
   uint64_t bytes = type_bytes(&n->result->type);
-  int pool = c->npools - 1;
-  if (pool < POOL_WEIGHTS0 || (c->pool_bytes[pool] &&
-                               align_up(c->pool_bytes[pool]) + bytes > WEIGHT_BUFFER_MAX))
-    pool = c->npools++;
-  SSM_ASSERT(c->npools <= 64);
-  w = push_named(&c->weights, &c->nweights, &c->cap_weights);
-  w->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
-  w->r = alloc_in(c, pool, bytes);
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "name", name);
-  cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(n->result->type.dtype));
-  cJSON_AddItemToObject(j, "shape", jshape(&n->result->type));
-  cJSON_AddStringToObject(j, "transform", ssm_node_str(n, "transform", ""));
-  cJSON_AddItemToObject(j, "region", jregion(w->r));
-  cJSON_AddItemToArray(c->jweights, j);
-  return w->r;
+  int last = (int)c->buffers.n - 1;
+  if (last < BUF_WEIGHTS0 || (c->buffers.items[last].bytes &&
+                              align_up(c->buffers.items[last].bytes) + bytes > WEIGHT_BUFFER_MAX)) {
+    ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_WEIGHTS, 0}));
+    last++;
+  }
+  ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type,
+                     ssm_arena_strdup(c->b->arena, ssm_node_str(n, "transform", "")),
+                     alloc_in(c, last, bytes)};
+  ssm_vec_push(&c->weights, t);
+  return t.region;
 }
 
-static ssm_status place_state(compiler *c, const ssm_node *n, region *out) {
+static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   const char *name = ssm_node_str(n, "name", "");
-  named_region *s = find_named(c->states, c->nstates, name);
+  ssm_mf_tensor *s = find(c->states.items, c->states.n, name);
   if (s) {
-    if (s->r.bytes != type_bytes(&n->result->type))
-      return ssm_status_new(SSM_ERR_INVALID, "state '%s' has different sizes in the decode and "
+    if (!ssm_type_equal(&s->type, &n->result->type))
+      return ssm_status_new(SSM_ERR_INVALID, "state '%s' has different types in the decode and "
                             "prefill graphs", name);
-    *out = s->r;
+    *out = s->region;
     return NULL;
   }
-  s = push_named(&c->states, &c->nstates, &c->cap_states);
-  s->name = ssm_arena_strdup(c->arena, name); /* outlives the graph */
-  s->r = alloc_in(c, POOL_STATE, type_bytes(&n->result->type));
-  /* the sampler is settings, not model state: programs.decode.sampler has it */
-  if (!strcmp(name, SSM_SAMPLER_STATE)) {
-    *out = s->r;
-    return NULL;
-  }
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "name", name);
-  cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(n->result->type.dtype));
-  cJSON_AddItemToObject(j, "shape", jshape(&n->result->type));
-  cJSON_AddItemToObject(j, "region", jregion(s->r));
-  cJSON_AddItemToArray(c->jstates, j);
-  *out = s->r;
+  ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type, "",
+                     alloc_in(c, BUF_STATE, type_bytes(&n->result->type))};
+  ssm_vec_push(&c->states, t);
+  *out = t.region;
   return NULL;
 }
 
-static int kernel_index(compiler *c, const char *src) {
-  for (int i = 0; i < c->nkernels; i++)
-    if (!strcmp(c->kernel_src[i], src)) return i;
-  if (c->nkernels == c->cap_kernels) {
-    c->cap_kernels = c->cap_kernels ? c->cap_kernels * 2 : 64;
-    c->kernel_src = realloc(c->kernel_src, sizeof *c->kernel_src * (size_t)c->cap_kernels);
-    if (!c->kernel_src) abort();
-  }
-  c->kernel_src[c->nkernels] = src;
-  return c->nkernels++;
-}
-
-static ssm_status add_kernel_json(compiler *c, int index, const ssm_cg_kernel *k) {
-  uint32_t *words;
-  size_t nwords;
-  char name[32];
-  snprintf(name, sizeof name, "k%d_%s", index, k->family);
-  SSM_TRY(ssm_cg_compile_glsl(k->glsl, name, &words, &nwords));
-  uint64_t spv_off, glsl_off;
-  ssm_bundle_writer_add_blob(c->bw, words, nwords * 4, &spv_off);
-  free(words);
-  ssm_bundle_writer_add_blob(c->bw, k->glsl, strlen(k->glsl), &glsl_off);
-  cJSON *j = cJSON_CreateObject();
-  cJSON_AddStringToObject(j, "name", name);
-  cJSON_AddStringToObject(j, "template", k->family);
-  cJSON_AddStringToObject(j, "params", k->params);
-  cJSON_AddNumberToObject(j, "bindings", k->nbindings);
-  cJSON *spv = cJSON_AddArrayToObject(j, "spirv");
-  cJSON_AddItemToArray(spv, cJSON_CreateNumber((double)spv_off));
-  cJSON_AddItemToArray(spv, cJSON_CreateNumber((double)(nwords * 4)));
-  cJSON *gl = cJSON_AddArrayToObject(j, "glsl");
-  cJSON_AddItemToArray(gl, cJSON_CreateNumber((double)glsl_off));
-  cJSON_AddItemToArray(gl, cJSON_CreateNumber((double)strlen(k->glsl)));
-  cJSON_AddItemToArray(c->jkernels, j);
-  return NULL;
-}
-
-/* Where a bound value lives: activations (planned), a weight, a state. */
-static ssm_status region_of(compiler *c, const ssm_value *v, uint64_t act_align, region *out) {
+/* Where a bound value lives: a weight, a state, or planned activations. */
+static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   const ssm_node *d = v->def;
   if (d->op == SSM_OP_WEIGHT) {
     *out = place_weight(c, d);
@@ -187,10 +107,31 @@ static ssm_status region_of(compiler *c, const ssm_value *v, uint64_t act_align,
   if (ofs < 0)
     return ssm_status_new(SSM_ERR_INTERNAL, "%s result has no planned memory",
                           ssm_op_info_get(d->op)->name);
-  uint64_t bytes = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
-  *out = (region){POOL_ACT, (uint64_t)ofs, bytes};
-  uint64_t end = (uint64_t)ofs + (bytes + act_align - 1) / act_align * act_align;
+  *out = (ssm_region){BUF_ACT, (uint64_t)ofs, type_bytes(&v->type)};
+  uint64_t end = (uint64_t)ofs + align_up(out->bytes);
   if (end > c->act_bytes) c->act_bytes = end;
+  return NULL;
+}
+
+/* The kernel with this source, compiled once. */
+static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
+  for (size_t i = 0; i < c->kernel_src.n; i++)
+    if (!strcmp(c->kernel_src.items[i], k->glsl)) {
+      *out = (int)i;
+      return NULL;
+    }
+  int index = (int)c->kernels.n;
+  char *name = ssm_arena_printf(c->b->arena, "k%d_%s", index, k->family);
+  uint32_t *words;
+  size_t nwords;
+  SSM_TRY(ssm_cg_compile_glsl(k->glsl, name, &words, &nwords));
+  ssm_mf_kernel mk = {name, ssm_arena_strdup(c->b->arena, k->family),
+                      ssm_arena_strdup(c->b->arena, k->params), k->nbindings,
+                      add_blob(c, words, nwords * 4), add_blob(c, k->glsl, strlen(k->glsl))};
+  free(words);
+  ssm_vec_push(&c->kernels, mk);
+  ssm_vec_push(&c->kernel_src, k->glsl);
+  *out = index;
   return NULL;
 }
 
@@ -204,208 +145,183 @@ typedef struct {
 static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   dumper *d = user;
   if (d->err) return;
-  char path[4096];
-  snprintf(path, sizeof path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
-  FILE *f = fopen(path, "w");
-  if (!f) {
-    d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path);
-    return;
+  ssm_sb path = {0};
+  ssm_sb_printf(&path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
+  FILE *f = fopen(path.s, "w");
+  if (f) {
+    char *text = ssm_graph_print(g);
+    fprintf(f, "# after %s: %s\n%s", pass, note && *note ? note : "", text);
+    free(text);
   }
-  char *text = ssm_graph_print(g);
-  fprintf(f, "# after %s: %s\n%s", pass, note && *note ? note : "", text);
-  free(text);
-  if (fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path);
+  if (!f || fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path.s);
+  ssm_sb_free(&path);
 }
 
-/* A program with a sampler: "feedback": [region of the drawn id, region of
- * the tokens input] (the executor copies one into the other after the last
- * kernel, so the next run reads the id without the host) and "sampler": the
- * region of the sampler state. */
-static ssm_status add_feedback(compiler *c, cJSON *prog, const ssm_value *next) {
-  const ssm_value *in = NULL;
-  for (const ssm_node *n = next->def; n && !in; n = n->prev)
-    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens")) in = n->result;
-  for (const ssm_node *n = next->def; n && !in; n = n->next)
-    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens")) in = n->result;
-  if (!in || ssm_type_numel(&in->type) != 1 || in->type.dtype != SSM_I32)
-    return ssm_status_new(SSM_ERR_INVALID, "a sampler needs one i32 token input");
-  region rn, ri, rs;
-  SSM_TRY(region_of(c, next, SSM_BUNDLE_ALIGN, &rn));
-  SSM_TRY(region_of(c, in, SSM_BUNDLE_ALIGN, &ri));
-  SSM_TRY(region_of(c, next->def->args[1], SSM_BUNDLE_ALIGN, &rs));
-  cJSON *fb = cJSON_AddArrayToObject(prog, "feedback");
-  cJSON_AddItemToArray(fb, jregion(rn));
-  cJSON_AddItemToArray(fb, jregion(ri));
-  cJSON_AddItemToObject(prog, "sampler", jregion(rs));
+/* The decode program's sampler: `next` is the drawn id, `sampler` its state. */
+static ssm_status add_sampler(compiler *c, ssm_mf_program *p, const ssm_value *next) {
+  if (p->tokens != 1)
+    return ssm_status_new(SSM_ERR_INVALID, "a sampler needs a program of one token");
+  p->has_sampler = 1;
+  SSM_TRY(region_of(c, next, &p->next));
+  return region_of(c, next->def->args[1], &p->sampler);
+}
+
+static ssm_status program_io(compiler *c, ssm_graph *g, ssm_mf_program *p) {
+  int has_tokens = 0, has_output = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_INPUT) {
+      const char *name = ssm_node_str(n, "name", "");
+      int is_tokens = !strcmp(name, "tokens"), is_pos = !strcmp(name, "pos");
+      if (!is_tokens && !is_pos)
+        return ssm_status_new(SSM_ERR_UNSUPPORTED, "graph %s: unknown input '%s' (inputs are "
+                              "\"tokens\" and \"pos\")", g->name, name);
+      if (is_tokens && (n->result->type.dtype != SSM_I32 ||
+                        ssm_type_numel(&n->result->type) != p->tokens))
+        return ssm_status_new(SSM_ERR_INVALID, "graph %s: its tokens input is not i32[%d]",
+                              g->name, p->tokens);
+      SSM_TRY(region_of(c, n->result, is_tokens ? &p->tokens_in : &p->pos));
+      has_tokens |= is_tokens;
+      p->has_pos |= is_pos;
+    } else if (n->op == SSM_OP_OUTPUT) {
+      const ssm_value *v = n->args[0];
+      if (v->type.dtype != SSM_F32)
+        return ssm_status_new(SSM_ERR_INVALID, "graph %s: its first output is not f32 logits",
+                              g->name);
+      SSM_TRY(region_of(c, v, &p->output));
+      has_output = 1;
+      if (n->nargs > 1 && n->args[1]->def->op == SSM_OP_SAMPLE)
+        SSM_TRY(add_sampler(c, p, n->args[1]));
+    }
+  }
+  if (!has_tokens || !has_output)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s needs an input 'tokens' and an output", g->name);
+  c->uses_pos |= p->has_pos;
   return NULL;
 }
 
-/* Runs the passes on one graph and turns it into a program: one dispatch
- * per fused group, in order, with a barrier where schedule asks for one. */
-static ssm_status compile_program(compiler *c, ssm_graph *g, int tokens, const ssm_compile_opts *o,
-                                  const char *name, cJSON **out) {
-  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = SSM_BUNDLE_ALIGN};
+/* Runs the passes on one graph and makes it a program: one dispatch per
+ * fused group, in order. */
+static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
+                                  const char *name, ssm_mf_program *p) {
+  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN};
   dumper d = {o->dump_dir, name, 0, NULL};
   ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
   if (!s) s = d.err;
+  if (!s) s = program_io(c, g, p);
   if (s) return s;
   ssm_arena *a = ssm_arena_create();
   ssm_group *gs;
   int ng;
   s = ssm_groups_collect(g, a, &gs, &ng);
-  cJSON *prog = cJSON_CreateObject(), *steps = cJSON_CreateArray();
-  cJSON_AddNumberToObject(prog, "tokens", tokens);
-  cJSON *inputs = cJSON_AddArrayToObject(prog, "inputs");
-  int has_tokens = 0;
-  uint64_t naive = 0;
-  for (ssm_node *n = g->first; n && !s; n = n->next) {
-    if (n->result && ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
-      naive += align_up((uint64_t)ssm_type_numel(&n->result->type) *
-                        ssm_dtype_size(n->result->type.dtype));
-    region r;
-    if (n->op == SSM_OP_INPUT) {
-      if ((s = region_of(c, n->result, SSM_BUNDLE_ALIGN, &r))) break;
-      const char *iname = ssm_node_str(n, "name", "");
-      if (strcmp(iname, "tokens") && strcmp(iname, "pos")) {
-        s = ssm_status_new(SSM_ERR_UNSUPPORTED, "graph %s: unknown input '%s' (inputs are "
-                           "\"tokens\" and \"pos\")", g->name, iname);
-        break;
-      }
-      has_tokens |= !strcmp(iname, "tokens");
-      c->uses_pos |= !strcmp(iname, "pos");
-      cJSON *in = cJSON_CreateObject();
-      cJSON_AddStringToObject(in, "name", iname);
-      cJSON_AddItemToObject(in, "region", jregion(r));
-      cJSON_AddItemToArray(inputs, in);
-    } else if (n->op == SSM_OP_OUTPUT) {
-      const ssm_value *v = n->args[0];
-      if ((s = region_of(c, v, SSM_BUNDLE_ALIGN, &r))) break;
-      cJSON *ob = cJSON_CreateObject();
-      cJSON_AddItemToObject(ob, "shape", jshape(&v->type));
-      cJSON_AddStringToObject(ob, "dtype", ssm_dtype_name(v->type.dtype));
-      cJSON_AddItemToObject(ob, "region", jregion(r));
-      cJSON_AddItemToObject(prog, "output", ob);
-      if (n->nargs > 1 && n->args[1]->def->op == SSM_OP_SAMPLE)
-        s = add_feedback(c, prog, n->args[1]);
-    }
-  }
+  SSM_VEC(ssm_mf_step) steps = {0};
   for (int i = 0; i < ng && !s; i++) {
     ssm_cg_kernel k;
-    if ((s = ssm_cg_kernel_for_group(g, &gs[i], c->arena, &k))) break;
-    int nk = c->nkernels, idx = kernel_index(c, k.glsl);
-    if (idx == nk && (s = add_kernel_json(c, idx, &k))) break;
-    cJSON *st = cJSON_CreateObject();
-    cJSON_AddNumberToObject(st, "kernel", idx);
-    cJSON_AddNumberToObject(st, "barrier", (double)ssm_node_int(gs[i].root, "sync", 1));
-    cJSON *gr = cJSON_AddArrayToObject(st, "groups");
-    for (int dd = 0; dd < 3; dd++) cJSON_AddItemToArray(gr, cJSON_CreateNumber(k.groups[dd]));
-    cJSON *b = cJSON_AddArrayToObject(st, "bindings");
-    for (int j = 0; j < k.nbindings && !s; j++) {
-      region r;
-      if (!(s = region_of(c, k.bind[j], SSM_BUNDLE_ALIGN, &r))) cJSON_AddItemToArray(b, jregion(r));
-    }
-    cJSON_AddStringToObject(st, "op", k.params);
-    cJSON_AddItemToArray(steps, st);
+    ssm_mf_step st = {.barrier = ssm_node_int(gs[i].root, "sync", 1) != 0};
+    if ((s = ssm_cg_kernel_for_group(g, &gs[i], c->tmp, &k))) break;
+    if ((s = kernel_index(c, &k, &st.kernel))) break;
+    memcpy(st.groups, k.groups, sizeof st.groups);
+    st.nbindings = k.nbindings;
+    for (int j = 0; j < k.nbindings && !s; j++) s = region_of(c, k.bind[j], &st.bindings[j]);
+    st.op = ssm_arena_strdup(c->b->arena, k.params);
+    ssm_vec_push(&steps, st);
   }
   ssm_arena_destroy(a);
-  if (!s && (!has_tokens || !cJSON_GetObjectItem(prog, "output")))
-    s = ssm_status_new(SSM_ERR_INVALID, "graph %s needs an input 'tokens' and an output", g->name);
-  if (s) {
-    cJSON_Delete(steps);
-    cJSON_Delete(prog);
-    return s;
-  }
-  uint64_t planned = 0;
-  for (ssm_node *n = g->first; n; n = n->next) {
-    int64_t ofs = ssm_node_int(n, "ofs", -1);
-    if (ofs >= 0 && n->result) {
-      uint64_t e = (uint64_t)ofs + align_up((uint64_t)ssm_type_numel(&n->result->type) *
-                                            ssm_dtype_size(n->result->type.dtype));
-      if (e > planned) planned = e;
+  if (!s) {
+    p->nsteps = (int)steps.n;
+    p->steps = ssm_arena_alloc(c->b->arena, sizeof *p->steps * (steps.n ? steps.n : 1));
+    if (steps.n) memcpy(p->steps, steps.items, sizeof *p->steps * steps.n);
+    for (ssm_node *n = g->first; n; n = n->next) {
+      if (!n->result) continue;
+      uint64_t bytes = align_up(type_bytes(&n->result->type));
+      int64_t ofs = ssm_node_int(n, "ofs", -1);
+      if (ofs >= 0 && (uint64_t)ofs + bytes > p->activation_bytes)
+        p->activation_bytes = (uint64_t)ofs + bytes;
+      if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
+        p->activation_bytes_unplanned += bytes;
     }
+    char *ir = ssm_graph_print(g);
+    p->ir = add_blob(c, ir, strlen(ir));
+    free(ir);
   }
-  cJSON_AddNumberToObject(prog, "dispatches", cJSON_GetArraySize(steps));
-  cJSON_AddNumberToObject(prog, "activation_bytes", (double)planned);
-  cJSON_AddNumberToObject(prog, "activation_bytes_unplanned", (double)naive);
-  cJSON_AddItemToObject(prog, "steps", steps);
-  char *ir = ssm_graph_print(g);
-  uint64_t off;
-  ssm_bundle_writer_add_blob(c->bw, ir, strlen(ir), &off);
-  cJSON *jir = cJSON_AddArrayToObject(prog, "ir");
-  cJSON_AddItemToArray(jir, cJSON_CreateNumber((double)off));
-  cJSON_AddItemToArray(jir, cJSON_CreateNumber((double)strlen(ir)));
-  free(ir);
-  *out = prog;
-  return NULL;
+  ssm_vec_free(&steps);
+  return s;
 }
 
-ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, const char *out_path) {
+/* Copies a growable array into the bundle's arena. */
+static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
+  void *p = ssm_arena_alloc(c->b->arena, elem * (n ? n : 1));
+  if (n) memcpy(p, items, elem * n);
+  return p;
+}
+
+static void finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
+  ssm_manifest *mf = c->m;
+  int64_t v = 0;
+  mf->generator = "ssmc " SSM_VERSION;
+  mf->architecture = ssm_arena_strdup(c->b->arena, ssm_model_arch(m));
+  mf->vocab = ssm_model_param(m, "vocab", &v) ? v : 0;
+  mf->max_seq = c->uses_pos && ssm_model_param(m, "max_seq", &v) ? v : 0;
+  mf->eos = ssm_model_eos(m);
+  mf->dtype = o->dtype;
+  mf->align = ALIGN;
+  c->buffers.items[BUF_ACT].bytes = c->act_bytes;
+  for (size_t i = 0; i < c->buffers.n; i++)
+    c->buffers.items[i].bytes = align_up(c->buffers.items[i].bytes ? c->buffers.items[i].bytes : 4);
+  mf->nbuffers = (int)c->buffers.n;
+  mf->buffers = to_arena(c, c->buffers.items, c->buffers.n, sizeof *mf->buffers);
+  mf->nweights = (int)c->weights.n;
+  mf->weights = to_arena(c, c->weights.items, c->weights.n, sizeof *mf->weights);
+  /* the sampler is settings, not model state: programs.decode.sampler has it */
+  mf->states = ssm_arena_alloc(c->b->arena, sizeof *mf->states * (c->states.n + 1));
+  for (size_t i = 0; i < c->states.n; i++)
+    if (strcmp(c->states.items[i].name, SSM_SAMPLER_STATE))
+      mf->states[mf->nstates++] = c->states.items[i];
+  mf->nkernels = (int)c->kernels.n;
+  mf->kernels = to_arena(c, c->kernels.items, c->kernels.n, sizeof *mf->kernels);
+  c->b->blobs_size = c->blobs.n;
+  c->b->data = (unsigned char *)ssm_sb_take(&c->blobs);
+  c->b->blobs = c->b->data;
+}
+
+ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out) {
+  *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
   if (o.prefill_tokens <= 0) o.prefill_tokens = 32;
   if (o.dtype != SSM_F32)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "--dtype %s: only f32 bundles are supported so far",
                           ssm_dtype_name(o.dtype));
-  compiler c = {.npools = POOL_WEIGHTS0, .bw = ssm_bundle_writer_create(),
-                .arena = ssm_arena_create()};
-  c.jweights = cJSON_CreateArray();
-  c.jstates = cJSON_CreateArray();
-  c.jconsts = cJSON_CreateArray();
-  c.jkernels = cJSON_CreateArray();
-  cJSON *root = cJSON_CreateObject(), *progs = cJSON_CreateObject();
+  int64_t vocab = 0;
+  if (!ssm_model_param(m, "vocab", &vocab) || vocab < 1)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
+                          ssm_model_arch(m));
+  compiler c = {.b = ssm_bundle_new_("(compiled)"), .tmp = ssm_arena_create()};
+  c.m = &c.b->manifest;
+  ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_STATE, 0}));
+  ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_ACTIVATIONS, 0}));
   ssm_status s = NULL;
   const char *names[2] = {"decode", "prefill"};
+  ssm_mf_program *progs[2] = {&c.m->decode, &c.m->prefill};
   int tokens[2] = {1, o.prefill_tokens};
   for (int p = 0; p < 2 && !s; p++) {
     ssm_graph *g = NULL;
-    cJSON *prog = NULL;
+    progs[p]->tokens = tokens[p];
     s = ssm_model_build(m, tokens[p], &g);
     if (!s && p == 0) s = ssm_graph_add_sampler(g); /* decode draws its next token */
-    if (!s) s = compile_program(&c, g, tokens[p], &o, names[p], &prog);
-    if (!s) cJSON_AddItemToObject(progs, names[p], prog);
+    if (!s) s = compile_program(&c, g, &o, names[p], progs[p]);
     ssm_graph_destroy(g);
   }
-  if (!s) {
-    int64_t vocab = 0;
-    ssm_model_param(m, "vocab", &vocab);
-    cJSON_AddNumberToObject(root, "ssmb", SSM_BUNDLE_VERSION);
-    cJSON_AddStringToObject(root, "generator", "ssmc");
-    cJSON_AddStringToObject(root, "architecture", ssm_model_arch(m));
-    cJSON_AddNumberToObject(root, "vocab", (double)vocab);
-    int64_t max_seq = 0;
-    if (c.uses_pos && ssm_model_param(m, "max_seq", &max_seq))
-      cJSON_AddNumberToObject(root, "max_seq", (double)max_seq);
-    cJSON_AddStringToObject(root, "dtype", ssm_dtype_name(o.dtype));
-    cJSON_AddNumberToObject(root, "align", SSM_BUNDLE_ALIGN);
-    c.pool_bytes[POOL_ACT] = c.act_bytes;
-    cJSON *bufs = cJSON_AddArrayToObject(root, "buffers");
-    for (int i = 0; i < c.npools; i++) {
-      cJSON *b = cJSON_CreateObject();
-      cJSON_AddStringToObject(b, "usage", i == POOL_STATE ? "state" : i == POOL_CONST ? "const"
-                                          : i == POOL_ACT ? "activations" : "weights");
-      cJSON_AddNumberToObject(b, "bytes", (double)align_up(c.pool_bytes[i] ? c.pool_bytes[i] : 4));
-      cJSON_AddItemToArray(bufs, b);
-    }
-    cJSON_AddItemToObject(root, "weights", c.jweights);
-    cJSON_AddItemToObject(root, "state", c.jstates);
-    cJSON_AddItemToObject(root, "constants", c.jconsts);
-    cJSON_AddItemToObject(root, "kernels", c.jkernels);
-    cJSON_AddItemToObject(root, "programs", progs);
-    c.jweights = c.jstates = c.jconsts = c.jkernels = NULL;
-    progs = NULL;
-    char *text = cJSON_PrintUnformatted(root);
-    s = ssm_bundle_writer_save(c.bw, text, out_path);
-    free(text);
+  if (!s) finish(&c, m, &o);
+  ssm_vec_free(&c.buffers);
+  ssm_vec_free(&c.weights);
+  ssm_vec_free(&c.states);
+  ssm_vec_free(&c.kernels);
+  ssm_vec_free(&c.kernel_src);
+  ssm_sb_free(&c.blobs);
+  ssm_arena_destroy(c.tmp);
+  if (s) {
+    ssm_bundle_close(c.b);
+    return s;
   }
-  cJSON_Delete(progs);
-  cJSON_Delete(root);
-  cJSON_Delete(c.jweights);
-  cJSON_Delete(c.jstates);
-  cJSON_Delete(c.jconsts);
-  cJSON_Delete(c.jkernels);
-  free(c.weights);
-  free(c.states);
-  free(c.kernel_src);
-  ssm_bundle_writer_destroy(c.bw);
-  ssm_arena_destroy(c.arena);
-  return s;
+  *out = c.b;
+  return NULL;
 }

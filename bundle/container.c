@@ -1,39 +1,15 @@
 /*
- * bundle.c — the .ssmb container: header, JSON manifest, blob section.
- *
- * Layout (all integers little-endian):
- *   0  "SSMB"            4  u32 format version
- *   8  u64 manifest off  16 u64 manifest size
- *   24 u64 blobs off     32 u64 blobs size
- *   40 u64 FNV-1a 64 of bytes [64, end)       48 16 reserved zero bytes
- *   64 manifest (JSON, not NUL-terminated), zero padding to 16, blobs.
+ * container.c — the .ssmb file (layout in bundle.h): writing it atomically,
+ * and reading it with every header field checked before the manifest is
+ * parsed.
  */
-#include <errno.h>
 #include <string.h>
 
 #include "bundle/bundle.h"
+#include "bundle/internal.h"
 
 #define HEADER_SIZE 64
 #define MAX_BUNDLE ((uint64_t)1 << 40)
-
-struct ssm_bundle_writer {
-  unsigned char *blobs;
-  size_t size, cap;
-};
-
-struct ssm_bundle {
-  char *path;
-  unsigned char *data;
-  size_t size;
-  char *manifest;
-  uint64_t blobs_off, blobs_size;
-};
-
-static uint64_t fnv1a(const unsigned char *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 static void put_u32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
@@ -52,62 +28,112 @@ static uint64_t get_u64(const unsigned char *p) {
   return v;
 }
 
-ssm_bundle_writer *ssm_bundle_writer_create(void) {
-  ssm_bundle_writer *w = calloc(1, sizeof *w);
-  if (!w) abort();
-  return w;
+ssm_bundle *ssm_bundle_new_(const char *name) {
+  ssm_bundle *b = ssm_xcalloc(1, sizeof *b);
+  b->arena = ssm_arena_create();
+  b->name = ssm_arena_strdup(b->arena, name);
+  return b;
 }
 
-void ssm_bundle_writer_destroy(ssm_bundle_writer *w) {
-  if (!w) return;
-  free(w->blobs);
-  free(w);
+void ssm_bundle_close(ssm_bundle *b) {
+  if (!b) return;
+  free(b->data);
+  ssm_arena_destroy(b->arena);
+  free(b);
 }
 
-void ssm_bundle_writer_add_blob(ssm_bundle_writer *w, const void *data, size_t n,
-                                uint64_t *out_offset) {
-  size_t at = (w->size + 15) & ~(size_t)15;
-  size_t need = at + n;
-  if (need > w->cap) {
-    size_t cap = w->cap ? w->cap : 4096;
-    while (cap < need) cap *= 2;
-    unsigned char *nb = realloc(w->blobs, cap);
-    if (!nb) abort();
-    w->blobs = nb;
-    w->cap = cap;
-  }
-  memset(w->blobs + w->size, 0, at - w->size);
-  if (n) memcpy(w->blobs + at, data, n);
-  w->size = need;
-  *out_offset = at;
+const char *ssm_bundle_name(const ssm_bundle *b) { return b->name; }
+const ssm_manifest *ssm_bundle_manifest(const ssm_bundle *b) { return &b->manifest; }
+
+const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob) {
+  SSM_ASSERT(blob.offset <= b->blobs_size && blob.size <= b->blobs_size - blob.offset);
+  return b->blobs + blob.offset;
 }
 
-ssm_status ssm_bundle_writer_save(ssm_bundle_writer *w, const char *manifest_json,
-                                  const char *path) {
-  size_t mlen = strlen(manifest_json);
+ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size) {
+  *out_data = NULL;
+  *out_size = 0;
+  char *json = ssm_manifest_to_json(&b->manifest);
+  size_t mlen = strlen(json);
   size_t blobs_off = (HEADER_SIZE + mlen + 15) & ~(size_t)15;
-  size_t total = blobs_off + w->size;
-  unsigned char *buf = calloc(1, total);
-  if (!buf) return ssm_status_new(SSM_ERR_NOMEM, "%s: out of memory (%zu bytes)", path, total);
+  size_t total = blobs_off + b->blobs_size;
+  unsigned char *buf;
+  ssm_status s = ssm_alloc(total, 1, (void **)&buf);
+  if (s) {
+    free(json);
+    return ssm_status_wrap(s, "%s", b->name);
+  }
   memcpy(buf, "SSMB", 4);
   put_u32(buf + 4, SSM_BUNDLE_VERSION);
   put_u64(buf + 8, HEADER_SIZE);
   put_u64(buf + 16, mlen);
   put_u64(buf + 24, blobs_off);
-  put_u64(buf + 32, w->size);
-  memcpy(buf + HEADER_SIZE, manifest_json, mlen);
-  if (w->size) memcpy(buf + blobs_off, w->blobs, w->size);
-  put_u64(buf + 40, fnv1a(buf + HEADER_SIZE, total - HEADER_SIZE));
-  ssm_status s = NULL;
-  FILE *f = fopen(path, "wb");
-  if (!f) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  else {
-    if (fwrite(buf, 1, total, f) != total)
-      s = ssm_status_new(SSM_ERR_IO, "%s: write failed", path);
-    if (fclose(f) && !s) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  }
-  free(buf);
+  put_u64(buf + 32, b->blobs_size);
+  memcpy(buf + HEADER_SIZE, json, mlen);
+  if (b->blobs_size) memcpy(buf + blobs_off, b->blobs, b->blobs_size);
+  put_u64(buf + 40, ssm_fnv1a(SSM_FNV_INIT, buf + HEADER_SIZE, total - HEADER_SIZE));
+  free(json);
+  *out_data = buf;
+  *out_size = total;
+  return NULL;
+}
+
+ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path) {
+  void *data;
+  size_t size;
+  SSM_TRY(ssm_bundle_serialize(b, &data, &size));
+  ssm_status s = ssm_file_write(path, 1, (const void *const[]){data}, &size);
+  free(data);
   return s;
+}
+
+/* Takes `data` (malloc'd, `size` bytes) and checks it as a bundle. */
+static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
+                             ssm_bundle **out) {
+  *out = NULL;
+  const unsigned char *p = data;
+  ssm_status s = NULL;
+  if (size < HEADER_SIZE || memcmp(p, "SSMB", 4)) {
+    free(data);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc bundle (bad magic or shorter than "
+                          "its 64-byte header)", name);
+  }
+  uint32_t version = get_u32(p + 4);
+  uint64_t moff = get_u64(p + 8), mlen = get_u64(p + 16);
+  uint64_t boff = get_u64(p + 24), blen = get_u64(p + 32);
+  int reserved = 0;
+  for (int i = 48; i < HEADER_SIZE; i++) reserved |= p[i];
+  if (version != SSM_BUNDLE_VERSION)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: bundle format version %u, but this ssmc reads "
+                       "version %u; compile it again with `ssmc compile`", name, version,
+                       SSM_BUNDLE_VERSION);
+  else if (moff != HEADER_SIZE || mlen > size - moff || boff < moff + mlen || boff > size ||
+           blen != size - boff || boff - (moff + mlen) > 15)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt bundle (sections "
+                       "[%llu,+%llu) and [%llu,+%llu) do not fit its %zu bytes)", name,
+                       (unsigned long long)moff, (unsigned long long)mlen,
+                       (unsigned long long)boff, (unsigned long long)blen, size);
+  else if (reserved)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (reserved header bytes are not "
+                       "zero)", name);
+  else if (ssm_fnv1a(SSM_FNV_INIT, p + HEADER_SIZE, size - HEADER_SIZE) != get_u64(p + 40))
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (checksum mismatch)", name);
+  if (s) {
+    free(data);
+    return s;
+  }
+  ssm_bundle *b = ssm_bundle_new_(name);
+  b->data = data;
+  b->blobs = data + boff;
+  b->blobs_size = blen;
+  s = ssm_manifest_parse((const char *)p + moff, (size_t)mlen, b->name, blen, b->arena,
+                         &b->manifest);
+  if (s) {
+    ssm_bundle_close(b);
+    return s;
+  }
+  *out = b;
+  return NULL;
 }
 
 ssm_status ssm_bundle_open(const char *path, ssm_bundle **out) {
@@ -115,74 +141,14 @@ ssm_status ssm_bundle_open(const char *path, ssm_bundle **out) {
   char *data;
   size_t size;
   SSM_TRY(ssm_file_read(path, (size_t)MAX_BUNDLE, &data, &size));
-  const unsigned char *p = (const unsigned char *)data;
-  ssm_status s = NULL;
-  if (size < HEADER_SIZE || memcmp(p, "SSMB", 4)) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc bundle (bad magic or shorter than "
-                       "its 64-byte header)", path);
-    goto fail;
-  }
-  uint32_t version = get_u32(p + 4);
-  if (version != SSM_BUNDLE_VERSION) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: bundle format version %u, but this ssmc reads "
-                       "version %u; recompile it with `ssmc compile`", path, version,
-                       SSM_BUNDLE_VERSION);
-    goto fail;
-  }
-  uint64_t moff = get_u64(p + 8), mlen = get_u64(p + 16);
-  uint64_t boff = get_u64(p + 24), blen = get_u64(p + 32);
-  if (moff != HEADER_SIZE || mlen > size - moff || boff < moff + mlen || boff > size ||
-      blen != size - boff) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt bundle (sections "
-                       "[%llu,+%llu) and [%llu,+%llu) do not fit its %zu bytes)", path,
-                       (unsigned long long)moff, (unsigned long long)mlen,
-                       (unsigned long long)boff, (unsigned long long)blen, size);
-    goto fail;
-  }
-  if (fnv1a(p + HEADER_SIZE, size - HEADER_SIZE) != get_u64(p + 40)) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (checksum mismatch)", path);
-    goto fail;
-  }
-  ssm_bundle *b = calloc(1, sizeof *b);
-  if (!b) abort();
-  b->path = strdup(path);
-  b->data = (unsigned char *)data;
-  b->size = size;
-  b->manifest = malloc(mlen + 1);
-  if (!b->path || !b->manifest) abort();
-  memcpy(b->manifest, p + moff, mlen);
-  b->manifest[mlen] = 0;
-  b->blobs_off = boff;
-  b->blobs_size = blen;
-  if (strlen(b->manifest) != mlen) {
-    ssm_bundle_close(b);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (NUL byte in manifest)", path);
-  }
-  *out = b;
-  return NULL;
-fail:
-  free(data);
-  return s;
+  return from_bytes((unsigned char *)data, size, path, out);
 }
 
-void ssm_bundle_close(ssm_bundle *b) {
-  if (!b) return;
-  free(b->path);
-  free(b->data);
-  free(b->manifest);
-  free(b);
-}
-
-const char *ssm_bundle_path(const ssm_bundle *b) { return b->path; }
-const char *ssm_bundle_manifest(const ssm_bundle *b) { return b->manifest; }
-
-ssm_status ssm_bundle_blob(const ssm_bundle *b, uint64_t offset, uint64_t size,
-                           const void **out) {
+ssm_status ssm_bundle_open_memory(const void *data, size_t size, const char *name,
+                                  ssm_bundle **out) {
   *out = NULL;
-  if (offset > b->blobs_size || size > b->blobs_size - offset)
-    return ssm_status_new(SSM_ERR_INVALID, "%s: blob [%llu,+%llu) lies outside the %llu-byte "
-                          "blob section", b->path, (unsigned long long)offset,
-                          (unsigned long long)size, (unsigned long long)b->blobs_size);
-  *out = b->data + b->blobs_off + offset;
-  return NULL;
+  unsigned char *copy;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(size, 1, (void **)&copy), "%s", name));
+  if (size) memcpy(copy, data, size);
+  return from_bytes(copy, size, name, out);
 }

@@ -1,105 +1,45 @@
 /*
  * inspect.c — `ssmc inspect`: what a bundle holds, for people (text) and
- * for tools and tests (--json).
+ * for tools and tests (JSON, made by manifest.c).
  */
-#include <cjson/cJSON.h>
-#include <stdarg.h>
-#include <string.h>
+#include "bundle/internal.h"
 
-#include "bundle/bundle.h"
-
-static double num(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
+static const char *usage_name(ssm_buffer_usage u) {
+  return u == SSM_BUFFER_STATE ? "state" : u == SSM_BUFFER_ACTIVATIONS ? "activations" : "weights";
 }
 
-static const char *str(const cJSON *o, const char *k) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
-  return cJSON_IsString(v) ? v->valuestring : "?";
+static void program_line(ssm_sb *t, const char *name, const ssm_mf_program *p) {
+  ssm_sb_printf(t, "  %-8s %3d tokens  %5d dispatches  activations %llu bytes (unplanned %llu)\n",
+                name, p->tokens, p->nsteps, (unsigned long long)p->activation_bytes,
+                (unsigned long long)p->activation_bytes_unplanned);
 }
 
-typedef struct {
-  char *s;
-  size_t n, cap;
-} text;
-
-static void add(text *t, const char *fmt, ...) SSM_PRINTF(2, 3);
-static void add(text *t, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    va_start(ap, fmt);
-    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-    va_end(ap);
-    if (t->s && (size_t)k < t->cap - t->n) {
-      t->n += (size_t)k;
-      return;
-    }
-    t->cap = (t->cap + (size_t)k + 1) * 2;
-    t->s = realloc(t->s, t->cap);
-    if (!t->s) abort();
-    if (!t->n) t->s[0] = 0;
-  }
-}
-
-ssm_status ssm_inspect(const char *path, int json, char **out_text) {
-  *out_text = NULL;
-  ssm_bundle *b;
-  SSM_TRY(ssm_bundle_open(path, &b));
-  cJSON *m = cJSON_Parse(ssm_bundle_manifest(b));
-  ssm_bundle_close(b);
-  if (!m || !cJSON_IsObject(m)) {
-    cJSON_Delete(m);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: not a JSON object", path);
-  }
-  cJSON *progs = cJSON_GetObjectItemCaseSensitive(m, "programs");
-  double weight_bytes = 0;
-  const cJSON *w, *bufs = cJSON_GetObjectItemCaseSensitive(m, "buffers");
-  cJSON_ArrayForEach(w, bufs) if (!strcmp(str(w, "usage"), "weights")) weight_bytes += num(w, "bytes");
+char *ssm_bundle_describe(const ssm_bundle *b, int json) {
+  const ssm_manifest *m = &b->manifest;
   if (json) {
-    /* the manifest minus the bulky dispatch lists */
-    cJSON *p;
-    cJSON_ArrayForEach(p, progs) {
-      cJSON *steps = cJSON_DetachItemFromObjectCaseSensitive(p, "steps");
-      cJSON *ops = cJSON_CreateObject();
-      cJSON *st;
-      cJSON_ArrayForEach(st, steps) {
-        const char *op = str(st, "op");
-        cJSON *c = cJSON_GetObjectItemCaseSensitive(ops, op);
-        if (c) cJSON_SetNumberValue(c, c->valuedouble + 1);
-        else cJSON_AddNumberToObject(ops, op, 1);
-      }
-      cJSON_AddItemToObject(p, "dispatches_by_op", ops);
-      cJSON_Delete(steps);
-    }
-    cJSON_AddNumberToObject(m, "weight_bytes", weight_bytes);
-    *out_text = cJSON_Print(m);
-    size_t n = strlen(*out_text);
-    *out_text = realloc(*out_text, n + 2);
-    strcpy(*out_text + n, "\n");
-    cJSON_Delete(m);
-    return NULL;
+    ssm_sb t = {0};
+    char *j = ssm_manifest_summary_json(m);
+    ssm_sb_printf(&t, "%s\n", j);
+    free(j);
+    return ssm_sb_take(&t);
   }
-  text t = {0};
-  add(&t, "bundle %s: architecture %s, vocab %.0f, dtype %s, format %.0f\n", path,
-      str(m, "architecture"), num(m, "vocab"), str(m, "dtype"), num(m, "ssmb"));
-  add(&t, "\nbuffers:\n");
-  int i = 0;
-  cJSON_ArrayForEach(w, bufs) add(&t, "  %2d %-12s %14.0f bytes\n", i++, str(w, "usage"), num(w, "bytes"));
-  const cJSON *ws = cJSON_GetObjectItemCaseSensitive(m, "weights");
-  const cJSON *ss = cJSON_GetObjectItemCaseSensitive(m, "state");
-  add(&t, "\nweights: %d tensors, %.0f bytes\nstate: %d tensors\n", cJSON_GetArraySize(ws),
-      weight_bytes, cJSON_GetArraySize(ss));
-  add(&t, "\nkernels:\n");
-  const cJSON *k, *ks = cJSON_GetObjectItemCaseSensitive(m, "kernels");
-  cJSON_ArrayForEach(k, ks) add(&t, "  %-18s %-11s %s\n", str(k, "name"), str(k, "template"), str(k, "params"));
-  add(&t, "\nprograms:\n");
-  const cJSON *p;
-  cJSON_ArrayForEach(p, progs) {
-    add(&t, "  %-8s %3.0f tokens  %5.0f dispatches  activations %.0f bytes (unplanned %.0f)\n",
-        p->string ? p->string : "?", num(p, "tokens"), num(p, "dispatches"), num(p, "activation_bytes"),
-        num(p, "activation_bytes_unplanned"));
-  }
-  cJSON_Delete(m);
-  *out_text = t.s;
-  return NULL;
+  ssm_sb t = {0};
+  ssm_sb_printf(&t, "bundle %s: architecture %s, vocab %lld, dtype %s, format %d, made by %s\n",
+                b->name, m->architecture, (long long)m->vocab, ssm_dtype_name(m->dtype),
+                SSM_BUNDLE_VERSION, m->generator);
+  if (m->max_seq) ssm_sb_printf(&t, "max_seq %lld\n", (long long)m->max_seq);
+  ssm_sb_printf(&t, "\nbuffers:\n");
+  for (int i = 0; i < m->nbuffers; i++)
+    ssm_sb_printf(&t, "  %2d %-12s %14llu bytes\n", i, usage_name(m->buffers[i].usage),
+                  (unsigned long long)m->buffers[i].bytes);
+  ssm_sb_printf(&t, "\nweights: %d tensors, %llu bytes\nstate: %d tensors\n", m->nweights,
+                (unsigned long long)ssm_manifest_weight_bytes(m), m->nstates);
+  ssm_sb_printf(&t, "\nkernels:\n");
+  for (int i = 0; i < m->nkernels; i++)
+    ssm_sb_printf(&t, "  %-18s %-11s %s\n", m->kernels[i].name, m->kernels[i].family,
+                  m->kernels[i].params);
+  ssm_sb_printf(&t, "\nprograms:\n");
+  program_line(&t, "decode", &m->decode);
+  program_line(&t, "prefill", &m->prefill);
+  return ssm_sb_take(&t);
 }

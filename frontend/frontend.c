@@ -60,6 +60,7 @@ struct ssm_model {
   param *params;
   int nparams;
   int64_t max_seq; /* the built-in param max_seq */
+  int64_t eos;     /* config.json's eos_token_id (the first of a list); -1 if none */
 };
 
 /* ---- YAML helpers ------------------------------------------------------ */
@@ -1125,6 +1126,11 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
     SSM_TRY(expect_type(m, ynode(m, *it), YAML_SCALAR_NODE, "a model type"));
   yaml_node_t *params = map_get(m, root, "params");
   if (params) SSM_TRY(bind_params(m, params, cfg));
+  const cJSON *eos = cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id");
+  if (cJSON_IsArray(eos)) eos = cJSON_GetArrayItem(eos, 0);
+  if (cJSON_IsNumber(eos) && eos->valuedouble >= 0 && eos->valuedouble < (1 << 30) &&
+      eos->valuedouble == floor(eos->valuedouble))
+    m->eos = (int64_t)eos->valuedouble;
   m->blocks = map_get(m, root, "blocks");
   m->weights = map_get(m, root, "weights");
   m->graph = map_get(m, root, "graph");
@@ -1145,10 +1151,11 @@ static ssm_model *model_new(const char *file, const char *config_path) {
   m->file = ssm_arena_strdup(a, file);
   m->config_path = ssm_arena_strdup(a, config_path ? config_path : "");
   m->max_seq = DEFAULT_MAX_SEQ;
+  m->eos = -1;
   return m;
 }
 
-void ssm_model_destroy(ssm_model *m) {
+void ssm_model_close(ssm_model *m) {
   if (!m) return;
   if (m->has_doc) yaml_document_delete(&m->doc);
   ssm_arena_destroy(m->arena);
@@ -1160,7 +1167,7 @@ static ssm_status model_read(const char *file, const char *text, size_t len, con
   ssm_model *m = model_new(file, config_path);
   ssm_status s = yaml_read(file, text, len, &m->doc);
   if (s) {
-    ssm_model_destroy(m);
+    ssm_model_close(m);
     return s;
   }
   m->has_doc = 1;
@@ -1207,13 +1214,13 @@ static ssm_status pick_embedded(const char *config_path, const cJSON *cfg, ssm_m
       size_t used = strlen(known);
       snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "", stext(t));
     }
-    ssm_model_destroy(m);
+    ssm_model_close(m);
   }
   return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: model_type '%.64s' is not supported (known: %s)", config_path,
                         mt->valuestring, known);
 }
 
-ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model **out) {
+ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model **out) {
   *out = NULL;
   struct stat st;
   cJSON *cfg = NULL;
@@ -1253,14 +1260,14 @@ ssm_status ssm_model_load(const char *model, const char *config_path, ssm_model 
   if (!s) s = model_init(m, cfg);
   cJSON_Delete(cfg);
   if (s) {
-    ssm_model_destroy(m);
+    ssm_model_close(m);
     return s;
   }
   *out = m;
   return NULL;
 }
 
-ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+ssm_status ssm_model_open_text(const char *yaml_name, const char *yaml, size_t yaml_len,
                                const char *config_name, const char *config, size_t config_len,
                                ssm_model **out) {
   *out = NULL;
@@ -1273,7 +1280,7 @@ ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t y
   if (!s) s = model_init(m, cfg);
   cJSON_Delete(cfg);
   if (s) {
-    ssm_model_destroy(m);
+    ssm_model_close(m);
     return s;
   }
   *out = m;
@@ -1281,6 +1288,7 @@ ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t y
 }
 
 const char *ssm_model_arch(const ssm_model *m) { return m->arch; }
+int64_t ssm_model_eos(const ssm_model *m) { return m->eos; }
 
 ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v) {
   if (!strcmp(name, "max_seq")) {

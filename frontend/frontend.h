@@ -14,20 +14,22 @@ typedef struct ssm_model ssm_model;
 /* Loads MODEL, which is an architecture YAML (then `config_path` is
  * required) or a Hugging Face model directory (config.json in it; its
  * `model_type` picks models/<yaml>; `config_path` overrides). */
-ssm_status ssm_model_load(const char *model, const char *config_path,
+ssm_status ssm_model_open(const char *model, const char *config_path,
                           ssm_model **out);
 /* Loads an architecture YAML and its config.json given as text (neither needs
  * a terminating NUL); the names stand for them in messages. What
- * ssm_model_load does after reading the files. */
-ssm_status ssm_model_load_text(const char *yaml_name, const char *yaml, size_t yaml_len,
+ * ssm_model_open does after reading the files. */
+ssm_status ssm_model_open_text(const char *yaml_name, const char *yaml, size_t yaml_len,
                                const char *config_name, const char *config, size_t config_len,
                                ssm_model **out);
-void ssm_model_destroy(ssm_model *m);
+void ssm_model_close(ssm_model *m);
 /* Builds the graph that processes `tokens` tokens per run (decode: 1). */
 ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
 /* The architecture's name (from the YAML) and a bound integer parameter
  * (e.g. "vocab"); returns 0 if absent. */
 const char *ssm_model_arch(const ssm_model *m);
+/* config.json's eos_token_id (the first, when it is a list), or -1. */
+int64_t ssm_model_eos(const ssm_model *m);
 int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
 /* Sets a param before building: the built-in `max_seq` (the rows of a KV
  * cache, 1..2^24; default 2048) or any param of the description (as an

@@ -4,10 +4,6 @@
  */
 #include <string.h>
 
-#include "bundle/bundle.h"
-#include "runtime/cpu/cpu.h"
-#include "runtime/vulkan/vulkan.h"
-#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 /* Runs `ssmc ARGS`; asserts exit status `want_rc` and that the output
@@ -49,17 +45,15 @@ static void test_usage(void) {
   expect("bench " FIX " --weights " FIX, 2, "bench: expected a compiled bundle (.ssmb)");
 }
 
-/* --device N past the last device: the error lists the devices there are.
- * (A bundle with only a manifest: the device is opened before anything
- * else of the bundle is read.) */
+/* --device N past the last device: the error lists the devices there are. */
 static void test_bad_device(void) {
   char *list = NULL, cmd[1024], path[512];
   snprintf(cmd, sizeof cmd, "%s devices", ssm_test_ssmc());
   CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &list), 0);
-  snprintf(path, sizeof path, "%s/empty.ssmb", ssm_test_tmpdir());
-  ssm_bundle_writer *w = ssm_bundle_writer_create();
-  SSM_ASSERT_OK(ssm_bundle_writer_save(w, "{\"ssmb\":1,\"vocab\":1000}", path));
-  ssm_bundle_writer_destroy(w);
+  snprintf(path, sizeof path, "%s/tiny.ssmb", ssm_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s", ssm_test_source_dir(),
+           ssm_test_ssmc(), path);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
   /* the first device's name, as `ssmc devices` shows it ("* 0: NAME") */
   const char *q = strstr(list, " 0: ");
   const char *e = q ? strchr(q, '\n') : NULL;
@@ -200,6 +194,21 @@ static void test_refuses_unsupported_config(void) {
   expect("compile tests/data/mamba2_tiny -o /dev/null", 0, "");
 }
 
+/* Sampler settings out of range, or combined with --greedy, are usage
+ * errors (exit 2). */
+static void test_bad_settings(void) {
+  static const char *const bad[] = {"--temperature -1", "--temperature x", "--top-k -3",
+                                    "--top-p 0",        "--top-p 1.5",     "--seed -1",
+                                    "--seed 16777216",  "--greedy --temperature 0.5"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char args[512];
+    snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens 1 -n 2 %s", bad[i]);
+    expect(args, 2, i == 7 ? "cannot be combined" : bad[i][2] == 't' && bad[i][4] == 'e'
+                                                       ? "--temperature: expected"
+                                                       : "expected");
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
@@ -210,6 +219,7 @@ int main(void) {
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
                          {"dump_ir", test_dump_ir},
                          {"refuses_unsupported_config", test_refuses_unsupported_config},
+                         {"bad_settings", test_bad_settings},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }

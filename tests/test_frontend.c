@@ -26,10 +26,10 @@ static const char *tiny_config(const char *name, const char *extra) {
 static ssm_graph *build(const char *yaml, const char *config, int tokens) {
   ssm_model *m = NULL;
   ssm_graph *g = NULL;
-  SSM_ASSERT_OK(ssm_model_load(yaml, config, &m));
+  SSM_ASSERT_OK(ssm_model_open(yaml, config, &m));
   if (!m) return NULL;
   SSM_ASSERT_OK(ssm_model_build(m, tokens, &g));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   return g;
 }
 
@@ -101,7 +101,7 @@ static void test_mamba1_shapes(void) {
 static void test_model_params(void) {
   const char *cfg = tiny_config("config.json", "");
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path("models/mamba1.yaml"), cfg, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("models/mamba1.yaml"), cfg, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "mamba1");
   int64_t v = 0;
@@ -111,7 +111,7 @@ static void test_model_params(void) {
   CU_ASSERT_EQUAL(v, 2);
   CU_ASSERT_FALSE(ssm_model_param(m, "eps", &v)); /* a float */
   CU_ASSERT_FALSE(ssm_model_param(m, "nope", &v));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
 }
 
 static void test_mamba1_untied_bias(void) {
@@ -221,12 +221,12 @@ static void test_mamba2_shapes(void) {
   }
   /* heads * head_dim must be expand * hidden */
   ssm_model *m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(yaml, mamba2_config("config_m2_bad.json", 4, 20, 2), &m),
+  SSM_ASSERT_ERR(ssm_model_open(yaml, mamba2_config("config_m2_bad.json", 4, 20, 2), &m),
                  "cannot reshape f32[1,96] to f32[1,2,2,20,1]");
   CU_ASSERT_PTR_NULL(m);
   /* heads not divisible by groups: heads/groups is not an integer */
   m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(yaml, mamba2_config("config_m2_bad2.json", 4, 24, 3), &m),
+  SSM_ASSERT_ERR(ssm_model_open(yaml, mamba2_config("config_m2_bad2.json", 4, 24, 3), &m),
                  "dimension 'hpg' must be an integer");
   CU_ASSERT_PTR_NULL(m);
 }
@@ -250,12 +250,12 @@ static const char *py_config(const char *name, const char *hidden) {
 static void test_config_python_tokens(void) {
   const char *yaml = ssm_test_path("models/mamba1.yaml");
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(yaml, py_config("config_py.json", "64"), &m));
+  SSM_ASSERT_OK(ssm_model_open(yaml, py_config("config_py.json", "64"), &m));
   CU_ASSERT_PTR_NOT_NULL(m);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   m = NULL;
   /* a param bound to Infinity is a float, refused as a dimension */
-  SSM_ASSERT_ERR(ssm_model_load(yaml, py_config("config_py_inf.json", "Infinity"), &m),
+  SSM_ASSERT_ERR(ssm_model_open(yaml, py_config("config_py_inf.json", "Infinity"), &m),
                  "dimension 'hidden' must be an integer in 1..2^40, got inf");
   CU_ASSERT_PTR_NULL(m);
   /* the error after an Infinity is where it is with an 8-character number there */
@@ -264,10 +264,10 @@ static void test_config_python_tokens(void) {
   char want[600];
   const char *cfg = ssm_test_write("config_py_same.json", same, strlen(same));
   snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
-  SSM_ASSERT_ERR(ssm_model_load(yaml, cfg, &m), want);
+  SSM_ASSERT_ERR(ssm_model_open(yaml, cfg, &m), want);
   cfg = ssm_test_write("config_py_bad.json", bad, strlen(bad));
   snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
-  SSM_ASSERT_ERR(ssm_model_load(yaml, cfg, &m), want);
+  SSM_ASSERT_ERR(ssm_model_open(yaml, cfg, &m), want);
   CU_ASSERT_PTR_NULL(m);
 }
 
@@ -285,40 +285,40 @@ static const char *hf_dir(const char *dir, const char *model_type) {
 
 static void test_hf_directory(void) {
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(hf_dir("hf_falcon", "falcon_mamba"), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(hf_dir("hf_falcon", "falcon_mamba"), NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "falcon_mamba");
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(hf_dir("hf_mamba", "mamba"), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(hf_dir("hf_mamba", "mamba"), NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "mamba1");
   ssm_graph *g = NULL;
   SSM_ASSERT_OK(ssm_model_build(m, 2, &g));
   CU_ASSERT_PTR_NOT_NULL(g);
   ssm_graph_destroy(g);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
   snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, jamba, mamba, mamba2)", dir);
-  SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), want);
+  SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
-  SSM_ASSERT_OK(ssm_model_load(dir, tiny_config("cfg_override.json", ""), &m));
+  SSM_ASSERT_OK(ssm_model_open(dir, tiny_config("cfg_override.json", ""), &m));
   CU_ASSERT_PTR_NOT_NULL(m);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
 
   /* a description not on disk under models/: the embedded copy, if any */
   m = NULL;
   char cwd_model[600];
   snprintf(cwd_model, sizeof cwd_model, "%s/config.json", dir);
   if (chdir(ssm_test_tmpdir()) == 0) {
-    SSM_ASSERT_OK(ssm_model_load("models/falcon_mamba.yaml", cwd_model, &m));
+    SSM_ASSERT_OK(ssm_model_open("models/falcon_mamba.yaml", cwd_model, &m));
     CU_ASSERT_PTR_NOT_NULL(m);
     if (m) CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "falcon_mamba");
-    ssm_model_destroy(m);
-    SSM_ASSERT_ERR(ssm_model_load("elsewhere/falcon_mamba.yaml", cwd_model, &m), "elsewhere/falcon_mamba.yaml");
+    ssm_model_close(m);
+    SSM_ASSERT_ERR(ssm_model_open("elsewhere/falcon_mamba.yaml", cwd_model, &m), "elsewhere/falcon_mamba.yaml");
     CU_ASSERT(chdir(ssm_test_source_dir()) == 0);
   }
 }
@@ -396,7 +396,7 @@ static void expect_error(const char *old, const char *line, const char *needle, 
   const char *path = tiny_variant("bad.yaml", old, line, text, sizeof text);
   snprintf(want, sizeof want, "%s%s", where(path, text, needle, delta), message);
   ssm_model *m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(path, cfg, &m), want);
+  SSM_ASSERT_ERR(ssm_model_open(path, cfg, &m), want);
   CU_ASSERT_PTR_NULL(m);
 }
 
@@ -430,7 +430,7 @@ static const char *jamba_config(const char *name, int experts) {
 static void test_jamba_schedule(void) {
   const char *cfg = jamba_config("jamba.json", 1);
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path("models/jamba.yaml"), cfg, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("models/jamba.yaml"), cfg, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   int64_t v = 0;
   CU_ASSERT_TRUE(ssm_model_param(m, "max_seq", &v));
@@ -440,7 +440,7 @@ static void test_jamba_schedule(void) {
   SSM_ASSERT_ERR(ssm_model_set_param(m, "nope", 1), "no param 'nope' to set");
   ssm_graph *g = NULL;
   SSM_ASSERT_OK(ssm_model_build(m, 3, &g));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   CU_ASSERT_PTR_NOT_NULL_FATAL(g);
   /* attention at layers 1 and 3 (i % 2 == 1), Mamba at 0 and 2; an MLP in each */
   CU_ASSERT_EQUAL(count_op(g, SSM_OP_ATTENTION), 2);
@@ -483,7 +483,7 @@ static void test_jamba_schedule(void) {
 static void test_jamba_experts_refused(void) {
   const char *cfg = jamba_config("jamba_moe.json", 16);
   ssm_model *m = NULL;
-  ssm_status s = ssm_model_load(ssm_test_path("models/jamba.yaml"), cfg, &m);
+  ssm_status s = ssm_model_open(ssm_test_path("models/jamba.yaml"), cfg, &m);
   CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_UNSUPPORTED);
   CU_ASSERT_PTR_NULL(m);
   char want[600];
@@ -558,13 +558,13 @@ static void test_layer_schedule(void) {
   path = ssm_test_write("sched_bad.yaml", text, n);
   snprintf(msg, sizeof msg, "%sunknown block 'c'", where(path, text, "c}}", 0));
   ssm_model *m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(path, cfg, &m), msg);
+  SSM_ASSERT_ERR(ssm_model_open(path, cfg, &m), msg);
   memcpy(text, sched_yaml, n + 1);
   at = strstr(text, "then: a, else");
   memcpy(at, "than", 4);
   path = ssm_test_write("sched_bad2.yaml", text, n);
   snprintf(msg, sizeof msg, "%sunknown key 'than' in a block choice", where(path, text, "than", 0));
-  SSM_ASSERT_ERR(ssm_model_load(path, cfg, &m), msg);
+  SSM_ASSERT_ERR(ssm_model_open(path, cfg, &m), msg);
 }
 
 static void test_error_unknown_op(void) {
@@ -635,10 +635,10 @@ static void test_error_yaml(void) {
   for (int k = 0; k < 100; k++) strcat(nested, "[");
   const char *path = ssm_test_write("deep.yaml", nested, strlen(nested));
   ssm_model *m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(path, tiny_config("config.json", ""), &m), "YAML nested deeper than 64");
-  SSM_ASSERT_ERR(ssm_model_load(path, NULL, &m), "needs a config.json");
+  SSM_ASSERT_ERR(ssm_model_open(path, tiny_config("config.json", ""), &m), "YAML nested deeper than 64");
+  SSM_ASSERT_ERR(ssm_model_open(path, NULL, &m), "needs a config.json");
   const char *bad_json = ssm_test_write("bad.json", "{\"a\": 1,\n \"b\": }", 16);
-  SSM_ASSERT_ERR(ssm_model_load(ssm_test_path("models/mamba1.yaml"), bad_json, &m), "bad.json:2:");
+  SSM_ASSERT_ERR(ssm_model_open(ssm_test_path("models/mamba1.yaml"), bad_json, &m), "bad.json:2:");
 }
 
 static void test_error_libyaml_message(void) {
@@ -647,7 +647,7 @@ static void test_error_libyaml_message(void) {
   char want[600];
   snprintf(want, sizeof want, "%s:3:7: ", path);
   ssm_model *m = NULL;
-  SSM_ASSERT_ERR(ssm_model_load(path, tiny_config("config.json", ""), &m), want);
+  SSM_ASSERT_ERR(ssm_model_open(path, tiny_config("config.json", ""), &m), want);
 }
 
 static void test_print_roundtrip(void) {
@@ -689,7 +689,7 @@ static void test_config_errors(void) {
   };
   ssm_model *m = NULL;
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    SSM_ASSERT_ERR(ssm_model_load(ssm_test_path("models/mamba1.yaml"), tiny_config("bad_cfg.json", cases[i][0]), &m),
+    SSM_ASSERT_ERR(ssm_model_open(ssm_test_path("models/mamba1.yaml"), tiny_config("bad_cfg.json", cases[i][0]), &m),
                    cases[i][1]);
     CU_ASSERT_PTR_NULL(m);
   }
@@ -702,7 +702,7 @@ static void test_config_errors(void) {
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     const char *cfg = ssm_test_write("bad_cfg.json", files[i][0], strlen(files[i][0]));
-    SSM_ASSERT_ERR(ssm_model_load(ssm_test_path("models/mamba1.yaml"), cfg, &m), files[i][1]);
+    SSM_ASSERT_ERR(ssm_model_open(ssm_test_path("models/mamba1.yaml"), cfg, &m), files[i][1]);
     CU_ASSERT_PTR_NULL(m);
   }
   /* directory mode: model_type must be a string */
@@ -714,7 +714,7 @@ static void test_config_errors(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   fputs("{\"model_type\": 5}", f);
   fclose(f);
-  SSM_ASSERT_ERR(ssm_model_load(dir, NULL, &m), "config.json: no string 'model_type'");
+  SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), "config.json: no string 'model_type'");
   CU_ASSERT_PTR_NULL(m);
 }
 
@@ -730,10 +730,10 @@ static void test_load_text(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(yaml);
   ssm_model *m = NULL;
   ssm_graph *g = NULL;
-  SSM_ASSERT_OK(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cfg, strlen(cfg), &m));
+  SSM_ASSERT_OK(ssm_model_open_text("mem.yaml", yaml, strlen(yaml), "mem.json", cfg, strlen(cfg), &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   ssm_graph *want = build(ssm_test_path("models/mamba1.yaml"), ssm_test_write("config.json", cfg, strlen(cfg)), 1);
   CU_ASSERT_PTR_NOT_NULL_FATAL(g);
   CU_ASSERT_PTR_NOT_NULL_FATAL(want);
@@ -747,13 +747,13 @@ static void test_load_text(void) {
   /* lengths are honoured: nothing past them is read (ASan builds check) */
   char *cut = malloc(10);
   memcpy(cut, cfg, 10);
-  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", cut, 10, &m),
+  SSM_ASSERT_ERR(ssm_model_open_text("mem.yaml", yaml, strlen(yaml), "mem.json", cut, 10, &m),
                  "mem.json:1:3: malformed JSON");
   free(cut);
   CU_ASSERT_PTR_NULL(m);
-  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", yaml, strlen(yaml), "mem.json", "[1]", 3, &m),
+  SSM_ASSERT_ERR(ssm_model_open_text("mem.yaml", yaml, strlen(yaml), "mem.json", "[1]", 3, &m),
                  "mem.json: not a JSON object");
-  SSM_ASSERT_ERR(ssm_model_load_text("mem.yaml", "ssmc: 1\n", 8, "mem.json", cfg, strlen(cfg), &m),
+  SSM_ASSERT_ERR(ssm_model_open_text("mem.yaml", "ssmc: 1\n", 8, "mem.json", cfg, strlen(cfg), &m),
                  "mem.yaml:1:1: the model description needs key 'architecture'");
   CU_ASSERT_PTR_NULL(m);
 }

@@ -1,21 +1,24 @@
 /*
- * test_golden.c — whole models against Hugging Face transformers.
+ * test_golden.c — whole models against Hugging Face transformers, through
+ * the library's session API (runtime/ssmc.h).
  *
  * Each fixture under tests/data/<name>/ is a small random model saved by
  * transformers (tools/gen_golden.py) with the logits transformers computed
- * for prompt + generated tokens and its greedy generation. We run
- * `ssmc run DIR --weights DIR --tokens PROMPT -n N --dump-logits F` and
- * require max |Δlogit| / max |logit| <= 1e-4 at every position and the same
- * greedy tokens; prefill in chunks and token-by-token decode must agree.
- * Both backends: the CPU interpreter (`--backend cpu`) and Vulkan, through
- * `ssmc compile DIR -o X.ssmb --chunk C` then `ssmc run X.ssmb` (lavapipe
- * when there is no GPU). The Jamba fixtures also carry attention's KV cache
- * and position across runs.
+ * for prompt + generated tokens and its greedy generation. A session opened
+ * on the fixture generates greedily with the logits of every position
+ * handed back, and we require max |Δlogit| / max |logit| <= 1e-4 at every
+ * position and the same greedy tokens; prefill in chunks and token-by-token
+ * decode must agree. Both backends: the CPU interpreter and Vulkan (the
+ * model compiled in memory with prefill chunks of 4 and 1, under the
+ * validation layer once; lavapipe when there is no GPU), and Vulkan with
+ * fusion off. The Jamba fixtures also carry attention's KV cache and
+ * position across runs.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <string.h>
 
+#include "runtime/ssmc.h"
 #include "testutil.h"
 
 static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamba1_f16_sharded",
@@ -83,57 +86,59 @@ static char *join(const int *v, int n) {
   return buf;
 }
 
-/* Runs `ssmc run MODEL` on fixture `name` with `extra` options; checks the
- * generated ids printed on the last line; returns the dumped logits
- * (rows*vocab) or NULL. */
-static float *run_ssmc(const char *name, const char *model, const golden *g, const char *extra) {
-  static int seq;
-  char cmd[4096], dump[512], *out;
-  const char *dir = ssm_test_path("tests/data");
-  snprintf(dump, sizeof dump, "%s/%s.%d.logits", ssm_test_tmpdir(), name, seq++);
-  snprintf(cmd, sizeof cmd, "%s run %s --weights %s/%s --tokens %s -n %d --greedy %s --dump-logits %s",
-           ssm_test_ssmc(), model, dir, name, join(g->prompt, g->np), g->ngen, extra, dump);
-  int rc = ssm_test_sh(cmd, &out);
-  if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
-  CU_ASSERT_EQUAL(rc, 0);
-  size_t len = strlen(out);
-  while (len && out[len - 1] == '\n') out[--len] = 0;
-  const char *last = strrchr(out, '\n');
-  last = last ? last + 1 : out;
-  const char *want = join(g->gen, g->ngen);
-  if (strcmp(last, want)) fprintf(stderr, "\n  %s: generated %s, transformers %s\n", name, last, want);
-  CU_ASSERT_STRING_EQUAL(last, want);
-  free(out);
-  char *data;
-  size_t n;
-  ssm_status s = ssm_file_read(dump, 0, &data, &n);
-  if (s) {
-    ssm_status_free(s);
-    CU_FAIL("no logits dump");
-    return NULL;
-  }
-  CU_ASSERT_EQUAL(n, (size_t)g->rows * (size_t)g->vocab * 4);
-  if (n != (size_t)g->rows * (size_t)g->vocab * 4) {
-    free(data);
-    return NULL;
-  }
-  return (float *)data;
+typedef struct {
+  float *rows;
+  size_t n, cap; /* floats */
+} rows;
+
+static int keep_row(const float *logits, int64_t vocab, int64_t position, void *user) {
+  rows *r = user;
+  if (r->n + (size_t)vocab > r->cap) r->rows = realloc(r->rows, sizeof(float) * (r->cap = 2 * (r->n + (size_t)vocab)));
+  memcpy(r->rows + r->n, logits, sizeof(float) * (size_t)vocab);
+  r->n += (size_t)vocab;
+  return 0;
 }
 
-/* `ssmc compile` of fixture `name` with prefill chunk `chunk` and `extra`
- * options; returns the bundle path (static buffer) or NULL. */
-static const char *compile_fixture(const char *name, int chunk, const char *extra) {
-  static char bundle[512];
-  char cmd[2048], *out;
-  snprintf(bundle, sizeof bundle, "%s/%s.c%d%s.ssmb", ssm_test_tmpdir(), name, chunk,
-           *extra ? ".x" : "");
-  snprintf(cmd, sizeof cmd, "%s compile %s/%s -o %s --chunk %d %s", ssm_test_ssmc(),
-           ssm_test_path("tests/data"), name, bundle, chunk, extra);
-  int rc = ssm_test_sh(cmd, &out);
-  if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
-  CU_ASSERT_EQUAL(rc, 0);
-  free(out);
-  return rc ? NULL : bundle;
+/* Opens fixture `name` through the library with `o` and generates greedily
+ * on the host (its logits every step); checks the ids against
+ * transformers'; returns the logits of every position (rows*vocab) or NULL. */
+static float *run_fixture(const char *name, const golden *g, const ssmc_options *o) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(dir, o, &s));
+  if (!s) return NULL;
+  rows r = {0};
+  ssmc_generate_options gen;
+  ssmc_generate_options_init(&gen);
+  gen.host_greedy = 1;
+  gen.on_logits = keep_row;
+  gen.user = &r;
+  int32_t prompt[64], ids[64];
+  size_t n = 0;
+  for (int i = 0; i < g->np; i++) prompt[i] = g->prompt[i];
+  SSM_ASSERT_OK(ssmc_session_generate(s, prompt, (size_t)g->np, g->ngen, &gen, ids, &n));
+  CU_ASSERT_EQUAL(ssmc_session_position(s), g->np + g->ngen - 1);
+  ssmc_session_close(s);
+  int same = n == (size_t)g->ngen;
+  for (size_t i = 0; same && i < n; i++) same = ids[i] == g->gen[i];
+  if (!same) fprintf(stderr, "\n  %s: generated %s, transformers %s\n", name,
+                     join((const int *)ids, (int)n), join(g->gen, g->ngen));
+  CU_ASSERT(same);
+  CU_ASSERT_EQUAL(r.n, (size_t)g->rows * (size_t)g->vocab);
+  if (r.n != (size_t)g->rows * (size_t)g->vocab) {
+    free(r.rows);
+    return NULL;
+  }
+  return r.rows;
+}
+
+static ssmc_options opts(ssmc_backend backend, int chunk) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = backend;
+  o.chunk = chunk;
+  return o;
 }
 
 /* max over rows of max |a-b| / max |ref| */
@@ -178,19 +183,18 @@ static void check_fixture(const char *name) {
     return;
   }
   CU_ASSERT(g.max_abs > 0.5f); /* the fixture must not be a near-zero model */
-  char dir[512];
-  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
-  check_pair(name, &g, run_ssmc(name, dir, &g, "--backend cpu"),
-             run_ssmc(name, dir, &g, "--backend cpu --chunk 1"), "cpu");
+  ssmc_options cpu = opts(SSMC_BACKEND_CPU, 0), cpu1 = opts(SSMC_BACKEND_CPU, 1);
+  check_pair(name, &g, run_fixture(name, &g, &cpu), run_fixture(name, &g, &cpu1), "cpu");
   /* Vulkan: prefill programs of 4 tokens (prompts are 7-11 tokens, so both
    * full chunks and the token-by-token remainder run), and of 1 token. */
-  const char *b4 = compile_fixture(name, 4, "");
-  float *chunked = b4 ? run_ssmc(name, b4, &g, "--backend vulkan --validate") : NULL;
-  const char *b1 = compile_fixture(name, 1, "");
-  float *stepwise = b1 ? run_ssmc(name, b1, &g, "--backend vulkan") : NULL;
+  ssmc_options vk4 = opts(SSMC_BACKEND_VULKAN, 4), vk1 = opts(SSMC_BACKEND_VULKAN, 1);
+  vk4.validation = 1;
+  float *chunked = run_fixture(name, &g, &vk4);
+  float *stepwise = run_fixture(name, &g, &vk1);
   /* fusion off: every op its own kernel; the same logits as fused */
-  const char *bu = compile_fixture(name, 4, "--no-fuse");
-  float *unfused = bu ? run_ssmc(name, bu, &g, "--backend vulkan") : NULL;
+  ssmc_options unf = opts(SSMC_BACKEND_VULKAN, 4);
+  unf.no_fuse = 1;
+  float *unfused = run_fixture(name, &g, &unf);
   if (unfused && chunked) {
     int row;
     double e = rel_err(unfused, chunked, &g, &row);

@@ -266,7 +266,7 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
     else if (!s) s = ssm_vk_buffer_fill(g_vk, bufs[b], 0, bytes, b ? 0 : 0x7fc00000u /* NaN */);
     binds[b] = (ssm_vk_binding){bufs[b], 0, 0};
   }
-  if (!s) s = ssm_vk_program_begin(g_vk, &p);
+  if (!s) s = ssm_vk_program_create(g_vk, &p);
   if (!s) s = ssm_vk_program_add_dispatch(p, k, binds, NULL, kern.groups[0], kern.groups[1],
                                           kern.groups[2]);
   if (!s) s = ssm_vk_program_end(p);
@@ -386,7 +386,7 @@ static void end_list(void) { printf("\n  "); }
 /* ---- cases ------------------------------------------------------------------ */
 
 static void test_create(void) {
-  SSM_ASSERT_OK(ssm_vk_create(-1, 1, &g_vk));
+  SSM_ASSERT_OK(ssm_vk_open(-1, 1, &g_vk));
   CU_ASSERT_PTR_NOT_NULL_FATAL(g_vk);
   /* Keep the layer mapped after the loader's dlclose so LeakSanitizer can
    * name it in the suppressions (tests/lsan.supp). */
@@ -723,7 +723,7 @@ static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const fl
     if (v == sn->result) t->state_binding = b;
     binds[b] = (ssm_vk_binding){t->bufs[b], 0, 0};
   }
-  if (!s) s = ssm_vk_program_begin(g_vk, &t->p);
+  if (!s) s = ssm_vk_program_create(g_vk, &t->p);
   if (!s) s = ssm_vk_program_add_dispatch(t->p, t->k, binds, NULL, 1, 1, 1);
   if (!s) s = ssm_vk_program_end(t->p);
   SSM_ASSERT_OK(s);
@@ -916,7 +916,7 @@ static void test_validation_clean(void) {
     fprintf(stderr, "\n  %s\n", ssm_vk_validation_message(g_vk, i));
   CU_ASSERT_EQUAL(errors, 0);
   CU_ASSERT_EQUAL(warnings, 0);
-  ssm_vk_destroy(g_vk);
+  ssm_vk_close(g_vk);
   g_vk = NULL;
   CU_ASSERT_EQUAL(g_log_errors, 0);
   struct timespec t1;

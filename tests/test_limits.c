@@ -75,7 +75,7 @@ static void test_cpu_long_run(void) {
   ssm_st *st = NULL;
   ssm_cpu *cpu = NULL;
   int64_t vocab = 0;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(FIX), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(FIX), NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   CU_ASSERT_FATAL(ssm_model_param(m, "vocab", &vocab) && vocab == 1000);
   SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
@@ -101,41 +101,40 @@ static void test_cpu_long_run(void) {
   ssm_cpu_destroy(cpu);
   ssm_st_close(st);
   ssm_graph_destroy(g);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
 }
 
 static void test_vulkan_long_run(void) {
   enum { STEPS = 2000 };
-  char bundle[512];
-  snprintf(bundle, sizeof bundle, "%s/longrun.ssmb", ssm_test_tmpdir());
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(FIX), NULL, &m));
+  ssm_bundle *bundle = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(FIX), NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   ssm_compile_opts co = {.prefill_tokens = 4};
-  SSM_ASSERT_OK(ssm_compile(m, &co, bundle));
-  ssm_model_destroy(m);
-  ssm_rt *rt = NULL;
-  SSM_ASSERT_OK(ssm_rt_open(bundle, ssm_test_path(FIX), NULL, &rt));
+  SSM_ASSERT_OK(ssm_compile(m, &co, &bundle));
+  ssm_model_close(m);
+  ssm_backend *rt = NULL;
+  SSM_ASSERT_OK(ssm_vk_backend_open(bundle, ssm_test_path(FIX), NULL, &rt));
   CU_ASSERT_PTR_NOT_NULL_FATAL(rt);
-  int64_t vocab = ssm_rt_vocab(rt);
+  int64_t vocab = rt->vocab;
   float *logits = malloc(sizeof(float) * (size_t)vocab * 4);
   int32_t prompt[4] = {1, 2, 3, 4};
-  SSM_ASSERT_OK(ssm_rt_run(rt, prompt, 4, logits));
+  SSM_ASSERT_OK(ssm_backend_run(rt, prompt, 4, logits));
   int32_t tok = argmax(logits + 3 * vocab, vocab);
   long before = 0;
   int k = 0, ok = 1;
   for (; k < STEPS && ok; k++) {
     if (k == WARMUP) before = rss_kib();
-    ssm_status s = ssm_rt_run(rt, &tok, 1, logits);
+    ssm_status s = ssm_backend_run(rt, &tok, 1, logits);
     ok = !s && all_finite(logits, vocab);
     SSM_ASSERT_OK(s);
     tok = argmax(logits, vocab);
   }
   CU_ASSERT_EQUAL(k, STEPS);
   CU_ASSERT(ok);
-  check_growth(ssm_vk_info(ssm_rt_vk(rt))->name, before, rss_kib(), k);
+  check_growth(rt->device, before, rss_kib(), k);
   free(logits);
-  ssm_rt_close(rt);
+  ssm_backend_close(rt);
 }
 
 /* Copies fixture file `name` into `dir`; returns its bytes (malloc'd). */
@@ -200,7 +199,7 @@ static void test_nonfinite_logits(void) {
 }
 
 /* A model whose weights outgrow every device (hidden 2^25: a 128 GiB
- * embedding): ssm_rt_open fails while creating buffers, before it reads any
+ * embedding): ssm_vk_backend_open fails while creating buffers, before it reads any
  * weights, with the size in the message; nothing leaks (LSan builds). */
 static void test_too_large_for_device(void) {
   char dir[512], cfg[600], bundle[600];
@@ -218,13 +217,16 @@ static void test_too_large_for_device(void) {
   fclose(f);
   snprintf(bundle, sizeof bundle, "%s/huge.ssmb", dir);
   ssm_model *m = NULL;
-  SSM_ASSERT_OK(ssm_model_load(dir, NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(dir, NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   ssm_compile_opts co = {.prefill_tokens = 2};
-  SSM_ASSERT_OK(ssm_compile(m, &co, bundle));
-  ssm_model_destroy(m);
-  ssm_rt *rt = NULL;
-  ssm_status s = ssm_rt_open(bundle, "/nonexistent/weights", NULL, &rt);
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_compile(m, &co, &b));
+  ssm_model_close(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  SSM_ASSERT_OK(ssm_bundle_save(b, bundle));
+  ssm_backend *rt = NULL;
+  ssm_status s = ssm_vk_backend_open(b, "/nonexistent/weights", NULL, &rt);
   CU_ASSERT_PTR_NULL(rt);
   CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_DEVICE);
   const char *msg = ssm_status_message(s);

@@ -639,7 +639,7 @@ static void check_fixture_simplified(const char *name) {
   ssm_graph *before = NULL, *after = NULL;
   ssm_st *st = NULL;
   ssm_cpu *c = NULL;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path(rel), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(rel), NULL, &m));
   if (m) SSM_ASSERT_OK(ssm_model_build(m, count, &before));
   if (m) SSM_ASSERT_OK(ssm_model_build(m, count, &after));
   if (after) SSM_ASSERT_OK(ssm_passes_run(after, NULL, "simplify", NULL, NULL));
@@ -667,7 +667,7 @@ static void check_fixture_simplified(const char *name) {
   ssm_st_close(st);
   ssm_graph_destroy(before);
   ssm_graph_destroy(after);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
 }
 
 static void test_cpu_simplified(void) {
@@ -716,9 +716,9 @@ static void check_parses_back(const char *file, const char *text) {
 static void test_golden_ir(void) {
   ssm_model *m = NULL;
   ssm_graph *g = NULL;
-  SSM_ASSERT_OK(ssm_model_load(ssm_test_path("tests/data/mamba1_tiny"), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba1_tiny"), NULL, &m));
   if (m) SSM_ASSERT_OK(ssm_model_build(m, 2, &g));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   if (!g) return;
   dumps d;
   memset(&d, 0, sizeof d);
@@ -939,11 +939,11 @@ static void test_many_layers(void) {
   clock_gettime(CLOCK_MONOTONIC, &t0);
   ssm_model *m = NULL;
   ssm_graph *g = NULL;
-  SSM_ASSERT_OK(ssm_model_load_text("many.yaml", text, strlen(text), "config.json", cfg, strlen(cfg), &m));
+  SSM_ASSERT_OK(ssm_model_open_text("many.yaml", text, strlen(text), "config.json", cfg, strlen(cfg), &m));
   free(text);
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   CU_ASSERT_PTR_NOT_NULL_FATAL(g);
   SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, NULL, NULL));
   clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -44,7 +44,7 @@ static int load_reference(void) {
 static void test_tokenizer_matches_library(void) {
   CU_ASSERT_FATAL(load_reference());
   ssm_tok *tok = NULL;
-  SSM_ASSERT_OK(ssm_tok_load(ssm_test_path(DIR "/tokenizer.json"), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(ssm_test_path(DIR "/tokenizer.json"), &tok));
   char *text;
   size_t n;
   SSM_ASSERT_OK(ssm_file_read(ssm_test_path(DIR "/heldout.py"), 0, &text, &n));
@@ -55,7 +55,7 @@ static void test_tokenizer_matches_library(void) {
   CU_ASSERT(m == nref && !memcmp(ids, ref_ids, m * sizeof *ids));
   free(ids);
   free(text);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 /* Mean log p(token i+1 | tokens ..i) from ssmc's dumped logits. */

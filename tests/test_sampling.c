@@ -1,16 +1,18 @@
 /*
- * test_sampling.c — `ssmc run` with the decode program's sampler: the drawn
- * token stays on the device as the next step's input.
+ * test_sampling.c — generating with the decode program's sampler, through
+ * the session API: the drawn token stays on the device as the next step's
+ * input.
  *
- * Greedy through that path (no --greedy, which takes the logits to the
+ * Greedy through that path (not host_greedy, which takes the logits to the
  * host) must give transformers' greedy tokens for every fixture, on both
  * backends: it proves the feedback copy and the sampler's argmax. Sampling
- * with a seed must be reproducible and depend on the seed; its logits dump
- * must have a row for every position; bad settings are usage errors.
+ * with a seed must be reproducible and depend on the seed; logits asked for
+ * while sampling come for every position; bad settings are refused.
  */
 #include <cjson/cJSON.h>
 #include <string.h>
 
+#include "runtime/ssmc.h"
 #include "testutil.h"
 
 static const char *const fixtures[] = {"mamba1_tiny", "mamba1_untied", "mamba1_f16_sharded",
@@ -49,45 +51,47 @@ static int load_golden(const char *name, golden *g) {
   return g->np > 0 && g->ngen > 0;
 }
 
-/* Runs ssmc; returns the exit status and the last output line in `last`. */
-static int run(const char *args, char *last, size_t cap) {
-  char cmd[4096], *out;
-  snprintf(cmd, sizeof cmd, "%s %s", ssm_test_ssmc(), args);
-  int rc = ssm_test_sh(cmd, &out);
-  size_t len = strlen(out);
-  while (len && out[len - 1] == '\n') out[--len] = 0;
-  const char *l = strrchr(out, '\n');
-  snprintf(last, cap, "%s", l ? l + 1 : out);
-  if (rc) fprintf(stderr, "\n  %s\n  -> exit %d: %s\n", cmd, rc, out);
-  free(out);
-  return rc;
+static ssmc_session *open_fixture(const char *name, ssmc_backend backend) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = backend;
+  o.chunk = 4;
+  o.validation = backend == SSMC_BACKEND_VULKAN;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(dir, &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  return s;
 }
 
-static const char *compile(const char *name) {
-  static char bundle[512];
-  char args[2048], last[4096];
-  snprintf(bundle, sizeof bundle, "%s/%s.ssmb", ssm_test_tmpdir(), name);
-  snprintf(args, sizeof args, "compile %s/%s -o %s --chunk 4", ssm_test_path("tests/data"), name,
-           bundle);
-  int rc = run(args, last, sizeof last);
-  CU_ASSERT_EQUAL(rc, 0);
-  return rc ? NULL : bundle;
+/* Generates with `g` from "1,2,3"-style `prompt` and writes the ids the
+ * same way into `out`. */
+static void generate(ssmc_session *s, const char *prompt, int n, const ssmc_generate_options *g,
+                     char *out, size_t cap) {
+  int32_t p[64], ids[256];
+  size_t np = 0, got = 0;
+  for (const char *c = prompt; *c; c++)
+    if (c == prompt || c[-1] == ',') p[np++] = (int32_t)atoi(c);
+  SSM_ASSERT_OK(ssmc_session_generate(s, p, np, n, g, ids, &got));
+  CU_ASSERT_EQUAL(got, (size_t)n);
+  size_t k = 0;
+  out[0] = 0;
+  for (size_t i = 0; i < got; i++) k += (size_t)snprintf(out + k, cap - k, i ? ",%d" : "%d", ids[i]);
 }
 
+/* Greedy through the device sampler (the drawn id fed back on the device)
+ * gives transformers' greedy tokens on both backends. */
 static void test_greedy_feedback_matches_transformers(void) {
   for (int f = 0; f < NFIX; f++) {
     golden g;
     CU_ASSERT_FATAL(load_golden(fixtures[f], &g));
-    const char *b = compile(fixtures[f]);
-    if (!b) continue;
-    char args[4096], gpu[4096], cpu[4096];
-    const char *dir = ssm_test_path("tests/data");
-    snprintf(args, sizeof args, "run %s --weights %s/%s --tokens %s -n %d --validate", b, dir,
-             fixtures[f], g.prompt, g.ngen);
-    CU_ASSERT_EQUAL(run(args, gpu, sizeof gpu), 0);
-    snprintf(args, sizeof args, "run %s/%s --backend cpu --weights %s/%s --tokens %s -n %d", dir,
-             fixtures[f], dir, fixtures[f], g.prompt, g.ngen);
-    CU_ASSERT_EQUAL(run(args, cpu, sizeof cpu), 0);
+    char gpu[4096], cpu[4096];
+    for (int be = 0; be < 2; be++) {
+      ssmc_session *s = open_fixture(fixtures[f], be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN);
+      generate(s, g.prompt, g.ngen, NULL, be ? cpu : gpu, sizeof gpu);
+      ssmc_session_close(s);
+    }
     fprintf(stderr, "\n  %s: vulkan %s, cpu %s, transformers %s", fixtures[f], gpu, cpu, g.gen);
     CU_ASSERT_STRING_EQUAL(gpu, g.gen);
     CU_ASSERT_STRING_EQUAL(cpu, g.gen);
@@ -95,91 +99,90 @@ static void test_greedy_feedback_matches_transformers(void) {
 }
 
 static void test_seeded_sampling(void) {
-  const char *name = "mamba1_tiny", *b = compile(name);
-  if (!b) return;
-  const char *dir = ssm_test_path("tests/data");
-  const char *opts = "--tokens 852,328,421,145,37,285,697,882 -n 40 --temperature 0.8 --top-k 40 "
-                     "--top-p 0.9";
-  char args[4096], a[4096], a2[4096], c[4096], cpu[4096];
-  snprintf(args, sizeof args, "run %s --weights %s/%s %s --seed 7 --validate", b, dir, name, opts);
-  CU_ASSERT_EQUAL(run(args, a, sizeof a), 0);
-  CU_ASSERT_EQUAL(run(args, a2, sizeof a2), 0);
-  snprintf(args, sizeof args, "run %s --weights %s/%s %s --seed 8", b, dir, name, opts);
-  CU_ASSERT_EQUAL(run(args, c, sizeof c), 0);
-  snprintf(args, sizeof args, "run %s/%s --backend cpu --weights %s/%s %s --seed 7", dir, name,
-           dir, name, opts);
-  CU_ASSERT_EQUAL(run(args, cpu, sizeof cpu), 0);
+  const char *prompt = "852,328,421,145,37,285,697,882";
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = 0.8f;
+  g.top_k = 40;
+  g.top_p = 0.9f;
+  g.seed = 7;
+  char a[4096], a2[4096], c[4096], cpu[4096], greedy[4096];
+  ssmc_session *s = open_fixture("mamba1_tiny", SSMC_BACKEND_VULKAN);
+  generate(s, prompt, 40, &g, a, sizeof a);
+  SSM_ASSERT_OK(ssmc_session_reset(s));
+  generate(s, prompt, 40, &g, a2, sizeof a2);
+  SSM_ASSERT_OK(ssmc_session_reset(s));
+  g.seed = 8;
+  generate(s, prompt, 40, &g, c, sizeof c);
+  SSM_ASSERT_OK(ssmc_session_reset(s));
+  generate(s, prompt, 40, NULL, greedy, sizeof greedy);
+  ssmc_session_close(s);
+  g.seed = 7;
+  s = open_fixture("mamba1_tiny", SSMC_BACKEND_CPU);
+  generate(s, prompt, 40, &g, cpu, sizeof cpu);
+  ssmc_session_close(s);
   fprintf(stderr, "\n  seed 7: %s\n  seed 7: %s\n  seed 8: %s\n  cpu 7:  %s%s", a, a2, c, cpu,
           strcmp(a, cpu) ? " (differs from vulkan: a near-tie in f32)" : " (= vulkan)");
-  CU_ASSERT_STRING_EQUAL(a, a2);
+  CU_ASSERT_STRING_EQUAL(a, a2);  /* the same seed draws the same tokens after a reset */
   CU_ASSERT_STRING_NOT_EQUAL(a, c);
-  int ids = 1;
-  for (const char *p = a; *p; p++) ids += *p == ',';
-  CU_ASSERT_EQUAL(ids, 40);
-  /* sampling is not greedy decoding in disguise */
-  snprintf(args, sizeof args, "run %s --weights %s/%s --tokens 852,328,421,145,37,285,697,882 "
-           "-n 40", b, dir, name);
-  char greedy[4096];
-  CU_ASSERT_EQUAL(run(args, greedy, sizeof greedy), 0);
-  CU_ASSERT_STRING_NOT_EQUAL(a, greedy);
+  CU_ASSERT_STRING_NOT_EQUAL(a, greedy); /* sampling is not greedy decoding in disguise */
 }
 
-/* A logits dump while sampling: a row per position (prompt, then every
- * generated token but the last), and the same ids as without the dump. */
-static void test_sampling_dump(void) {
-  const char *name = "falcon_tiny", *b = compile(name);
-  if (!b) return;
-  const char *dir = ssm_test_path("tests/data");
-  char args[4096], with[4096], without[4096], dump[512];
-  snprintf(dump, sizeof dump, "%s/sampled.f32", ssm_test_tmpdir());
-  snprintf(args, sizeof args, "run %s --weights %s/%s --tokens 5,17,9,1,2,3 -n 25 "
-           "--temperature 1.2 --seed 3 --dump-logits %s", b, dir, name, dump);
-  CU_ASSERT_EQUAL(run(args, with, sizeof with), 0);
-  snprintf(args, sizeof args, "run %s --weights %s/%s --tokens 5,17,9,1,2,3 -n 25 "
-           "--temperature 1.2 --seed 3", b, dir, name);
-  CU_ASSERT_EQUAL(run(args, without, sizeof without), 0);
+static int count_row(const float *logits, int64_t vocab, int64_t position, void *user) {
+  int *rows = user;
+  CU_ASSERT_EQUAL(position, *rows); /* in order, one per position */
+  (*rows)++;
+  return 0;
+}
+
+/* Logits while sampling: a row per position (prompt, then every generated
+ * token but the last), and the same ids as without them. */
+static void test_sampling_logits(void) {
+  ssmc_session *s = open_fixture("falcon_tiny", SSMC_BACKEND_VULKAN);
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = 1.2f;
+  g.seed = 3;
+  char with[4096], without[4096];
+  int rows = 0;
+  generate(s, "5,17,9,1,2,3", 25, &g, without, sizeof without);
+  SSM_ASSERT_OK(ssmc_session_reset(s));
+  g.on_logits = count_row;
+  g.user = &rows;
+  generate(s, "5,17,9,1,2,3", 25, &g, with, sizeof with);
   CU_ASSERT_STRING_EQUAL(with, without);
-  char *data;
-  size_t n;
-  ssm_status s = ssm_file_read(dump, 0, &data, &n);
-  CU_ASSERT_PTR_NULL(s);
-  ssm_status_free(s);
-  if (!s) {
-    cJSON *cfg = NULL;
-    char rel[256], *text;
-    size_t tn;
-    snprintf(rel, sizeof rel, "tests/data/%s/config.json", name);
-    ssm_status_free(ssm_file_read(ssm_test_path(rel), 0, &text, &tn));
-    cfg = cJSON_Parse(text);
-    free(text);
-    int vocab = cJSON_GetObjectItem(cfg, "vocab_size")->valueint;
-    cJSON_Delete(cfg);
-    CU_ASSERT_EQUAL(n, (size_t)(6 + 25 - 1) * (size_t)vocab * 4);
-    free(data);
-  }
+  CU_ASSERT_EQUAL(rows, 6 + 25 - 1);
+  ssmc_session_close(s);
 }
 
+/* Settings out of range are refused by the library (the CLI's usage errors
+ * are test_cli's), and leave the session usable. */
 static void test_bad_settings(void) {
-  const char *dir = ssm_test_path("tests/data");
-  static const char *const bad[] = {"--temperature -1", "--temperature x", "--top-k -3",
-                                    "--top-p 0",        "--top-p 1.5",     "--seed -1",
-                                    "--seed 16777216",  "--greedy --temperature 0.5"};
+  ssmc_session *s = open_fixture("mamba1_tiny", SSMC_BACKEND_CPU);
+  ssmc_generate_options g;
+  struct { float temperature; int top_k; float top_p; uint32_t seed; } bad[] = {
+      {-1, 0, 1, 0}, {0.5f, -3, 1, 0}, {0.5f, 0, 0, 0}, {0.5f, 0, 1.5f, 0}, {0.5f, 0, 1, 1u << 24}};
+  int32_t p = 1, ids[2];
+  size_t n;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    char cmd[4096], *out;
-    snprintf(cmd, sizeof cmd, "%s run %s/mamba1_tiny --weights %s/mamba1_tiny --tokens 1 -n 2 %s",
-             ssm_test_ssmc(), dir, dir, bad[i]);
-    int rc = ssm_test_sh(cmd, &out);
-    if (rc != 2) fprintf(stderr, "\n  %s -> %d: %s", bad[i], rc, out);
-    CU_ASSERT_EQUAL(rc, 2);
-    free(out);
+    ssmc_generate_options_init(&g);
+    g.temperature = bad[i].temperature;
+    g.top_k = bad[i].top_k;
+    g.top_p = bad[i].top_p;
+    g.seed = bad[i].seed;
+    SSM_ASSERT_ERR(ssmc_session_generate(s, &p, 1, 2, &g, ids, &n), "sampler settings out of range");
   }
+  CU_ASSERT_EQUAL(ssmc_session_position(s), 0);
+  SSM_ASSERT_OK(ssmc_session_generate(s, &p, 1, 2, NULL, ids, &n));
+  CU_ASSERT_EQUAL(n, 2);
+  ssmc_session_close(s);
 }
 
 int main(void) {
   CU_TestInfo tests[] = {{"greedy_feedback_matches_transformers",
                           test_greedy_feedback_matches_transformers},
                          {"seeded_sampling", test_seeded_sampling},
-                         {"sampling_dump", test_sampling_dump},
+                         {"sampling_logits", test_sampling_logits},
                          {"bad_settings", test_bad_settings},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("sampling", tests);

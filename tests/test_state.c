@@ -1,64 +1,66 @@
 /*
- * test_state.c — state save/restore: a run that stops after K tokens, saves
- * its state, and is continued from the file must produce exactly the tokens
- * an uninterrupted run produces, on both backends and across them; bad
- * state files are refused with clear messages and change nothing.
+ * test_state.c — state save/restore through the session API: a run that
+ * stops after K tokens, saves its state, and is continued from the file by
+ * another session must produce exactly the tokens an uninterrupted run
+ * produces, on both backends and across them; bad state files are refused
+ * with clear messages and change nothing.
  */
 #include <string.h>
 
-#include "bundle/bundle.h"
-#include "runtime/cpu/cpu.h"
-#include "runtime/vulkan/vulkan.h"
-#include "tokenizer/tokenizer.h"
+#include "runtime/backend/backend.h"
+#include "runtime/ssmc.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_untied" /* its greedy continuation is varied */
-#define PROMPT "48,368,579,575,669,30,119"
-static const char *fix = FIX, *prompt = PROMPT;
+static const char *fix = FIX;
+static int32_t prompt[16] = {48, 368, 579, 575, 669, 30, 119};
+static size_t nprompt = 7;
 
-static char *ssmc(const char *args, int want_rc) {
-  char cmd[4096], *out;
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s", ssm_test_source_dir(), ssm_test_ssmc(), args);
-  int rc = ssm_test_sh(cmd, &out);
-  if (rc != want_rc) fprintf(stderr, "\n  ssmc %s\n  -> exit %d: %s\n", args, rc, out);
-  CU_ASSERT_EQUAL(rc, want_rc);
-  size_t n = strlen(out);
-  while (n && out[n - 1] == '\n') out[--n] = 0;
-  return out;
+static ssmc_session *open_session(const char *model, const char *backend) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = strcmp(backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+  o.chunk = 4;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(model), &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  return s;
 }
 
-static const char *last_line(const char *s) {
-  const char *l = strrchr(s, '\n');
-  return l ? l + 1 : s;
+/* Greedy ids from `p` (the device sampler: the state then holds all but
+ * the last id). */
+static size_t gen(ssmc_session *s, const int32_t *p, size_t np, int n, int32_t *out) {
+  size_t got = 0;
+  SSM_ASSERT_OK(ssmc_session_generate(s, p, np, n, NULL, out, &got));
+  CU_ASSERT_EQUAL(got, (size_t)n);
+  return got;
 }
 
-/* Uninterrupted: 12 tokens. Interrupted: 5 tokens with --state-out (saved by
- * `first`), then --state-in with the 5th token and 7 more (by `second`). */
+/* Uninterrupted: 12 tokens. Interrupted: 5 tokens, the state saved by a
+ * session on `first`, then a session on `second` loads it and goes on from
+ * the 5th token for 7 more. */
 static void check_continuation(const char *first, const char *second) {
-  char args[2048], path[512];
+  char path[512];
   snprintf(path, sizeof path, "%s/s-%s-%s-%d.state", ssm_test_tmpdir(), first, second,
            (int)strlen(fix));
-  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 12 --backend %s", fix, fix,
-           prompt, first);
-  char *all = ssmc(args, 0);
-  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 5 --backend %s --state-out %s",
-           fix, fix, prompt, first, path);
-  char *head = ssmc(args, 0);
-  const char *ids = last_line(head);
-  const char *fifth = strrchr(ids, ',');
-  fifth = fifth ? fifth + 1 : ids;
-  snprintf(args, sizeof args, "run %s --weights %s --tokens %s -n 7 --backend %s --state-in %s",
-           fix, fix, fifth, second, path);
-  char *tail = ssmc(args, 0);
-  char joined[1024];
-  snprintf(joined, sizeof joined, "%s,%s", last_line(head), last_line(tail));
-  if (strcmp(joined, last_line(all)))
-    fprintf(stderr, "\n  %s -> %s: restored %s, uninterrupted %s\n", first, second, joined,
-            last_line(all));
-  CU_ASSERT_STRING_EQUAL(joined, last_line(all));
-  free(all);
-  free(head);
-  free(tail);
+  int32_t all[12], head[5], tail[7];
+  ssmc_session *a = open_session(fix, first);
+  gen(a, prompt, nprompt, 12, all);
+  ssmc_session_close(a);
+  ssmc_session *b = open_session(fix, first);
+  gen(b, prompt, nprompt, 5, head);
+  CU_ASSERT_EQUAL(ssmc_session_position(b), (int64_t)nprompt + 4);
+  SSM_ASSERT_OK(ssmc_session_save_state(b, path));
+  ssmc_session_close(b);
+  ssmc_session *c = open_session(fix, second);
+  SSM_ASSERT_OK(ssmc_session_load_state(c, path));
+  CU_ASSERT_EQUAL(ssmc_session_position(c), (int64_t)nprompt + 4);
+  gen(c, &head[4], 1, 7, tail);
+  ssmc_session_close(c);
+  int same = !memcmp(all, head, sizeof head) && !memcmp(all + 5, tail, sizeof tail);
+  if (!same) fprintf(stderr, "\n  %s -> %s: the restored run differs from the uninterrupted one\n",
+                     first, second);
+  CU_ASSERT(same);
 }
 
 static void test_cpu_continues(void) { check_continuation("cpu", "cpu"); }
@@ -68,33 +70,40 @@ static void test_across_backends(void) {
   check_continuation("vulkan", "cpu");
 }
 
-static char *slurp(const char *path, size_t *n) {
-  char *d = NULL;
-  ssm_status s = ssm_file_read(path, 0, &d, n);
-  CU_ASSERT_PTR_NULL(s);
-  ssm_status_free(s);
-  return d;
-}
-
 /* A hybrid: its attention layers' KV caches and the position are state too. */
 static void test_jamba_continues(void) {
+  static const int32_t jp[] = {5, 77, 300, 12, 9, 401};
+  int32_t saved[16];
+  memcpy(saved, prompt, sizeof saved);
+  memcpy(prompt, jp, sizeof jp);
+  nprompt = 6;
   fix = "tests/data/jamba_tiny";
-  prompt = "5,77,300,12,9,401";
   check_continuation("cpu", "vulkan");
   check_continuation("vulkan", "vulkan");
   fix = FIX;
-  prompt = PROMPT;
+  memcpy(prompt, saved, sizeof saved);
+  nprompt = 7;
 }
 
+static char *slurp(const char *path, size_t *n) {
+  char *d = NULL;
+  ssm_status s = ssm_file_read(path, 0, &d, n);
+  CU_ASSERT_PTR_NULL_FATAL(s);
+  return d;
+}
+
+/* Truncated, corrupt and foreign state files are refused by both backends,
+ * and the session goes on as if nothing happened. */
 static void test_bad_state_files(void) {
-  char args[2048], path[512];
+  char path[512];
   snprintf(path, sizeof path, "%s/good.state", ssm_test_tmpdir());
-  snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens 1,2,3 -n 2 --state-out %s", path);
-  free(ssmc(args, 0));
+  int32_t ids[2];
+  ssmc_session *s = open_session(FIX, "cpu");
+  gen(s, (const int32_t[]){1, 2, 3}, 3, 2, ids);
+  SSM_ASSERT_OK(ssmc_session_save_state(s, path));
+  ssmc_session_close(s);
   size_t n;
-  char *good = slurp(path, &n);
-  if (!good) return;
-  char *bad = malloc(n);
+  char *good = slurp(path, &n), *bad = malloc(n);
   struct {
     const char *name, *want;
     size_t len;
@@ -105,35 +114,35 @@ static void test_bad_state_files(void) {
       {"flip.state", "checksum mismatch", n, (int)n - 3},
       {"ver.state", "state file version 9, but this ssmc reads version 1", n, 4},
   };
-  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
-    memcpy(bad, good, n);
-    if (cases[k].flip >= 0) bad[cases[k].flip] = k == 3 ? 9 : (char)(bad[cases[k].flip] ^ 0x5a);
-    const char *p = ssm_test_write(cases[k].name, bad, cases[k].len);
-    for (int be = 0; be < 2; be++) {
-      snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens 1 -n 1 --state-in %s "
-               "--backend %s", p, be ? "vulkan" : "cpu");
-      char *out = ssmc(args, 1);
-      if (!strstr(out, cases[k].want)) fprintf(stderr, "\n  want '%s' in: %s\n", cases[k].want, out);
-      CU_ASSERT_PTR_NOT_NULL(strstr(out, cases[k].want));
-      free(out);
+  for (int be = 0; be < 2; be++) {
+    s = open_session(FIX, be ? "vulkan" : "cpu");
+    int32_t before[4], after[4];
+    gen(s, (const int32_t[]){7, 8}, 2, 4, before);
+    SSM_ASSERT_OK(ssmc_session_reset(s));
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+      memcpy(bad, good, n);
+      if (cases[k].flip >= 0) bad[cases[k].flip] = k == 3 ? 9 : (char)(bad[cases[k].flip] ^ 0x5a);
+      SSM_ASSERT_ERR(ssmc_session_load_state(s, ssm_test_write(cases[k].name, bad, cases[k].len)),
+                     cases[k].want);
     }
+    CU_ASSERT_EQUAL(ssmc_session_position(s), 0);
+    gen(s, (const int32_t[]){7, 8}, 2, 4, after);
+    CU_ASSERT_EQUAL(memcmp(before, after, sizeof before), 0);
+    ssmc_session_close(s);
   }
-  /* another model */
-  snprintf(args, sizeof args, "run tests/data/falcon_tiny --weights tests/data/falcon_tiny "
-           "--tokens 1 -n 1 --state-in %s", path);
-  char *out = ssmc(args, 1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "not 'falcon_mamba'"));
-  free(out);
-  snprintf(args, sizeof args, "run tests/data/mamba1_tiny --weights tests/data/mamba1_tiny "
-           "--tokens 1 -n 1 --state-in %s --backend cpu", path);
-  out = ssmc(args, 1);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "saved with other weights"));
-  free(out);
+  /* another model, and other weights */
+  s = open_session("tests/data/falcon_tiny", "cpu");
+  SSM_ASSERT_ERR(ssmc_session_load_state(s, path), "not 'falcon_mamba'");
+  ssmc_session_close(s);
+  s = open_session("tests/data/mamba1_tiny", "vulkan");
+  SSM_ASSERT_ERR(ssmc_session_load_state(s, path), "saved with other weights");
+  ssmc_session_close(s);
   free(bad);
   free(good);
 }
 
-/* The library refuses a file whose tensors do not match, and changes nothing. */
+/* The file format refuses a file whose tensors do not match, and changes
+ * nothing. */
 static void test_mismatch_changes_nothing(void) {
   float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {0};
   ssm_state_tensor t = {"l0.x", ssm_type_make(SSM_F32, 2, (int64_t[]){2, 3}), a};
@@ -154,6 +163,30 @@ static void test_mismatch_changes_nothing(void) {
   CU_ASSERT_EQUAL(pos, 7);
 }
 
+/* A save that fails half-way (the file-size limit) leaves the good file
+ * that was there. */
+static void test_failed_save_keeps_file(void) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/keep.state", ssm_test_tmpdir());
+  ssmc_session *s = open_session(FIX, "cpu");
+  int32_t ids[3];
+  gen(s, (const int32_t[]){1, 2, 3}, 3, 3, ids);
+  SSM_ASSERT_OK(ssmc_session_save_state(s, path));
+  size_t n0, n1;
+  char *before = slurp(path, &n0);
+  CU_ASSERT_FATAL(n0 > 2048);
+  gen(s, (const int32_t[]){9}, 1, 3, ids); /* another state */
+  ssm_test_limit_file_size(1024);
+  ssm_status st = ssmc_session_save_state(s, path);
+  ssm_test_limit_file_size(0);
+  SSM_ASSERT_ERR(st, "keep.state: cannot write (File too large)");
+  char *after = slurp(path, &n1);
+  CU_ASSERT(n0 == n1 && !memcmp(before, after, n0));
+  free(before);
+  free(after);
+  ssmc_session_close(s);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"cpu_continues", test_cpu_continues},
                          {"vulkan_continues", test_vulkan_continues},
@@ -161,6 +194,7 @@ int main(void) {
                          {"jamba_continues", test_jamba_continues},
                          {"bad_state_files", test_bad_state_files},
                          {"mismatch_changes_nothing", test_mismatch_changes_nothing},
+                         {"failed_save_keeps_file", test_failed_save_keeps_file},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("state", tests);
 }

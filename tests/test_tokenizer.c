@@ -66,11 +66,11 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 /* Checks one golden tokenizer; returns the number of failing cases. */
 static int check_golden(const char *name, int *out_cases) {
   ssm_tok *tok;
-  ssm_status s = ssm_tok_load(tok_path(name), &tok);
+  ssm_status s = ssm_tok_open(tok_path(name), &tok);
   SSM_ASSERT_OK(s);
   cJSON *doc = load_cases(name);
   if (!tok || !doc) {
-    ssm_tok_free(tok);
+    ssm_tok_close(tok);
     cJSON_Delete(doc);
     return 1;
   }
@@ -93,7 +93,7 @@ static int check_golden(const char *name, int *out_cases) {
     size_t dlen = 0;
     SSM_ASSERT_OK(ssm_tok_decode(tok, wids, nwant, 0, &dec, &dlen));
     int dec_ok = dec && dlen == strlen(want_text) && !memcmp(dec, want_text, dlen);
-    ssm_tok_stream *st = ssm_tok_stream_new(tok, 0);
+    ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
     char *cat = malloc(dlen * 3 + 16);
     size_t clen = 0;
     int stream_ok = 1;
@@ -107,7 +107,7 @@ static int check_golden(const char *name, int *out_cases) {
       clen += k;
     }
     stream_ok = stream_ok && clen == dlen && dec && !memcmp(cat, dec, dlen);
-    ssm_tok_stream_free(st);
+    ssm_tok_stream_destroy(st);
     if (!ok || !dec_ok || !stream_ok) {
       bad++;
       fprintf(stderr, "\n  %s case %d %s%s%s: text '%s'\n", name, idx, ok ? "" : "[ids differ]",
@@ -125,7 +125,7 @@ static int check_golden(const char *name, int *out_cases) {
   }
   *out_cases += idx;
   cJSON_Delete(doc);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
   return bad;
 }
 
@@ -144,7 +144,7 @@ static void test_golden_ids(void) {
  * time. */
 static void test_roundtrip_long(void) {
   ssm_tok *tok;
-  SSM_ASSERT_OK(ssm_tok_load(tok_path("llama3"), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(tok_path("llama3"), &tok));
   if (!tok) return;
   static const char *parts[] = {"The quick brown fox ", "jumps\tover ", "日本語 ", "👩‍👩‍👧 ",
                                 "   x = f(y) + 42;\n", "naïve café ", "'s 're ", "<|endoftext|>"};
@@ -170,12 +170,12 @@ static void test_roundtrip_long(void) {
   free(dec);
   free(ids);
   free(text);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 static void test_lookup(void) {
   ssm_tok *tok;
-  SSM_ASSERT_OK(ssm_tok_load(tok_path("neox"), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(tok_path("neox"), &tok));
   if (!tok) return;
   cJSON *j = read_json(tok_path("neox"));
   int32_t want_eos = -1, max_id = -1;
@@ -212,7 +212,7 @@ static void test_lookup(void) {
   SSM_ASSERT_ERR(ssm_tok_encode(tok, "ok \xC3\x28 bad", 9, (int32_t **)&text, &n),
                  "not valid UTF-8 (at byte 3)");
   cJSON_Delete(j);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 /* The token of a single byte (its byte-level stand-in character). */
@@ -238,9 +238,9 @@ static void expect_chunk(ssm_tok_stream *st, int32_t id, const char *want) {
 
 static void test_stream_utf8(void) {
   ssm_tok *tok;
-  SSM_ASSERT_OK(ssm_tok_load(tok_path("gpt2"), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(tok_path("gpt2"), &tok));
   if (!tok) return;
-  ssm_tok_stream *st = ssm_tok_stream_new(tok, 0);
+  ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
   /* 日 = E6 97 A5 fed byte by byte: nothing, nothing, the character */
   expect_chunk(st, byte_token(tok, 0xE6), "");
   expect_chunk(st, byte_token(tok, 0x97), "");
@@ -274,8 +274,8 @@ static void test_stream_utf8(void) {
   CU_ASSERT_EQUAL(k, 0);
   expect_chunk(st, byte_token(tok, 'c'), "c");
   SSM_ASSERT_ERR(ssm_tok_stream_feed(st, -1, &chunk, &k), "token id -1 is not in the vocabulary");
-  ssm_tok_stream_free(st);
-  ssm_tok_free(tok);
+  ssm_tok_stream_destroy(st);
+  ssm_tok_close(tok);
 }
 
 static void expect_nfc(const char *in, const char *want) {
@@ -412,18 +412,18 @@ static const char *write_json(cJSON *j) {
 static void expect_load_error(cJSON *j, const char *needle) {
   const char *p = write_json(j);
   ssm_tok *tok = NULL;
-  ssm_status s = ssm_tok_load(p, &tok);
+  ssm_status s = ssm_tok_open(p, &tok);
   CU_ASSERT_PTR_NULL(tok);
   CU_ASSERT(s && strstr(ssm_status_message(s), p) == ssm_status_message(s));
   SSM_ASSERT_ERR(s, needle);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 static cJSON *model_of(cJSON *j) { return cJSON_GetObjectItem(j, "model"); }
 
 static void test_base_is_valid(void) {
   ssm_tok *tok;
-  SSM_ASSERT_OK(ssm_tok_load(write_json(base_json()), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(write_json(base_json()), &tok));
   if (!tok) return;
   int32_t *ids;
   size_t n;
@@ -437,16 +437,16 @@ static void test_base_is_valid(void) {
     CU_ASSERT_EQUAL(ids[3], 0);
   }
   free(ids);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 static void test_malformed(void) {
   const char *bad = "{\n  \"model\": [1, 2,, 3]\n}\n";
   const char *p = ssm_test_write("bad_tokenizer.json", bad, strlen(bad));
   ssm_tok *tok;
-  SSM_ASSERT_ERR(ssm_tok_load(p, &tok), "bad_tokenizer.json:2:");
-  SSM_ASSERT_ERR(ssm_tok_load(p, &tok), ": not valid JSON");
-  SSM_ASSERT_ERR(ssm_tok_load("/nonexistent/tokenizer.json", &tok), "/nonexistent/tokenizer.json");
+  SSM_ASSERT_ERR(ssm_tok_open(p, &tok), "bad_tokenizer.json:2:");
+  SSM_ASSERT_ERR(ssm_tok_open(p, &tok), ": not valid JSON");
+  SSM_ASSERT_ERR(ssm_tok_open("/nonexistent/tokenizer.json", &tok), "/nonexistent/tokenizer.json");
 
   expect_load_error(cJSON_CreateArray(), "expected a JSON object");
   cJSON *j = base_json();
@@ -585,7 +585,7 @@ static void test_mutations(void) {
       buf[rng_next(&seed) % len] = "{}[]\",:0-9a \"\xC3"[rng_next(&seed) % 15];
     const char *p = ssm_test_write("mutated.json", buf, len);
     ssm_tok *tok = NULL;
-    ssm_status s = ssm_tok_load(p, &tok);
+    ssm_status s = ssm_tok_open(p, &tok);
     if (s) {
       failed++;
       bad_msg += strstr(ssm_status_message(s), p) != ssm_status_message(s);
@@ -596,7 +596,7 @@ static void test_mutations(void) {
       SSM_ASSERT_OK(ssm_tok_encode(tok, "the the <|endoftext|>", 21, &ids, &nids));
       free(ids);
     }
-    ssm_tok_free(tok);
+    ssm_tok_close(tok);
   }
   CU_ASSERT(failed > 100);
   CU_ASSERT_EQUAL(bad_msg, 0);
@@ -609,7 +609,7 @@ static void test_mutations(void) {
  * and invalid UTF-8 is refused, never crashes. */
 static void test_random_text(void) {
   ssm_tok *tok;
-  SSM_ASSERT_OK(ssm_tok_load(tok_path("llama3"), &tok));
+  SSM_ASSERT_OK(ssm_tok_open(tok_path("llama3"), &tok));
   if (!tok) return;
   static const uint32_t ranges[][2] = {{0x00, 0x7F},     {0x80, 0x7FF},      {0x300, 0x36F},
                                        {0x2000, 0x206F}, {0x3000, 0x9FFF},   {0xAC00, 0xD7A3},
@@ -643,7 +643,7 @@ static void test_random_text(void) {
     ssm_status_free(s);
   }
   CU_ASSERT_EQUAL(mismatches, 0);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
 }
 
 int main(void) {

@@ -100,7 +100,7 @@ static ssm_vk_kernel *make_kernel(const char *src, const char *name, int n_bindi
 /* The child half of test_no_device: run with VK_ICD_FILENAMES=/nonexistent. */
 static int no_device_child(void) {
   ssm_vk *vk = NULL;
-  ssm_status s = ssm_vk_create(-1, 0, &vk);
+  ssm_status s = ssm_vk_open(-1, 0, &vk);
   printf("create: %s\n", ssm_status_message(s));
   int ok = s && strstr(ssm_status_message(s), "no Vulkan device found") && !vk;
   ssm_status_free(s);
@@ -156,7 +156,7 @@ static void test_list_devices(void) {
 }
 
 static void test_create(void) {
-  SSM_ASSERT_OK(ssm_vk_create(-1, 1, &g_vk));
+  SSM_ASSERT_OK(ssm_vk_open(-1, 1, &g_vk));
   CU_ASSERT_PTR_NOT_NULL_FATAL(g_vk);
   CU_ASSERT_EQUAL(ssm_vk_validation_enabled(g_vk), ssm_vk_validation_available());
   /* Keep the layer mapped after the loader's dlclose so LeakSanitizer can
@@ -187,7 +187,7 @@ static void test_device_out_of_range(void) {
   ssm_vk *vk = (ssm_vk *)1;
   char want[64];
   snprintf(want, sizeof want, "%d Vulkan device%s found", n, n == 1 ? "" : "s");
-  ssm_status s = ssm_vk_create(n + 3, 0, &vk);
+  ssm_status s = ssm_vk_open(n + 3, 0, &vk);
   CU_ASSERT_PTR_NULL(vk);
   CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_INVALID);
   SSM_ASSERT_ERR(s, want);
@@ -256,12 +256,12 @@ static void test_buffer_staging(void) {
   NEED_VK();
   setenv("SSM_VK_FORCE_STAGING", "1", 1);
   ssm_vk *vk = NULL;
-  SSM_ASSERT_OK(ssm_vk_create(-1, 1, &vk));
+  SSM_ASSERT_OK(ssm_vk_open(-1, 1, &vk));
   unsetenv("SSM_VK_FORCE_STAGING");
   if (!vk) return;
   roundtrip(vk, SSM_VK_BUFFER_DEVICE, 0);
   CU_ASSERT_EQUAL(ssm_vk_validation_errors(vk), 0);
-  ssm_vk_destroy(vk);
+  ssm_vk_close(vk);
 }
 
 static void test_out_of_memory(void) {
@@ -321,7 +321,7 @@ static void test_axpb(void) {
                             {l.buf, l.off_y, N * 4}};
   axpb_push pc = {0.5f, N};
   ssm_vk_program *p = NULL;
-  SSM_ASSERT_OK(ssm_vk_program_begin(g_vk, &p));
+  SSM_ASSERT_OK(ssm_vk_program_create(g_vk, &p));
   SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, k, bind, &pc, (N + WG - 1) / WG, 1, 1));
   SSM_ASSERT_OK(ssm_vk_program_end(p));
   CU_ASSERT_EQUAL(ssm_vk_program_dispatches(p), 1);
@@ -358,7 +358,7 @@ static void test_program_replay(void) {
   axpb_push pc = {-1.25f, N};
   uint32_t n = N;
   ssm_vk_program *p = NULL;
-  SSM_ASSERT_OK(ssm_vk_program_begin(g_vk, &p));
+  SSM_ASSERT_OK(ssm_vk_program_create(g_vk, &p));
   SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, k1, b1, &pc, (N + WG - 1) / WG, 1, 1));
   ssm_vk_program_add_barrier(p);
   SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, k2, b2, &n, (N + WG - 1) / WG, 1, 1));
@@ -399,7 +399,7 @@ static void test_binding_errors(void) {
   SSM_ASSERT_OK(ssm_vk_buffer_create(g_vk, 4096, SSM_VK_BUFFER_DEVICE, &b));
   uint32_t n = 16;
   ssm_vk_program *p = NULL;
-  SSM_ASSERT_OK(ssm_vk_program_begin(g_vk, &p));
+  SSM_ASSERT_OK(ssm_vk_program_create(g_vk, &p));
   size_t al = ssm_vk_storage_alignment(g_vk);
   if (al > 1) {
     ssm_vk_binding mis[2] = {{b, 0, 64}, {b, al / 2 + al, 64}};
@@ -430,7 +430,7 @@ static void test_validation_catches_missing_barrier(void) {
   NEED_VK();
   if (!ssm_vk_validation_available()) return;
   ssm_vk *main_vk = g_vk;
-  SSM_ASSERT_OK(ssm_vk_create(-1, 1, &g_vk));
+  SSM_ASSERT_OK(ssm_vk_open(-1, 1, &g_vk));
   if (!g_vk) {
     g_vk = main_vk;
     return;
@@ -445,7 +445,7 @@ static void test_validation_catches_missing_barrier(void) {
   axpb_push pc = {1, N};
   uint32_t n = N;
   ssm_vk_program *p = NULL;
-  SSM_ASSERT_OK(ssm_vk_program_begin(g_vk, &p));
+  SSM_ASSERT_OK(ssm_vk_program_create(g_vk, &p));
   SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, k1, b1, &pc, (N + WG - 1) / WG, 1, 1));
   SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, k2, b2, &n, (N + WG - 1) / WG, 1, 1));
   SSM_ASSERT_OK(ssm_vk_program_end(p));
@@ -458,7 +458,7 @@ static void test_validation_catches_missing_barrier(void) {
   ssm_vk_buffer_destroy(g_vk, l.buf);
   ssm_vk_kernel_destroy(g_vk, k1);
   ssm_vk_kernel_destroy(g_vk, k2);
-  ssm_vk_destroy(g_vk);
+  ssm_vk_close(g_vk);
   g_log_muted = 0;
   g_vk = main_vk;
 }
@@ -470,7 +470,7 @@ static void test_validation_clean(void) {
     fprintf(stderr, "\n  %s\n", ssm_vk_validation_message(g_vk, i));
   CU_ASSERT_EQUAL(errors, 0);
   CU_ASSERT_EQUAL(warnings, 0);
-  ssm_vk_destroy(g_vk); /* leaked objects would be reported here, via ssm_log */
+  ssm_vk_close(g_vk); /* leaked objects would be reported here, via ssm_log */
   g_vk = NULL;
   CU_ASSERT_EQUAL(g_log_errors, 0);
 }

@@ -3,7 +3,9 @@
  */
 #include "testutil.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -119,4 +121,19 @@ const char *ssm_test_write_safetensors(const char *name, int n, const char *cons
   free(buf);
   free(header);
   return path;
+}
+
+void ssm_test_limit_file_size(size_t bytes) {
+  static struct rlimit saved;
+  static int limited;
+  if (bytes && !limited) {
+    getrlimit(RLIMIT_FSIZE, &saved);
+    struct rlimit small = {bytes, saved.rlim_max};
+    signal(SIGXFSZ, SIG_IGN);
+    limited = !setrlimit(RLIMIT_FSIZE, &small);
+  } else if (!bytes && limited) {
+    setrlimit(RLIMIT_FSIZE, &saved);
+    signal(SIGXFSZ, SIG_DFL);
+    limited = 0;
+  }
 }

@@ -56,6 +56,11 @@ const char *ssm_test_write_safetensors(const char *name, int n, const char *cons
     ssm_status_free(s_);                                                        \
   } while (0)
 
+/* Limits the size of files this process writes to `bytes` (SIGXFSZ
+ * ignored, so a write past it fails with EFBIG), or lifts the limit again
+ * with 0: for tests of writes that fail half-way. */
+void ssm_test_limit_file_size(size_t bytes);
+
 /* Runs a shell command, captures stdout+stderr into a malloc'd string;
  * returns the exit status. */
 int ssm_test_sh(const char *cmd, char **out_output);

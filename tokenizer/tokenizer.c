@@ -154,7 +154,7 @@ static void merge_insert(ssm_tok *t, int32_t a, int32_t b, uint32_t rank, int32_
   t->merges[i] = (merge_slot){key, rank, id, 1};
 }
 
-void ssm_tok_free(ssm_tok *t) {
+void ssm_tok_close(ssm_tok *t) {
   if (!t) return;
   for (int32_t i = 0; i < t->vocab_size; i++) {
     free(t->str ? t->str[i] : NULL);
@@ -613,7 +613,7 @@ static void build_decoded(ssm_tok *t) {
   }
 }
 
-ssm_status ssm_tok_load(const char *path, ssm_tok **out) {
+ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
   *out = NULL;
   byte_table_init();
   char *text;
@@ -648,7 +648,7 @@ ssm_status ssm_tok_load(const char *path, ssm_tok **out) {
   if (!s) s = check_bytes(&L, t);
   cJSON_Delete(root);
   if (s) {
-    ssm_tok_free(t);
+    ssm_tok_close(t);
     return s;
   }
   build_decoded(t);
@@ -1183,7 +1183,7 @@ struct ssm_tok_stream {
   size_t cap;
 };
 
-ssm_tok_stream *ssm_tok_stream_new(const ssm_tok *t, int skip_special) {
+ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special) {
   ssm_tok_stream *s = calloc(1, sizeof *s);
   SSM_ASSERT(s);
   s->t = t;
@@ -1191,7 +1191,7 @@ ssm_tok_stream *ssm_tok_stream_new(const ssm_tok *t, int skip_special) {
   return s;
 }
 
-void ssm_tok_stream_free(ssm_tok_stream *s) {
+void ssm_tok_stream_destroy(ssm_tok_stream *s) {
   if (!s) return;
   free(s->out);
   free(s);
@@ -1276,7 +1276,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
                           char **out_text, size_t *out_len) {
   *out_text = NULL;
   *out_len = 0;
-  ssm_tok_stream *s = ssm_tok_stream_new(t, skip_special);
+  ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
   char *text = NULL;
   size_t len = 0, cap = 0;
   const char *chunk;
@@ -1286,7 +1286,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
       ssm_status st = ssm_tok_stream_feed(s, ids[i], &chunk, &k);
       if (st) {
         free(text);
-        ssm_tok_stream_free(s);
+        ssm_tok_stream_destroy(s);
         return st;
       }
     } else {
@@ -1297,7 +1297,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
     len += k;
   }
   text[len] = 0;
-  ssm_tok_stream_free(s);
+  ssm_tok_stream_destroy(s);
   *out_text = text;
   *out_len = len;
   return NULL;

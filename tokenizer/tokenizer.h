@@ -28,9 +28,9 @@ typedef struct ssm_tok ssm_tok;
  * model.type 'Unigram' is not supported (only BPE)"), a missing model.vocab,
  * a merge naming an unknown token, a vocab id out of range or given twice,
  * a byte without its byte-level token. */
-ssm_status ssm_tok_load(const char *path, ssm_tok **out);
+ssm_status ssm_tok_open(const char *path, ssm_tok **out);
 /* NULL is fine. */
-void ssm_tok_free(ssm_tok *t);
+void ssm_tok_close(ssm_tok *t);
 /* Largest token id + 1 (model vocab and added tokens). */
 int32_t ssm_tok_vocab_size(const ssm_tok *t);
 /* The id of the token spelled `token` (an added token such as
@@ -61,9 +61,9 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
  * all the ids. */
 typedef struct ssm_tok_stream ssm_tok_stream;
 
-ssm_tok_stream *ssm_tok_stream_new(const ssm_tok *t, int skip_special);
+ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special);
 /* NULL is fine. */
-void ssm_tok_stream_free(ssm_tok_stream *s);
+void ssm_tok_stream_destroy(ssm_tok_stream *s);
 /* Adds token `id`; *out_text (owned by the stream, valid until its next
  * call) gets the bytes that are now complete, *out_len of them (maybe 0).
  * An unknown id is an error and changes nothing. */

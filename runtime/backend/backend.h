@@ -1,22 +1,115 @@
 /*
- * backend.h — what every backend shares: state files (the saved SSM, conv
- * and KV state of a model, with its position).
+ * backend.h — the one interface every backend implements (the CPU
+ * interpreter in runtime/cpu/, Vulkan in runtime/vulkan/), and what the
+ * runtime builds on it for every backend: state files (state.c).
+ *
+ * A backend holds one model with its weights and its state (SSM, conv and
+ * KV tensors, and the position: the tokens fed since the last reset). It
+ * feeds tokens (a run of 1 token, or of `chunk` tokens: the prefill
+ * program), and it generates: each step feeds a token and draws the next
+ * with its sampler, the drawn id becoming the next step's input without the
+ * host. Objects are single-threaded.
  */
 #ifndef SSM_BACKEND_H
 #define SSM_BACKEND_H
 
 #include "ir/ir.h"
 
-/* ---- state files (statefile.c) ----------------------------------------- */
+typedef struct ssm_backend ssm_backend;
+
+/* Called after each generation step with the id drawn and, when the caller
+ * asked for them, that step's logits (vocab floats; else NULL). A non-zero
+ * return stops generation after this step. */
+typedef int (*ssm_step_fn)(int32_t id, const float *logits, void *user);
+
+typedef struct {
+  const char *name; /* "cpu", "vulkan" */
+  void (*close)(ssm_backend *b);
+  /* Feeds `count` tokens (1 or b->chunk; the CPU takes any count) at
+   * b->position and advances it; copies count*vocab logits to `logits`
+   * unless it is NULL. Ids out of range and runs past max_seq are refused
+   * before anything runs. */
+  ssm_status (*run)(ssm_backend *b, const int32_t *tokens, int count, float *logits);
+  /* Zeroes the state and the position; the sampler keeps its settings and
+   * restarts at step 0. */
+  ssm_status (*reset)(ssm_backend *b);
+  /* The sampler's settings: SSM_SAMPLER_STATE_LEN floats (ir.h). */
+  ssm_status (*set_sampler)(ssm_backend *b, const float *state);
+  /* Up to n steps from `first`: each feeds its input and draws the next id
+   * into out_ids[*out_count]; with `want_logits`, on_step gets each step's
+   * logits. Stops early when on_step returns non-zero. */
+  ssm_status (*generate)(ssm_backend *b, int32_t first, int n, int want_logits, int32_t *out_ids,
+                         int *out_count, ssm_step_fn on_step, void *user);
+  /* Copies state tensor i (b->states[i]) out of or into the backend. */
+  ssm_status (*state_read)(ssm_backend *b, int i, void *dst);
+  ssm_status (*state_write)(ssm_backend *b, int i, const void *src);
+  /* Problems seen while running that are not errors of one call (Vulkan
+   * validation messages); NULL when none. May be NULL. */
+  ssm_status (*check)(ssm_backend *b);
+} ssm_backend_ops;
+
+/* A state tensor of the model. */
+typedef struct {
+  const char *name;
+  ssm_type type;
+} ssm_backend_state;
+
+/* What every backend has; implementations embed it first and fill it in
+ * when they open. */
+struct ssm_backend {
+  const ssm_backend_ops *ops;
+  int64_t vocab;
+  int chunk;            /* the tokens of a prefill run */
+  int64_t position;     /* tokens fed since the last reset */
+  int64_t max_seq;      /* positions a KV cache holds; 0: no bound */
+  int64_t eos;          /* the model's end-of-text id, or -1 */
+  const char *arch;     /* the architecture's name */
+  const char *device;   /* "cpu", or the GPU's name */
+  uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
+  uint64_t weight_bytes;
+  int nstates;
+  const ssm_backend_state *states;
+};
+
+/* Shorthands for the ops. ssm_backend_close takes NULL. */
+void ssm_backend_close(ssm_backend *b);
+ssm_status ssm_backend_run(ssm_backend *b, const int32_t *tokens, int count, float *logits);
+ssm_status ssm_backend_reset(ssm_backend *b);
+/* Greedy (temperature 0) unless told otherwise; values out of range (see
+ * ssm_sampler_state) are an error. */
+ssm_status ssm_backend_set_sampler(ssm_backend *b, float temperature, int top_k, float top_p,
+                                   int64_t seed);
+ssm_status ssm_backend_generate(ssm_backend *b, int32_t first, int n, int want_logits,
+                                int32_t *out_ids, int *out_count, ssm_step_fn on_step,
+                                void *user);
+ssm_status ssm_backend_check(ssm_backend *b);
+
+/* The sampler state for temperature (>= 0; 0: greedy, the first largest
+ * logit), top_k (>= 0; 0: off), top_p (in (0, 1]; 1: off) and seed (in
+ * [0, 2^24)), at step 0. */
+ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, int64_t seed,
+                             float out[SSM_SAMPLER_STATE_LEN]);
+
+/* "position 2048 is past --max-seq 2048" when `count` more tokens at the
+ * backend's position would go past its max_seq; NULL otherwise. */
+ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count);
+
+/* ---- state files (state.c) ------------------------------------------------ */
 
 /* A saved model state: "SSMS", format version, a JSON header (architecture,
  * weights fingerprint, position, each tensor's name, dtype, shape, offset,
  * size, and an FNV-1a 64 checksum of the data), then the tensor data.
- * Loading checks all of it against the model it is restored into: another
- * architecture, other weights, a missing/extra/differently shaped tensor, a
- * truncated or corrupt file are clear errors and change nothing. */
+ * Loading checks all of it against the backend it is restored into:
+ * another architecture, other weights, a missing, extra or differently
+ * shaped tensor, a truncated or corrupt file are clear errors and change
+ * nothing. Saving writes a temporary file and renames it over `path`, so a
+ * failed save leaves the old file as it was. */
 #define SSM_STATE_VERSION 1
 
+ssm_status ssm_backend_state_save(ssm_backend *b, const char *path);
+ssm_status ssm_backend_state_load(ssm_backend *b, const char *path);
+
+/* The file format itself, over tensors in host memory. */
 typedef struct {
   const char *name;
   ssm_type type;
@@ -25,7 +118,8 @@ typedef struct {
 
 ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
                           int64_t position, const ssm_state_tensor *t, int n);
-/* Fills t[i].data (already allocated, sized by t[i].type) from the file. */
+/* Fills t[i].data (allocated, sized by t[i].type) from the file; on error
+ * neither the tensors nor *out_position change. */
 ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerprint,
                           int64_t *out_position, ssm_state_tensor *t, int n);
 

@@ -1,7 +1,6 @@
 /*
- * statefile.c — saving and restoring a model's state (SSM, conv, KV caches
- * and the token position), for both the Vulkan runtime and the CPU
- * interpreter, in one checked format:
+ * state.c — saving and restoring a model's state (SSM, conv, KV caches and
+ * the token position) through the backend interface, in one checked format:
  *
  *   "SSMS"  u32 version  u64 header size  header (JSON)  data
  *
@@ -18,11 +17,6 @@
 
 #define MAX_STATE_FILE ((size_t)1 << 38)
 
-static uint64_t fnv(const unsigned char *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
 
 static size_t tensor_bytes(const ssm_type *t) {
   return (size_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
@@ -59,7 +53,7 @@ ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerpri
   }
   char hex[2][17];
   snprintf(hex[0], sizeof hex[0], "%016" PRIx64, fingerprint);
-  snprintf(hex[1], sizeof hex[1], "%016" PRIx64, fnv(data, data_size));
+  snprintf(hex[1], sizeof hex[1], "%016" PRIx64, ssm_fnv1a(SSM_FNV_INIT, data, data_size));
   cJSON_AddStringToObject(h, "architecture", arch);
   cJSON_AddStringToObject(h, "weights_fingerprint", hex[0]);
   cJSON_AddNumberToObject(h, "position", (double)position);
@@ -73,15 +67,8 @@ ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerpri
   uint64_t hl = strlen(json);
   for (int i = 0; i < 4; i++) head[4 + i] = (unsigned char)(v >> (8 * i));
   for (int i = 0; i < 8; i++) head[8 + i] = (unsigned char)(hl >> (8 * i));
-  ssm_status s = NULL;
-  FILE *f = fopen(path, "wb");
-  if (!f) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  else {
-    if (fwrite(head, 1, 16, f) != 16 || fwrite(json, 1, hl, f) != hl ||
-        (data_size && fwrite(data, 1, data_size, f) != data_size))
-      s = ssm_status_new(SSM_ERR_IO, "%s: write failed", path);
-    if (fclose(f) && !s) s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  }
+  ssm_status s = ssm_file_write(path, 3, (const void *const[]){head, json, data},
+                                (const size_t[]){16, hl, data_size});
   free(json);
   free(data);
   return s;
@@ -137,7 +124,7 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
   const unsigned char *p = (const unsigned char *)file;
   ssm_status s = NULL;
   cJSON *h = NULL;
-  size_t *offsets = calloc((size_t)n + 1, sizeof *offsets);
+  size_t *offsets = ssm_xcalloc((size_t)n + 1, sizeof *offsets);
   if (size < 16 || memcmp(p, "SSMS", 4)) {
     s = ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc state file", path);
     goto done;
@@ -197,7 +184,7 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
     else s = check_entry(path, e, &t[i], data_size, &offsets[i]);
   }
   char have_ck[17];
-  snprintf(have_ck, sizeof have_ck, "%016" PRIx64, fnv(data, data_size));
+  snprintf(have_ck, sizeof have_ck, "%016" PRIx64, ssm_fnv1a(SSM_FNV_INIT, data, data_size));
   if (!s && strcmp(have_ck, ck->valuestring))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt state file (checksum mismatch)", path);
   if (s) goto done;
@@ -210,3 +197,50 @@ done:
   return s;
 }
 
+/* ---- through the backend interface ----------------------------------------- */
+
+/* Host copies of the backend's state tensors (free_tensors frees them). */
+static ssm_status host_tensors(const ssm_backend *b, ssm_state_tensor **out) {
+  ssm_state_tensor *t = ssm_xcalloc((size_t)b->nstates + 1, sizeof *t);
+  for (int i = 0; i < b->nstates; i++) {
+    t[i].name = b->states[i].name;
+    t[i].type = b->states[i].type;
+    ssm_status s = ssm_alloc(tensor_bytes(&t[i].type), 1, &t[i].data);
+    if (s) {
+      for (int j = 0; j < i; j++) free(t[j].data);
+      free(t);
+      return ssm_status_wrap(s, "state '%s'", b->states[i].name);
+    }
+  }
+  *out = t;
+  return NULL;
+}
+
+static void free_tensors(ssm_state_tensor *t, int n) {
+  for (int i = 0; i < n; i++) free(t[i].data);
+  free(t);
+}
+
+ssm_status ssm_backend_state_save(ssm_backend *b, const char *path) {
+  ssm_state_tensor *t;
+  SSM_TRY(host_tensors(b, &t));
+  ssm_status s = NULL;
+  for (int i = 0; i < b->nstates && !s; i++) s = b->ops->state_read(b, i, t[i].data);
+  if (!s) s = ssm_state_save(path, b->arch, b->fingerprint, b->position, t, b->nstates);
+  free_tensors(t, b->nstates);
+  return s;
+}
+
+ssm_status ssm_backend_state_load(ssm_backend *b, const char *path) {
+  ssm_state_tensor *t;
+  int64_t pos = 0;
+  SSM_TRY(host_tensors(b, &t));
+  ssm_status s = ssm_state_load(path, b->arch, b->fingerprint, &pos, t, b->nstates);
+  if (!s && b->max_seq && pos > b->max_seq)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: the state is at position %lld, past --max-seq %lld",
+                       path, (long long)pos, (long long)b->max_seq);
+  for (int i = 0; i < b->nstates && !s; i++) s = b->ops->state_write(b, i, t[i].data);
+  if (!s) b->position = pos;
+  free_tensors(t, b->nstates);
+  return s;
+}

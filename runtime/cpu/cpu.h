@@ -1,13 +1,15 @@
 /*
- * cpu.h — the CPU reference interpreter of the op IR.
+ * cpu.h — the CPU backend: the reference interpreter of the op IR
+ * (interp.c) and the backend that runs a model on it (backend.c).
  */
 #ifndef SSM_CPU_H
 #define SSM_CPU_H
 
+#include "frontend/frontend.h"
 #include "runtime/backend/backend.h"
 #include "runtime/weights/weights.h"
 
-/* ---- CPU reference interpreter (cpu.c) --------------------------------- */
+/* ---- the interpreter (interp.c) ---------------------------------------------- */
 
 /* Executes IR graphs op by op in plain C, f32 arithmetic (double
  * accumulation in reductions). State tensors are kept by name across runs and
@@ -33,8 +35,7 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
 /* The state tensor `name`, created zeroed with `type` if it does not exist
  * yet; an existing one of another type is an error. */
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
-/* Tokens fed since the last reset (or since the restored state). */
-int64_t ssm_cpu_position(const ssm_cpu *c);
+/* Sets the position (a restored state's). */
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
 /* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
 uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
@@ -67,9 +68,13 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
  * hash of (seed, step). */
 double ssm_sample_uniform(uint32_t seed, uint32_t step);
 
-/* State files (backend.h) for the interpreter, with the state tensors that
- * graph `g` declares. */
-ssm_status ssm_cpu_state_save(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
-ssm_status ssm_cpu_state_load(ssm_cpu *c, ssm_graph *g, const char *arch, const char *path);
+/* ---- the CPU backend (backend.c) ------------------------------------------ */
+
+/* A backend (backend.h) that interprets `model`'s graphs (owned by the
+ * backend from now on, also when opening fails) on the checkpoint at
+ * `weights`. Runs take any number of tokens; `chunk` (0: 32) is what it
+ * reports as its prefill size. */
+ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
+                                ssm_backend **out);
 
 #endif

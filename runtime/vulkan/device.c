@@ -595,7 +595,7 @@ static ssm_status device_create(ssm_vk *vk) {
   return vk_check(vkCreateFence(vk->device, &fci, NULL, &vk->xfer_fence), "vkCreateFence");
 }
 
-ssm_status ssm_vk_create(int device_index, int validation, ssm_vk **out) {
+ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out) {
   *out = NULL;
   ssm_vk *vk = calloc(1, sizeof *vk);
   if (!vk) return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
@@ -654,7 +654,7 @@ ssm_status ssm_vk_create(int device_index, int validation, ssm_vk **out) {
   free(pds);
   free(infos);
   if (s) {
-    ssm_vk_destroy(vk);
+    ssm_vk_close(vk);
     return s;
   }
   ssm_log("vulkan: using device %d '%s' (%s)%s", vk->info.index, vk->info.name,
@@ -663,7 +663,7 @@ ssm_status ssm_vk_create(int device_index, int validation, ssm_vk **out) {
   return NULL;
 }
 
-void ssm_vk_destroy(ssm_vk *vk) {
+void ssm_vk_close(ssm_vk *vk) {
   if (!vk) return;
   if (vk->device) {
     vkDeviceWaitIdle(vk->device);
@@ -1065,7 +1065,7 @@ static bool grow(void **p, int *cap, int need, size_t elem) {
   return true;
 }
 
-ssm_status ssm_vk_program_begin(ssm_vk *vk, ssm_vk_program **out) {
+ssm_status ssm_vk_program_create(ssm_vk *vk, ssm_vk_program **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
   (*out)->vk = vk;

@@ -1,7 +1,7 @@
 /*
- * vulkan.h — the Vulkan runtime: devices, buffers, kernels and recorded
- * programs (device.c), and the executor that runs a compiled bundle
- * (exec.c, bench.c).
+ * vulkan.h — the Vulkan backend: devices, buffers, kernels and recorded
+ * programs (device.c), and the backend that runs a compiled bundle on them
+ * (exec.c).
  */
 #ifndef SSM_VULKAN_H
 #define SSM_VULKAN_H
@@ -10,7 +10,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/weights/weights.h"
 
-/* ---- Vulkan (vk.c) ------------------------------------------------------ */
+/* ---- devices, buffers, kernels, programs (device.c) ------------------------ */
 
 /* The Vulkan base layer: device discovery and selection, buffers, compute
  * kernels (SPIR-V), and programs — lists of dispatches recorded once into one
@@ -65,7 +65,7 @@ typedef struct {
  * Vulkan loader driver or no device is an error: "no Vulkan device found
  * (is mesa-vulkan-drivers installed?)". */
 ssm_status ssm_vk_list_devices(ssm_vk_device_info **out_devices, int *out_count);
-/* The index ssm_vk_create(-1, ...) picks: the first usable discrete GPU, then
+/* The index ssm_vk_open(-1, ...) picks: the first usable discrete GPU, then
  * integrated, virtual, CPU, other; -1 if none is usable. */
 int ssm_vk_default_device(const ssm_vk_device_info *devices, int count);
 /* "discrete GPU", "integrated GPU", "virtual GPU", "cpu", "other". */
@@ -83,10 +83,10 @@ char *ssm_vk_format_devices(const ssm_vk_device_info *devices, int count);
  * ones it lacks. An index out of range is an error that says how many
  * devices exist. Env SSM_VK_FORCE_STAGING=1 makes device buffers go through
  * the staging path even on unified-memory devices (for tests). */
-ssm_status ssm_vk_create(int device_index, int validation, ssm_vk **out);
+ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out);
 /* Waits for the device to be idle, then frees everything the context owns
  * except buffers, kernels and programs, which must be destroyed first. */
-void ssm_vk_destroy(ssm_vk *vk);
+void ssm_vk_close(ssm_vk *vk);
 /* The opened device. */
 const ssm_vk_device_info *ssm_vk_info(const ssm_vk *vk);
 /* SSM_VK_* bits enabled on the opened device. */
@@ -178,7 +178,7 @@ typedef struct {
  * buffer; ssm_vk_program_run replays it without allocating anything. Each
  * run begins after all earlier work of the queue, memory included, and its
  * writes are visible to the host and to transfers when it completes. */
-ssm_status ssm_vk_program_begin(ssm_vk *vk, ssm_vk_program **out);
+ssm_status ssm_vk_program_create(ssm_vk *vk, ssm_vk_program **out);
 /* Appends a dispatch of `k` over groups gx*gy*gz, with k's n_bindings
  * `bindings` and k's push_bytes from `push` (copied). Checked against the
  * device limits; on error nothing is appended. */
@@ -209,91 +209,22 @@ ssm_status ssm_vk_program_run(ssm_vk *vk, ssm_vk_program *p);
 /* Waits for it if in flight, then frees it. NULL is fine. */
 void ssm_vk_program_destroy(ssm_vk *vk, ssm_vk_program *p);
 
-/* ---- bundle executor (exec.c) ------------------------------------------ */
-
-/* Runs a compiled bundle on a Vulkan device: buffers sized from the
- * manifest, weights uploaded once from safetensors (converted as the
- * manifest says), pipelines and command buffers created once, state kept on
- * the device across runs. */
-typedef struct ssm_rt ssm_rt;
+/* ---- the Vulkan backend (exec.c) ------------------------------------------ */
 
 typedef struct {
-  int device;     /* --device N; -1 picks (discrete GPU first) */
+  int device;     /* --device N; -1 picks (a discrete GPU first) */
   int validation; /* enable VK_LAYER_KHRONOS_validation */
-} ssm_rt_opts;
+} ssm_vk_backend_opts;
 
-/* Loads `bundle` with the checkpoint at `weights`. Every manifest field is
- * checked (indices, regions inside their buffers, kernel blobs inside the
- * bundle); errors name the bundle and the field. */
-ssm_status ssm_rt_open(const char *bundle, const char *weights, const ssm_rt_opts *opts,
-                       ssm_rt **out);
-void ssm_rt_close(ssm_rt *rt);
-int64_t ssm_rt_vocab(const ssm_rt *rt);
-/* Tokens per run of the prefill program. */
-int ssm_rt_prefill_tokens(const ssm_rt *rt);
-/* Zeroes the model state (state tensors and the position); the sampler (not
- * part of it) keeps its settings and restarts at step 0. */
-ssm_status ssm_rt_reset(ssm_rt *rt);
-/* The absolute position of the next run's first token: tokens run since
- * opening or the last reset (part of the model state). */
-int64_t ssm_rt_position(const ssm_rt *rt);
-/* Feeds `count` tokens (1: the decode program; ssm_rt_prefill_tokens: the
- * prefill program) at the current position, which the program reads as its
- * input "pos" (if it has one), then advances the position by `count`.
- * Copies count*vocab logits to `logits` (may be NULL). A run that would go
- * past the bundle's max_seq is refused before it starts ("position 2048 is
- * past --max-seq 2048"). */
-ssm_status ssm_rt_run(ssm_rt *rt, const int32_t *tokens, int count, float *logits);
-/* The Vulkan context (for device info and validation counts). */
-ssm_vk *ssm_rt_vk(ssm_rt *rt);
-/* Tokens fed since the last reset (or since the restored state). */
-int64_t ssm_rt_position(const ssm_rt *rt);
-/* The model's state tensors (SSM, conv, KV caches), in manifest order. */
-int ssm_rt_state_count(const ssm_rt *rt);
-ssm_status ssm_rt_state_info(const ssm_rt *rt, int i, const char **out_name, ssm_type *out_type);
-ssm_status ssm_rt_state_read(ssm_rt *rt, int i, void *dst);
-ssm_status ssm_rt_state_write(ssm_rt *rt, int i, const void *src);
-void ssm_rt_set_position(ssm_rt *rt, int64_t position);
-/* The architecture name and the weights' fingerprint (ssm_st_fingerprint). */
-const char *ssm_rt_arch(const ssm_rt *rt);
-uint64_t ssm_rt_fingerprint(const ssm_rt *rt);
-
-/* State files (backend.h) for a running bundle. */
-ssm_status ssm_rt_state_save(ssm_rt *rt, const char *path);
-ssm_status ssm_rt_state_load(ssm_rt *rt, const char *path);
-/* Sets the decode program's sampler (its state, step 0): temperature (0:
- * greedy, the first largest logit), top_k (0: off), top_p (1: off), seed
- * (in [0, 2^24)); kept across ssm_rt_reset, which restarts its step. Out of
- * range values are an error. Until set, the sampler is greedy. A bundle
- * without a sampler (an older ssmc) is an error. */
-ssm_status ssm_rt_set_sampler(ssm_rt *rt, float temperature, int top_k, float top_p,
-                              int64_t seed);
-/* Generates `n` tokens on the device: uploads `first_token` once, then runs
- * the decode program n times, each run drawing the next id with the sampler
- * and copying it into the next run's input on the device, without the host.
- * Ids are read back from a host-visible ring after each submission, which
- * holds several decode steps when `on_token` is NULL. With `on_token`, it is
- * called after every step, before the next is submitted (ssm_rt_read_logits
- * then reads that step's logits); a non-zero return stops generation.
- * out_ids gets the ids in order (as many as on_token saw). */
-ssm_status ssm_rt_generate(ssm_rt *rt, int32_t first_token, int n, int32_t *out_ids,
-                           int (*on_token)(int32_t id, void *user), void *user);
-/* Copies the logits of the last decode run (vocab floats). */
-ssm_status ssm_rt_read_logits(ssm_rt *rt, float *logits);
-
-typedef struct {
-  double decode_tok_s, prefill_tok_s;
-  double decode_feedback_tok_s; /* ssm_rt_generate (0: the bundle has no sampler) */
-  int decode_tokens, prefill_tokens;
-  uint64_t weight_bytes;
-} ssm_bench_result;
-
-/* Times `decode_tokens` greedy decode steps (logits read back, next token
- * chosen on the host, as `ssmc run --greedy` does), the same with the token
- * fed back on the device (ssm_rt_generate), and several prefill runs, after
- * a warm-up. State is reset before each phase; the sampler is left greedy. */
-ssm_status ssm_bench(ssm_rt *rt, int decode_tokens, ssm_bench_result *out);
-/* Bytes of weights the bundle's device buffers hold. */
-uint64_t ssm_rt_weight_bytes(const ssm_rt *rt);
+/* A backend (backend.h) that runs `bundle` (owned by the backend from now
+ * on, also when opening fails) on a Vulkan device with the checkpoint at
+ * `weights`: buffers sized from the manifest, weights uploaded once
+ * (converted as the manifest says), pipelines and command buffers made once,
+ * state kept on the device across runs. A missing tensor or a shape
+ * mismatch names the tensor. */
+ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
+                               const ssm_vk_backend_opts *opts, ssm_backend **out);
+/* The device of a Vulkan backend (for its info and validation counts). */
+ssm_vk *ssm_vk_backend_device(ssm_backend *b);
 
 #endif

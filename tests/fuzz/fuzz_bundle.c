@@ -1,50 +1,69 @@
 /*
- * fuzz_bundle.c — the .ssmb container and the manifest readers that need no
- * device: ssm_bundle_open, ssm_bundle_blob and ssm_inspect (text and JSON).
- * (ssm_rt_open's manifest checks run against a Vulkan device's buffers, so
- * they are not fuzzed here.) Each input is tried as it is and, so that
- * mutations get past the checksum, with its header checksum recomputed.
+ * fuzz_bundle.c — the .ssmb container and the manifest reader, which need
+ * no device: ssm_bundle_open_memory (the header, the checksum and every
+ * field of the manifest), then what a reader does with an accepted bundle:
+ * every blob the manifest names is readable to its end, describe (text and
+ * JSON) works, and serializing and reading it again gives the same bytes.
+ * Each input is tried as it is and, so that mutations get past the
+ * checksum, with its header checksum recomputed.
  */
-#include "fuzz.h"
 #include "bundle/bundle.h"
-#include "runtime/cpu/cpu.h"
-#include "runtime/vulkan/vulkan.h"
-#include "tokenizer/tokenizer.h"
+#include "fuzz.h"
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
+static void touch(const ssm_bundle *b, ssm_blob blob) {
+  if (!blob.size) return;
+  const volatile uint8_t *p = ssm_bundle_blob(b, blob);
+  (void)p[0];
+  (void)p[blob.size - 1];
 }
 
 static void try_bundle(const uint8_t *data, size_t size) {
-  const char *path = fuzz_file(data, size);
   ssm_bundle *b = NULL;
-  ssm_status s = ssm_bundle_open(path, &b);
+  ssm_status s = ssm_bundle_open_memory(data, size, "fuzz.ssmb", &b);
   if (s) {
     fuzz_check_error(s);
     return;
   }
-  if (strlen(ssm_bundle_manifest(b)) > size) fuzz_fail("manifest longer than the file");
-  const void *p;
-  uint64_t probes[][2] = {{0, 0}, {0, 4}, {16, 64}, {size, 0}, {UINT64_MAX, 2}, {4, UINT64_MAX}};
-  for (size_t i = 0; i < sizeof probes / sizeof probes[0]; i++) {
-    s = ssm_bundle_blob(b, probes[i][0], probes[i][1], &p);
-    if (s) fuzz_check_error(s);
-    else if (probes[i][1]) { /* the view is readable to its end */
-      volatile uint8_t first = ((const uint8_t *)p)[0], last = ((const uint8_t *)p)[probes[i][1] - 1];
-      (void)first;
-      (void)last;
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  for (int i = 0; i < m->nkernels; i++) {
+    touch(b, m->kernels[i].spirv);
+    touch(b, m->kernels[i].glsl);
+    if (m->kernels[i].nbindings < 1 || m->kernels[i].nbindings > SSM_BUNDLE_MAX_BINDINGS)
+      fuzz_fail("a kernel with %d bindings was accepted", m->kernels[i].nbindings);
+  }
+  const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
+  for (int p = 0; p < 2; p++) {
+    touch(b, progs[p]->ir);
+    for (int i = 0; i < progs[p]->nsteps; i++) {
+      const ssm_mf_step *st = &progs[p]->steps[i];
+      if (st->kernel < 0 || st->kernel >= m->nkernels) fuzz_fail("a step names kernel %d", st->kernel);
+      for (int k = 0; k < st->nbindings; k++) {
+        ssm_region r = st->bindings[k];
+        if (r.buffer < 0 || r.buffer >= m->nbuffers || r.offset + r.bytes > m->buffers[r.buffer].bytes)
+          fuzz_fail("a binding outside its buffer was accepted");
+      }
     }
   }
-  ssm_bundle_close(b);
   for (int json = 0; json < 2; json++) {
-    char *text = NULL;
-    s = ssm_inspect(path, json, &text);
-    if (s) fuzz_check_error(s);
-    else if (!text || !*text) fuzz_fail("inspect returned no text");
+    char *text = ssm_bundle_describe(b, json);
+    if (!text || !*text) fuzz_fail("describe returned no text");
     free(text);
   }
+  void *bytes;
+  size_t n;
+  s = ssm_bundle_serialize(b, &bytes, &n);
+  if (s) fuzz_fail("an accepted bundle does not serialize: %s", ssm_status_message(s));
+  ssm_bundle *c = NULL;
+  s = ssm_bundle_open_memory(bytes, n, "again.ssmb", &c);
+  if (s) fuzz_fail("a serialized bundle does not read back: %s", ssm_status_message(s));
+  void *bytes2;
+  size_t n2;
+  s = ssm_bundle_serialize(c, &bytes2, &n2);
+  if (s || n2 != n || memcmp(bytes, bytes2, n)) fuzz_fail("serialize + read changed the bundle");
+  free(bytes);
+  free(bytes2);
+  ssm_bundle_close(c);
+  ssm_bundle_close(b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -53,7 +72,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint8_t *fixed = malloc(size);
     if (!fixed) abort();
     memcpy(fixed, data, size);
-    uint64_t h = fnv1a(fixed + 64, size - 64);
+    uint64_t h = ssm_fnv1a(SSM_FNV_INIT, fixed + 64, size - 64);
     for (int i = 0; i < 8; i++) fixed[40 + i] = (uint8_t)(h >> (8 * i));
     if (memcmp(fixed, data, size)) try_bundle(fixed, size);
     free(fixed);

@@ -41,7 +41,7 @@ static void exercise(const ssm_tok *tok, const char *text, size_t len) {
   s = ssm_tok_decode(tok, ids, n, 0, &back, &blen);
   if (s) fuzz_check_error(s);
   free(back);
-  ssm_tok_stream *st = ssm_tok_stream_new(tok, 0);
+  ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
   for (size_t i = 0; i < n; i++) {
     const char *out;
     size_t olen;
@@ -52,19 +52,19 @@ static void exercise(const ssm_tok *tok, const char *text, size_t len) {
     }
     if (!utf8_complete(out, olen)) fuzz_fail("the stream handed out part of a UTF-8 character");
   }
-  ssm_tok_stream_free(st);
+  ssm_tok_stream_destroy(st);
   free(ids);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ssm_tok *tok = NULL;
-  ssm_status s = ssm_tok_load(fuzz_file(data, size), &tok);
+  ssm_status s = ssm_tok_open(fuzz_file(data, size), &tok);
   if (s) {
     fuzz_check_error(s);
     return 0;
   }
   for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) exercise(tok, texts[i], strlen(texts[i]));
   exercise(tok, (const char *)data, size < 2048 ? size : 2048);
-  ssm_tok_free(tok);
+  ssm_tok_close(tok);
   return 0;
 }

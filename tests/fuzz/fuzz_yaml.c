@@ -18,7 +18,7 @@ static const char config[] =
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   ssm_model *m = NULL;
-  ssm_status s = ssm_model_load_text("fuzz.yaml", (const char *)data, size, "config.json", config,
+  ssm_status s = ssm_model_open_text("fuzz.yaml", (const char *)data, size, "config.json", config,
                                      sizeof config - 1, &m);
   if (s) {
     fuzz_check_error(s);
@@ -29,7 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (!ssm_model_arch(m)) fuzz_fail("a loaded model has no architecture name");
   ssm_graph *g = NULL;
   s = ssm_model_build(m, 3, &g);
-  ssm_model_destroy(m);
+  ssm_model_close(m);
   if (s) {
     fuzz_check_error(s);
     return 0;

@@ -1,0 +1,536 @@
+/*
+ * manifest.c — the bundle manifest as JSON, both ways. This file is the only
+ * one that knows the keys.
+ *
+ * Writing is a straight walk of the struct. Reading checks everything a
+ * runtime will rely on before anything is used: types and ranges of every
+ * field, regions inside their buffers and aligned, blobs inside the blob
+ * section, sizes that agree with shapes (computed with overflow checks),
+ * kernel indices and binding counts, and the programs' inputs and outputs
+ * against the vocabulary. A message names the field by its path
+ * ("programs.decode.steps[3].bindings[1]").
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <string.h>
+
+#include "bundle/internal.h"
+
+#define MAX_BYTES 1e15   /* a buffer, a region, a blob */
+#define MAX_DIM 1e12     /* one dimension */
+#define MAX_ITEMS 1000000 /* weights, states, kernels, steps */
+
+static const char *const usage_names[] = {"state", "activations", "weights"};
+
+/* ---- writing ------------------------------------------------------------- */
+
+static cJSON *jnums(int n, const double *v) {
+  cJSON *a = cJSON_CreateArray();
+  for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(v[i]));
+  return a;
+}
+
+static cJSON *jregion(ssm_region r) {
+  return jnums(3, (double[]){r.buffer, (double)r.offset, (double)r.bytes});
+}
+
+static cJSON *jblob(ssm_blob b) { return jnums(2, (double[]){(double)b.offset, (double)b.size}); }
+
+static cJSON *jshape(const ssm_type *t) {
+  double d[SSM_MAX_RANK];
+  for (int i = 0; i < t->rank; i++) d[i] = (double)t->dims[i];
+  return jnums(t->rank, d);
+}
+
+static cJSON *jtensor(const ssm_mf_tensor *t, int weight) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddStringToObject(j, "name", t->name);
+  cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(t->type.dtype));
+  cJSON_AddItemToObject(j, "shape", jshape(&t->type));
+  if (weight) cJSON_AddStringToObject(j, "transform", t->transform ? t->transform : "");
+  cJSON_AddItemToObject(j, "region", jregion(t->region));
+  return j;
+}
+
+static cJSON *jprogram(const ssm_mf_program *p, int with_steps) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "tokens", p->tokens);
+  cJSON *in = cJSON_AddObjectToObject(j, "inputs");
+  cJSON_AddItemToObject(in, "tokens", jregion(p->tokens_in));
+  if (p->has_pos) cJSON_AddItemToObject(in, "pos", jregion(p->pos));
+  cJSON_AddItemToObject(j, "output", jregion(p->output));
+  if (p->has_sampler) {
+    cJSON *s = cJSON_AddObjectToObject(j, "sampler");
+    cJSON_AddItemToObject(s, "next", jregion(p->next));
+    cJSON_AddItemToObject(s, "state", jregion(p->sampler));
+  }
+  cJSON_AddNumberToObject(j, "dispatches", p->nsteps);
+  cJSON_AddNumberToObject(j, "activation_bytes", (double)p->activation_bytes);
+  cJSON_AddNumberToObject(j, "activation_bytes_unplanned", (double)p->activation_bytes_unplanned);
+  cJSON_AddItemToObject(j, "ir", jblob(p->ir));
+  if (!with_steps) {
+    cJSON *ops = cJSON_AddObjectToObject(j, "dispatches_by_op");
+    for (int i = 0; i < p->nsteps; i++) {
+      cJSON *c = cJSON_GetObjectItemCaseSensitive(ops, p->steps[i].op);
+      if (c) cJSON_SetNumberValue(c, c->valuedouble + 1);
+      else cJSON_AddNumberToObject(ops, p->steps[i].op, 1);
+    }
+    return j;
+  }
+  cJSON *steps = cJSON_AddArrayToObject(j, "steps");
+  for (int i = 0; i < p->nsteps; i++) {
+    const ssm_mf_step *s = &p->steps[i];
+    cJSON *js = cJSON_CreateObject();
+    cJSON_AddNumberToObject(js, "kernel", s->kernel);
+    cJSON_AddNumberToObject(js, "barrier", s->barrier);
+    cJSON_AddItemToObject(js, "groups", jnums(3, (double[]){s->groups[0], s->groups[1], s->groups[2]}));
+    cJSON *b = cJSON_AddArrayToObject(js, "bindings");
+    for (int k = 0; k < s->nbindings; k++) cJSON_AddItemToArray(b, jregion(s->bindings[k]));
+    cJSON_AddStringToObject(js, "op", s->op);
+    cJSON_AddItemToArray(steps, js);
+  }
+  return j;
+}
+
+static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
+  cJSON *j = cJSON_CreateObject();
+  cJSON_AddNumberToObject(j, "ssmb", SSM_BUNDLE_VERSION);
+  cJSON_AddStringToObject(j, "generator", m->generator);
+  cJSON_AddStringToObject(j, "architecture", m->architecture);
+  cJSON_AddNumberToObject(j, "vocab", (double)m->vocab);
+  cJSON_AddNumberToObject(j, "max_seq", (double)m->max_seq);
+  cJSON_AddNumberToObject(j, "eos_token_id", (double)m->eos);
+  cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(m->dtype));
+  cJSON_AddNumberToObject(j, "align", m->align);
+  cJSON *bufs = cJSON_AddArrayToObject(j, "buffers");
+  for (int i = 0; i < m->nbuffers; i++) {
+    cJSON *b = cJSON_CreateObject();
+    cJSON_AddStringToObject(b, "usage", usage_names[m->buffers[i].usage]);
+    cJSON_AddNumberToObject(b, "bytes", (double)m->buffers[i].bytes);
+    cJSON_AddItemToArray(bufs, b);
+  }
+  cJSON *ws = cJSON_AddArrayToObject(j, "weights");
+  for (int i = 0; i < m->nweights; i++) cJSON_AddItemToArray(ws, jtensor(&m->weights[i], 1));
+  cJSON *ss = cJSON_AddArrayToObject(j, "state");
+  for (int i = 0; i < m->nstates; i++) cJSON_AddItemToArray(ss, jtensor(&m->states[i], 0));
+  cJSON *ks = cJSON_AddArrayToObject(j, "kernels");
+  for (int i = 0; i < m->nkernels; i++) {
+    const ssm_mf_kernel *k = &m->kernels[i];
+    cJSON *jk = cJSON_CreateObject();
+    cJSON_AddStringToObject(jk, "name", k->name);
+    cJSON_AddStringToObject(jk, "template", k->family);
+    cJSON_AddStringToObject(jk, "params", k->params);
+    cJSON_AddNumberToObject(jk, "bindings", k->nbindings);
+    cJSON_AddItemToObject(jk, "spirv", jblob(k->spirv));
+    cJSON_AddItemToObject(jk, "glsl", jblob(k->glsl));
+    cJSON_AddItemToArray(ks, jk);
+  }
+  cJSON *ps = cJSON_AddObjectToObject(j, "programs");
+  cJSON_AddItemToObject(ps, "decode", jprogram(&m->decode, with_steps));
+  cJSON_AddItemToObject(ps, "prefill", jprogram(&m->prefill, with_steps));
+  if (!with_steps) cJSON_AddNumberToObject(j, "weight_bytes", (double)ssm_manifest_weight_bytes(m));
+  return j;
+}
+
+static char *print_json(cJSON *j, int formatted) {
+  char *text = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
+  cJSON_Delete(j);
+  if (!text) ssm_fatal_nomem(0);
+  char *out = ssm_xstrdup(text); /* one allocator for the caller to free() with */
+  cJSON_free(text);
+  return out;
+}
+
+char *ssm_manifest_to_json(const ssm_manifest *m) { return print_json(jmanifest(m, 1), 0); }
+
+char *ssm_manifest_summary_json(const ssm_manifest *m) { return print_json(jmanifest(m, 0), 1); }
+
+uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m) {
+  uint64_t n = 0;
+  for (int i = 0; i < m->nweights; i++) n += m->weights[i].region.bytes;
+  return n;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+typedef struct {
+  const char *name; /* the bundle, for messages */
+  uint64_t blobs_size;
+  ssm_arena *arena;
+  ssm_manifest *m;
+  char path[256];   /* the field being read */
+} reader;
+
+static ssm_status bad(const reader *r, const char *what) {
+  return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: %s %s", r->name,
+                        r->path[0] ? r->path : "the manifest", what);
+}
+
+/* Field paths: enter() appends ".key" or "[i]" and returns the old length
+ * for leave(). */
+static size_t enter(reader *r, const char *key, int index) {
+  size_t n = strlen(r->path);
+  if (key) snprintf(r->path + n, sizeof r->path - n, "%s%s", n ? "." : "", key);
+  else snprintf(r->path + n, sizeof r->path - n, "[%d]", index);
+  return n;
+}
+static void leave(reader *r, size_t n) { r->path[n] = 0; }
+
+static ssm_status get(reader *r, const cJSON *obj, const char *key, const cJSON **out) {
+  *out = cJSON_GetObjectItemCaseSensitive(obj, key);
+  if (*out) return NULL;
+  size_t n = enter(r, key, 0);
+  ssm_status s = bad(r, "is missing");
+  leave(r, n);
+  return s;
+}
+
+/* An integer in [lo, hi]; the current path names it. */
+static ssm_status num_in(reader *r, const cJSON *j, double lo, double hi, double *out) {
+  if (!cJSON_IsNumber(j) || !(j->valuedouble >= lo && j->valuedouble <= hi) ||
+      j->valuedouble != floor(j->valuedouble))
+    return bad(r, "is not an integer in the range it must have");
+  *out = j->valuedouble;
+  return NULL;
+}
+
+static ssm_status field_num(reader *r, const cJSON *obj, const char *key, double lo, double hi,
+                            double *out) {
+  const cJSON *j;
+  SSM_TRY(get(r, obj, key, &j));
+  size_t n = enter(r, key, 0);
+  ssm_status s = num_in(r, j, lo, hi, out);
+  leave(r, n);
+  return s;
+}
+
+static ssm_status field_str(reader *r, const cJSON *obj, const char *key, const char **out) {
+  const cJSON *j;
+  SSM_TRY(get(r, obj, key, &j));
+  if (cJSON_IsString(j)) {
+    *out = ssm_arena_strdup(r->arena, j->valuestring);
+    return NULL;
+  }
+  size_t n = enter(r, key, 0);
+  ssm_status s = bad(r, "is not a string");
+  leave(r, n);
+  return s;
+}
+
+/* A JSON array of `len` numbers in [lo, hi] (the current path names it). */
+static ssm_status nums(reader *r, const cJSON *j, int len, double lo, double hi, double *out) {
+  if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != len)
+    return bad(r, len == 3 ? "is not a [buffer, offset, bytes] region" : "is not an [offset, size] blob");
+  for (int i = 0; i < len; i++) SSM_TRY(num_in(r, cJSON_GetArrayItem(j, i), lo, hi, &out[i]));
+  return NULL;
+}
+
+/* A region inside its buffer, at an aligned offset; the current path names it. */
+static ssm_status region(reader *r, const cJSON *j, ssm_region *out) {
+  double v[3];
+  SSM_TRY(nums(r, j, 3, 0, MAX_BYTES, v));
+  if (v[0] >= r->m->nbuffers) return bad(r, "names a buffer that does not exist");
+  uint64_t cap = r->m->buffers[(int)v[0]].bytes;
+  if ((uint64_t)v[1] > cap || (uint64_t)v[2] > cap - (uint64_t)v[1])
+    return bad(r, "lies outside its buffer");
+  if ((uint64_t)v[1] % r->m->align) return bad(r, "is not aligned to the manifest's align");
+  *out = (ssm_region){(int)v[0], (uint64_t)v[1], (uint64_t)v[2]};
+  return NULL;
+}
+
+static ssm_status field_region(reader *r, const cJSON *obj, const char *key, ssm_region *out) {
+  const cJSON *j;
+  SSM_TRY(get(r, obj, key, &j));
+  size_t n = enter(r, key, 0);
+  ssm_status s = region(r, j, out);
+  leave(r, n);
+  return s;
+}
+
+static ssm_status field_blob(reader *r, const cJSON *obj, const char *key, ssm_blob *out) {
+  const cJSON *j;
+  double v[2] = {0, 0};
+  SSM_TRY(get(r, obj, key, &j));
+  size_t n = enter(r, key, 0);
+  ssm_status s = nums(r, j, 2, 0, MAX_BYTES, v);
+  if (!s && ((uint64_t)v[0] > r->blobs_size || (uint64_t)v[1] > r->blobs_size - (uint64_t)v[0]))
+    s = bad(r, "lies outside the blob section");
+  leave(r, n);
+  *out = (ssm_blob){(uint64_t)v[0], (uint64_t)v[1]};
+  return s;
+}
+
+/* A list of at most `max` items: *out_count and arena memory of `elem`
+ * bytes per item. */
+static ssm_status list(reader *r, const cJSON *obj, const char *key, int min, int max,
+                       size_t elem, const cJSON **out_json, int *out_count, void **out_items) {
+  SSM_TRY(get(r, obj, key, out_json));
+  int n = cJSON_IsArray(*out_json) ? cJSON_GetArraySize(*out_json) : -1;
+  if (n < min || n > max) {
+    size_t k = enter(r, key, 0);
+    char what[96];
+    snprintf(what, sizeof what, "is not a list of %d to %d items", min, max);
+    ssm_status s = bad(r, what);
+    leave(r, k);
+    return s;
+  }
+  *out_count = n;
+  *out_items = ssm_arena_alloc(r->arena, elem * (size_t)(n ? n : 1));
+  return NULL;
+}
+
+/* dtype and shape; the element count times the dtype size, with overflow
+ * checks, is the tensor's bytes. */
+static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t *out_bytes) {
+  const char *dt;
+  const cJSON *shape;
+  SSM_TRY(field_str(r, obj, "dtype", &dt));
+  SSM_TRY(get(r, obj, "shape", &shape));
+  *t = (ssm_type){0};
+  size_t n = enter(r, "dtype", 0);
+  if (!ssm_dtype_parse(dt, strlen(dt), &t->dtype)) {
+    ssm_status s = bad(r, "is not f32, f16, bf16 or i32");
+    leave(r, n);
+    return s;
+  }
+  leave(r, n);
+  n = enter(r, "shape", 0);
+  ssm_status s = NULL;
+  if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) > SSM_MAX_RANK)
+    s = bad(r, "is not a list of at most 6 dimensions");
+  t->rank = s ? 0 : cJSON_GetArraySize(shape);
+  size_t bytes = ssm_dtype_size(t->dtype);
+  for (int d = 0; d < t->rank && !s; d++) {
+    double v = 1;
+    s = num_in(r, cJSON_GetArrayItem(shape, d), 1, MAX_DIM, &v);
+    t->dims[d] = (int64_t)v;
+    if (!s && (!ssm_size_mul(bytes, (size_t)v, &bytes) || bytes > MAX_BYTES))
+      s = bad(r, "describes a tensor too large for any buffer");
+  }
+  leave(r, n);
+  *out_bytes = bytes;
+  return s;
+}
+
+static ssm_status tensors(reader *r, const cJSON *root, const char *key, int weight,
+                          ssm_mf_tensor **out, int *out_n) {
+  const cJSON *arr;
+  SSM_TRY(list(r, root, key, 0, MAX_ITEMS, sizeof **out, &arr, out_n, (void **)out));
+  for (int i = 0; i < *out_n; i++) {
+    const cJSON *e = cJSON_GetArrayItem(arr, i);
+    ssm_mf_tensor *t = &(*out)[i];
+    size_t n = enter(r, key, 0);
+    enter(r, NULL, i);
+    uint64_t bytes = 0;
+    ssm_status s = field_str(r, e, "name", &t->name);
+    if (!s) s = tensor_type(r, e, &t->type, &bytes);
+    if (!s) s = field_region(r, e, "region", &t->region);
+    if (!s && weight) s = field_str(r, e, "transform", &t->transform);
+    if (!s && !weight) t->transform = "";
+    if (!s && t->region.bytes != bytes) s = bad(r, "has a region whose size does not match its shape");
+    if (!s && r->m->buffers[t->region.buffer].usage !=
+                  (weight ? SSM_BUFFER_WEIGHTS : SSM_BUFFER_STATE))
+      s = bad(r, weight ? "lies outside a weights buffer" : "lies outside a state buffer");
+    if (!s && !weight && t->type.dtype != SSM_F32 && t->type.dtype != SSM_I32)
+      s = bad(r, "is not an f32 or i32 state");
+    leave(r, n);
+    SSM_TRY(s);
+  }
+  return NULL;
+}
+
+static ssm_status kernels(reader *r, const cJSON *root) {
+  const cJSON *arr;
+  ssm_manifest *m = r->m;
+  SSM_TRY(list(r, root, "kernels", 0, MAX_ITEMS, sizeof *m->kernels, &arr, &m->nkernels,
+               (void **)&m->kernels));
+  for (int i = 0; i < m->nkernels; i++) {
+    const cJSON *e = cJSON_GetArrayItem(arr, i);
+    ssm_mf_kernel *k = &m->kernels[i];
+    size_t n = enter(r, "kernels", 0);
+    enter(r, NULL, i);
+    double nb = 0;
+    ssm_status s = field_str(r, e, "name", &k->name);
+    if (!s) s = field_str(r, e, "template", &k->family);
+    if (!s) s = field_str(r, e, "params", &k->params);
+    if (!s) s = field_num(r, e, "bindings", 1, SSM_BUNDLE_MAX_BINDINGS, &nb);
+    if (!s) s = field_blob(r, e, "spirv", &k->spirv);
+    if (!s) s = field_blob(r, e, "glsl", &k->glsl);
+    if (!s && (k->spirv.size % 4 || k->spirv.offset % 4 || k->spirv.size < 20))
+      s = bad(r, "has a malformed SPIR-V blob");
+    k->nbindings = (int)nb;
+    leave(r, n);
+    SSM_TRY(s);
+  }
+  return NULL;
+}
+
+static ssm_status steps(reader *r, const cJSON *jp, ssm_mf_program *p) {
+  const cJSON *arr;
+  SSM_TRY(list(r, jp, "steps", 0, MAX_ITEMS, sizeof *p->steps, &arr, &p->nsteps,
+               (void **)&p->steps));
+  for (int i = 0; i < p->nsteps; i++) {
+    const cJSON *e = cJSON_GetArrayItem(arr, i), *binds, *groups;
+    ssm_mf_step *st = &p->steps[i];
+    size_t n = enter(r, "steps", 0);
+    enter(r, NULL, i);
+    double v = 0, g[3] = {1, 1, 1};
+    ssm_status s = field_num(r, e, "kernel", 0, r->m->nkernels - 1, &v);
+    st->kernel = (int)v;
+    if (!s) s = field_num(r, e, "barrier", 0, 1, &v);
+    st->barrier = (int)v;
+    if (!s) s = field_str(r, e, "op", &st->op);
+    if (!s) s = get(r, e, "groups", &groups);
+    if (!s) {
+      size_t k = enter(r, "groups", 0);
+      if (cJSON_GetArraySize(groups) != 3 || !cJSON_IsArray(groups))
+        s = bad(r, "is not three workgroup counts");
+      for (int d = 0; d < 3 && !s; d++) s = num_in(r, cJSON_GetArrayItem(groups, d), 1, 65535, &g[d]);
+      for (int d = 0; d < 3 && !s; d++) st->groups[d] = (uint32_t)g[d];
+      leave(r, k);
+    }
+    if (!s) s = get(r, e, "bindings", &binds);
+    if (!s) {
+      st->nbindings = r->m->kernels[st->kernel].nbindings;
+      size_t k = enter(r, "bindings", 0);
+      if (!cJSON_IsArray(binds) || cJSON_GetArraySize(binds) != st->nbindings)
+        s = bad(r, "does not give one region per binding of its kernel");
+      for (int b = 0; b < st->nbindings && !s; b++) {
+        size_t kb = enter(r, NULL, b);
+        s = region(r, cJSON_GetArrayItem(binds, b), &st->bindings[b]);
+        if (!s && !st->bindings[b].bytes) s = bad(r, "is empty");
+        leave(r, kb);
+      }
+      leave(r, k);
+    }
+    leave(r, n);
+    SSM_TRY(s);
+  }
+  return NULL;
+}
+
+static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_mf_program *p) {
+  const cJSON *jp, *in, *sm;
+  SSM_TRY(get(r, progs, which, &jp));
+  size_t n = enter(r, which, 0);
+  double tokens = 0, b[2] = {0, 0};
+  ssm_status s = field_num(r, jp, "tokens", 1, 1 << 20, &tokens);
+  p->tokens = (int)tokens;
+  if (!s && !strcmp(which, "decode") && p->tokens != 1) s = bad(r, "does not run one token");
+  if (!s) s = get(r, jp, "inputs", &in);
+  if (!s) {
+    size_t k = enter(r, "inputs", 0);
+    s = field_region(r, in, "tokens", &p->tokens_in);
+    if (!s && p->tokens_in.bytes != (uint64_t)p->tokens * 4)
+      s = bad(r, "has a tokens input whose size is not tokens i32s");
+    p->has_pos = cJSON_GetObjectItemCaseSensitive(in, "pos") != NULL;
+    if (!s && p->has_pos) s = field_region(r, in, "pos", &p->pos);
+    if (!s && p->has_pos && p->pos.bytes != 4) s = bad(r, "has a pos input that is not one i32");
+    if (!s && p->has_pos && !r->m->max_seq) s = bad(r, "reads pos, but max_seq is 0");
+    leave(r, k);
+  }
+  if (!s) s = field_region(r, jp, "output", &p->output);
+  if (!s && p->output.bytes != (uint64_t)p->tokens * (uint64_t)r->m->vocab * 4)
+    s = bad(r, "has an output whose size is not tokens x vocab f32s");
+  sm = cJSON_GetObjectItemCaseSensitive(jp, "sampler");
+  p->has_sampler = sm != NULL;
+  if (!s && sm) {
+    size_t k = enter(r, "sampler", 0);
+    s = field_region(r, sm, "next", &p->next);
+    if (!s) s = field_region(r, sm, "state", &p->sampler);
+    if (!s && (p->next.bytes != 4 || p->sampler.bytes != SSM_SAMPLER_STATE_LEN * 4 ||
+               p->tokens != 1))
+      s = bad(r, "has regions of the wrong size (or a program of more than one token)");
+    leave(r, k);
+  }
+  if (!s) s = field_num(r, jp, "activation_bytes", 0, MAX_BYTES, &b[0]);
+  if (!s) s = field_num(r, jp, "activation_bytes_unplanned", 0, MAX_BYTES, &b[1]);
+  p->activation_bytes = (uint64_t)b[0];
+  p->activation_bytes_unplanned = (uint64_t)b[1];
+  if (!s) s = field_blob(r, jp, "ir", &p->ir);
+  if (!s) s = steps(r, jp, p);
+  leave(r, n);
+  return s;
+}
+
+static ssm_status read_root(reader *r, const cJSON *root) {
+  ssm_manifest *m = r->m;
+  double v = 0;
+  const char *dtype;
+  if (!cJSON_IsObject(root)) return bad(r, "is not a JSON object");
+  SSM_TRY(field_num(r, root, "ssmb", 0, 1e9, &v));
+  if (v != SSM_BUNDLE_VERSION) {
+    size_t n = enter(r, "ssmb", 0);
+    ssm_status s = bad(r, "differs from the version in the header");
+    leave(r, n);
+    return s;
+  }
+  SSM_TRY(field_str(r, root, "generator", &m->generator));
+  SSM_TRY(field_str(r, root, "architecture", &m->architecture));
+  SSM_TRY(field_num(r, root, "vocab", 1, 1 << 30, &v));
+  m->vocab = (int64_t)v;
+  SSM_TRY(field_num(r, root, "max_seq", 0, 1 << 24, &v));
+  m->max_seq = (int64_t)v;
+  SSM_TRY(field_num(r, root, "eos_token_id", -1, 1 << 30, &v));
+  m->eos = (int64_t)v;
+  SSM_TRY(field_str(r, root, "dtype", &dtype));
+  if (!ssm_dtype_parse(dtype, strlen(dtype), &m->dtype) || m->dtype == SSM_I32) {
+    size_t n = enter(r, "dtype", 0);
+    ssm_status s = bad(r, "is not f32, f16 or bf16");
+    leave(r, n);
+    return s;
+  }
+  SSM_TRY(field_num(r, root, "align", 4, 1 << 16, &v));
+  m->align = (uint32_t)v;
+  if (m->align & (m->align - 1)) {
+    size_t n = enter(r, "align", 0);
+    ssm_status s = bad(r, "is not a power of two");
+    leave(r, n);
+    return s;
+  }
+  const cJSON *arr;
+  SSM_TRY(list(r, root, "buffers", 1, SSM_BUNDLE_MAX_BUFFERS, sizeof *m->buffers, &arr,
+               &m->nbuffers, (void **)&m->buffers));
+  for (int i = 0; i < m->nbuffers; i++) {
+    const cJSON *e = cJSON_GetArrayItem(arr, i);
+    const char *usage;
+    size_t n = enter(r, "buffers", 0);
+    enter(r, NULL, i);
+    ssm_status s = field_str(r, e, "usage", &usage);
+    if (!s) s = field_num(r, e, "bytes", 4, MAX_BYTES, &v);
+    m->buffers[i].bytes = (uint64_t)v;
+    int u = 0;
+    while (!s && u < 3 && strcmp(usage, usage_names[u])) u++;
+    if (!s && u == 3) s = bad(r, "has a usage other than state, activations or weights");
+    m->buffers[i].usage = (ssm_buffer_usage)u;
+    leave(r, n);
+    SSM_TRY(s);
+  }
+  SSM_TRY(tensors(r, root, "weights", 1, &m->weights, &m->nweights));
+  SSM_TRY(tensors(r, root, "state", 0, &m->states, &m->nstates));
+  SSM_TRY(kernels(r, root));
+  const cJSON *progs;
+  SSM_TRY(get(r, root, "programs", &progs));
+  size_t n = enter(r, "programs", 0);
+  ssm_status s = program(r, progs, "decode", &m->decode);
+  if (!s) s = program(r, progs, "prefill", &m->prefill);
+  if (!s && m->prefill.has_sampler) s = bad(r, "gives the prefill program a sampler");
+  if (!s && m->decode.has_sampler &&
+      (m->buffers[m->decode.sampler.buffer].usage != SSM_BUFFER_STATE ||
+       m->buffers[m->decode.next.buffer].usage != SSM_BUFFER_ACTIVATIONS))
+    s = bad(r, "places the decode program's sampler outside the state and activations");
+  leave(r, n);
+  return s;
+}
+
+ssm_status ssm_manifest_parse(const char *json, size_t len, const char *name,
+                              uint64_t blobs_size, ssm_arena *arena, ssm_manifest *out) {
+  *out = (ssm_manifest){0};
+  reader r = {.name = name, .blobs_size = blobs_size, .arena = arena, .m = out};
+  cJSON *root = cJSON_ParseWithLength(json, len);
+  if (!root) return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: not JSON", name);
+  ssm_status s = read_root(&r, root);
+  cJSON_Delete(root);
+  if (s) *out = (ssm_manifest){0};
+  return s;
+}

@@ -1,0 +1,79 @@
+/*
+ * bench.c — ssmc_session_bench, for `ssmc bench`: decode and prefill
+ * throughput. Timing is wall clock around whole runs (each waits for the
+ * device), so it includes every submit and copy that `ssmc run` pays.
+ * Decode is timed twice: logits read back and the argmax taken on the host
+ * (as `ssmc run --greedy`), and with the sampler feeding each token back on
+ * the device (as `ssmc run`).
+ */
+#include <time.h>
+
+#include "runtime/internal.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static ssm_status bench(ssm_backend *b, int n, float *logits, int32_t *toks, int32_t *ids,
+                        ssmc_bench_result *r) {
+  int64_t V = b->vocab;
+  int C = b->chunk;
+  int32_t tok = 1 % (int32_t)V;
+  int got;
+  /* warm-up */
+  SSM_TRY(ssm_backend_reset(b));
+  for (int i = 0; i < 8; i++) SSM_TRY(ssm_backend_run(b, &tok, 1, logits));
+  SSM_TRY(ssm_backend_run(b, toks, C, logits));
+  /* decode, the argmax on the host */
+  SSM_TRY(ssm_backend_reset(b));
+  double t0 = now_s();
+  for (int i = 0; i < n; i++) {
+    SSM_TRY(ssm_backend_run(b, &tok, 1, logits));
+    int64_t best = 0;
+    for (int64_t j = 1; j < V; j++)
+      if (logits[j] > logits[best]) best = j;
+    tok = (int32_t)best;
+  }
+  double t1 = now_s();
+  /* decode, the token fed back on the device */
+  SSM_TRY(ssm_backend_set_sampler(b, 0, 0, 1, 0));
+  SSM_TRY(ssm_backend_reset(b));
+  SSM_TRY(ssm_backend_generate(b, 1 % (int32_t)V, n < 8 ? n : 8, 0, ids, &got, NULL, NULL));
+  SSM_TRY(ssm_backend_reset(b));
+  double t2 = now_s();
+  SSM_TRY(ssm_backend_generate(b, 1 % (int32_t)V, n, 0, ids, &got, NULL, NULL));
+  double t3 = now_s();
+  /* prefill: enough runs for about as many tokens, at least 4 */
+  int runs = n / C < 4 ? 4 : n / C;
+  SSM_TRY(ssm_backend_reset(b));
+  double t4 = now_s();
+  for (int i = 0; i < runs; i++) SSM_TRY(ssm_backend_run(b, toks, C, logits));
+  double t5 = now_s();
+  *r = (ssmc_bench_result){.decode_tokens_per_s = n / (t1 - t0),
+                           .decode_feedback_tokens_per_s = n / (t3 - t2),
+                           .prefill_tokens_per_s = runs * C / (t5 - t4),
+                           .decode_tokens = n,
+                           .prefill_tokens = runs * C,
+                           .weight_bytes = b->weight_bytes};
+  return ssm_backend_reset(b);
+}
+
+ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out) {
+  *out = (ssmc_bench_result){0};
+  ssm_backend *b = s->b;
+  int n = decode_tokens < 1 ? 1 : decode_tokens;
+  float *logits = NULL;
+  int32_t *toks = NULL, *ids = NULL;
+  ssm_status st = ssm_alloc((size_t)b->vocab * (size_t)b->chunk, sizeof(float), (void **)&logits);
+  if (!st) st = ssm_alloc((size_t)b->chunk, sizeof(int32_t), (void **)&toks);
+  if (!st) st = ssm_alloc((size_t)n, sizeof(int32_t), (void **)&ids);
+  for (int i = 0; !st && i < b->chunk; i++) toks[i] = (int32_t)((i * 7919) % b->vocab);
+  if (!st) st = bench(b, n, logits, toks, ids, out);
+  if (!st) st = ssm_backend_check(b);
+  free(logits);
+  free(toks);
+  free(ids);
+  return st;
+}

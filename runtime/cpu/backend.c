@@ -1,0 +1,179 @@
+/*
+ * backend.c — the CPU backend: the reference interpreter (interp.c) running
+ * a model's graphs, built from its description once per token count.
+ *
+ * It is the yardstick, not the fast path: every run executes the IR op by
+ * op. Its state tensors are the ones the decode graph declares; the sampler
+ * is the decode graph with `sample` added (ssm_graph_add_sampler), exactly
+ * as a bundle's decode program has it.
+ */
+#include <string.h>
+
+#include "runtime/cpu/cpu.h"
+
+typedef struct {
+  int tokens;
+  ssm_graph *g;
+} sized_graph;
+
+typedef struct {
+  ssm_backend base;
+  ssm_model *model;
+  ssm_st *st;
+  ssm_cpu *cpu;
+  SSM_VEC(sized_graph) graphs;
+  ssm_graph *sampled; /* the decode graph with its sampler */
+  float sampler[SSM_SAMPLER_STATE_LEN];
+  SSM_VEC(ssm_backend_state) states;
+  float *logits; /* one row, for generate */
+} cpu_backend;
+
+/* The graph for `count` tokens, built once. */
+static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
+  for (size_t i = 0; i < c->graphs.n; i++)
+    if (c->graphs.items[i].tokens == count) {
+      *out = c->graphs.items[i].g;
+      return NULL;
+    }
+  SSM_TRY(ssm_model_build(c->model, count, out));
+  ssm_vec_push(&c->graphs, ((sized_graph){count, *out}));
+  return NULL;
+}
+
+static ssm_status write_sampler(cpu_backend *c) {
+  ssm_type t = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  return ssm_cpu_state_write(c->cpu, SSM_SAMPLER_STATE, &t, c->sampler);
+}
+
+static ssm_status cpu_run_tokens(ssm_backend *b, const int32_t *tokens, int count, float *logits) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (count < 1) return ssm_status_new(SSM_ERR_INVALID, "a run needs at least one token");
+  ssm_graph *g;
+  SSM_TRY(graph_for(c, count, &g));
+  ssm_cpu_set_position(c->cpu, b->position);
+  float *out = logits;
+  if (!out) SSM_TRY(ssm_alloc((size_t)count * (size_t)b->vocab, sizeof(float), (void **)&out));
+  ssm_status s = ssm_cpu_run(c->cpu, g, tokens, out, (size_t)count * (size_t)b->vocab);
+  if (out != logits) free(out);
+  if (!s) b->position = ssm_cpu_position(c->cpu);
+  return s;
+}
+
+static ssm_status cpu_reset(ssm_backend *b) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_cpu_reset(c->cpu);
+  b->position = 0;
+  c->sampler[4] = 0;
+  return write_sampler(c);
+}
+
+static ssm_status cpu_set_sampler(ssm_backend *b, const float *state) {
+  cpu_backend *c = (cpu_backend *)b;
+  memcpy(c->sampler, state, sizeof c->sampler);
+  return write_sampler(c);
+}
+
+static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_logits,
+                               int32_t *out_ids, int *out_count, ssm_step_fn on_step, void *user) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (!c->sampled) {
+    SSM_TRY(ssm_model_build(c->model, 1, &c->sampled));
+    SSM_TRY(ssm_graph_add_sampler(c->sampled));
+  }
+  if (!c->logits) SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits));
+  float id;
+  float *outs[2] = {c->logits, &id};
+  size_t counts[2] = {(size_t)b->vocab, 1};
+  int32_t input = first;
+  while (*out_count < n) {
+    ssm_cpu_set_position(c->cpu, b->position);
+    SSM_TRY(ssm_cpu_run_outputs(c->cpu, c->sampled, &input, 2, outs, counts));
+    b->position = ssm_cpu_position(c->cpu);
+    input = out_ids[(*out_count)++] = (int32_t)id;
+    if (on_step && on_step(input, want_logits ? c->logits : NULL, user)) break;
+  }
+  return NULL;
+}
+
+static ssm_status cpu_state(cpu_backend *c, int i, float **out) {
+  return ssm_cpu_state(c->cpu, c->states.items[i].name, &c->states.items[i].type, out);
+}
+
+static ssm_status cpu_state_read(ssm_backend *b, int i, void *dst) {
+  float *p;
+  SSM_TRY(cpu_state((cpu_backend *)b, i, &p));
+  memcpy(dst, p, (size_t)ssm_type_numel(&b->states[i].type) * 4);
+  return NULL;
+}
+
+static ssm_status cpu_state_write(ssm_backend *b, int i, const void *src) {
+  float *p;
+  SSM_TRY(cpu_state((cpu_backend *)b, i, &p));
+  memcpy(p, src, (size_t)ssm_type_numel(&b->states[i].type) * 4);
+  return NULL;
+}
+
+static void cpu_close(ssm_backend *b) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_graph_destroy(c->sampled);
+  for (size_t i = 0; i < c->graphs.n; i++) ssm_graph_destroy(c->graphs.items[i].g);
+  ssm_vec_free(&c->graphs);
+  ssm_vec_free(&c->states);
+  ssm_cpu_destroy(c->cpu);
+  ssm_st_close(c->st);
+  ssm_model_close(c->model);
+  free(c->logits);
+  free(c);
+}
+
+static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_run_tokens,
+                                        cpu_reset,       cpu_set_sampler, cpu_generate,
+                                        cpu_state_read,  cpu_state_write, NULL};
+
+/* What the decode graph says about the model: its states, whether it reads
+ * "pos", the bytes of its weights. */
+static void describe(cpu_backend *c, ssm_graph *g) {
+  ssm_backend *b = &c->base;
+  int64_t max_seq = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_STATE)
+      ssm_vec_push(&c->states, ((ssm_backend_state){ssm_node_str(n, "name", ""), n->result->type}));
+    if (n->op == SSM_OP_WEIGHT)
+      b->weight_bytes += (uint64_t)ssm_type_numel(&n->result->type) * 4;
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "pos") &&
+        ssm_model_param(c->model, "max_seq", &max_seq))
+      b->max_seq = max_seq;
+  }
+  b->nstates = (int)c->states.n;
+  b->states = c->states.items;
+}
+
+ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
+                                ssm_backend **out) {
+  *out = NULL;
+  cpu_backend *c = ssm_xcalloc(1, sizeof *c);
+  c->model = model;
+  ssm_backend *b = &c->base;
+  *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .eos = ssm_model_eos(model),
+                     .arch = ssm_model_arch(model), .device = "cpu"};
+  ssm_graph *decode = NULL;
+  ssm_status s = NULL;
+  if (!ssm_model_param(model, "vocab", &b->vocab) || b->vocab <= 0)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
+                       ssm_model_arch(model));
+  if (!s) s = ssm_st_open(weights, &c->st);
+  if (!s) s = ssm_cpu_create(c->st, &c->cpu);
+  if (!s) s = graph_for(c, 1, &decode);
+  if (!s) {
+    b->fingerprint = ssm_st_fingerprint(c->st);
+    describe(c, decode);
+    s = ssm_sampler_state(0, 0, 1, 0, c->sampler);
+  }
+  if (!s) s = write_sampler(c);
+  if (s) {
+    cpu_close(b);
+    return s;
+  }
+  *out = b;
+  return NULL;
+}

@@ -1,0 +1,406 @@
+/*
+ * session.c — the public API (ssmc.h) over the layers below: a session is
+ * a backend (runtime/backend/backend.h) with the model's tokenizer and
+ * end-of-text id, and the loops that feed prompts in chunks and generate,
+ * with the sampler on the device or the argmax on the host.
+ */
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/cpu/cpu.h"
+#include "runtime/internal.h"
+#include "runtime/vulkan/vulkan.h"
+
+_Static_assert((int)SSMC_ERR_INVALID == (int)SSM_ERR_INVALID &&
+                   (int)SSMC_ERR_IO == (int)SSM_ERR_IO &&
+                   (int)SSMC_ERR_NOMEM == (int)SSM_ERR_NOMEM &&
+                   (int)SSMC_ERR_UNSUPPORTED == (int)SSM_ERR_UNSUPPORTED &&
+                   (int)SSMC_ERR_DEVICE == (int)SSM_ERR_DEVICE &&
+                   (int)SSMC_ERR_INTERNAL == (int)SSM_ERR_INTERNAL,
+               "ssmc_code and ssm_code agree");
+
+#define MAX_CHUNK 4096
+#define MAX_MAX_SEQ (1 << 24)
+
+
+/* ---- version, errors, logging ------------------------------------------------ */
+
+const char *ssmc_version(void) { return SSM_VERSION; }
+ssmc_code ssmc_status_code(ssmc_status s) { return (ssmc_code)ssm_status_code(s); }
+const char *ssmc_status_message(ssmc_status s) { return ssm_status_message(s); }
+void ssmc_status_free(ssmc_status s) { ssm_status_free(s); }
+void ssmc_set_log(ssmc_log_fn fn, void *user) { ssm_log_set(fn, user); }
+
+/* ---- devices ------------------------------------------------------------------ */
+
+ssmc_status ssmc_devices(ssmc_device **out_devices, int *out_count) {
+  *out_devices = NULL;
+  *out_count = 0;
+  ssm_vk_device_info *info;
+  int n;
+  SSM_TRY(ssm_vk_list_devices(&info, &n));
+  int dflt = ssm_vk_default_device(info, n);
+  ssmc_device *d = ssm_xcalloc((size_t)n + 1, sizeof *d);
+  for (int i = 0; i < n; i++) {
+    d[i].index = info[i].index;
+    snprintf(d[i].name, sizeof d[i].name, "%s", info[i].name);
+    d[i].type = ssm_vk_device_type_name(info[i].type);
+    snprintf(d[i].driver, sizeof d[i].driver, "%s", info[i].driver);
+    d[i].api_version = info[i].api_version;
+    d[i].usable = info[i].usable;
+    d[i].is_default = i == dflt;
+    d[i].memory_bytes = info[i].device_local_bytes;
+    d[i].max_buffer_bytes = info[i].max_storage_buffer_range;
+    d[i].subgroup_size = info[i].subgroup_size;
+  }
+  free(info);
+  *out_devices = d;
+  *out_count = n;
+  return NULL;
+}
+
+/* ---- tokenizer ----------------------------------------------------------------- */
+
+static int is_dir(const char *path) {
+  struct stat st;
+  return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+static int exists(const char *path) {
+  struct stat st;
+  return !stat(path, &st);
+}
+
+/* `path`, or path/tokenizer.json when it is a directory (malloc'd). */
+static char *tokenizer_file(const char *path) {
+  ssm_sb b = {0};
+  ssm_sb_printf(&b, is_dir(path) ? "%s/tokenizer.json" : "%s", path);
+  return ssm_sb_take(&b);
+}
+
+ssmc_status ssmc_tokenizer_open(const char *path, ssmc_tokenizer **out) {
+  char *file = tokenizer_file(path);
+  ssm_status s = ssm_tok_open(file, out);
+  free(file);
+  return s;
+}
+
+void ssmc_tokenizer_close(ssmc_tokenizer *t) { ssm_tok_close(t); }
+int32_t ssmc_tokenizer_vocab_size(const ssmc_tokenizer *t) { return ssm_tok_vocab_size(t); }
+int32_t ssmc_tokenizer_token_id(const ssmc_tokenizer *t, const char *token) {
+  return ssm_tok_token_id(t, token);
+}
+
+ssmc_status ssmc_tokenizer_encode(const ssmc_tokenizer *t, const char *text, size_t len,
+                                  int32_t **out_ids, size_t *out_count) {
+  return ssm_tok_encode(t, text, len, out_ids, out_count);
+}
+
+ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, size_t count,
+                                  int skip_special, char **out_text, size_t *out_len) {
+  return ssm_tok_decode(t, ids, count, skip_special, out_text, out_len);
+}
+
+ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out) {
+  *out = ssm_tok_stream_create(t, skip_special);
+  return NULL;
+}
+
+void ssmc_decoder_destroy(ssmc_decoder *d) { ssm_tok_stream_destroy(d); }
+
+ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text,
+                              size_t *out_len) {
+  return ssm_tok_stream_feed(d, id, out_text, out_len);
+}
+
+void ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len) {
+  ssm_tok_stream_flush(d, out_text, out_len);
+}
+
+/* ---- opening a session ------------------------------------------------------------ */
+
+void ssmc_options_init(ssmc_options *o) {
+  *o = (ssmc_options){.backend = SSMC_BACKEND_VULKAN, .device = -1, .eos = -1};
+}
+
+/* A file that starts with the bundle magic. */
+static int is_bundle(const char *path) {
+  if (is_dir(path)) return 0;
+  FILE *f = fopen(path, "rb");
+  char magic[4] = {0};
+  int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "SSMB", 4);
+  if (f) fclose(f);
+  return yes;
+}
+
+static ssm_status check_options(const char *model, const ssmc_options *o, int bundle) {
+  if (o->backend != SSMC_BACKEND_VULKAN && o->backend != SSMC_BACKEND_CPU)
+    return ssm_status_new(SSM_ERR_INVALID, "options.backend: %d is neither VULKAN nor CPU",
+                          (int)o->backend);
+  if (o->chunk < 0 || o->chunk > MAX_CHUNK)
+    return ssm_status_new(SSM_ERR_INVALID, "chunk: expected 1 to %d tokens, got %d", MAX_CHUNK,
+                          o->chunk);
+  if (o->max_seq < 0 || o->max_seq > MAX_MAX_SEQ)
+    return ssm_status_new(SSM_ERR_INVALID, "max_seq: expected 1 to %d positions, got %d",
+                          MAX_MAX_SEQ, o->max_seq);
+  if (o->device < -1) return ssm_status_new(SSM_ERR_INVALID, "device: %d is not a device index", o->device);
+  if (bundle && o->backend == SSMC_BACKEND_CPU)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: the CPU backend runs a model (a directory or an "
+                          "architecture YAML), not a compiled bundle", model);
+  if (bundle && (o->chunk || o->max_seq || o->no_fuse))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq and no_fuse are fixed when a "
+                          "bundle is compiled (ssmc compile --chunk, --max-seq)", model);
+  if (o->validation && o->backend == SSMC_BACKEND_VULKAN && !ssm_vk_validation_available())
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "validation: VK_LAYER_KHRONOS_validation is not "
+                          "installed (Debian: apt-get install vulkan-validationlayers)");
+  return NULL;
+}
+
+static ssm_status open_backend(const char *model, const ssmc_options *o, const char *weights,
+                               int bundle, ssm_backend **out) {
+  ssm_vk_backend_opts vo = {.device = o->device, .validation = o->validation};
+  if (bundle) {
+    ssm_bundle *bd;
+    SSM_TRY(ssm_bundle_open(model, &bd));
+    return ssm_vk_backend_open(bd, weights, &vo, out);
+  }
+  ssm_model *m;
+  SSM_TRY(ssm_model_open(model, o->config, &m));
+  ssm_status s = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
+  if (!s && o->backend == SSMC_BACKEND_CPU) return ssm_cpu_backend_open(m, weights, o->chunk, out);
+  ssm_bundle *bd = NULL;
+  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = SSM_F32, .no_fuse = o->no_fuse};
+  if (!s) s = ssm_compile(m, &co, &bd);
+  ssm_model_close(m);
+  if (s) return s;
+  return ssm_vk_backend_open(bd, weights, &vo, out);
+}
+
+ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
+                              ssmc_session **out) {
+  *out = NULL;
+  ssmc_options o;
+  if (options) o = *options;
+  else ssmc_options_init(&o);
+  int bundle = is_bundle(model);
+  SSM_TRY(check_options(model, &o, bundle));
+  const char *weights = o.weights ? o.weights : is_dir(model) ? model : NULL;
+  if (!weights)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
+                          "(--weights DIR)", model);
+  ssm_backend *b;
+  SSM_TRY(open_backend(model, &o, weights, bundle, &b));
+  ssmc_session *s = ssm_xcalloc(1, sizeof *s);
+  s->b = b;
+  s->eos_option = o.eos;
+  if (o.tokenizer) {
+    s->tok_path = tokenizer_file(o.tokenizer);
+    s->tok_explicit = 1;
+  } else {
+    ssm_sb p = {0};
+    if (is_dir(weights)) ssm_sb_printf(&p, "%s/tokenizer.json", weights);
+    else {
+      const char *slash = strrchr(weights, '/');
+      ssm_sb_printf(&p, "%.*s/tokenizer.json", slash ? (int)(slash - weights) : 1,
+                    slash ? weights : ".");
+    }
+    s->tok_path = ssm_sb_take(&p);
+  }
+  *out = s;
+  return NULL;
+}
+
+void ssmc_session_close(ssmc_session *s) {
+  if (!s) return;
+  ssm_backend_close(s->b);
+  ssm_tok_close(s->tok);
+  free(s->tok_path);
+  free(s->rows);
+  free(s);
+}
+
+int64_t ssmc_session_vocab(const ssmc_session *s) { return s->b->vocab; }
+int64_t ssmc_session_position(const ssmc_session *s) { return s->b->position; }
+const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
+const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
+
+ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out) {
+  *out = NULL;
+  if (!s->tok) {
+    if (!s->tok_explicit && !exists(s->tok_path))
+      return ssm_status_new(SSM_ERR_INVALID, "no tokenizer: %s does not exist (give one with "
+                            "--tokenizer FILE)", s->tok_path);
+    SSM_TRY(ssm_tok_open(s->tok_path, &s->tok));
+  }
+  *out = s->tok;
+  return NULL;
+}
+
+int64_t ssmc_session_eos(const ssmc_session *cs) {
+  ssmc_session *s = (ssmc_session *)cs; /* resolved once, on first use */
+  if (!s->eos_known) {
+    s->eos_known = 1;
+    s->eos = s->eos_option >= 0 ? s->eos_option : s->b->eos;
+    const ssmc_tokenizer *t;
+    if (s->eos < 0 && exists(s->tok_path)) {
+      ssm_status st = ssmc_session_tokenizer(s, &t);
+      if (!st) s->eos = ssm_tok_token_id(t, "<|endoftext|>");
+      ssm_status_free(st);
+    }
+  }
+  return s->eos;
+}
+
+/* ---- feeding and generating ----------------------------------------------------------- */
+
+static ssm_status check_finite(const float *rows, int64_t count, int64_t vocab,
+                               int64_t first_pos) {
+  for (int64_t k = 0; k < count * vocab; k++)
+    if (!isfinite(rows[k]))
+      return ssm_status_new(SSM_ERR_INVALID, "non-finite logit %g at position %lld (vocab index "
+                            "%lld): the model or its weights produce inf/NaN", rows[k],
+                            (long long)(first_pos + k / vocab), (long long)(k % vocab));
+  return NULL;
+}
+
+static ssm_status rows_for(ssmc_session *s, int count) {
+  size_t need = (size_t)count * (size_t)s->b->vocab;
+  if (need <= s->rows_cap) return NULL;
+  free(s->rows);
+  s->rows = NULL;
+  s->rows_cap = 0;
+  SSM_TRY(ssm_alloc(need, sizeof(float), (void **)&s->rows));
+  s->rows_cap = need;
+  return NULL;
+}
+
+/* Feeds tokens in chunks; with `want_rows`, their logits come to the host,
+ * are checked, handed to on_logits, and the last row stays in s->rows.
+ * *out_stopped is set when on_logits asked to stop. */
+static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int want_rows,
+                       ssmc_logits_fn on_logits, void *user, int *out_stopped) {
+  ssm_backend *b = s->b;
+  int chunk = b->chunk > 0 ? b->chunk : 1;
+  int64_t V = b->vocab;
+  *out_stopped = 0;
+  if (want_rows) SSM_TRY(rows_for(s, chunk));
+  for (size_t at = 0; at < count;) {
+    int len = count - at >= (size_t)chunk ? chunk : 1;
+    int64_t pos = b->position;
+    SSM_TRY(ssm_backend_run(b, tokens + at, len, want_rows ? s->rows : NULL));
+    at += (size_t)len;
+    if (!want_rows) continue;
+    SSM_TRY(check_finite(s->rows, len, V, pos));
+    for (int r = 0; r < len && on_logits; r++)
+      if (on_logits(s->rows + (size_t)r * (size_t)V, V, pos + r, user)) {
+        *out_stopped = 1;
+        return NULL;
+      }
+    if (len > 1) memmove(s->rows, s->rows + (size_t)(len - 1) * (size_t)V, sizeof(float) * (size_t)V);
+  }
+  return NULL;
+}
+
+ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t count,
+                              ssmc_logits_fn on_logits, void *user) {
+  int stopped;
+  SSM_TRY(feed(s, tokens, count, on_logits != NULL, on_logits, user, &stopped));
+  return ssm_backend_check(s->b);
+}
+
+void ssmc_generate_options_init(ssmc_generate_options *g) {
+  *g = (ssmc_generate_options){.top_p = 1};
+}
+
+typedef struct {
+  ssmc_session *s;
+  const ssmc_generate_options *g;
+  int64_t pos, eos;
+  ssm_status err;
+  int hit_eos;
+} step_ctx;
+
+/* Each step of the device sampler: its logits (when asked for), then the
+ * end-of-text check, then the caller's callback. */
+static int on_step(int32_t id, const float *logits, void *user) {
+  step_ctx *c = user;
+  int64_t V = c->s->b->vocab, pos = c->pos++;
+  if (logits) {
+    c->err = check_finite(logits, 1, V, pos);
+    if (c->err) return 1;
+    if (c->g->on_logits && c->g->on_logits(logits, V, pos, c->g->user)) return 1;
+  }
+  if (c->g->stop_at_eos && id == c->eos) return c->hit_eos = 1;
+  return c->g->on_token && c->g->on_token(id, c->g->user);
+}
+
+static int32_t argmax(const float *v, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; i++)
+    if (v[i] > v[best]) best = i;
+  return (int32_t)best;
+}
+
+static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, int max_tokens,
+                           const ssmc_generate_options *g, int32_t *out, size_t *out_count) {
+  ssm_backend *b = s->b;
+  if (!np) return ssm_status_new(SSM_ERR_INVALID, "generate: the prompt has no tokens");
+  if (max_tokens < 0)
+    return ssm_status_new(SSM_ERR_INVALID, "generate: max_tokens %d is negative", max_tokens);
+  int64_t eos = g->stop_at_eos ? ssmc_session_eos(s) : -1;
+  int sampled = !g->host_greedy && max_tokens > 0;
+  if (sampled)
+    SSM_TRY(ssm_backend_set_sampler(b, g->temperature, g->top_k, g->top_p, (int64_t)g->seed));
+  int stopped;
+  /* with the sampler, the last prompt token is its first input; the
+   * prompt's logits come to the host to be checked for inf/NaN */
+  SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, 1, g->on_logits, g->user, &stopped));
+  if (stopped || !max_tokens) return NULL;
+  if (sampled) {
+    step_ctx c = {s, g, b->position, eos, NULL, 0};
+    int n = 0;
+    ssm_status st = ssm_backend_generate(b, prompt[np - 1], max_tokens, g->on_logits != NULL, out,
+                                         &n, on_step, &c);
+    *out_count = (size_t)n - (size_t)c.hit_eos;
+    if (c.err) {
+      ssm_status_free(st);
+      return c.err;
+    }
+    return st;
+  }
+  for (int k = 0; k < max_tokens; k++) {
+    int32_t id = argmax(s->rows, b->vocab);
+    if (g->stop_at_eos && id == eos) break;
+    out[(*out_count)++] = id;
+    if ((g->on_token && g->on_token(id, g->user)) || k + 1 == max_tokens) break;
+    SSM_TRY(feed(s, &id, 1, 1, g->on_logits, g->user, &stopped));
+    if (stopped) break;
+  }
+  return NULL;
+}
+
+ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t prompt_count,
+                                  int max_tokens, const ssmc_generate_options *g,
+                                  int32_t *out_ids, size_t *out_count) {
+  *out_count = 0;
+  ssmc_generate_options dflt;
+  if (!g) {
+    ssmc_generate_options_init(&dflt);
+    g = &dflt;
+  }
+  SSM_TRY(generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count));
+  return ssm_backend_check(s->b);
+}
+
+ssmc_status ssmc_session_reset(ssmc_session *s) { return ssm_backend_reset(s->b); }
+
+ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_backend_state_save(s->b, path));
+  return ssm_backend_check(s->b);
+}
+
+ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_backend_state_load(s->b, path));
+  return ssm_backend_check(s->b);
+}

@@ -1,0 +1,246 @@
+/*
+ * ssmc.h — the ssmc library: run state-space language models (Mamba-1,
+ * Falcon-Mamba, Mamba-2, and hybrids with attention such as Jamba) from a
+ * Hugging Face model directory or a compiled .ssmb bundle, on any Vulkan
+ * GPU or on the CPU.
+ *
+ * This is the one public header; link with `pkg-config --cflags --libs
+ * ssmc`. Everything here is prefixed ssmc_ (the library's internal layers
+ * use ssm_). A short program:
+ *
+ *   ssmc_options o;
+ *   ssmc_options_init(&o);
+ *   ssmc_session *s;
+ *   ssmc_status st = ssmc_session_open("models/pymamba", &o, &s);
+ *   if (st) { fprintf(stderr, "%s\n", ssmc_status_message(st)); ... }
+ *   ... ssmc_tokenizer_encode(ssmc_session_tokenizer(s), ...) and
+ *   ssmc_session_generate(s, ids, n, 80, &gen, out, &count) ...
+ *   ssmc_session_close(s);
+ *
+ * Errors: every function that can fail returns an ssmc_status, NULL on
+ * success. An error owns a message that says where and what ("tensor
+ * 'backbone.norm_f.weight' not found in DIR"); free it with
+ * ssmc_status_free. Output parameters are cleared first.
+ *
+ * Threads: a session, and what it hands out, belongs to one thread at a
+ * time. A tokenizer is immutable once loaded and may be shared.
+ */
+#ifndef SSMC_H
+#define SSMC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- version, errors, logging --------------------------------------------- */
+
+/* "0.2.0": the library's version, as `ssmc --version` prints it. */
+const char *ssmc_version(void);
+
+typedef struct ssm_status_s *ssmc_status;
+
+typedef enum {
+  SSMC_OK = 0,
+  SSMC_ERR_INVALID,     /* bad input: a file, a model, an argument */
+  SSMC_ERR_IO,          /* a file could not be read or written */
+  SSMC_ERR_NOMEM,       /* out of host memory */
+  SSMC_ERR_UNSUPPORTED, /* valid input this version does not handle */
+  SSMC_ERR_DEVICE,      /* the Vulkan device failed or lacks a feature */
+  SSMC_ERR_INTERNAL,    /* a bug in ssmc, reported rather than crashed */
+} ssmc_code;
+
+/* The code of `s` (SSMC_OK for NULL). */
+ssmc_code ssmc_status_code(ssmc_status s);
+/* The message of `s` ("ok" for NULL); owned by `s`. */
+const char *ssmc_status_message(ssmc_status s);
+/* Frees `s`; NULL is fine. */
+void ssmc_status_free(ssmc_status s);
+
+/* The library prints nothing; what it has to say (shader compiler warnings,
+ * Vulkan validation messages, missing optional device features) goes to
+ * this hook, for the whole process (NULL: dropped). */
+typedef void (*ssmc_log_fn)(const char *message, void *user);
+void ssmc_set_log(ssmc_log_fn fn, void *user);
+
+/* ---- devices ----------------------------------------------------------------- */
+
+typedef struct {
+  int index;              /* what ssmc_options.device takes */
+  char name[256];         /* "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)" */
+  const char *type;       /* "discrete GPU", "integrated GPU", "virtual GPU", "cpu", "other" */
+  char driver[256];       /* driver name and version */
+  uint32_t api_version;   /* Vulkan version, VK_MAKE_API_VERSION packing */
+  int usable;             /* Vulkan 1.1 or later with a compute queue */
+  int is_default;         /* the device a session takes without ssmc_options.device */
+  uint64_t memory_bytes;  /* the largest device-local heap */
+  uint64_t max_buffer_bytes; /* maxStorageBufferRange: the largest tensor it can bind */
+  uint32_t subgroup_size;
+} ssmc_device;
+
+/* The Vulkan devices, in index order, into a malloc'd array (free() it).
+ * No device at all (no driver installed) is an error that says so. */
+ssmc_status ssmc_devices(ssmc_device **out_devices, int *out_count);
+
+/* ---- tokenizer ----------------------------------------------------------------- */
+
+/* A Hugging Face tokenizer.json (byte-level BPE: GPT-2, GPT-NeoX, Falcon,
+ * Llama 3 style), giving the ids the `tokenizers` library gives. */
+typedef struct ssm_tok ssmc_tokenizer;
+
+/* Loads `path`: a tokenizer.json, or a directory that holds one. A
+ * tokenizer feature it does not handle is refused with a message naming
+ * the field. */
+ssmc_status ssmc_tokenizer_open(const char *path, ssmc_tokenizer **out);
+/* NULL is fine. Not for the session's own tokenizer. */
+void ssmc_tokenizer_close(ssmc_tokenizer *t);
+/* Largest id + 1. */
+int32_t ssmc_tokenizer_vocab_size(const ssmc_tokenizer *t);
+/* The id of a token spelled exactly `token` ("<|endoftext|>"), or -1. */
+int32_t ssmc_tokenizer_token_id(const ssmc_tokenizer *t, const char *token);
+/* `len` bytes of UTF-8 text to ids: a malloc'd array (free() it), nothing
+ * added around the text. Text that is not UTF-8 is an error. */
+ssmc_status ssmc_tokenizer_encode(const ssmc_tokenizer *t, const char *text, size_t len,
+                                  int32_t **out_ids, size_t *out_count);
+/* Ids to malloc'd, NUL-terminated text (free() it), skipping special
+ * tokens when `skip_special`. An unknown id is an error. */
+ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, size_t count,
+                                  int skip_special, char **out_text, size_t *out_len);
+
+/* Streaming decode, for printing tokens as they are generated: it hands out
+ * whole UTF-8 characters only, and everything it hands out, joined, is
+ * ssmc_tokenizer_decode of all the ids. */
+typedef struct ssm_tok_stream ssmc_decoder;
+
+ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out);
+/* NULL is fine. */
+void ssmc_decoder_destroy(ssmc_decoder *d);
+/* Adds one id; *out_text (owned by the decoder, valid until its next call)
+ * gets the *out_len bytes now complete, maybe none. */
+ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text,
+                              size_t *out_len);
+/* What is still held back (an incomplete character becomes U+FFFD); the
+ * decoder is then empty. */
+void ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len);
+
+/* ---- sessions -------------------------------------------------------------------- */
+
+/* One model loaded on one backend, with its state: the SSM, convolution
+ * and attention (KV) state after every token fed so far, and the position
+ * (how many tokens that is). */
+typedef struct ssmc_session ssmc_session;
+
+typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
+
+typedef struct {
+  ssmc_backend backend;  /* VULKAN (the GPU, or lavapipe) or CPU (the reference interpreter) */
+  int device;            /* Vulkan device index (ssmc_devices); -1 picks a discrete GPU first */
+  int validation;        /* run under VK_LAYER_KHRONOS_validation; any message is an error */
+  const char *weights;   /* the checkpoint: a directory or .safetensors; NULL: MODEL when it is a directory */
+  const char *config;    /* config.json, for a MODEL that is an architecture YAML */
+  const char *tokenizer; /* tokenizer.json or its directory; NULL: the weights directory's, if any */
+  int chunk;             /* prompt tokens per prefill run when compiling (0: 32) */
+  int max_seq;           /* positions an attention KV cache holds when compiling (0: 2048) */
+  int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
+  int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
+                          * tokenizer's <|endoftext|> */
+} ssmc_options;
+
+/* The defaults: Vulkan, device -1, chunk 32, eos -1, the rest 0/NULL. */
+void ssmc_options_init(ssmc_options *o);
+
+/* Opens `model`: a Hugging Face model directory (its config.json's
+ * model_type picks the architecture), an architecture YAML with
+ * options->config, or a compiled bundle (.ssmb, Vulkan only). A model is
+ * compiled in memory; nothing is written to disk. The weights are loaded
+ * and the state is zero. */
+ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
+                              ssmc_session **out);
+/* NULL is fine. */
+void ssmc_session_close(ssmc_session *s);
+
+int64_t ssmc_session_vocab(const ssmc_session *s);
+/* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
+int64_t ssmc_session_eos(const ssmc_session *s);
+/* Tokens fed since the session was opened or reset (or restored). */
+int64_t ssmc_session_position(const ssmc_session *s);
+/* The architecture's name ("mamba", "falcon_mamba", "jamba", ...). */
+const char *ssmc_session_architecture(const ssmc_session *s);
+/* "cpu", or the GPU's name. */
+const char *ssmc_session_device(const ssmc_session *s);
+/* The tokenizer (see ssmc_options.tokenizer), loaded on first use and owned
+ * by the session; an error when there is none or it does not load. */
+ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out);
+
+/* Called with the logits of each position the model processes, in order
+ * (`vocab` floats, valid during the call), and that position. A non-zero
+ * return stops the feed or generation after that position. */
+typedef int (*ssmc_logits_fn)(const float *logits, int64_t vocab, int64_t position, void *user);
+/* Called with each generated id; a non-zero return stops generation. */
+typedef int (*ssmc_token_fn)(int32_t id, void *user);
+
+/* Feeds `count` tokens: whole prefill chunks, then one at a time. With
+ * `on_logits`, their logits come back to the host (else they stay on the
+ * device). Ids out of range, and positions past max_seq, are refused
+ * before they run; logits that are not finite are an error. */
+ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t count,
+                              ssmc_logits_fn on_logits, void *user);
+
+typedef struct {
+  /* the sampler: greedy (the first largest logit) when temperature is 0 */
+  float temperature; /* >= 0 */
+  int top_k;         /* 0: off */
+  float top_p;       /* in (0, 1]; 1: off */
+  uint32_t seed;     /* in [0, 2^24): the same seed draws the same tokens */
+  /* greedy on the host: the logits of every step come to the host and the
+   * argmax is taken there (otherwise the sampler draws on the device and
+   * the next step's input never leaves it) */
+  int host_greedy;
+  int stop_at_eos;   /* stop when the end-of-text id is drawn (it is not returned) */
+  ssmc_token_fn on_token;   /* each id, as it is drawn (may be NULL) */
+  ssmc_logits_fn on_logits; /* the logits of every position processed (may be NULL) */
+  void *user;
+} ssmc_generate_options;
+
+/* Greedy, top_p 1, no callbacks. */
+void ssmc_generate_options_init(ssmc_generate_options *g);
+
+/* Feeds `prompt` (at least one token) and generates up to `max_tokens` ids
+ * into `out_ids` (room for max_tokens), *out_count of them. The state then
+ * covers the prompt and every generated id but the last: pass that one as
+ * the next call's prompt (or its first token) to go on. */
+ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t prompt_count,
+                                  int max_tokens, const ssmc_generate_options *g,
+                                  int32_t *out_ids, size_t *out_count);
+
+/* Zeroes the state and the position. */
+ssmc_status ssmc_session_reset(ssmc_session *s);
+/* Saves the state (and position) to `path`, atomically: a failed save
+ * leaves the file that was there. */
+ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path);
+/* Restores a saved state. A file of another architecture or other weights,
+ * or a truncated or corrupt one, is refused and changes nothing. States
+ * move between backends. */
+ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path);
+
+/* ---- benchmarks -------------------------------------------------------------------- */
+
+typedef struct {
+  double decode_tokens_per_s;          /* logits to the host and the argmax there each step */
+  double decode_feedback_tokens_per_s; /* the sampler feeding tokens back on the device */
+  double prefill_tokens_per_s;
+  int decode_tokens, prefill_tokens;   /* how many were timed */
+  uint64_t weight_bytes;               /* read by every decode step */
+} ssmc_bench_result;
+
+/* Times `decode_tokens` decode steps both ways and about as many prefill
+ * tokens, after a warm-up, from a reset state (the state is reset after). */
+ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
