@@ -1,5 +1,5 @@
 /*
- * ssmc.c — the command-line driver: flags, printing and files. Running
+ * cli.c — the ssmc command line: flags, printing and files. Running
  * models goes through the public library (runtime/ssmc.h); `compile`,
  * `inspect` and `ir` use the compiler's layers (frontend, passes, bundle).
  * It is the only place that prints to the user or exits.
