@@ -11,12 +11,6 @@
 #include "runtime/vulkan/vulkan.h"
 #include "tokenizer/tokenizer.h"
 
-static uint64_t fnv1a(const uint8_t *p, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
-}
-
 static void try_bundle(const uint8_t *data, size_t size) {
   const char *path = fuzz_file(data, size);
   ssm_bundle *b = NULL;
@@ -50,10 +44,9 @@ static void try_bundle(const uint8_t *data, size_t size) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   try_bundle(data, size);
   if (size >= 64 && !memcmp(data, "SSMB", 4)) {
-    uint8_t *fixed = malloc(size);
-    if (!fixed) abort();
+    uint8_t *fixed = ssm_xmalloc(size);
     memcpy(fixed, data, size);
-    uint64_t h = fnv1a(fixed + 64, size - 64);
+    uint64_t h = ssm_fnv1a(SSM_FNV_INIT, fixed + 64, size - 64);
     for (int i = 0; i < 8; i++) fixed[40 + i] = (uint8_t)(h >> (8 * i));
     if (memcmp(fixed, data, size)) try_bundle(fixed, size);
     free(fixed);
