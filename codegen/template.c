@@ -19,54 +19,38 @@ ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
   char used[64] = {0};
   SSM_ASSERT(nkv <= 64);
 
-  size_t cap = strlen(t) + 1, n = 0;
-  for (int k = 0; k < nkv; k++) cap += strlen(kv[2 * k + 1]) * 8;
-  char *buf = malloc(cap);
-  if (!buf) abort();
+  ssm_sb buf = {0};
+  ssm_status s = NULL;
   const char *p = t;
   while (*p) {
     const char *open = strstr(p, "{{");
     if (!open) open = p + strlen(p);
-    size_t lit = (size_t)(open - p);
-    memcpy(buf + n, p, lit);
-    n += lit;
+    ssm_sb_append(&buf, p, (size_t)(open - p));
     p = open;
     if (!*p) break;
     const char *close = strstr(p + 2, "}}");
     if (!close) {
-      free(buf);
-      return ssm_status_new(SSM_ERR_INTERNAL, "template %s: unclosed '{{'", file);
+      s = ssm_status_new(SSM_ERR_INTERNAL, "template %s: unclosed '{{'", file);
+      break;
     }
     size_t klen = (size_t)(close - p - 2);
     int found = -1;
     for (int k = 0; k < nkv; k++)
       if (strlen(kv[2 * k]) == klen && !memcmp(kv[2 * k], p + 2, klen)) found = k;
     if (found < 0) {
-      free(buf);
-      return ssm_status_new(SSM_ERR_INTERNAL, "template %s: no value for {{%.*s}}", file,
-                            (int)klen, p + 2);
+      s = ssm_status_new(SSM_ERR_INTERNAL, "template %s: no value for {{%.*s}}", file,
+                         (int)klen, p + 2);
+      break;
     }
     used[found] = 1;
-    const char *v = kv[2 * found + 1];
-    size_t vlen = strlen(v);
-    if (n + vlen + strlen(close) + 1 > cap) {
-      cap = (n + vlen + strlen(close) + 1) * 2;
-      char *nb = realloc(buf, cap);
-      if (!nb) abort();
-      buf = nb;
-    }
-    memcpy(buf + n, v, vlen);
-    n += vlen;
+    ssm_sb_append(&buf, kv[2 * found + 1], strlen(kv[2 * found + 1]));
     p = close + 2;
   }
-  buf[n] = 0;
-  for (int k = 0; k < nkv; k++)
-    if (!used[k]) {
-      free(buf);
-      return ssm_status_new(SSM_ERR_INTERNAL, "template %s: value for {{%s}} is never used",
-                            file, kv[2 * k]);
-    }
-  *out = ssm_arena_strdup(a, buf);
-  free(buf);
-  return NULL;
+  for (int k = 0; k < nkv && !s; k++)
+    if (!used[k])
+      s = ssm_status_new(SSM_ERR_INTERNAL, "template %s: value for {{%s}} is never used", file,
+                         kv[2 * k]);
+  if (!s) *out = ssm_arena_strdup(a, ssm_sb_str(&buf));
+  ssm_sb_free(&buf);
+  return s;
 }

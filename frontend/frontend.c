@@ -205,10 +205,11 @@ static ssm_status yaml_read(const char *file, const char *text, size_t len, yaml
  * time_step_limit as [0.0, Infinity] (5.x writes {"__float__": "Infinity"}).
  * Rewrites them, outside strings, as JSON that cJSON reads: 1e999 (which
  * parses as infinity, padded to the same width so positions stay exact) and
- * null. Returns a new buffer and its length in *n. */
-static char *json_python_tokens(const char *data, size_t *n) {
-  char *o = malloc(*n + *n / 3 + 1);
-  if (!o) abort();
+ * null. Gives a new buffer in *out and its length in *n. */
+static ssm_status json_python_tokens(const char *data, size_t *n, char **out) {
+  void *buf;
+  SSM_TRY(ssm_alloc(*n + *n / 3 + 1, 1, &buf));
+  char *o = buf;
   size_t k = 0;
   int in_str = 0;
   for (size_t i = 0; i < *n; i++) {
@@ -233,7 +234,8 @@ static char *json_python_tokens(const char *data, size_t *n) {
     }
   }
   *n = k;
-  return o;
+  *out = o;
+  return NULL;
 }
 
 /* Parses config.json text; `name` names it in messages. Python's
@@ -241,7 +243,8 @@ static char *json_python_tokens(const char *data, size_t *n) {
 static ssm_status json_parse(const char *name, const char *text, size_t len, cJSON **out) {
   *out = NULL;
   size_t n = len;
-  char *data = json_python_tokens(text, &n);
+  char *data = NULL;
+  SSM_TRY(ssm_status_wrap(json_python_tokens(text, &n, &data), "%s", name));
   const char *end = NULL;
   cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
   if (!j) {
@@ -414,8 +417,7 @@ typedef struct {
   int has_layer;
   int64_t layer;     /* `i`: the index within its repeat */
   int64_t abs_layer; /* the index among all block runs: names states */
-  binding *locals;
-  int nlocals, cap_locals;
+  SSM_VEC(binding) locals;
   decl *decls;
   int ndecls;
 } scope;
@@ -433,17 +435,12 @@ static int lookup_scope(void *ctx, const char *name, size_t n, ssm_scalar *out) 
   return param_find(sc->b->m, name, n, out);
 }
 
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 1469598103934665603ull;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_str(const char *s) { return ssm_fnv1a(SSM_FNV_INIT, s, strlen(s)); }
 
 static binding *made_slot(builder *b, const char *name) {
   if ((b->made_n + 1) * 2 > b->made_cap) {
     size_t cap = b->made_cap ? b->made_cap * 2 : 256;
-    binding *t = calloc(cap, sizeof *t);
-    if (!t) abort();
+    binding *t = ssm_xcalloc(cap, sizeof *t);
     for (size_t k = 0; k < b->made_cap; k++) {
       if (!b->made[k].name) continue;
       size_t h = hash_str(b->made[k].name) & (cap - 1);
@@ -550,8 +547,7 @@ static ssm_status decls_make(scope *sc, yaml_node_t *weights, yaml_node_t *state
     SSM_TRY(check_map(m, state, "state", NULL, NULL));
     n += (int)(state->data.mapping.pairs.top - state->data.mapping.pairs.start);
   }
-  decl *ds = calloc((size_t)(n ? n : 1), sizeof *ds);
-  if (!ds) abort();
+  decl *ds = ssm_xcalloc((size_t)(n ? n : 1), sizeof *ds);
   *out = ds;
   for (yaml_node_pair_t *p = weights ? weights->data.mapping.pairs.start : NULL;
        weights && p < weights->data.mapping.pairs.top; p++)
@@ -601,21 +597,17 @@ static decl *decl_find(decl *ds, int n, const char *name, size_t len) {
 }
 
 static void scope_bind(scope *sc, const char *name, size_t n, ssm_value *v) {
-  for (int k = 0; k < sc->nlocals; k++)
-    if (strlen(sc->locals[k].name) == n && !memcmp(sc->locals[k].name, name, n)) {
-      sc->locals[k].v = v;
+  for (size_t k = 0; k < sc->locals.n; k++)
+    if (strlen(sc->locals.items[k].name) == n && !memcmp(sc->locals.items[k].name, name, n)) {
+      sc->locals.items[k].v = v;
       return;
     }
-  if (sc->nlocals == sc->cap_locals) {
-    sc->cap_locals = sc->cap_locals ? sc->cap_locals * 2 : 16;
-    sc->locals = realloc(sc->locals, sizeof(binding) * (size_t)sc->cap_locals);
-    if (!sc->locals) abort();
-  }
-  sc->locals[sc->nlocals++] = (binding){ssm_arena_strndup(sc->b->g->arena, name, n), v};
+  binding bd = {ssm_arena_strndup(sc->b->g->arena, name, n), v};
+  ssm_vec_push(&sc->locals, bd);
 }
 
 static void scope_free(scope *sc) {
-  free(sc->locals);
+  ssm_vec_free(&sc->locals);
   free(sc->decls);
 }
 
@@ -637,9 +629,9 @@ static ssm_status builtin_input(builder *b, const char *name, ssm_type t, ssm_sr
 static ssm_status resolve_tensor(scope *sc, const char *name, size_t n, ssm_src at, ssm_value **out) {
   builder *b = sc->b;
   *out = NULL;
-  for (int k = sc->nlocals - 1; k >= 0; k--)
-    if (strlen(sc->locals[k].name) == n && !memcmp(sc->locals[k].name, name, n)) {
-      *out = sc->locals[k].v;
+  for (size_t k = sc->locals.n; k-- > 0;)
+    if (strlen(sc->locals.items[k].name) == n && !memcmp(sc->locals.items[k].name, name, n)) {
+      *out = sc->locals.items[k].v;
       return NULL;
     }
   decl *d = decl_find(sc->decls, sc->ndecls, name, n);
@@ -971,8 +963,8 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
   SSM_TRY(check_block_choice(m, block, 0));
   SSM_TRY(expect_ident(m, carry, "a carried variable"));
   ssm_value *v = NULL;
-  for (int k = sc->nlocals - 1; k >= 0 && !v; k--)
-    if (!strcmp(sc->locals[k].name, stext(carry))) v = sc->locals[k].v;
+  for (size_t k = sc->locals.n; k-- > 0 && !v;)
+    if (!strcmp(sc->locals.items[k].name, stext(carry))) v = sc->locals.items[k].v;
   if (!v) return ssm_src_error(node_pos(m, carry), "undefined name '%s'", stext(carry));
   for (int64_t i = 0; i < c.i; i++) {
     yaml_node_t *name;
@@ -1040,8 +1032,8 @@ static ssm_status run_block_in(scope *sc, yaml_node_t *name, yaml_node_t *spec, 
   scope_bind(sc, stext(in_name), slen(in_name), in);
   SSM_TRY(exec_list(sc, map_get(m, spec, "body"), 0));
   *out = NULL;
-  for (int k = 0; k < sc->nlocals; k++)
-    if (!strcmp(sc->locals[k].name, stext(out_name))) *out = sc->locals[k].v;
+  for (size_t k = 0; k < sc->locals.n; k++)
+    if (!strcmp(sc->locals.items[k].name, stext(out_name))) *out = sc->locals.items[k].v;
   if (!*out)
     return ssm_src_error(node_pos(m, out_name), "block '%s' never assigns its out variable '%s'", stext(name),
                          stext(out_name));
@@ -1228,17 +1220,12 @@ ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model 
   ssm_status s = NULL;
   char *text = NULL;
   if (!stat(model, &st) && S_ISDIR(st.st_mode)) {
-    char *path = NULL;
-    if (!config_path) {
-      size_t n = strlen(model) + 16;
-      path = malloc(n);
-      if (!path) abort();
-      snprintf(path, n, "%s/config.json", model);
-    }
-    const char *cp = config_path ? config_path : path;
+    ssm_sb path = {0};
+    if (!config_path) ssm_sb_printf(&path, "%s/config.json", model);
+    const char *cp = config_path ? config_path : ssm_sb_str(&path);
     s = json_read(cp, &cfg);
     if (!s) s = pick_embedded(cp, cfg, &m);
-    free(path);
+    ssm_sb_free(&path);
   } else {
     if (!config_path)
       return ssm_status_new(SSM_ERR_INVALID, "%s: a model description needs a config.json (--config)", model);

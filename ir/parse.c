@@ -248,8 +248,7 @@ static int tok_float(const token *t, double *out) {
 
 /* Decodes a string token (validated by the lexer) into malloc'd memory. */
 static char *tok_string(const token *t) {
-  char *s = malloc(t->n + 1);
-  SSM_ASSERT(s);
+  char *s = ssm_xmalloc(t->n + 1);
   size_t k = 0;
   for (size_t i = 0; i < t->n; i++) {
     char c = t->s[i];
@@ -271,11 +270,7 @@ static char *tok_string(const token *t) {
 
 /* ---- value names ------------------------------------------------------- */
 
-static size_t sym_hash(const char *s, size_t n) {
-  size_t h = 1469598103934665603ull & SIZE_MAX;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
+static size_t sym_hash(const char *s, size_t n) { return (size_t)ssm_fnv1a(SSM_FNV_INIT, s, n); }
 
 static sym *sym_find(parser *P, const char *s, size_t n) {
   if (!P->cap) return NULL;
@@ -291,8 +286,7 @@ static void sym_add(parser *P, const token *t, ssm_value *v) {
     size_t cap = P->cap ? P->cap * 2 : 64;
     sym *old = P->syms;
     size_t old_cap = P->cap;
-    P->syms = calloc(cap, sizeof *P->syms);
-    SSM_ASSERT(P->syms);
+    P->syms = ssm_xcalloc(cap, sizeof *P->syms);
     P->cap = cap;
     for (size_t j = 0; j < old_cap; j++) {
       if (!old[j].name) continue;
@@ -375,8 +369,7 @@ static ssm_status parse_attr_value(parser *P, ssm_node *n, const ssm_attr_spec *
       return err_at(P, line, col, "attribute '%s' of '%s' must be a list like [1,0,2]",
                     spec->key, opname);
     SSM_TRY(lex(P));
-    int64_t *vals = malloc(sizeof(int64_t) * MAX_LIST);
-    SSM_ASSERT(vals);
+    int64_t *vals = ssm_xcalloc(MAX_LIST, sizeof *vals);
     int count = 0;
     ssm_status s = NULL;
     while (!s && !is_punct(t, ']')) {

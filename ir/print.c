@@ -9,52 +9,12 @@
 #include "ir/ir.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <string.h>
 
-typedef struct {
-  char *p;
-  size_t n, cap;
-} strbuf;
-
-static void buf_reserve(strbuf *b, size_t extra) {
-  if (b->cap - b->n > extra) return;
-  size_t cap = b->cap ? b->cap : 256;
-  while (cap - b->n <= extra) {
-    SSM_ASSERT(cap < SIZE_MAX / 2);
-    cap *= 2;
-  }
-  char *p = realloc(b->p, cap);
-  SSM_ASSERT(p);
-  b->p = p;
-  b->cap = cap;
-}
-
-static void buf_put(strbuf *b, const char *s, size_t n) {
-  buf_reserve(b, n);
-  memcpy(b->p + b->n, s, n);
-  b->n += n;
-  b->p[b->n] = 0;
-}
-
-static void buf_puts(strbuf *b, const char *s) { buf_put(b, s, strlen(s)); }
-
-static void SSM_PRINTF(2, 3) buf_printf(strbuf *b, const char *fmt, ...) {
-  va_list ap, ap2;
-  va_start(ap, fmt);
-  va_copy(ap2, ap);
-  int k = vsnprintf(NULL, 0, fmt, ap2);
-  va_end(ap2);
-  if (k > 0) {
-    buf_reserve(b, (size_t)k);
-    vsnprintf(b->p + b->n, (size_t)k + 1, fmt, ap);
-    b->n += (size_t)k;
-  }
-  va_end(ap);
-}
+static void buf_puts(ssm_sb *b, const char *s) { ssm_sb_append(b, s, strlen(s)); }
 
 /* Shortest %g form that strtod reads back to `v`. */
-static void put_float(strbuf *b, double v) {
+static void put_float(ssm_sb *b, double v) {
   if (isnan(v)) {
     buf_puts(b, "nan");
     return;
@@ -71,8 +31,8 @@ static void put_float(strbuf *b, double v) {
   buf_puts(b, tmp);
 }
 
-static void put_string(strbuf *b, const char *s) {
-  buf_put(b, "\"", 1);
+static void put_string(ssm_sb *b, const char *s) {
+  buf_puts(b, "\"");
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
     switch (*p) {
     case '"': buf_puts(b, "\\\""); break;
@@ -80,41 +40,41 @@ static void put_string(strbuf *b, const char *s) {
     case '\n': buf_puts(b, "\\n"); break;
     case '\t': buf_puts(b, "\\t"); break;
     default:
-      if (*p < 0x20 || *p == 0x7f) buf_printf(b, "\\x%02x", *p);
-      else buf_put(b, (const char *)p, 1);
+      if (*p < 0x20 || *p == 0x7f) ssm_sb_printf(b, "\\x%02x", *p);
+      else ssm_sb_append(b, p, 1);
     }
   }
-  buf_put(b, "\"", 1);
+  buf_puts(b, "\"");
 }
 
-static void put_attr(strbuf *b, const ssm_attr *a) {
-  buf_printf(b, " %s=", a->key);
+static void put_attr(ssm_sb *b, const ssm_attr *a) {
+  ssm_sb_printf(b, " %s=", a->key);
   switch (a->kind) {
-  case SSM_ATTR_INT: buf_printf(b, "%lld", (long long)a->i); break;
+  case SSM_ATTR_INT: ssm_sb_printf(b, "%lld", (long long)a->i); break;
   case SSM_ATTR_FLOAT: put_float(b, a->f); break;
   case SSM_ATTR_STR: put_string(b, a->s ? a->s : ""); break;
   case SSM_ATTR_INTS:
-    buf_put(b, "[", 1);
+    buf_puts(b, "[");
     for (int i = 0; i < a->n; i++)
-      buf_printf(b, i ? ",%lld" : "%lld", (long long)a->ints[i]);
-    buf_put(b, "]", 1);
+      ssm_sb_printf(b, i ? ",%lld" : "%lld", (long long)a->ints[i]);
+    buf_puts(b, "]");
     break;
   }
 }
 
-static void put_node(strbuf *b, const ssm_node *n) {
+static void put_node(ssm_sb *b, const ssm_node *n) {
   int valid_op = n->op >= 0 && n->op < SSM_OP_COUNT;
   const ssm_op_info *info = valid_op ? ssm_op_info_get(n->op) : NULL;
   buf_puts(b, "  ");
   if (n->result) {
     char tb[96];
-    buf_printf(b, "%%%d:%s = ", n->result->id,
-               ssm_type_format(&n->result->type, tb, sizeof tb));
+    ssm_sb_printf(b, "%%%d:%s = ", n->result->id,
+                  ssm_type_format(&n->result->type, tb, sizeof tb));
   }
   buf_puts(b, info ? info->name : "<bad-op>");
   for (int i = 0; i < n->nargs; i++) {
     buf_puts(b, i ? ", " : " ");
-    if (n->args[i]) buf_printf(b, "%%%d", n->args[i]->id);
+    if (n->args[i]) ssm_sb_printf(b, "%%%d", n->args[i]->id);
     else buf_puts(b, "%<null>");
   }
   /* Table order first, then any keys the table does not know (so a broken
@@ -129,14 +89,14 @@ static void put_node(strbuf *b, const ssm_node *n) {
       }
   for (int i = 0; i < n->nattrs; i++)
     if (!printed[i]) put_attr(b, &n->attrs[i]);
-  buf_put(b, "\n", 1);
+  buf_puts(b, "\n");
 }
 
 char *ssm_graph_print(ssm_graph *g) {
-  strbuf b = {0};
+  ssm_sb b = {0};
   ssm_graph_number(g);
-  buf_printf(&b, "graph %s {\n", g->name ? g->name : "main");
+  ssm_sb_printf(&b, "graph %s {\n", g->name ? g->name : "main");
   for (const ssm_node *n = g->first; n; n = n->next) put_node(&b, n);
   buf_puts(&b, "}\n");
-  return b.p;
+  return ssm_sb_take(&b);
 }

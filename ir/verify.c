@@ -37,8 +37,8 @@ static int ptrset_has(const ptrset *s, const void *p) {
 
 static void ptrset_add(ptrset *s, const void *p) {
   if (2 * (s->n + 1) > s->cap) {
-    ptrset bigger = {calloc(s->cap ? s->cap * 2 : 64, sizeof(void *)), s->cap ? s->cap * 2 : 64, 0};
-    SSM_ASSERT(bigger.slots);
+    size_t cap = s->cap ? s->cap * 2 : 64;
+    ptrset bigger = {ssm_xcalloc(cap, sizeof(void *)), cap, 0};
     for (size_t i = 0; i < s->cap; i++)
       if (s->slots[i]) ptrset_add(&bigger, s->slots[i]);
     free(s->slots);
@@ -53,8 +53,7 @@ static void ptrset_add(ptrset *s, const void *p) {
 typedef struct {
   ssm_graph *g;
   ptrset defined;
-  const char **states;
-  size_t nstates, cap_states;
+  SSM_VEC(const char *) states;
   const ssm_node *output;
 } verifier;
 
@@ -118,15 +117,10 @@ static ssm_status check_names(verifier *V, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
   if (!name[0]) return node_err(V, n, "%s needs a non-empty name", op_name(n));
   if (n->op != SSM_OP_STATE) return NULL;
-  for (size_t i = 0; i < V->nstates; i++)
-    if (!strcmp(V->states[i], name)) return node_err(V, n, "state name '%s' used twice", name);
-  if (V->nstates == V->cap_states) {
-    V->cap_states = V->cap_states ? V->cap_states * 2 : 16;
-    const char **p = realloc(V->states, V->cap_states * sizeof *p);
-    SSM_ASSERT(p);
-    V->states = p;
-  }
-  V->states[V->nstates++] = name;
+  for (size_t i = 0; i < V->states.n; i++)
+    if (!strcmp(V->states.items[i], name))
+      return node_err(V, n, "state name '%s' used twice", name);
+  ssm_vec_push(&V->states, name);
   return NULL;
 }
 
@@ -194,6 +188,6 @@ ssm_status ssm_graph_verify(ssm_graph *g) {
                                  g->name)
                 : ssm_status_new(SSM_ERR_INVALID, "graph %s: no output node", g->name);
   free(V.defined.slots);
-  free(V.states);
+  ssm_vec_free(&V.states);
   return s;
 }

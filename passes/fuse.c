@@ -33,17 +33,17 @@
 #define MAX_MEMBERS 64
 #define MAX_EVALS 8
 
+typedef SSM_VEC(int) int_vec;
+
 typedef struct {
   ssm_graph *g;
   ssm_node **nodes; /* in order */
   int count;
   int *group;       /* per node index, -1 none */
   int *idx_of;      /* value id -> node index */
-  int **users;      /* value id -> node indices using it (with repeats) */
-  int *nusers;
+  int_vec *users;   /* value id -> node indices using it (with repeats) */
   int *evals;       /* per node index: times its group's kernel evaluates it */
-  int *members;     /* per group: ops in it (grown as groups are made) */
-  int ngroups, cap_groups;
+  int_vec members;  /* per group: ops in it (grown as groups are made) */
 } fuser;
 
 static int is_data(const ssm_node *n) { return ssm_op_info_get(n->op)->kind == SSM_KIND_SRC; }
@@ -62,10 +62,11 @@ static int same_shape(const ssm_type *a, const ssm_type *b) {
 static int users_group(const fuser *f, int k, int depth) {
   const ssm_node *n = f->nodes[k];
   if (!n->result || depth > 64) return -1;
-  int id = n->result->id, g = -2;
-  if (!f->nusers[id]) return -1;
-  for (int u = 0; u < f->nusers[id]; u++) {
-    int j = f->users[id][u];
+  const int_vec *users = &f->users[n->result->id];
+  int g = -2;
+  if (!users->n) return -1;
+  for (size_t u = 0; u < users->n; u++) {
+    int j = users->items[u];
     const ssm_node *user = f->nodes[j];
     int ug = ssm_op_is_view(user->op) && f->group[j] < 0 ? users_group(f, j, depth + 1)
                                                           : f->group[j];
@@ -80,9 +81,10 @@ static int users_group(const fuser *f, int k, int depth) {
 static int users_evals(const fuser *f, int k, int depth) {
   const ssm_node *n = f->nodes[k];
   if (!n->result || depth > 64) return MAX_EVALS + 1;
-  int id = n->result->id, sum = 0;
-  for (int u = 0; u < f->nusers[id] && sum <= MAX_EVALS; u++) {
-    int j = f->users[id][u];
+  const int_vec *users = &f->users[n->result->id];
+  int sum = 0;
+  for (size_t u = 0; u < users->n && sum <= MAX_EVALS; u++) {
+    int j = users->items[u];
     sum += ssm_op_is_view(f->nodes[j]->op) && f->group[j] < 0 ? users_evals(f, j, depth + 1)
                                                                : f->evals[j];
   }
@@ -92,16 +94,11 @@ static int users_evals(const fuser *f, int k, int depth) {
 /* Puts node k into group `gr` (-1: a new group); returns the group. */
 static int join(fuser *f, int k, int gr) {
   if (gr < 0) {
-    if (f->ngroups == f->cap_groups) {
-      f->cap_groups = f->cap_groups ? 2 * f->cap_groups : 64;
-      f->members = realloc(f->members, sizeof(int) * (size_t)f->cap_groups);
-      if (!f->members) abort();
-    }
-    gr = f->ngroups++;
-    f->members[gr] = 0;
+    gr = (int)f->members.n;
+    ssm_vec_push(&f->members, 0);
   }
   f->group[k] = gr;
-  f->members[gr]++;
+  f->members.items[gr]++;
   return gr;
 }
 
@@ -109,13 +106,11 @@ static ssm_status build(fuser *f, ssm_graph *g) {
   ssm_graph_number(g);
   f->g = g;
   for (ssm_node *n = g->first; n; n = n->next) f->count++;
-  f->nodes = calloc((size_t)f->count, sizeof *f->nodes);
-  f->group = malloc(sizeof(int) * (size_t)f->count);
-  f->evals = malloc(sizeof(int) * (size_t)f->count);
-  f->idx_of = calloc((size_t)g->nvalues + 1, sizeof(int));
-  f->users = calloc((size_t)g->nvalues + 1, sizeof(int *));
-  f->nusers = calloc((size_t)g->nvalues + 1, sizeof(int));
-  if (!f->nodes || !f->group || !f->evals || !f->idx_of || !f->users || !f->nusers) abort();
+  f->nodes = ssm_xcalloc((size_t)f->count, sizeof *f->nodes);
+  f->group = ssm_xcalloc((size_t)f->count, sizeof(int));
+  f->evals = ssm_xcalloc((size_t)f->count, sizeof(int));
+  f->idx_of = ssm_xcalloc((size_t)g->nvalues + 1, sizeof(int));
+  f->users = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *f->users);
   int k = 0;
   for (ssm_node *n = g->first; n; n = n->next, k++) {
     f->nodes[k] = n;
@@ -125,38 +120,31 @@ static ssm_status build(fuser *f, ssm_graph *g) {
   }
   for (k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
-    for (int i = 0; i < n->nargs; i++) {
-      int id = n->args[i]->id;
-      f->users[id] = realloc(f->users[id], sizeof(int) * (size_t)(f->nusers[id] + 1));
-      if (!f->users[id]) abort();
-      f->users[id][f->nusers[id]++] = k;
-    }
+    for (int i = 0; i < n->nargs; i++) ssm_vec_push(&f->users[n->args[i]->id], k);
   }
   return NULL;
 }
 
 static void release(fuser *f) {
   if (f->users)
-    for (int i = 0; i <= f->g->nvalues; i++) free(f->users[i]);
+    for (int i = 0; i <= f->g->nvalues; i++) ssm_vec_free(&f->users[i]);
   free(f->users);
-  free(f->nusers);
   free(f->idx_of);
   free(f->group);
   free(f->evals);
-  free(f->members);
+  ssm_vec_free(&f->members);
   free(f->nodes);
 }
 
 static void assign(fuser *f, int no_fuse) {
-  int *norm_of = malloc(sizeof(int) * (size_t)f->count);
-  if (!norm_of) abort();
+  int *norm_of = ssm_xcalloc((size_t)f->count, sizeof(int));
   for (int k = 0; k < f->count; k++) norm_of[k] = -1;
   /* 1. norm prologues */
   for (int k = 0; k < f->count && !no_fuse; k++) {
     const ssm_node *m = f->nodes[k];
     if (m->op != SSM_OP_MATMUL) continue;
     const ssm_node *x = m->args[0]->def;
-    if (x->op == SSM_OP_RMSNORM && !ssm_node_is_pointwise(x) && f->nusers[x->result->id] == 1)
+    if (x->op == SSM_OP_RMSNORM && !ssm_node_is_pointwise(x) && f->users[x->result->id].n == 1)
       norm_of[index_of(f, x)] = k;
   }
   /* 2. anchors (and, with no_fuse, every op that does work) */
@@ -183,13 +171,14 @@ static void assign(fuser *f, int no_fuse) {
     }
     const ssm_node *r = a;
     for (;;) {
-      int id = r->result->id;
-      if (f->nusers[id] != 1) break;
-      int j = f->users[id][0];
+      const int_vec *users = &f->users[r->result->id];
+      if (users->n != 1) break;
+      int j = users->items[0];
       const ssm_node *u = f->nodes[j];
       ssm_op_kind kind = ssm_op_info_get(u->op)->kind;
       if ((kind != SSM_KIND_UNARY && kind != SSM_KIND_BINARY) || f->group[j] >= 0 ||
-          !same_shape(&u->result->type, &r->result->type) || f->members[f->group[k]] >= MAX_MEMBERS)
+          !same_shape(&u->result->type, &r->result->type) ||
+          f->members.items[f->group[k]] >= MAX_MEMBERS)
         break;
       join(f, j, f->group[k]);
       r = u;
@@ -200,7 +189,7 @@ static void assign(fuser *f, int no_fuse) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
     int ug = users_group(f, k, 0), evals = ug >= 0 ? users_evals(f, k, 0) : 1;
-    if (ug < 0 || f->members[ug] >= MAX_MEMBERS || evals > MAX_EVALS) {
+    if (ug < 0 || f->members.items[ug] >= MAX_MEMBERS || evals > MAX_EVALS) {
       join(f, k, -1);
     } else {
       join(f, k, ug);
@@ -251,10 +240,10 @@ ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *note, size_
   assign(&f, o && o->no_fuse);
   materialize_sink_views(&f);
   /* number groups in the order their roots (last members) run */
-  int *root = malloc(sizeof(int) * (size_t)(f.ngroups + 1));
-  int *renum = malloc(sizeof(int) * (size_t)(f.ngroups + 1));
-  if (!root || !renum) abort();
-  for (int i = 0; i < f.ngroups; i++) root[i] = -1;
+  int ngroups = (int)f.members.n;
+  int *root = ssm_xcalloc((size_t)ngroups + 1, sizeof(int));
+  int *renum = ssm_xcalloc((size_t)ngroups + 1, sizeof(int));
+  for (int i = 0; i < ngroups; i++) root[i] = -1;
   for (int k = 0; k < f.count; k++)
     if (f.group[k] >= 0) root[f.group[k]] = k;
   int next = 0;

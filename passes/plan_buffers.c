@@ -20,51 +20,48 @@ typedef struct {
   const ssm_value *owner;
 } block;
 
+/* Live blocks by offset (a growable array, with the high-water mark). */
 typedef struct {
-  block *b;
-  int n, cap;
+  block *items;
+  size_t n, cap;
   uint64_t top;
 } pool;
 
 static void pool_add(pool *p, uint64_t off, uint64_t size, const ssm_value *owner) {
-  if (p->n == p->cap) {
-    p->cap = p->cap ? p->cap * 2 : 64;
-    p->b = realloc(p->b, sizeof *p->b * (size_t)p->cap);
-    if (!p->b) abort();
-  }
-  int i = p->n++;
-  while (i > 0 && p->b[i - 1].off > off) {
-    p->b[i] = p->b[i - 1];
+  ssm_vec_reserve(p, 1);
+  size_t i = p->n++;
+  while (i > 0 && p->items[i - 1].off > off) {
+    p->items[i] = p->items[i - 1];
     i--;
   }
-  p->b[i] = (block){off, size, owner};
+  p->items[i] = (block){off, size, owner};
   if (off + size > p->top) p->top = off + size;
 }
 
 /* First fit between live blocks. */
 static uint64_t pool_alloc(pool *p, uint64_t size, const ssm_value *owner) {
   uint64_t at = 0;
-  for (int i = 0; i < p->n; i++) {
-    if (p->b[i].off >= at + size) break;
-    if (p->b[i].off + p->b[i].size > at) at = p->b[i].off + p->b[i].size;
+  for (size_t i = 0; i < p->n; i++) {
+    if (p->items[i].off >= at + size) break;
+    if (p->items[i].off + p->items[i].size > at) at = p->items[i].off + p->items[i].size;
   }
   pool_add(p, at, size, owner);
   return at;
 }
 
 static void pool_free(pool *p, const ssm_value *owner) {
-  for (int i = 0; i < p->n; i++)
-    if (p->b[i].owner == owner) {
-      memmove(&p->b[i], &p->b[i + 1], sizeof *p->b * (size_t)(p->n - i - 1));
+  for (size_t i = 0; i < p->n; i++)
+    if (p->items[i].owner == owner) {
+      memmove(&p->items[i], &p->items[i + 1], sizeof *p->items * (p->n - i - 1));
       p->n--;
       return;
     }
 }
 
 static int pool_take_over(pool *p, const ssm_value *from, const ssm_value *to) {
-  for (int i = 0; i < p->n; i++)
-    if (p->b[i].owner == from) {
-      p->b[i].owner = to;
+  for (size_t i = 0; i < p->n; i++)
+    if (p->items[i].owner == from) {
+      p->items[i].owner = to;
       return 1;
     }
   return 0;
@@ -83,9 +80,8 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
   }
   ssm_graph_number(g);
   int nv = g->nvalues;
-  int *last = malloc(sizeof(int) * (size_t)(nv + 1)); /* last step that reads the value */
-  int *defined = malloc(sizeof(int) * (size_t)(nv + 1));
-  if (!last || !defined) abort();
+  int *last = ssm_xcalloc((size_t)nv + 1, sizeof(int)); /* last step that reads the value */
+  int *defined = ssm_xcalloc((size_t)nv + 1, sizeof(int));
   for (int i = 0; i <= nv; i++) last[i] = defined[i] = -1;
   /* steps: 0 = inputs, 1..ng = kernels, ng+1 = the graph's outputs */
   uint64_t naive = 0;
@@ -120,8 +116,8 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
   for (int i = 0; i < ng; i++) {
     int step = i + 1;
     /* values whose last reader ran before this kernel are free */
-    for (int b = p.n - 1; b >= 0; b--) {
-      const ssm_value *v = p.b[b].owner;
+    for (size_t b = p.n; b-- > 0;) {
+      const ssm_value *v = p.items[b].owner;
       int l = last[v->id] < 0 ? defined[v->id] : last[v->id];
       if (l < step) pool_free(&p, v);
     }
@@ -146,7 +142,7 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
            "value (%.1fx less); %d kernels write in place",
            (unsigned long long)p.top, (unsigned long long)naive,
            p.top ? (double)naive / (double)p.top : 0.0, inplace);
-  free(p.b);
+  ssm_vec_free(&p);
 done:
   free(last);
   free(defined);

@@ -13,23 +13,11 @@ typedef struct {
   uint64_t lo, hi; /* byte range; states use a separate key space */
 } span;
 
-typedef struct {
-  span *s;
-  int n, cap;
-} spans;
-
-static void spans_add(spans *v, span x) {
-  if (v->n == v->cap) {
-    v->cap = v->cap ? v->cap * 2 : 32;
-    v->s = realloc(v->s, sizeof *v->s * (size_t)v->cap);
-    if (!v->s) abort();
-  }
-  v->s[v->n++] = x;
-}
+typedef SSM_VEC(span) spans;
 
 static int spans_hit(const spans *v, span x) {
-  for (int i = 0; i < v->n; i++)
-    if (x.lo < v->s[i].hi && v->s[i].lo < x.hi) return 1;
+  for (size_t i = 0; i < v->n; i++)
+    if (x.lo < v->items[i].hi && v->items[i].lo < x.hi) return 1;
   return 0;
 }
 
@@ -57,15 +45,16 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
   for (int i = 0; i < ng; i++) {
     int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
     spans r = {0}, w = {0};
-    for (int k = 0; k < nl; k++) spans_add(&r, span_of(leaves[k], align));
-    spans_add(&w, span_of(gs[i].root->result, align));
+    for (int k = 0; k < nl; k++) ssm_vec_push(&r, span_of(leaves[k], align));
+    ssm_vec_push(&w, span_of(gs[i].root->result, align));
     const ssm_node *an = gs[i].anchor;
     int si[2], ns = an ? ssm_op_state_operands(an->op, si) : 0;
     for (int j = 0; j < ns; j++) /* updates its state */
-      spans_add(&w, span_of(an->args[si[j]], align));
+      ssm_vec_push(&w, span_of(an->args[si[j]], align));
     int need = 0;
-    for (int k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.s[k]);
-    for (int k = 0; k < w.n && !need; k++) need = spans_hit(&wr, w.s[k]) || spans_hit(&rd, w.s[k]);
+    for (size_t k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.items[k]);
+    for (size_t k = 0; k < w.n && !need; k++)
+      need = spans_hit(&wr, w.items[k]) || spans_hit(&rd, w.items[k]);
     if (need) {
       ssm_node_set_int(g, gs[i].root, "sync", 1);
       barriers++;
@@ -73,14 +62,14 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
     } else {
       ssm_node_set_int(g, gs[i].root, "sync", 0);
     }
-    for (int k = 0; k < r.n; k++) spans_add(&rd, r.s[k]);
-    for (int k = 0; k < w.n; k++) spans_add(&wr, w.s[k]);
-    free(r.s);
-    free(w.s);
+    for (size_t k = 0; k < r.n; k++) ssm_vec_push(&rd, r.items[k]);
+    for (size_t k = 0; k < w.n; k++) ssm_vec_push(&wr, w.items[k]);
+    ssm_vec_free(&r);
+    ssm_vec_free(&w);
   }
   snprintf(note, note_size, "%d kernels, %d barriers", ng, barriers);
-  free(rd.s);
-  free(wr.s);
+  ssm_vec_free(&rd);
+  ssm_vec_free(&wr);
   ssm_arena_destroy(a);
   return s;
 }

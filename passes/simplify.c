@@ -40,9 +40,8 @@ static forwards fwd_begin(ssm_graph *g) {
   ssm_graph_number(g);
   int count = 0;
   for (const ssm_node *n = g->first; n; n = n->next) count++;
-  forwards f = {calloc((size_t)(g->nvalues + count + 1), sizeof(ssm_value *)),
+  forwards f = {ssm_xcalloc((size_t)(g->nvalues + count + 1), sizeof(ssm_value *)),
                 g->nvalues + count + 1, g->nvalues};
-  SSM_ASSERT(f.to);
   return f;
 }
 
@@ -92,12 +91,7 @@ static uint64_t mix(uint64_t h, uint64_t v) {
   return h;
 }
 
-static uint64_t hash_bytes(const void *p, size_t n) {
-  const unsigned char *b = p;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
-  return h;
-}
+static uint64_t hash_bytes(const void *p, size_t n) { return ssm_fnv1a(SSM_FNV_INIT, p, n); }
 
 static uint64_t attr_hash(const ssm_attr *a) {
   uint64_t h = mix(hash_bytes(a->key, strlen(a->key)), (uint64_t)a->kind);
@@ -158,8 +152,7 @@ static int eliminate_common(ssm_graph *g) {
   size_t count = 0, cap = 16;
   for (const ssm_node *n = g->first; n; n = n->next) count++;
   while (cap < 2 * count) cap *= 2;
-  ssm_node **table = calloc(cap, sizeof *table);
-  SSM_ASSERT(table);
+  ssm_node **table = ssm_xcalloc(cap, sizeof *table);
   int merged = 0;
   forwards f = fwd_begin(g);
   for (ssm_node *n = g->first, *next; n; n = next) {
@@ -185,8 +178,7 @@ static int eliminate_common(ssm_graph *g) {
 
 static int eliminate_dead(ssm_graph *g) {
   ssm_graph_number(g);
-  int *uses = calloc((size_t)g->nvalues + 1, sizeof *uses);
-  SSM_ASSERT(uses);
+  int *uses = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
   for (const ssm_node *n = g->first; n; n = n->next)
     for (int i = 0; i < n->nargs; i++) {
       SSM_ASSERT(n->args[i]->id >= 0 && n->args[i]->id < g->nvalues);

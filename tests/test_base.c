@@ -1,5 +1,7 @@
 /*
- * test_base.c — status messages, wrapping, checked arithmetic, the arena.
+ * test_base.c — status messages, wrapping, checked arithmetic, the arena,
+ * checked allocation, growable arrays, the string builder, FNV-1a and
+ * reading files.
  */
 #include <string.h>
 
@@ -43,11 +45,106 @@ static void test_file_read_limit(void) {
   SSM_ASSERT_ERR(ssm_file_read("/nonexistent/x", 0, &d, &n), "/nonexistent/x");
 }
 
+static void test_sb(void) {
+  ssm_sb b = {0};
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "");
+  char *empty = ssm_sb_take(&b);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(empty);
+  CU_ASSERT_STRING_EQUAL(empty, "");
+  free(empty);
+
+  for (int i = 0; i < 1000; i++) ssm_sb_printf(&b, "%d,", i);
+  CU_ASSERT(b.cap > b.n);
+  CU_ASSERT_EQUAL(b.n, strlen(ssm_sb_str(&b)));
+  CU_ASSERT_NSTRING_EQUAL(ssm_sb_str(&b), "0,1,2,", 6);
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b) + b.n - 8, "998,999,");
+  char *big = ssm_sb_take(&b);
+  CU_ASSERT_PTR_NULL(b.s);
+  CU_ASSERT_EQUAL(b.n, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(big, ",500,501,"));
+  free(big);
+
+  ssm_sb_append(&b, "a\0b", 3);
+  ssm_sb_append(&b, "", 0);
+  ssm_sb_printf(&b, "%s", "c");
+  CU_ASSERT_EQUAL(b.n, 4);
+  CU_ASSERT_EQUAL(memcmp(ssm_sb_str(&b), "a\0bc", 5), 0); /* with the terminating NUL */
+  ssm_sb_free(&b);
+  CU_ASSERT_PTR_NULL(b.s);
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "");
+}
+
+static void test_vec(void) {
+  SSM_VEC(int64_t) v = {0};
+  for (int64_t i = 0; i < 100000; i++) ssm_vec_push(&v, i * 3);
+  CU_ASSERT_EQUAL_FATAL(v.n, 100000);
+  CU_ASSERT(v.cap >= v.n);
+  int ok = 1;
+  for (size_t i = 0; i < v.n; i++) ok &= v.items[i] == (int64_t)i * 3;
+  CU_ASSERT_TRUE(ok);
+
+  ssm_vec_reserve(&v, 50000);
+  CU_ASSERT(v.cap >= v.n + 50000);
+  int64_t *before = v.items;
+  for (int i = 0; i < 50000; i++) ssm_vec_push(&v, -1);
+  CU_ASSERT_PTR_EQUAL(v.items, before); /* reserved: no move */
+  CU_ASSERT_EQUAL(v.n, 150000);
+  CU_ASSERT_EQUAL(v.items[99999], 299997);
+  CU_ASSERT_EQUAL(v.items[149999], -1);
+  ssm_vec_free(&v);
+  CU_ASSERT_PTR_NULL(v.items);
+  CU_ASSERT_EQUAL(v.n + v.cap, 0);
+}
+
+static void test_fnv1a(void) {
+  CU_ASSERT_EQUAL(ssm_fnv1a(SSM_FNV_INIT, "", 0), 0xcbf29ce484222325ull);
+  CU_ASSERT_EQUAL(ssm_fnv1a(SSM_FNV_INIT, "a", 1), 0xaf63dc4c8601ec8cull);
+  CU_ASSERT_EQUAL(ssm_fnv1a(SSM_FNV_INIT, "foobar", 6), 0x85944171f73967e8ull);
+  uint64_t h = ssm_fnv1a(ssm_fnv1a(SSM_FNV_INIT, "foo", 3), "bar", 3);
+  CU_ASSERT_EQUAL(h, 0x85944171f73967e8ull);
+  CU_ASSERT_NOT_EQUAL(ssm_fnv1a(SSM_FNV_INIT, "foobaR", 6), h);
+}
+
+static void test_alloc(void) {
+  void *p = (void *)1;
+  ssm_status s = ssm_alloc(SIZE_MAX / 2 + 1, 2, &p);
+  CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_NOMEM);
+  CU_ASSERT_PTR_NULL(p);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ssm_status_message(s), "do not fit"));
+  ssm_status_free(s);
+
+  SSM_ASSERT_OK(ssm_alloc(1000, 8, &p));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+  CU_ASSERT_EQUAL(((const uint64_t *)p)[999], 0); /* zeroed */
+  free(p);
+  SSM_ASSERT_OK(ssm_alloc(0, 8, &p));
+  CU_ASSERT_PTR_NOT_NULL(p);
+  free(p);
+}
+
+static void test_file_read_directory(void) {
+  const char *dir = ssm_test_tmpdir();
+  char *d = (char *)1;
+  size_t n = 1;
+  ssm_status s = ssm_file_read(dir, 0, &d, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_NOT_EQUAL(ssm_status_code(s), SSM_OK);
+  CU_ASSERT_PTR_NOT_NULL(strstr(ssm_status_message(s), dir));
+  CU_ASSERT_PTR_NULL(d);
+  CU_ASSERT_EQUAL(n, 0);
+  ssm_status_free(s);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"status", test_status},
                          {"size_math", test_size_math},
                          {"arena", test_arena},
                          {"file_read_limit", test_file_read_limit},
+                         {"sb", test_sb},
+                         {"vec", test_vec},
+                         {"fnv1a", test_fnv1a},
+                         {"alloc", test_alloc},
+                         {"file_read_directory", test_file_read_directory},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("base", tests);
 }

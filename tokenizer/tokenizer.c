@@ -105,12 +105,6 @@ struct ssm_tok {
   int n_steps;
 };
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-  return h;
-}
-
 static uint64_t hash_u64(uint64_t x) {
   x ^= x >> 33;
   x *= 0xff51afd7ed558ccdull;
@@ -121,7 +115,7 @@ static uint64_t hash_u64(uint64_t x) {
 /* The model id of s[0..n), or -1. */
 static int32_t vocab_find(const ssm_tok *t, const char *s, size_t n) {
   size_t mask = t->vocab_cap - 1;
-  for (size_t i = hash_bytes(s, n) & mask;; i = (i + 1) & mask) {
+  for (size_t i = ssm_fnv1a(SSM_FNV_INIT, s, n) & mask;; i = (i + 1) & mask) {
     int32_t id = t->vocab_hash[i];
     if (id < 0) return -1;
     if (t->len[id] == n && !memcmp(t->str[id], s, n)) return id;
@@ -130,7 +124,7 @@ static int32_t vocab_find(const ssm_tok *t, const char *s, size_t n) {
 
 static void vocab_insert(ssm_tok *t, int32_t id) {
   size_t mask = t->vocab_cap - 1;
-  size_t i = hash_bytes(t->str[id], t->len[id]) & mask;
+  size_t i = ssm_fnv1a(SSM_FNV_INIT, t->str[id], t->len[id]) & mask;
   while (t->vocab_hash[i] >= 0) i = (i + 1) & mask;
   t->vocab_hash[i] = id;
 }
@@ -280,7 +274,7 @@ static ssm_status parse_step(load_ctx *L, const cJSON *j, const char *where, pt_
     const cJSON *re = cJSON_GetObjectItemCaseSensitive(p, "Regex");
     if (cJSON_IsString(str) && str->valuestring[0]) {
       s->pattern = PAT_LITERAL;
-      s->literal = strdup(str->valuestring);
+      s->literal = ssm_xstrdup(str->valuestring);
       s->literal_len = strlen(str->valuestring);
       return NULL;
     }
@@ -315,7 +309,7 @@ static ssm_status parse_pre_tokenizer(load_ctx *L, const cJSON *root, ssm_tok *t
     if (!cJSON_IsArray(list))
       return LOAD_ERR(L, SSM_ERR_INVALID, "pre_tokenizer.pretokenizers: expected an array");
     int n = cJSON_GetArraySize(list);
-    t->steps = calloc((size_t)n + 1, sizeof *t->steps);
+    t->steps = ssm_xcalloc((size_t)n + 1, sizeof *t->steps);
     for (int i = 0; i < n; i++) {
       char where[64];
       snprintf(where, sizeof where, "pre_tokenizer.pretokenizers[%d]", i);
@@ -323,7 +317,7 @@ static ssm_status parse_pre_tokenizer(load_ctx *L, const cJSON *root, ssm_tok *t
       t->n_steps++;
     }
   } else {
-    t->steps = calloc(1, sizeof *t->steps);
+    t->steps = ssm_xcalloc(1, sizeof *t->steps);
     SSM_TRY(parse_step(L, pt, "pre_tokenizer", &t->steps[0]));
     t->n_steps = 1;
   }
@@ -479,13 +473,13 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
                       t->str[id], e->string);
     if (vocab_find(t, e->string, strlen(e->string)) >= 0)
       return LOAD_ERR(L, SSM_ERR_INVALID, "model.vocab: token '%s' appears twice", e->string);
-    t->str[id] = strdup(e->string);
+    t->str[id] = ssm_xstrdup(e->string);
     t->len[id] = (uint32_t)strlen(e->string);
     t->kind[id] = ID_MODEL;
     vocab_insert(t, id);
   }
   t->n_added = cJSON_GetArraySize(added);
-  t->added = calloc((size_t)t->n_added + 1, sizeof *t->added);
+  t->added = ssm_xcalloc((size_t)t->n_added + 1, sizeof *t->added);
   i = 0;
   cJSON_ArrayForEach(e, added) {
     added_token *a = &t->added[i];
@@ -505,13 +499,13 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
       return LOAD_ERR(L, SSM_ERR_INVALID, "%s: id %d is '%s' in model.vocab but '%s' here", where,
                       a->id, t->str[a->id], content);
     if (!t->str[a->id]) {
-      t->str[a->id] = strdup(content);
+      t->str[a->id] = ssm_xstrdup(content);
       t->len[a->id] = (uint32_t)strlen(content);
     }
     t->kind[a->id] |= ID_ADDED;
     t->special[a->id] = (uint8_t)a->special;
     if (a->normalized && t->nfc) ssm_uni_nfc(content, strlen(content), &a->content, &a->len);
-    else a->content = strdup(content), a->len = strlen(content);
+    else a->content = ssm_xstrdup(content), a->len = strlen(content);
     t->added_first[a->normalized][(unsigned char)a->content[0]] = 1;
     i++;
   }
@@ -526,8 +520,7 @@ static ssm_status load_merges(load_ctx *L, const cJSON *model, ssm_tok *t) {
   for (t->merges_cap = 16; t->merges_cap < 2 * (size_t)n;) t->merges_cap *= 2;
   t->merges = calloc(t->merges_cap, sizeof *t->merges);
   if (!t->merges) return LOAD_ERR(L, SSM_ERR_NOMEM, "out of memory for %d merges", n);
-  char *joined = NULL;
-  size_t cap = 0;
+  ssm_sb joined = {0};
   int rank = 0;
   const cJSON *e;
   ssm_status st = NULL;
@@ -551,13 +544,12 @@ static ssm_status load_merges(load_ctx *L, const cJSON *model, ssm_tok *t) {
       break;
     }
     int32_t ia = vocab_find(t, a, na), ib = vocab_find(t, b, nb);
-    if (na + nb + 1 > cap) joined = realloc(joined, cap = 2 * (na + nb + 1));
-    memcpy(joined, a, na);
-    memcpy(joined + na, b, nb);
-    joined[na + nb] = 0;
-    int32_t ij = vocab_find(t, joined, na + nb);
+    ssm_sb_free(&joined);
+    ssm_sb_append(&joined, a, na);
+    ssm_sb_append(&joined, b, nb);
+    int32_t ij = vocab_find(t, joined.s, joined.n);
     if (ia < 0 || ib < 0 || ij < 0) {
-      const char *bad = ia < 0 ? a : ib < 0 ? b : joined;
+      const char *bad = ia < 0 ? a : ib < 0 ? b : joined.s;
       int nbad = (int)(ia < 0 ? na : ib < 0 ? nb : na + nb);
       st = LOAD_ERR(L, SSM_ERR_INVALID, "model.merges[%d]: '%.*s' is not in model.vocab", rank,
                     nbad, bad);
@@ -566,7 +558,7 @@ static ssm_status load_merges(load_ctx *L, const cJSON *model, ssm_tok *t) {
     merge_insert(t, ia, ib, (uint32_t)rank, ij);
     rank++;
   }
-  free(joined);
+  ssm_sb_free(&joined);
   return st;
 }
 
@@ -594,7 +586,7 @@ static void build_decoded(ssm_tok *t) {
     const char *s = t->str[id];
     if (!s) continue;
     size_t n = strlen(s), k = 0;
-    char *d = malloc(n + 1);
+    char *d = ssm_xmalloc(n + 1);
     int all = 1;
     for (size_t i = 0; i < n;) {
       uint32_t cp;
@@ -633,7 +625,7 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
     return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: not valid JSON", path, line, col);
   }
   free(text);
-  ssm_tok *t = calloc(1, sizeof *t);
+  ssm_tok *t = ssm_xcalloc(1, sizeof *t);
   ssm_status s = NULL;
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (!cJSON_IsObject(root)) s = LOAD_ERR(&L, SSM_ERR_INVALID, "expected a JSON object");
@@ -665,20 +657,14 @@ typedef struct {
   int32_t id;
 } piece;
 
-typedef struct {
-  piece *v;
-  size_t n, cap;
-} piece_vec;
+typedef SSM_VEC(piece) piece_vec;
 
 typedef struct {
   size_t start, end;
   int match;
 } segment;
 
-typedef struct {
-  segment *v;
-  size_t n, cap;
-} seg_vec;
+typedef SSM_VEC(segment) seg_vec;
 
 typedef struct {
   int32_t id;
@@ -694,51 +680,35 @@ typedef struct {
 
 typedef struct {
   const ssm_tok *t;
-  char *buf; /* the work buffer; pieces hold offsets into it */
-  size_t n, cap;
-  int32_t *ids;
-  size_t n_ids, cap_ids;
-  bpe_sym *syms;
-  size_t cap_syms;
-  bpe_merge *heap;
-  size_t cap_heap;
+  SSM_VEC(char) buf; /* the work bytes (not a string); pieces hold offsets into it */
+  SSM_VEC(int32_t) ids;
+  SSM_VEC(bpe_sym) syms;   /* the piece being merged */
+  SSM_VEC(bpe_merge) heap; /* its candidate merges */
   seg_vec segs;
 } enc_ctx;
 
-#define GROW(ptr, cap, need)                                                   \
-  do {                                                                         \
-    if ((need) > (cap)) {                                                      \
-      size_t c_ = (cap) ? (cap) : 16;                                          \
-      while (c_ < (need)) c_ *= 2;                                             \
-      (ptr) = realloc((ptr), c_ * sizeof *(ptr));                              \
-      SSM_ASSERT(ptr);                                                         \
-      (cap) = c_;                                                              \
-    }                                                                          \
-  } while (0)
-
+/* Appends s[0..n) to the work buffer (allocated even when n is 0); returns
+ * its offset. */
 static size_t buf_append(enc_ctx *c, const char *s, size_t n) {
-  GROW(c->buf, c->cap, c->n + n + 1);
-  size_t off = c->n;
-  memcpy(c->buf + off, s, n);
-  c->n += n;
+  ssm_vec_reserve(&c->buf, n + 1);
+  size_t off = c->buf.n;
+  memcpy(c->buf.items + off, s, n);
+  c->buf.n += n;
   return off;
 }
 
 static void piece_push(piece_vec *v, size_t off, size_t len, int32_t id) {
   if (!len && id < 0) return;
-  GROW(v->v, v->cap, v->n + 1);
-  v->v[v->n++] = (piece){off, len, id};
+  piece p = {off, len, id};
+  ssm_vec_push(v, p);
 }
 
 static void seg_push(seg_vec *v, size_t start, size_t end, int match) {
-  GROW(v->v, v->cap, v->n + 1);
-  v->v[v->n++] = (segment){start, end, match};
+  segment sg = {start, end, match};
+  ssm_vec_push(v, sg);
 }
 
-static void emit(enc_ctx *c, int32_t id) {
-  GROW(c->ids, c->cap_ids, c->n_ids + 1);
-  c->ids[c->n_ids++] = id;
-}
+static void emit(enc_ctx *c, int32_t id) { ssm_vec_push(&c->ids, id); }
 
 static uint32_t cp_at(const char *s, size_t n, size_t i, size_t *len) {
   uint32_t cp;
@@ -768,7 +738,7 @@ static void split_added(enc_ctx *c, size_t off, size_t n, int normalized, piece_
   const ssm_tok *t = c->t;
   size_t start_offset = 0, i = 0;
   while (i < n) {
-    const char *s = c->buf + off;
+    const char *s = c->buf.items + off;
     int best = -1;
     size_t best_len = 0;
     for (; i < n && best < 0; i++) {
@@ -952,7 +922,7 @@ static void find_matches(const pt_step *st, const char *s, size_t n, seg_vec *ou
 /* Applies a split behavior to the segments, pushing the resulting pieces
  * (offsets relative to `off`). */
 static void split_by(const pt_step *st, seg_vec *sv, size_t off, piece_vec *out) {
-  segment *v = sv->v;
+  segment *v = sv->items;
   size_t n = sv->n;
   if (st->invert)
     for (size_t k = 0; k < n; k++) v[k].match = !v[k].match;
@@ -996,28 +966,28 @@ static void split_by(const pt_step *st, seg_vec *sv, size_t off, piece_vec *out)
  * GPT-2 split, then every byte replaced by its stand-in character. */
 static void byte_level(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
   size_t off = p->off, n = p->len;
-  if (st->add_prefix_space && c->buf[off] != ' ') {
+  if (st->add_prefix_space && c->buf.items[off] != ' ') {
     size_t at = buf_append(c, " ", 1);
-    GROW(c->buf, c->cap, c->n + n + 1);
-    memcpy(c->buf + c->n, c->buf + off, n);
-    c->n += n;
+    ssm_vec_reserve(&c->buf, n); /* the source is in the buffer: grow before copying */
+    memcpy(c->buf.items + c->buf.n, c->buf.items + off, n);
+    c->buf.n += n;
     off = at, n++;
   }
   seg_vec *sv = &c->segs;
   if (st->use_regex) {
-    find_matches(&(pt_step){.kind = PT_SPLIT, .pattern = PAT_GPT2}, c->buf + off, n, sv);
+    find_matches(&(pt_step){.kind = PT_SPLIT, .pattern = PAT_GPT2}, c->buf.items + off, n, sv);
   } else {
     sv->n = 0;
     seg_push(sv, 0, n, 0);
   }
   for (size_t k = 0; k < sv->n; k++) {
-    size_t start = c->n;
-    for (size_t i = sv->v[k].start; i < sv->v[k].end; i++) {
+    size_t start = c->buf.n;
+    for (size_t i = sv->items[k].start; i < sv->items[k].end; i++) {
       char u[4];
-      int len = ssm_utf8_encode(byte_cp[(unsigned char)c->buf[off + i]], u);
+      int len = ssm_utf8_encode(byte_cp[(unsigned char)c->buf.items[off + i]], u);
       buf_append(c, u, (size_t)len);
     }
-    piece_push(out, start, c->n - start, -1);
+    piece_push(out, start, c->buf.n - start, -1);
   }
 }
 
@@ -1026,39 +996,42 @@ static int merge_less(const bpe_merge *a, const bpe_merge *b) {
   return a->rank != b->rank ? a->rank < b->rank : a->pos < b->pos;
 }
 
-static void heap_push(enc_ctx *c, size_t *n, bpe_merge m) {
-  GROW(c->heap, c->cap_heap, *n + 1);
-  size_t i = (*n)++;
+static void heap_push(enc_ctx *c, bpe_merge m) {
+  ssm_vec_reserve(&c->heap, 1);
+  bpe_merge *h = c->heap.items;
+  size_t i = c->heap.n++;
   while (i > 0) {
     size_t parent = (i - 1) / 2;
-    if (!merge_less(&m, &c->heap[parent])) break;
-    c->heap[i] = c->heap[parent];
+    if (!merge_less(&m, &h[parent])) break;
+    h[i] = h[parent];
     i = parent;
   }
-  c->heap[i] = m;
+  h[i] = m;
 }
 
-static bpe_merge heap_pop(enc_ctx *c, size_t *n) {
-  bpe_merge top = c->heap[0], last = c->heap[--(*n)];
+static bpe_merge heap_pop(enc_ctx *c) {
+  bpe_merge *h = c->heap.items;
+  size_t n = --c->heap.n;
+  bpe_merge top = h[0], last = h[n];
   size_t i = 0;
   for (;;) {
     size_t l = 2 * i + 1, r = l + 1, m = i;
     const bpe_merge *best = &last;
-    if (l < *n && merge_less(&c->heap[l], best)) m = l, best = &c->heap[l];
-    if (r < *n && merge_less(&c->heap[r], best)) m = r;
+    if (l < n && merge_less(&h[l], best)) m = l, best = &h[l];
+    if (r < n && merge_less(&h[r], best)) m = r;
     if (m == i) break;
-    c->heap[i] = c->heap[m];
+    h[i] = h[m];
     i = m;
   }
-  if (*n) c->heap[i] = last;
+  if (n) h[i] = last;
   return top;
 }
 
-static void push_pair(enc_ctx *c, size_t *nh, int pos) {
-  const bpe_sym *a = &c->syms[pos];
+static void push_pair(enc_ctx *c, int pos) {
+  const bpe_sym *a = &c->syms.items[pos];
   if (a->next < 0) return;
-  const merge_slot *m = merge_find(c->t, a->id, c->syms[a->next].id);
-  if (m) heap_push(c, nh, (bpe_merge){m->rank, pos, m->id});
+  const merge_slot *m = merge_find(c->t, a->id, c->syms.items[a->next].id);
+  if (m) heap_push(c, (bpe_merge){m->rank, pos, m->id});
 }
 
 /* BPE over one byte-level piece (stand-in characters), as the library's
@@ -1066,38 +1039,41 @@ static void push_pair(enc_ctx *c, size_t *nh, int pos) {
 static void bpe(enc_ctx *c, size_t off, size_t n) {
   const ssm_tok *t = c->t;
   if (t->ignore_merges) {
-    int32_t id = vocab_find(t, c->buf + off, n);
+    int32_t id = vocab_find(t, c->buf.items + off, n);
     if (id >= 0) {
       emit(c, id);
       return;
     }
   }
-  size_t ns = 0, len;
-  GROW(c->syms, c->cap_syms, n);
+  size_t len;
+  c->syms.n = 0;
   for (size_t i = 0; i < n; i += len) {
-    uint32_t cp = cp_at(c->buf + off, n, i, &len);
+    uint32_t cp = cp_at(c->buf.items + off, n, i, &len);
     SSM_ASSERT(cp < 324 && cp_is_byte[cp]);
-    c->syms[ns] = (bpe_sym){t->byte_id[cp_byte[cp]], (int)ns - 1, (int)ns + 1, 1};
-    ns++;
+    int at = (int)c->syms.n;
+    bpe_sym sym = {t->byte_id[cp_byte[cp]], at - 1, at + 1, 1};
+    ssm_vec_push(&c->syms, sym);
   }
-  c->syms[ns - 1].next = -1;
-  size_t nh = 0;
-  for (size_t i = 0; i + 1 < ns; i++) push_pair(c, &nh, (int)i);
-  while (nh) {
-    bpe_merge top = heap_pop(c, &nh);
-    bpe_sym *a = &c->syms[top.pos];
+  bpe_sym *syms = c->syms.items;
+  size_t ns = c->syms.n;
+  syms[ns - 1].next = -1;
+  c->heap.n = 0;
+  for (size_t i = 0; i + 1 < ns; i++) push_pair(c, (int)i);
+  while (c->heap.n) {
+    bpe_merge top = heap_pop(c);
+    bpe_sym *a = &syms[top.pos];
     if (!a->alive || a->next < 0) continue;
-    bpe_sym *b = &c->syms[a->next];
+    bpe_sym *b = &syms[a->next];
     const merge_slot *m = merge_find(t, a->id, b->id);
     if (!m || m->id != top.id) continue;
     a->id = top.id;
     b->alive = 0;
     a->next = b->next;
-    if (a->next >= 0) c->syms[a->next].prev = top.pos;
-    if (a->prev >= 0) push_pair(c, &nh, a->prev);
-    push_pair(c, &nh, top.pos);
+    if (a->next >= 0) syms[a->next].prev = top.pos;
+    if (a->prev >= 0) push_pair(c, a->prev);
+    push_pair(c, top.pos);
   }
-  for (int i = 0; i >= 0; i = c->syms[i].next) emit(c, c->syms[i].id);
+  for (int i = 0; i >= 0; i = syms[i].next) emit(c, syms[i].id);
 }
 
 static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
@@ -1113,7 +1089,7 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
   buf_append(c, text, len);
   split_added(c, 0, len, 0, &a);
   for (size_t k = 0; k < a.n; k++) {
-    piece p = a.v[k];
+    piece p = a.items[k];
     if (p.id >= 0) {
       piece_push(&b, p.off, p.len, p.id);
       continue;
@@ -1121,7 +1097,7 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
     if (t->nfc) {
       char *norm;
       size_t nn;
-      ssm_uni_nfc(c->buf + p.off, p.len, &norm, &nn);
+      ssm_uni_nfc(c->buf.items + p.off, p.len, &norm, &nn);
       p.off = buf_append(c, norm, nn);
       p.len = nn;
       free(norm);
@@ -1132,11 +1108,11 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
     const pt_step *step = &t->steps[st];
     a.n = 0;
     for (size_t k = 0; k < b.n; k++) {
-      piece p = b.v[k];
+      piece p = b.items[k];
       if (p.id >= 0) piece_push(&a, p.off, p.len, p.id);
       else if (step->kind == PT_BYTELEVEL) byte_level(c, step, &p, &a);
       else {
-        find_matches(step, c->buf + p.off, p.len, &c->segs);
+        find_matches(step, c->buf.items + p.off, p.len, &c->segs);
         split_by(step, &c->segs, p.off, &a);
       }
     }
@@ -1144,11 +1120,11 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
     a = b, b = tmp;
   }
   for (size_t k = 0; k < b.n; k++) {
-    if (b.v[k].id >= 0) emit(c, b.v[k].id);
-    else bpe(c, b.v[k].off, b.v[k].len);
+    if (b.items[k].id >= 0) emit(c, b.items[k].id);
+    else bpe(c, b.items[k].off, b.items[k].len);
   }
-  free(a.v);
-  free(b.v);
+  ssm_vec_free(&a);
+  ssm_vec_free(&b);
   return NULL;
 }
 
@@ -1158,17 +1134,17 @@ ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_
   *out_n = 0;
   enc_ctx c = {.t = t};
   ssm_status s = encode(&c, text, len);
-  free(c.buf);
-  free(c.syms);
-  free(c.heap);
-  free(c.segs.v);
+  ssm_vec_free(&c.buf);
+  ssm_vec_free(&c.syms);
+  ssm_vec_free(&c.heap);
+  ssm_vec_free(&c.segs);
   if (s) {
-    free(c.ids);
+    ssm_vec_free(&c.ids);
     return s;
   }
-  if (!c.ids) c.ids = malloc(sizeof *c.ids);
-  *out_ids = c.ids;
-  *out_n = c.n_ids;
+  ssm_vec_reserve(&c.ids, 1); /* never NULL, even for no ids */
+  *out_ids = c.ids.items;
+  *out_n = c.ids.n;
   return NULL;
 }
 
@@ -1179,13 +1155,11 @@ struct ssm_tok_stream {
   int skip_special;
   char pending[4]; /* an incomplete UTF-8 sequence held back */
   int n_pending;
-  char *out;
-  size_t cap;
+  ssm_sb out; /* what the last call handed out */
 };
 
 ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special) {
-  ssm_tok_stream *s = calloc(1, sizeof *s);
-  SSM_ASSERT(s);
+  ssm_tok_stream *s = ssm_xcalloc(1, sizeof *s);
   s->t = t;
   s->skip_special = skip_special;
   return s;
@@ -1193,7 +1167,7 @@ ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special) {
 
 void ssm_tok_stream_destroy(ssm_tok_stream *s) {
   if (!s) return;
-  free(s->out);
+  ssm_sb_free(&s->out);
   free(s);
 }
 
@@ -1220,23 +1194,21 @@ static size_t utf8_prefix(const unsigned char *s, size_t n, size_t *need) {
 
 /* Appends the bytes in[0..n) to the output as from_utf8_lossy would, except
  * that a trailing incomplete sequence is kept in `pending`. */
-static size_t lossy_append(ssm_tok_stream *s, const unsigned char *in, size_t n, size_t w) {
-  GROW(s->out, s->cap, w + n * 3 + 8);
+static void lossy_append(ssm_tok_stream *s, const unsigned char *in, size_t n) {
   for (size_t i = 0; i < n;) {
     size_t need, k = utf8_prefix(in + i, n - i, &need);
     if (need && k == need) {
-      memcpy(s->out + w, in + i, k);
-      w += k, i += k;
+      ssm_sb_append(&s->out, in + i, k);
+      i += k;
     } else if (need && i + k == n) { /* incomplete so far: hold it back */
       memcpy(s->pending, in + i, k);
       s->n_pending = (int)k;
       break;
     } else {
-      memcpy(s->out + w, "\xEF\xBF\xBD", 3);
-      w += 3, i += k ? k : 1;
+      ssm_sb_append(&s->out, "\xEF\xBF\xBD", 3);
+      i += k ? k : 1;
     }
   }
-  return w;
 }
 
 ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_text,
@@ -1249,27 +1221,24 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
                           t->vocab_size);
   if (s->skip_special && t->special[id]) return NULL;
   size_t n = (size_t)s->n_pending + t->dec_len[id];
-  unsigned char small[64], *in = n <= sizeof small ? small : malloc(n);
-  SSM_ASSERT(in);
+  unsigned char small[64], *in = n <= sizeof small ? small : ssm_xmalloc(n);
   memcpy(in, s->pending, (size_t)s->n_pending);
   memcpy(in + s->n_pending, t->dec[id], t->dec_len[id]);
   s->n_pending = 0;
-  size_t w = lossy_append(s, in, n, 0);
+  ssm_sb_free(&s->out);
+  lossy_append(s, in, n);
   if (in != small) free(in);
-  s->out[w] = 0;
-  *out_text = s->out;
-  *out_len = w;
+  *out_text = ssm_sb_str(&s->out);
+  *out_len = s->out.n;
   return NULL;
 }
 
 void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len) {
-  GROW(s->out, s->cap, 8);
-  size_t w = 0;
-  if (s->n_pending) memcpy(s->out, "\xEF\xBF\xBD", w = 3);
+  ssm_sb_free(&s->out);
+  if (s->n_pending) ssm_sb_append(&s->out, "\xEF\xBF\xBD", 3);
   s->n_pending = 0;
-  s->out[w] = 0;
-  *out_text = s->out;
-  *out_len = w;
+  *out_text = ssm_sb_str(&s->out);
+  *out_len = s->out.n;
 }
 
 ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int skip_special,
@@ -1277,28 +1246,24 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
   *out_text = NULL;
   *out_len = 0;
   ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
-  char *text = NULL;
-  size_t len = 0, cap = 0;
+  ssm_sb text = {0};
   const char *chunk;
   size_t k;
   for (size_t i = 0; i <= n; i++) {
     if (i < n) {
       ssm_status st = ssm_tok_stream_feed(s, ids[i], &chunk, &k);
       if (st) {
-        free(text);
+        ssm_sb_free(&text);
         ssm_tok_stream_destroy(s);
         return st;
       }
     } else {
       ssm_tok_stream_flush(s, &chunk, &k);
     }
-    GROW(text, cap, len + k + 1);
-    memcpy(text + len, chunk, k);
-    len += k;
+    ssm_sb_append(&text, chunk, k);
   }
-  text[len] = 0;
   ssm_tok_stream_destroy(s);
-  *out_text = text;
-  *out_len = len;
+  *out_len = text.n;
+  *out_text = ssm_sb_take(&text);
   return NULL;
 }

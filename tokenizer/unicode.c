@@ -139,31 +139,19 @@ static const ssm_uni_decomp *decomp_find(uint32_t cp) {
   return NULL;
 }
 
-typedef struct {
-  uint32_t *v;
-  size_t n, cap;
-} cpvec;
-
-static void cp_push(cpvec *c, uint32_t cp) {
-  if (c->n == c->cap) {
-    c->cap = c->cap ? c->cap * 2 : 64;
-    c->v = realloc(c->v, c->cap * sizeof *c->v);
-    SSM_ASSERT(c->v);
-  }
-  c->v[c->n++] = cp;
-}
+typedef SSM_VEC(uint32_t) cpvec;
 
 static void decompose(cpvec *out, uint32_t cp) {
   if (cp >= SBASE && cp < SBASE + SCOUNT) {
     uint32_t s = cp - SBASE;
-    cp_push(out, LBASE + s / NCOUNT);
-    cp_push(out, VBASE + s % NCOUNT / TCOUNT);
-    if (s % TCOUNT) cp_push(out, TBASE + s % TCOUNT);
+    ssm_vec_push(out, LBASE + s / NCOUNT);
+    ssm_vec_push(out, VBASE + s % NCOUNT / TCOUNT);
+    if (s % TCOUNT) ssm_vec_push(out, TBASE + s % TCOUNT);
     return;
   }
   const ssm_uni_decomp *d = cp >= 0xC0 ? decomp_find(cp) : NULL;
   if (!d) {
-    cp_push(out, cp);
+    ssm_vec_push(out, cp);
     return;
   }
   decompose(out, d->a);
@@ -186,8 +174,7 @@ static int comp_cmp(const void *x, const void *y) {
 }
 
 static void comp_build(void) {
-  comp_table = malloc((size_t)ssm_uni_decomps_n * sizeof *comp_table);
-  SSM_ASSERT(comp_table);
+  comp_table = ssm_xcalloc((size_t)ssm_uni_decomps_n, sizeof *comp_table);
   for (int i = 0; i < ssm_uni_decomps_n; i++) {
     const ssm_uni_decomp *d = &ssm_uni_decomps[i];
     if (!(d->b & SSM_UNI_PRIMARY)) continue;
@@ -227,30 +214,30 @@ void ssm_uni_nfc(const char *s, size_t n, char **out, size_t *out_n) {
   }
   /* canonical ordering: stable insertion sort of each run of non-starters */
   for (size_t i = 1; i < c.n; i++) {
-    int ci = ssm_uni_ccc_of(c.v[i]);
+    int ci = ssm_uni_ccc_of(c.items[i]);
     if (!ci) continue;
     size_t j = i;
-    uint32_t x = c.v[i];
+    uint32_t x = c.items[i];
     while (j > 0) {
-      int cj = ssm_uni_ccc_of(c.v[j - 1]);
+      int cj = ssm_uni_ccc_of(c.items[j - 1]);
       if (cj <= ci) break;
-      c.v[j] = c.v[j - 1];
+      c.items[j] = c.items[j - 1];
       j--;
     }
-    c.v[j] = x;
+    c.items[j] = x;
   }
   /* canonical composition */
   size_t w = 0;
   long starter = -1;
   int last_ccc = -1; /* ccc of the last character kept after the starter */
   for (size_t i = 0; i < c.n; i++) {
-    uint32_t cp = c.v[i];
+    uint32_t cp = c.items[i];
     int cc = ssm_uni_ccc_of(cp);
     if (starter >= 0) {
       int blocked = last_ccc != -1 && (last_ccc == 0 || last_ccc >= cc);
-      uint32_t comp = blocked ? 0 : compose_pair(c.v[starter], cp);
+      uint32_t comp = blocked ? 0 : compose_pair(c.items[starter], cp);
       if (comp) {
-        c.v[starter] = comp;
+        c.items[starter] = comp;
         continue;
       }
     }
@@ -260,14 +247,13 @@ void ssm_uni_nfc(const char *s, size_t n, char **out, size_t *out_n) {
     } else {
       last_ccc = cc;
     }
-    c.v[w++] = cp;
+    c.items[w++] = cp;
   }
-  char *buf = malloc(w * 4 + 1);
-  SSM_ASSERT(buf);
+  char *buf = ssm_xmalloc(w * 4 + 1);
   size_t k = 0;
-  for (size_t i = 0; i < w; i++) k += (size_t)ssm_utf8_encode(c.v[i], buf + k);
+  for (size_t i = 0; i < w; i++) k += (size_t)ssm_utf8_encode(c.items[i], buf + k);
   buf[k] = 0;
-  free(c.v);
+  ssm_vec_free(&c);
   *out = buf;
   *out_n = k;
 }

@@ -30,10 +30,7 @@ typedef struct {
   float *data;     /* numel elements (int32_t for an i32 state) */
 } cpu_tensor;
 
-typedef struct {
-  cpu_tensor *items;
-  int n, cap;
-} cpu_tensor_list;
+typedef SSM_VEC(cpu_tensor) cpu_tensor_list;
 
 struct ssm_cpu {
   const ssm_st *weights;
@@ -45,64 +42,33 @@ struct ssm_cpu {
 /* ---- persistent tensors -------------------------------------------------- */
 
 static void tensor_list_free(cpu_tensor_list *l) {
-  for (int i = 0; i < l->n; i++) {
+  for (size_t i = 0; i < l->n; i++) {
     free(l->items[i].name);
     free(l->items[i].transform);
     free(l->items[i].data);
   }
-  free(l->items);
-  *l = (cpu_tensor_list){0};
+  ssm_vec_free(l);
 }
 
-static char *str_dup(const char *s) {
-  size_t n = strlen(s) + 1;
-  char *d = malloc(n);
-  if (d) memcpy(d, s, n);
-  return d;
-}
-
-/* Takes ownership of `data` (also on failure). */
-static ssm_status tensor_list_add(cpu_tensor_list *l, const char *name,
-                                  const char *transform, const ssm_type *type,
-                                  float *data) {
-  if (l->n == l->cap) {
-    int cap = l->cap ? 2 * l->cap : 16;
-    cpu_tensor *items = realloc(l->items, sizeof *items * (size_t)cap);
-    if (!items) {
-      free(data);
-      return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
-    }
-    l->items = items;
-    l->cap = cap;
-  }
-  cpu_tensor t = {str_dup(name), str_dup(transform), *type, data};
-  if (!t.name || !t.transform) {
-    free(t.name);
-    free(t.transform);
-    free(data);
-    return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
-  }
-  l->items[l->n++] = t;
-  return NULL;
+/* Takes ownership of `data`. */
+static void tensor_list_add(cpu_tensor_list *l, const char *name, const char *transform,
+                            const ssm_type *type, float *data) {
+  cpu_tensor t = {ssm_xstrdup(name), ssm_xstrdup(transform), *type, data};
+  ssm_vec_push(l, t);
 }
 
 /* Zeroed storage for `count` 4-byte elements (at least one). */
 static ssm_status alloc_elems(int64_t count, void **out) {
-  size_t bytes;
   *out = NULL;
-  if (count < 0 || !ssm_size_mul((size_t)count, 4, &bytes))
+  if (count < 0)
     return ssm_status_new(SSM_ERR_NOMEM, "tensor of %lld elements is too large",
                           (long long)count);
-  *out = calloc(bytes ? bytes : 4, 1);
-  if (!*out)
-    return ssm_status_new(SSM_ERR_NOMEM, "out of memory allocating %zu bytes", bytes);
-  return NULL;
+  return ssm_alloc(count ? (size_t)count : 1, 4, out);
 }
 
 ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out) {
   *out = NULL;
-  ssm_cpu *c = calloc(1, sizeof *c);
-  if (!c) return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+  ssm_cpu *c = ssm_xcalloc(1, sizeof *c);
   c->weights = weights;
   *out = c;
   return NULL;
@@ -117,7 +83,7 @@ void ssm_cpu_destroy(ssm_cpu *c) {
 
 void ssm_cpu_reset(ssm_cpu *c) {
   c->position = 0;
-  for (int i = 0; i < c->states.n; i++) {
+  for (size_t i = 0; i < c->states.n; i++) {
     cpu_tensor *t = &c->states.items[i];
     memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
   }
@@ -145,8 +111,9 @@ static ssm_status weight_read(const ssm_cpu *c, const char *name,
   if (type->dtype == SSM_F32) {
     SSM_TRY(ssm_st_read(c->weights, name, type, dst));
   } else if (type->dtype == SSM_F16 || type->dtype == SSM_BF16) {
-    uint16_t *half = malloc((size_t)(n ? n : 1) * 2);
-    if (!half) return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
+    void *mem;
+    SSM_TRY(ssm_status_wrap(ssm_alloc(n ? (size_t)n : 1, 2, &mem), "weight '%s'", name));
+    uint16_t *half = mem;
     ssm_status s = ssm_st_read(c->weights, name, type, half);
     for (int64_t i = 0; !s && i < n; i++)
       dst[i] = type->dtype == SSM_F16 ? ssm_f16_to_f32(half[i]) : ssm_bf16_to_f32(half[i]);
@@ -168,7 +135,7 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
   const char *name = ssm_node_str(n, "name", "");
   const char *transform = ssm_node_str(n, "transform", "");
   const ssm_type *type = &n->result->type;
-  for (int i = 0; i < c->weight_cache.n; i++) {
+  for (size_t i = 0; i < c->weight_cache.n; i++) {
     cpu_tensor *t = &c->weight_cache.items[i];
     if (!strcmp(t->name, name) && !strcmp(t->transform, transform) &&
         ssm_type_equal(&t->type, type)) {
@@ -177,13 +144,13 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
     }
   }
   void *data;
-  SSM_TRY(alloc_elems(ssm_type_numel(type), &data));
+  SSM_TRY(ssm_status_wrap(alloc_elems(ssm_type_numel(type), &data), "weight '%s'", name));
   ssm_status s = weight_read(c, name, transform, type, data);
   if (s) {
     free(data);
     return s;
   }
-  SSM_TRY(tensor_list_add(&c->weight_cache, name, transform, type, data));
+  tensor_list_add(&c->weight_cache, name, transform, type, data);
   *out = data;
   return NULL;
 }
@@ -199,7 +166,7 @@ void ssm_cpu_set_position(ssm_cpu *c, int64_t position) { c->position = position
 
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out_f) {
   void **out = (void **)out_f;
-  for (int i = 0; i < c->states.n; i++) {
+  for (size_t i = 0; i < c->states.n; i++) {
     cpu_tensor *t = &c->states.items[i];
     if (strcmp(t->name, name)) continue;
     if (!ssm_type_equal(&t->type, type)) {
@@ -213,8 +180,8 @@ ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, flo
     return NULL;
   }
   void *data;
-  SSM_TRY(alloc_elems(ssm_type_numel(type), &data));
-  SSM_TRY(tensor_list_add(&c->states, name, "", type, data));
+  SSM_TRY(ssm_status_wrap(alloc_elems(ssm_type_numel(type), &data), "state '%s'", name));
+  tensor_list_add(&c->states, name, "", type, data);
   *out = data;
   return NULL;
 }
@@ -626,12 +593,9 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   memcpy(vc + pos * row, v, (size_t)(steps * row) * sizeof(float));
   double scale = ssm_node_float(n, "scale", 1);
   int64_t len = pos + steps;
-  double *score = malloc(sizeof(double) * (size_t)len), *acc = malloc(sizeof(double) * (size_t)d);
-  if (!score || !acc) {
-    free(score);
-    free(acc);
-    return ssm_status_new(SSM_ERR_NOMEM, "out of memory");
-  }
+  void *mem;
+  SSM_TRY(ssm_alloc((size_t)(len + d), sizeof(double), &mem));
+  double *score = mem, *acc = score + len;
   for (int64_t t = 0; t < steps; t++)
     for (int64_t h = 0; h < hq; h++) {
       int64_t g = h / (hq / hkv), last = pos + t;
@@ -654,7 +618,6 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
       for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
     }
   free(score);
-  free(acc);
   return NULL;
 }
 
@@ -728,9 +691,9 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
     if (logits[i] > logits[best]) best = i;
   float temp = state[0];
   if (!(temp > 0) || n < 2) return (int32_t)best;
-  float *x = malloc(sizeof(float) * (size_t)n);
-  double *p = malloc(sizeof(double) * (size_t)n);
-  if (!x || !p) abort();
+  /* the size of the logits row the caller already holds, and no status to return: ssm_x* */
+  float *x = ssm_xcalloc((size_t)n, sizeof *x);
+  double *p = ssm_xcalloc((size_t)n, sizeof *p);
   float m = logits[best], xmin = 0;
   for (int64_t i = 0; i < n; i++) {
     float d = logits[i] - m;
@@ -936,10 +899,9 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
   }
 
   size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
-  cpu_run r = {c, tokens, output, nouts, outs, counts, calloc(nvalues, sizeof(cpu_buf))};
-  int *last_use = malloc(nvalues * sizeof(int));
+  cpu_run r = {c, tokens, output, nouts, outs, counts, ssm_xcalloc(nvalues, sizeof(cpu_buf))};
+  int *last_use = ssm_xcalloc(nvalues, sizeof(int));
   ssm_status s = NULL;
-  if (!r.bufs || !last_use) s = ssm_status_new(SSM_ERR_NOMEM, "out of memory");
 
   int step = 0;
   for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
@@ -957,7 +919,7 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
       }
     }
   }
-  for (size_t i = 0; r.bufs && i < nvalues; i++)
+  for (size_t i = 0; i < nvalues; i++)
     if (r.bufs[i].owned) free(r.bufs[i].data);
   free(r.bufs);
   free(last_use);

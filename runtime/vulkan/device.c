@@ -83,12 +83,9 @@ typedef struct {
 
 struct ssm_vk_program {
   ssm_vk *vk;
-  dispatch *ops;
-  int n_ops, cap_ops;
-  ssm_vk_binding *bindings;
-  int n_bindings, cap_bindings;
-  uint8_t *push;
-  int n_push, cap_push;
+  SSM_VEC(dispatch) ops;
+  SSM_VEC(ssm_vk_binding) bindings;
+  SSM_VEC(uint8_t) push; /* every dispatch's push constants, one after another */
   bool barrier_pending, recorded, in_flight;
   VkDescriptorPool descriptor_pool;
   VkCommandPool command_pool;
@@ -1055,16 +1052,6 @@ void ssm_vk_kernel_destroy(ssm_vk *vk, ssm_vk_kernel *k) {
 
 /* ---- programs ------------------------------------------------------------ */
 
-static bool grow(void **p, int *cap, int need, size_t elem) {
-  if (need <= *cap) return true;
-  int n = *cap ? *cap * 2 : 16;
-  while (n < need) n *= 2;
-  void *q = realloc(*p, (size_t)n * elem);
-  if (!q) return false;
-  *p = q, *cap = n;
-  return true;
-}
-
 ssm_status ssm_vk_program_create(ssm_vk *vk, ssm_vk_program **out) {
   *out = calloc(1, sizeof **out);
   if (!*out) return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
@@ -1076,7 +1063,7 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
                                        const ssm_vk_binding *bindings, const void *push,
                                        uint32_t gx, uint32_t gy, uint32_t gz) {
   const ssm_vk_device_info *info = &p->vk->info;
-  int at = p->n_ops;
+  int at = (int)p->ops.n;
   SSM_ASSERT(!p->recorded && k);
   const char *kn = k->name;
   uint32_t g[3] = {gx, gy, gz};
@@ -1113,27 +1100,23 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
                             "device's maxStorageBufferRange (%llu)", at, kn, i, range,
                             (unsigned long long)info->max_storage_buffer_range);
   }
-  if (p->n_push > INT32_MAX - 4096 || p->n_ops == INT32_MAX)
+  if (p->push.n > INT32_MAX - 4096 || p->ops.n == INT32_MAX)
     return ssm_status_new(SSM_ERR_INVALID, "program too large");
-  if (!grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops) ||
-      !grow((void **)&p->bindings, &p->cap_bindings, p->n_bindings + k->n_bindings,
-            sizeof *p->bindings) ||
-      !grow((void **)&p->push, &p->cap_push, p->n_push + (int)k->push_bytes, 1))
-    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
-  dispatch *op = &p->ops[p->n_ops++];
-  *op = (dispatch){.kernel = k,
-                   .barrier_before = p->barrier_pending,
-                   .groups = {gx, gy, gz},
-                   .first_binding = p->n_bindings,
-                   .push_offset = p->n_push};
+  dispatch op = {.kernel = k,
+                 .barrier_before = p->barrier_pending,
+                 .groups = {gx, gy, gz},
+                 .first_binding = (int)p->bindings.n,
+                 .push_offset = (int)p->push.n};
+  ssm_vec_push(&p->ops, op);
   p->barrier_pending = false;
   for (int i = 0; i < k->n_bindings; i++) {
     ssm_vk_binding b = bindings[i];
     if (!b.range) b.range = b.buffer->size - b.offset;
-    p->bindings[p->n_bindings++] = b;
+    ssm_vec_push(&p->bindings, b);
   }
-  if (k->push_bytes) memcpy(p->push + p->n_push, push, k->push_bytes);
-  p->n_push += (int)k->push_bytes;
+  ssm_vec_reserve(&p->push, k->push_bytes);
+  if (k->push_bytes) memcpy(p->push.items + p->push.n, push, k->push_bytes);
+  p->push.n += k->push_bytes;
   return NULL;
 }
 
@@ -1145,45 +1128,45 @@ ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t
     return ssm_status_new(SSM_ERR_INVALID, "copy %zu bytes from [%zu] of a %zu-byte buffer to "
                           "[%zu] of a %zu-byte buffer: out of range or not 4-byte aligned", bytes,
                           src_offset, src->size, dst_offset, dst->size);
-  if (!grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops))
-    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
-  p->ops[p->n_ops++] = (dispatch){.copy_src = src, .copy_dst = dst, .copy_src_offset = src_offset,
-                                  .copy_dst_offset = dst_offset, .copy_bytes = bytes};
+  dispatch op = {.copy_src = src, .copy_dst = dst, .copy_src_offset = src_offset,
+                 .copy_dst_offset = dst_offset, .copy_bytes = bytes};
+  ssm_vec_push(&p->ops, op);
   p->barrier_pending = false; /* a copy waits for everything before it */
   return NULL;
 }
 
 void ssm_vk_program_add_barrier(ssm_vk_program *p) {
   SSM_ASSERT(!p->recorded);
-  if (p->n_ops) p->barrier_pending = true;
+  if (p->ops.n) p->barrier_pending = true;
 }
 
 static ssm_status program_record(ssm_vk_program *p) {
   ssm_vk *vk = p->vk;
   VkDevice dev = vk->device;
   int n_sets = 0;
-  for (int i = 0; i < p->n_ops; i++) n_sets += p->ops[i].kernel && p->ops[i].kernel->n_bindings > 0;
+  for (size_t i = 0; i < p->ops.n; i++)
+    n_sets += p->ops.items[i].kernel && p->ops.items[i].kernel->n_bindings > 0;
   VkDescriptorSet *sets = NULL;
   VkDescriptorBufferInfo *infos = NULL;
   VkWriteDescriptorSet *writes = NULL;
   ssm_status s = NULL;
   if (n_sets) {
     VkDescriptorPoolSize ps = {.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-                               .descriptorCount = (uint32_t)p->n_bindings};
+                               .descriptorCount = (uint32_t)p->bindings.n};
     VkDescriptorPoolCreateInfo dpci = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO,
                                        .maxSets = (uint32_t)n_sets,
                                        .poolSizeCount = 1,
                                        .pPoolSizes = &ps};
     SSM_TRY(vk_check(vkCreateDescriptorPool(dev, &dpci, NULL, &p->descriptor_pool),
                      "vkCreateDescriptorPool(%d sets)", n_sets));
-    sets = calloc((size_t)p->n_ops, sizeof *sets);
-    infos = calloc((size_t)p->n_bindings, sizeof *infos);
-    writes = calloc((size_t)p->n_bindings, sizeof *writes);
+    sets = calloc(p->ops.n, sizeof *sets);
+    infos = calloc(p->bindings.n, sizeof *infos);
+    writes = calloc(p->bindings.n, sizeof *writes);
     if (!sets || !infos || !writes) s = ssm_status_new(SSM_ERR_NOMEM, "out of host memory");
   }
   int n_writes = 0;
-  for (int i = 0; i < p->n_ops && !s; i++) {
-    dispatch *op = &p->ops[i];
+  for (size_t i = 0; i < p->ops.n && !s; i++) {
+    dispatch *op = &p->ops.items[i];
     if (!op->kernel || !op->kernel->n_bindings) continue;
     VkDescriptorSetAllocateInfo ai = {.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO,
                                       .descriptorPool = p->descriptor_pool,
@@ -1191,7 +1174,7 @@ static ssm_status program_record(ssm_vk_program *p) {
                                       .pSetLayouts = &op->kernel->set_layout};
     s = vk_check(vkAllocateDescriptorSets(dev, &ai, &sets[i]), "vkAllocateDescriptorSets");
     for (int j = 0; j < op->kernel->n_bindings && !s; j++) {
-      const ssm_vk_binding *b = &p->bindings[op->first_binding + j];
+      const ssm_vk_binding *b = &p->bindings.items[op->first_binding + j];
       infos[n_writes] = (VkDescriptorBufferInfo){b->buffer->buffer, b->offset, b->range};
       writes[n_writes] = (VkWriteDescriptorSet){.sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,
                                                 .dstSet = sets[i],
@@ -1238,8 +1221,8 @@ static ssm_status program_record(ssm_vk_program *p) {
                                  .dstAccessMask = VK_ACCESS_SHADER_READ_BIT |
                                                   VK_ACCESS_SHADER_WRITE_BIT};
     bool after_copy = false;
-    for (int i = 0; i < p->n_ops; i++) {
-      dispatch *op = &p->ops[i];
+    for (size_t i = 0; i < p->ops.n; i++) {
+      dispatch *op = &p->ops.items[i];
       ssm_vk_kernel *k = op->kernel;
       if (!k) {
         vkCmdPipelineBarrier(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -1264,7 +1247,7 @@ static ssm_status program_record(ssm_vk_program *p) {
                                 NULL);
       if (k->push_bytes)
         vkCmdPushConstants(cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k->push_bytes,
-                           p->push + op->push_offset);
+                           p->push.items + op->push_offset);
       vkCmdDispatch(cmd, op->groups[0], op->groups[1], op->groups[2]);
     }
     barrier_out(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
@@ -1286,7 +1269,7 @@ ssm_status ssm_vk_program_end(ssm_vk_program *p) {
 
 int ssm_vk_program_dispatches(const ssm_vk_program *p) {
   int n = 0;
-  for (int i = 0; i < p->n_ops; i++) n += p->ops[i].kernel != NULL;
+  for (size_t i = 0; i < p->ops.n; i++) n += p->ops.items[i].kernel != NULL;
   return n;
 }
 
@@ -1294,7 +1277,7 @@ ssm_status ssm_vk_program_wait(ssm_vk *vk, ssm_vk_program *p) {
   if (!p->in_flight) return NULL;
   p->in_flight = false;
   ssm_status s = vk_check(vkWaitForFences(vk->device, 1, &p->fence, VK_TRUE, UINT64_MAX),
-                          "vkWaitForFences(program of %d dispatches)", p->n_ops);
+                          "vkWaitForFences(program of %zu dispatches)", p->ops.n);
   ssm_status r = vk_check(vkResetFences(vk->device, 1, &p->fence), "vkResetFences");
   if (s) {
     ssm_status_free(r);
@@ -1310,7 +1293,7 @@ ssm_status ssm_vk_program_submit(ssm_vk *vk, ssm_vk_program *p) {
                      .commandBufferCount = 1,
                      .pCommandBuffers = &p->cmd};
   SSM_TRY(vk_check(vkQueueSubmit(vk->queue, 1, &si, p->fence),
-                   "vkQueueSubmit(program of %d dispatches)", p->n_ops));
+                   "vkQueueSubmit(program of %zu dispatches)", p->ops.n));
   p->in_flight = true;
   return NULL;
 }
@@ -1326,8 +1309,8 @@ void ssm_vk_program_destroy(ssm_vk *vk, ssm_vk_program *p) {
   if (p->fence) vkDestroyFence(vk->device, p->fence, NULL);
   if (p->command_pool) vkDestroyCommandPool(vk->device, p->command_pool, NULL);
   if (p->descriptor_pool) vkDestroyDescriptorPool(vk->device, p->descriptor_pool, NULL);
-  free(p->ops);
-  free(p->bindings);
-  free(p->push);
+  ssm_vec_free(&p->ops);
+  ssm_vec_free(&p->bindings);
+  ssm_vec_free(&p->push);
   free(p);
 }

@@ -32,10 +32,8 @@ typedef struct {
 struct ssm_st {
   const char *path; /* as given to ssm_st_open, for messages */
   ssm_arena *arena; /* names and paths */
-  st_mapping *maps;
-  int nmaps, capmaps;
-  ssm_st_tensor *tensors; /* sorted by name after open */
-  int n, cap;
+  SSM_VEC(st_mapping) maps;
+  SSM_VEC(ssm_st_tensor) tensors; /* sorted by name after open */
 };
 
 /* One tensor's byte range in its file's data section, for the overlap check. */
@@ -89,30 +87,6 @@ static char *format_dims(char *buf, size_t n, int rank, const int64_t *dims) {
   return buf;
 }
 
-static ssm_st_tensor *push_tensor(ssm_st *st) {
-  if (st->n == st->cap) {
-    int cap = st->cap ? st->cap * 2 : 64;
-    ssm_st_tensor *t = realloc(st->tensors, (size_t)cap * sizeof *t);
-    if (!t) abort();
-    st->tensors = t;
-    st->cap = cap;
-  }
-  ssm_st_tensor *t = &st->tensors[st->n++];
-  memset(t, 0, sizeof *t);
-  return t;
-}
-
-static void push_mapping(ssm_st *st, void *map, size_t size) {
-  if (st->nmaps == st->capmaps) {
-    int cap = st->capmaps ? st->capmaps * 2 : 4;
-    st_mapping *m = realloc(st->maps, (size_t)cap * sizeof *m);
-    if (!m) abort();
-    st->maps = m;
-    st->capmaps = cap;
-  }
-  st->maps[st->nmaps++] = (st_mapping){map, size};
-}
-
 /* Maps `path` read-only; the mapping is owned by `st` from then on. */
 static ssm_status map_file(ssm_st *st, const char *path, const uint8_t **out_base,
                            size_t *out_size) {
@@ -141,7 +115,8 @@ static ssm_status map_file(ssm_st *st, const char *path, const uint8_t **out_bas
   close(fd);
   if (map == MAP_FAILED)
     return ssm_status_new(SSM_ERR_IO, "%s: mmap: %s", path, strerror(err));
-  push_mapping(st, map, size);
+  st_mapping m = {map, size};
+  ssm_vec_push(&st->maps, m);
   *out_base = map;
   *out_size = size;
   return NULL;
@@ -212,15 +187,15 @@ static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e,
                           format_dims(sb, sizeof sb, rank, dims), nbytes);
   }
 
-  ssm_st_tensor *t = push_tensor(st);
-  t->name = ssm_arena_strdup(st->arena, name);
-  t->dtype = dtype;
-  t->rank = rank;
-  memcpy(t->shape, dims, sizeof dims);
-  t->data = data + begin;
-  t->nbytes = nbytes;
-  t->file = path;
-  *out_range = (st_range){begin, end, t->name};
+  ssm_st_tensor t = {.name = ssm_arena_strdup(st->arena, name),
+                     .dtype = dtype,
+                     .rank = rank,
+                     .data = data + begin,
+                     .nbytes = nbytes,
+                     .file = path};
+  memcpy(t.shape, dims, sizeof dims);
+  ssm_vec_push(&st->tensors, t);
+  *out_range = (st_range){begin, end, t.name};
   return NULL;
 }
 
@@ -244,8 +219,10 @@ static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root,
   if (!cJSON_IsObject(root))
     return ssm_status_new(SSM_ERR_INVALID, "%s: header is not a JSON object", path);
   int n = cJSON_GetArraySize(root);
-  st_range *ranges = calloc((size_t)n + 1, sizeof *ranges);
-  if (!ranges) abort();
+  void *mem;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)n + 1, sizeof(st_range), &mem),
+                          "%s: header of %d tensors", path, n));
+  st_range *ranges = mem;
   int nr = 0;
   ssm_status s = NULL;
   for (const cJSON *e = root->child; e && !s; e = e->next) {
@@ -278,10 +255,11 @@ static ssm_status load_file(ssm_st *st, const char *path) {
                           "%s: header length %llu exceeds the file (%zu bytes)", path,
                           (unsigned long long)hlen, size);
   size_t header_len = (size_t)hlen;
-  char *text = malloc(header_len + 1);
-  if (!text) abort();
+  void *mem;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(header_len + 1, 1, &mem), "%s: header of %zu bytes", path,
+                          header_len));
+  char *text = mem;
   memcpy(text, base + 8, header_len);
-  text[header_len] = 0;
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, header_len, &end, 0);
   ssm_status s = NULL;
@@ -304,14 +282,14 @@ static ssm_status load_file(ssm_st *st, const char *path) {
 
 static const ssm_st_tensor *find(const ssm_st *st, const char *name) {
   ssm_st_tensor key = {.name = name};
-  if (!st->n) return NULL;
-  return bsearch(&key, st->tensors, (size_t)st->n, sizeof key, name_cmp);
+  if (!st->tensors.n) return NULL;
+  return bsearch(&key, st->tensors.items, st->tensors.n, sizeof key, name_cmp);
 }
 
 static ssm_status sort_and_check(ssm_st *st) {
-  if (st->n) qsort(st->tensors, (size_t)st->n, sizeof *st->tensors, name_cmp);
-  for (int i = 1; i < st->n; i++) {
-    const ssm_st_tensor *a = &st->tensors[i - 1], *b = &st->tensors[i];
+  if (st->tensors.n) qsort(st->tensors.items, st->tensors.n, sizeof *st->tensors.items, name_cmp);
+  for (size_t i = 1; i < st->tensors.n; i++) {
+    const ssm_st_tensor *a = &st->tensors.items[i - 1], *b = &st->tensors.items[i];
     if (strcmp(a->name, b->name)) continue;
     if (a->file == b->file)
       return ssm_status_new(SSM_ERR_INVALID, "%s: duplicate tensor '%s'", a->file, a->name);
@@ -338,8 +316,7 @@ static ssm_status load_index(ssm_st *st, const char *path) {
   int dirlen = slash ? (int)(slash - path) : 1;
   const char *dir = slash ? path : ".";
   /* Distinct shards, in first-seen order (a checkpoint has few). */
-  const char **shards = NULL;
-  int nshards = 0;
+  SSM_VEC(const char *) shards = {0};
   for (const cJSON *e = wm ? wm->child : NULL; e && !s; e = e->next) {
     if (!cJSON_IsString(e) || !e->valuestring[0])
       s = ssm_status_new(SSM_ERR_INVALID, "%s: tensor '%s': shard is not a file name", path,
@@ -348,19 +325,15 @@ static ssm_status load_index(ssm_st *st, const char *path) {
       s = ssm_status_new(SSM_ERR_INVALID, "%s: tensor '%s': shard name '%s' may not contain "
                          "'/' or '..'", path, e->string, e->valuestring);
     if (s) break;
-    int k = 0;
-    while (k < nshards && strcmp(shards[k], e->valuestring)) k++;
-    if (k < nshards) continue;
-    const char **ns = realloc(shards, (size_t)(nshards + 1) * sizeof *ns);
-    if (!ns) abort();
-    shards = ns;
-    shards[nshards++] = e->valuestring;
+    size_t k = 0;
+    while (k < shards.n && strcmp(shards.items[k], e->valuestring)) k++;
+    if (k == shards.n) ssm_vec_push(&shards, e->valuestring);
   }
-  for (int k = 0; k < nshards && !s; k++) {
-    const char *full = ssm_arena_printf(st->arena, "%.*s/%s", dirlen, dir, shards[k]);
-    s = ssm_status_wrap(load_file(st, full), "%s: shard '%s'", path, shards[k]);
+  for (size_t k = 0; k < shards.n && !s; k++) {
+    const char *full = ssm_arena_printf(st->arena, "%.*s/%s", dirlen, dir, shards.items[k]);
+    s = ssm_status_wrap(load_file(st, full), "%s: shard '%s'", path, shards.items[k]);
   }
-  free(shards);
+  ssm_vec_free(&shards);
   if (!s) s = sort_and_check(st);
   for (const cJSON *e = wm ? wm->child : NULL; e && !s; e = e->next) {
     const ssm_st_tensor *t = find(st, e->string);
@@ -388,8 +361,7 @@ static int ends_with(const char *s, const char *suffix) {
 
 ssm_status ssm_st_open(const char *path, ssm_st **out) {
   *out = NULL;
-  ssm_st *st = calloc(1, sizeof *st);
-  if (!st) abort();
+  ssm_st *st = ssm_xcalloc(1, sizeof *st);
   st->arena = ssm_arena_create();
   st->path = ssm_arena_strdup(st->arena, path);
   struct stat sb;
@@ -424,18 +396,18 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
 
 void ssm_st_close(ssm_st *st) {
   if (!st) return;
-  for (int i = 0; i < st->nmaps; i++) munmap(st->maps[i].map, st->maps[i].size);
-  free(st->maps);
-  free(st->tensors);
+  for (size_t i = 0; i < st->maps.n; i++) munmap(st->maps.items[i].map, st->maps.items[i].size);
+  ssm_vec_free(&st->maps);
+  ssm_vec_free(&st->tensors);
   ssm_arena_destroy(st->arena);
   free(st);
 }
 
-int ssm_st_count(const ssm_st *st) { return st->n; }
+int ssm_st_count(const ssm_st *st) { return (int)st->tensors.n; }
 
 const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i) {
-  SSM_ASSERT(i >= 0 && i < st->n);
-  return &st->tensors[i];
+  SSM_ASSERT(i >= 0 && (size_t)i < st->tensors.n);
+  return &st->tensors.items[i];
 }
 
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name) { return find(st, name); }
@@ -486,16 +458,13 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
 }
 
 uint64_t ssm_st_fingerprint(const ssm_st *st) {
-  uint64_t h = 0xcbf29ce484222325ull;
-#define MIX(p, n)                                                              \
-  for (size_t i_ = 0; i_ < (n); i_++) h = (h ^ ((const unsigned char *)(p))[i_]) * 0x100000001b3ull
+  uint64_t h = SSM_FNV_INIT;
   for (int i = 0; i < ssm_st_count(st); i++) {
     const ssm_st_tensor *t = ssm_st_at(st, i);
-    MIX(t->name, strlen(t->name) + 1);
-    MIX(&t->dtype, sizeof t->dtype);
-    MIX(t->shape, sizeof t->shape[0] * (size_t)t->rank);
-    MIX(t->data, t->nbytes < 64 ? t->nbytes : 64);
+    h = ssm_fnv1a(h, t->name, strlen(t->name) + 1);
+    h = ssm_fnv1a(h, &t->dtype, sizeof t->dtype);
+    h = ssm_fnv1a(h, t->shape, sizeof t->shape[0] * (size_t)t->rank);
+    h = ssm_fnv1a(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
   }
-#undef MIX
   return h;
 }
