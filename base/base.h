@@ -130,6 +130,8 @@ void ssm_sb_append(ssm_sb *b, const void *data, size_t n);
 const char *ssm_sb_str(const ssm_sb *b);
 /* Hands the malloc'd text to the caller (never NULL) and empties `b`. */
 char *ssm_sb_take(ssm_sb *b);
+/* Empties `b`, keeping its memory for the next appends. */
+void ssm_sb_clear(ssm_sb *b);
 void ssm_sb_free(ssm_sb *b);
 
 /* ---- hashing (text.c) ------------------------------------------------------ */

@@ -42,6 +42,11 @@ char *ssm_sb_take(ssm_sb *b) {
   return s;
 }
 
+void ssm_sb_clear(ssm_sb *b) {
+  b->n = 0;
+  if (b->s) b->s[0] = 0;
+}
+
 void ssm_sb_free(ssm_sb *b) {
   free(b->s);
   *b = (ssm_sb){0};

@@ -544,7 +544,7 @@ static ssm_status load_merges(load_ctx *L, const cJSON *model, ssm_tok *t) {
       break;
     }
     int32_t ia = vocab_find(t, a, na), ib = vocab_find(t, b, nb);
-    ssm_sb_free(&joined);
+    ssm_sb_clear(&joined);
     ssm_sb_append(&joined, a, na);
     ssm_sb_append(&joined, b, nb);
     int32_t ij = vocab_find(t, joined.s, joined.n);
@@ -1225,7 +1225,7 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
   memcpy(in, s->pending, (size_t)s->n_pending);
   memcpy(in + s->n_pending, t->dec[id], t->dec_len[id]);
   s->n_pending = 0;
-  ssm_sb_free(&s->out);
+  ssm_sb_clear(&s->out);
   lossy_append(s, in, n);
   if (in != small) free(in);
   *out_text = ssm_sb_str(&s->out);
@@ -1234,7 +1234,7 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
 }
 
 void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len) {
-  ssm_sb_free(&s->out);
+  ssm_sb_clear(&s->out);
   if (s->n_pending) ssm_sb_append(&s->out, "\xEF\xBF\xBD", 3);
   s->n_pending = 0;
   *out_text = ssm_sb_str(&s->out);
