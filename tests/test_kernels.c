@@ -33,11 +33,6 @@
 #include "testutil.h"
 
 #if defined(__SANITIZE_ADDRESS__)
-/* Driver/layer-internal leaks are suppressed by tests/lsan.supp (see there). */
-const char *__lsan_default_options(void);
-const char *__lsan_default_options(void) {
-  return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp";
-}
 #endif
 
 /* Tolerances (max|gpu - cpu| / max|cpu|):

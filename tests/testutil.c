@@ -10,6 +10,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Every suite: driver/layer-internal leaks are suppressed by tests/lsan.supp
+ * (see there), in this process and (through the environment) in children. */
+const char *__lsan_default_options(void);
+const char *__lsan_default_options(void) {
+  return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp:print_suppressions=0";
+}
+
 int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   /* child processes (ssmc) of a sanitizer build: driver/layer leaks are
    * suppressed as in tests/lsan.supp */
