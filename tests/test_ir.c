@@ -160,6 +160,49 @@ static void test_every_op_roundtrips(void) {
   }
 }
 
+/* ---- the op table's per-op properties ------------------------------------ */
+
+/* ops.def's flags and states columns, as the queries read them. */
+static void test_op_queries(void) {
+  static const struct {
+    const char *name;
+    int effects, view, nstates, states[SSM_MAX_STATE_OPERANDS];
+  } want[] = {
+      {"scan", 1, 0, 1, {3}},         {"conv1d_causal", 1, 0, 1, {1}},
+      {"attention", 1, 0, 2, {3, 4}}, {"sample", 1, 0, 1, {1}},
+      {"output", 1, 0, 0, {0}},       {"reshape", 0, 1, 0, {0}},
+      {"slice", 0, 1, 0, {0}},        {"transpose", 0, 1, 0, {0}},
+      {"matmul", 0, 0, 0, {0}},       {"add", 0, 0, 0, {0}},
+      {"state", 0, 0, 0, {0}},        {"concat", 0, 0, 0, {0}},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    ssm_op op = ssm_op_lookup(want[i].name, strlen(want[i].name));
+    CU_ASSERT_NOT_EQUAL_FATAL(op, SSM_OP_COUNT);
+    int slots[SSM_MAX_STATE_OPERANDS] = {-1, -1};
+    int ns = ssm_op_state_operands(op, slots);
+    int ok = ssm_op_has_effects(op) == want[i].effects && ssm_op_is_view(op) == want[i].view &&
+             ns == want[i].nstates;
+    for (int j = 0; ok && j < ns; j++) ok = slots[j] == want[i].states[j];
+    if (!ok) fprintf(stderr, "\n  op '%s': effects %d view %d, %d states\n", want[i].name,
+                     ssm_op_has_effects(op), ssm_op_is_view(op), ns);
+    CU_ASSERT(ok);
+  }
+  /* across the table: a state operand is an operand, and updating it is an effect */
+  int effects = 0, views = 0;
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    const ssm_op_info *info = ssm_op_info_get((ssm_op)o);
+    int slots[SSM_MAX_STATE_OPERANDS];
+    int ns = ssm_op_state_operands((ssm_op)o, slots);
+    CU_ASSERT(ns == info->nstates && (!ns || info->effects));
+    for (int j = 0; j < ns; j++) CU_ASSERT(slots[j] >= 0 && slots[j] < info->min_args);
+    CU_ASSERT(!(info->view && info->effects));
+    effects += info->effects;
+    views += info->view;
+  }
+  CU_ASSERT_EQUAL(effects, 5);
+  CU_ASSERT_EQUAL(views, 3);
+}
+
 /* ---- (b) builder → print → parse → print ------------------------------- */
 
 static void test_builder_roundtrip(void) {
@@ -572,6 +615,7 @@ static void test_fuzz(void) {
 
 int main(void) {
   CU_TestInfo tests[] = {{"every_op_roundtrips", test_every_op_roundtrips},
+                         {"op_queries", test_op_queries},
                          {"builder_roundtrip", test_builder_roundtrip},
                          {"float_attrs", test_float_attrs},
                          {"string_escapes", test_string_escapes},
