@@ -4,6 +4,7 @@
  * reduce; pointwise when there is none), with generated load functions that
  * evaluate the group's absorbed expressions and read through views, and an
  * epilogue applied to each result element. Shapes are compile-time constants.
+ * An elementwise op's GLSL is its row of ir/elementwise.def (ssm_op_expr).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -122,32 +123,6 @@ static coords broadcast(const coords *k, const ssm_type *op) {
   return r;
 }
 
-static const char *unary_fmt(ssm_op op) {
-  switch (op) {
-  case SSM_OP_NEG: return "(-%s)";
-  case SSM_OP_EXP: return "exp(%s)";
-  case SSM_OP_LOG: return "log(%s)";
-  case SSM_OP_SOFTPLUS: return "ssm_softplus(%s)";
-  case SSM_OP_SILU: return "ssm_silu(%s)";
-  case SSM_OP_SIGMOID: return "ssm_sigmoid(%s)";
-  case SSM_OP_RELU: return "max(%s, 0.0)";
-  case SSM_OP_SQRT: return "sqrt(%s)";
-  case SSM_OP_RSQRT: return "inversesqrt(%s)";
-  case SSM_OP_SQUARE: return "ssm_square(%s)";
-  default: return NULL;
-  }
-}
-
-static const char *binary_sym(ssm_op op) {
-  switch (op) {
-  case SSM_OP_ADD: return "+";
-  case SSM_OP_SUB: return "-";
-  case SSM_OP_MUL: return "*";
-  case SSM_OP_DIV: return "/";
-  default: return NULL;
-  }
-}
-
 static const char *float_lit(ssm_arena *a, double v) {
   if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
   if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
@@ -222,21 +197,16 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
   }
   if (member(c, d) && d != c->anchor) {
     ssm_op_kind kind = ssm_op_info_get(d->op)->kind;
-    if (kind == SSM_KIND_UNARY) {
-      coords a0 = broadcast(k, &d->args[0]->type);
-      ssm_sb x = {0};
-      emit(c, d->args[0], &a0, &x, depth + 1);
-      ssm_sb_printf(out, unary_fmt(d->op), ssm_sb_str(&x));
-      ssm_sb_free(&x);
-      return;
-    }
-    if (kind == SSM_KIND_BINARY) {
-      coords a0 = broadcast(k, &d->args[0]->type), a1 = broadcast(k, &d->args[1]->type);
-      ssm_sb_printf(out, "(");
-      emit(c, d->args[0], &a0, out, depth + 1);
-      ssm_sb_printf(out, " %s ", binary_sym(d->op));
-      emit(c, d->args[1], &a1, out, depth + 1);
-      ssm_sb_printf(out, ")");
+    if (kind == SSM_KIND_UNARY || kind == SSM_KIND_BINARY) {
+      ssm_sb operand[2] = {{0}};
+      for (int i = 0; i < d->nargs; i++) {
+        coords ai = broadcast(k, &d->args[i]->type);
+        emit(c, d->args[i], &ai, &operand[i], depth + 1);
+      }
+      ssm_op_expr_append(out, d->op, SSM_LANG_GLSL,
+                         (const char *[]){ssm_sb_str(&operand[0]), ssm_sb_str(&operand[1])});
+      ssm_sb_free(&operand[0]);
+      ssm_sb_free(&operand[1]);
       return;
     }
     if (d->op == SSM_OP_CONCAT) {

@@ -110,6 +110,26 @@ int ssm_op_state_operands(ssm_op op, int out[SSM_MAX_STATE_OPERANDS]);
  * arithmetic instead of running it. */
 int ssm_op_is_view(ssm_op op);
 
+/* ---- elementwise ops (elementwise.def, elementwise.c) --------------------- */
+
+/* The value of UNARY op `op` at x (elementwise.def column c), in double: the
+ * one definition that the CPU interpreter and load-time weight transforms
+ * share. */
+double ssm_unary_eval(ssm_op op, double x);
+/* The value of BINARY op `op` at (a, b) (elementwise.def column c), in
+ * double, as the CPU interpreter computes it. */
+double ssm_binary_eval(ssm_op op, double a, double b);
+
+/* The kernel languages: each is a string column of elementwise.def. */
+typedef enum { SSM_LANG_GLSL, SSM_LANG_COUNT } ssm_lang;
+
+/* The expression of UNARY or BINARY op `op` in `lang`, its operands written
+ * $x, or $a and $b: "ssm_softplus($x)", "($a + $b)". NULL for other ops. */
+const char *ssm_op_expr(ssm_op op, ssm_lang lang);
+/* Appends the expression of elementwise op `op` in `lang` to `b` with
+ * operands[0] in place of $x or $a, and operands[1] in place of $b. */
+void ssm_op_expr_append(ssm_sb *b, ssm_op op, ssm_lang lang, const char *const *operands);
+
 /* ---- graphs (ir.c) ------------------------------------------------------ */
 
 typedef struct ssm_value ssm_value;

@@ -203,6 +203,70 @@ static void test_op_queries(void) {
   CU_ASSERT_EQUAL(views, 3);
 }
 
+/* ---- the elementwise table ------------------------------------------------ */
+
+/* Occurrences of "$<name>" in an expression, and of '$' at all. */
+static int marks(const char *expr, char name, int *all) {
+  int k = 0;
+  *all = 0;
+  for (const char *p = expr; (p = strchr(p, '$')); p++) {
+    ++*all;
+    k += p[1] == name;
+  }
+  return k;
+}
+
+/* Every UNARY and BINARY op of ops.def has exactly one row of
+ * elementwise.def, of its own kind, with a C expression and a GLSL
+ * expression that names each operand once; ssm_op_expr serves that row. */
+static void test_elementwise_table(void) {
+  static const struct {
+    ssm_op op;
+    ssm_op_kind kind;
+    const char *c, *glsl;
+  } rows[] = {
+#define UNARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_UNARY, #c, glsl},
+#define BINARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_BINARY, #c, glsl},
+#include "ir/elementwise.def"
+#undef UNARY
+#undef BINARY
+  };
+  int count[SSM_OP_COUNT] = {0};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *name = ssm_op_info_get(rows[i].op)->name;
+    int all, ok = ssm_op_info_get(rows[i].op)->kind == rows[i].kind && rows[i].c[0] &&
+                  rows[i].glsl[0];
+    if (rows[i].kind == SSM_KIND_UNARY) ok = ok && marks(rows[i].glsl, 'x', &all) == 1 && all == 1;
+    else ok = ok && marks(rows[i].glsl, 'a', &all) == 1 && marks(rows[i].glsl, 'b', &all) == 1 &&
+              all == 2;
+    if (!ok) fprintf(stderr, "\n  elementwise row '%s': c '%s', glsl '%s'\n", name, rows[i].c,
+                     rows[i].glsl);
+    CU_ASSERT(ok);
+    CU_ASSERT_PTR_EQUAL(ssm_op_expr(rows[i].op, SSM_LANG_GLSL), rows[i].glsl);
+    count[rows[i].op]++;
+  }
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    ssm_op_kind k = ssm_op_info_get((ssm_op)o)->kind;
+    int want = k == SSM_KIND_UNARY || k == SSM_KIND_BINARY;
+    if (count[o] != want)
+      fprintf(stderr, "\n  op '%s' has %d elementwise rows\n", ssm_op_info_get(o)->name, count[o]);
+    CU_ASSERT_EQUAL(count[o], want);
+    if (!want) CU_ASSERT_PTR_NULL(ssm_op_expr((ssm_op)o, SSM_LANG_GLSL));
+  }
+  /* the C column is the code of the eval functions */
+  CU_ASSERT_EQUAL(ssm_binary_eval(SSM_OP_SUB, 2, 5), -3);
+  CU_ASSERT_EQUAL(ssm_binary_eval(SSM_OP_DIV, 1, 4), 0.25);
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_SOFTPLUS, 1000), 1000);
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_SOFTPLUS, -1), log1p(exp(-1.0)));
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_RELU, -2), 0);
+  /* the GLSL column with operands put in */
+  ssm_sb b = {0};
+  ssm_op_expr_append(&b, SSM_OP_SOFTPLUS, SSM_LANG_GLSL, (const char *[]){"b1.v[i]", ""});
+  ssm_op_expr_append(&b, SSM_OP_SUB, SSM_LANG_GLSL, (const char *[]){"acc", "exp(x)"});
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "ssm_softplus(b1.v[i])(acc - exp(x))");
+  ssm_sb_free(&b);
+}
+
 /* ---- (b) builder → print → parse → print ------------------------------- */
 
 static void test_builder_roundtrip(void) {
@@ -616,6 +680,7 @@ static void test_fuzz(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"every_op_roundtrips", test_every_op_roundtrips},
                          {"op_queries", test_op_queries},
+                         {"elementwise_table", test_elementwise_table},
                          {"builder_roundtrip", test_builder_roundtrip},
                          {"float_attrs", test_float_attrs},
                          {"string_escapes", test_string_escapes},
