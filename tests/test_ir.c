@@ -83,9 +83,10 @@ static const char *const op_texts[] = {
     "  %14:f32[2,3] = sqrt %13\n"
     "  %15:f32[2,3] = rsqrt %14\n"
     "  %16:f32[2,3] = square %15\n"
-    "  %17:f32[4,1,3] = input name=\"y\"\n"
-    "  %18:f32[4,2,3] = add %17, %16\n"
-    "  output %18, %3\n"
+    "  %17:f32[2,3] = tanh %16\n"
+    "  %18:f32[4,1,3] = input name=\"y\"\n"
+    "  %19:f32[4,2,3] = add %18, %17\n"
+    "  output %19, %3\n"
     "}\n",
 
     "graph views {\n"
