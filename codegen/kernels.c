@@ -4,6 +4,7 @@
  * reduce; pointwise when there is none), with generated load functions that
  * evaluate the group's absorbed expressions and read through views, and an
  * epilogue applied to each result element. Shapes are compile-time constants.
+ * An elementwise op's GLSL is its row of ir/elementwise.def (ssm_op_expr).
  */
 #include <math.h>
 #include <stdarg.h>
@@ -11,35 +12,12 @@
 
 #include "codegen/codegen.h"
 
-/* ---- a tiny string builder --------------------------------------------- */
+/* ---- text --------------------------------------------------------------- */
 
-typedef struct {
-  char *s;
-  size_t n, cap;
-} sbuf;
-
-static void sb_printf(sbuf *b, const char *fmt, ...) SSM_PRINTF(2, 3);
-static void sb_printf(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  for (;;) {
-    va_start(ap, fmt);
-    int k = vsnprintf(b->s ? b->s + b->n : NULL, b->s ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (b->s && (size_t)k < b->cap - b->n) {
-      b->n += (size_t)k;
-      return;
-    }
-    b->cap = (b->cap + (size_t)k + 1) * 2;
-    b->s = realloc(b->s, b->cap);
-    if (!b->s) abort();
-    if (b->n == 0) b->s[0] = 0;
-  }
-}
-
-static const char *sb_take(sbuf *b, ssm_arena *a) {
-  const char *r = ssm_arena_strdup(a, b->s ? b->s : "");
-  free(b->s);
-  *b = (sbuf){0};
+/* The text of `b` copied into the arena; empties `b`. */
+static const char *sb_take(ssm_sb *b, ssm_arena *a) {
+  const char *r = ssm_arena_strdup(a, ssm_sb_str(b));
+  ssm_sb_free(b);
   return r;
 }
 
@@ -67,7 +45,7 @@ typedef struct {
   const ssm_value *bind[SSM_CG_MAX_BINDINGS];
   int nbind;
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
-  sbuf helpers;
+  ssm_sb helpers;
   int nhelpers;
   ssm_status err;
 } gctx;
@@ -105,21 +83,21 @@ static coords coords_named(const char *prefix, int rank, ssm_arena *a) {
 }
 
 /* Linear index of coordinates in a contiguous tensor of type t. */
-static void linearize(sbuf *b, const coords *k, const ssm_type *t) {
+static void linearize(ssm_sb *b, const coords *k, const ssm_type *t) {
   int64_t stride = 1;
   int any = 0;
-  sbuf terms = {0};
+  ssm_sb terms = {0};
   for (int d = t->rank - 1; d >= 0; d--) {
     if (t->dims[d] != 1) {
-      if (stride == 1) sb_printf(&terms, "%s%s", any ? " + " : "", k->c[d]);
-      else sb_printf(&terms, "%s%s * %lldu", any ? " + " : "", k->c[d], (long long)stride);
+      if (stride == 1) ssm_sb_printf(&terms, "%s%s", any ? " + " : "", k->c[d]);
+      else ssm_sb_printf(&terms, "%s%s * %lldu", any ? " + " : "", k->c[d], (long long)stride);
       any = 1;
     }
     stride *= t->dims[d];
   }
-  if (!any) sb_printf(b, "0u");
-  else sb_printf(b, "(%s)", terms.s);
-  free(terms.s);
+  if (!any) ssm_sb_printf(b, "0u");
+  else ssm_sb_printf(b, "(%s)", ssm_sb_str(&terms));
+  ssm_sb_free(&terms);
 }
 
 /* Coordinates in type t of the linear index expression `lin`. */
@@ -145,39 +123,13 @@ static coords broadcast(const coords *k, const ssm_type *op) {
   return r;
 }
 
-static const char *unary_fmt(ssm_op op) {
-  switch (op) {
-  case SSM_OP_NEG: return "(-%s)";
-  case SSM_OP_EXP: return "exp(%s)";
-  case SSM_OP_LOG: return "log(%s)";
-  case SSM_OP_SOFTPLUS: return "ssm_softplus(%s)";
-  case SSM_OP_SILU: return "ssm_silu(%s)";
-  case SSM_OP_SIGMOID: return "ssm_sigmoid(%s)";
-  case SSM_OP_RELU: return "max(%s, 0.0)";
-  case SSM_OP_SQRT: return "sqrt(%s)";
-  case SSM_OP_RSQRT: return "inversesqrt(%s)";
-  case SSM_OP_SQUARE: return "ssm_square(%s)";
-  default: return NULL;
-  }
-}
-
-static const char *binary_sym(ssm_op op) {
-  switch (op) {
-  case SSM_OP_ADD: return "+";
-  case SSM_OP_SUB: return "-";
-  case SSM_OP_MUL: return "*";
-  case SSM_OP_DIV: return "/";
-  default: return NULL;
-  }
-}
-
 static const char *float_lit(ssm_arena *a, double v) {
   if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
   if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
   return fmt(a, "float(%.9g)", v);
 }
 
-static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int depth);
+static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
 
 /* A generated function returning rsqrt(mean(x^2) + eps) over the last axis
  * of small-row rmsnorm `n`'s input at leading coordinates c0... */
@@ -187,34 +139,35 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   int64_t C = t->dims[r - 1];
   coords k = coords_named("c", r, c->a);
   k.c[r - 1] = "j";
-  sbuf body = {0};
+  ssm_sb body = {0};
   emit(c, n->args[0], &k, &body, depth + 1);
   int id = c->nhelpers++;
-  sb_printf(&c->helpers, "float rms%d(", id);
-  for (int d = 0; d < r - 1; d++) sb_printf(&c->helpers, "%suint c%d", d ? ", " : "", d);
-  sb_printf(&c->helpers,
-            ") {\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
-            "    float x = %s;\n    s += x * x;\n  }\n"
-            "  return inversesqrt(s / float(%lld) + %s);\n}\n",
-            (long long)C, body.s, (long long)C, float_lit(c->a, ssm_node_float(n, "eps", 0)));
-  free(body.s);
+  ssm_sb_printf(&c->helpers, "float rms%d(", id);
+  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&c->helpers, "%suint c%d", d ? ", " : "", d);
+  ssm_sb_printf(&c->helpers,
+                ") {\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+                "    float x = %s;\n    s += x * x;\n  }\n"
+                "  return inversesqrt(s / float(%lld) + %s);\n}\n",
+                (long long)C, ssm_sb_str(&body), (long long)C,
+                float_lit(c->a, ssm_node_float(n, "eps", 0)));
+  ssm_sb_free(&body);
   return id;
 }
 
 /* The expression for value v at coordinates k (in v's shape). */
-static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int depth) {
+static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth) {
   const ssm_node *d = v->def;
   if (depth > 200) {
     if (!c->err) c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "fused expression too deep");
-    sb_printf(out, "0.0");
+    ssm_sb_printf(out, "0.0");
     return;
   }
   if (d->op == SSM_OP_CONST) {
-    sb_printf(out, "%s", float_lit(c->a, ssm_node_float(d, "value", 0)));
+    ssm_sb_printf(out, "%s", float_lit(c->a, ssm_node_float(d, "value", 0)));
     return;
   }
   if (member(c, d) && d == c->anchor && c->in_epilogue) {
-    sb_printf(out, "acc");
+    ssm_sb_printf(out, "acc");
     return;
   }
   if ((member(c, d) && d != c->anchor && ssm_op_is_view(d->op)) || ungrouped_view(c, d)) {
@@ -228,13 +181,13 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int de
       const ssm_attr *perm = ssm_node_attr(d, "perm");
       for (int i = 0; i < k->rank; i++) s.c[perm->ints[i]] = k->c[i];
     } else { /* reshape: same linear index */
-      sbuf lin = {0};
+      ssm_sb lin = {0};
       linearize(&lin, k, &v->type);
       const ssm_node *src = d->args[0]->def;
       int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
       if (buffer) {
-        sb_printf(out, "b%d.v[%s]", binding_of(c, d->args[0]), lin.s);
-        free(lin.s);
+        ssm_sb_printf(out, "b%d.v[%s]", binding_of(c, d->args[0]), ssm_sb_str(&lin));
+        ssm_sb_free(&lin);
         return;
       }
       s = delinearize(sb_take(&lin, c->a), st, c->a);
@@ -244,21 +197,16 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int de
   }
   if (member(c, d) && d != c->anchor) {
     ssm_op_kind kind = ssm_op_info_get(d->op)->kind;
-    if (kind == SSM_KIND_UNARY) {
-      coords a0 = broadcast(k, &d->args[0]->type);
-      sbuf x = {0};
-      emit(c, d->args[0], &a0, &x, depth + 1);
-      sb_printf(out, unary_fmt(d->op), x.s);
-      free(x.s);
-      return;
-    }
-    if (kind == SSM_KIND_BINARY) {
-      coords a0 = broadcast(k, &d->args[0]->type), a1 = broadcast(k, &d->args[1]->type);
-      sb_printf(out, "(");
-      emit(c, d->args[0], &a0, out, depth + 1);
-      sb_printf(out, " %s ", binary_sym(d->op));
-      emit(c, d->args[1], &a1, out, depth + 1);
-      sb_printf(out, ")");
+    if (kind == SSM_KIND_UNARY || kind == SSM_KIND_BINARY) {
+      ssm_sb operand[2] = {{0}};
+      for (int i = 0; i < d->nargs; i++) {
+        coords ai = broadcast(k, &d->args[i]->type);
+        emit(c, d->args[i], &ai, &operand[i], depth + 1);
+      }
+      ssm_op_expr_append(out, d->op, SSM_LANG_GLSL,
+                         (const char *[]){ssm_sb_str(&operand[0]), ssm_sb_str(&operand[1])});
+      ssm_sb_free(&operand[0]);
+      ssm_sb_free(&operand[1]);
       return;
     }
     if (d->op == SSM_OP_CONCAT) {
@@ -267,55 +215,56 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, sbuf *out, int de
         coords s = *k;
         int64_t len = d->args[i]->type.dims[axis];
         if (off) s.c[axis] = fmt(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
-        if (i + 1 < d->nargs) sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
+        if (i + 1 < d->nargs)
+          ssm_sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
         emit(c, d->args[i], &s, out, depth + 1);
-        if (i + 1 < d->nargs) sb_printf(out, " : ");
+        if (i + 1 < d->nargs) ssm_sb_printf(out, " : ");
         off += len;
       }
-      for (int i = 0; i + 1 < d->nargs; i++) sb_printf(out, ")");
+      for (int i = 0; i + 1 < d->nargs; i++) ssm_sb_printf(out, ")");
       return;
     }
     if (d->op == SSM_OP_RMSNORM && d != c->norm) {
       int h = rms_helper(c, d, depth);
-      sb_printf(out, "(");
+      ssm_sb_printf(out, "(");
       emit(c, d->args[0], k, out, depth + 1);
-      sb_printf(out, " * rms%d(", h);
-      for (int i = 0; i < k->rank - 1; i++) sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
-      sb_printf(out, ")");
+      ssm_sb_printf(out, " * rms%d(", h);
+      for (int i = 0; i < k->rank - 1; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
+      ssm_sb_printf(out, ")");
       if (d->nargs > 1) {
         coords w = {.rank = 1, .c = {k->c[k->rank - 1]}};
-        sb_printf(out, " * ");
+        ssm_sb_printf(out, " * ");
         emit(c, d->args[1], &w, out, depth + 1);
       }
-      sb_printf(out, ")");
+      ssm_sb_printf(out, ")");
       return;
     }
     if (!c->err)
       c->err = ssm_status_new(SSM_ERR_INTERNAL, "%s cannot be fused into an expression",
                               ssm_op_info_get(d->op)->name);
-    sb_printf(out, "0.0");
+    ssm_sb_printf(out, "0.0");
     return;
   }
   /* memory: a weight, state, input, or another kernel's result */
   int b = binding_of(c, v);
-  sb_printf(out, "b%d.v[", b);
+  ssm_sb_printf(out, "b%d.v[", b);
   linearize(out, k, &v->type);
-  sb_printf(out, "]");
+  ssm_sb_printf(out, "]");
 }
 
 /* `float NAME(uint p0, ...) { return <operand at those coordinates>; }`,
  * where the parameters are the coordinates given by `params` (names) and
  * `k` says how they map onto the operand's own coordinates. */
-static void load_fn(gctx *c, sbuf *loads, const char *name, const char *params,
+static void load_fn(gctx *c, ssm_sb *loads, const char *name, const char *params,
                     const ssm_value *v, const coords *k) {
-  sbuf e = {0};
+  ssm_sb e = {0};
   emit(c, v, k, &e, 0);
-  sb_printf(loads, "float %s(%s) { return %s; }\n", name, params, e.s);
-  free(e.s);
+  ssm_sb_printf(loads, "float %s(%s) { return %s; }\n", name, params, ssm_sb_str(&e));
+  ssm_sb_free(&e);
 }
 
 /* load of operand v of shape [.., K] as (m, k) with m over the leading dims */
-static void load_rows(gctx *c, sbuf *loads, const char *name, const ssm_value *v) {
+static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
   const ssm_type *t = &v->type;
   ssm_type lead = *t;
   lead.rank = t->rank - 1;
@@ -325,9 +274,9 @@ static void load_rows(gctx *c, sbuf *loads, const char *name, const ssm_value *v
   load_fn(c, loads, name, "uint m, uint k", v, &k);
 }
 
-static void epilogue_fn(gctx *c, sbuf *loads) {
+static void epilogue_fn(gctx *c, ssm_sb *loads) {
   if (c->root == c->anchor) {
-    sb_printf(loads, "float epilogue(float acc, uint i) { return acc; }\n");
+    ssm_sb_printf(loads, "float epilogue(float acc, uint i) { return acc; }\n");
     return;
   }
   c->in_epilogue = 1;
@@ -338,22 +287,21 @@ static void epilogue_fn(gctx *c, sbuf *loads) {
 
 /* The generated helper functions, then the load and epilogue functions, as
  * the template's LOADS; consumes `loads`. */
-static const char *loads_text(gctx *c, sbuf *loads) {
-  const char *t = fmt(c->a, "%s%s", c->helpers.s ? c->helpers.s : "", loads->s ? loads->s : "");
-  free(loads->s);
-  *loads = (sbuf){0};
+static const char *loads_text(gctx *c, ssm_sb *loads) {
+  const char *t = fmt(c->a, "%s%s", ssm_sb_str(&c->helpers), ssm_sb_str(loads));
+  ssm_sb_free(loads);
   return t;
 }
 
 static const char *buffers_decl(gctx *c) {
-  sbuf b = {0};
+  ssm_sb b = {0};
   for (int i = 0; i < c->nbind; i++) {
     const ssm_value *v = c->bind[i];
     const ssm_node *d = v->def;
     int state = d->op == SSM_OP_STATE;
-    sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
-              i == 0 ? "writeonly " : state ? "" : "readonly ", i,
-              v->type.dtype == SSM_I32 ? "int" : "float", i);
+    ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
+                  i == 0 ? "writeonly " : state ? "" : "readonly ", i,
+                  v->type.dtype == SSM_I32 ? "int" : "float", i);
   }
   return sb_take(&b, c->a);
 }
@@ -384,11 +332,11 @@ static uint32_t pow2_threads(int64_t work, uint32_t lo, uint32_t hi) {
 
 /* The fused ops, for the kernel's parameter line: "matmul+add+softplus". */
 static const char *members_list(gctx *c) {
-  sbuf b = {0};
-  if (c->single) sb_printf(&b, "%s", ssm_op_info_get(c->single->op)->name);
+  ssm_sb b = {0};
+  if (c->single) ssm_sb_printf(&b, "%s", ssm_op_info_get(c->single->op)->name);
   else
     for (ssm_node *n = c->g->first; n; n = n->next)
-      if (member(c, n)) sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
+      if (member(c, n)) ssm_sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
   return sb_take(&b, c->a);
 }
 
@@ -415,10 +363,10 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   const ssm_type *t = &c->root->result->type;
   int64_t count = ssm_type_numel(t);
   coords k = coords_named("c", t->rank, c->a);
-  sbuf co = {0}, ex = {0};
+  ssm_sb co = {0}, ex = {0};
   coords d = delinearize("i", t, c->a);
-  for (int i = 0; i < t->rank; i++) sb_printf(&co, "    uint c%d = %s;\n", i, d.c[i]);
-  if (!t->rank) sb_printf(&co, "    // rank 0\n");
+  for (int i = 0; i < t->rank; i++) ssm_sb_printf(&co, "    uint c%d = %s;\n", i, d.c[i]);
+  if (!t->rank) ssm_sb_printf(&co, "    // rank 0\n");
   /* the root itself, evaluated as a member (a materialized view too) */
   const ssm_node *saved = c->anchor;
   c->anchor = NULL;
@@ -442,7 +390,7 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
   int64_t N = w->dims[0], K = w->dims[1];
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   int64_t TT = M < 8 ? M : 8;
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
   coords wk = {.rank = 2, .c = {"n", "k"}};
@@ -451,7 +399,7 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
     coords gk = {.rank = 1, .c = {"k"}};
     load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
   } else {
-    sb_printf(&loads, "float gain(uint k) { return 1.0; }\n");
+    ssm_sb_printf(&loads, "float gain(uint k) { return 1.0; }\n");
   }
   epilogue_fn(c, &loads);
   uint32_t local = pow2_threads(K, 32, 256);
@@ -481,7 +429,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   k.c[0] = "t";
   for (int d = 0; d < srows.rank; d++) k.c[d + 1] = sk.c[d];
   k.c[full.rank - 1] = "n";
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   static const char *names[3] = {"in_a", "in_b", "in_c"};
   for (int i = 0; i < 3; i++) {
     coords bk = broadcast(&k, &sc->args[i]->type);
@@ -504,13 +452,13 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *cv = c->anchor;
   int64_t T = cv->args[0]->type.dims[0], C = cv->args[0]->type.dims[1];
   int64_t K = cv->args[2]->type.dims[1];
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   coords xk = {.rank = 2, .c = {"t", "c"}}, wk = {.rank = 2, .c = {"c", "k"}},
          bk = {.rank = 1, .c = {"c"}};
   load_fn(c, &loads, "in_x", "uint t, uint c", cv->args[0], &xk);
   load_fn(c, &loads, "in_w", "uint c, uint k", cv->args[2], &wk);
   if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "uint c", cv->args[3], &bk);
-  else sb_printf(&loads, "float in_bias(uint c) { return 0.0; }\n");
+  else ssm_sb_printf(&loads, "float in_bias(uint c) { return 0.0; }\n");
   int state = binding_of(c, cv->args[1]);
   epilogue_fn(c, &loads);
   uint32_t local = 64;
@@ -532,7 +480,7 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *pos = at->args[5]->def;
   if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "attention: pos must be a tensor in memory");
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   coords qk = {.rank = 3, .c = {"t", "h", "d"}}, kk = {.rank = 3, .c = {"t", "g", "d"}};
   load_fn(c, &loads, "in_q", "uint t, uint h, uint d", at->args[0], &qk);
   load_fn(c, &loads, "in_k", "uint t, uint g, uint d", at->args[1], &kk);
@@ -560,7 +508,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   const ssm_type *xt = &n->args[0]->type;
   int64_t C = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / C;
   uint32_t local = pow2_threads(C, 32, 256);
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   /* in_x(row, c) */
   ssm_type lead = *xt;
   lead.rank = xt->rank - 1;
@@ -573,7 +521,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   if (n->op == SSM_OP_RMSNORM) {
     coords wk = {.rank = 1, .c = {"c"}};
     if (n->nargs > 1) load_fn(c, &loads, "in_w", "uint c", n->args[1], &wk);
-    else sb_printf(&loads, "float in_w(uint c) { return 1.0; }\n");
+    else ssm_sb_printf(&loads, "float in_w(uint c) { return 1.0; }\n");
     init = "0.0";
     accum = "p += x * x";
     combine = "part[lid] += part[lid + s]";
@@ -621,7 +569,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *e = c->anchor;
   int64_t V = e->args[0]->type.dims[0], H = e->args[0]->type.dims[1];
   int64_t T = e->args[1]->type.dims[0];
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   coords tk = {.rank = 2, .c = {"id", "h"}};
   load_fn(c, &loads, "in_table", "uint id, uint h", e->args[0], &tk);
   const ssm_node *ids = e->args[1]->def;
@@ -655,7 +603,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
   for (int d = 0; d < axis; d++) k.c[d] = ko.c[d];
   k.c[axis] = "a";
   for (int d = 0; d < ti.rank; d++) k.c[axis + 1 + d] = ki.c[d];
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   load_fn(c, &loads, "in_x", "uint o, uint a, uint in_", n->args[0], &k);
   epilogue_fn(c, &loads);
   const char *kind = ssm_node_str(n, "kind", "sum");
@@ -687,7 +635,7 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   if (st->op != SSM_OP_STATE)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
   uint32_t local = pow2_threads(V, 64, 1024);
-  sbuf loads = {0};
+  ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
   coords k = delinearize(fmt(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
@@ -732,7 +680,7 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
       s = ssm_status_new(SSM_ERR_INTERNAL, "no kernel family for %s",
                          ssm_op_info_get(c->anchor->op)->name);
     }
-  free(c->helpers.s);
+  ssm_sb_free(&c->helpers);
   return s;
 }
 

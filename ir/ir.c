@@ -113,12 +113,13 @@ typedef struct {
   const char *name;
   int lo, hi;
   ssm_op_kind kind;
-  const char *attrs;
+  const char *flags, *states, *attrs;
   const char *meaning;
 } raw_op;
 
 static const raw_op raw_ops[SSM_OP_COUNT] = {
-#define X(e, name, lo, hi, kind, attrs, meaning) {name, lo, hi, SSM_KIND_##kind, attrs, meaning},
+#define X(e, name, lo, hi, kind, flags, states, attrs, meaning) \
+  {name, lo, hi, SSM_KIND_##kind, flags, states, attrs, meaning},
 #include "ir/ops.def"
 #undef X
 };
@@ -126,8 +127,37 @@ static const raw_op raw_ops[SSM_OP_COUNT] = {
 static ssm_op_info op_infos[SSM_OP_COUNT];
 static int op_infos_ready;
 
-/* Splits "key:k ?key:k" into specs; the table is static, so a malformed
- * entry is a bug. */
+/* The length of the space-separated word at *p (skipping spaces first). */
+static size_t next_word(const char **p) {
+  while (**p == ' ') (*p)++;
+  return strcspn(*p, " ");
+}
+
+/* Sets the flags of the "effects view" column. */
+static void parse_flags(ssm_op_info *info, const char *p) {
+  for (size_t n; (n = next_word(&p)) > 0; p += n) {
+    if (n == 7 && !memcmp(p, "effects", 7)) info->effects = 1;
+    else if (n == 4 && !memcmp(p, "view", 4)) info->view = 1;
+    else SSM_ASSERT(!"bad flag in ops.def");
+  }
+}
+
+/* Reads the "3 4" column of state operand slots. */
+static void parse_states(ssm_op_info *info, const char *p) {
+  for (size_t n; (n = next_word(&p)) > 0; p += n) {
+    int slot = 0;
+    for (size_t i = 0; i < n; i++) {
+      SSM_ASSERT(p[i] >= '0' && p[i] <= '9');
+      slot = slot * 10 + (p[i] - '0');
+    }
+    SSM_ASSERT(slot < info->min_args && info->nstates < SSM_MAX_STATE_OPERANDS);
+    info->states[info->nstates++] = slot;
+  }
+  SSM_ASSERT(!info->nstates || info->effects);
+}
+
+/* Parses each row's strings ("key:k ?key:k" into specs); the table is
+ * static, so a malformed entry is a bug. */
 static void init_op_infos(void) {
   for (int o = 0; o < SSM_OP_COUNT; o++) {
     const raw_op *r = &raw_ops[o];
@@ -137,6 +167,8 @@ static void init_op_infos(void) {
     info->max_args = r->hi;
     info->kind = r->kind;
     info->meaning = r->meaning;
+    parse_flags(info, r->flags);
+    parse_states(info, r->states);
     const char *p = r->attrs;
     while (*p) {
       while (*p == ' ') p++;
@@ -186,20 +218,15 @@ ssm_op ssm_op_lookup(const char *name, size_t n) {
   return SSM_OP_COUNT;
 }
 
-int ssm_op_has_effects(ssm_op op) {
-  return op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_ATTENTION ||
-         op == SSM_OP_SAMPLE || op == SSM_OP_OUTPUT;
+int ssm_op_has_effects(ssm_op op) { return ssm_op_info_get(op)->effects; }
+
+int ssm_op_state_operands(ssm_op op, int out[SSM_MAX_STATE_OPERANDS]) {
+  const ssm_op_info *info = ssm_op_info_get(op);
+  for (int i = 0; i < info->nstates; i++) out[i] = info->states[i];
+  return info->nstates;
 }
 
-int ssm_op_state_operands(ssm_op op, int out[2]) {
-  switch (op) {
-  case SSM_OP_CONV1D: out[0] = 1; return 1;
-  case SSM_OP_SCAN: out[0] = 3; return 1;
-  case SSM_OP_ATTENTION: out[0] = 3; out[1] = 4; return 2;
-  case SSM_OP_SAMPLE: out[0] = 1; return 1;
-  default: return 0;
-  }
-}
+int ssm_op_is_view(ssm_op op) { return ssm_op_info_get(op)->view; }
 
 /* ---- graphs ------------------------------------------------------------ */
 

@@ -56,7 +56,7 @@ uint16_t ssm_f32_to_f16(float f);
 /* ---- the op table (ops.def) ------------------------------------------- */
 
 typedef enum {
-#define X(e, name, lo, hi, kind, attrs, meaning) SSM_OP_##e,
+#define X(e, name, lo, hi, kind, flags, states, attrs, meaning) SSM_OP_##e,
 #include "ir/ops.def"
 #undef X
   SSM_OP_COUNT
@@ -73,6 +73,7 @@ typedef enum {
 typedef enum { SSM_ATTR_INT, SSM_ATTR_FLOAT, SSM_ATTR_STR, SSM_ATTR_INTS } ssm_attr_kind;
 
 #define SSM_MAX_ATTRS 8
+#define SSM_MAX_STATE_OPERANDS 2
 
 typedef struct {
   const char *key;
@@ -80,10 +81,15 @@ typedef struct {
   int optional;
 } ssm_attr_spec;
 
+/* One row of ops.def, its strings parsed. */
 typedef struct {
   const char *name;
   int min_args, max_args;
   ssm_op_kind kind;
+  int effects; /* flag "effects" */
+  int view;    /* flag "view" */
+  int nstates; /* column states: the operand slots it updates in place */
+  int states[SSM_MAX_STATE_OPERANDS];
   int nattrs;
   ssm_attr_spec attrs[SSM_MAX_ATTRS];
   const char *meaning;
@@ -92,12 +98,37 @@ typedef struct {
 const ssm_op_info *ssm_op_info_get(ssm_op op);
 /* Looks an op up by name; returns SSM_OP_COUNT if there is none. */
 ssm_op ssm_op_lookup(const char *name, size_t n);
-/* 1 if the op writes one of its operands (a state): never removed by DCE. */
+/* 1 if the op writes one of its operands (a state) or is the graph's output
+ * (ops.def flag "effects"): never removed by DCE. */
 int ssm_op_has_effects(ssm_op op);
-/* The operand slots of `op` that are states it updates (conv1d_causal: 1;
- * scan: 3; attention: 3 and 4), written to out[0..]; returns how many (at
- * most 2). */
-int ssm_op_state_operands(ssm_op op, int out[2]);
+/* The operand slots of `op` that are states it updates (ops.def column
+ * states; conv1d_causal: 1; scan: 3; attention: 3 and 4; sample: 1), written
+ * to out[0..]; returns how many (at most SSM_MAX_STATE_OPERANDS). */
+int ssm_op_state_operands(ssm_op op, int out[SSM_MAX_STATE_OPERANDS]);
+/* 1 if the op's result is operand 0's memory read in place (ops.def flag
+ * "view": reshape, slice, transpose): kernels read through it with index
+ * arithmetic instead of running it. */
+int ssm_op_is_view(ssm_op op);
+
+/* ---- elementwise ops (elementwise.def, elementwise.c) --------------------- */
+
+/* The value of UNARY op `op` at x (elementwise.def column c), in double: the
+ * one definition that the CPU interpreter and load-time weight transforms
+ * share. */
+double ssm_unary_eval(ssm_op op, double x);
+/* The value of BINARY op `op` at (a, b) (elementwise.def column c), in
+ * double, as the CPU interpreter computes it. */
+double ssm_binary_eval(ssm_op op, double a, double b);
+
+/* The kernel languages: each is a string column of elementwise.def. */
+typedef enum { SSM_LANG_GLSL, SSM_LANG_COUNT } ssm_lang;
+
+/* The expression of UNARY or BINARY op `op` in `lang`, its operands written
+ * $x, or $a and $b: "ssm_softplus($x)", "($a + $b)". NULL for other ops. */
+const char *ssm_op_expr(ssm_op op, ssm_lang lang);
+/* Appends the expression of elementwise op `op` in `lang` to `b` with
+ * operands[0] in place of $x or $a, and operands[1] in place of $b. */
+void ssm_op_expr_append(ssm_sb *b, ssm_op op, ssm_lang lang, const char *const *operands);
 
 /* ---- graphs (ir.c) ------------------------------------------------------ */
 

@@ -7,10 +7,6 @@
 
 #include "passes/passes.h"
 
-int ssm_op_is_view(ssm_op op) {
-  return op == SSM_OP_RESHAPE || op == SSM_OP_SLICE || op == SSM_OP_TRANSPOSE;
-}
-
 int ssm_node_group(const ssm_node *n) { return (int)ssm_node_int(n, "group", -1); }
 
 int ssm_node_is_pointwise(const ssm_node *n) {

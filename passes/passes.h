@@ -46,9 +46,9 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_not
  * argmax, or a large-row rmsnorm), or NULL for a pointwise group. Other members are
  * pointwise (UNARY, BINARY, concat, small-row rmsnorm) expressions evaluated
  * inside the kernel, or the rmsnorm that a matmul applies to its x operand
- * (norm). Views (reshape, slice, transpose) are not members: kernels read
- * through them with index arithmetic, unless a view must be materialized
- * (then it is the root of a pointwise group of its own). */
+ * (norm). Views (ssm_op_is_view: reshape, slice, transpose) are not members:
+ * kernels read through them with index arithmetic, unless a view must be
+ * materialized (then it is the root of a pointwise group of its own). */
 
 typedef struct {
   int id;
@@ -62,7 +62,6 @@ typedef struct {
  * kernel (recomputed per use); longer rows get a kernel or a matmul prologue. */
 #define SSM_SMALL_ROW 64
 
-int ssm_op_is_view(ssm_op op);
 /* Can this node be evaluated as an expression inside another kernel? */
 int ssm_node_is_pointwise(const ssm_node *n);
 /* The node's group, or -1. */

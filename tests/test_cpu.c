@@ -226,6 +226,7 @@ static void test_unary(void) {
       {SSM_OP_SQRT, 1, {0.5, 1, 2, 5}},
       {SSM_OP_RSQRT, 1, {2, 1, 0.5, 0.2}},
       {SSM_OP_SQUARE, 0, {900, 1, 0, 6.25, 625}},
+      {SSM_OP_TANH, 0, {-1, -0.7615941559557649, 0, 0.9866142981514303, 1}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int len = cases[i].positive ? 4 : 5;

@@ -412,6 +412,23 @@ static void test_tiny_ok(void) {
   ssm_graph_destroy(g);
 }
 
+/* Every unary op of ops.def is reachable from YAML by its name (tanh, for
+ * logit soft-capping, was added to the table alone). */
+static void test_unary_ops_by_name(void) {
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    const ssm_op_info *info = ssm_op_info_get((ssm_op)o);
+    if (info->kind != SSM_KIND_UNARY) continue;
+    char text[4096], line[128];
+    snprintf(line, sizeof line, "      - h = %s(matmul(x, up))", info->name);
+    const char *path = tiny_variant("unary.yaml", "h = silu", line, text, sizeof text);
+    ssm_graph *g = build(path, tiny_config("config.json", ""), 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    if (count_op(g, (ssm_op)o) != 2) fprintf(stderr, "\n  %s: not in the graph\n", info->name);
+    CU_ASSERT_EQUAL(count_op(g, (ssm_op)o), 2); /* one per layer */
+    ssm_graph_destroy(g);
+  }
+}
+
 /* ---- hybrids: models/jamba.yaml and the layer schedule ---------------------- */
 
 static const char *jamba_config(const char *name, int experts) {
@@ -770,6 +787,7 @@ int main(void) {
                          {"config_python_tokens", test_config_python_tokens},
                          {"hf_directory", test_hf_directory},
                          {"tiny_ok", test_tiny_ok},
+                         {"unary_ops_by_name", test_unary_ops_by_name},
                          {"error_unknown_op", test_error_unknown_op},
                          {"error_undefined_name", test_error_undefined_name},
                          {"error_arity", test_error_arity},

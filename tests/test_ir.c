@@ -83,9 +83,10 @@ static const char *const op_texts[] = {
     "  %14:f32[2,3] = sqrt %13\n"
     "  %15:f32[2,3] = rsqrt %14\n"
     "  %16:f32[2,3] = square %15\n"
-    "  %17:f32[4,1,3] = input name=\"y\"\n"
-    "  %18:f32[4,2,3] = add %17, %16\n"
-    "  output %18, %3\n"
+    "  %17:f32[2,3] = tanh %16\n"
+    "  %18:f32[4,1,3] = input name=\"y\"\n"
+    "  %19:f32[4,2,3] = add %18, %17\n"
+    "  output %19, %3\n"
     "}\n",
 
     "graph views {\n"
@@ -158,6 +159,114 @@ static void test_every_op_roundtrips(void) {
     if (!covered[o]) fprintf(stderr, "\n  op '%s' has no round-trip test\n", ssm_op_info_get(o)->name);
     CU_ASSERT_TRUE(covered[o]);
   }
+}
+
+/* ---- the op table's per-op properties ------------------------------------ */
+
+/* ops.def's flags and states columns, as the queries read them. */
+static void test_op_queries(void) {
+  static const struct {
+    const char *name;
+    int effects, view, nstates, states[SSM_MAX_STATE_OPERANDS];
+  } want[] = {
+      {"scan", 1, 0, 1, {3}},         {"conv1d_causal", 1, 0, 1, {1}},
+      {"attention", 1, 0, 2, {3, 4}}, {"sample", 1, 0, 1, {1}},
+      {"output", 1, 0, 0, {0}},       {"reshape", 0, 1, 0, {0}},
+      {"slice", 0, 1, 0, {0}},        {"transpose", 0, 1, 0, {0}},
+      {"matmul", 0, 0, 0, {0}},       {"add", 0, 0, 0, {0}},
+      {"state", 0, 0, 0, {0}},        {"concat", 0, 0, 0, {0}},
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    ssm_op op = ssm_op_lookup(want[i].name, strlen(want[i].name));
+    CU_ASSERT_NOT_EQUAL_FATAL(op, SSM_OP_COUNT);
+    int slots[SSM_MAX_STATE_OPERANDS] = {-1, -1};
+    int ns = ssm_op_state_operands(op, slots);
+    int ok = ssm_op_has_effects(op) == want[i].effects && ssm_op_is_view(op) == want[i].view &&
+             ns == want[i].nstates;
+    for (int j = 0; ok && j < ns; j++) ok = slots[j] == want[i].states[j];
+    if (!ok) fprintf(stderr, "\n  op '%s': effects %d view %d, %d states\n", want[i].name,
+                     ssm_op_has_effects(op), ssm_op_is_view(op), ns);
+    CU_ASSERT(ok);
+  }
+  /* across the table: a state operand is an operand, and updating it is an effect */
+  int effects = 0, views = 0;
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    const ssm_op_info *info = ssm_op_info_get((ssm_op)o);
+    int slots[SSM_MAX_STATE_OPERANDS];
+    int ns = ssm_op_state_operands((ssm_op)o, slots);
+    CU_ASSERT(ns == info->nstates && (!ns || info->effects));
+    for (int j = 0; j < ns; j++) CU_ASSERT(slots[j] >= 0 && slots[j] < info->min_args);
+    CU_ASSERT(!(info->view && info->effects));
+    effects += info->effects;
+    views += info->view;
+  }
+  CU_ASSERT_EQUAL(effects, 5);
+  CU_ASSERT_EQUAL(views, 3);
+}
+
+/* ---- the elementwise table ------------------------------------------------ */
+
+/* Occurrences of "$<name>" in an expression, and of '$' at all. */
+static int marks(const char *expr, char name, int *all) {
+  int k = 0;
+  *all = 0;
+  for (const char *p = expr; (p = strchr(p, '$')); p++) {
+    ++*all;
+    k += p[1] == name;
+  }
+  return k;
+}
+
+/* Every UNARY and BINARY op of ops.def has exactly one row of
+ * elementwise.def, of its own kind, with a C expression and a GLSL
+ * expression that names each operand once; ssm_op_expr serves that row. */
+static void test_elementwise_table(void) {
+  static const struct {
+    ssm_op op;
+    ssm_op_kind kind;
+    const char *c, *glsl;
+  } rows[] = {
+#define UNARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_UNARY, #c, glsl},
+#define BINARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_BINARY, #c, glsl},
+#include "ir/elementwise.def"
+#undef UNARY
+#undef BINARY
+  };
+  int count[SSM_OP_COUNT] = {0};
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *name = ssm_op_info_get(rows[i].op)->name;
+    int all, ok = ssm_op_info_get(rows[i].op)->kind == rows[i].kind && rows[i].c[0] &&
+                  rows[i].glsl[0];
+    if (rows[i].kind == SSM_KIND_UNARY) ok = ok && marks(rows[i].glsl, 'x', &all) == 1 && all == 1;
+    else ok = ok && marks(rows[i].glsl, 'a', &all) == 1 && marks(rows[i].glsl, 'b', &all) == 1 &&
+              all == 2;
+    if (!ok) fprintf(stderr, "\n  elementwise row '%s': c '%s', glsl '%s'\n", name, rows[i].c,
+                     rows[i].glsl);
+    CU_ASSERT(ok);
+    const char *served = ssm_op_expr(rows[i].op, SSM_LANG_GLSL);
+    CU_ASSERT(served && !strcmp(served, rows[i].glsl));
+    count[rows[i].op]++;
+  }
+  for (int o = 0; o < SSM_OP_COUNT; o++) {
+    ssm_op_kind k = ssm_op_info_get((ssm_op)o)->kind;
+    int want = k == SSM_KIND_UNARY || k == SSM_KIND_BINARY;
+    if (count[o] != want)
+      fprintf(stderr, "\n  op '%s' has %d elementwise rows\n", ssm_op_info_get(o)->name, count[o]);
+    CU_ASSERT_EQUAL(count[o], want);
+    if (!want) CU_ASSERT_PTR_NULL(ssm_op_expr((ssm_op)o, SSM_LANG_GLSL));
+  }
+  /* the C column is the code of the eval functions */
+  CU_ASSERT_EQUAL(ssm_binary_eval(SSM_OP_SUB, 2, 5), -3);
+  CU_ASSERT_EQUAL(ssm_binary_eval(SSM_OP_DIV, 1, 4), 0.25);
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_SOFTPLUS, 1000), 1000);
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_SOFTPLUS, -1), log1p(exp(-1.0)));
+  CU_ASSERT_EQUAL(ssm_unary_eval(SSM_OP_RELU, -2), 0);
+  /* the GLSL column with operands put in */
+  ssm_sb b = {0};
+  ssm_op_expr_append(&b, SSM_OP_SOFTPLUS, SSM_LANG_GLSL, (const char *[]){"b1.v[i]", ""});
+  ssm_op_expr_append(&b, SSM_OP_SUB, SSM_LANG_GLSL, (const char *[]){"acc", "exp(x)"});
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "ssm_softplus(b1.v[i])(acc - exp(x))");
+  ssm_sb_free(&b);
 }
 
 /* ---- (b) builder → print → parse → print ------------------------------- */
@@ -572,6 +681,8 @@ static void test_fuzz(void) {
 
 int main(void) {
   CU_TestInfo tests[] = {{"every_op_roundtrips", test_every_op_roundtrips},
+                         {"op_queries", test_op_queries},
+                         {"elementwise_table", test_elementwise_table},
                          {"builder_roundtrip", test_builder_roundtrip},
                          {"float_attrs", test_float_attrs},
                          {"string_escapes", test_string_escapes},

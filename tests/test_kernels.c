@@ -40,8 +40,8 @@
  *              argmax: the same bits.
  *   TOL_ARITH  add, sub, mul, div, square: one rounding (GLSL allows 2.5 ulp
  *              for division).
- *   TOL_TRANS  exp, log, softplus, silu, sigmoid, sqrt, rsqrt: GLSL's
- *              exp/log/inversesqrt are a few ulp, the CPU works in double.
+ *   TOL_TRANS  exp, log, softplus, silu, sigmoid, sqrt, rsqrt, tanh: GLSL's
+ *              exp/log/inversesqrt/tanh are a few ulp, the CPU works in double.
  *   TOL_ACCUM  matmul, reduce, rmsnorm, softmax, conv1d, scan: f32 sums in
  *              another order than the CPU's double sums. */
 #define TOL_EXACT 0.0
@@ -411,6 +411,8 @@ static void test_unary(void) {
   unary(SSM_OP_SQRT, "sqrt [67,13] x in [0.05,2]", 0.05f, 2, TOL_TRANS);
   unary(SSM_OP_RSQRT, "rsqrt [67,13] x in [0.05,2]", 0.05f, 2, TOL_TRANS);
   unary(SSM_OP_SQUARE, "square [67,13]", -1, 1, TOL_ARITH);
+  unary(SSM_OP_TANH, "tanh [67,13]", -1, 1, TOL_TRANS);
+  unary(SSM_OP_TANH, "tanh [67,13] x in [-30,30]", -30, 30, TOL_TRANS);
   end_list();
 }
 

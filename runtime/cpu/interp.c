@@ -276,16 +276,6 @@ static void bcast_index(const bcast *b, int64_t i, int64_t *out_idx) {
 
 /* ---- elementwise ----------------------------------------------------------- */
 
-static double binary_apply(ssm_op op, double a, double b) {
-  switch (op) {
-  case SSM_OP_ADD: return a + b;
-  case SSM_OP_SUB: return a - b;
-  case SSM_OP_MUL: return a * b;
-  case SSM_OP_DIV: return a / b;
-  default: SSM_ASSERT(!"not a binary op"); return 0;
-  }
-}
-
 static void op_binary(const cpu_run *r, const ssm_node *n) {
   const ssm_value *y = n->result;
   const ssm_type *ops[2] = {&n->args[0]->type, &n->args[1]->type};
@@ -296,7 +286,7 @@ static void op_binary(const cpu_run *r, const ssm_node *n) {
   int64_t idx[2];
   for (int64_t i = 0; i < numel(y); i++) {
     bcast_index(&b, i, idx);
-    dst[i] = (float)binary_apply(n->op, a[idx[0]], c[idx[1]]);
+    dst[i] = (float)ssm_binary_eval(n->op, a[idx[0]], c[idx[1]]);
   }
 }
 

@@ -5,31 +5,12 @@
  * ops of ops.def ("exp,neg" is -exp(w)); the simplify pass writes it when it
  * folds unary ops on a weight into the weight. The runtimes (the CPU
  * interpreter, the Vulkan executor) apply it once, when the weight is loaded,
- * with the same numerics as the CPU interpreter's unary ops, so a folded
- * graph computes exactly what the unfolded one did.
+ * with ssm_unary_eval (ir/elementwise.c), the CPU interpreter's numerics for
+ * unary ops, so a folded graph computes exactly what the unfolded one did.
  */
 #include "runtime/weights/weights.h"
 
-#include <math.h>
 #include <string.h>
-
-/* The one definition of each unary op's value: the interpreter and load-time
- * transforms both use it. */
-double ssm_unary_eval(ssm_op op, double x) {
-  switch (op) {
-  case SSM_OP_NEG: return -x;
-  case SSM_OP_EXP: return exp(x);
-  case SSM_OP_LOG: return log(x);
-  case SSM_OP_SOFTPLUS: return x > 20 ? x : log1p(exp(x));
-  case SSM_OP_SILU: return x / (1 + exp(-x));
-  case SSM_OP_SIGMOID: return 1 / (1 + exp(-x));
-  case SSM_OP_RELU: return x > 0 ? x : 0;
-  case SSM_OP_SQRT: return sqrt(x);
-  case SSM_OP_RSQRT: return 1 / sqrt(x);
-  case SSM_OP_SQUARE: return x * x;
-  default: SSM_ASSERT(!"not a unary op"); return 0;
-  }
-}
 
 /* The names of the unary ops, "neg, exp, ...", for messages. */
 static void unary_names(char *buf, size_t size) {

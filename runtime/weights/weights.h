@@ -57,8 +57,4 @@ uint64_t ssm_st_fingerprint(const ssm_st *st);
  * it. */
 ssm_status ssm_weight_transform(const char *transform, float *data, size_t n);
 
-/* The value of unary op `op` (SSM_KIND_UNARY) at x, as the CPU interpreter
- * computes it. */
-double ssm_unary_eval(ssm_op op, double x);
-
 #endif
