@@ -21,18 +21,6 @@ static const char *sb_take(ssm_sb *b, ssm_arena *a) {
   return r;
 }
 
-static const char *fmt(ssm_arena *a, const char *f, ...) SSM_PRINTF(2, 3);
-static const char *fmt(ssm_arena *a, const char *f, ...) {
-  va_list ap;
-  va_start(ap, f);
-  int n = vsnprintf(NULL, 0, f, ap);
-  va_end(ap);
-  char *buf = ssm_arena_alloc(a, (size_t)n + 1);
-  va_start(ap, f);
-  vsnprintf(buf, (size_t)n + 1, f, ap);
-  va_end(ap);
-  return buf;
-}
 
 /* ---- the group being generated ------------------------------------------ */
 
@@ -78,7 +66,7 @@ typedef struct {
 
 static coords coords_named(const char *prefix, int rank, ssm_arena *a) {
   coords k = {.rank = rank};
-  for (int d = 0; d < rank; d++) k.c[d] = fmt(a, "%s%d", prefix, d);
+  for (int d = 0; d < rank; d++) k.c[d] = ssm_arena_printf(a, "%s%d", prefix, d);
   return k;
 }
 
@@ -106,10 +94,10 @@ static coords delinearize(const char *lin, const ssm_type *t, ssm_arena *a) {
   int64_t stride = 1;
   for (int d = t->rank - 1; d >= 0; d--) {
     if (t->dims[d] == 1) k.c[d] = "0u";
-    else if (d == 0) k.c[d] = stride == 1 ? lin : fmt(a, "(%s / %lldu)", lin, (long long)stride);
-    else if (stride == 1) k.c[d] = fmt(a, "(%s %% %lldu)", lin, (long long)t->dims[d]);
+    else if (d == 0) k.c[d] = stride == 1 ? lin : ssm_arena_printf(a, "(%s / %lldu)", lin, (long long)stride);
+    else if (stride == 1) k.c[d] = ssm_arena_printf(a, "(%s %% %lldu)", lin, (long long)t->dims[d]);
     else
-      k.c[d] = fmt(a, "((%s / %lldu) %% %lldu)", lin, (long long)stride, (long long)t->dims[d]);
+      k.c[d] = ssm_arena_printf(a, "((%s / %lldu) %% %lldu)", lin, (long long)stride, (long long)t->dims[d]);
     stride *= t->dims[d];
   }
   return k;
@@ -126,7 +114,7 @@ static coords broadcast(const coords *k, const ssm_type *op) {
 static const char *float_lit(ssm_arena *a, double v) {
   if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
   if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-  return fmt(a, "float(%.9g)", v);
+  return ssm_arena_printf(a, "float(%.9g)", v);
 }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
@@ -176,7 +164,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     if (d->op == SSM_OP_SLICE) {
       int64_t axis = ssm_node_int(d, "axis", 0), start = ssm_node_int(d, "start", 0);
       s = *k;
-      if (start) s.c[axis] = fmt(c->a, "(%s + %lldu)", k->c[axis], (long long)start);
+      if (start) s.c[axis] = ssm_arena_printf(c->a, "(%s + %lldu)", k->c[axis], (long long)start);
     } else if (d->op == SSM_OP_TRANSPOSE) {
       const ssm_attr *perm = ssm_node_attr(d, "perm");
       for (int i = 0; i < k->rank; i++) s.c[perm->ints[i]] = k->c[i];
@@ -214,7 +202,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       for (int i = 0; i < d->nargs; i++) {
         coords s = *k;
         int64_t len = d->args[i]->type.dims[axis];
-        if (off) s.c[axis] = fmt(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
+        if (off) s.c[axis] = ssm_arena_printf(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
         if (i + 1 < d->nargs)
           ssm_sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
         emit(c, d->args[i], &s, out, depth + 1);
@@ -288,7 +276,7 @@ static void epilogue_fn(gctx *c, ssm_sb *loads) {
 /* The generated helper functions, then the load and epilogue functions, as
  * the template's LOADS; consumes `loads`. */
 static const char *loads_text(gctx *c, ssm_sb *loads) {
-  const char *t = fmt(c->a, "%s%s", ssm_sb_str(&c->helpers), ssm_sb_str(loads));
+  const char *t = ssm_arena_printf(c->a, "%s%s", ssm_sb_str(&c->helpers), ssm_sb_str(loads));
   ssm_sb_free(loads);
   return t;
 }
@@ -346,7 +334,7 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
   char *src;
   SSM_TRY(ssm_cg_template_expand(c->a, family, kv, &src));
   out->family = family;
-  out->params = fmt(c->a, "%s %s", members_list(c), params);
+  out->params = ssm_arena_printf(c->a, "%s %s", members_list(c), params);
   out->glsl = ssm_arena_printf(c->a, "// ssmc kernel: template %s.glsl.in, %s\n%s", family,
                                out->params, src);
   out->nbindings = c->nbind;
@@ -354,8 +342,8 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
   return NULL;
 }
 
-#define I64(x) fmt(c->a, "%lld", (long long)(x))
-#define U32(x) fmt(c->a, "%u", (unsigned)(x))
+#define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
+#define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -381,7 +369,7 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
                       "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "HELPERS",
                       sb_take(&c->helpers, c->a), "COORDS", sb_take(&co, c->a), "EXPR",
                       sb_take(&ex, c->a), NULL};
-  return finish(c, "pointwise", fmt(c->a, "N=%lld", (long long)count), kv, out);
+  return finish(c, "pointwise", ssm_arena_printf(c->a, "N=%lld", (long long)count), kv, out);
 }
 
 static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
@@ -406,10 +394,10 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
   grid_per_item(N, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS",
-                      norm ? fmt(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
                       loads_text(c, &loads), NULL};
-  return finish(c, "matmul", fmt(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
+  return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
 }
 
@@ -441,10 +429,10 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = groups_for(S, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
-                      fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
+                      ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
                       loads_text(c, &loads), NULL};
-  return finish(c, "scan", fmt(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
+  return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
                                (long long)N), kv, out);
 }
 
@@ -465,10 +453,10 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = groups_for(C, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
-                      fmt(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
+                      ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
                       loads_text(c, &loads), NULL};
-  return finish(c, "conv1d", fmt(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
+  return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
                                  (long long)K), kv, out);
 }
 
@@ -493,10 +481,10 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
                       float_lit(c->a, ssm_node_float(at, "scale", 1)), "KCACHE",
-                      fmt(c->a, "b%d", kb), "VCACHE", fmt(c->a, "b%d", vb), "POS",
-                      fmt(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
+                      ssm_arena_printf(c->a, "b%d", kb), "VCACHE", ssm_arena_printf(c->a, "b%d", vb), "POS",
+                      ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
                       "LOADS", loads_text(c, &loads), NULL};
-  return finish(c, "attention", fmt(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
+  return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
                                     (long long)MAXS), kv, out);
 }
@@ -525,7 +513,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
     init = "0.0";
     accum = "p += x * x";
     combine = "part[lid] += part[lid + s]";
-    finish_code = fmt(c->a,
+    finish_code = ssm_arena_printf(c->a,
                       "float inv = inversesqrt(r / float(%s) + %s);\n"
                       "  for (uint c = lid; c < %su; c += %su)\n"
                       "    b0.v[base + c] = epilogue(in_x(row, c) * inv * in_w(c), base + c);",
@@ -539,20 +527,20 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
     combine = "vec2 o = part[lid + s], q = part[lid];"
               " if (o.y > 0.0) { if (q.y == 0.0) part[lid] = o; else { float m = max(q.x, o.x);"
               " part[lid] = vec2(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }";
-    finish_code = fmt(c->a,
+    finish_code = ssm_arena_printf(c->a,
                       "for (uint c = lid; c < %su; c += %su)\n"
                       "    b0.v[base + c] = epilogue(exp(in_x(row, c) - r.x) / r.y, base + c);",
                       C_, L_);
   } else { /* argmax: first index of the largest value; a thread's first element always counts */
     part_t = "vec2";
-    init = fmt(c->a, "vec2(" NEG_INF ", float(%s))", C_);
-    accum = fmt(c->a, "if (x > p.x || p.y == float(%s)) p = vec2(x, float(c))", C_);
-    combine = fmt(c->a,
+    init = ssm_arena_printf(c->a, "vec2(" NEG_INF ", float(%s))", C_);
+    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == float(%s)) p = vec2(x, float(c))", C_);
+    combine = ssm_arena_printf(c->a,
                   "vec2 o = part[lid + s], q = part[lid];"
                   " if (o.y != float(%s) && (q.y == float(%s) || o.x > q.x ||"
                   " (o.x == q.x && o.y < q.y))) part[lid] = o",
                   C_, C_);
-    finish_code = fmt(c->a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
+    finish_code = ssm_arena_printf(c->a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
   }
   if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads);
   grid_per_item(rows, out->groups);
@@ -561,7 +549,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
                       loads_text(c, &loads), "PART_T",
                       part_t, "INIT", init, "ACCUM", accum, "COMBINE", combine, "FINISH",
                       finish_code, NULL};
-  return finish(c, "rowreduce", fmt(c->a, "ROWS=%lld C=%lld", (long long)rows, (long long)C),
+  return finish(c, "rowreduce", ssm_arena_printf(c->a, "ROWS=%lld C=%lld", (long long)rows, (long long)C),
                 kv, out);
 }
 
@@ -584,8 +572,8 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
                       U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c->a), "LOADS",
                       loads_text(c, &loads), "IDS",
-                      fmt(c->a, "b%d", ib), NULL};
-  return finish(c, "embed", fmt(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
+                      ssm_arena_printf(c->a, "b%d", ib), NULL};
+  return finish(c, "embed", ssm_arena_printf(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
                                 (long long)V), kv, out);
 }
 
@@ -612,7 +600,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
     init = NEG_INF;
     accum = "acc = max(acc, x)";
   } else if (!strcmp(kind, "mean")) {
-    final = fmt(c->a, "acc / float(%lld)", (long long)xt->dims[axis]);
+    final = ssm_arena_printf(c->a, "acc / float(%lld)", (long long)xt->dims[axis]);
   }
   uint32_t local = 256;
   out->groups[0] = groups_for(outer * inner, local);
@@ -622,7 +610,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
                       buffers_decl(c), "COMMON", common(c->a), "LOADS",
                       loads_text(c, &loads), "INIT",
                       init, "ACCUM", accum, "FINAL", final, NULL};
-  return finish(c, "reduce", fmt(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
+  return finish(c, "reduce", ssm_arena_printf(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
                                  (long long)outer, (long long)xt->dims[axis], (long long)inner),
                 kv, out);
 }
@@ -638,7 +626,7 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
-  coords k = delinearize(fmt(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
+  coords k = delinearize(ssm_arena_printf(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
   load_fn(c, &loads, "in_x", "uint c", n->args[0], &k);
@@ -647,8 +635,8 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
                       "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
                       loads_text(c, &loads), "STATE",
-                      fmt(c->a, "b%d", sb), NULL};
-  return finish(c, "sample", fmt(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
+                      ssm_arena_printf(c->a, "b%d", sb), NULL};
+  return finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
 }
 
 /* ---- entry points ------------------------------------------------------ */

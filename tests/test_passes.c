@@ -517,9 +517,16 @@ static void test_weight_transform(void) {
   CU_ASSERT(y[0] == 0 && y[1] == 0 && y[2] == 0);
 
   float z[2] = {1, 2};
-  SSM_ASSERT_ERR(ssm_weight_transform("exp,cube", z, 2),
-                 "transform \"exp,cube\": unknown transform op 'cube' (known: neg, exp, log, "
-                 "softplus, silu, sigmoid, relu, sqrt, rsqrt, square, tanh)");
+  ssm_sb known = {0}; /* every unary op of the table, in its order */
+  ssm_sb_printf(&known, "transform \"exp,cube\": unknown transform op 'cube' (known: ");
+  int nunary = 0;
+  for (int o = 0; o < SSM_OP_COUNT; o++)
+    if (ssm_op_info_get((ssm_op)o)->kind == SSM_KIND_UNARY)
+      ssm_sb_printf(&known, "%s%s", nunary++ ? ", " : "", ssm_op_info_get((ssm_op)o)->name);
+  ssm_sb_printf(&known, ")");
+  CU_ASSERT(nunary >= 11);
+  SSM_ASSERT_ERR(ssm_weight_transform("exp,cube", z, 2), known.s);
+  ssm_sb_free(&known);
   CU_ASSERT(z[0] == 1 && z[1] == 2); /* checked before anything changes */
   SSM_ASSERT_ERR(ssm_weight_transform("add", z, 2), "unknown transform op 'add'");
   SSM_ASSERT_ERR(ssm_weight_transform("neg_exp", z, 2), "unknown transform op 'neg_exp'");
@@ -567,7 +574,7 @@ static void test_transform_matches_cpu(void) {
       ssm_graph_destroy(g);
     }
   }
-  CU_ASSERT_EQUAL(ops, 11);
+  CU_ASSERT(ops >= 11); /* every unary op of the table was tried */
   ssm_cpu_destroy(c);
 }
 
