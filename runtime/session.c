@@ -353,9 +353,10 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   if (sampled)
     SSM_TRY(ssm_backend_set_sampler(b, g->temperature, g->top_k, g->top_p, (int64_t)g->seed));
   int stopped;
-  /* with the sampler, the last prompt token is its first input; the
-   * prompt's logits come to the host to be checked for inf/NaN */
-  SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, 1, g->on_logits, g->user, &stopped));
+  /* with the sampler, the last prompt token is its first input (and the
+   * sampler itself reports inf/NaN logits: they need not come to the host) */
+  SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, g->on_logits || !sampled, g->on_logits, g->user,
+               &stopped));
   if (stopped || !max_tokens) return NULL;
   if (sampled) {
     step_ctx c = {s, g, b->position, eos, NULL, 0};

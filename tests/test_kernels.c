@@ -817,6 +817,33 @@ static void test_sample(void) {
   end_list();
 }
 
+/* A NaN or an infinity anywhere in the row: -1 on both sides, whatever the
+ * settings (the runtime reports the position). */
+static void test_sample_nonfinite(void) {
+  NEED_VK();
+  const float bad[3] = {NAN, INFINITY, -INFINITY};
+  for (int b = 0; b < 3; b++)
+    for (int where = 0; where < 2; where++) {
+      enum { V = 3000 };
+      float row[V];
+      for (int i = 0; i < V; i++) row[i] = (float)((i * 37) % 101) / 17.0f - 3.0f;
+      row[where ? V - 1 : 1234] = bad[b];
+      smp t;
+      if (!smp_open(&t, "sample with a non-finite logit", 1, V, row)) {
+        smp_close(&t);
+        continue;
+      }
+      for (int greedy = 0; greedy < 2; greedy++) {
+        smp_set(&t, greedy ? 0 : 0.9f, 0, 1, 3);
+        float st[8] = {greedy ? 0 : 0.9f, 0, 1, 3, 0, 0, 0, 0};
+        CU_ASSERT_EQUAL(ssm_sample_row(t.row, V, st, NULL), -1);
+        CU_ASSERT_EQUAL(smp_cpu(&t), -1);
+        CU_ASSERT_EQUAL(smp_gpu(&t), -1);
+      }
+      smp_close(&t);
+    }
+}
+
 /* Softmax frequencies, top-k and top-p support, seeds. */
 static void test_sample_distribution(void) {
   NEED_VK();
@@ -940,6 +967,7 @@ int main(void) {
                          {"attention", test_attention},
                          {"sample", test_sample},
                          {"sample_distribution", test_sample_distribution},
+                         {"sample_nonfinite", test_sample_nonfinite},
                          {"validation_clean", test_validation_clean},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("kernels", tests);

@@ -57,3 +57,8 @@ ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count) {
                         (long long)(b->position < b->max_seq ? b->max_seq : b->position),
                         (long long)b->max_seq);
 }
+
+ssm_status ssm_sampler_nonfinite(int64_t position) {
+  return ssm_status_new(SSM_ERR_INVALID, "non-finite logit at position %lld: the model or its "
+                        "weights produce inf/NaN", (long long)position);
+}

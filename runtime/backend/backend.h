@@ -90,6 +90,10 @@ ssm_status ssm_backend_check(ssm_backend *b);
 ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, int64_t seed,
                              float out[SSM_SAMPLER_STATE_LEN]);
 
+/* The error for a sampler that drew -1: a logit of the step at `position`
+ * was inf or NaN. */
+ssm_status ssm_sampler_nonfinite(int64_t position);
+
 /* "position 2048 is past --max-seq 2048" when `count` more tokens at the
  * backend's position would go past its max_seq; NULL otherwise. */
 ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count);

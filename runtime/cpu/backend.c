@@ -89,6 +89,7 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
     ssm_cpu_set_position(c->cpu, b->position);
     SSM_TRY(ssm_cpu_run_outputs(c->cpu, c->sampled, &input, 2, outs, counts));
     b->position = ssm_cpu_position(c->cpu);
+    if (id == -1) return ssm_sampler_nonfinite(b->position - 1);
     input = out_ids[(*out_count)++] = (int32_t)id;
     if (on_step && on_step(input, want_logits ? c->logits : NULL, user)) break;
   }

@@ -53,7 +53,8 @@ ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *typ
 /* The `sample` op on one row of `n` logits with sampler state `state`
  * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
  * interpreter's definition, which templates/sample.glsl.in follows step by
- * step. Greedy (first largest) when temperature <= 0. Otherwise x = (l -
+ * step. -1 when a logit is inf or NaN (the runtime reports it, naming the
+ * position). Greedy (first largest) when temperature <= 0. Otherwise x = (l -
  * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
  * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
  * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u

@@ -676,6 +676,8 @@ static double mass_ge(const double *p, int64_t n, double u) {
 
 int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin) {
   if (out_margin) *out_margin = INFINITY;
+  for (int64_t i = 0; i < n; i++)
+    if (!isfinite(logits[i])) return -1;
   int64_t best = 0;
   for (int64_t i = 1; i < n; i++)
     if (logits[i] > logits[best]) best = i;

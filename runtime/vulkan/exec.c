@@ -217,6 +217,7 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
     b->position += batch;
     for (int j = 0; j < batch; j++) {
       int32_t id = ring[j];
+      if (id == -1) return ssm_sampler_nonfinite(b->position - batch + j);
       if (id < 0 || id >= b->vocab)
         return ssm_status_new(SSM_ERR_DEVICE, "the sampler drew token id %d, outside [0, %lld)",
                               id, (long long)b->vocab);
