@@ -155,14 +155,27 @@ char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
 
 /* ---- files (text.c) ------------------------------------------------------ */
 
-/* Reads a whole file into malloc'd memory with a terminating NUL.
- * `max_bytes` bounds what is accepted (0: 1 GiB). */
+/* Opens `path` for reading when it is a regular file; a directory, FIFO,
+ * device or socket is an error that says which, given without blocking.
+ * *out_size is its size. The caller closes *out_fd. */
+ssm_status ssm_file_open(const char *path, int *out_fd, size_t *out_size);
+/* Reads a whole regular file into malloc'd memory with a terminating NUL.
+ * `max_bytes` bounds what is accepted (0: 1 GiB), checked before reading. */
 ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
                          size_t *out_size);
 /* Writes the `n` parts one after another to `path`, atomically: into a new
- * temporary file beside it, flushed, then renamed over it. On any failure
- * `path` keeps what it had and the temporary file is removed. */
+ * temporary file beside it (ssm_file_temp), flushed, then renamed over it.
+ * On any failure `path` keeps what it had and the temporary file is
+ * removed. A device or pipe (/dev/null, /dev/stdout) is written in place. */
 ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
                           const size_t *sizes);
+/* The two halves of ssm_file_write, for writers that stream: a new file
+ * ".NAME.XXXXXX" beside `path` (mkostemp, mode as the umask allows), and
+ * its end: flushed and renamed over `path`, or (with `failed`, or when
+ * flushing fails) removed. Both take ownership of `tmp` and `fd`. */
+ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
+ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
+/* 1 when `a` and `b` name the same existing file (one device, one inode). */
+int ssm_file_same(const char *a, const char *b);
 
 #endif

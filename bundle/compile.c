@@ -145,16 +145,15 @@ typedef struct {
 static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   dumper *d = user;
   if (d->err) return;
-  ssm_sb path = {0};
+  ssm_sb path = {0}, text = {0};
   ssm_sb_printf(&path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
-  FILE *f = fopen(path.s, "w");
-  if (f) {
-    char *text = ssm_graph_print(g);
-    fprintf(f, "# after %s: %s\n%s", pass, note && *note ? note : "", text);
-    free(text);
-  }
-  if (!f || fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path.s);
+  char *ir = ssm_graph_print(g);
+  ssm_sb_printf(&text, "# after %s: %s\n%s", pass, note && *note ? note : "", ir);
+  free(ir);
+  d->err = ssm_status_wrap(ssm_file_write(path.s, 1, (const void *const[]){text.s}, &text.n),
+                           "--dump-ir");
   ssm_sb_free(&path);
+  ssm_sb_free(&text);
 }
 
 /* The decode program's sampler: `next` is the drawn id, `sampler` its state. */

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/cpu/cpu.h"
 #include "runtime/internal.h"
@@ -124,13 +125,18 @@ void ssmc_options_init(ssmc_options *o) {
   *o = (ssmc_options){.backend = SSMC_BACKEND_VULKAN, .device = -1, .eos = -1};
 }
 
-/* A file that starts with the bundle magic. */
+/* A regular file that starts with the bundle magic. */
 static int is_bundle(const char *path) {
-  if (is_dir(path)) return 0;
-  FILE *f = fopen(path, "rb");
+  int fd;
+  size_t size;
+  ssm_status s = ssm_file_open(path, &fd, &size);
+  if (s) {
+    ssm_status_free(s);
+    return 0;
+  }
   char magic[4] = {0};
-  int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "SSMB", 4);
-  if (f) fclose(f);
+  int yes = size >= 4 && read(fd, magic, 4) == 4 && !memcmp(magic, "SSMB", 4);
+  close(fd);
   return yes;
 }
 

@@ -100,15 +100,16 @@ ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count);
 
 /* ---- state files (state.c) ------------------------------------------------ */
 
-/* A saved model state: "SSMS", format version, a JSON header (architecture,
- * weights fingerprint, position, each tensor's name, dtype, shape, offset,
- * size, and an FNV-1a 64 checksum of the data), then the tensor data.
+/* A saved model state: "SSMS", format version, the header's length, an
+ * FNV-1a 64 checksum of everything after it, a JSON header (architecture,
+ * weights fingerprint, position, each tensor's name, dtype, shape, offset
+ * and size), then the tensor data.
  * Loading checks all of it against the backend it is restored into:
  * another architecture, other weights, a missing, extra or differently
  * shaped tensor, a truncated or corrupt file are clear errors and change
  * nothing. Saving writes a temporary file and renames it over `path`, so a
  * failed save leaves the old file as it was. */
-#define SSM_STATE_VERSION 1
+#define SSM_STATE_VERSION 2
 
 ssm_status ssm_backend_state_save(ssm_backend *b, const char *path);
 ssm_status ssm_backend_state_load(ssm_backend *b, const char *path);

@@ -166,8 +166,10 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   if (!s) s = ssm_cpu_create(c->st, &c->cpu);
   if (!s) s = graph_for(c, 1, &decode);
   if (!s) {
-    b->fingerprint = ssm_st_fingerprint(c->st);
     describe(c, decode);
+    b->fingerprint = ssm_st_fingerprint(c->st, &s);
+  }
+  if (!s) {
     s = ssm_sampler_state(0, 0, 1, 0, c->sampler);
   }
   if (!s) s = write_sampler(c);

@@ -37,8 +37,6 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
 /* Sets the position (a restored state's). */
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
-/* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
-uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
 
 /* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
  * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */

@@ -49,7 +49,6 @@ static ssm_status download(vk_backend *v, ssm_region r, void *data) {
 static ssm_status upload_weights(vk_backend *v, const char *weights) {
   ssm_st *st;
   SSM_TRY(ssm_st_open(weights, &st));
-  v->base.fingerprint = ssm_st_fingerprint(st);
   ssm_status s = NULL;
   void *host = NULL;
   size_t host_cap = 0;
@@ -75,6 +74,8 @@ static ssm_status upload_weights(vk_backend *v, const char *weights) {
     }
     if (!s) s = upload(v, w->region, host);
   }
+  /* every weight read was hashed on the way: this reads only unused tensors */
+  if (!s) v->base.fingerprint = ssm_st_fingerprint(st, &s);
   free(host);
   ssm_st_close(st);
   return s;
