@@ -97,8 +97,8 @@ ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
   SSM_TRY(ssm_file_open(path, &fd, &size));
   if (size > max_bytes) {
     close(fd);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: file of %zu bytes, larger than the %zu this "
-                          "kind of file may have", path, size, max_bytes);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: file larger than %zu bytes (it has %zu)", path,
+                          max_bytes, size);
   }
   char *buf;
   ssm_status s = ssm_alloc(size + 1, 1, (void **)&buf);
