@@ -114,6 +114,23 @@ void ssm_fatal_nomem(size_t bytes);
 #define ssm_vec_free(v) (free((v)->items), (v)->items = NULL, (v)->n = (v)->cap = 0)
 void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem);
 
+/* ---- string maps (memory.c) ------------------------------------------------ */
+
+/* A hash map from strings to void pointers (open addressing, FNV-1a). Keys
+ * are not copied: they must outlive the map. Zero-initialize. */
+typedef struct {
+  const char **keys;
+  void **vals;
+  size_t n, cap;
+} ssm_strmap;
+
+/* The value slot of `key`, created (NULL) when absent; *out_found says
+ * whether it was there. The pointer is valid until the next insertion. */
+void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found);
+/* The value of `key`, or NULL. */
+void *ssm_strmap_get(const ssm_strmap *m, const char *key);
+void ssm_strmap_free(ssm_strmap *m);
+
 /* ---- string builder (text.c) ---------------------------------------------- */
 
 /* Appends formatted text to a growing NUL-terminated string. Zero-initialize

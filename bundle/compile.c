@@ -25,8 +25,9 @@ typedef struct {
   SSM_VEC(ssm_mf_buffer) buffers;
   SSM_VEC(ssm_mf_tensor) weights;
   SSM_VEC(ssm_mf_tensor) states; /* the sampler's too; it is left out of the manifest's */
+  ssm_strmap by_name;            /* weight or state name -> 1 + its index in weights/states */
   SSM_VEC(ssm_mf_kernel) kernels;
-  SSM_VEC(const char *) kernel_src;
+  ssm_strmap kernel_src;          /* a kernel's GLSL -> 1 + its index in kernels */
   ssm_sb blobs;
   ssm_arena *tmp;     /* generated kernels, while compiling */
   uint64_t act_bytes; /* the larger activation plan */
@@ -53,16 +54,21 @@ static ssm_region alloc_in(compiler *c, int buffer, uint64_t bytes) {
   return r;
 }
 
-static ssm_mf_tensor *find(ssm_mf_tensor *v, size_t n, const char *name) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(v[i].name, name)) return &v[i];
-  return NULL;
+/* The weight or state named `name` (names are unique among both). */
+static ssm_mf_tensor *find(compiler *c, ssm_mf_tensor *v, const char *name) {
+  uintptr_t i = (uintptr_t)ssm_strmap_get(&c->by_name, name);
+  return i ? &v[i - 1] : NULL;
+}
+
+static void remember(compiler *c, const char *name, size_t index) {
+  int found;
+  *ssm_strmap_slot(&c->by_name, name, &found) = (void *)(uintptr_t)(index + 1);
 }
 
 /* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone). */
 static ssm_region place_weight(compiler *c, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
-  ssm_mf_tensor *w = find(c->weights.items, c->weights.n, name);
+  ssm_mf_tensor *w = find(c, c->weights.items, name);
   if (w) return w->region;
   uint64_t bytes = type_bytes(&n->result->type);
   int last = (int)c->buffers.n - 1;
@@ -75,12 +81,13 @@ static ssm_region place_weight(compiler *c, const ssm_node *n) {
                      ssm_arena_strdup(c->b->arena, ssm_node_str(n, "transform", "")),
                      alloc_in(c, last, bytes)};
   ssm_vec_push(&c->weights, t);
+  remember(c, t.name, c->weights.n - 1);
   return t.region;
 }
 
 static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   const char *name = ssm_node_str(n, "name", "");
-  ssm_mf_tensor *s = find(c->states.items, c->states.n, name);
+  ssm_mf_tensor *s = find(c, c->states.items, name);
   if (s) {
     if (!ssm_type_equal(&s->type, &n->result->type))
       return ssm_status_new(SSM_ERR_INVALID, "state '%s' has different types in the decode and "
@@ -91,6 +98,7 @@ static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type, "",
                      alloc_in(c, BUF_STATE, type_bytes(&n->result->type))};
   ssm_vec_push(&c->states, t);
+  remember(c, t.name, c->states.n - 1);
   *out = t.region;
   return NULL;
 }
@@ -115,11 +123,11 @@ static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
 
 /* The kernel with this source, compiled once. */
 static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
-  for (size_t i = 0; i < c->kernel_src.n; i++)
-    if (!strcmp(c->kernel_src.items[i], k->glsl)) {
-      *out = (int)i;
-      return NULL;
-    }
+  uintptr_t known = (uintptr_t)ssm_strmap_get(&c->kernel_src, k->glsl);
+  if (known) {
+    *out = (int)known - 1;
+    return NULL;
+  }
   int index = (int)c->kernels.n;
   char *name = ssm_arena_printf(c->b->arena, "k%d_%s", index, k->family);
   uint32_t *words;
@@ -130,7 +138,8 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
                       add_blob(c, words, nwords * 4), add_blob(c, k->glsl, strlen(k->glsl))};
   free(words);
   ssm_vec_push(&c->kernels, mk);
-  ssm_vec_push(&c->kernel_src, k->glsl);
+  int found;
+  *ssm_strmap_slot(&c->kernel_src, k->glsl, &found) = (void *)(uintptr_t)(index + 1);
   *out = index;
   return NULL;
 }
@@ -314,7 +323,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   ssm_vec_free(&c.weights);
   ssm_vec_free(&c.states);
   ssm_vec_free(&c.kernels);
-  ssm_vec_free(&c.kernel_src);
+  ssm_strmap_free(&c.kernel_src);
+  ssm_strmap_free(&c.by_name);
   ssm_sb_free(&c.blobs);
   ssm_arena_destroy(c.tmp);
   if (s) {

@@ -28,6 +28,7 @@ typedef struct {
   ssm_graph *g;
   int id;               /* group id, or -1 with `single` */
   const ssm_node *single; /* a node generated alone (kernel tests) */
+  const ssm_node *first;  /* members lie from first to root (groups.c) */
   const ssm_node *root, *anchor, *norm;
   ssm_arena *a;
   const ssm_value *bind[SSM_CG_MAX_BINDINGS];
@@ -321,10 +322,8 @@ static uint32_t pow2_threads(int64_t work, uint32_t lo, uint32_t hi) {
 /* The fused ops, for the kernel's parameter line: "matmul+add+softplus". */
 static const char *members_list(gctx *c) {
   ssm_sb b = {0};
-  if (c->single) ssm_sb_printf(&b, "%s", ssm_op_info_get(c->single->op)->name);
-  else
-    for (ssm_node *n = c->g->first; n; n = n->next)
-      if (member(c, n)) ssm_sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
+  for (const ssm_node *n = c->first; n; n = n == c->root ? NULL : n->next)
+    if (member(c, n)) ssm_sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
   return sb_take(&b, c->a);
 }
 
@@ -643,7 +642,7 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
 
 static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   *out = (ssm_cg_kernel){0};
-  for (ssm_node *n = c->g->first; n; n = n->next)
+  for (const ssm_node *n = c->first; n; n = n == c->root ? NULL : n->next)
     if (member(c, n))
       for (int i = 0; i < n->nargs; i++)
         if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32)
@@ -674,13 +673,14 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
 
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out) {
-  gctx c = {.g = g, .id = gr->id, .root = gr->root, .anchor = gr->anchor, .norm = gr->norm, .a = a};
+  gctx c = {.g = g, .id = gr->id, .first = gr->first, .root = gr->root, .anchor = gr->anchor,
+            .norm = gr->norm, .a = a};
   return generate(&c, out);
 }
 
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out) {
-  gctx c = {.g = g, .id = -1, .single = n, .root = n, .a = a};
+  gctx c = {.g = g, .id = -1, .single = n, .first = n, .root = n, .a = a};
   c.anchor = ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? NULL : n;
   return generate(&c, out);
 }
