@@ -170,7 +170,15 @@ char *ssm_arena_strdup(ssm_arena *a, const char *s);
 char *ssm_arena_strndup(ssm_arena *a, const char *s, size_t n);
 char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
 
-/* ---- files (text.c) ------------------------------------------------------ */
+/* ---- JSON (json.c) ---------------------------------------------------------- */
+
+struct cJSON;
+/* Parses `len` bytes of JSON; `name` stands for them in messages. Not JSON:
+ * "NAME:LINE:COL: not valid JSON". An object that gives a key twice is
+ * refused, naming the key and where it is. The caller cJSON_Deletes *out. */
+ssm_status ssm_json_parse(const char *name, const char *text, size_t len, struct cJSON **out);
+
+/* ---- files (text.c) ----------------------------------------------------------- */
 
 /* Opens `path` for reading when it is a regular file; a directory, FIFO,
  * device or socket is an error that says which, given without blocking.

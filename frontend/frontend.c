@@ -245,18 +245,10 @@ static ssm_status json_parse(const char *name, const char *text, size_t len, cJS
   size_t n = len;
   char *data = NULL;
   SSM_TRY(ssm_status_wrap(json_python_tokens(text, &n, &data), "%s", name));
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
-  if (!j) {
-    int line = 1, col = 1;
-    for (const char *c = data; end && c < end && c < data + n; c++) {
-      if (*c == '\n') line++, col = 1;
-      else col++;
-    }
-    free(data);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", name, line, col);
-  }
+  cJSON *j;
+  ssm_status s = ssm_json_parse(name, data, n, &j);
   free(data);
+  if (s) return s;
   if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
     return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);

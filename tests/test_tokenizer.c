@@ -481,7 +481,7 @@ static void test_malformed(void) {
   expect_load_error(j, "model.vocab: id 5 is given to both");
   j = base_json();
   cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "he", 900);
-  expect_load_error(j, "model.vocab: token 'he' appears twice");
+  expect_load_error(j, "the key 'he' is given twice in the object at model.vocab");
   j = base_json();
   cJSON_DeleteItemFromObject(cJSON_GetObjectItem(model_of(j), "vocab"), "Ā");
   expect_load_error(j, "model.vocab lacks the byte-level token 'Ā' for byte 0x00");

@@ -612,19 +612,10 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
   size_t size;
   SSM_TRY(ssm_file_read(path, 0, &text, &size));
   load_ctx L = {path};
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, 0);
-  if (!root) {
-    size_t off = end && end >= text && end <= text + size ? (size_t)(end - text) : 0;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < off; i++) {
-      if (text[i] == '\n') line++, col = 1;
-      else col++;
-    }
-    free(text);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: not valid JSON", path, line, col);
-  }
+  cJSON *root;
+  ssm_status ps = ssm_json_parse(path, text, size, &root);
   free(text);
+  if (ps) return ps;
   ssm_tok *t = ssm_xcalloc(1, sizeof *t);
   ssm_status s = NULL;
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");

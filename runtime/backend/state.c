@@ -161,7 +161,8 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
     s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt state file (checksum mismatch)", path);
     goto done;
   }
-  h = cJSON_ParseWithLength((const char *)p + PREFIX, (size_t)hl);
+  s = ssm_json_parse(path, (const char *)p + PREFIX, (size_t)hl, &h);
+  if (s) goto done;
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(h, "architecture");
   const cJSON *fp = cJSON_GetObjectItemCaseSensitive(h, "weights_fingerprint");
   const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "position");

@@ -313,13 +313,12 @@ static ssm_status load_index(ssm_st *st, const char *path) {
   char *text;
   size_t len;
   SSM_TRY(ssm_file_read(path, ST_MAX_HEADER, &text, &len));
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root;
+  ssm_status s = ssm_json_parse(path, text, len, &root);
   free(text);
-  ssm_status s = NULL;
+  if (s) return s;
   const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-  if (!root)
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: not valid JSON", path);
-  else if (!cJSON_IsObject(wm))
+  if (!cJSON_IsObject(wm))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: no \"weight_map\" object", path);
 
   const char *slash = strrchr(path, '/');
