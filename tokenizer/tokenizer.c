@@ -453,6 +453,13 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
     if (id > max_id) max_id = id;
     i++;
   }
+  /* the tables are sized by the largest id: bound it by what the file
+   * defines, so one id of 1e9 cannot make it allocate gigabytes */
+  int64_t defined = (int64_t)n_vocab + i;
+  if (max_id >= 2 * defined + 1024)
+    return LOAD_ERR(L, SSM_ERR_INVALID, "the largest token id, %lld, is far past the %lld tokens "
+                    "the file defines (ids must be nearly dense)", (long long)max_id,
+                    (long long)defined);
   t->vocab_size = (int32_t)(max_id + 1);
   size_t n = (size_t)t->vocab_size;
   t->str = calloc(n, sizeof *t->str);
