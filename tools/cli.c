@@ -9,6 +9,7 @@
  * names the option.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include "bundle/bundle.h"
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
+#include "tools/cli.h"
 
 static const char usage[] =
     "usage:\n"
@@ -131,21 +133,6 @@ static ssm_status parse_ids(const char *what, const char *s, int32_t **out, size
   }
 }
 
-/* TEXT, or all of stdin for "-" (malloc'd). */
-static char *text_arg(const char *text, size_t *out_len) {
-  if (strcmp(text, "-")) {
-    *out_len = strlen(text);
-    return strdup(text);
-  }
-  size_t cap = 4096, n = 0, r;
-  char *buf = malloc(cap);
-  while (buf && (r = fread(buf + n, 1, cap - n - 1, stdin)) > 0)
-    if ((n += r) + 1 >= cap && !(buf = realloc(buf, cap *= 2))) break;
-  if (buf) buf[n] = 0;
-  *out_len = n;
-  return buf;
-}
-
 #define O_FLAG(n, d) {.name = n, .kind = FLAG, .dest = d}
 #define O_STR(n, d) {.name = n, .kind = STR, .dest = d}
 #define O_INT(n, d, l, h, w, g) {.name = n, .kind = INT, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
@@ -241,7 +228,9 @@ static int cmd_compile(int argc, char **argv) {
   ssm_bundle *b = NULL;
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
                          .dump_dir = dump};
-  ssm_status s = load_model(model, config, max_seq, &m);
+  const char *inputs[] = {model, config, NULL};
+  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, model);
+  if (!s) s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
   if (!s) s = ssm_bundle_save(b, out);
   ssm_bundle_close(b);
@@ -329,14 +318,31 @@ typedef struct {
   ssmc_decoder *dec; /* --prompt: the text so far */
 } printer;
 
+/* SIGINT / SIGTERM: generation stops at the next token and the command
+ * finishes its output; a second one ends the process at once. */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void catch_signals(void) {
+  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+static int stop_on_signal(int32_t id, void *user) { return g_signal != 0; }
+
 static int dump_row(const float *logits, int64_t vocab, int64_t position, void *user) {
   printer *p = user;
+  if (g_signal) return 1;
   if (fwrite(logits, sizeof(float), (size_t)vocab, p->f) != (size_t)vocab) p->err = errno ? errno : EIO;
   return p->err != 0;
 }
 
 static int print_token(int32_t id, void *user) {
   printer *p = user;
+  if (g_signal) return 1;
   const char *text;
   size_t len;
   ssmc_status s = ssmc_decoder_feed(p->dec, id, &text, &len);
@@ -359,6 +365,7 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
   g.seed = (uint32_t)r->seed;
   g.host_greedy = r->greedy;
   g.on_logits = r->dump ? dump_row : NULL;
+  g.on_token = stop_on_signal;
   g.user = p;
   int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
   size_t nids = 0, ngen = 0;
@@ -372,8 +379,8 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
     st = ssmc_session_tokenizer(s, &t);
     if (st) return ssm_status_wrap(st, "--prompt needs a tokenizer (--tokenizer FILE, or "
                                    "tokenizer.json in the weights directory)");
-    text = text_arg(r->prompt, &len);
-    st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
+    st = ssm_cli_text_arg("--prompt", r->prompt, &text, &len);
+    if (!st) st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
     if (!st && !nids) st = ssm_status_new(SSM_ERR_INVALID, "--prompt: the text has no tokens");
     if (!st) st = ssmc_decoder_create(t, 1, &p->dec);
     if (!st) fputs(text, stdout);
@@ -424,24 +431,35 @@ static int cmd_run(int argc, char **argv) {
   if (session_options(&r, "run")) return 2;
   if (!r.tokens == !r.prompt) return usage_error("run", "give --tokens IDS or --prompt TEXT%s", "");
   printer p = {0};
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", r.dump ? r.dump : "", (int)getpid());
-  if (r.dump && !(p.f = fopen(tmp, "wb")))
-    return fail(ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno)));
+  const char *inputs[] = {r.model, r.o.weights, r.o.config, r.o.tokenizer, r.state_in, NULL};
+  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, r.o.weights);
+  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, r.o.weights);
+  if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
+    st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
+  char *tmp = NULL;
+  int fd = -1;
+  if (!st && r.dump) st = ssm_status_wrap(ssm_file_temp(r.dump, &tmp, &fd), "--dump-logits");
+  if (fd >= 0 && !(p.f = fdopen(fd, "wb"))) ssm_fatal_nomem(0);
   ssmc_session *s = NULL;
-  ssmc_status st = ssmc_session_open(r.model, &r.o, &s);
+  if (!st) st = ssmc_session_open(r.model, &r.o, &s);
   if (!st && r.state_in) st = ssmc_session_load_state(s, r.state_in);
-  if (!st) st = run_session(s, &r, &p);
+  if (!st) {
+    catch_signals();
+    st = run_session(s, &r, &p);
+  }
   /* the state after every token fed; the last generated one was not fed */
-  if (!st && r.state_out) st = ssmc_session_save_state(s, r.state_out);
+  if (!st && r.state_out && !g_signal) st = ssmc_session_save_state(s, r.state_out);
   ssmc_session_close(s);
   ssmc_decoder_destroy(p.dec);
-  if (p.f && fclose(p.f) && !st)
-    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno));
-  if (p.f && !st && rename(tmp, r.dump))
-    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno));
-  if (p.f && st) remove(tmp);
-  return st ? fail(st) : 0;
+  if (p.f) { /* the dump replaces the old file only when the run succeeded */
+    int failed = st || g_signal || fflush(p.f);
+    ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
+    fclose(p.f);
+    if (!st && !g_signal) st = ssm_status_wrap(c, "--dump-logits");
+    else ssmc_status_free(c);
+  }
+  if (st) return fail(st);
+  return g_signal ? 128 + g_signal : 0;
 }
 
 static int cmd_bench(int argc, char **argv) {
@@ -498,9 +516,9 @@ static int cmd_tokenize(int argc, char **argv) {
     if (!s) s = ssmc_tokenizer_decode(t, ids, n, 0, &out, &len);
     if (!s) printf("%.*s\n", (int)len, out);
   } else {
-    char *in = text_arg(text, &len);
-    s = in ? ssmc_tokenizer_encode(t, in, len, &ids, &n)
-           : ssm_status_new(SSM_ERR_NOMEM, "out of memory reading the text");
+    char *in = NULL;
+    s = ssm_cli_text_arg("tokenize", text, &in, &len);
+    if (!s) s = ssmc_tokenizer_encode(t, in, len, &ids, &n);
     for (size_t i = 0; !s && i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
     if (!s) putchar('\n');
     free(in);
