@@ -8,6 +8,7 @@
  * as a bundle's decode program has it.
  */
 #include <string.h>
+#include <unistd.h>
 
 #include "runtime/cpu/cpu.h"
 
@@ -149,6 +150,25 @@ static void describe(cpu_backend *c, ssm_graph *g) {
   b->states = c->states.items;
 }
 
+/* Every weight is in the checkpoint with its shape, and the weights (as
+ * f32) and the state fit in this machine's memory: checked before anything
+ * is read or allocated. */
+static ssm_status fits(cpu_backend *c, ssm_graph *g) {
+  uint64_t need = c->base.weight_bytes;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_WEIGHT)
+      SSM_TRY(ssm_st_check(c->st, ssm_node_str(n, "name", ""), &n->result->type));
+    if (n->op == SSM_OP_STATE) need += (uint64_t)ssm_type_numel(&n->result->type) * 4;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if (have && need > have)
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: the CPU backend needs %.1f GiB of host memory for "
+                          "the weights (as f32) and the state, and this machine has %.1f GiB",
+                          c->base.arch, (double)need / (1 << 30), (double)have / (1 << 30));
+  return NULL;
+}
+
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
                                 ssm_backend **out) {
   *out = NULL;
@@ -167,8 +187,9 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   if (!s) s = graph_for(c, 1, &decode);
   if (!s) {
     describe(c, decode);
-    b->fingerprint = ssm_st_fingerprint(c->st, &s);
+    s = fits(c, decode);
   }
+  if (!s) b->fingerprint = ssm_st_fingerprint(c->st, &s);
   if (!s) {
     s = ssm_sampler_state(0, 0, 1, 0, c->sampler);
   }

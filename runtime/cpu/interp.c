@@ -143,6 +143,7 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
       return NULL;
     }
   }
+  if (c->weights) SSM_TRY(ssm_st_check(c->weights, name, type)); /* before allocating */
   void *data;
   SSM_TRY(ssm_status_wrap(alloc_elems(ssm_type_numel(type), &data), "weight '%s'", name));
   ssm_status s = weight_read(c, name, transform, type, data);

@@ -46,9 +46,15 @@ static ssm_status download(vk_backend *v, ssm_region r, void *data) {
 
 /* ---- opening ----------------------------------------------------------------- */
 
-static ssm_status upload_weights(vk_backend *v, const char *weights) {
-  ssm_st *st;
-  SSM_TRY(ssm_st_open(weights, &st));
+/* Every weight the bundle needs is in the checkpoint with its shape: checked
+ * before any device memory is allocated. */
+static ssm_status check_weights(const ssm_manifest *m, const ssm_st *st) {
+  for (int i = 0; i < m->nweights; i++)
+    SSM_TRY(ssm_st_check(st, m->weights[i].name, &m->weights[i].type));
+  return NULL;
+}
+
+static ssm_status upload_weights(vk_backend *v, ssm_st *st) {
   ssm_status s = NULL;
   void *host = NULL;
   size_t host_cap = 0;
@@ -77,7 +83,6 @@ static ssm_status upload_weights(vk_backend *v, const char *weights) {
   /* every weight read was hashed on the way: this reads only unused tensors */
   if (!s) v->base.fingerprint = ssm_st_fingerprint(st, &s);
   free(host);
-  ssm_st_close(st);
   return s;
 }
 
@@ -289,13 +294,17 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   for (int i = 0; i < m->nstates; i++)
     v->states[i] = (ssm_backend_state){m->states[i].name, m->states[i].type};
   b->states = v->states;
+  ssm_st *st = NULL;
   ssm_status s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
+  if (!s) s = ssm_st_open(weights, &st);
+  if (!s) s = check_weights(m, st);
   if (!s) s = ssm_vk_open(opts ? opts->device : -1, opts ? opts->validation : 0, &v->vk);
   if (!s) b->device = ssm_vk_info(v->vk)->name;
   for (int i = 0; i < m->nbuffers && !s; i++)
     s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
                              &v->buffers[i]);
-  if (!s) s = upload_weights(v, weights);
+  if (!s) s = upload_weights(v, st);
+  ssm_st_close(st);
   if (!s) s = vk_reset(b);
   if (!s) s = load_kernels(v);
   if (!s) s = record(v, &m->decode, &v->decode);

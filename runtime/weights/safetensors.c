@@ -494,7 +494,7 @@ static void convert_chunk(const uint8_t *src, size_t n, size_t at, void *user) {
   }
 }
 
-ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want) {
   const ssm_st_tensor *t = find(st, name);
   if (!t) return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' not found in %s", name, st->path);
   int same = t->rank == want->rank;
@@ -509,6 +509,12 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
   if (t->dtype != want->dtype && (t->dtype == SSM_I32 || want->dtype == SSM_I32))
     return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' is %s in %s but the model expects %s",
                           name, st_dtype_name(t->dtype), t->file, ssm_dtype_name(want->dtype));
+  return NULL;
+}
+
+ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  SSM_TRY(ssm_st_check(st, name, want));
+  const ssm_st_tensor *t = find(st, name);
   convert c = {t->dtype, want->dtype, dst};
   return read_tensor(st, (size_t)(t - st->tensors.items), convert_chunk, &c);
 }

@@ -36,6 +36,9 @@ int ssm_st_count(const ssm_st *st);
 const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
 /* NULL if there is no tensor of that name. */
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
+/* The checks ssm_st_read makes before it reads: the tensor exists, with
+ * want's shape and a dtype it converts to want's. */
+ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
 /* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
  * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
  * found in DIR"), or a shape other than want's ("tensor 'x' has shape
