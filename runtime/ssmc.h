@@ -239,6 +239,22 @@ typedef struct {
  * tokens, after a warm-up, from a reset state (the state is reset after). */
 ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out);
 
+/* One dispatch of a profiled program. */
+typedef struct {
+  const char *kernel; /* "k3_matmul" (valid while the session is open) */
+  const char *family; /* its kernel template: "matmul", "scan", ... */
+  const char *op;     /* the fused ops and knobs: "rmsnorm+matmul M=1 K=768 N=3072 ..." */
+  double us;          /* mean GPU time per run, from the end of the dispatch before */
+  uint64_t bytes;     /* the bytes of its bindings: what it may read and write */
+} ssmc_profile_step;
+
+/* Runs the decode program (or, with `prefill`, the prefill program) `runs`
+ * times with GPU timestamps around every dispatch: *out_steps (malloc'd;
+ * free() it) gets each dispatch's mean time. The state is reset after. An
+ * error on the CPU backend or a device without compute timestamps. */
+ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
+                                 ssmc_profile_step **out_steps, int *out_count);
+
 #ifdef __cplusplus
 }
 #endif

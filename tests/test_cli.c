@@ -2,6 +2,7 @@
  * test_cli.c — the ssmc command line: bad flags and bad inputs give a clear
  * message on stderr and a non-zero exit, never a crash.
  */
+#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -277,6 +278,31 @@ static void test_outputs_are_not_inputs(void) {
   free(out);
 }
 
+/* bench --profile --json: one JSON object with each program's dispatches
+ * (as many as inspect counts) and its totals per family. */
+static void test_bench_profile(void) {
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/p.ssmb --chunk 4 && %s bench "
+           "%s/p.ssmb --weights " FIX " -n 8 --profile --json", ssm_test_source_dir(),
+           ssm_test_ssmc(), ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &out), 0);
+  cJSON *j = cJSON_Parse(out);
+  if (!j) fprintf(stderr, "\n  not JSON: %s\n", out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  for (int p = 0; p < 2; p++) {
+    const cJSON *prog = cJSON_GetObjectItem(j, p ? "prefill" : "decode");
+    CU_ASSERT(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "steps")) > 5);
+    CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "steps")),
+                    cJSON_GetObjectItem(prog, "dispatches")->valueint);
+    CU_ASSERT(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "families")) >= 3);
+    CU_ASSERT(cJSON_GetObjectItem(prog, "us")->valuedouble > 0);
+  }
+  CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(j, "device"));
+  cJSON_Delete(j);
+  free(out);
+  expect("bench " FIX " --weights " FIX " --backend cpu --profile", 2, "expected a compiled bundle");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
@@ -290,6 +316,7 @@ int main(void) {
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
+                         {"bench_profile", test_bench_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }

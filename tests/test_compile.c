@@ -366,6 +366,32 @@ static void test_compile_time_linear(void) {
   CU_ASSERT(large < 8 * small + 2);
 }
 
+/* Profiling: one time per dispatch of the program, each non-negative,
+ * summing to more than nothing, with the kernel and op of the manifest. */
+static void test_profile(void) {
+  ssm_bundle *b = compile("jamba_tiny", 4);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int nsteps[2] = {m->decode.nsteps, m->prefill.nsteps};
+  ssm_backend *be = open_vk(b, "jamba_tiny");
+  for (int prefill = 0; prefill < 2; prefill++) {
+    ssm_step_time *t = NULL;
+    int n = 0;
+    SSM_ASSERT_OK(be->ops->profile(be, prefill, 3, &t, &n));
+    CU_ASSERT_EQUAL(n, nsteps[prefill]);
+    double sum = 0;
+    for (int i = 0; t && i < n; i++) {
+      CU_ASSERT(t[i].us >= 0);
+      CU_ASSERT(t[i].bytes > 0);
+      CU_ASSERT_PTR_NOT_NULL(strstr(t[i].kernel, t[i].family));
+      sum += t[i].us;
+    }
+    CU_ASSERT(sum > 0);
+    free(t);
+    CU_ASSERT_EQUAL(be->position, 0); /* reset after */
+  }
+  ssm_backend_close(be);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -377,6 +403,7 @@ int main(void) {
                          {"position_and_max_seq", test_position_and_max_seq},
                          {"doubling_chain_compiles", test_doubling_chain_compiles},
                          {"compile_time_linear", test_compile_time_linear},
+                         {"profile", test_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

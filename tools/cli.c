@@ -31,7 +31,7 @@ static const char usage[] =
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
     "  ssmc inspect BUNDLE [--json]\n"
-    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
+    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json] [--profile]\n"
     "  ssmc devices\n"
     "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
     "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
@@ -465,8 +465,8 @@ static int cmd_run(int argc, char **argv) {
 static int cmd_bench(int argc, char **argv) {
   run_args r = {.n = 128, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan"};
   ssmc_options_init(&r.o);
-  int json = 0;
-  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--json", &json), {0}};
+  int json = 0, profile = 0;
+  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--json", &json), O_FLAG("--profile", &profile), {0}};
   if (parse("bench", argc, argv, opts, &r.model)) return 2;
   if (session_options(&r, "bench")) return 2;
   if (!ends_with(r.model, ".ssmb") || strcmp(r.backend, "vulkan"))
@@ -480,7 +480,7 @@ static int cmd_bench(int argc, char **argv) {
     printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
            "\"decode_feedback_tokens_per_s\": %.2f, \"prefill_tokens_per_s\": %.2f, "
            "\"decode_tokens\": %d, \"prefill_tokens\": %d, \"weight_bytes\": %llu, "
-           "\"decode_gb_per_s\": %.2f, \"device\": \"%s\", \"ssmc_version\": \"%s\"}\n",
+           "\"decode_gb_per_s\": %.2f, \"device\": \"%s\", \"ssmc_version\": \"%s\"",
            b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_feedback_tokens_per_s,
            b.prefill_tokens_per_s, b.decode_tokens, b.prefill_tokens,
            (unsigned long long)b.weight_bytes, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
@@ -493,6 +493,16 @@ static int cmd_bench(int argc, char **argv) {
            device, b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_tokens,
            (double)b.weight_bytes / 1e6, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
            b.decode_feedback_tokens_per_s, b.prefill_tokens_per_s, b.prefill_tokens);
+  for (int prefill = 0; profile && !st && prefill < 2; prefill++) {
+    ssmc_profile_step *steps;
+    int n, runs = prefill ? 8 : 64;
+    st = ssmc_session_profile(s, prefill, runs, &steps, &n);
+    if (st) break;
+    fputs(json ? ", " : "\n", stdout);
+    ssm_cli_print_profile(stdout, prefill ? "prefill" : "decode", steps, n, runs, json);
+    free(steps);
+  }
+  if (!st && json) puts("}");
   ssmc_session_close(s);
   return st ? fail(st) : 0;
 }

@@ -4,7 +4,10 @@
 #ifndef SSM_CLI_H
 #define SSM_CLI_H
 
+#include <stdio.h>
+
 #include "base/base.h"
+#include "runtime/ssmc.h"
 
 /* TEXT, or all of stdin for "-" (at most 64 MiB), into *out (malloc'd);
  * `what` names the option in messages. */
@@ -14,5 +17,10 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
  * .safetensors file of the `weights` directory. `what` names the option. */
 ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
                                 const char *weights);
+
+/* Prints a profiled program (`program`: "decode" or "prefill"), as text or
+ * as one JSON member "program": {...} (cli_profile.c). */
+void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
+                           int runs, int json);
 
 #endif

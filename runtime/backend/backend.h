@@ -22,6 +22,15 @@ typedef struct ssm_backend ssm_backend;
  * return stops generation after this step. */
 typedef int (*ssm_step_fn)(int32_t id, const float *logits, void *user);
 
+/* One dispatch of a profiled program. */
+typedef struct ssm_step_time {
+  const char *kernel; /* "k3_matmul" */
+  const char *family; /* the kernel template: "matmul" */
+  const char *op;     /* the fused ops and knobs */
+  double us;          /* mean time per run */
+  uint64_t bytes;     /* the bytes of its bindings (what it may read and write) */
+} ssm_step_time;
+
 typedef struct {
   const char *name; /* "cpu", "vulkan" */
   void (*close)(ssm_backend *b);
@@ -46,7 +55,13 @@ typedef struct {
   /* Problems seen while running that are not errors of one call (Vulkan
    * validation messages); NULL when none. May be NULL. */
   ssm_status (*check)(ssm_backend *b);
+  /* Runs the decode (or, with `prefill`, the prefill) program `runs` times
+   * with a timestamp around each dispatch and gives each step's mean time
+   * (*out: malloc'd, *out_n steps); resets the state after. NULL when the
+   * backend cannot time its work. */
+  ssm_status (*profile)(ssm_backend *b, int prefill, int runs, ssm_step_time **out, int *out_n);
 } ssm_backend_ops;
+
 
 /* A state tensor of the model. */
 typedef struct {

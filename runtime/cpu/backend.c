@@ -130,7 +130,7 @@ static void cpu_close(ssm_backend *b) {
 
 static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_run_tokens,
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
-                                        cpu_state_read,  cpu_state_write, NULL};
+                                        cpu_state_read,  cpu_state_write, NULL, NULL};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */

@@ -33,6 +33,7 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   float *logits;               /* one row, for generate's on_step */
+  ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
 } vk_backend;
 
 static ssm_status upload(vk_backend *v, ssm_region r, const void *data) {
@@ -256,9 +257,56 @@ static ssm_status vk_check(ssm_backend *b) {
                         "warnings; first: %s", e, w, first ? first : "?");
 }
 
+static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_time **out,
+                             int *out_n) {
+  vk_backend *v = (vk_backend *)b;
+  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  *out = NULL;
+  *out_n = 0;
+  if (!v->timed[prefill]) {
+    SSM_TRY(ssm_vk_program_create(v->vk, &v->timed[prefill]));
+    SSM_TRY(ssm_vk_program_profile(v->timed[prefill]));
+    SSM_TRY(record_steps(v, p, v->timed[prefill]));
+    SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
+  }
+  int32_t *tokens = ssm_xcalloc((size_t)p->tokens, sizeof *tokens);
+  for (int i = 0; i < p->tokens; i++) tokens[i] = (int32_t)((i * 7919 + 1) % b->vocab);
+  ssm_step_time *t = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *t);
+  double *us = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *us);
+  ssm_status s = vk_reset(b);
+  for (int r = 0; r < runs && !s; r++) {
+    if (p->has_pos && b->position + p->tokens > b->max_seq) s = vk_reset(b);
+    if (!s) s = upload(v, p->tokens_in, tokens);
+    if (!s) s = upload_pos(v, p);
+    if (!s) s = ssm_vk_program_run(v->vk, v->timed[prefill]);
+    if (!s) s = ssm_vk_program_times(v->vk, v->timed[prefill], us);
+    b->position += p->tokens;
+    for (int i = 0; i < p->nsteps && !s; i++) t[i].us += us[i] / runs;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    const ssm_mf_step *st = &p->steps[i];
+    t[i].kernel = v->m->kernels[st->kernel].name;
+    t[i].family = v->m->kernels[st->kernel].family;
+    t[i].op = st->op;
+    for (int k = 0; k < st->nbindings; k++) t[i].bytes += st->bindings[k].bytes;
+  }
+  free(tokens);
+  free(us);
+  if (!s) s = vk_reset(b);
+  if (s) {
+    free(t);
+    return s;
+  }
+  *out = t;
+  *out_n = p->nsteps;
+  return NULL;
+}
+
 static void vk_close(ssm_backend *b) {
   vk_backend *v = (vk_backend *)b;
   if (v->vk) {
+    ssm_vk_program_destroy(v->vk, v->timed[0]);
+    ssm_vk_program_destroy(v->vk, v->timed[1]);
     ssm_vk_program_destroy(v->vk, v->decode);
     ssm_vk_program_destroy(v->vk, v->prefill);
     ssm_vk_program_destroy(v->vk, v->gen1);
@@ -275,9 +323,9 @@ static void vk_close(ssm_backend *b) {
   free(v);
 }
 
-static const ssm_backend_ops vk_ops = {"vulkan",         vk_close,       vk_run,
-                                       vk_reset,         vk_set_sampler, vk_generate,
-                                       vk_state_read,    vk_state_write, vk_check};
+static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,       vk_reset,
+                                       vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
+                                       vk_check,      vk_profile};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
