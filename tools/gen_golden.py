@@ -62,6 +62,7 @@ from transformers import (
 FIXTURES = [
     dict(
         name="mamba1_tiny",
+        half=("bf16",),
         cls="mamba",
         seed=1001,
         prompt_len=8,
@@ -184,6 +185,7 @@ FIXTURES = [
     # embeddings; sizes kept small enough for an untied f32 vocab under 600 KB.
     dict(
         name="jamba_tiny",
+        half=("bf16", "f16"),
         cls="jamba",
         seed=1006,
         prompt_len=8,
@@ -663,6 +665,7 @@ def gen_fixture(fx, outroot, kernels):
 
     with open(os.path.join(d, "logits.f32"), "wb") as f:
         f.write(logits.contiguous().numpy().astype("<f4").tobytes())
+    extra.update(half_references(fx, model, full, logits, d))
     golden = {
         "model_class": type(model).__name__,
         "transformers_version": transformers.__version__,
@@ -697,8 +700,36 @@ def gen_fixture(fx, outroot, kernels):
     sizes = {f: os.path.getsize(os.path.join(d, f)) for f in sorted(os.listdir(d))}
     total = sum(sizes.values())
     log("  files:", sizes, "total", total)
-    check(total < 600 * 1024, "%s: fixture too big (%d bytes)" % (name, total))
+    # 600 KB, and 16-bit references (logits_<h>w.f32, logits_<h>.f32) beside
+    check(total < (600 + 2 * 64 * len(fx.get("half", ()))) * 1024,
+          "%s: fixture too big (%d bytes)" % (name, total))
     return total
+
+
+def half_references(fx, model, full, logits, d):
+    """For a model compiled with 16-bit weights (ssmc compile --dtype bf16|f16):
+    logits_<h>w.f32, transformers in float32 on the weights rounded to h (the
+    same numbers a 16-bit bundle keeps, so it must match as closely as an f32
+    one), and logits_<h>.f32, transformers run entirely in h (activations too),
+    with its distance from the float32 logits as the scale of a fair bound."""
+    out = {}
+    for h in fx.get("half", ()):
+        rounded = copy.deepcopy(model).to(TORCH_DTYPE[h]).to(torch.float32).eval()
+        lw = full_logits(rounded, full)
+        ln = full_logits(copy.deepcopy(model).to(TORCH_DTYPE[h]).eval(), full)
+        for suffix, t in (("w", lw), ("", ln)):
+            with open(os.path.join(d, "logits_%s%s.f32" % (h, suffix)), "wb") as f:
+                f.write(t.contiguous().numpy().astype("<f4").tobytes())
+        out[h] = {
+            "weights_rounded_file": "logits_%sw.f32" % h,
+            "weights_rounded_max_abs_diff_vs_f32": float((lw - logits).abs().max()),
+            "native_file": "logits_%s.f32" % h,
+            "native_max_abs_diff_vs_f32": float((ln - logits).abs().max()),
+        }
+        log("  %s: rounded weights differ from f32 by %.3g, native %s by %.3g"
+            % (h, out[h]["weights_rounded_max_abs_diff_vs_f32"], h,
+               out[h]["native_max_abs_diff_vs_f32"]))
+    return {"half": out} if out else {}
 
 
 def _setup_process():
