@@ -12,6 +12,7 @@
 #include <cjson/cJSON.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "runtime/cpu/cpu.h"
@@ -20,7 +21,10 @@
 #include "testutil.h"
 #include "tokenizer/unicode.h"
 
-static const char *golden_names[] = {"gpt2", "neox", "falcon", "llama3", "splitmix"};
+/* Every one must be there: a missing folder fails the test (the data is made
+ * by tools/gen_tokenizer_golden.py; see tests/data/tokenizer/README.md). */
+static const char *golden_names[] = {"gpt2",  "neox",   "falcon",    "llama3", "splitmix",
+                                     "qwen2", "llama2", "metaspace", "normmix"};
 enum { N_GOLDEN = sizeof golden_names / sizeof *golden_names };
 
 static const char *tok_path(const char *name) {
@@ -66,6 +70,14 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 
 /* Checks one golden tokenizer; returns the number of failing cases. */
 static int check_golden(const char *name, int *out_cases) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/tests/data/tokenizer/%s", ssm_test_source_dir(), name);
+  if (access(dir, F_OK)) {
+    fprintf(stderr, "\n  %s is missing: make it with tools/gen_tokenizer_golden.py (see "
+            "tests/data/tokenizer/README.md)\n", dir);
+    CU_FAIL("a golden tokenizer folder is missing");
+    return 1;
+  }
   ssm_tok *tok;
   ssm_status s = ssm_tok_open(tok_path(name), &tok);
   SSM_ASSERT_OK(s);
