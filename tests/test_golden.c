@@ -280,6 +280,8 @@ FIXTURE_TEST(7, mamba2_bigstate)
 FIXTURE_TEST(8, jamba_tiny)
 FIXTURE_TEST(9, jamba_gqa)
 FIXTURE_TEST(10, mamba2_dt_limit)
+FIXTURE_TEST(11, jamba_moe)
+FIXTURE_TEST(12, jamba_moe_top1)
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -293,6 +295,8 @@ int main(void) {
                          {"jamba_tiny", test_jamba_tiny},
                          {"jamba_gqa", test_jamba_gqa},
                          {"mamba2_dt_limit", test_mamba2_dt_limit},
+                         {"jamba_moe", test_jamba_moe},
+                         {"jamba_moe_top1", test_jamba_moe_top1},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
