@@ -282,6 +282,7 @@ FIXTURE_TEST(9, jamba_gqa)
 FIXTURE_TEST(10, mamba2_dt_limit)
 FIXTURE_TEST(11, jamba_moe)
 FIXTURE_TEST(12, jamba_moe_top1)
+FIXTURE_TEST(13, bamba_tiny)
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -297,6 +298,7 @@ int main(void) {
                          {"mamba2_dt_limit", test_mamba2_dt_limit},
                          {"jamba_moe", test_jamba_moe},
                          {"jamba_moe_top1", test_jamba_moe_top1},
+                         {"bamba_tiny", test_bamba_tiny},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
