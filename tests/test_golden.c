@@ -284,6 +284,7 @@ FIXTURE_TEST(11, jamba_moe)
 FIXTURE_TEST(12, jamba_moe_top1)
 FIXTURE_TEST(13, bamba_tiny)
 FIXTURE_TEST(14, nemotron_h_tiny)
+FIXTURE_TEST(21, lfm2_tiny)
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -301,6 +302,7 @@ int main(void) {
                          {"jamba_moe_top1", test_jamba_moe_top1},
                          {"bamba_tiny", test_bamba_tiny},
                          {"nemotron_h_tiny", test_nemotron_h_tiny},
+                         {"lfm2_tiny", test_lfm2_tiny},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
