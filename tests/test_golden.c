@@ -285,6 +285,8 @@ FIXTURE_TEST(12, jamba_moe_top1)
 FIXTURE_TEST(13, bamba_tiny)
 FIXTURE_TEST(14, nemotron_h_tiny)
 FIXTURE_TEST(21, lfm2_tiny)
+FIXTURE_TEST(18, granitemoe_hybrid_dense)
+FIXTURE_TEST(19, granitemoe_hybrid_moe)
 
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
@@ -303,6 +305,8 @@ int main(void) {
                          {"bamba_tiny", test_bamba_tiny},
                          {"nemotron_h_tiny", test_nemotron_h_tiny},
                          {"lfm2_tiny", test_lfm2_tiny},
+                         {"granitemoe_hybrid_dense", test_granitemoe_hybrid_dense},
+                         {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
