@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, jamba, mamba, mamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
