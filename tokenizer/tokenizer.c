@@ -1265,3 +1265,12 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
   *out_text = ssm_sb_take(&text);
   return NULL;
 }
+
+/* ---- pieces (for `ssmc tokenize`) ---------------------------------------- */
+
+const char *ssm_tok_piece(const ssm_tok *t, int32_t id, size_t *out_len) {
+  *out_len = 0;
+  if (id < 0 || id >= t->vocab_size || !t->str[id]) return NULL;
+  *out_len = t->dec_len[id];
+  return t->dec[id];
+}

@@ -73,4 +73,11 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
  * becomes U+FFFD) and leaves the stream empty, ready for more. */
 void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len);
 
+/* ---- pieces (for `ssmc tokenize`) ---------------------------------------- */
+
+/* The bytes token `id` stands for in decoded text (for a byte-level token,
+ * maybe part of a UTF-8 character), *out_len of them; owned by the
+ * tokenizer. NULL for an id that names no token. */
+const char *ssm_tok_piece(const ssm_tok *t, int32_t id, size_t *out_len);
+
 #endif
