@@ -65,7 +65,7 @@ ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_re
   if (!st) st = ssm_alloc((size_t)n, sizeof(int32_t), (void **)&ids);
   for (int i = 0; !st && i < b->chunk; i++) toks[i] = (int32_t)((i * 7919) % b->vocab);
   if (!st) st = bench(b, n, logits, toks, ids, out);
-  out->dtype = s->dtype;
+  out->dtype = ssmc_session_dtype(s);
   if (!st) st = ssm_backend_check(b);
   free(logits);
   free(toks);

@@ -14,7 +14,6 @@
 struct ssmc_session {
   ssm_backend *b;
   char *weights;     /* the checkpoint it was opened with */
-  const char *dtype; /* of the weights on the backend */
   ssmc_stats stats;
   char *cache_file;
   double gen_t0;     /* when the prompt of the generate call under way was fed */

@@ -65,6 +65,8 @@ static const char usage_run[] =
     "  --validate           run under VK_LAYER_KHRONOS_validation\n"
     "  --chunk T            prompt tokens per prefill run (default 32)\n"
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own)\n"
     "  --no-cache           compile anew, without reading or writing the cache\n"
     "files:\n"
     "  --state-in FILE      start from a saved state\n"
@@ -84,7 +86,8 @@ static const char usage_compile[] =
     "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
     "  --chunk T            prompt tokens per prefill run (default 32)\n"
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --dtype f32          weight and activation dtype (f32 only, so far)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own; activations and state are f32)\n"
     "  --no-fuse            every op a kernel of its own\n"
     "  --dump-ir DIR        the IR after every pass, of both programs\n"
     "  -q, --quiet          no progress bar\n";
@@ -97,8 +100,9 @@ static const char usage_ir[] =
     "  --config FILE        config.json of an architecture YAML\n"
     "  --seq T              the graph that processes T tokens (default 1: decode)\n"
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --after PASS|all     the IR after a pass: verify, infer, simplify, fuse,\n"
-    "                       plan_buffers, schedule (or after each)\n";
+    "  --after PASS|all     the IR after a pass: verify, infer, simplify, weights,\n"
+    "                       fuse, plan_buffers, schedule (or after each)\n"
+    "  --dtype f32|f16|bf16 the weights pass's dtype for matmul and embedding weights\n";
 
 static const char usage_inspect[] =
     "usage: ssmc inspect BUNDLE [--json]\n"
@@ -189,13 +193,16 @@ static ssm_status load_model(const char *model, const char *config, long max_seq
 }
 
 static int cmd_ir(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *after = NULL;
+  const char *model = NULL, *config = NULL, *after = NULL, *dtype_name = "f32";
   long seq = 1, max_seq = 0;
-  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after),
+  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
                 O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
   SSM_CLI_PARSE("ir", argc, argv, opts, &model);
   if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
+  ssm_pass_opts po = {0};
+  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
+    return ssm_cli_usage_error("ir", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (after && strcmp(after, "all")) {
     const ssm_pass *p = ssm_passes;
     while (p->name && strcmp(p->name, after)) p++;
@@ -224,7 +231,7 @@ static int cmd_ir(int argc, char **argv) {
     ssm_model_close(m);
   }
   int all = after && !strcmp(after, "all");
-  if (!s && after) s = ssm_passes_run(g, NULL, all ? NULL : after, print_after, all ? NULL : (void *)after);
+  if (!s && after) s = ssm_passes_run(g, &po, all ? NULL : after, print_after, all ? NULL : (void *)after);
   if (!s && !after) {
     char *text = ssm_graph_print(g);
     fputs(text, stdout);
@@ -263,7 +270,7 @@ static ssm_status record_weights(ssm_bundle *b, const char *model, const char *w
 }
 
 static int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = "f32",
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
   long chunk = 32, max_seq = 0;
   int no_fuse = 0, quiet = 0;
@@ -272,10 +279,15 @@ static int cmd_compile(int argc, char **argv) {
                 O_STR("--weights", &weights), O_FLAG("--quiet", &quiet), O_FLAG("-q", &quiet),
                 CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL), {0}};
   SSM_CLI_PARSE("compile", argc, argv, opts, &model);
-  ssm_dtype dtype;
-  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32)
+  ssm_dtype dtype = SSM_F32;
+  if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
     return ssm_cli_usage_error("compile", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (!model) return ssm_cli_usage_error("compile", "missing MODEL");
+  /* without --dtype: the checkpoint's own (of --weights, or of MODEL when it is a directory) */
+  struct stat st;
+  const char *ckpt = weights ? weights : !stat(model, &st) && S_ISDIR(st.st_mode) ? model : NULL;
+  ssm_status ds = !dtype_name && ckpt ? ssm_st_path_dtype(ckpt, &dtype) : NULL;
+  if (ds) return ssm_cli_fail(ds);
   if (!out) return ssm_cli_usage_error("compile", "missing -o OUT.ssmb");
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;

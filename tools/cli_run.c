@@ -20,7 +20,8 @@
 #define MAX_LINE ((size_t)1 << 20)
 
 typedef struct {
-  const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend;
+  const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend,
+      *dtype;
   long n, chunk, device, max_seq, eos, top_k, seed, reps;
   double temperature, top_p;
   int greedy, validation, chunk_given, max_seq_given, sampling[4], no_cache, quiet, json,
@@ -39,6 +40,7 @@ static int ends_with(const char *s, const char *suffix) {
 #define SESSION_OPTS(r)                                                                       \
   O_STR("--weights", &(r)->o.weights), O_STR("--config", &(r)->o.config),                     \
       O_STR("--backend", &(r)->backend), O_FLAG("--validate", &(r)->validation),              \
+      O_STR("--dtype", &(r)->dtype),                                                          \
       O_INT("--device", &(r)->device, 0, 1000, "a device index (see `ssmc devices`)", NULL),  \
       O_INT("-n", &(r)->n, 0, 1 << 24, "a token count from 0 to 16777216", NULL),             \
       CHUNK_OPT(&(r)->chunk, &(r)->chunk_given), MAX_SEQ_OPT(&(r)->max_seq, &(r)->max_seq_given), \
@@ -59,6 +61,15 @@ static int session_options(run_args *r, const char *cmd) {
   if (r->max_seq_given && bundle)
     return ssm_cli_usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc "
                                "compile --max-seq): %s", r->model);
+  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
+  int d = 0;
+  while (r->dtype && d < 4 && strcmp(r->dtype, dtypes[d])) d++;
+  if (d == 4)
+    return ssm_cli_usage_error(cmd, "--dtype: expected f32, f16 or bf16, got '%s'", r->dtype);
+  if (r->dtype && bundle)
+    return ssm_cli_usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile "
+                               "--dtype): %s", r->model);
+  r->o.dtype = (ssmc_dtype)d;
   r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;

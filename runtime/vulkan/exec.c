@@ -110,7 +110,10 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, ssm_vk_pr
         return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: a binding offset (%llu) is not a "
                               "multiple of this device's minStorageBufferOffsetAlignment (%zu)",
                               ssm_bundle_name(v->bundle), (unsigned long long)r->offset, align);
-      vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset, (size_t)r->bytes};
+      /* whole u32 words: 16-bit tensors are read two elements to a word, and
+       * regions start on `align` boundaries, so the padding is there */
+      vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset,
+                               ((size_t)r->bytes + 3) & ~(size_t)3};
     }
     if (st->barrier) ssm_vk_program_add_barrier(prog);
     SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, NULL, st->groups[0],
@@ -337,7 +340,8 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   const ssm_manifest *m = v->m;
   *b = (ssm_backend){.ops = &vk_ops, .vocab = m->vocab, .chunk = m->prefill.tokens,
                      .max_seq = m->max_seq, .eos = m->eos, .arch = m->architecture,
-                     .weight_bytes = ssm_manifest_weight_bytes(m), .nstates = m->nstates};
+                     .weight_bytes = ssm_manifest_weight_bytes(m), .dtype = m->dtype,
+                     .nstates = m->nstates};
   v->states = ssm_xcalloc((size_t)m->nstates + 1, sizeof *v->states);
   for (int i = 0; i < m->nstates; i++)
     v->states[i] = (ssm_backend_state){m->states[i].name, m->states[i].type};
