@@ -293,6 +293,13 @@ static void test_tokenize_pieces(void) {
   out = sh(0, "$SSMC tokenize --tokenizer tests/data/tokenizer/neox \"$(printf '\\321\\202\\001')\"");
   CU_ASSERT_STRING_EQUAL(out, "  1516 -> '\xd1\x82'\n   191 -> '\\x01'\n");
   free(out);
+  /* SentencePiece-style: the space a '\u2581' stands for shows, also in the
+   * text's first token (which the decoders drop when decoding the text);
+   * a byte_fallback token is its byte */
+  out = sh(0, "$SSMC tokenize --tokenizer tests/data/tokenizer/llama2 \"$(printf 'Hello w\303\266rld')\"");
+  CU_ASSERT_STRING_EQUAL(out, "  1369 -> ' H'\n  1297 -> 'el'\n   452 -> 'lo'\n   437 -> ' w'\n"
+                              "   198 -> '\\xc3'\n   185 -> '\\xb6'\n   342 -> 'r'\n   712 -> 'ld'\n");
+  free(out);
 }
 
 /* The compile cache: the second run of a model directory reads the bundle

@@ -73,10 +73,12 @@ int ssm_cli_tokenize(int argc, char **argv) {
         continue;
       }
       size_t plen = 0;
-      const char *piece = ssm_tok_piece(t, ids[i], &plen);
+      char *piece;
+      if ((s = ssm_tok_piece(t, ids[i], &piece, &plen))) break;
       printf("%6d -> '", ids[i]);
-      put_piece(stdout, piece ? piece : "", plen, utf8);
+      put_piece(stdout, piece, plen, utf8);
       printf("'\n");
+      free(piece);
     }
     if (!s && plain) putchar('\n');
     if (utf8) freelocale(utf8);
