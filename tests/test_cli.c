@@ -461,7 +461,7 @@ static void test_summary(void) {
   const char *dir = fresh_dir("summary");
   char *out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 > %s/out 2> %s/err; cat %s/err; "
                  "echo ---; cat %s/out", dir, dir, dir, dir);
-  static const char *const lines[] = {"device:     ", "load:       ", "prompt:     2 tokens, ",
+  static const char *const lines[] = {"device:     ", ", Vulkan, f32 weights\n", "load:       ", "prompt:     2 tokens, ",
                                       "generation: 5 tokens, ", " tokens/s\n"};
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, lines[i]));
@@ -475,6 +475,7 @@ static void test_summary(void) {
   cJSON *j = cJSON_Parse(out);
   CU_ASSERT_PTR_NOT_NULL_FATAL(j);
   CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "device")->valuestring, "cpu");
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "dtype")->valuestring, "f32");
   /* the last prompt token is the sampler's first input: generation time */
   CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "prompt_tokens")->valueint, 2);
   CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "generated_tokens")->valueint, 5);

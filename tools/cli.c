@@ -287,7 +287,7 @@ static int cmd_compile(int argc, char **argv) {
   struct stat st;
   const char *ckpt = weights ? weights : !stat(model, &st) && S_ISDIR(st.st_mode) ? model : NULL;
   ssm_status ds = !dtype_name && ckpt ? ssm_st_path_dtype(ckpt, &dtype) : NULL;
-  if (ds) return ssm_cli_fail(ds);
+  if (ds) return ssm_cli_fail(weights ? ssm_status_wrap(ds, "--weights") : ds);
   if (!out) return ssm_cli_usage_error("compile", "missing -o OUT.ssmb");
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;

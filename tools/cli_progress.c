@@ -1,9 +1,9 @@
 /*
  * cli_progress.c — what the command line says about time: a one-line
  * progress bar on stderr while a model compiles and its weights load (only
- * when stderr is a terminal), the summary after a run (device, load time,
- * prompt and generated tokens with their rates), and the signals that stop
- * long work cleanly.
+ * when stderr is a terminal), the summary after a run (device, weights'
+ * dtype, load time, prompt and generated tokens with their rates), and the
+ * signals that stop long work cleanly.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -88,6 +88,7 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "device", device);
     cJSON_AddStringToObject(j, "backend", backend);
+    cJSON_AddStringToObject(j, "dtype", ssmc_session_dtype(s));
     cJSON_AddNumberToObject(j, "load_s", us(st.open_s));
     cJSON_AddNumberToObject(j, "compile_s", us(st.compile_s));
     cJSON_AddStringToObject(j, "cache", cache[st.cache]);
@@ -107,8 +108,8 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json) {
     cJSON_Delete(j);
     return;
   }
-  fprintf(stderr, "device:     %s, %s\n", device,
-          strcmp(backend, "cpu") ? "Vulkan" : "the reference interpreter");
+  fprintf(stderr, "device:     %s, %s, %s weights\n", device,
+          strcmp(backend, "cpu") ? "Vulkan" : "the reference interpreter", ssmc_session_dtype(s));
   fprintf(stderr, "load:       %.2f s", st.open_s);
   if (st.cache == SSMC_CACHE_HIT) fprintf(stderr, " (the compiled model from the cache)\n");
   else if (st.compile_s > 0) fprintf(stderr, " (compiling %.2f s%s)\n", st.compile_s,
