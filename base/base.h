@@ -36,6 +36,7 @@ typedef enum {
   SSM_ERR_UNSUPPORTED, /* valid input we do not handle (yet) */
   SSM_ERR_DEVICE,      /* Vulkan/device failure */
   SSM_ERR_INTERNAL,    /* should not happen; still reported, not crashed */
+  SSM_ERR_CANCELLED,   /* a progress callback asked to stop (ssm_progress) */
 } ssm_code;
 
 typedef struct ssm_status_s *ssm_status;
@@ -76,6 +77,27 @@ void ssm_assert_fail(const char *cond, const char *file, int line);
 typedef void (*ssm_log_fn)(const char *msg, void *user);
 void ssm_log_set(ssm_log_fn fn, void *user);
 void ssm_log(const char *fmt, ...) SSM_PRINTF(1, 2);
+
+/* ---- progress (status.c) ------------------------------------------------- */
+
+/* Progress of a long job (compiling, loading weights): `done` of `total`
+ * units of the stage `what` ("compiling decode", "loading weights"). A
+ * non-zero return asks the job to stop: it then fails with
+ * SSM_ERR_CANCELLED, leaving nothing half-written. */
+typedef int (*ssm_progress_fn)(const char *what, uint64_t done, uint64_t total, void *user);
+typedef struct {
+  ssm_progress_fn fn; /* NULL: no reports */
+  void *user;
+} ssm_progress;
+
+/* Calls p->fn (nothing when `p` or its fn is NULL); the SSM_ERR_CANCELLED
+ * status "WHAT: cancelled" when it asks to stop. */
+ssm_status ssm_progress_report(const ssm_progress *p, const char *what, uint64_t done,
+                               uint64_t total);
+
+/* The git revision ssmc was built from (`git describe --always --dirty`,
+ * refreshed at every build), or "unknown" outside a git checkout. */
+const char *ssm_revision(void);
 
 /* Checked size arithmetic: return 0 on overflow, 1 otherwise. */
 int ssm_size_mul(size_t a, size_t b, size_t *out);

@@ -1,6 +1,6 @@
 /*
- * status.c — error statuses, the assert that names its place, and the log
- * hook.
+ * status.c — error statuses, the assert that names its place, the log
+ * hook, and progress reports.
  */
 #include <stdarg.h>
 #include <string.h>
@@ -72,4 +72,10 @@ void ssm_log(const char *fmt, ...) {
   va_end(ap);
   g_log_fn(m, g_log_user);
   free(m);
+}
+
+ssm_status ssm_progress_report(const ssm_progress *p, const char *what, uint64_t done,
+                               uint64_t total) {
+  if (!p || !p->fn || !p->fn(what, done, total, p->user)) return NULL;
+  return ssm_status_new(SSM_ERR_CANCELLED, "%s: cancelled", what);
 }

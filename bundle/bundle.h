@@ -97,6 +97,13 @@ typedef struct {
   ssm_blob ir;                         /* the graph after every pass */
 } ssm_mf_program;
 
+/* A file of the weights directory a bundle was compiled with, and its
+ * fingerprint (runtime/weights: ssm_st_source). */
+typedef struct {
+  const char *name; /* "config.json", "model.safetensors", a shard */
+  uint64_t hash;
+} ssm_mf_source_file;
+
 typedef struct {
   const char *generator;    /* "ssmc 0.2.0" */
   const char *architecture; /* the model description's name */
@@ -114,6 +121,13 @@ typedef struct {
   int nkernels;
   ssm_mf_kernel *kernels;
   ssm_mf_program decode, prefill; /* decode.tokens is 1 */
+  /* Optional: the weights directory it was compiled with (an absolute
+   * path; NULL when none was recorded) and the fingerprints of its files,
+   * so that `ssmc run X.ssmb` finds the weights and notices when they
+   * changed. */
+  const char *source_dir;
+  int nsource_files;
+  ssm_mf_source_file *source_files;
 } ssm_manifest;
 
 /* The manifest as JSON (malloc'd). */
@@ -146,6 +160,10 @@ const char *ssm_bundle_name(const ssm_bundle *b);
 const ssm_manifest *ssm_bundle_manifest(const ssm_bundle *b);
 /* The bytes of a blob of the manifest (checked when the bundle was read). */
 const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob);
+/* Records the weights directory `dir` (absolute) and its files'
+ * fingerprints in the manifest (copied; see ssm_manifest.source_dir). */
+void ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
+                           int n);
 /* The file's bytes (malloc'd). */
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size);
 /* Writes the file: to a temporary file next to `path`, then renamed over
@@ -160,6 +178,8 @@ typedef struct {
                          * pass); the rest, activations and state are f32 */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
+  ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
+                            the program's; may cancel */
 } ssm_compile_opts;
 
 /* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs

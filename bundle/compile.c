@@ -222,8 +222,10 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
   int ng;
   s = ssm_groups_collect(g, a, &gs, &ng);
   SSM_VEC(ssm_mf_step) steps = {0};
+  char *stage = ssm_arena_printf(a, "compiling %s", name);
   for (int i = 0; i < ng && !s; i++) {
     ssm_cg_kernel k;
+    if ((s = ssm_progress_report(&o->progress, stage, (uint64_t)i, (uint64_t)ng))) break;
     ssm_mf_step st = {.barrier = ssm_node_int(gs[i].root, "sync", 1) != 0};
     if ((s = ssm_cg_kernel_for_group(g, &gs[i], c->tmp, &k))) break;
     if ((s = kernel_index(c, &k, &st.kernel))) break;
@@ -233,6 +235,7 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
     st.op = ssm_arena_strdup(c->b->arena, k.params);
     ssm_vec_push(&steps, st);
   }
+  if (!s) s = ssm_progress_report(&o->progress, stage, (uint64_t)ng, (uint64_t)ng);
   ssm_arena_destroy(a);
   if (!s) {
     p->nsteps = (int)steps.n;

@@ -50,6 +50,17 @@ const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob) {
   return b->blobs + blob.offset;
 }
 
+void ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
+                           int n) {
+  ssm_manifest *m = &b->manifest;
+  m->source_dir = ssm_arena_strdup(b->arena, dir);
+  m->nsource_files = n;
+  m->source_files = ssm_arena_alloc(b->arena, sizeof *files * (size_t)(n ? n : 1));
+  for (int i = 0; i < n; i++)
+    m->source_files[i] = (ssm_mf_source_file){ssm_arena_strdup(b->arena, files[i].name),
+                                              files[i].hash};
+}
+
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size) {
   *out_data = NULL;
   *out_size = 0;

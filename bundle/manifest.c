@@ -129,6 +129,19 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
   cJSON_AddItemToObject(ps, "decode", jprogram(&m->decode, with_steps));
   cJSON_AddItemToObject(ps, "prefill", jprogram(&m->prefill, with_steps));
   if (!with_steps) cJSON_AddNumberToObject(j, "weight_bytes", (double)ssm_manifest_weight_bytes(m));
+  if (m->source_dir) {
+    cJSON *src = cJSON_AddObjectToObject(j, "source");
+    cJSON_AddStringToObject(src, "dir", m->source_dir);
+    cJSON *files = cJSON_AddArrayToObject(src, "files");
+    for (int i = 0; i < m->nsource_files; i++) {
+      char hex[17];
+      snprintf(hex, sizeof hex, "%016llx", (unsigned long long)m->source_files[i].hash);
+      cJSON *f = cJSON_CreateObject();
+      cJSON_AddStringToObject(f, "name", m->source_files[i].name);
+      cJSON_AddStringToObject(f, "xxh3", hex);
+      cJSON_AddItemToArray(files, f);
+    }
+  }
   return j;
 }
 
@@ -453,6 +466,48 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
   return s;
 }
 
+/* The optional "source": {"dir": "/abs/dir", "files": [{"name": "config.json",
+ * "xxh3": "16 hex digits"}, ...]}: the weights directory it was compiled with. */
+static ssm_status source(reader *r, const cJSON *root) {
+  ssm_manifest *m = r->m;
+  const cJSON *src = cJSON_GetObjectItemCaseSensitive(root, "source"), *arr;
+  if (!src) return NULL;
+  size_t n = enter(r, "source", 0);
+  ssm_status s = cJSON_IsObject(src) ? NULL : bad(r, "is not an object");
+  if (!s) s = field_str(r, src, "dir", &m->source_dir);
+  if (!s && (m->source_dir[0] != '/' || strlen(m->source_dir) >= 4096)) {
+    size_t k = enter(r, "dir", 0);
+    s = bad(r, "is not an absolute path (of at most 4095 bytes)");
+    leave(r, k);
+  }
+  if (!s) s = list(r, src, "files", 0, 1024, sizeof *m->source_files, &arr, &m->nsource_files,
+                   (void **)&m->source_files);
+  for (int i = 0; !s && i < m->nsource_files; i++) {
+    const cJSON *e = cJSON_GetArrayItem(arr, i);
+    ssm_mf_source_file *f = &m->source_files[i];
+    const char *hex = NULL;
+    size_t k = enter(r, "files", 0);
+    enter(r, NULL, i);
+    s = field_str(r, e, "name", &f->name);
+    if (!s && (!f->name[0] || strchr(f->name, '/') || !strcmp(f->name, ".") ||
+               !strcmp(f->name, "..") || strlen(f->name) > 255))
+      s = bad(r, "has a name that is not a file name");
+    for (int j = 0; !s && j < i; j++)
+      if (!strcmp(m->source_files[j].name, f->name)) s = bad(r, "names a file given before");
+    if (!s) s = field_str(r, e, "xxh3", &hex);
+    if (!s && (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16))
+      s = bad(r, "has an xxh3 that is not 16 lowercase hex digits");
+    if (!s) f->hash = strtoull(hex, NULL, 16);
+    leave(r, k);
+  }
+  leave(r, n);
+  if (s) {
+    m->source_dir = NULL;
+    m->nsource_files = 0;
+  }
+  return s;
+}
+
 static ssm_status read_root(reader *r, const cJSON *root) {
   ssm_manifest *m = r->m;
   double v = 0;
@@ -520,6 +575,7 @@ static ssm_status read_root(reader *r, const cJSON *root) {
        m->buffers[m->decode.next.buffer].usage != SSM_BUFFER_ACTIVATIONS))
     s = bad(r, "places the decode program's sampler outside the state and activations");
   leave(r, n);
+  if (!s) s = source(r, root);
   return s;
 }
 

@@ -64,6 +64,7 @@ struct ssm_model {
   int nparams;
   int64_t max_seq; /* the built-in param max_seq */
   int64_t eos;     /* config.json's eos_token_id (the first of a list); -1 if none */
+  uint64_t source_hash; /* of the YAML text and the config (ssm_model_digest) */
 };
 
 /* ---- YAML helpers ------------------------------------------------------ */
@@ -1342,6 +1343,10 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
   SSM_TRY(model_types_of(m, &types));
   for (yaml_node_item_t *it = types ? types->data.sequence.items.start : NULL; types && it < types->data.sequence.items.top; it++)
     SSM_TRY(expect_type(m, ynode(m, *it), YAML_SCALAR_NODE, "a model type"));
+  char *cfg_text = cJSON_PrintUnformatted(cfg);
+  if (!cfg_text) ssm_fatal_nomem(0);
+  m->source_hash = ssm_fnv1a(m->source_hash, cfg_text, strlen(cfg_text) + 1);
+  cJSON_free(cfg_text);
   yaml_node_t *params = map_get(m, root, "params");
   if (params) SSM_TRY(bind_params(m, params, cfg));
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id");
@@ -1389,6 +1394,7 @@ static ssm_status model_read(const char *file, const char *text, size_t len, con
     return s;
   }
   m->has_doc = 1;
+  m->source_hash = ssm_fnv1a(SSM_FNV_INIT, text, len);
   *out = m;
   return NULL;
 }
@@ -1517,6 +1523,19 @@ ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v) {
       return NULL;
     }
   return ssm_status_new(SSM_ERR_INVALID, "%s: no param '%s' to set", m->file, name);
+}
+
+uint64_t ssm_model_digest(const ssm_model *m) {
+  uint64_t h = ssm_fnv1a(SSM_FNV_INIT, &m->source_hash, sizeof m->source_hash);
+  h = ssm_fnv1a(h, &m->max_seq, sizeof m->max_seq);
+  for (int k = 0; k < m->nparams; k++) {
+    const ssm_scalar *v = &m->params[k].v;
+    int32_t kind = (int32_t)v->kind;
+    h = ssm_fnv1a(h, m->params[k].name, strlen(m->params[k].name) + 1);
+    h = ssm_fnv1a(h, &kind, sizeof kind);
+    h = v->kind == SSM_SC_FLOAT ? ssm_fnv1a(h, &v->f, sizeof v->f) : ssm_fnv1a(h, &v->i, sizeof v->i);
+  }
+  return h;
 }
 
 int ssm_model_param(const ssm_model *m, const char *name, int64_t *out) {

@@ -36,6 +36,12 @@ int ssm_model_param(const ssm_model *m, const char *name, int64_t *out);
  * integer). An unknown name is an error. */
 ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v);
 
+/* A digest of everything a compiled model depends on from the model side:
+ * the description's text, the config (as parsed, so whitespace does not
+ * count) and every param as bound or set (max_seq included). Equal digests
+ * compile to the same bundle with the same compiler and options. */
+uint64_t ssm_model_digest(const ssm_model *m);
+
 /* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
  * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
  * not embedded. */

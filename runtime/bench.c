@@ -6,15 +6,9 @@
  * (as `ssmc run --greedy`), and with the sampler feeding each token back on
  * the device (as `ssmc run`).
  */
-#include <time.h>
-
 #include "runtime/internal.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#define now_s ssm_rt_now
 
 static ssm_status bench(ssm_backend *b, int n, float *logits, int32_t *toks, int32_t *ids,
                         ssmc_bench_result *r) {
@@ -71,6 +65,7 @@ ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_re
   if (!st) st = ssm_alloc((size_t)n, sizeof(int32_t), (void **)&ids);
   for (int i = 0; !st && i < b->chunk; i++) toks[i] = (int32_t)((i * 7919) % b->vocab);
   if (!st) st = bench(b, n, logits, toks, ids, out);
+  out->dtype = ssmc_session_dtype(s);
   if (!st) st = ssm_backend_check(b);
   free(logits);
   free(toks);

@@ -5,12 +5,18 @@
 #ifndef SSM_RUNTIME_INTERNAL_H
 #define SSM_RUNTIME_INTERNAL_H
 
+#include "bundle/bundle.h"
 #include "runtime/backend/backend.h"
 #include "runtime/ssmc.h"
+#include "runtime/weights/weights.h"
 #include "tokenizer/tokenizer.h"
 
 struct ssmc_session {
   ssm_backend *b;
+  char *weights;     /* the checkpoint it was opened with */
+  ssmc_stats stats;
+  char *cache_file;
+  double gen_t0;     /* when the prompt of the generate call under way was fed */
   char *tok_path;    /* where the tokenizer is (NULL: nowhere known) */
   int tok_explicit;  /* options.tokenizer named it */
   ssm_tok *tok;
@@ -20,5 +26,28 @@ struct ssmc_session {
   float *rows;       /* logits of one run */
   size_t rows_cap;
 };
+
+/* Monotonic seconds. */
+double ssm_rt_now(void);
+
+/* ---- the compile cache (cache.c) --------------------------------------------- */
+
+/* Compiles `m` with `co`, or reads the result from the cache directory
+ * `dir`: the entry DIR/<key>.ssmb, where the key hashes the model's digest
+ * (description, config, params), the compile options and the ssmc build
+ * (version, git revision, the binary's build id). A missing or unreadable
+ * entry is compiled and written (atomically; failing to write it is only
+ * logged). *out_hit says whether it came from the cache, *out_path
+ * (malloc'd) is the entry, *out_compile_s the time spent compiling. */
+ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const char *dir,
+                             ssm_bundle **out, int *out_hit, char **out_path,
+                             double *out_compile_s);
+
+/* ---- a bundle's recorded weights (source.c) ------------------------------------- */
+
+/* The weights directory that bundle `b` was compiled with, checked against
+ * the fingerprints it recorded: an error naming the bundle and what is
+ * missing or changed, or when it recorded none. */
+ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir);
 
 #endif

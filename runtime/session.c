@@ -18,7 +18,8 @@ _Static_assert((int)SSMC_ERR_INVALID == (int)SSM_ERR_INVALID &&
                    (int)SSMC_ERR_NOMEM == (int)SSM_ERR_NOMEM &&
                    (int)SSMC_ERR_UNSUPPORTED == (int)SSM_ERR_UNSUPPORTED &&
                    (int)SSMC_ERR_DEVICE == (int)SSM_ERR_DEVICE &&
-                   (int)SSMC_ERR_INTERNAL == (int)SSM_ERR_INTERNAL,
+                   (int)SSMC_ERR_INTERNAL == (int)SSM_ERR_INTERNAL &&
+                   (int)SSMC_ERR_CANCELLED == (int)SSM_ERR_CANCELLED,
                "ssmc_code and ssm_code agree");
 
 #define MAX_CHUNK 4096
@@ -166,14 +167,32 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   return NULL;
 }
 
-static ssm_status open_backend(const char *model, const ssmc_options *o, const char *weights,
-                               int bundle, ssm_backend **out) {
-  ssm_vk_backend_opts vo = {.device = o->device, .validation = o->validation};
+/* Opens the backend for `model` into s->b: a bundle (with the weights it
+ * records when none are given), or a model compiled now or found in the
+ * cache, or the CPU interpreter. Fills s->weights and the
+ * compile part of s->stats. */
+static ssm_status open_backend(ssmc_session *s, const char *model, const ssmc_options *o,
+                               int bundle) {
+  ssm_progress progress = {(ssm_progress_fn)o->progress, o->progress_user};
+  ssm_vk_backend_opts vo = {.device = o->device, .validation = o->validation,
+                            .progress = progress};
+  const char *weights = o->weights ? o->weights : is_dir(model) ? model : NULL;
+  ssm_bundle *bd = NULL;
+  ssm_status st = NULL;
   if (bundle) {
-    ssm_bundle *bd;
     SSM_TRY(ssm_bundle_open(model, &bd));
-    return ssm_vk_backend_open(bd, weights, &vo, out);
+    if (!weights) st = ssm_bundle_weights(bd, &weights);
+    if (st) {
+      ssm_bundle_close(bd);
+      return st;
+    }
+    s->weights = ssm_xstrdup(weights);
+    return ssm_vk_backend_open(bd, s->weights, &vo, &s->b);
   }
+  if (!weights)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
+                          "(--weights DIR)", model);
+  s->weights = ssm_xstrdup(weights);
   static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
                                       [SSMC_DTYPE_BF16] = SSM_BF16};
   ssm_dtype dtype = SSM_F32;
@@ -181,34 +200,43 @@ static ssm_status open_backend(const char *model, const ssmc_options *o, const c
   else dtype = dtypes[o->dtype];
   ssm_model *m;
   SSM_TRY(ssm_model_open(model, o->config, &m));
-  ssm_status s = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
-  if (!s && o->backend == SSMC_BACKEND_CPU)
-    return ssm_cpu_backend_open(m, weights, o->chunk, dtype, out);
-  ssm_bundle *bd = NULL;
-  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse};
-  if (!s) s = ssm_compile(m, &co, &bd);
+  st = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
+  if (!st && o->backend == SSMC_BACKEND_CPU)
+    return ssm_cpu_backend_open(m, weights, o->chunk, dtype, &progress, &s->b);
+  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse,
+                         .progress = progress};
+  if (!st && o->cache_dir) {
+    int hit;
+    st = ssm_cache_compile(m, &co, o->cache_dir, &bd, &hit, &s->cache_file, &s->stats.compile_s);
+    s->stats.cache = hit ? SSMC_CACHE_HIT : SSMC_CACHE_MISS;
+    s->stats.cache_file = s->cache_file;
+  } else if (!st) {
+    double t0 = ssm_rt_now();
+    st = ssm_compile(m, &co, &bd);
+    s->stats.compile_s = ssm_rt_now() - t0;
+  }
   ssm_model_close(m);
-  if (s) return s;
-  return ssm_vk_backend_open(bd, weights, &vo, out);
+  if (st) return st;
+  return ssm_vk_backend_open(bd, weights, &vo, &s->b);
 }
 
 ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
                               ssmc_session **out) {
   *out = NULL;
+  double t0 = ssm_rt_now();
   ssmc_options o;
   if (options) o = *options;
   else ssmc_options_init(&o);
   int bundle = is_bundle(model);
   SSM_TRY(check_options(model, &o, bundle));
-  const char *weights = o.weights ? o.weights : is_dir(model) ? model : NULL;
-  if (!weights)
-    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
-                          "(--weights DIR)", model);
-  ssm_backend *b;
-  SSM_TRY(open_backend(model, &o, weights, bundle, &b));
   ssmc_session *s = ssm_xcalloc(1, sizeof *s);
-  s->b = b;
+  ssm_status st = open_backend(s, model, &o, bundle);
+  if (st) {
+    ssmc_session_close(s);
+    return st;
+  }
   s->eos_option = o.eos;
+  const char *weights = s->weights;
   if (o.tokenizer) {
     s->tok_path = tokenizer_file(o.tokenizer);
     s->tok_explicit = 1;
@@ -222,6 +250,7 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
     }
     s->tok_path = ssm_sb_take(&p);
   }
+  s->stats.open_s = ssm_rt_now() - t0;
   *out = s;
   return NULL;
 }
@@ -230,6 +259,8 @@ void ssmc_session_close(ssmc_session *s) {
   if (!s) return;
   ssm_backend_close(s->b);
   ssm_tok_close(s->tok);
+  free(s->weights);
+  free(s->cache_file);
   free(s->tok_path);
   free(s->rows);
   free(s);
@@ -322,7 +353,10 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
 ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t count,
                               ssmc_logits_fn on_logits, void *user) {
   int stopped;
+  double t0 = ssm_rt_now();
   SSM_TRY(feed(s, tokens, count, on_logits != NULL, on_logits, user, &stopped));
+  s->stats.prompt_tokens += (int64_t)count;
+  s->stats.prompt_s += ssm_rt_now() - t0;
   return ssm_backend_check(s->b);
 }
 
@@ -372,8 +406,12 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   int stopped;
   /* with the sampler, the last prompt token is its first input (and the
    * sampler itself reports inf/NaN logits: they need not come to the host) */
+  double t0 = ssm_rt_now();
   SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, g->on_logits || !sampled, g->on_logits, g->user,
                &stopped));
+  s->gen_t0 = ssm_rt_now();
+  s->stats.prompt_tokens += (int64_t)(sampled ? np - 1 : np);
+  s->stats.prompt_s += s->gen_t0 - t0;
   if (stopped || !max_tokens) return NULL;
   if (sampled) {
     step_ctx c = {s, g, b->position, eos, NULL, 0};
@@ -407,9 +445,17 @@ ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t
     ssmc_generate_options_init(&dflt);
     g = &dflt;
   }
-  SSM_TRY(generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count));
+  s->gen_t0 = 0;
+  ssm_status st = generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count);
+  if (s->gen_t0 > 0) {
+    s->stats.generated_tokens += (int64_t)*out_count;
+    s->stats.generate_s += ssm_rt_now() - s->gen_t0;
+  }
+  SSM_TRY(st);
   return ssm_backend_check(s->b);
 }
+
+void ssmc_session_stats(const ssmc_session *s, ssmc_stats *out) { *out = s->stats; }
 
 ssmc_status ssmc_session_reset(ssmc_session *s) { return ssm_backend_reset(s->b); }
 

@@ -50,6 +50,7 @@ typedef enum {
   SSMC_ERR_UNSUPPORTED, /* valid input this version does not handle */
   SSMC_ERR_DEVICE,      /* the Vulkan device failed or lacks a feature */
   SSMC_ERR_INTERNAL,    /* a bug in ssmc, reported rather than crashed */
+  SSMC_ERR_CANCELLED,   /* a progress callback (ssmc_progress_fn) asked to stop */
 } ssmc_code;
 
 /* The code of `s` (SSMC_OK for NULL). */
@@ -134,6 +135,13 @@ typedef struct ssmc_session ssmc_session;
 
 typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
 
+/* Progress of a long step of ssmc_session_open: `stage` is "compiling
+ * decode", "compiling prefill" (units: kernels) or "loading weights"
+ * (units: bytes), `done` of `total`. A non-zero return cancels: the open
+ * fails with SSMC_ERR_CANCELLED and leaves nothing behind (a signal
+ * handler can set a flag that this returns). */
+typedef int (*ssmc_progress_fn)(const char *stage, uint64_t done, uint64_t total, void *user);
+
 /* How the matmul and embedding weights are kept on the device (activations,
  * state and all arithmetic are f32 either way). */
 typedef enum {
@@ -156,16 +164,32 @@ typedef struct {
   ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
   int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
                           * tokenizer's <|endoftext|> */
+  /* Where compiled models are kept, by content (NULL: a model is compiled in
+   * memory at every open and nothing is written). A model compiled before
+   * with the same description, config.json, options and ssmc build is read
+   * from there instead; a corrupt entry is compiled again and replaced.
+   * ssmc_cache_dir_default() gives the directory the ssmc tool uses. */
+  const char *cache_dir;
+  ssmc_progress_fn progress; /* may be NULL */
+  void *progress_user;
 } ssmc_options;
 
 /* The defaults: Vulkan, device -1, chunk 32, eos -1, the rest 0/NULL. */
 void ssmc_options_init(ssmc_options *o);
 
+/* $XDG_CACHE_HOME/ssmc, else $HOME/.cache/ssmc (malloc'd; free() it); NULL
+ * when neither variable is set to an absolute path. */
+char *ssmc_cache_dir_default(void);
+
 /* Opens `model`: a Hugging Face model directory (its config.json's
  * model_type picks the architecture), an architecture YAML with
  * options->config, or a compiled bundle (.ssmb, Vulkan only). A model is
- * compiled in memory; nothing is written to disk. The weights are loaded
- * and the state is zero. */
+ * compiled in memory, or found in options->cache_dir; nothing else is
+ * written to disk. The weights are loaded and the state is zero. Without
+ * options->weights, the weights are MODEL when it is a directory, and for a
+ * bundle the directory it was compiled with (`ssmc compile` records it with
+ * a fingerprint of its config.json and tensor tables): a directory that is
+ * gone or has changed since is an error that says which file changed. */
 ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
                               ssmc_session **out);
 /* NULL is fine. */
@@ -237,6 +261,28 @@ ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path);
  * move between backends. */
 ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path);
 
+/* What a session has done and how long it took, for a summary. */
+typedef enum {
+  SSMC_CACHE_OFF,  /* no cache_dir, or not a model that is compiled (a bundle, the CPU) */
+  SSMC_CACHE_HIT,  /* the compiled model was read from the cache */
+  SSMC_CACHE_MISS, /* it was compiled (and stored, unless the cache could not be written) */
+} ssmc_cache_use;
+
+typedef struct {
+  double open_s;            /* all of ssmc_session_open */
+  double compile_s;         /* of which compiling the model (0 when nothing was compiled) */
+  ssmc_cache_use cache;
+  const char *cache_file;   /* the cache entry (valid while the session is open), or NULL */
+  int64_t prompt_tokens;    /* fed before the first token was drawn (every prompt, and
+                             * ssmc_session_feed) */
+  double prompt_s;
+  int64_t generated_tokens; /* drawn by ssmc_session_generate */
+  double generate_s;        /* from the end of each prompt to the last token drawn */
+} ssmc_stats;
+
+/* The totals since the session was opened. */
+void ssmc_session_stats(const ssmc_session *s, ssmc_stats *out);
+
 /* ---- benchmarks -------------------------------------------------------------------- */
 
 typedef struct {
@@ -245,6 +291,7 @@ typedef struct {
   double prefill_tokens_per_s;
   int decode_tokens, prefill_tokens;   /* how many were timed */
   uint64_t weight_bytes;               /* read by every decode step */
+  const char *dtype;                   /* of the weights on the device: "f32", "f16", "bf16" */
 } ssmc_bench_result;
 
 /* Times `decode_tokens` decode steps both ways and about as many prefill

@@ -158,11 +158,112 @@ static void test_save_is_atomic(void) {
   ssm_bundle_close(b);
 }
 
+/* The bundle file `good` (n bytes) with its manifest replaced by `json`:
+ * sections and checksum redone, so only the manifest's checks can refuse it. */
+static unsigned char *with_manifest(const unsigned char *good, size_t n, const char *json,
+                                    size_t *out_n) {
+  uint64_t boff = 0, blen = 0;
+  for (int i = 7; i >= 0; i--) {
+    boff = boff << 8 | good[24 + i];
+    blen = blen << 8 | good[32 + i];
+  }
+  CU_ASSERT_FATAL(boff + blen == n);
+  size_t mlen = strlen(json), boff2 = (64 + mlen + 15) & ~(size_t)15;
+  unsigned char *f = calloc(1, boff2 + blen);
+  memcpy(f, good, 8);
+  put64(f + 8, 64);
+  put64(f + 16, mlen);
+  put64(f + 24, boff2);
+  put64(f + 32, blen);
+  memcpy(f + 64, json, mlen);
+  memcpy(f + boff2, good + boff, blen);
+  put64(f + 40, ssm_fnv1a(SSM_FNV_INIT, f + 64, boff2 + blen - 64));
+  *out_n = boff2 + blen;
+  return f;
+}
+
+/* The optional record of the weights directory (manifest "source"): it
+ * survives the round trip, a bundle without it has none, and each of its
+ * fields is checked. */
+static void test_source(void) {
+  ssm_bundle *b = compile_tiny(), *c = NULL;
+  CU_ASSERT_PTR_NULL(ssm_bundle_manifest(b)->source_dir);
+  const ssm_mf_source_file files[] = {{"config.json", 0x0123456789abcdefull},
+                                      {"model.safetensors", 0xfedcba9876543210ull}};
+  ssm_bundle_set_source(b, "/w/model dir", files, 2);
+  void *data;
+  size_t size;
+  SSM_ASSERT_OK(ssm_bundle_serialize(b, &data, &size));
+  SSM_ASSERT_OK(ssm_bundle_open_memory(data, size, "s.ssmb", &c));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  const ssm_manifest *m = ssm_bundle_manifest(c);
+  CU_ASSERT_STRING_EQUAL(m->source_dir, "/w/model dir");
+  CU_ASSERT_EQUAL(m->nsource_files, 2);
+  for (int i = 0; i < 2 && m->nsource_files == 2; i++) {
+    CU_ASSERT_STRING_EQUAL(m->source_files[i].name, files[i].name);
+    CU_ASSERT_EQUAL(m->source_files[i].hash, files[i].hash);
+  }
+  char *summary = ssm_bundle_describe(c, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(summary, "\"xxh3\":\t\"0123456789abcdef\""));
+  free(summary);
+  ssm_bundle_close(c);
+  /* the manifest as written, with its "source" replaced */
+  uint64_t mlen = 0;
+  for (int i = 7; i >= 0; i--) mlen = mlen << 8 | ((unsigned char *)data)[16 + i];
+  char *json = strndup((char *)data + 64, (size_t)mlen);
+  char *at = strstr(json, ",\"source\":");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  struct { const char *source, *error; } bad[] = {
+      {"5", "source is not an object"},
+      {"{\"files\":[]}", "source.dir is missing"},
+      {"{\"dir\":\"rel/dir\",\"files\":[]}", "source.dir is not an absolute path"},
+      {"{\"dir\":\"/d\"}", "source.files is missing"},
+      {"{\"dir\":\"/d\",\"files\":{}}", "source.files is not a list"},
+      {"{\"dir\":\"/d\",\"files\":[{\"name\":\"a/b\",\"xxh3\":\"0123456789abcdef\"}]}",
+       "source.files[0] has a name that is not a file name"},
+      {"{\"dir\":\"/d\",\"files\":[{\"name\":\"..\",\"xxh3\":\"0123456789abcdef\"}]}",
+       "source.files[0] has a name that is not a file name"},
+      {"{\"dir\":\"/d\",\"files\":[{\"name\":\"a\",\"xxh3\":\"0123\"}]}",
+       "source.files[0] has an xxh3 that is not 16 lowercase hex digits"},
+      {"{\"dir\":\"/d\",\"files\":[{\"name\":\"a\",\"xxh3\":\"0123456789ABCDEF\"}]}",
+       "has an xxh3 that is not 16 lowercase hex digits"},
+      {"{\"dir\":\"/d\",\"files\":[{\"name\":\"a\",\"xxh3\":\"0123456789abcdef\"},"
+       "{\"name\":\"a\",\"xxh3\":\"0123456789abcdef\"}]}",
+       "source.files[1] names a file given before"},
+      {"{\"dir\":\"/d\",\"files\":[{\"xxh3\":\"0123456789abcdef\"}]}",
+       "source.files[0].name is missing"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[65536];
+    snprintf(text, sizeof text, "%.*s,\"source\":%s}", (int)(at - json), json, bad[i].source);
+    size_t n;
+    unsigned char *f = with_manifest(data, size, text, &n);
+    ssm_bundle *d = NULL;
+    SSM_ASSERT_ERR(ssm_bundle_open_memory(f, n, "s.ssmb", &d), bad[i].error);
+    CU_ASSERT_PTR_NULL(d);
+    free(f);
+  }
+  /* and without "source" at all: fine, nothing recorded */
+  char text[65536];
+  snprintf(text, sizeof text, "%.*s}", (int)(at - json), json);
+  size_t n;
+  unsigned char *f = with_manifest(data, size, text, &n);
+  SSM_ASSERT_OK(ssm_bundle_open_memory(f, n, "s.ssmb", &c));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_PTR_NULL(ssm_bundle_manifest(c)->source_dir);
+  ssm_bundle_close(c);
+  free(f);
+  free(json);
+  free(data);
+  ssm_bundle_close(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"roundtrip", test_roundtrip},
                          {"bad_files", test_bad_files},
                          {"manifest_not_object", test_manifest_not_object},
                          {"save_is_atomic", test_save_is_atomic},
+                         {"source", test_source},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("bundle", tests);
 }

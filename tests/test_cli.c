@@ -3,7 +3,10 @@
  * message on stderr and a non-zero exit, never a crash.
  */
 #include <cjson/cJSON.h>
+#include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -27,10 +30,21 @@ static void test_usage(void) {
   expect("", 2, "usage:");
   expect("frobnicate", 2, "unknown command 'frobnicate'");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --bogus", 2, "unknown option '--bogus'");
-  expect("run " FIX " --tokens 1,2", 2, "missing --weights");
+  expect("run models/mamba1.yaml --config " FIX "/config.json --tokens 1,2", 1,
+         "models/mamba1.yaml: no weights: give the checkpoint directory (--weights DIR)");
   expect("run " FIX " --weights " FIX, 2, "give --tokens IDS or --prompt TEXT");
   expect("run " FIX " --weights " FIX " --tokens 1 --prompt hi", 2, "give --tokens IDS or --prompt TEXT");
-  expect("run " FIX " --weights " FIX " --tokens 1,2 -n", 2, "needs a value");
+  expect("run " FIX " --prompt hi --prompt-file x", 2, "give --tokens IDS or --prompt TEXT");
+  expect("run " FIX " -i --tokens 1", 2, "run: -i takes text turns from standard input");
+  expect("run " FIX " -i --prompt -", 2, "so the prompt cannot come from there too");
+  expect("run " FIX " --weights " FIX " --tokens 1,2 -n", 2, "run: option '-n' needs a value");
+  expect("run " FIX " --tokens", 2, "run: option '--tokens' needs a value");
+  expect("run " FIX " --tokens 1 --json=yes", 2, "run: option '--json' takes no value");
+  expect("run " FIX " --tokens 1 -x", 2, "run: unknown option '-x'");
+  expect("run " FIX " --tokens 1 --bogus", 2, "Try 'ssmc run --help'.");
+  expect("compile " FIX " --bogus=1", 2, "compile: unknown option '--bogus=1'");
+  expect("run " FIX " extra --tokens 1", 2, "run: unexpected argument 'extra'");
+  expect("bench " FIX " --reps 0", 2, "--reps: expected a count from 1 to 1000, got '0'");
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
   expect("ir", 2, "missing MODEL");
@@ -43,7 +57,57 @@ static void test_usage(void) {
   expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
   expect("inspect", 2, "inspect: missing BUNDLE");
   expect("devices extra", 2, "devices: unexpected argument 'extra'");
-  expect("bench " FIX " --weights " FIX, 2, "bench: expected a compiled bundle (.ssmb)");
+  expect("bench " FIX " --backend cpu", 2, "bench: --backend cpu: bench times the Vulkan runtime");
+}
+
+/* Every command answers --help (and -h, also after other arguments) with
+ * its own usage on stdout and exit 0; ssmc --help lists the commands. */
+static void test_help(void) {
+  static const char *const cmds[] = {"run", "compile", "bench", "inspect", "ir", "tokenize",
+                                     "devices"};
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    for (int form = 0; form < 3; form++) {
+      char cmd[1024], want[64], *out;
+      static const char *const forms[] = {"--help", "-h", FIX " --help"};
+      snprintf(cmd, sizeof cmd, "cd %s && %s %s %s 2>/dev/null", ssm_test_source_dir(),
+               ssm_test_ssmc(), cmds[i], forms[form]);
+      snprintf(want, sizeof want, "usage: ssmc %s", cmds[i]);
+      int rc = ssm_test_sh(cmd, &out);
+      size_t k = strlen(want);
+      int ok = !rc && !strncmp(out, want, k) && (out[k] == ' ' || out[k] == '\n') && strlen(out) > 60;
+      if (!ok) fprintf(stderr, "\n  %s -> %d: %s\n", cmd, rc, out);
+      CU_ASSERT(ok);
+      free(out);
+    }
+  char cmd[1024], *out;
+  snprintf(cmd, sizeof cmd, "%s --help 2>/dev/null", ssm_test_ssmc());
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 0);
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+    char line[64];
+    snprintf(line, sizeof line, "\n  %s ", cmds[i]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, line));
+  }
+  free(out);
+}
+
+/* ssmc --version: "ssmc VERSION (git REVISION)", the revision baked in by
+ * the build (a git describe, or "unknown" outside a checkout). */
+static void test_version(void) {
+  char cmd[1024], want[256], *out;
+  snprintf(cmd, sizeof cmd, "%s --version", ssm_test_ssmc());
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 0);
+  snprintf(want, sizeof want, "ssmc %s (git %s)\n", SSM_VERSION, ssm_revision());
+  CU_ASSERT_STRING_EQUAL(out, want);
+  CU_ASSERT(strlen(ssm_revision()) >= 7 && !strpbrk(ssm_revision(), " \n\""));
+  free(out);
+  /* in a git checkout, the revision is that of HEAD (with -dirty when changed) */
+  snprintf(cmd, sizeof cmd, "git -C %s rev-parse --short=12 HEAD 2>/dev/null", ssm_test_source_dir());
+  if (!ssm_test_sh(cmd, &out) && strlen(out) > 7) {
+    out[strlen(out) - 1] = 0;
+    if (!strstr(ssm_revision(), out))
+      fprintf(stderr, "\n  revision %s is not HEAD %s (configured before a commit?)", ssm_revision(), out);
+  }
+  free(out);
 }
 
 /* --device N past the last device: the error lists the devices there are. */
@@ -82,6 +146,391 @@ static void test_bad_paths(void) {
   expect("ir /nonexistent/x.ssmir", 1, "/nonexistent/x.ssmir");
   /* weights of another model: a shape mismatch names the tensor */
   expect("run " FIX " --weights tests/data/mamba1_untied --tokens 1 -n 1", 1, "backbone.");
+}
+
+
+/* Runs a shell command (printf-style) in the source tree with the ssmc
+ * under test as $SSMC, and asserts its exit status; returns its output
+ * (stdout and stderr, unless the command redirects them), malloc'd. */
+static char *sh(int want_rc, const char *fmt, ...) SSM_PRINTF(2, 3);
+static char *sh(int want_rc, const char *fmt, ...) {
+  char body[8192], cmd[9000], *out;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(body, sizeof body, fmt, ap);
+  va_end(ap);
+  snprintf(cmd, sizeof cmd, "cd %s && SSMC=%s && %s", ssm_test_source_dir(), ssm_test_ssmc(), body);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc != want_rc) fprintf(stderr, "\n  %s\n  -> exit %d (want %d): %s\n", body, rc, want_rc, out);
+  CU_ASSERT_EQUAL(rc, want_rc);
+  return out;
+}
+
+/* A directory of the temp dir, made empty. */
+static const char *fresh_dir(const char *name) {
+  static char bufs[4][512];
+  static int k;
+  char *d = bufs[k++ & 3];
+  snprintf(d, sizeof bufs[0], "%s/%s", ssm_test_tmpdir(), name);
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", d, d);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
+  return d;
+}
+
+#define PY "models/pymamba"
+
+/* --x=v and --x v, -nN and -n N, options before or after MODEL: one run. */
+static void test_option_forms(void) {
+  char *a = sh(0, "$SSMC run " FIX " --weights " FIX " --tokens 1,2,3 -n 5 -q");
+  char *b = sh(0, "$SSMC run --weights=" FIX " --tokens=1,2,3 -n5 -q " FIX);
+  char *c = sh(0, "$SSMC run -q -n 5 " FIX " --tokens 1,2,3");
+  CU_ASSERT(strlen(a) > 8 && strchr(a, ',') != NULL);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  CU_ASSERT_STRING_EQUAL(a, c); /* the weights of a model directory are its own */
+  free(a);
+  free(b);
+  free(c);
+}
+
+/* --prompt TEXT, --prompt - (stdin) and --prompt-file FILE: the same run. */
+static void test_prompt_sources(void) {
+  const char *f = ssm_test_write("prompt.txt", "def fibonacci(n):", 17);
+  char *a = sh(0, "$SSMC run " PY " --prompt 'def fibonacci(n):' -n 12 2>/dev/null");
+  char *b = sh(0, "printf 'def fibonacci(n):' | $SSMC run " PY " --prompt - -n 12 2>/dev/null");
+  char *c = sh(0, "$SSMC run " PY " --prompt-file %s -n 12 2>/dev/null", f);
+  char *d = sh(0, "$SSMC run " PY " --prompt-file - -n 12 < %s 2>/dev/null", f);
+  CU_ASSERT_EQUAL(strncmp(a, "def fibonacci(n):", 17), 0);
+  CU_ASSERT(strlen(a) > 25);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  CU_ASSERT_STRING_EQUAL(a, c);
+  CU_ASSERT_STRING_EQUAL(a, d);
+  free(a);
+  free(b);
+  free(c);
+  free(d);
+  a = sh(1, "$SSMC run " PY " --prompt-file /nonexistent/p.txt");
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "--prompt-file: /nonexistent/p.txt"));
+  free(a);
+  a = sh(1, "$SSMC run " PY " --prompt-file %s", ssm_test_tmpdir());
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "is a directory"));
+  free(a);
+  /* --tokenizer takes the directory that holds tokenizer.json */
+  a = sh(0, "$SSMC run " PY " --prompt 'def f' -n 3 --tokenizer " PY " -q");
+  b = sh(0, "$SSMC run " PY " --prompt 'def f' -n 3 --tokenizer " PY "/tokenizer.json -q");
+  CU_ASSERT_STRING_EQUAL(a, b);
+  free(a);
+  free(b);
+}
+
+/* Drops the trailing newline of `s` (in place). */
+static char *chomp(char *s) {
+  size_t n = strlen(s);
+  if (n && s[n - 1] == '\n') s[n - 1] = 0;
+  return s;
+}
+
+/* -i: turns read from stdin continue one state. Turn 2 after turn 1 (its
+ * prompt A, its K tokens g) is the run of A, g, B as ids: what ssmc prints
+ * is A, g's text, B, and the continuation of that run. The CPU backend, so
+ * that the chunking of the prompts cannot change a logit. */
+static void test_interactive(void) {
+  const char *A = "def add(a, b):\n", *B = "    return a + b\n"; /* a line each */
+  char both[256];
+  snprintf(both, sizeof both, "%s%s", A, B);
+  const char *fa = ssm_test_write("turn_a.txt", A, strlen(A));
+  const char *fb = ssm_test_write("turn_b.txt", B, strlen(B));
+  const char *fab = ssm_test_write("turns.txt", both, strlen(both));
+  char *ids_a = chomp(sh(0, "$SSMC tokenize --tokenizer " PY " --ids - < %s", fa));
+  char *ids_b = chomp(sh(0, "$SSMC tokenize --tokenizer " PY " --ids - < %s", fb));
+  char *g = chomp(sh(0, "$SSMC run " PY " --backend cpu --tokens %s -n 6 -q", ids_a));
+  char *g2 = chomp(sh(0, "$SSMC run " PY " --backend cpu --tokens %s,%s,%s -n 6 -q", ids_a, g, ids_b));
+  char *text_g = chomp(sh(0, "$SSMC tokenize --tokenizer " PY " --decode %s", g));
+  char *text_g2 = chomp(sh(0, "$SSMC tokenize --tokenizer " PY " --decode %s", g2));
+  int commas = 0;
+  for (const char *p = g; *p; p++) commas += *p == ',';
+  CU_ASSERT_EQUAL(commas, 5); /* 6 tokens: no end-of-text in turn 1 */
+  char *got = sh(0, "$SSMC run " PY " --backend cpu -i -n 6 < %s 2>/dev/null", fab);
+  char want[4096];
+  snprintf(want, sizeof want, "%s%s%s%s\n", A, text_g, B, text_g2);
+  if (strcmp(got, want)) fprintf(stderr, "\n  got  '%s'\n  want '%s'\n", got, want);
+  CU_ASSERT_STRING_EQUAL(got, want);
+  /* --prompt-file is the first turn, then stdin's */
+  char *got2 = sh(0, "$SSMC run " PY " --backend cpu -i -n 6 --prompt-file %s < %s 2>/dev/null",
+                  fa, fb);
+  CU_ASSERT_STRING_EQUAL(got, got2);
+  free(got);
+  free(got2);
+  free(ids_a);
+  free(ids_b);
+  free(g);
+  free(g2);
+  free(text_g);
+  free(text_g2);
+}
+
+
+/* tokenize: `ID -> 'PIECE'` a line, escaped like llama-tokenize; --ids the
+ * plain list; a tokenizer directory for --tokenizer. */
+static void test_tokenize_pieces(void) {
+  char *out = sh(0, "$SSMC tokenize --tokenizer " PY " \"$(printf 'def f(x):\\n\\t\"\\303\\251\" \\047')\"");
+  static const char *const lines[] = {"   487 -> 'def'\n", "   289 -> ' f'\n", "   199 -> '\\n'\n",
+                                      "   198 -> '\\t'\n", "   128 -> '\\xc3'\n",
+                                      "   103 -> '\\xa9'\n", "   267 -> ' \\''\n"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++) {
+    if (!strstr(out, lines[i])) fprintf(stderr, "\n  no '%s' in:\n%s", lines[i], out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, lines[i]));
+  }
+  char *ids = sh(0, "$SSMC tokenize --tokenizer " PY "/tokenizer.json --ids \"$(printf 'def f(x):\\n\\t\"\\303\\251\" \\047')\"");
+  int nlines = 0, nids = 1;
+  for (const char *p = out; *p; p++) nlines += *p == '\n';
+  for (const char *p = ids; *p; p++) nids += *p == ',';
+  CU_ASSERT_EQUAL(nlines, nids);
+  CU_ASSERT_EQUAL(strncmp(ids, "487,289,", 8), 0);
+  free(out);
+  free(ids);
+  /* a whole UTF-8 character is printed as it is; a control byte escaped */
+  out = sh(0, "$SSMC tokenize --tokenizer tests/data/tokenizer/neox \"$(printf '\\321\\202\\001')\"");
+  CU_ASSERT_STRING_EQUAL(out, "  1516 -> '\xd1\x82'\n   191 -> '\\x01'\n");
+  free(out);
+  /* SentencePiece-style: the space a '\u2581' stands for shows, also in the
+   * text's first token (which the decoders drop when decoding the text);
+   * a byte_fallback token is its byte */
+  out = sh(0, "$SSMC tokenize --tokenizer tests/data/tokenizer/llama2 \"$(printf 'Hello w\303\266rld')\"");
+  CU_ASSERT_STRING_EQUAL(out, "  1369 -> ' H'\n  1297 -> 'el'\n   452 -> 'lo'\n   437 -> ' w'\n"
+                              "   198 -> '\\xc3'\n   185 -> '\\xb6'\n   342 -> 'r'\n   712 -> 'ld'\n");
+  free(out);
+}
+
+/* The compile cache: the second run of a model directory reads the bundle
+ * the first one wrote (the file untouched), with the same output; a corrupt
+ * entry is compiled again and replaced; --no-cache neither reads nor
+ * writes; nothing but entries is left in the directory. */
+static void test_cache(void) {
+  const char *home = fresh_dir("xdg");
+  char env[700];
+  snprintf(env, sizeof env, "XDG_CACHE_HOME=%s", home);
+  static const char *const want_cache[] = {"miss", "hit", "miss", "hit"};
+  char *first = NULL, path[1024] = "";
+  struct stat st0 = {0};
+  for (int run = 0; run < 4; run++) {
+    char *out = sh(0, "%s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json 2>%s/err && tail -n 1 %s/err",
+                   env, home, home);
+    char *nl = strchr(out, '\n');
+    cJSON *j = cJSON_Parse(nl ? nl + 1 : "");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "cache")->valuestring, want_cache[run]);
+    const cJSON *file = cJSON_GetObjectItem(j, "cache_file");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(file);
+    CU_ASSERT_EQUAL(strncmp(file->valuestring, home, strlen(home)), 0);
+    if (run == 0) {
+      snprintf(path, sizeof path, "%s", file->valuestring);
+      CU_ASSERT_EQUAL(stat(path, &st0), 0);
+      first = out;
+      if (nl) *nl = 0;
+    } else {
+      CU_ASSERT_STRING_EQUAL(file->valuestring, path);
+      CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0); /* the same ids */
+      free(out);
+    }
+    struct stat st;
+    CU_ASSERT_EQUAL(stat(path, &st), 0);
+    if (run == 1) { /* read, not written */
+      CU_ASSERT_EQUAL(st.st_ino, st0.st_ino);
+      CU_ASSERT_EQUAL(st.st_mtim.tv_sec, st0.st_mtim.tv_sec);
+      CU_ASSERT_EQUAL(st.st_mtim.tv_nsec, st0.st_mtim.tv_nsec);
+      CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "compile_s")->valuedouble, 0);
+      /* corrupt it: one byte of the blob section */
+      FILE *f = fopen(path, "r+b");
+      CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+      fseek(f, -5, SEEK_END);
+      int c = fgetc(f);
+      fseek(f, -5, SEEK_END);
+      fputc(c ^ 0x10, f);
+      fclose(f);
+    }
+    if (run == 2) CU_ASSERT_NOT_EQUAL(st.st_ino, st0.st_ino); /* replaced */
+    cJSON_Delete(j);
+  }
+  char *ls = sh(0, "ls -A %s/ssmc", home);
+  const char *slash = strrchr(path, '/');
+  char want[256];
+  snprintf(want, sizeof want, "%s\n", slash ? slash + 1 : path);
+  CU_ASSERT_STRING_EQUAL(ls, want);
+  free(ls);
+  /* --no-cache: compiled, nothing read or written */
+  char *out = sh(0, "rm -rf %s/ssmc && %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json --no-cache "
+                 "2>%s/err && tail -n 1 %s/err && ls -A %s", home, env, home, home, home);
+  CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"cache\":\"off\""));
+  CU_ASSERT_PTR_NULL(strstr(out, "ssmc\n")); /* no cache directory made */
+  free(out);
+  /* a cache that cannot be written: the run goes on */
+  out = sh(0, "touch %s/ssmc && XDG_CACHE_HOME=%s $SSMC run " FIX " --tokens 1,2,3 -n 4 -q", home,
+           home);
+  CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
+  free(out);
+  free(first);
+}
+
+/* SIGINT while compiling or loading: the run stops at once (exit 130) and
+ * leaves no temporary file in the cache, nor beside compile's -o. */
+static void test_sigint_while_compiling(void) {
+  const char *home = fresh_dir("xdg_int");
+  for (int delay = 0; delay < 3; delay++) {
+    char *out = sh(0, "rm -rf %s/ssmc; (XDG_CACHE_HOME=%s $SSMC run " PY " --prompt 'def f():' "
+                   "-n 100000 > /dev/null 2>%s/err & pid=$!; sleep 0.%d; kill -INT $pid; "
+                   "wait $pid; echo \"rc=$?\"); ls -A %s/ssmc 2>/dev/null | grep '^\\.' ; true",
+                   home, home, home, 3 + 3 * delay, home);
+    CU_ASSERT_EQUAL(strncmp(out, "rc=130\n", 7), 0);
+    CU_ASSERT_STRING_EQUAL(out + (strlen(out) >= 7 ? 7 : 0), ""); /* no dot files */
+    free(out);
+  }
+  const char *dir = fresh_dir("compile_int");
+  char *out = sh(0, "($SSMC compile " PY " -o %s/m.ssmb 2>/dev/null & pid=$!; sleep 0.5; kill -INT $pid; "
+                 "wait $pid; echo \"rc=$?\"); ls -A %s", dir, dir);
+  CU_ASSERT(!strcmp(out, "rc=130\n") || !strcmp(out, "rc=0\nm.ssmb\n"));
+  free(out);
+}
+
+/* A bundle remembers its weights directory: `run X.ssmb` needs no
+ * --weights; moved or changed weights are refused, naming what changed;
+ * --weights overrides; a bundle compiled without weights says so. */
+static void test_bundle_weights(void) {
+  const char *dir = fresh_dir("moving");
+  char *out = sh(0, "cp -r " FIX " %s/m && $SSMC compile %s/m -o %s/m.ssmb && "
+                 "$SSMC inspect %s/m.ssmb --json", dir, dir, dir, dir);
+  cJSON *j = cJSON_Parse(out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  const cJSON *src = cJSON_GetObjectItem(j, "source");
+  char want_dir[600];
+  snprintf(want_dir, sizeof want_dir, "%s/m", dir);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(src, "dir")->valuestring, want_dir);
+  CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(src, "files")), 2);
+  cJSON_Delete(j);
+  free(out);
+  char *a = sh(0, "$SSMC run %s/m.ssmb --tokens 1,2,3 -n 4 -q", dir);
+  char *b = sh(0, "$SSMC run %s/m.ssmb --weights " FIX " --tokens 1,2,3 -n 4 -q", dir);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  CU_ASSERT(strlen(a) > 6);
+  free(b);
+  out = sh(1, "mv %s/m %s/m2 && $SSMC run %s/m.ssmb --tokens 1 -n 1", dir, dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "m.ssmb: it was compiled with the weights in "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "/m, which is not a directory any more"));
+  free(out);
+  b = sh(0, "$SSMC run %s/m.ssmb --weights %s/m2 --tokens 1,2,3 -n 4 -q", dir, dir);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  free(b);
+  /* config.json edited (the same values, another layout), a tensor table
+   * changed (another file's), a file added */
+  out = sh(1, "mv %s/m2 %s/m && sed -i 's/,/ ,/' %s/m/config.json && $SSMC run %s/m.ssmb "
+           "--tokens 1 -n 1", dir, dir, dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "m.ssmb: the weights in "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "changed since it was compiled (config.json changed): "
+                                     "compile it again, or give --weights DIR"));
+  free(out);
+  out = sh(1, "cp " FIX "/config.json %s/m/ && cp tests/data/mamba1_untied/model.safetensors %s/m/ "
+           "&& $SSMC run %s/m.ssmb --tokens 1 -n 1", dir, dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(model.safetensors changed)"));
+  free(out);
+  out = sh(1, "cp " FIX "/model.safetensors %s/m/ && echo {} > %s/m/model.safetensors.index.json "
+           "&& $SSMC run %s/m.ssmb --tokens 1 -n 1", dir, dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(model.safetensors.index.json is new)"));
+  free(out);
+  b = sh(0, "rm %s/m/model.safetensors.index.json && $SSMC run %s/m.ssmb --tokens 1,2,3 -n 4 -q",
+         dir, dir);
+  CU_ASSERT_STRING_EQUAL(a, b); /* as it was: runs again */
+  free(b);
+  free(a);
+  out = sh(1, "$SSMC compile models/mamba1.yaml --config " FIX "/config.json -o %s/y.ssmb && "
+           "$SSMC run %s/y.ssmb --tokens 1 -n 1", dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "y.ssmb: no weights: the bundle records no weights directory"));
+  free(out);
+  out = sh(0, "$SSMC compile models/mamba1.yaml --config " FIX "/config.json --weights " FIX
+           " -o %s/y.ssmb && $SSMC run %s/y.ssmb --tokens 1 -n 1 -q", dir, dir);
+  free(out);
+  out = sh(1, "$SSMC compile models/mamba1.yaml --config " FIX "/config.json --weights %s -o "
+           "%s/y.ssmb", dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--weights: "));
+  free(out);
+}
+
+/* The summary after a run: on stderr, so stdout's last line is still the
+ * ids; --json makes it one JSON line; --quiet leaves stderr empty. */
+static void test_summary(void) {
+  const char *dir = fresh_dir("summary");
+  char *out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 > %s/out 2> %s/err; cat %s/err; "
+                 "echo ---; cat %s/out", dir, dir, dir, dir);
+  static const char *const lines[] = {"device:     ", ", Vulkan, f32 weights\n", "load:       ", "prompt:     2 tokens, ",
+                                      "generation: 5 tokens, ", " tokens/s\n"};
+  for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, lines[i]));
+  const char *ids = strstr(out, "---\n");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ids);
+  int commas = 0;
+  for (const char *p = ids + 4; *p; p++) commas += *p == ',';
+  CU_ASSERT_EQUAL(commas, 4);
+  free(out);
+  out = sh(0, "$SSMC run " FIX " --backend cpu --tokens 1,2,3 -n 5 --json 2>&1 >/dev/null");
+  cJSON *j = cJSON_Parse(out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "device")->valuestring, "cpu");
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "dtype")->valuestring, "f32");
+  /* the last prompt token is the sampler's first input: generation time */
+  CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "prompt_tokens")->valueint, 2);
+  CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "generated_tokens")->valueint, 5);
+  CU_ASSERT(cJSON_GetObjectItem(j, "generated_tokens_per_s")->valuedouble > 0);
+  CU_ASSERT(cJSON_GetObjectItem(j, "load_s")->valuedouble > 0);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "cache")->valuestring, "off");
+  cJSON_Delete(j);
+  free(out);
+  out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 -q 2>&1 >/dev/null");
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+}
+
+/* A progress bar on stderr when it is a terminal (script(1) gives one),
+ * none otherwise. */
+static void test_progress(void) {
+  char *out = sh(0, "script -qec \"$SSMC run " PY " --prompt x -n 2 --no-cache\" /dev/null");
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[Kcompiling decode "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[Kcompiling prefill "));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "] 100%"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[K")); /* the line cleared at the end */
+  free(out);
+  out = sh(0, "$SSMC run " PY " --prompt x -n 2 --no-cache 2>&1 >/dev/null");
+  CU_ASSERT_PTR_NULL(strstr(out, "compiling decode"));
+  CU_ASSERT_PTR_NULL(strchr(out, '\r'));
+  free(out);
+}
+
+/* bench --reps: means and spreads, with the device, dtype, version and git
+ * revision in the JSON; bench takes a model directory too. */
+static void test_bench_reps(void) {
+  char *out = sh(0, "$SSMC bench " FIX " -n 8 --reps 3 --json 2>/dev/null");
+  cJSON *j = cJSON_Parse(out);
+  if (!j) fprintf(stderr, "\n  not JSON: %s\n", out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "reps")->valueint, 3);
+  static const char *const keys[] = {"decode_tokens_per_s", "decode_feedback_tokens_per_s",
+                                     "prefill_tokens_per_s"};
+  for (int i = 0; i < 3; i++) {
+    char sd[64];
+    snprintf(sd, sizeof sd, "%s_stddev", keys[i]);
+    CU_ASSERT(cJSON_GetObjectItem(j, keys[i])->valuedouble > 0);
+    CU_ASSERT(cJSON_GetObjectItem(j, sd)->valuedouble >= 0);
+    CU_ASSERT(cJSON_GetObjectItem(j, sd)->valuedouble < cJSON_GetObjectItem(j, keys[i])->valuedouble);
+  }
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "dtype")->valuestring, "f32");
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "ssmc_version")->valuestring, SSM_VERSION);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "git_revision")->valuestring, ssm_revision());
+  CU_ASSERT(strlen(cJSON_GetObjectItem(j, "device")->valuestring) > 0);
+  cJSON_Delete(j);
+  free(out);
+  out = sh(0, "$SSMC bench " FIX " -n 8 --reps 2 2>/dev/null");
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "means and standard deviations of 2 runs"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, " ± "));
+  free(out);
 }
 
 #define JAMBA "tests/data/jamba_tiny"
@@ -301,7 +750,7 @@ static void test_bench_profile(void) {
   CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(j, "device"));
   cJSON_Delete(j);
   free(out);
-  expect("bench " FIX " --weights " FIX " --backend cpu --profile", 2, "expected a compiled bundle");
+  expect("bench " FIX " --backend cpu --profile", 2, "bench times the Vulkan runtime");
 }
 
 int main(void) {
@@ -318,6 +767,18 @@ int main(void) {
                          {"signals", test_signals},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"bench_profile", test_bench_profile},
+                         {"help", test_help},
+                         {"version", test_version},
+                         {"option_forms", test_option_forms},
+                         {"prompt_sources", test_prompt_sources},
+                         {"interactive", test_interactive},
+                         {"tokenize_pieces", test_tokenize_pieces},
+                         {"cache", test_cache},
+                         {"sigint_while_compiling", test_sigint_while_compiling},
+                         {"bundle_weights", test_bundle_weights},
+                         {"summary", test_summary},
+                         {"progress", test_progress},
+                         {"bench_reps", test_bench_reps},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }

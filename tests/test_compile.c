@@ -315,11 +315,11 @@ static void test_doubling_chain_compiles(void) {
   char cmd[2048], *a = NULL, *b = NULL;
   const char *fix = ssm_test_path("tests/data/mamba1_tiny");
   snprintf(cmd, sizeof cmd, "%s compile %s --config %s/config.json -o %s/doubling.ssmb && "
-           "%s run %s/doubling.ssmb --weights %s --tokens 1,2,3 -n 4", ssm_test_ssmc(), path, fix,
+           "%s run %s/doubling.ssmb --weights %s --tokens 1,2,3 -n 4 -q", ssm_test_ssmc(), path, fix,
            ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir(), fix);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &a), 0);
   snprintf(cmd, sizeof cmd, "%s run %s --config %s/config.json --weights %s --tokens 1,2,3 -n 4 "
-           "--backend cpu", ssm_test_ssmc(), path, fix, fix);
+           "--backend cpu -q", ssm_test_ssmc(), path, fix, fix);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
   CU_ASSERT_STRING_EQUAL(a, b);
   if (strcmp(a, b)) fprintf(stderr, "\n  vulkan: %s\n  cpu: %s\n", a, b);

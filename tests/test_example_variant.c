@@ -21,7 +21,7 @@ static float *run(const char *how, char *ids, size_t ids_size) {
   static int seq;
   char cmd[2048], dump[512], *out;
   snprintf(dump, sizeof dump, "%s/rg%d.logits", ssm_test_tmpdir(), seq++);
-  snprintf(cmd, sizeof cmd, "cd %s && %s %s --weights " W " --tokens " PROMPT " -n %d --dump-logits %s",
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s --weights " W " --tokens " PROMPT " -n %d --dump-logits %s -q",
            ssm_test_source_dir(), ssm_test_ssmc(), how, N, dump);
   int rc = ssm_test_sh(cmd, &out);
   if (rc) fprintf(stderr, "\n  %s -> %d: %s\n", cmd, rc, out);

@@ -343,7 +343,7 @@ static void test_cli(void) {
   char *out;
   const char *tj = "tests/data/tokenizer/neox/tokenizer.json";
   char args[2048];
-  snprintf(args, sizeof args, "tokenize --tokenizer %s 'Hello, world!'", tj);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s --ids 'Hello, world!'", tj);
   CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
   CU_ASSERT(!strncmp(out, want, k) && out[k] == '\n' && !out[k + 1]);
   if (strncmp(out, want, k)) fprintf(stderr, "\n  got '%s', want '%s'\n", out, want);
@@ -352,7 +352,7 @@ static void test_cli(void) {
   CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
   CU_ASSERT_STRING_EQUAL(out, "Hello, world!\n");
   free(out);
-  snprintf(args, sizeof args, "tokenize --tokenizer %s - < /dev/null", tj);
+  snprintf(args, sizeof args, "tokenize --tokenizer %s --ids - < /dev/null", tj);
   CU_ASSERT_EQUAL(run_ssmc(args, &out), 0);
   CU_ASSERT_STRING_EQUAL(out, "\n");
   free(out);

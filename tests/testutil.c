@@ -24,6 +24,17 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   snprintf(supp, sizeof supp, "suppressions=%s/tests/lsan.supp:print_suppressions=0",
            ssm_test_source_dir());
   setenv("LSAN_OPTIONS", supp, 0);
+  /* ssmc's compile cache goes to a directory of this run, never the user's;
+   * Mesa's shader cache stays where it was (it too follows XDG_CACHE_HOME) */
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  char dir[4096];
+  if (!getenv("MESA_SHADER_CACHE_DIR") && (xdg || home)) {
+    snprintf(dir, sizeof dir, xdg ? "%s/mesa_shader_cache" : "%s/.cache/mesa_shader_cache",
+             xdg ? xdg : home);
+    setenv("MESA_SHADER_CACHE_DIR", dir, 1);
+  }
+  snprintf(dir, sizeof dir, "%s/cache", ssm_test_tmpdir());
+  setenv("XDG_CACHE_HOME", dir, 1);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
   /* SSM_TEST_ONLY=a,b runs only the tests whose names hold a or b */
   const char *only = getenv("SSM_TEST_ONLY");

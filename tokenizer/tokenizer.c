@@ -808,3 +808,44 @@ ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_
   *out_n = c.ids.n;
   return NULL;
 }
+
+/* ---- pieces (for `ssmc tokenize`) ---------------------------------------- */
+
+ssm_status ssm_tok_piece(const ssm_tok *t, int32_t id, char **out_piece, size_t *out_len) {
+  *out_piece = NULL;
+  *out_len = 0;
+  if (id < 0 || id >= t->vocab_size || !t->str[id])
+    return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)", id,
+                          t->vocab_size);
+  ssm_sb b = {0};
+  for (int v = 0; t->byte_fallback && v < 256 && !b.n; v++)
+    if (t->byte_token[v] == id) ssm_sb_append(&b, &(char){(char)v}, 1);
+  int bytelevel = 0;
+  for (size_t k = 0; k < t->dec_steps.n; k++) bytelevel |= t->dec_steps.items[k].kind == DEC_BYTELEVEL;
+  const char *x = t->dec[id] ? t->dec[id] : t->str[id];
+  size_t n = t->dec[id] ? t->dec_len[id] : t->len[id], len;
+  if (bytelevel && !b.n) { /* stand-in characters to their bytes, when all are */
+    for (size_t i = 0; i < n && bytelevel; i += len) {
+      uint32_t cp = ssm_tok_cp_at(x, n, i, &len);
+      bytelevel = cp < 324 && ssm_tok_cp_is_byte[cp];
+      if (bytelevel) ssm_sb_append(&b, &(char){(char)ssm_tok_cp_byte[cp]}, 1);
+    }
+    if (!bytelevel) ssm_sb_free(&b);
+  }
+  if (!b.n) { /* as it reads after a token (a decoder may drop the first one's leading
+               * space: Metaspace, Strip): what decoding it twice adds to it once */
+    char *once, *twice;
+    size_t n1, n2;
+    const int32_t ids[2] = {id, id};
+    SSM_TRY(ssm_tok_decode(t, ids, 1, 0, &once, &n1));
+    ssm_status s = ssm_tok_decode(t, ids, 2, 0, &twice, &n2);
+    if (!s && n2 >= n1 && !memcmp(twice, once, n1)) ssm_sb_append(&b, twice + n1, n2 - n1);
+    else if (!s) ssm_sb_append(&b, once, n1);
+    free(once);
+    free(twice);
+    SSM_TRY(s);
+  }
+  *out_len = b.n;
+  *out_piece = ssm_sb_take(&b);
+  return NULL;
+}

@@ -87,4 +87,14 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
  * the next id is decoded as the first of a text. */
 void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len);
 
+/* ---- pieces (for `ssmc tokenize`) ---------------------------------------- */
+
+/* The bytes token `id` stands for, as llama-tokenize shows them (malloc'd,
+ * *out_len of them): a byte-fallback token's byte, a byte-level token's
+ * bytes (maybe part of a UTF-8 character), else the token's text as it
+ * reads after another token (with the leading space that Metaspace or a
+ * Strip decoder drops from a text's first token).
+ * An id that names no token is an error. */
+ssm_status ssm_tok_piece(const ssm_tok *t, int32_t id, char **out_piece, size_t *out_len);
+
 #endif

@@ -1,20 +1,19 @@
 /*
- * cli.c — the ssmc command line: flags, printing and files. Running
- * models goes through the public library (runtime/ssmc.h); `compile`,
- * `inspect` and `ir` use the compiler's layers (frontend, passes, bundle).
- * It is the only place that prints to the user or exits.
+ * cli.c — the ssmc command line: its commands, their usage texts, and the
+ * commands that use the compiler's layers (frontend, passes, bundle):
+ * `compile`, `ir`, `inspect`; `devices`. Running models (cli_run.c) and
+ * tokenizing (cli_tokenize.c) go through the public library
+ * (runtime/ssmc.h). It is the only place that prints to the user or exits.
  *
- * Options are read from one table per command: `--name VALUE` or
- * `--name=VALUE`, numbers checked against their range with a message that
- * names the option.
+ * Options are read with getopt_long from one table per command
+ * (cli_opts.c); every command answers --help with its usage on stdout.
  */
 #include <errno.h>
-#include <signal.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "passes/passes.h"
@@ -23,39 +22,128 @@
 #include "tools/cli.h"
 
 static const char usage[] =
-    "usage:\n"
-    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32|f16|bf16]\n"
-    "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
-    "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
-    "          [--dtype f32|f16|bf16]\n"
-    "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]\n"
-    "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
-    "           [--tokenizer tokenizer.json] [--eos ID]\n"
-    "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
-    "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
-    "  ssmc inspect BUNDLE [--json]\n"
-    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json] [--profile]\n"
-    "  ssmc devices\n"
-    "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
-    "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
-    "  ssmc --version\n"
-    "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
-    "directory, or (ir only) an IR text file FILE.ssmir.\n"
-    "--max-seq N: the positions a KV cache holds (default 2048); a bundle keeps\n"
-    "the value it was compiled with.\n"
-    "PASS: verify, infer, simplify, weights, fuse, plan_buffers, schedule.\n";
+    "usage: ssmc COMMAND [OPTIONS]        (ssmc COMMAND --help: its options)\n"
+    "\n"
+    "  run MODEL_DIR --prompt TEXT      generate text (compiled once, then cached)\n"
+    "  compile MODEL -o OUT.ssmb        compile a model into a kernel bundle\n"
+    "  bench MODEL_DIR|BUNDLE           time decode and prefill\n"
+    "  inspect BUNDLE                   a bundle's kernels, buffers and programs\n"
+    "  ir MODEL                         the op IR, after any pass\n"
+    "  tokenize --tokenizer DIR TEXT    text to tokens, and back (--decode)\n"
+    "  devices                          the Vulkan devices\n"
+    "  --version                        the version and git revision\n"
+    "\n"
+    "MODEL: a Hugging Face model directory (config.json, model.safetensors), an\n"
+    "architecture YAML with --config config.json, or (ir) an IR text file .ssmir.\n";
 
-static int fail(ssmc_status s) {
+static const char usage_run[] =
+    "usage: ssmc run MODEL (--prompt TEXT | --prompt-file FILE | --tokens IDS | -i) [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory (compiled on first use, then read from\n"
+    "the compile cache, $XDG_CACHE_HOME/ssmc or ~/.cache/ssmc), an architecture YAML\n"
+    "with --config and --weights, or a bundle from `ssmc compile` (which records its\n"
+    "weights directory).\n"
+    "\n"
+    "input:\n"
+    "  --prompt TEXT        text to continue ('-': standard input)\n"
+    "  --prompt-file FILE   the text to continue, from a file\n"
+    "  --tokens 1,2,3       token ids; the last line of stdout is then the generated ids\n"
+    "  -i, --interactive    turns from standard input, a line each, the state kept\n"
+    "                       between them (after --prompt, when given)\n"
+    "generation:\n"
+    "  -n N                 tokens to generate per prompt or turn (default 16)\n"
+    "  --greedy             take the argmax on the host, every step\n"
+    "  --temperature T      sample on the device (T > 0), shaped by --top-k K,\n"
+    "                       --top-p P and --seed S\n"
+    "  --eos ID             the end-of-text id (default: config.json's eos_token_id)\n"
+    "model:\n"
+    "  --weights DIR        the checkpoint (default: MODEL, or the bundle's)\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --tokenizer PATH     tokenizer.json or its directory (default: the weights')\n"
+    "  --backend vulkan|cpu the GPU (or lavapipe), or the reference interpreter\n"
+    "  --device N           the Vulkan device (see `ssmc devices`)\n"
+    "  --validate           run under VK_LAYER_KHRONOS_validation\n"
+    "  --chunk T            prompt tokens per prefill run (default 32)\n"
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own)\n"
+    "  --no-cache           compile anew, without reading or writing the cache\n"
+    "files:\n"
+    "  --state-in FILE      start from a saved state\n"
+    "  --state-out FILE     save the state at the end\n"
+    "  --dump-logits FILE   the logits of every position, rows of vocab f32\n"
+    "output:\n"
+    "  -q, --quiet          no progress bar and no timing summary on stderr\n"
+    "  --json               the timing summary as one line of JSON on stderr\n";
+
+static const char usage_compile[] =
+    "usage: ssmc compile MODEL -o OUT.ssmb [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory, or an architecture YAML with --config.\n"
+    "  -o FILE              the bundle to write\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --weights DIR        the weights directory to record in the bundle (default:\n"
+    "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
+    "  --chunk T            prompt tokens per prefill run (default 32)\n"
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own; activations and state are f32)\n"
+    "  --no-fuse            every op a kernel of its own\n"
+    "  --dump-ir DIR        the IR after every pass, of both programs\n"
+    "  -q, --quiet          no progress bar\n";
+
+static const char usage_ir[] =
+    "usage: ssmc ir MODEL [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory, an architecture YAML with --config, or an\n"
+    "IR text file (.ssmir), parsed, verified and printed back.\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --seq T              the graph that processes T tokens (default 1: decode)\n"
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --after PASS|all     the IR after a pass: verify, infer, simplify, weights,\n"
+    "                       fuse, plan_buffers, schedule (or after each)\n"
+    "  --dtype f32|f16|bf16 the weights pass's dtype for matmul and embedding weights\n";
+
+static const char usage_inspect[] =
+    "usage: ssmc inspect BUNDLE [--json]\n"
+    "\n"
+    "A bundle's kernels (with the ops fused into each), buffers, weights, state and\n"
+    "programs; --json: one JSON object (programs.decode.dispatches, planned bytes...).\n";
+
+static const char usage_bench[] =
+    "usage: ssmc bench MODEL_DIR|BUNDLE [OPTIONS]\n"
+    "\n"
+    "Times decode (logits to the host, and the token fed back on the device) and\n"
+    "prefill on Vulkan. Takes the model options of `ssmc run` (--weights, --device...).\n"
+    "  -n N                 decode tokens to time (default 128)\n"
+    "  --reps N             repeat N times: means and standard deviations\n"
+    "  --json               one JSON object (with device, dtype, version, git revision)\n"
+    "  --profile            GPU time of every dispatch, by kernel family and op group\n"
+    "  -q, --quiet          no progress bar\n";
+
+static const char usage_tokenize[] =
+    "usage: ssmc tokenize --tokenizer PATH (TEXT | - | --decode IDS) [--ids]\n"
+    "\n"
+    "PATH: a tokenizer.json or the directory that holds it. Prints one token a line,\n"
+    "`ID -> 'PIECE'` (escaped: \\n, \\t, \\xNN for bytes that are not whole\n"
+    "characters); '-' reads the text from standard input.\n"
+    "  --ids                the ids only, comma-separated\n"
+    "  --decode 1,2,3       the text of these ids\n";
+
+static const char usage_devices[] =
+    "usage: ssmc devices\n"
+    "\n"
+    "The Vulkan devices, the default one marked '*' (a discrete GPU first).\n";
+
+int ssm_cli_fail(ssmc_status s) {
+  if (ssmc_status_code(s) == SSMC_ERR_CANCELLED && ssm_cli_signal) {
+    fprintf(stderr, "ssmc: interrupted\n");
+    ssmc_status_free(s);
+    return 128 + ssm_cli_signal;
+  }
   fprintf(stderr, "ssmc: %s\n", ssmc_status_message(s));
   ssmc_status_free(s);
   return 1;
-}
-
-static int usage_error(const char *cmd, const char *fmt, const char *arg) {
-  fprintf(stderr, "ssmc: %s%s", cmd ? cmd : "", cmd ? ": " : "");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", usage);
-  return 2;
 }
 
 static int ends_with(const char *s, const char *suffix) {
@@ -63,62 +151,7 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= k && !strcmp(s + n - k, suffix);
 }
 
-/* ---- options ------------------------------------------------------------------ */
-
-typedef enum { FLAG, STR, INT, NUM } opt_kind;
-
-typedef struct {
-  const char *name;
-  opt_kind kind;
-  void *dest;        /* int* (FLAG), const char** (STR), long* (INT), double* (NUM) */
-  double lo, hi;     /* INT, NUM: the accepted range */
-  int open;          /* NUM: lo itself is not accepted */
-  const char *what;  /* INT, NUM: "a token count from 1 to 4096", for messages */
-  int *given;        /* set to 1 when the option is given (may be NULL) */
-} opt;
-
-/* Reads argv against `opts`; the one positional argument goes to *pos
- * (when pos is not NULL). Returns 0, or 2 after printing a usage error. */
-static int parse(const char *cmd, int argc, char **argv, const opt *opts, const char **pos) {
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    if (a[0] != '-' || !a[1]) { /* a positional, or "-" for stdin */
-      if (!pos || *pos) return usage_error(cmd, "unexpected argument '%s'", a);
-      *pos = a;
-      continue;
-    }
-    const char *eq = strchr(a, '=');
-    size_t len = eq ? (size_t)(eq - a) : strlen(a);
-    const opt *o = opts;
-    while (o->name && (strlen(o->name) != len || strncmp(o->name, a, len))) o++;
-    if (!o->name) return usage_error(cmd, "unknown option '%s'", a);
-    if (o->given) *o->given = 1;
-    if (o->kind == FLAG) {
-      if (eq) return usage_error(cmd, "option '%s' takes no value", o->name);
-      *(int *)o->dest = 1;
-      continue;
-    }
-    const char *v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-    if (!v) return usage_error(cmd, "option '%s' needs a value", o->name);
-    if (o->kind == STR) {
-      *(const char **)o->dest = v;
-      continue;
-    }
-    char *end;
-    errno = 0;
-    double d = strtod(v, &end);
-    if (!*v || *end || errno || !(d >= o->lo && d <= o->hi) || (o->open && d == o->lo) || (o->kind == INT && d != (long)d)) {
-      fprintf(stderr, "ssmc: %s: expected %s, got '%s'\n%s", o->name, o->what, v, usage);
-      return 2;
-    }
-    if (o->kind == INT) *(long *)o->dest = (long)d;
-    else *(double *)o->dest = d;
-  }
-  return 0;
-}
-
-/* "1,2,3" to a malloc'd array. */
-static ssm_status parse_ids(const char *what, const char *s, int32_t **out, size_t *out_n) {
+ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, size_t *out_n) {
   *out = malloc(sizeof(int32_t) * (strlen(s) / 2 + 1));
   *out_n = 0;
   for (const char *p = s;; p++) {
@@ -135,14 +168,6 @@ static ssm_status parse_ids(const char *what, const char *s, int32_t **out, size
     if (!*(p = end)) return NULL;
   }
 }
-
-#define O_FLAG(n, d) {.name = n, .kind = FLAG, .dest = d}
-#define O_STR(n, d) {.name = n, .kind = STR, .dest = d}
-#define O_INT(n, d, l, h, w, g) {.name = n, .kind = INT, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
-#define O_NUM(n, d, l, h, w, g) {.name = n, .kind = NUM, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
-#define MAX_SEQ_OPT(dest, given) \
-  O_INT("--max-seq", dest, 1, 1 << 24, "a position count from 1 to 16777216", given)
-#define CHUNK_OPT(dest, given) O_INT("--chunk", dest, 1, 4096, "a token count from 1 to 4096", given)
 
 /* ---- ssmc ir -------------------------------------------------------------------- */
 
@@ -173,18 +198,19 @@ static int cmd_ir(int argc, char **argv) {
   opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
                 O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
-  if (parse("ir", argc, argv, opts, &model)) return 2;
-  if (!model) return usage_error("ir", "missing MODEL%s", "");
+  SSM_CLI_PARSE("ir", argc, argv, opts, &model);
+  if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
   ssm_pass_opts po = {0};
   if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
-    return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
+    return ssm_cli_usage_error("ir", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (after && strcmp(after, "all")) {
     const ssm_pass *p = ssm_passes;
     while (p->name && strcmp(p->name, after)) p++;
     if (!p->name) {
-      fprintf(stderr, "ssmc: ir: --after: unknown pass '%s' (passes: ", after);
-      for (p = ssm_passes; p->name; p++) fprintf(stderr, "%s, ", p->name);
-      fprintf(stderr, "all)\n%s", usage);
+      ssm_sb names = {0};
+      for (p = ssm_passes; p->name; p++) ssm_sb_printf(&names, "%s, ", p->name);
+      ssm_cli_usage_error("ir", "--after: unknown pass '%s' (passes: %sall)", after, names.s);
+      ssm_sb_free(&names);
       return 2;
     }
   }
@@ -193,7 +219,7 @@ static int cmd_ir(int argc, char **argv) {
   if (ends_with(model, ".ssmir")) {
     char *text;
     size_t n;
-    if ((s = ssm_file_read(model, 0, &text, &n))) return fail(s);
+    if ((s = ssm_file_read(model, 0, &text, &n))) return ssm_cli_fail(s);
     if (strlen(text) != n) s = ssm_status_new(SSM_ERR_INVALID, "%s: file contains a NUL byte", model);
     if (!s) s = ssm_graph_parse(text, model, &g);
     free(text);
@@ -212,51 +238,84 @@ static int cmd_ir(int argc, char **argv) {
     free(text);
   }
   ssm_graph_destroy(g);
-  return s ? fail(s) : 0;
+  return s ? ssm_cli_fail(s) : 0;
 }
 
 /* ---- ssmc compile / inspect / devices ------------------------------------------------- */
 
+/* Records the weights directory in the compiled bundle (see bundle.h:
+ * ssm_manifest.source_dir): `weights` (--weights), or MODEL when it is a
+ * directory and holds weights. */
+static ssm_status record_weights(ssm_bundle *b, const char *model, const char *weights) {
+  struct stat sb;
+  const char *dir = weights ? weights : !stat(model, &sb) && S_ISDIR(sb.st_mode) ? model : NULL;
+  if (!dir) return NULL;
+  ssm_st_source_file *files;
+  int n;
+  ssm_status s = ssm_st_source(dir, &files, &n);
+  if (s && !weights) { /* a model directory without weights: nothing to record */
+    ssm_log("%s records no weights directory: %s", model, ssm_status_message(s));
+    ssm_status_free(s);
+    return NULL;
+  }
+  SSM_TRY(ssm_status_wrap(s, "--weights"));
+  char abs[PATH_MAX];
+  if (!realpath(dir, abs)) s = ssm_status_new(SSM_ERR_IO, "%s: %s", dir, strerror(errno));
+  ssm_mf_source_file *mf = ssm_xcalloc((size_t)n + 1, sizeof *mf);
+  for (int i = 0; i < n; i++) mf[i] = (ssm_mf_source_file){files[i].name, files[i].hash};
+  if (!s) ssm_bundle_set_source(b, abs, mf, n);
+  free(mf);
+  free(files);
+  return s;
+}
+
 static int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL;
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
+             *weights = NULL;
   long chunk = 32, max_seq = 0;
-  int no_fuse = 0;
+  int no_fuse = 0, quiet = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
+                O_STR("--weights", &weights), O_FLAG("--quiet", &quiet), O_FLAG("-q", &quiet),
                 CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL), {0}};
-  if (parse("compile", argc, argv, opts, &model)) return 2;
+  SSM_CLI_PARSE("compile", argc, argv, opts, &model);
   ssm_dtype dtype = SSM_F32;
   if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
-    return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
-  if (!model) return usage_error("compile", "missing MODEL%s", "");
+    return ssm_cli_usage_error("compile", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
+  if (!model) return ssm_cli_usage_error("compile", "missing MODEL");
+  /* without --dtype: the checkpoint's own (of --weights, or of MODEL when it is a directory) */
   struct stat st;
-  int dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
-  ssm_status ds = !dtype_name && dir ? ssm_st_path_dtype(model, &dtype) : NULL;
-  if (ds) return fail(ds);
-  if (!out) return usage_error("compile", "missing -o OUT.ssmb%s", "");
+  const char *ckpt = weights ? weights : !stat(model, &st) && S_ISDIR(st.st_mode) ? model : NULL;
+  ssm_status ds = !dtype_name && ckpt ? ssm_st_path_dtype(ckpt, &dtype) : NULL;
+  if (ds) return ssm_cli_fail(weights ? ssm_status_wrap(ds, "--weights") : ds);
+  if (!out) return ssm_cli_usage_error("compile", "missing -o OUT.ssmb");
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
+  ssm_cli_progress bar = {.quiet = quiet};
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
-                         .dump_dir = dump};
-  const char *inputs[] = {model, config, NULL};
-  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, model);
+                         .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar}};
+  const char *inputs[] = {model, config, weights, NULL};
+  ssm_cli_catch_signals();
+  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, weights ? weights : model);
   if (!s) s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
+  ssm_cli_progress_end(&bar);
+  if (!s) s = record_weights(b, model, weights);
   if (!s) s = ssm_bundle_save(b, out);
   ssm_bundle_close(b);
   ssm_model_close(m);
-  return s ? fail(s) : 0;
+  return s ? ssm_cli_fail(s) : 0;
 }
 
 static int cmd_inspect(int argc, char **argv) {
   const char *path = NULL;
   int json = 0;
   opt opts[] = {O_FLAG("--json", &json), {0}};
-  if (parse("inspect", argc, argv, opts, &path)) return 2;
-  if (!path) return usage_error("inspect", "missing BUNDLE%s", "");
+  SSM_CLI_PARSE("inspect", argc, argv, opts, &path);
+  if (!path) return ssm_cli_usage_error("inspect", "missing BUNDLE");
   ssm_bundle *b;
   ssm_status s = ssm_bundle_open(path, &b);
-  if (s) return fail(s);
+  if (s) return ssm_cli_fail(s);
   char *text = ssm_bundle_describe(b, json);
   fputs(text, stdout);
   free(text);
@@ -265,11 +324,12 @@ static int cmd_inspect(int argc, char **argv) {
 }
 
 static int cmd_devices(int argc, char **argv) {
-  if (argc) return usage_error("devices", "unexpected argument '%s'", argv[0]);
+  opt opts[] = {{0}};
+  SSM_CLI_PARSE("devices", argc, argv, opts, NULL);
   ssmc_device *d;
   int n;
   ssmc_status s = ssmc_devices(&d, &n);
-  if (s) return fail(s);
+  if (s) return ssm_cli_fail(s);
   printf("Vulkan devices: %d\n", n);
   for (int i = 0; i < n; i++)
     printf("%c %d: %s\n    %s, Vulkan %u.%u.%u, driver %s, %.1f GiB, max buffer %.1f GiB, "
@@ -282,308 +342,37 @@ static int cmd_devices(int argc, char **argv) {
   return 0;
 }
 
-/* ---- ssmc run / bench ------------------------------------------------------------------ */
-
-typedef struct {
-  const char *model, *tokens, *prompt, *dump, *state_in, *state_out, *backend, *dtype;
-  long n, chunk, device, max_seq, eos, top_k, seed;
-  double temperature, top_p;
-  int greedy, validation, chunk_given, max_seq_given, sampling[4];
-  ssmc_options o;
-} run_args;
-
-/* Options shared by run and bench. */
-#define SESSION_OPTS(r)                                                                       \
-  O_STR("--weights", &(r)->o.weights), O_STR("--config", &(r)->o.config),                     \
-      O_STR("--backend", &(r)->backend), O_FLAG("--validate", &(r)->validation),              \
-      O_STR("--dtype", &(r)->dtype),                                                          \
-      O_INT("--device", &(r)->device, 0, 1000, "a device index (see `ssmc devices`)", NULL),        \
-      O_INT("-n", &(r)->n, 0, 1 << 24, "a token count from 0 to 16777216", NULL),                   \
-      CHUNK_OPT(&(r)->chunk, &(r)->chunk_given), MAX_SEQ_OPT(&(r)->max_seq, &(r)->max_seq_given)
-
-/* Checks what the table cannot, and fills r->o. Returns 0 or 2. */
-static int session_options(run_args *r, const char *cmd) {
-  if (!r->model) return usage_error(cmd, "missing MODEL or BUNDLE%s", "");
-  if (!r->o.weights) return usage_error(cmd, "missing --weights DIR%s", "");
-  if (strcmp(r->backend, "cpu") && strcmp(r->backend, "vulkan"))
-    return usage_error(NULL, "--backend: expected cpu or vulkan, got '%s'", r->backend);
-  int bundle = ends_with(r->model, ".ssmb");
-  if (!strcmp(r->backend, "cpu") && bundle)
-    return usage_error(cmd, "--backend cpu runs a model (YAML or directory), not a bundle: %s",
-                       r->model);
-  if (r->max_seq_given && bundle)
-    return usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc compile "
-                       "--max-seq): %s", r->model);
-  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
-  int d = 0;
-  while (r->dtype && d < 4 && strcmp(r->dtype, dtypes[d])) d++;
-  if (d == 4) return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", r->dtype);
-  if (r->dtype && bundle)
-    return usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile --dtype): "
-                       "%s", r->model);
-  r->o.dtype = (ssmc_dtype)d;
-  r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
-  r->o.device = (int)r->device;
-  r->o.validation = r->validation;
-  r->o.chunk = r->chunk_given && !bundle ? (int)r->chunk : 0;
-  r->o.max_seq = (int)r->max_seq;
-  r->o.eos = r->eos;
-  return 0;
-}
-
-typedef struct {
-  FILE *f;
-  int err;
-  ssmc_decoder *dec; /* --prompt: the text so far */
-} printer;
-
-/* SIGINT / SIGTERM: generation stops at the next token and the command
- * finishes its output; a second one ends the process at once. */
-static volatile sig_atomic_t g_signal;
-
-static void on_signal(int sig) { g_signal = sig; }
-
-static void catch_signals(void) {
-  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND};
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-}
-
-static int stop_on_signal(int32_t id, void *user) { return g_signal != 0; }
-
-static int dump_row(const float *logits, int64_t vocab, int64_t position, void *user) {
-  printer *p = user;
-  if (g_signal) return 1;
-  if (fwrite(logits, sizeof(float), (size_t)vocab, p->f) != (size_t)vocab) p->err = errno ? errno : EIO;
-  return p->err != 0;
-}
-
-static int print_token(int32_t id, void *user) {
-  printer *p = user;
-  if (g_signal) return 1;
-  const char *text;
-  size_t len;
-  ssmc_status s = ssmc_decoder_feed(p->dec, id, &text, &len);
-  if (s) {
-    ssmc_status_free(s);
-    return 1;
-  }
-  fwrite(text, 1, len, stdout);
-  fflush(stdout);
-  return 0;
-}
-
-/* Generates from the prompt (--tokens or --prompt) with the session. */
-static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
-  ssmc_generate_options g;
-  ssmc_generate_options_init(&g);
-  g.temperature = (float)r->temperature;
-  g.top_k = (int)r->top_k;
-  g.top_p = (float)r->top_p;
-  g.seed = (uint32_t)r->seed;
-  g.host_greedy = r->greedy;
-  g.on_logits = r->dump ? dump_row : NULL;
-  g.on_token = stop_on_signal;
-  g.user = p;
-  int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
-  size_t nids = 0, ngen = 0;
-  char *text = NULL;
-  ssmc_status st = NULL;
-  if (r->tokens) {
-    st = parse_ids("--tokens", r->tokens, &ids, &nids);
-  } else {
-    const ssmc_tokenizer *t = NULL;
-    size_t len;
-    st = ssmc_session_tokenizer(s, &t);
-    if (st) return ssm_status_wrap(st, "--prompt needs a tokenizer (--tokenizer FILE, or "
-                                   "tokenizer.json in the weights directory)");
-    st = ssm_cli_text_arg("--prompt", r->prompt, &text, &len);
-    if (!st) st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
-    if (!st && !nids) st = ssm_status_new(SSM_ERR_INVALID, "--prompt: the text has no tokens");
-    if (!st) st = ssmc_decoder_create(t, 1, &p->dec);
-    if (!st) fputs(text, stdout);
-    fflush(stdout);
-    g.stop_at_eos = 1;
-    g.on_token = print_token;
-  }
-  if (!st) st = ssmc_session_generate(s, ids, nids, (int)r->n, &g, gen, &ngen);
-  if (p->err && !st)
-    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r->dump, strerror(p->err));
-  if (p->dec) {
-    const char *rest;
-    size_t len;
-    ssmc_decoder_flush(p->dec, &rest, &len);
-    fwrite(rest, 1, len, stdout);
-    fputs("\n", stdout);
-  } else if (!st) {
-    for (size_t k = 0; k < ngen; k++) printf(k ? ",%d" : "%d", gen[k]);
-    printf("\n");
-  }
-  free(text);
-  free(ids);
-  free(gen);
-  return st;
-}
-
-/* The dump goes to a temporary file renamed over FILE once the run
- * succeeded, so a failed run leaves whatever FILE was. */
-static int cmd_run(int argc, char **argv) {
-  run_args r = {.n = 16, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
-  ssmc_options_init(&r.o);
-  opt opts[] = {SESSION_OPTS(&r),
-                O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt),
-                O_STR("--tokenizer", &r.o.tokenizer), O_STR("--dump-logits", &r.dump),
-                O_STR("--state-in", &r.state_in), O_STR("--state-out", &r.state_out),
-                O_INT("--eos", &r.eos, 0, INT32_MAX, "a token id", NULL),
-                O_FLAG("--greedy", &r.greedy),
-                O_NUM("--temperature", &r.temperature, 0, 1e6, "a number >= 0", &r.sampling[0]),
-                O_INT("--top-k", &r.top_k, 0, INT32_MAX, "a count >= 0 (0: off)", &r.sampling[1]),
-                {.name = "--top-p", .kind = NUM, .dest = &r.top_p, .hi = 1, .open = 1,
-                 .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
-                O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
-                {0}};
-  if (parse("run", argc, argv, opts, &r.model)) return 2;
-  if (r.greedy && (r.sampling[0] || r.sampling[1] || r.sampling[2] || r.sampling[3]))
-    return usage_error(NULL, "--greedy: cannot be combined with --temperature, --top-k, --top-p "
-                       "or --seed%s", "");
-  if (session_options(&r, "run")) return 2;
-  if (!r.tokens == !r.prompt) return usage_error("run", "give --tokens IDS or --prompt TEXT%s", "");
-  printer p = {0};
-  const char *inputs[] = {r.model, r.o.weights, r.o.config, r.o.tokenizer, r.state_in, NULL};
-  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, r.o.weights);
-  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, r.o.weights);
-  if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
-    st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
-  char *tmp = NULL;
-  int fd = -1;
-  if (!st && r.dump) st = ssm_status_wrap(ssm_file_temp(r.dump, &tmp, &fd), "--dump-logits");
-  if (fd >= 0 && !(p.f = fdopen(fd, "wb"))) ssm_fatal_nomem(0);
-  ssmc_session *s = NULL;
-  if (!st) st = ssmc_session_open(r.model, &r.o, &s);
-  if (!st && r.state_in) st = ssmc_session_load_state(s, r.state_in);
-  if (!st) {
-    catch_signals();
-    st = run_session(s, &r, &p);
-  }
-  /* the state after every token fed; the last generated one was not fed */
-  if (!st && r.state_out && !g_signal) st = ssmc_session_save_state(s, r.state_out);
-  ssmc_session_close(s);
-  ssmc_decoder_destroy(p.dec);
-  if (p.f) { /* the dump replaces the old file only when the run succeeded */
-    int failed = st || g_signal || fflush(p.f);
-    ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
-    fclose(p.f);
-    if (!st && !g_signal) st = ssm_status_wrap(c, "--dump-logits");
-    else ssmc_status_free(c);
-  }
-  if (st) return fail(st);
-  return g_signal ? 128 + g_signal : 0;
-}
-
-static int cmd_bench(int argc, char **argv) {
-  run_args r = {.n = 128, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan"};
-  ssmc_options_init(&r.o);
-  int json = 0, profile = 0;
-  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--json", &json), O_FLAG("--profile", &profile), {0}};
-  if (parse("bench", argc, argv, opts, &r.model)) return 2;
-  if (session_options(&r, "bench")) return 2;
-  if (!ends_with(r.model, ".ssmb") || strcmp(r.backend, "vulkan"))
-    return usage_error("bench", "expected a compiled bundle (.ssmb), got '%s'", r.model);
-  ssmc_session *s = NULL;
-  ssmc_bench_result b;
-  ssmc_status st = ssmc_session_open(r.model, &r.o, &s);
-  if (!st) st = ssmc_session_bench(s, (int)r.n, &b);
-  const char *device = st ? "" : ssmc_session_device(s);
-  if (!st && json)
-    printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
-           "\"decode_feedback_tokens_per_s\": %.2f, \"prefill_tokens_per_s\": %.2f, "
-           "\"decode_tokens\": %d, \"prefill_tokens\": %d, \"weight_bytes\": %llu, "
-           "\"decode_gb_per_s\": %.2f, \"device\": \"%s\", \"ssmc_version\": \"%s\"",
-           b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_feedback_tokens_per_s,
-           b.prefill_tokens_per_s, b.decode_tokens, b.prefill_tokens,
-           (unsigned long long)b.weight_bytes, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
-           device, ssmc_version());
-  else if (!st)
-    printf("device: %s\n"
-           "decode:  %.1f tokens/s (%.3f ms/token, %d tokens; weights %.1f MB -> %.1f GB/s)\n"
-           "decode, token fed back on the device: %.1f tokens/s\n"
-           "prefill: %.1f tokens/s (%d tokens)\n",
-           device, b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_tokens,
-           (double)b.weight_bytes / 1e6, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
-           b.decode_feedback_tokens_per_s, b.prefill_tokens_per_s, b.prefill_tokens);
-  for (int prefill = 0; profile && !st && prefill < 2; prefill++) {
-    ssmc_profile_step *steps;
-    int n, runs = prefill ? 8 : 64;
-    st = ssmc_session_profile(s, prefill, runs, &steps, &n);
-    if (st) break;
-    fputs(json ? ", " : "\n", stdout);
-    ssm_cli_print_profile(stdout, prefill ? "prefill" : "decode", steps, n, runs, json);
-    free(steps);
-  }
-  if (!st && json) puts("}");
-  ssmc_session_close(s);
-  return st ? fail(st) : 0;
-}
-
-/* ---- ssmc tokenize ----------------------------------------------------------------- */
-
-static int cmd_tokenize(int argc, char **argv) {
-  const char *path = NULL, *text = NULL, *decode = NULL;
-  opt opts[] = {O_STR("--tokenizer", &path), O_STR("--decode", &decode), {0}};
-  if (parse("tokenize", argc, argv, opts, &text)) return 2;
-  if (!path) return usage_error("tokenize", "missing --tokenizer FILE%s", "");
-  if (!text == !decode) return usage_error("tokenize", "give either TEXT or --decode IDS%s", "");
-  ssmc_tokenizer *t;
-  ssmc_status s = ssmc_tokenizer_open(path, &t);
-  if (s) return fail(s);
-  int32_t *ids = NULL;
-  size_t n = 0, len;
-  char *out = NULL;
-  if (decode) {
-    s = parse_ids("--decode", decode, &ids, &n);
-    if (!s) s = ssmc_tokenizer_decode(t, ids, n, 0, &out, &len);
-    if (!s) printf("%.*s\n", (int)len, out);
-  } else {
-    char *in = NULL;
-    s = ssm_cli_text_arg("tokenize", text, &in, &len);
-    if (!s) s = ssmc_tokenizer_encode(t, in, len, &ids, &n);
-    for (size_t i = 0; !s && i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
-    if (!s) putchar('\n');
-    free(in);
-  }
-  free(out);
-  free(ids);
-  ssmc_tokenizer_close(t);
-  return s ? fail(s) : 0;
-}
-
 static void log_to_stderr(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
 
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *usage;
+} cmds[] = {{"run", ssm_cli_run, usage_run},
+            {"compile", cmd_compile, usage_compile},
+            {"bench", ssm_cli_bench, usage_bench},
+            {"inspect", cmd_inspect, usage_inspect},
+            {"ir", cmd_ir, usage_ir},
+            {"tokenize", ssm_cli_tokenize, usage_tokenize},
+            {"devices", cmd_devices, usage_devices}};
+
+const char *ssm_cli_usage(const char *cmd) {
+  for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(cmd, cmds[i].name)) return cmds[i].usage;
+  return usage;
+}
+
 int main(int argc, char **argv) {
-  static const struct {
-    const char *name;
-    int (*fn)(int, char **);
-  } cmds[] = {{"compile", cmd_compile}, {"ir", cmd_ir},       {"run", cmd_run},
-              {"inspect", cmd_inspect}, {"bench", cmd_bench}, {"devices", cmd_devices},
-              {"tokenize", cmd_tokenize}};
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  if (!strcmp(argv[1], "--version")) {
-    printf("ssmc %s\n", ssmc_version());
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    printf("ssmc %s (git %s)\n", ssmc_version(), ssm_revision());
     return 0;
   }
-  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
-    if (strcmp(argv[1], cmds[i].name)) continue;
-    for (int k = 2; k < argc; k++)
-      if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
-        fputs(usage, stdout);
-        return 0;
-      }
-    return cmds[i].fn(argc - 2, argv + 2);
-  }
-  return usage_error(NULL, "unknown command '%s'", argv[1]);
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
+  return ssm_cli_usage_error(NULL, "unknown command '%s'", argv[1]);
 }

@@ -1,7 +1,7 @@
 /*
  * cli_files.c — the command line's dealings with files that are not the
- * library's: text from stdin, and refusing an output that would overwrite
- * one of the command's own inputs.
+ * library's: text from stdin or a file, and refusing an output that would
+ * overwrite one of the command's own inputs.
  */
 #include <dirent.h>
 #include <stdio.h>
@@ -36,6 +36,11 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
   *out_len = b.n;
   *out = ssm_sb_take(&b);
   return NULL;
+}
+
+ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len) {
+  if (!strcmp(path, "-")) return ssm_cli_text_arg(what, path, out, out_len);
+  return ssm_status_wrap(ssm_file_read(path, MAX_STDIN, out, out_len), "%s", what);
 }
 
 /* Refuses an output path that names a file the command reads: one of

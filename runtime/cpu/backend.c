@@ -186,7 +186,8 @@ static ssm_status fits(cpu_backend *c, ssm_graph *g) {
 }
 
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
-                                ssm_dtype dtype, ssm_backend **out) {
+                                ssm_dtype dtype, const ssm_progress *progress,
+                                ssm_backend **out) {
   *out = NULL;
   cpu_backend *c = ssm_xcalloc(1, sizeof *c);
   c->model = model;
@@ -200,6 +201,7 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
                        ssm_model_arch(model));
   if (!s) s = ssm_st_open(weights, &c->st);
+  if (!s) ssm_st_set_progress(c->st, progress);
   if (!s) s = ssm_cpu_create(c->st, &c->cpu);
   if (!s) s = graph_for(c, 1, &decode);
   if (!s) {

@@ -74,8 +74,11 @@ double ssm_sample_uniform(uint32_t seed, uint32_t step);
  * `weights`. Runs take any number of tokens; `chunk` (0: 32) is what it
  * reports as its prefill size. With `dtype` f16 or bf16, matmul and embed
  * weights are rounded to it as they load (what a bundle of that dtype
- * keeps); f32 keeps them as the checkpoint has them. */
+ * keeps); f32 keeps them as the checkpoint has them. `progress` (may be
+ * NULL) hears of the weights being read (ssm_st_set_progress) and may
+ * cancel. */
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
-                                ssm_dtype dtype, ssm_backend **out);
+                                ssm_dtype dtype, const ssm_progress *progress,
+                                ssm_backend **out);
 
 #endif

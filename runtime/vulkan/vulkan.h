@@ -224,6 +224,7 @@ void ssm_vk_program_destroy(ssm_vk *vk, ssm_vk_program *p);
 typedef struct {
   int device;     /* --device N; -1 picks (a discrete GPU first) */
   int validation; /* enable VK_LAYER_KHRONOS_validation */
+  ssm_progress progress; /* reading the weights (ssm_st_set_progress); may cancel */
 } ssm_vk_backend_opts;
 
 /* A backend (backend.h) that runs `bundle` (owned by the backend from now

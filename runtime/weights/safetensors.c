@@ -41,6 +41,13 @@ struct ssm_st {
   SSM_VEC(ssm_st_tensor) tensors; /* sorted by name after open */
   uint64_t *hashes;  /* per tensor, once read (a cache: filled through a const st) */
   unsigned char *hashed;
+  struct st_progress *progress; /* NULL: no reports (counted through a const st too) */
+};
+
+/* Progress reports: bytes hashed so far (each byte once) of all tensors'. */
+struct st_progress {
+  ssm_progress p;
+  uint64_t done, total;
 };
 
 /* One tensor's byte range in its file's data section, for the overlap check. */
@@ -413,6 +420,7 @@ void ssm_st_close(ssm_st *st) {
   ssm_vec_free(&st->files);
   free(st->hashes);
   free(st->hashed);
+  free(st->progress);
   ssm_vec_free(&st->tensors);
   ssm_arena_destroy(st->arena);
   free(st);
@@ -469,12 +477,14 @@ static ssm_status read_tensor(const ssm_st *st, size_t ti,
   if (!h) ssm_fatal_nomem(0);
   XXH3_64bits_reset(h);
   ssm_status s = NULL;
+  struct st_progress *pr = st->hashed[ti] ? NULL : st->progress;
   for (size_t done = 0; done < t->nbytes && !s; done += step) {
     size_t n = t->nbytes - done < step ? t->nbytes - done : step;
     s = read_at(st, t->file_index, t->file, t->offset + done, buf, n);
     if (s) break;
     XXH3_64bits_update(h, buf, n);
     if (chunk) chunk(buf, n, done / es, user);
+    if (pr) s = ssm_progress_report(&pr->p, "loading weights", pr->done += n, pr->total);
   }
   if (!s) {
     st->hashes[ti] = XXH3_64bits_digest(h);
@@ -576,6 +586,16 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
     return each_part(st, name, want, dst, read_one);
   }
   return read_one(st, name, want, dst);
+}
+
+void ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {
+  free(st->progress);
+  st->progress = NULL;
+  if (!p || !p->fn) return;
+  st->progress = ssm_xcalloc(1, sizeof *st->progress);
+  st->progress->p = *p;
+  for (size_t i = 0; i < st->tensors.n; i++)
+    if (!st->hashed[i]) st->progress->total += st->tensors.items[i].nbytes;
 }
 
 uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err) {

@@ -62,6 +62,27 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
  * *out_err (and 0 is returned). */
 uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err);
 
+/* Reports reading to `p` (NULL: no reports): "loading weights", bytes of
+ * the checkpoint hashed so far (each byte counts once, whether ssm_st_read
+ * or ssm_st_fingerprint read it) of the bytes not yet hashed. When the
+ * callback asks to stop, the read in progress fails with SSM_ERR_CANCELLED. */
+void ssm_st_set_progress(ssm_st *st, const ssm_progress *p);
+
+/* ---- the files of a weights directory (source.c) ----------------------- */
+
+/* One file a run reads in a weights directory, and its fingerprint. */
+typedef struct {
+  char name[256]; /* "config.json", "model.safetensors", a shard's name */
+  uint64_t hash;  /* XXH3-64: of the whole file (JSON), or of its tensor table */
+} ssm_st_source_file;
+
+/* Fingerprints the weights directory `dir` cheaply, file by file:
+ * config.json and model.safetensors.index.json (when present) whole, and
+ * each safetensors file by its tensor table (names, dtypes, shapes, sizes,
+ * offsets; not the data). *out_files is malloc'd (free() it). A directory
+ * that ssm_st_open refuses is that error. */
+ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *out_count);
+
 /* ---- load-time weight transforms (transform.c) ------------------------- */
 
 /* Applies `transform` (the weight op's attribute: comma-separated names of

@@ -1,0 +1,96 @@
+/*
+ * source.c — a cheap fingerprint of a weights directory, for bundles that
+ * remember where their weights are (bundle.h: ssm_manifest.source): each
+ * file a run reads there gets its own hash, so a check can say which one
+ * changed. config.json and model.safetensors.index.json are hashed whole;
+ * a safetensors file by its tensor table (every tensor's name, dtype,
+ * shape, size and offset), which ssm_st_open reads anyway, not by its data:
+ * the runtime hashes every weight byte as it loads them (ssm_st_fingerprint).
+ */
+#include <string.h>
+#include <sys/stat.h>
+#include <xxhash.h>
+
+#include "runtime/weights/weights.h"
+
+#define MAX_JSON ((size_t)64 << 20)
+
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
+}
+
+/* Adds `name` with the XXH3 of the file `dir`/`name`, when it exists. */
+static ssm_status add_whole_file(const char *dir, const char *name, ssm_st_source_file **v,
+                                 int *n) {
+  ssm_sb path = {0};
+  ssm_sb_printf(&path, "%s/%s", dir, name);
+  struct stat sb;
+  ssm_status s = NULL;
+  if (!stat(path.s, &sb)) {
+    char *data;
+    size_t size;
+    s = ssm_file_read(path.s, MAX_JSON, &data, &size);
+    if (!s) {
+      *v = ssm_xreallocarray(*v, (size_t)*n + 1, sizeof **v);
+      ssm_st_source_file *f = &(*v)[(*n)++];
+      snprintf(f->name, sizeof f->name, "%s", name);
+      f->hash = XXH3_64bits(data, size);
+      free(data);
+    }
+  }
+  ssm_sb_free(&path);
+  return s;
+}
+
+ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *out_count) {
+  *out_files = NULL;
+  *out_count = 0;
+  struct stat sb;
+  if (stat(dir, &sb) || !S_ISDIR(sb.st_mode))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: not a directory", dir);
+  ssm_st *st;
+  SSM_TRY(ssm_st_open(dir, &st));
+  ssm_st_source_file *v = NULL;
+  int n = 0;
+  ssm_status s = add_whole_file(dir, "config.json", &v, &n);
+  if (!s) s = add_whole_file(dir, "model.safetensors.index.json", &v, &n);
+  int nfiles = 0;
+  for (int i = 0; i < ssm_st_count(st); i++)
+    if (ssm_st_at(st, i)->file_index + 1 > nfiles) nfiles = ssm_st_at(st, i)->file_index + 1;
+  XXH3_state_t **h = ssm_xcalloc((size_t)nfiles + 1, sizeof *h);
+  const char **names = ssm_xcalloc((size_t)nfiles + 1, sizeof *names);
+  for (int i = 0; !s && i < ssm_st_count(st); i++) { /* in name order */
+    const ssm_st_tensor *t = ssm_st_at(st, i);
+    XXH3_state_t **hf = &h[t->file_index];
+    if (!*hf) {
+      if (!(*hf = XXH3_createState())) ssm_fatal_nomem(0);
+      XXH3_64bits_reset(*hf);
+      names[t->file_index] = base_name(t->file);
+    }
+    int32_t meta[2] = {(int32_t)t->dtype, t->rank};
+    uint64_t where[2] = {(uint64_t)t->nbytes, t->offset};
+    XXH3_64bits_update(*hf, t->name, strlen(t->name) + 1);
+    XXH3_64bits_update(*hf, meta, sizeof meta);
+    XXH3_64bits_update(*hf, t->shape, sizeof t->shape[0] * (size_t)t->rank);
+    XXH3_64bits_update(*hf, where, sizeof where);
+  }
+  for (int f = 0; f < nfiles; f++) {
+    if (!s && h[f]) {
+      v = ssm_xreallocarray(v, (size_t)n + 1, sizeof *v);
+      snprintf(v[n].name, sizeof v[n].name, "%s", names[f]);
+      v[n++].hash = XXH3_64bits_digest(h[f]);
+    }
+    XXH3_freeState(h[f]);
+  }
+  free(names);
+  free(h);
+  ssm_st_close(st);
+  if (s) {
+    free(v);
+    return s;
+  }
+  *out_files = v;
+  *out_count = n;
+  return NULL;
+}

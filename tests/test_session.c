@@ -1,0 +1,162 @@
+/*
+ * test_session.c — what ssmc_session_open reports and keeps besides the
+ * model: progress (compiling, loading weights) and cancelling through it,
+ * the compile cache (ssmc_options.cache_dir) and the session's stats.
+ */
+#include <string.h>
+#include <sys/stat.h>
+
+#include "runtime/ssmc.h"
+#include "testutil.h"
+
+#define FIX "tests/data/mamba1_tiny"
+
+typedef struct {
+  char stages[8][32];
+  int nstages;
+  uint64_t last_done, last_total;
+  int reports, backwards;
+  const char *cancel_at; /* stop at the first report of this stage */
+} recorder;
+
+static int record(const char *stage, uint64_t done, uint64_t total, void *user) {
+  recorder *r = user;
+  r->reports++;
+  if (!r->nstages || strcmp(r->stages[r->nstages - 1], stage)) {
+    if (r->nstages < 8) snprintf(r->stages[r->nstages++], sizeof r->stages[0], "%s", stage);
+  } else if (done < r->last_done) {
+    r->backwards++;
+  }
+  if (done > total) r->backwards++;
+  r->last_done = done;
+  r->last_total = total;
+  return r->cancel_at && !strcmp(stage, r->cancel_at);
+}
+
+static uint64_t file_size(const char *path) {
+  struct stat st;
+  return stat(path, &st) ? 0 : (uint64_t)st.st_size;
+}
+
+/* Vulkan: both programs compile kernel by kernel, then the weights load
+ * byte by byte, up to every byte of the checkpoint's tensors. */
+static void test_progress_vulkan(void) {
+  recorder r = {.nstages = 0};
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.progress = record;
+  o.progress_user = &r;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(r.nstages, 3);
+  CU_ASSERT_STRING_EQUAL(r.stages[0], "compiling decode");
+  CU_ASSERT_STRING_EQUAL(r.stages[1], "compiling prefill");
+  CU_ASSERT_STRING_EQUAL(r.stages[2], "loading weights");
+  CU_ASSERT_EQUAL(r.backwards, 0);
+  CU_ASSERT_EQUAL(r.last_done, r.last_total);
+  uint64_t file = file_size(ssm_test_path(FIX "/model.safetensors"));
+  CU_ASSERT(r.last_total > 0 && r.last_total < file && r.last_total > file * 9 / 10);
+  ssmc_stats st;
+  ssmc_session_stats(s, &st);
+  CU_ASSERT(st.compile_s > 0 && st.open_s >= st.compile_s);
+  CU_ASSERT_EQUAL(st.cache, SSMC_CACHE_OFF);
+  CU_ASSERT_PTR_NULL(st.cache_file);
+  ssmc_session_close(s);
+}
+
+/* The CPU interpreter compiles nothing; its weights are read (hashed) at
+ * open, and reported. */
+static void test_progress_cpu(void) {
+  recorder r = {.nstages = 0};
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  o.progress = record;
+  o.progress_user = &r;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+  CU_ASSERT_EQUAL(r.nstages, 1);
+  CU_ASSERT_STRING_EQUAL(r.stages[0], "loading weights");
+  CU_ASSERT_EQUAL(r.last_done, r.last_total);
+  ssmc_stats st;
+  ssmc_session_stats(s, &st);
+  CU_ASSERT_EQUAL(st.compile_s, 0);
+  ssmc_session_close(s);
+}
+
+/* A progress callback that returns non-zero cancels the open: a
+ * SSMC_ERR_CANCELLED status naming the stage, and no session. */
+static void test_cancel(void) {
+  static const char *const stages[] = {"compiling decode", "compiling prefill", "loading weights"};
+  for (int i = 0; i < 3; i++)
+    for (int cpu = 0; cpu < (i == 2 ? 2 : 1); cpu++) {
+      recorder r = {.cancel_at = stages[i]};
+      ssmc_options o;
+      ssmc_options_init(&o);
+      o.backend = cpu ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN;
+      o.progress = record;
+      o.progress_user = &r;
+      ssmc_session *s = (ssmc_session *)&r;
+      ssmc_status st = ssmc_session_open(ssm_test_path(FIX), &o, &s);
+      CU_ASSERT_EQUAL(ssmc_status_code(st), SSMC_ERR_CANCELLED);
+      char want[64];
+      snprintf(want, sizeof want, "%s: cancelled", stages[i]);
+      CU_ASSERT_PTR_NOT_NULL(strstr(ssmc_status_message(st), want));
+      CU_ASSERT_PTR_NULL(s);
+      ssmc_status_free(st);
+    }
+}
+
+/* options.cache_dir: the first open compiles and stores, the second reads
+ * the entry back; both generate the same tokens; stats count prompts and
+ * generated tokens. */
+static void test_cache_and_stats(void) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/api_cache/sub", ssm_test_tmpdir());
+  int32_t out[2][6];
+  char *entry = NULL;
+  for (int run = 0; run < 2; run++) {
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.cache_dir = dir;
+    ssmc_session *s = NULL;
+    SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    ssmc_stats st;
+    ssmc_session_stats(s, &st);
+    CU_ASSERT_EQUAL(st.cache, run ? SSMC_CACHE_HIT : SSMC_CACHE_MISS);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st.cache_file);
+    CU_ASSERT_EQUAL(strncmp(st.cache_file, dir, strlen(dir)), 0);
+    CU_ASSERT(file_size(st.cache_file) > 1000);
+    if (!run) entry = strdup(st.cache_file);
+    else CU_ASSERT_STRING_EQUAL(st.cache_file, entry);
+    CU_ASSERT(run ? st.compile_s == 0 : st.compile_s > 0);
+    const int32_t prompt[] = {1, 2, 3, 4, 5};
+    size_t n = 0;
+    SSM_ASSERT_OK(ssmc_session_feed(s, prompt, 2, NULL, NULL));
+    SSM_ASSERT_OK(ssmc_session_generate(s, prompt + 2, 3, 6, NULL, out[run], &n));
+    CU_ASSERT_EQUAL(n, 6);
+    ssmc_session_stats(s, &st);
+    CU_ASSERT_EQUAL(st.prompt_tokens, 2 + 2); /* fed, and the prompt but its last */
+    CU_ASSERT_EQUAL(st.generated_tokens, 6);
+    CU_ASSERT(st.prompt_s > 0 && st.generate_s > 0);
+    ssmc_session_close(s);
+  }
+  CU_ASSERT_EQUAL(memcmp(out[0], out[1], sizeof out[0]), 0);
+  free(entry);
+  char *d = ssmc_cache_dir_default();
+  char want[600];
+  snprintf(want, sizeof want, "%s/ssmc", getenv("XDG_CACHE_HOME"));
+  CU_ASSERT_STRING_EQUAL(d, want);
+  free(d);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"progress_vulkan", test_progress_vulkan},
+                         {"progress_cpu", test_progress_cpu},
+                         {"cancel", test_cancel},
+                         {"cache_and_stats", test_cache_and_stats},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("session", tests);
+}
