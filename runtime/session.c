@@ -198,6 +198,8 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
   ssm_backend *b;
   SSM_TRY(open_backend(model, &o, weights, bundle, &b));
   ssmc_session *s = ssm_xcalloc(1, sizeof *s);
+  s->model = ssm_xcalloc(1, sizeof *s->model);
+  *s->model = (ssm_loaded){b, 1, s};
   s->b = b;
   s->eos_option = o.eos;
   if (o.tokenizer) {
@@ -219,7 +221,9 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
 
 void ssmc_session_close(ssmc_session *s) {
   if (!s) return;
-  ssm_backend_close(s->b);
+  if (s->model->resident == s) s->model->resident = NULL;
+  ssm_backend_snapshot_free(s->b, s->parked);
+  ssm_loaded_release(s->model);
   ssm_tok_close(s->tok);
   free(s->tok_path);
   free(s->rows);
@@ -227,7 +231,9 @@ void ssmc_session_close(ssmc_session *s) {
 }
 
 int64_t ssmc_session_vocab(const ssmc_session *s) { return s->b->vocab; }
-int64_t ssmc_session_position(const ssmc_session *s) { return s->b->position; }
+int64_t ssmc_session_position(const ssmc_session *s) {
+  return s->model->resident == s || !s->parked ? s->b->position : s->parked->position;
+}
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
 
@@ -311,6 +317,7 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
 ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t count,
                               ssmc_logits_fn on_logits, void *user) {
   int stopped;
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(feed(s, tokens, count, on_logits != NULL, on_logits, user, &stopped));
   return ssm_backend_check(s->b);
 }
@@ -356,8 +363,14 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
     return ssm_status_new(SSM_ERR_INVALID, "generate: max_tokens %d is negative", max_tokens);
   int64_t eos = g->stop_at_eos ? ssmc_session_eos(s) : -1;
   int sampled = !g->host_greedy && max_tokens > 0;
-  if (sampled)
-    SSM_TRY(ssm_backend_set_sampler(b, g->temperature, g->top_k, g->top_p, (int64_t)g->seed));
+  if (g->step >= (1u << 24))
+    return ssm_status_new(SSM_ERR_INVALID, "generate: sampler step %u is not below 2^24", g->step);
+  if (sampled) {
+    float st[SSM_SAMPLER_STATE_LEN];
+    SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, (int64_t)g->seed, st));
+    st[4] = (float)g->step; /* the draw's counter (templates/sample.glsl.in) */
+    SSM_TRY(b->ops->set_sampler(b, st));
+  }
   int stopped;
   /* with the sampler, the last prompt token is its first input (and the
    * sampler itself reports inf/NaN logits: they need not come to the host) */
@@ -396,18 +409,24 @@ ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t
     ssmc_generate_options_init(&dflt);
     g = &dflt;
   }
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count));
   return ssm_backend_check(s->b);
 }
 
-ssmc_status ssmc_session_reset(ssmc_session *s) { return ssm_backend_reset(s->b); }
+ssmc_status ssmc_session_reset(ssmc_session *s) {
+  SSM_TRY(ssm_session_resident(s));
+  return ssm_backend_reset(s->b);
+}
 
 ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(ssm_backend_state_save(s->b, path));
   return ssm_backend_check(s->b);
 }
 
 ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(ssm_backend_state_load(s->b, path));
   return ssm_backend_check(s->b);
 }
