@@ -231,6 +231,7 @@ void ssmc_session_close(ssmc_session *s) {
 }
 
 int64_t ssmc_session_vocab(const ssmc_session *s) { return s->b->vocab; }
+int ssmc_session_chunk(const ssmc_session *s) { return s->b->chunk > 0 ? s->b->chunk : 1; }
 int64_t ssmc_session_position(const ssmc_session *s) {
   return s->model->resident == s || !s->parked ? s->b->position : s->parked->position;
 }

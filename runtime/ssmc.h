@@ -162,6 +162,9 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
 void ssmc_session_close(ssmc_session *s);
 
 int64_t ssmc_session_vocab(const ssmc_session *s);
+/* The prompt tokens one prefill run processes (ssmc_options.chunk, or the
+ * bundle's): feeding a multiple of it runs only whole chunks. */
+int ssmc_session_chunk(const ssmc_session *s);
 /* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
 int64_t ssmc_session_eos(const ssmc_session *s);
 /* Tokens fed since the session was opened or reset (or restored). */

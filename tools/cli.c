@@ -35,6 +35,7 @@ static const char usage[] =
     "  ssmc devices\n"
     "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
     "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
+    "  ssmc serve MODEL_DIR|BUNDLE [--host 127.0.0.1] [--port 8080] [...]   (ssmc serve --help)\n"
     "  ssmc --version\n"
     "MODEL: an architecture YAML (needs --config), a Hugging Face model\n"
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
@@ -547,7 +548,7 @@ int main(int argc, char **argv) {
     int (*fn)(int, char **);
   } cmds[] = {{"compile", cmd_compile}, {"ir", cmd_ir},       {"run", cmd_run},
               {"inspect", cmd_inspect}, {"bench", cmd_bench}, {"devices", cmd_devices},
-              {"tokenize", cmd_tokenize}};
+              {"tokenize", cmd_tokenize}, {"serve", ssm_cli_serve}};
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     fputs(usage, argc < 2 ? stderr : stdout);
@@ -559,7 +560,7 @@ int main(int argc, char **argv) {
   }
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
     if (strcmp(argv[1], cmds[i].name)) continue;
-    for (int k = 2; k < argc; k++)
+    for (int k = 2; k < argc && cmds[i].fn != ssm_cli_serve; k++)
       if (!strcmp(argv[k], "--help") || !strcmp(argv[k], "-h")) {
         fputs(usage, stdout);
         return 0;

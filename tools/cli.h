@@ -23,4 +23,7 @@ ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *c
 void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
                            int runs, int json);
 
+/* `ssmc serve` (serve_cmd.c): argv after "serve"; the exit status. */
+int ssm_cli_serve(int argc, char **argv);
+
 #endif
