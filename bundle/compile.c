@@ -211,7 +211,7 @@ static ssm_status program_io(compiler *c, ssm_graph *g, ssm_mf_program *p) {
  * fused group, in order. */
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
-  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN};
+  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype};
   dumper d = {o->dump_dir, name, 0, NULL};
   ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
   if (!s) s = d.err;
@@ -295,8 +295,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
   if (o.prefill_tokens <= 0) o.prefill_tokens = 32;
-  if (o.dtype != SSM_F32)
-    return ssm_status_new(SSM_ERR_UNSUPPORTED, "--dtype %s: only f32 bundles are supported so far",
+  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16)
+    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16 or bf16",
                           ssm_dtype_name(o.dtype));
   int64_t vocab = 0;
   if (!ssm_model_param(m, "vocab", &vocab) || vocab < 1)

@@ -104,6 +104,19 @@ static coords delinearize(const char *lin, const ssm_type *t, ssm_arena *a) {
   return k;
 }
 
+/* Element `idx` of binding b as a float (or int). 16-bit weights are read
+ * as the u32 word holding two of them: bf16 is the high half of an f32
+ * (shifted into place), f16 is unpacked; the math stays f32. */
+static void mem_load(ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
+  if (dt == SSM_BF16)
+    ssm_sb_printf(out, "uintBitsToFloat(((b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
+                  b, idx, idx);
+  else if (dt == SSM_F16)
+    ssm_sb_printf(out, "unpackHalf2x16(b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)).x", b, idx, idx);
+  else
+    ssm_sb_printf(out, "b%d.v[%s]", b, idx);
+}
+
 /* Coordinates of an operand of type `op` broadcast (numpy) into `k`. */
 static coords broadcast(const coords *k, const ssm_type *op) {
   coords r = {.rank = op->rank};
@@ -175,7 +188,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       const ssm_node *src = d->args[0]->def;
       int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
       if (buffer) {
-        ssm_sb_printf(out, "b%d.v[%s]", binding_of(c, d->args[0]), ssm_sb_str(&lin));
+        mem_load(out, binding_of(c, d->args[0]), d->args[0]->type.dtype, ssm_sb_str(&lin));
         ssm_sb_free(&lin);
         return;
       }
@@ -236,9 +249,10 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
   }
   /* memory: a weight, state, input, or another kernel's result */
   int b = binding_of(c, v);
-  ssm_sb_printf(out, "b%d.v[", b);
-  linearize(out, k, &v->type);
-  ssm_sb_printf(out, "]");
+  ssm_sb idx = {0};
+  linearize(&idx, k, &v->type);
+  mem_load(out, b, v->type.dtype, ssm_sb_str(&idx));
+  ssm_sb_free(&idx);
 }
 
 /* `float NAME(uint p0, ...) { return <operand at those coordinates>; }`,
@@ -290,7 +304,8 @@ static const char *buffers_decl(gctx *c) {
     int state = d->op == SSM_OP_STATE;
     ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
                   i == 0 ? "writeonly " : state ? "" : "readonly ", i,
-                  v->type.dtype == SSM_I32 ? "int" : "float", i);
+                  v->type.dtype == SSM_I32 ? "int"
+                  : v->type.dtype == SSM_F32 ? "float" : "uint", i);
   }
   return sb_take(&b, c->a);
 }
@@ -645,7 +660,8 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   for (const ssm_node *n = c->first; n; n = n == c->root ? NULL : n->next)
     if (member(c, n))
       for (int i = 0; i < n->nargs; i++)
-        if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32)
+        if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32 &&
+            n->op != SSM_OP_MATMUL && n->op != SSM_OP_EMBED)
           return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s operands have no GPU kernel yet",
                                 ssm_op_info_get(n->op)->name,
                                 ssm_dtype_name(n->args[i]->type.dtype));

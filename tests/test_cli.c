@@ -150,15 +150,15 @@ static void test_ir_roundtrip_cli(void) {
 /* compile --dump-ir writes one file per pass and program; each parses back
  * and prints identically (after its "# after PASS: note" header line). */
 static void test_dump_ir(void) {
-  static const char *const passes[] = {"verify", "infer", "simplify", "fuse", "plan_buffers",
-                                        "schedule"};
+  static const char *const passes[] = {"verify", "infer",        "simplify", "weights",
+                                        "fuse",   "plan_buffers", "schedule"};
   char cmd[4096], *out;
   const char *dir = ssm_test_tmpdir();
   snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/d.ssmb --dump-ir %s",
            ssm_test_source_dir(), ssm_test_ssmc(), dir, dir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   for (int prog = 0; prog < 2; prog++)
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
       snprintf(cmd, sizeof cmd, "f=%s/%s.%02d-%s.ssmir; head -1 $f | grep -q '^# after %s: ' && "
                "tail -n +2 $f > $f.body && %s ir $f | cmp - $f.body && echo SAME", dir,
                prog ? "prefill" : "decode", i, passes[i], passes[i], ssm_test_ssmc());

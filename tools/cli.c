@@ -13,18 +13,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
+#include "runtime/weights/weights.h"
 #include "tools/cli.h"
 
 static const char usage[] =
     "usage:\n"
-    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
+    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32|f16|bf16]\n"
     "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
+    "          [--dtype f32|f16|bf16]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]\n"
     "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
     "           [--tokenizer tokenizer.json] [--eos ID]\n"
@@ -41,7 +44,7 @@ static const char usage[] =
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
     "--max-seq N: the positions a KV cache holds (default 2048); a bundle keeps\n"
     "the value it was compiled with.\n"
-    "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n";
+    "PASS: verify, infer, simplify, weights, fuse, plan_buffers, schedule.\n";
 
 static int fail(ssmc_status s) {
   fprintf(stderr, "ssmc: %s\n", ssmc_status_message(s));
@@ -166,13 +169,16 @@ static ssm_status load_model(const char *model, const char *config, long max_seq
 }
 
 static int cmd_ir(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *after = NULL;
+  const char *model = NULL, *config = NULL, *after = NULL, *dtype_name = "f32";
   long seq = 1, max_seq = 0;
-  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after),
+  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
                 O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
   if (parse("ir", argc, argv, opts, &model)) return 2;
   if (!model) return usage_error("ir", "missing MODEL%s", "");
+  ssm_pass_opts po = {0};
+  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
+    return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (after && strcmp(after, "all")) {
     const ssm_pass *p = ssm_passes;
     while (p->name && strcmp(p->name, after)) p++;
@@ -200,7 +206,7 @@ static int cmd_ir(int argc, char **argv) {
     ssm_model_close(m);
   }
   int all = after && !strcmp(after, "all");
-  if (!s && after) s = ssm_passes_run(g, NULL, all ? NULL : after, print_after, all ? NULL : (void *)after);
+  if (!s && after) s = ssm_passes_run(g, &po, all ? NULL : after, print_after, all ? NULL : (void *)after);
   if (!s && !after) {
     char *text = ssm_graph_print(g);
     fputs(text, stdout);
@@ -213,17 +219,21 @@ static int cmd_ir(int argc, char **argv) {
 /* ---- ssmc compile / inspect / devices ------------------------------------------------- */
 
 static int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = "f32";
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL;
   long chunk = 32, max_seq = 0;
   int no_fuse = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
                 CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL), {0}};
   if (parse("compile", argc, argv, opts, &model)) return 2;
-  ssm_dtype dtype;
-  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32)
+  ssm_dtype dtype = SSM_F32;
+  if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
     return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (!model) return usage_error("compile", "missing MODEL%s", "");
+  struct stat st;
+  int dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
+  ssm_status ds = !dtype_name && dir ? ssm_st_path_dtype(model, &dtype) : NULL;
+  if (ds) return fail(ds);
   if (!out) return usage_error("compile", "missing -o OUT.ssmb%s", "");
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
@@ -276,7 +286,7 @@ static int cmd_devices(int argc, char **argv) {
 /* ---- ssmc run / bench ------------------------------------------------------------------ */
 
 typedef struct {
-  const char *model, *tokens, *prompt, *dump, *state_in, *state_out, *backend;
+  const char *model, *tokens, *prompt, *dump, *state_in, *state_out, *backend, *dtype;
   long n, chunk, device, max_seq, eos, top_k, seed;
   double temperature, top_p;
   int greedy, validation, chunk_given, max_seq_given, sampling[4];
@@ -287,6 +297,7 @@ typedef struct {
 #define SESSION_OPTS(r)                                                                       \
   O_STR("--weights", &(r)->o.weights), O_STR("--config", &(r)->o.config),                     \
       O_STR("--backend", &(r)->backend), O_FLAG("--validate", &(r)->validation),              \
+      O_STR("--dtype", &(r)->dtype),                                                          \
       O_INT("--device", &(r)->device, 0, 1000, "a device index (see `ssmc devices`)", NULL),        \
       O_INT("-n", &(r)->n, 0, 1 << 24, "a token count from 0 to 16777216", NULL),                   \
       CHUNK_OPT(&(r)->chunk, &(r)->chunk_given), MAX_SEQ_OPT(&(r)->max_seq, &(r)->max_seq_given)
@@ -304,6 +315,14 @@ static int session_options(run_args *r, const char *cmd) {
   if (r->max_seq_given && bundle)
     return usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc compile "
                        "--max-seq): %s", r->model);
+  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
+  int d = 0;
+  while (r->dtype && d < 4 && strcmp(r->dtype, dtypes[d])) d++;
+  if (d == 4) return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", r->dtype);
+  if (r->dtype && bundle)
+    return usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile --dtype): "
+                       "%s", r->model);
+  r->o.dtype = (ssmc_dtype)d;
   r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;

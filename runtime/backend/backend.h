@@ -99,6 +99,7 @@ struct ssm_backend {
   const char *device;   /* "cpu", or the GPU's name */
   uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
   uint64_t weight_bytes;
+  ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16) */
   int nstates;
   const ssm_backend_state *states;
 };

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "passes/passes.h"
 #include "runtime/cpu/cpu.h"
 
 typedef struct {
@@ -27,7 +28,22 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN];
   SSM_VEC(ssm_backend_state) states;
   float *logits; /* one row, for generate */
+  ssm_dtype dtype; /* of matmul and embed weights (the weights pass) */
 } cpu_backend;
+
+/* The model's graph for `count` tokens with its weights in c->dtype: values
+ * rounded to it as they load, like the 16-bit weights of a bundle. */
+static ssm_status build(cpu_backend *c, int count, ssm_graph **out) {
+  SSM_TRY(ssm_model_build(c->model, count, out));
+  ssm_pass_opts po = {.weight_dtype = c->dtype};
+  char note[160];
+  ssm_status s = ssm_pass_weights(*out, &po, note, sizeof note);
+  if (s) {
+    ssm_graph_destroy(*out);
+    *out = NULL;
+  }
+  return s;
+}
 
 /* The graph for `count` tokens, built once. */
 static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
@@ -36,7 +52,7 @@ static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
       *out = c->graphs.items[i].g;
       return NULL;
     }
-  SSM_TRY(ssm_model_build(c->model, count, out));
+  SSM_TRY(build(c, count, out));
   ssm_vec_push(&c->graphs, ((sized_graph){count, *out}));
   return NULL;
 }
@@ -78,7 +94,7 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
                                int32_t *out_ids, int *out_count, ssm_step_fn on_step, void *user) {
   cpu_backend *c = (cpu_backend *)b;
   if (!c->sampled) {
-    SSM_TRY(ssm_model_build(c->model, 1, &c->sampled));
+    SSM_TRY(build(c, 1, &c->sampled));
     SSM_TRY(ssm_graph_add_sampler(c->sampled));
   }
   if (!c->logits) SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits));
@@ -218,13 +234,14 @@ static ssm_status fits(cpu_backend *c, ssm_graph *g) {
 }
 
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
-                                ssm_backend **out) {
+                                ssm_dtype dtype, ssm_backend **out) {
   *out = NULL;
   cpu_backend *c = ssm_xcalloc(1, sizeof *c);
   c->model = model;
+  c->dtype = dtype;
   ssm_backend *b = &c->base;
   *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .eos = ssm_model_eos(model),
-                     .arch = ssm_model_arch(model), .device = "cpu"};
+                     .arch = ssm_model_arch(model), .device = "cpu", .dtype = dtype};
   ssm_graph *decode = NULL;
   ssm_status s = NULL;
   if (!ssm_model_param(model, "vocab", &b->vocab) || b->vocab <= 0)

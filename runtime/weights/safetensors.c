@@ -427,6 +427,23 @@ const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i) {
 
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name) { return find(st, name); }
 
+ssm_dtype ssm_st_float_dtype(const ssm_st *st) {
+  uint64_t bytes[SSM_DTYPE_COUNT] = {0};
+  for (int i = 0; i < ssm_st_count(st); i++) bytes[ssm_st_at(st, i)->dtype] += ssm_st_at(st, i)->nbytes;
+  ssm_dtype best = SSM_F32;
+  for (ssm_dtype d = SSM_F16; d <= SSM_BF16; d++)
+    if (bytes[d] > bytes[best]) best = d;
+  return best;
+}
+
+ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out) {
+  ssm_st *st;
+  SSM_TRY(ssm_st_open(path, &st));
+  *out = ssm_st_float_dtype(st);
+  ssm_st_close(st);
+  return NULL;
+}
+
 static float load_f32(const uint8_t *p, ssm_dtype d) {
   uint16_t h;
   float f;

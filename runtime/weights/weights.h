@@ -36,6 +36,11 @@ int ssm_st_count(const ssm_st *st);
 const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
 /* NULL if there is no tensor of that name. */
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
+/* The dtype (f32, f16, bf16) that holds most of the checkpoint's float
+ * bytes: what a model is compiled to when no dtype is asked for. */
+ssm_dtype ssm_st_float_dtype(const ssm_st *st);
+/* ssm_st_float_dtype of the checkpoint at `path` (only its headers are read). */
+ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out);
 /* The checks ssm_st_read makes before it reads: the tensor exists, with
  * want's shape and a dtype it converts to want's. */
 ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
