@@ -359,6 +359,9 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
 #define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
 #define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
 
+/* Matmuls of at most this many rows (decode) get the gemv kernel. */
+#define GEMV_ROWS 4
+
 /* ---- families ----------------------------------------------------------- */
 
 static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
@@ -413,6 +416,88 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
                       loads_text(c, &loads), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
+}
+
+/* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
+ * k..k+7, zero past K when K is not a multiple of 8. */
+static void load8(ssm_sb *loads, const char *name, const char *params, const char *args,
+                  const char *fn, int64_t K) {
+  ssm_sb_printf(loads, "void %s(%suint k, out vec4 a, out vec4 b) {\n", name, params);
+  for (int j = 0; j < 8; j++) {
+    if (j % 4 == 0) ssm_sb_printf(loads, "  %c = vec4(", j ? 'b' : 'a');
+    if (K % 8)
+      ssm_sb_printf(loads, "k + %du < %lldu ? %s(%sk + %du) : 0.0", j, (long long)K, fn, args, j);
+    else
+      ssm_sb_printf(loads, "%s(%sk + %du)", fn, args, j);
+    ssm_sb_printf(loads, j % 4 == 3 ? ");\n" : ", ");
+  }
+  ssm_sb_printf(loads, "}\n");
+}
+
+/* load_w for a weight read straight from memory, 16 bytes at a time through
+ * a uvec4 view of its binding (declared into `bufs`): k is a multiple of 8. */
+static void load8_weight(gctx *c, ssm_sb *loads, ssm_sb *bufs, const ssm_value *w, int64_t K) {
+  int b = binding_of(c, w);
+  ssm_sb_printf(bufs, "layout(std430, binding = %d) readonly buffer B%dq { uvec4 v[]; } b%dq;\n",
+                b, b, b);
+  ssm_sb_printf(loads, "void load_w(uint n, uint k, out vec4 a, out vec4 b) {\n");
+  if (w->type.dtype == SSM_F32) {
+    ssm_sb_printf(loads, "  uint i = (n * %lldu + k) >> 2u;\n  a = uintBitsToFloat(b%dq.v[i]);\n"
+                  "  b = uintBitsToFloat(b%dq.v[i + 1u]);\n", (long long)K, b, b);
+  } else {
+    ssm_sb_printf(loads, "  uvec4 q = b%dq.v[(n * %lldu + k) >> 3u];\n", b, (long long)K);
+    if (w->type.dtype == SSM_F16)
+      ssm_sb_printf(loads, "  a = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));\n"
+                    "  b = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));\n");
+    else /* bf16: the high half of an f32 */
+      ssm_sb_printf(loads, "  a = uintBitsToFloat(uvec4(q.x << 16u, q.x & 0xffff0000u, q.y << 16u, "
+                    "q.y & 0xffff0000u));\n  b = uintBitsToFloat(uvec4(q.z << 16u, "
+                    "q.z & 0xffff0000u, q.w << 16u, q.w & 0xffff0000u));\n");
+  }
+  ssm_sb_printf(loads, "}\n");
+}
+
+/* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k
+ * per thread and step, subgroup reductions (gemv.glsl.in). */
+static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *mm = c->anchor;
+  const ssm_value *wv = mm->args[1];
+  int64_t N = wv->type.dims[0], K = wv->type.dims[1];
+  int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  ssm_sb loads = {0}, bufs = {0};
+  load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  load8(&loads, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (norm && norm->nargs > 1) {
+    coords gk = {.rank = 1, .c = {"k"}};
+    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+    load8(&loads, "load_g", "", "", "gain", K);
+  }
+  int direct = wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0;
+  if (direct) {
+    load8_weight(c, &loads, &bufs, wv, K);
+  } else {
+    coords wk = {.rank = 2, .c = {"n", "k"}};
+    load_fn(c, &loads, "in_w", "uint n, uint k", wv, &wk);
+    load8(&loads, "load_w", "uint n, ", "n, ", "in_w", K);
+  }
+  if (norm && norm->nargs < 2)
+    ssm_sb_printf(&loads, "void load_g(uint k, out vec4 a, out vec4 b) { a = b = vec4(1.0); }\n");
+  epilogue_fn(c, &loads);
+  uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
+  int64_t rows = N >= 2048 ? 4 : N >= 512 ? 2 : 1;
+  grid_per_item((N + rows - 1) / rows, out->groups);
+  const char *buffers = ssm_arena_printf(c->a, "%s%s", buffers_decl(c), ssm_sb_str(&bufs));
+  ssm_sb_free(&bufs);
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
+                      I64(rows), "NORM", norm ? "1" : "0", "EPS",
+                      norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      "BUFFERS", buffers, "COMMON", common(c->a), "LOADS", loads_text(c, &loads),
+                      NULL};
+  return finish(c, "gemv", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld LOCAL=%u%s",
+                                            (long long)M, (long long)K, (long long)N,
+                                            (long long)rows, local, direct ? " vec" : ""),
+                kv, out);
 }
 
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
@@ -669,7 +754,10 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   ssm_status s;
   if (!c->anchor) s = gen_pointwise(c, out);
   else switch (c->anchor->op) {
-    case SSM_OP_MATMUL: s = gen_matmul(c, out); break;
+    case SSM_OP_MATMUL:
+      s = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1] <= GEMV_ROWS
+              ? gen_gemv(c, out) : gen_matmul(c, out);
+      break;
     case SSM_OP_SCAN: s = gen_scan(c, out); break;
     case SSM_OP_CONV1D: s = gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = gen_attention(c, out); break;

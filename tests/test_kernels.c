@@ -454,6 +454,9 @@ static void test_matmul(void) {
   matmul("matmul M=1 K=1537 N=67", F32(1, 1537), 67, 1537);
   matmul("matmul M=3 K=1000 N=1537", F32(3, 1000), 1537, 1000);
   matmul("matmul M=5 K=4 N=67", F32(5, 4), 67, 4);
+  matmul("matmul M=1 K=64 N=2051 (gemv, 4 columns a group, last group short)", F32(1, 64), 2051,
+         64);
+  matmul("matmul M=4 K=24 N=515 (gemv, 2 columns a group)", F32(4, 24), 515, 24);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
   matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
   end_list();
