@@ -54,6 +54,11 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
   char *e = ssm_api_error(invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL,
                           "%s", ssmc_status_message(s));
   ssmc_status_free(s);
+  /* counted before the client can see the end, so /metrics read after a
+   * response includes it */
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.failed++;
+  pthread_mutex_unlock(&srv->mu);
   pthread_mutex_lock(&j->mu);
   if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
   else ssm_sb_printf(&j->out, "%s", e);
@@ -62,9 +67,6 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
   free(e);
-  pthread_mutex_lock(&srv->mu);
-  srv->stats.failed++;
-  pthread_mutex_unlock(&srv->mu);
 }
 
 /* Streams text[sent..) except what could still become a stop string. */
@@ -107,6 +109,13 @@ static void finish(ssm_server *srv, ssm_job *j) {
   }
   int64_t covered = ssmc_session_position(srv->session);
   if (covered > 0 && (size_t)covered <= j->tokens.n) cache_insert(srv, j->tokens.items, (size_t)covered);
+  /* counted before the client can see the end (as in finish_error) */
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.requests++;
+  srv->stats.prompt_tokens += j->nprompt;
+  srv->stats.cached_tokens += j->reused;
+  srv->stats.generated_tokens += (uint64_t)j->ngen;
+  pthread_mutex_unlock(&srv->mu);
   pthread_mutex_lock(&j->mu);
   if (j->stream) {
     pthread_mutex_unlock(&j->mu);
@@ -122,12 +131,6 @@ static void finish(ssm_server *srv, ssm_job *j) {
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
-  pthread_mutex_lock(&srv->mu);
-  srv->stats.requests++;
-  srv->stats.prompt_tokens += j->nprompt;
-  srv->stats.cached_tokens += j->reused;
-  srv->stats.generated_tokens += (uint64_t)j->ngen;
-  pthread_mutex_unlock(&srv->mu);
 }
 
 /* ---- slices ------------------------------------------------------------------------ */
