@@ -115,7 +115,8 @@ ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, s
 typedef struct ssm_tok_stream ssmc_decoder;
 
 ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out);
-/* NULL is fine. */
+/* NULL is fine. Destroy a decoder before its tokenizer goes (with the
+ * session that owns it). */
 void ssmc_decoder_destroy(ssmc_decoder *d);
 /* Adds one id; *out_text (owned by the decoder, valid until its next call)
  * gets the *out_len bytes now complete, maybe none. */

@@ -469,8 +469,8 @@ static int cmd_run(int argc, char **argv) {
   }
   /* the state after every token fed; the last generated one was not fed */
   if (!st && r.state_out && !g_signal) st = ssmc_session_save_state(s, r.state_out);
+  ssmc_decoder_destroy(p.dec); /* before the session, which owns its tokenizer */
   ssmc_session_close(s);
-  ssmc_decoder_destroy(p.dec);
   if (p.f) { /* the dump replaces the old file only when the run succeeded */
     int failed = st || g_signal || fflush(p.f);
     ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
