@@ -56,6 +56,7 @@ static ssm_status bench(ssm_backend *b, int n, float *logits, int32_t *toks, int
 
 ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out) {
   *out = (ssmc_bench_result){0};
+  SSM_TRY(ssm_session_resident(s));
   ssm_backend *b = s->b;
   int n = decode_tokens < 1 ? 1 : decode_tokens;
   float *logits = NULL;
@@ -77,6 +78,7 @@ ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
                                  ssmc_profile_step **out_steps, int *out_count) {
   *out_steps = NULL;
   *out_count = 0;
+  SSM_TRY(ssm_session_resident(s));
   ssm_backend *b = s->b;
   if (!b->ops->profile)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "the %s backend cannot profile its work",

@@ -11,12 +11,29 @@
 #include "runtime/weights/weights.h"
 #include "tokenizer/tokenizer.h"
 
-struct ssmc_session {
+/* One loaded model (a backend) shared by a session and the sessions forked
+ * from it. The backend holds one state at a time: that of `resident`; every
+ * other session keeps its state in `parked`, a snapshot on the device, and
+ * becomes resident (ssm_session_resident) before it runs. */
+typedef struct {
   ssm_backend *b;
-  char *weights;     /* the checkpoint it was opened with */
+  int refs;               /* sessions and snapshots using it */
+  ssmc_session *resident; /* NULL: the state belongs to no session */
+} ssm_loaded;
+
+struct ssmc_snapshot {
+  ssm_loaded *model;
+  ssm_snapshot *snap;
+};
+
+struct ssmc_session {
+  ssm_loaded *model;
+  ssm_snapshot *parked; /* this session's state while another is resident */
+  ssm_backend *b;       /* model->b */
+  char *weights;        /* the checkpoint it was opened with */
   ssmc_stats stats;
   char *cache_file;
-  double gen_t0;     /* when the prompt of the generate call under way was fed */
+  double gen_t0;        /* when the prompt of the generate call under way was fed */
   char *tok_path;    /* where the tokenizer is (NULL: nowhere known) */
   int tok_explicit;  /* options.tokenizer named it */
   ssm_tok *tok;
@@ -49,5 +66,11 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
  * the fingerprints it recorded: an error naming the bundle and what is
  * missing or changed, or when it recorded none. */
 ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir);
+
+/* Makes `s`'s state the backend's (parking the resident session's state
+ * first); every call that touches the state starts with it. */
+ssm_status ssm_session_resident(ssmc_session *s);
+/* Drops one reference; the last one closes the backend. */
+void ssm_loaded_release(ssm_loaded *m);
 
 #endif

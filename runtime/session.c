@@ -235,6 +235,8 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
     ssmc_session_close(s);
     return st;
   }
+  s->model = ssm_xcalloc(1, sizeof *s->model);
+  *s->model = (ssm_loaded){s->b, 1, s};
   s->eos_option = o.eos;
   const char *weights = s->weights;
   if (o.tokenizer) {
@@ -257,7 +259,13 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
 
 void ssmc_session_close(ssmc_session *s) {
   if (!s) return;
-  ssm_backend_close(s->b);
+  if (s->model) {
+    if (s->model->resident == s) s->model->resident = NULL;
+    ssm_backend_snapshot_free(s->b, s->parked);
+    ssm_loaded_release(s->model);
+  } else {
+    ssm_backend_close(s->b); /* opened but not yet shared, or NULL */
+  }
   ssm_tok_close(s->tok);
   free(s->weights);
   free(s->cache_file);
@@ -267,7 +275,10 @@ void ssmc_session_close(ssmc_session *s) {
 }
 
 int64_t ssmc_session_vocab(const ssmc_session *s) { return s->b->vocab; }
-int64_t ssmc_session_position(const ssmc_session *s) { return s->b->position; }
+int ssmc_session_chunk(const ssmc_session *s) { return s->b->chunk > 0 ? s->b->chunk : 1; }
+int64_t ssmc_session_position(const ssmc_session *s) {
+  return s->model->resident == s || !s->parked ? s->b->position : s->parked->position;
+}
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
 
@@ -354,6 +365,7 @@ ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t cou
                               ssmc_logits_fn on_logits, void *user) {
   int stopped;
   double t0 = ssm_rt_now();
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(feed(s, tokens, count, on_logits != NULL, on_logits, user, &stopped));
   s->stats.prompt_tokens += (int64_t)count;
   s->stats.prompt_s += ssm_rt_now() - t0;
@@ -401,8 +413,14 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
     return ssm_status_new(SSM_ERR_INVALID, "generate: max_tokens %d is negative", max_tokens);
   int64_t eos = g->stop_at_eos ? ssmc_session_eos(s) : -1;
   int sampled = !g->host_greedy && max_tokens > 0;
-  if (sampled)
-    SSM_TRY(ssm_backend_set_sampler(b, g->temperature, g->top_k, g->top_p, (int64_t)g->seed));
+  if (g->step >= (1u << 24))
+    return ssm_status_new(SSM_ERR_INVALID, "generate: sampler step %u is not below 2^24", g->step);
+  if (sampled) {
+    float st[SSM_SAMPLER_STATE_LEN];
+    SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, (int64_t)g->seed, st));
+    st[4] = (float)g->step; /* the draw's counter (templates/sample.glsl.in) */
+    SSM_TRY(b->ops->set_sampler(b, st));
+  }
   int stopped;
   /* with the sampler, the last prompt token is its first input (and the
    * sampler itself reports inf/NaN logits: they need not come to the host) */
@@ -445,6 +463,7 @@ ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t
     ssmc_generate_options_init(&dflt);
     g = &dflt;
   }
+  SSM_TRY(ssm_session_resident(s));
   s->gen_t0 = 0;
   ssm_status st = generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count);
   if (s->gen_t0 > 0) {
@@ -457,14 +476,19 @@ ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t
 
 void ssmc_session_stats(const ssmc_session *s, ssmc_stats *out) { *out = s->stats; }
 
-ssmc_status ssmc_session_reset(ssmc_session *s) { return ssm_backend_reset(s->b); }
+ssmc_status ssmc_session_reset(ssmc_session *s) {
+  SSM_TRY(ssm_session_resident(s));
+  return ssm_backend_reset(s->b);
+}
 
 ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(ssm_backend_state_save(s->b, path));
   return ssm_backend_check(s->b);
 }
 
 ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path) {
+  SSM_TRY(ssm_session_resident(s));
   SSM_TRY(ssm_backend_state_load(s->b, path));
   return ssm_backend_check(s->b);
 }

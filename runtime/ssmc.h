@@ -116,7 +116,8 @@ ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, s
 typedef struct ssm_tok_stream ssmc_decoder;
 
 ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out);
-/* NULL is fine. */
+/* NULL is fine. Destroy a decoder before its tokenizer goes (with the
+ * session that owns it). */
 void ssmc_decoder_destroy(ssmc_decoder *d);
 /* Adds one id; *out_text (owned by the decoder, valid until its next call)
  * gets the *out_len bytes now complete, maybe none. */
@@ -196,6 +197,9 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
 void ssmc_session_close(ssmc_session *s);
 
 int64_t ssmc_session_vocab(const ssmc_session *s);
+/* The prompt tokens one prefill run processes (ssmc_options.chunk, or the
+ * bundle's): feeding a multiple of it runs only whole chunks. */
+int ssmc_session_chunk(const ssmc_session *s);
 /* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
 int64_t ssmc_session_eos(const ssmc_session *s);
 /* How the matmul and embedding weights are kept: "f32", "f16" or "bf16". */
@@ -234,6 +238,9 @@ typedef struct {
    * argmax is taken there (otherwise the sampler draws on the device and
    * the next step's input never leaves it) */
   int host_greedy;
+  /* the sampler's counter for the first draw (< 2^24): 0, or the number of
+   * ids drawn so far to go on with the same draws as one longer call */
+  uint32_t step;
   int stop_at_eos;   /* stop when the end-of-text id is drawn (it is not returned) */
   ssmc_token_fn on_token;   /* each id, as it is drawn (may be NULL) */
   ssmc_logits_fn on_logits; /* the logits of every position processed (may be NULL) */
@@ -282,6 +289,40 @@ typedef struct {
 
 /* The totals since the session was opened. */
 void ssmc_session_stats(const ssmc_session *s, ssmc_stats *out);
+
+/* ---- snapshots and forks ----------------------------------------------------------- */
+
+/* A copy of a session's state (SSM, convolution and attention KV tensors,
+ * and the position), kept where the model runs: in device memory on
+ * Vulkan, so taking and restoring one is a copy on the device, never a
+ * round trip through the host. A snapshot belongs to the loaded model, not
+ * to one session: it restores into the session it came from or into any
+ * session forked from the same one. It keeps the model loaded until freed.
+ * Its size is the state's: ssmc_snapshot_bytes (an attention layer's KV
+ * cache counts whole, max_seq rows). */
+typedef struct ssmc_snapshot ssmc_snapshot;
+
+/* A new snapshot of `s`'s state. */
+ssmc_status ssmc_session_snapshot(ssmc_session *s, ssmc_snapshot **out);
+/* Overwrites `snap` (of the same loaded model) with `s`'s state, reusing
+ * its memory. */
+ssmc_status ssmc_session_snapshot_into(ssmc_session *s, ssmc_snapshot *snap);
+/* Sets `s`'s state and position to the snapshot's; one of another loaded
+ * model is refused and changes nothing. */
+ssmc_status ssmc_session_restore(ssmc_session *s, const ssmc_snapshot *snap);
+/* NULL is fine. */
+void ssmc_snapshot_free(ssmc_snapshot *snap);
+int64_t ssmc_snapshot_position(const ssmc_snapshot *snap);
+uint64_t ssmc_snapshot_bytes(const ssmc_snapshot *snap);
+
+/* A new session on the same loaded model (weights, kernels and device are
+ * shared, nothing is loaded again) whose state starts as a copy of `s`'s
+ * and then goes its own way. The backend holds one state at a time: the
+ * session that runs swaps its state in (a device-side snapshot of the
+ * other, then a restore), so sessions that take turns pay two state copies
+ * per turn. A session and its forks must be used from one thread at a
+ * time, all together; close them in any order. */
+ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out);
 
 /* ---- benchmarks -------------------------------------------------------------------- */
 

@@ -44,6 +44,8 @@ static void test_upward_includes_fail(void) {
       {"ssm_cpu", "bundle/bundle.h", 0},       {"ssm_vulkan", "runtime/vulkan/vulkan.h", 1},
       {"ssm_vulkan", "runtime/cpu/cpu.h", 0},  {"ssm_vulkan", "runtime/ssmc.h", 0},
       {"ssm_runtime", "runtime/ssmc.h", 1},    {"ssm_runtime", "runtime/cpu/cpu.h", 1},
+      {"ssm_runtime", "serve/serve.h", 0},     {"ssm_serve", "serve/serve.h", 1},
+      {"ssm_serve", "runtime/ssmc.h", 1},      {"ssm_serve", "bundle/bundle.h", 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int rc = compile_with(cases[i].lib, cases[i].header);
@@ -57,7 +59,7 @@ static void test_upward_includes_fail(void) {
 static void test_no_relative_includes(void) {
   char cmd[1024], *out;
   snprintf(cmd, sizeof cmd, "cd %s && grep -rn '#include \"\\.\\./' base ir frontend passes "
-           "codegen bundle tokenizer runtime tools examples tests; true", ssm_test_source_dir());
+           "codegen bundle tokenizer runtime serve tools examples tests; true", ssm_test_source_dir());
   ssm_test_sh(cmd, &out);
   if (*out) fprintf(stderr, "\n  %s", out);
   CU_ASSERT_STRING_EQUAL(out, "");

@@ -30,6 +30,7 @@ static const char usage[] =
     "  inspect BUNDLE                   a bundle's kernels, buffers and programs\n"
     "  ir MODEL                         the op IR, after any pass\n"
     "  tokenize --tokenizer DIR TEXT    text to tokens, and back (--decode)\n"
+    "  serve MODEL_DIR|BUNDLE           an OpenAI-compatible HTTP server\n"
     "  devices                          the Vulkan devices\n"
     "  --version                        the version and git revision\n"
     "\n"
@@ -354,7 +355,8 @@ static const struct {
             {"inspect", cmd_inspect, usage_inspect},
             {"ir", cmd_ir, usage_ir},
             {"tokenize", ssm_cli_tokenize, usage_tokenize},
-            {"devices", cmd_devices, usage_devices}};
+            {"devices", cmd_devices, usage_devices},
+            {"serve", ssm_cli_serve, "usage: ssmc serve MODEL_DIR|BUNDLE [options]   (ssmc serve --help)\n"}};
 
 const char *ssm_cli_usage(const char *cmd) {
   for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)

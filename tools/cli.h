@@ -108,4 +108,7 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json);
 void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
                            int runs, int json);
 
+/* `ssmc serve` (serve_cmd.c): argv after "serve"; the exit status. */
+int ssm_cli_serve(int argc, char **argv);
+
 #endif

@@ -51,6 +51,25 @@ ssm_status ssm_backend_generate(ssm_backend *b, int32_t first, int n, int want_l
 
 ssm_status ssm_backend_check(ssm_backend *b) { return b->ops->check ? b->ops->check(b) : NULL; }
 
+ssm_status ssm_backend_snapshot(ssm_backend *b, ssm_snapshot **inout) {
+  if (*inout && (*inout)->owner != b)
+    return ssm_status_new(SSM_ERR_INVALID, "snapshot: it belongs to another loaded model");
+  return b->ops->snapshot(b, inout);
+}
+
+ssm_status ssm_backend_restore(ssm_backend *b, const ssm_snapshot *s) {
+  if (s->owner != b)
+    return ssm_status_new(SSM_ERR_INVALID, "restore: the snapshot was taken from another loaded "
+                          "model");
+  return b->ops->restore(b, s);
+}
+
+void ssm_backend_snapshot_free(ssm_backend *b, ssm_snapshot *s) {
+  if (!s) return;
+  SSM_ASSERT(s->owner == b);
+  b->ops->snapshot_free(b, s);
+}
+
 ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count) {
   if (!b->max_seq || b->position + count <= b->max_seq) return NULL;
   return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",

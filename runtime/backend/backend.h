@@ -17,6 +17,17 @@
 
 typedef struct ssm_backend ssm_backend;
 
+/* A copy of a backend's state: every state tensor (b->states[i]) and the
+ * position, kept where the backend keeps its state (device memory for
+ * Vulkan, so taking and restoring one moves no byte through the host).
+ * Backends embed it first; only the backend that made one restores or
+ * frees it. */
+typedef struct ssm_snapshot {
+  const ssm_backend *owner;
+  int64_t position;
+  uint64_t bytes; /* the memory it holds */
+} ssm_snapshot;
+
 /* Called after each generation step with the id drawn and, when the caller
  * asked for them, that step's logits (vocab floats; else NULL). A non-zero
  * return stops generation after this step. */
@@ -60,6 +71,12 @@ typedef struct {
    * (*out: malloc'd, *out_n steps); resets the state after. NULL when the
    * backend cannot time its work. */
   ssm_status (*profile)(ssm_backend *b, int prefill, int runs, ssm_step_time **out, int *out_n);
+  /* Copies the state and the position into *inout: a new snapshot when it
+   * is NULL, else one this backend made, overwritten. */
+  ssm_status (*snapshot)(ssm_backend *b, ssm_snapshot **inout);
+  /* Copies a snapshot of this backend back into the state and position. */
+  ssm_status (*restore)(ssm_backend *b, const ssm_snapshot *s);
+  void (*snapshot_free)(ssm_backend *b, ssm_snapshot *s);
 } ssm_backend_ops;
 
 
@@ -99,6 +116,11 @@ ssm_status ssm_backend_generate(ssm_backend *b, int32_t first, int n, int want_l
                                 int32_t *out_ids, int *out_count, ssm_step_fn on_step,
                                 void *user);
 ssm_status ssm_backend_check(ssm_backend *b);
+/* The snapshot ops; restoring or freeing a snapshot of another backend is
+ * an error (free: an assert). ssm_backend_snapshot_free takes NULL. */
+ssm_status ssm_backend_snapshot(ssm_backend *b, ssm_snapshot **inout);
+ssm_status ssm_backend_restore(ssm_backend *b, const ssm_snapshot *s);
+void ssm_backend_snapshot_free(ssm_backend *b, ssm_snapshot *s);
 
 /* The sampler state for temperature (>= 0; 0: greedy, the first largest
  * logit), top_k (>= 0; 0: off), top_p (in (0, 1]; 1: off) and seed (in

@@ -131,6 +131,53 @@ static ssm_status cpu_state_write(ssm_backend *b, int i, const void *src) {
   return NULL;
 }
 
+/* A snapshot: every state tensor, one after another, in host memory (the
+ * interpreter's state lives there too). */
+typedef struct {
+  ssm_snapshot base;
+  float *data;
+} cpu_snapshot;
+
+static uint64_t state_floats(const ssm_backend *b) {
+  uint64_t n = 0;
+  for (int i = 0; i < b->nstates; i++) n += (uint64_t)ssm_type_numel(&b->states[i].type);
+  return n;
+}
+
+static ssm_status cpu_snapshot_take(ssm_backend *b, ssm_snapshot **inout) {
+  cpu_snapshot *s = (cpu_snapshot *)*inout;
+  if (!s) {
+    uint64_t n = state_floats(b);
+    float *data;
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)n, sizeof(float), (void **)&data), "snapshot"));
+    s = ssm_xcalloc(1, sizeof *s);
+    *s = (cpu_snapshot){{b, 0, n * 4}, data};
+    *inout = &s->base;
+  }
+  float *at = s->data;
+  for (int i = 0; i < b->nstates; i++) {
+    SSM_TRY(cpu_state_read(b, i, at));
+    at += ssm_type_numel(&b->states[i].type);
+  }
+  s->base.position = b->position;
+  return NULL;
+}
+
+static ssm_status cpu_restore(ssm_backend *b, const ssm_snapshot *snap) {
+  const float *at = ((const cpu_snapshot *)snap)->data;
+  for (int i = 0; i < b->nstates; i++) {
+    SSM_TRY(cpu_state_write(b, i, at));
+    at += ssm_type_numel(&b->states[i].type);
+  }
+  b->position = snap->position;
+  return NULL;
+}
+
+static void cpu_snapshot_free(ssm_backend *b, ssm_snapshot *snap) {
+  free(((cpu_snapshot *)snap)->data);
+  free(snap);
+}
+
 static void cpu_close(ssm_backend *b) {
   cpu_backend *c = (cpu_backend *)b;
   ssm_graph_destroy(c->sampled);
@@ -146,7 +193,8 @@ static void cpu_close(ssm_backend *b) {
 
 static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_run_tokens,
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
-                                        cpu_state_read,  cpu_state_write, NULL, NULL};
+                                        cpu_state_read,  cpu_state_write, NULL, NULL,
+                                        cpu_snapshot_take, cpu_restore,   cpu_snapshot_free};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */

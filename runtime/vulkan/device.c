@@ -957,6 +957,20 @@ ssm_status ssm_vk_buffer_fill(ssm_vk *vk, ssm_vk_buffer *b, size_t offset, size_
   return xfer_submit_wait(vk, "fill");
 }
 
+ssm_status ssm_vk_buffer_copy(ssm_vk *vk, const ssm_vk_copy *copies, int n) {
+  for (int i = 0; i < n; i++) {
+    SSM_TRY(check_range(copies[i].src, copies[i].src_offset, copies[i].bytes, "ssm_vk_buffer_copy"));
+    SSM_TRY(check_range(copies[i].dst, copies[i].dst_offset, copies[i].bytes, "ssm_vk_buffer_copy"));
+  }
+  if (n <= 0) return NULL;
+  SSM_TRY(xfer_begin(vk));
+  for (int i = 0; i < n; i++) {
+    VkBufferCopy c = {copies[i].src_offset, copies[i].dst_offset, copies[i].bytes};
+    if (c.size) vkCmdCopyBuffer(vk->xfer_cmd, copies[i].src->buffer, copies[i].dst->buffer, 1, &c);
+  }
+  return xfer_submit_wait(vk, "copy");
+}
+
 /* ---- kernels ------------------------------------------------------------- */
 
 /* The optional device features a SPIR-V module declares it needs (its

@@ -412,6 +412,58 @@ static ssm_status vk_state_write(ssm_backend *b, int i, const void *src) {
   return upload(v, v->m->states[i].region, src);
 }
 
+/* ---- snapshots: the state regions copied into one device buffer ---------- */
+
+typedef struct {
+  ssm_snapshot base;
+  ssm_vk_buffer *buffer;
+} vk_snapshot;
+
+/* The copies between the state regions and a snapshot's buffer. */
+static ssm_status snapshot_copy(vk_backend *v, ssm_vk_buffer *buf, int to_snapshot) {
+  ssm_vk_copy *c = ssm_xcalloc((size_t)v->m->nstates + 1, sizeof *c);
+  size_t at = 0;
+  for (int i = 0; i < v->m->nstates; i++) {
+    ssm_region r = v->m->states[i].region;
+    ssm_vk_buffer *state = v->buffers[r.buffer];
+    c[i] = to_snapshot ? (ssm_vk_copy){state, buf, (size_t)r.offset, at, (size_t)r.bytes}
+                       : (ssm_vk_copy){buf, state, at, (size_t)r.offset, (size_t)r.bytes};
+    at += (size_t)r.bytes;
+  }
+  ssm_status s = ssm_vk_buffer_copy(v->vk, c, v->m->nstates);
+  free(c);
+  return s;
+}
+
+static ssm_status vk_snapshot_take(ssm_backend *b, ssm_snapshot **inout) {
+  vk_backend *v = (vk_backend *)b;
+  vk_snapshot *s = (vk_snapshot *)*inout;
+  if (!s) {
+    uint64_t bytes = 0;
+    for (int i = 0; i < v->m->nstates; i++) bytes += v->m->states[i].region.bytes;
+    ssm_vk_buffer *buf;
+    SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, bytes ? (size_t)bytes : 4,
+                                                 SSM_VK_BUFFER_DEVICE, &buf), "snapshot"));
+    s = ssm_xcalloc(1, sizeof *s);
+    *s = (vk_snapshot){{b, 0, bytes}, buf};
+    *inout = &s->base;
+  }
+  SSM_TRY(snapshot_copy(v, s->buffer, 1));
+  s->base.position = b->position;
+  return NULL;
+}
+
+static ssm_status vk_restore(ssm_backend *b, const ssm_snapshot *snap) {
+  SSM_TRY(snapshot_copy((vk_backend *)b, ((const vk_snapshot *)snap)->buffer, 0));
+  b->position = snap->position;
+  return NULL;
+}
+
+static void vk_snapshot_free(ssm_backend *b, ssm_snapshot *snap) {
+  ssm_vk_buffer_destroy(((vk_backend *)b)->vk, ((vk_snapshot *)snap)->buffer);
+  free(snap);
+}
+
 /* With validation on, any message of the validation layer is an error. */
 static ssm_status vk_check(ssm_backend *b) {
   ssm_vk *vk = ((vk_backend *)b)->vk;
@@ -494,7 +546,8 @@ static void vk_close(ssm_backend *b) {
 
 static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,       vk_reset,
                                        vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
-                                       vk_check,      vk_profile};
+                                       vk_check,      vk_profile,     vk_snapshot_take,
+                                       vk_restore,    vk_snapshot_free};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {

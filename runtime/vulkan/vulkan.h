@@ -143,6 +143,17 @@ ssm_status ssm_vk_buffer_download(ssm_vk *vk, ssm_vk_buffer *b, size_t offset,
 ssm_status ssm_vk_buffer_fill(ssm_vk *vk, ssm_vk_buffer *b, size_t offset, size_t n,
                               uint32_t value);
 
+/* One device-to-device copy of ssm_vk_buffer_copy. */
+typedef struct {
+  ssm_vk_buffer *src, *dst;
+  size_t src_offset, dst_offset, bytes;
+} ssm_vk_copy;
+
+/* Runs the `n` copies (vkCmdCopyBuffer) in one submission after all
+ * earlier work and waits for them: the data never passes through the
+ * host. Ranges are checked first; on error nothing is copied. */
+ssm_status ssm_vk_buffer_copy(ssm_vk *vk, const ssm_vk_copy *copies, int n);
+
 /* A compute kernel: SPIR-V with entry point "main", storage buffers at set
  * 0, bindings 0..n_bindings-1, and `push_bytes` of push constants. */
 typedef struct {

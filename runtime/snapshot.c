@@ -1,0 +1,79 @@
+/*
+ * snapshot.c — snapshots and forks of sessions (ssmc.h): a loaded model
+ * shared by several sessions, each session's state parked in a device-side
+ * snapshot while another one runs.
+ */
+#include <string.h>
+
+#include "runtime/internal.h"
+
+void ssm_loaded_release(ssm_loaded *m) {
+  if (!m || --m->refs > 0) return;
+  ssm_backend_close(m->b);
+  free(m);
+}
+
+ssm_status ssm_session_resident(ssmc_session *s) {
+  ssm_loaded *m = s->model;
+  if (m->resident == s) return NULL;
+  if (m->resident) SSM_TRY(ssm_backend_snapshot(m->b, &m->resident->parked));
+  if (s->parked) SSM_TRY(ssm_backend_restore(m->b, s->parked));
+  else SSM_TRY(ssm_backend_reset(m->b));
+  m->resident = s;
+  return NULL;
+}
+
+ssmc_status ssmc_session_snapshot(ssmc_session *s, ssmc_snapshot **out) {
+  *out = NULL;
+  SSM_TRY(ssm_session_resident(s));
+  ssm_snapshot *snap = NULL;
+  SSM_TRY(ssm_backend_snapshot(s->b, &snap));
+  ssmc_snapshot *c = ssm_xcalloc(1, sizeof *c);
+  *c = (ssmc_snapshot){s->model, snap};
+  s->model->refs++;
+  *out = c;
+  return NULL;
+}
+
+ssmc_status ssmc_session_snapshot_into(ssmc_session *s, ssmc_snapshot *snap) {
+  if (snap->model != s->model)
+    return ssm_status_new(SSM_ERR_INVALID, "snapshot: it belongs to another loaded model");
+  SSM_TRY(ssm_session_resident(s));
+  return ssm_backend_snapshot(s->b, &snap->snap);
+}
+
+ssmc_status ssmc_session_restore(ssmc_session *s, const ssmc_snapshot *snap) {
+  if (snap->model != s->model)
+    return ssm_status_new(SSM_ERR_INVALID, "restore: the snapshot was taken from another loaded "
+                          "model");
+  SSM_TRY(ssm_session_resident(s));
+  return ssm_backend_restore(s->b, snap->snap);
+}
+
+void ssmc_snapshot_free(ssmc_snapshot *snap) {
+  if (!snap) return;
+  ssm_backend_snapshot_free(snap->model->b, snap->snap);
+  ssm_loaded_release(snap->model);
+  free(snap);
+}
+
+int64_t ssmc_snapshot_position(const ssmc_snapshot *snap) { return snap->snap->position; }
+uint64_t ssmc_snapshot_bytes(const ssmc_snapshot *snap) { return snap->snap->bytes; }
+
+ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out) {
+  *out = NULL;
+  SSM_TRY(ssm_session_resident(s));
+  ssm_snapshot *parked = NULL;
+  SSM_TRY(ssm_backend_snapshot(s->b, &parked));
+  ssmc_session *f = ssm_xcalloc(1, sizeof *f);
+  f->model = s->model;
+  f->model->refs++;
+  f->parked = parked;
+  f->b = s->b;
+  f->weights = ssm_xstrdup(s->weights);
+  f->tok_path = ssm_xstrdup(s->tok_path);
+  f->tok_explicit = s->tok_explicit;
+  f->eos_option = s->eos_option;
+  *out = f;
+  return NULL;
+}

@@ -1,0 +1,360 @@
+/*
+ * api.c — the OpenAI request and response bodies: a /v1/completions or
+ * /v1/chat/completions body checked field by field into a job (every
+ * problem is a 400 naming the parameter), the prompt templated and
+ * tokenized; and the responses, whole or as server-sent events.
+ */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include "serve/internal.h"
+
+#define MAX_STOP 4
+#define MAX_STOP_BYTES 256
+
+char *ssm_api_error(int status, const char *type, const char *param, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ssm_sb m = {0};
+  ssm_sb_vprintf(&m, fmt, ap);
+  va_end(ap);
+  cJSON *root = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(root, "error");
+  cJSON_AddStringToObject(e, "message", ssm_sb_str(&m));
+  cJSON_AddStringToObject(e, "type", type);
+  if (param) cJSON_AddStringToObject(e, "param", param);
+  else cJSON_AddNullToObject(e, "param");
+  cJSON_AddNullToObject(e, "code");
+  char *s = cJSON_PrintUnformatted(root);
+  cJSON_Delete(root);
+  ssm_sb_free(&m);
+  (void)status;
+  return s;
+}
+
+void ssm_job_free(ssm_job *j) {
+  if (!j) return;
+  free(j->prompt);
+  for (int i = 0; i < j->nstop; i++) free(j->stop[i]);
+  free(j->stop);
+  ssm_vec_free(&j->tokens);
+  ssmc_decoder_destroy(j->dec);
+  ssmc_snapshot_free(j->parked);
+  ssm_sb_free(&j->text);
+  ssm_sb_free(&j->out);
+  pthread_mutex_destroy(&j->mu);
+  pthread_cond_destroy(&j->cv);
+  free(j);
+}
+
+/* ---- fields ------------------------------------------------------------------------ */
+
+typedef struct {
+  const cJSON *root;
+  char *err;
+} body;
+
+static const cJSON *field(const body *b, const char *name) {
+  const cJSON *f = cJSON_GetObjectItemCaseSensitive(b->root, name);
+  return cJSON_IsNull(f) ? NULL : f;
+}
+
+static int bad(body *b, const char *param, const char *fmt, ...) SSM_PRINTF(3, 4);
+static int bad(body *b, const char *param, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ssm_sb m = {0};
+  ssm_sb_printf(&m, "%s: ", param);
+  ssm_sb_vprintf(&m, fmt, ap);
+  va_end(ap);
+  b->err = ssm_api_error(400, "invalid_request_error", param, "%s", ssm_sb_str(&m));
+  ssm_sb_free(&m);
+  return 0;
+}
+
+/* A number in [lo, hi] (or absent: *out keeps its default). */
+static int number(body *b, const char *name, double lo, double hi, int open_lo, int integer, double *out) {
+  const cJSON *f = field(b, name);
+  if (!f) return 1;
+  double v = f->valuedouble;
+  if (!cJSON_IsNumber(f) || !isfinite(v) || v < lo || v > hi || (open_lo && v == lo) ||
+      (integer && v != floor(v)))
+    return bad(b, name, "expected %s %s %g to %g%s", integer ? "an integer" : "a number",
+               open_lo ? "above" : "from", lo, hi, cJSON_IsNumber(f) ? "" : ", not a number");
+  *out = v;
+  return 1;
+}
+
+/* Parameters this server takes only at their neutral value. */
+static int neutral(body *b) {
+  static const struct {
+    const char *name;
+    double value; /* the accepted number; NAN: only false / null */
+  } only[] = {{"n", 1}, {"best_of", 1}, {"presence_penalty", 0}, {"frequency_penalty", 0},
+              {"echo", NAN}, {"logprobs", NAN}, {"top_logprobs", 0}};
+  for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
+    const cJSON *f = field(b, only[i].name);
+    if (!f) continue;
+    int ok = isnan(only[i].value) ? cJSON_IsFalse(f) || (cJSON_IsNumber(f) && f->valuedouble == 0)
+                                  : cJSON_IsNumber(f) && f->valuedouble == only[i].value;
+    if (!ok) {
+      if (isnan(only[i].value)) return bad(b, only[i].name, "not supported by ssmc serve");
+      return bad(b, only[i].name, "only %g is supported by ssmc serve", only[i].value);
+    }
+  }
+  static const char *const never[] = {"tools", "functions", "suffix", NULL};
+  for (int i = 0; never[i]; i++) {
+    const cJSON *f = field(b, never[i]);
+    if (f && !(cJSON_IsArray(f) && !cJSON_GetArraySize(f)) && !(cJSON_IsString(f) && !*f->valuestring))
+      return bad(b, never[i], "not supported by ssmc serve");
+  }
+  const cJSON *lb = field(b, "logit_bias");
+  if (lb && !(cJSON_IsObject(lb) && !lb->child)) return bad(b, "logit_bias", "not supported by ssmc serve");
+  const cJSON *rf = field(b, "response_format"), *t = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
+  if (rf && !(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
+    return bad(b, "response_format", "only {\"type\": \"text\"} is supported by ssmc serve");
+  return 1;
+}
+
+static int stops(body *b, ssm_job *j) {
+  const cJSON *f = field(b, "stop");
+  if (!f) return 1;
+  int n = cJSON_IsString(f) ? 1 : cJSON_IsArray(f) ? cJSON_GetArraySize(f) : -1;
+  if (n < 0 || n > MAX_STOP) return bad(b, "stop", "expected a string or an array of up to %d strings", MAX_STOP);
+  j->stop = ssm_xcalloc((size_t)n + 1, sizeof *j->stop);
+  for (int i = 0; i < n; i++) {
+    const cJSON *s = cJSON_IsString(f) ? f : cJSON_GetArrayItem(f, i);
+    if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > MAX_STOP_BYTES)
+      return bad(b, "stop", "item %d: expected a non-empty string of at most %d bytes", i, MAX_STOP_BYTES);
+    j->stop[j->nstop++] = ssm_xstrdup(s->valuestring);
+  }
+  return 1;
+}
+
+static int tokenize(body *b, const ssm_api *api, const char *param, const char *text, ssm_job *j) {
+  ssm_status s = ssmc_tokenizer_encode(api->tok, text, strlen(text), &j->prompt, &j->nprompt);
+  if (s) {
+    bad(b, param, "%s", ssmc_status_message(s));
+    ssmc_status_free(s);
+    return 0;
+  }
+  return 1;
+}
+
+static int prompt_field(body *b, const ssm_api *api, ssm_job *j) {
+  const cJSON *p = field(b, "prompt");
+  if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(p->child)) p = p->child;
+  if (cJSON_IsString(p)) return tokenize(b, api, "prompt", p->valuestring, j);
+  if (!cJSON_IsArray(p))
+    return bad(b, "prompt", p ? "expected a string, one string in an array, or an array of token ids"
+                              : "missing (a string or an array of token ids)");
+  size_t n = (size_t)cJSON_GetArraySize(p);
+  j->prompt = ssm_xcalloc(n + 1, sizeof *j->prompt);
+  for (const cJSON *e = p->child; e; e = e->next) {
+    if (cJSON_IsString(e)) return bad(b, "prompt", "several prompts in one request are not supported");
+    if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+        e->valuedouble >= (double)api->vocab)
+      return bad(b, "prompt", "item %zu: expected a token id from 0 to %lld", j->nprompt,
+                 (long long)api->vocab - 1);
+    j->prompt[j->nprompt++] = (int32_t)e->valuedouble;
+  }
+  return 1;
+}
+
+/* messages -> the template's text -> tokens. Text parts of a content array
+ * are kept as they are (templates read them); other parts are refused. */
+static int messages_field(body *b, const ssm_api *api, ssm_job *j) {
+  const cJSON *m = field(b, "messages");
+  if (!cJSON_IsArray(m) || !cJSON_GetArraySize(m)) return bad(b, "messages", "expected a non-empty array of messages");
+  int i = 0;
+  for (const cJSON *e = m->child; e; e = e->next, i++) {
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role"), *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(e) || !cJSON_IsString(role)) return bad(b, param, "expected an object with a string 'role'");
+    if (cJSON_IsArray(content)) {
+      for (const cJSON *part = content->child; part; part = part->next) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type"), *text = cJSON_GetObjectItemCaseSensitive(part, "text");
+        if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") || !cJSON_IsString(text))
+          return bad(b, param, "content parts other than {\"type\": \"text\", \"text\": ...} are not supported");
+      }
+    } else if (!cJSON_IsString(content) && !cJSON_IsNull(content) && content) {
+      return bad(b, param, "'content' must be a string, an array of text parts, or null");
+    }
+  }
+  if (!api->chat)
+    return bad(b, "messages", "this model has no chat template (none in its tokenizer_config.json); "
+               "start ssmc serve with --chat-template FILE, or use /v1/completions");
+  char *text = NULL;
+  size_t n;
+  ssm_status s = ssm_chat_render(api->chat, m, NULL, NULL, 1, &text, &n);
+  if (s) {
+    bad(b, "messages", "%s", ssmc_status_message(s));
+    ssmc_status_free(s);
+    return 0;
+  }
+  int ok = tokenize(b, api, "messages", text, j);
+  free(text);
+  return ok;
+}
+
+ssm_job *ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t len, char **out_error) {
+  *out_error = NULL;
+  cJSON *root = NULL;
+  ssm_status s = ssm_json_parse("request body", text, len, &root);
+  if (s) {
+    *out_error = ssm_api_error(400, "invalid_request_error", NULL, "%s", ssmc_status_message(s));
+    ssmc_status_free(s);
+    return NULL;
+  }
+  body b = {root, NULL};
+  ssm_job *j = ssm_xcalloc(1, sizeof *j);
+  pthread_mutex_init(&j->mu, NULL);
+  pthread_cond_init(&j->cv, NULL);
+  j->refs = 1;
+  j->chat = chat;
+  double max_tokens = chat ? api->o->max_tokens : 16, temperature = 1, top_p = 1, top_k = 0, seed = NAN;
+  int ok = cJSON_IsObject(root) || bad(&b, "body", "expected a JSON object");
+  const cJSON *model = ok ? field(&b, "model") : NULL, *stream = ok ? field(&b, "stream") : NULL;
+  const char *mt = chat && ok && field(&b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  ok = ok && (!model || cJSON_IsString(model) || bad(&b, "model", "expected a string"));
+  ok = ok && (!stream || cJSON_IsBool(stream) || bad(&b, "stream", "expected true or false"));
+  ok = ok && number(&b, mt, 0, api->o->max_tokens, 0, 1, &max_tokens);
+  ok = ok && number(&b, "temperature", 0, 2, 0, 0, &temperature);
+  ok = ok && number(&b, "top_p", 0, 1, 1, 0, &top_p);
+  ok = ok && number(&b, "top_k", 0, 1e9, 0, 1, &top_k);
+  ok = ok && number(&b, "seed", -9.2e18, 9.2e18, 0, 1, &seed);
+  ok = ok && neutral(&b) && stops(&b, j);
+  const cJSON *so = ok ? field(&b, "stream_options") : NULL;
+  if (ok && so) {
+    const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
+    ok = (cJSON_IsObject(so) && (!iu || cJSON_IsBool(iu))) ||
+         bad(&b, "stream_options", "expected {\"include_usage\": true|false}");
+    j->include_usage = cJSON_IsTrue(iu);
+  }
+  if (ok && !chat && field(&b, "messages")) ok = bad(&b, "messages", "belongs to /v1/chat/completions");
+  if (ok && chat && field(&b, "prompt")) ok = bad(&b, "prompt", "belongs to /v1/completions");
+  ok = ok && (chat ? messages_field(&b, api, j) : prompt_field(&b, api, j));
+  if (ok && !j->nprompt) ok = bad(&b, chat ? "messages" : "prompt", "the prompt has no tokens");
+  if (ok) {
+    j->stream = cJSON_IsTrue(stream);
+    j->max_tokens = (int)max_tokens;
+    j->temperature = (float)temperature;
+    j->top_p = (float)top_p;
+    j->top_k = (int)top_k;
+    int64_t sd = isnan(seed) ? -1 : (int64_t)seed % 16777216; /* the sampler's seeds are 24-bit */
+    if (sd < 0 && !isnan(seed)) sd += 16777216;
+    if (sd < 0) {
+      uint32_t r = 0;
+      if (getrandom(&r, sizeof r, 0) != sizeof r) r = (uint32_t)time(NULL);
+      sd = r & 0xffffff;
+    }
+    j->seed = (uint32_t)sd;
+    j->created = (long)time(NULL);
+    j->model_id = api->o->model_id;
+    uint64_t r = 0;
+    if (getrandom(&r, sizeof r, 0) != sizeof r) r = (uint64_t)clock();
+    snprintf(j->id, sizeof j->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r);
+  }
+  cJSON_Delete(root);
+  if (!ok) {
+    *out_error = b.err;
+    ssm_job_free(j);
+    return NULL;
+  }
+  return j;
+}
+
+/* ---- responses ---------------------------------------------------------------------------- */
+
+static cJSON *usage(const ssm_job *j) {
+  cJSON *u = cJSON_CreateObject();
+  cJSON_AddNumberToObject(u, "prompt_tokens", (double)j->nprompt);
+  cJSON_AddNumberToObject(u, "completion_tokens", j->ngen);
+  cJSON_AddNumberToObject(u, "total_tokens", (double)j->nprompt + j->ngen);
+  cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+  cJSON_AddNumberToObject(d, "cached_tokens", (double)j->reused);
+  return u;
+}
+
+static cJSON *envelope(const ssm_job *j, int chunk) {
+  cJSON *r = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "id", j->id);
+  cJSON_AddStringToObject(r, "object", j->chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                                                : "text_completion");
+  cJSON_AddNumberToObject(r, "created", (double)j->created);
+  cJSON_AddStringToObject(r, "model", j->model_id);
+  cJSON_AddStringToObject(r, "system_fingerprint", "ssmc-" SSM_VERSION);
+  return r;
+}
+
+static void emit(ssm_job *j, cJSON *r) {
+  char *s = cJSON_PrintUnformatted(r);
+  ssm_sb_printf(&j->out, "data: %s\n\n", s);
+  free(s);
+  cJSON_Delete(r);
+}
+
+void ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int with_usage) {
+  cJSON *r = envelope(j, 1), *choices = cJSON_AddArrayToObject(r, "choices");
+  if (with_usage) {
+    cJSON_AddItemToObject(r, "usage", usage(j));
+    emit(j, r);
+    return;
+  }
+  cJSON *c = cJSON_CreateObject();
+  cJSON_AddNumberToObject(c, "index", 0);
+  char *text = ssm_xstrndup(delta ? delta : "", delta ? n : 0);
+  if (j->chat) {
+    cJSON *d = cJSON_AddObjectToObject(c, "delta");
+    if (!j->sent && !finish) cJSON_AddStringToObject(d, "role", "assistant");
+    if (delta) cJSON_AddStringToObject(d, "content", text);
+  } else {
+    cJSON_AddStringToObject(c, "text", text);
+  }
+  free(text);
+  cJSON_AddNullToObject(c, "logprobs");
+  if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
+  else cJSON_AddNullToObject(c, "finish_reason");
+  cJSON_AddItemToArray(choices, c);
+  cJSON_AddNullToObject(r, "usage");
+  emit(j, r);
+}
+
+void ssm_api_final(ssm_job *j) {
+  cJSON *r = envelope(j, 0), *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
+  cJSON_AddNumberToObject(c, "index", 0);
+  char *text = ssm_xstrndup(ssm_sb_str(&j->text), j->text.n);
+  if (j->chat) {
+    cJSON *m = cJSON_AddObjectToObject(c, "message");
+    cJSON_AddStringToObject(m, "role", "assistant");
+    cJSON_AddStringToObject(m, "content", text);
+  } else {
+    cJSON_AddStringToObject(c, "text", text);
+  }
+  free(text);
+  cJSON_AddNullToObject(c, "logprobs");
+  cJSON_AddStringToObject(c, "finish_reason", j->finish ? j->finish : "stop");
+  cJSON_AddItemToArray(choices, c);
+  cJSON_AddItemToObject(r, "usage", usage(j));
+  char *s = cJSON_PrintUnformatted(r);
+  ssm_sb_printf(&j->out, "%s", s);
+  free(s);
+  cJSON_Delete(r);
+}
+
+char *ssm_api_models(const char *model_id) {
+  cJSON *r = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(r, "data"), *m = cJSON_CreateObject();
+  cJSON_AddStringToObject(r, "object", "list");
+  cJSON_AddStringToObject(m, "id", model_id);
+  cJSON_AddStringToObject(m, "object", "model");
+  cJSON_AddNumberToObject(m, "created", 0);
+  cJSON_AddStringToObject(m, "owned_by", "ssmc");
+  cJSON_AddItemToArray(data, m);
+  char *s = cJSON_PrintUnformatted(r);
+  cJSON_Delete(r);
+  return s;
+}

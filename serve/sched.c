@@ -1,0 +1,314 @@
+/*
+ * sched.c — the device thread: the only user of the session. Requests wait
+ * in a FIFO; up to `parallel` of them take turns round-robin, each turn one
+ * slice (up to slice_chunks prefill chunks, or slice_tokens decode steps).
+ * Before a slice the request's state is made the session's: the one there
+ * is parked in its own device snapshot, and the request's is restored (or,
+ * for a new request, the longest cached prefix of its prompt is restored
+ * and only the rest is prefilled). The prompt cache gets snapshots at
+ * `cache_every` boundaries of the prompt, after the prompt, and after the
+ * whole exchange. The HTTP threads only queue requests and read their
+ * output (ssm_job.out) under the job's lock.
+ */
+#include <string.h>
+
+#include "serve/internal.h"
+
+void ssm_job_release(ssm_job *j) {
+  pthread_mutex_lock(&j->mu);
+  int last = --j->refs == 0;
+  pthread_mutex_unlock(&j->mu);
+  if (last) ssm_job_free(j);
+}
+
+int ssm_sched_submit(ssm_server *srv, ssm_job *j) {
+  pthread_mutex_lock(&srv->mu);
+  int room = !srv->stopping && srv->nqueued + srv->nactive < (size_t)(srv->o.parallel + srv->o.queue);
+  if (room) {
+    j->refs++; /* the device thread's */
+    j->next_in_queue = NULL;
+    if (srv->tail) srv->tail->next_in_queue = j;
+    else srv->head = j;
+    srv->tail = j;
+    srv->nqueued++;
+    pthread_cond_signal(&srv->cv);
+  } else {
+    srv->stats.rejected_busy++;
+  }
+  pthread_mutex_unlock(&srv->mu);
+  return room ? 0 : -1;
+}
+
+void ssm_sched_stats(ssm_server *srv, ssm_serve_stats *out) {
+  pthread_mutex_lock(&srv->mu);
+  *out = srv->stats;
+  out->active = srv->nactive;
+  out->queued = srv->nqueued;
+  pthread_mutex_unlock(&srv->mu);
+}
+
+/* ---- finishing ------------------------------------------------------------------- */
+
+static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
+  int invalid = ssmc_status_code(s) == SSMC_ERR_INVALID;
+  char *e = ssm_api_error(invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL,
+                          "%s", ssmc_status_message(s));
+  ssmc_status_free(s);
+  /* counted before the client can see the end, so /metrics read after a
+   * response includes it */
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.failed++;
+  pthread_mutex_unlock(&srv->mu);
+  pthread_mutex_lock(&j->mu);
+  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
+  else ssm_sb_printf(&j->out, "%s", e);
+  j->status = invalid ? 400 : 500;
+  j->done = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+  free(e);
+}
+
+/* Streams text[sent..) except what could still become a stop string. */
+static void stream_text(ssm_job *j, int final) {
+  size_t safe = j->text.n;
+  for (int i = 0; !final && i < j->nstop; i++) {
+    size_t len = strlen(j->stop[i]), avail = j->text.n - j->sent;
+    for (size_t k = len - 1 < avail ? len - 1 : avail; k > 0; k--)
+      if (!memcmp(j->text.s + j->text.n - k, j->stop[i], k)) {
+        if (j->text.n - k < safe) safe = j->text.n - k;
+        break;
+      }
+  }
+  if (safe > j->sent) {
+    pthread_mutex_lock(&j->mu);
+    ssm_api_chunk(j, j->text.s + j->sent, safe - j->sent, NULL, 0);
+    j->sent = safe;
+    pthread_cond_broadcast(&j->cv);
+    pthread_mutex_unlock(&j->mu);
+  }
+}
+
+static void cache_insert(ssm_server *srv, const int32_t *tokens, size_t n) {
+  if (!srv->cache || !n || ssm_pcache_has(srv->cache, tokens, n)) return;
+  ssmc_snapshot *snap = NULL;
+  ssm_status s = ssmc_session_snapshot(srv->session, &snap);
+  if (s) { /* out of device memory for a snapshot: the cache only misses it */
+    ssmc_status_free(s);
+    return;
+  }
+  ssm_pcache_insert(srv->cache, tokens, n, snap);
+}
+
+static void finish(ssm_server *srv, ssm_job *j) {
+  if (j->dec && !j->stopped) {
+    const char *rest;
+    size_t n;
+    ssmc_decoder_flush(j->dec, &rest, &n);
+    ssm_sb_append(&j->text, rest, n);
+  }
+  int64_t covered = ssmc_session_position(srv->session);
+  if (covered > 0 && (size_t)covered <= j->tokens.n) cache_insert(srv, j->tokens.items, (size_t)covered);
+  /* counted before the client can see the end (as in finish_error) */
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.requests++;
+  srv->stats.prompt_tokens += j->nprompt;
+  srv->stats.cached_tokens += j->reused;
+  srv->stats.generated_tokens += (uint64_t)j->ngen;
+  pthread_mutex_unlock(&srv->mu);
+  pthread_mutex_lock(&j->mu);
+  if (j->stream) {
+    pthread_mutex_unlock(&j->mu);
+    stream_text(j, 1);
+    pthread_mutex_lock(&j->mu);
+    ssm_api_chunk(j, NULL, 0, j->finish, 0);
+    if (j->include_usage) ssm_api_chunk(j, NULL, 0, NULL, 1);
+    ssm_sb_printf(&j->out, "data: [DONE]\n\n");
+  } else {
+    ssm_api_final(j);
+  }
+  j->status = 200;
+  j->done = 1;
+  pthread_cond_broadcast(&j->cv);
+  pthread_mutex_unlock(&j->mu);
+}
+
+/* ---- slices ------------------------------------------------------------------------ */
+
+static ssm_status start(ssm_server *srv, ssm_job *j) {
+  size_t len = 0;
+  const ssmc_snapshot *snap = srv->cache ? ssm_pcache_lookup(srv->cache, j->prompt, j->nprompt,
+                                                               j->nprompt - 1, &len) : NULL;
+  if (snap) SSM_TRY(ssmc_session_restore(srv->session, snap));
+  else SSM_TRY(ssmc_session_reset(srv->session));
+  j->fed = j->reused = len;
+  j->started = 1;
+  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_push(&j->tokens, j->prompt[i]);
+  pthread_mutex_lock(&srv->mu);
+  if (snap) srv->stats.cache_hits++;
+  else srv->stats.cache_misses++;
+  pthread_mutex_unlock(&srv->mu);
+  return NULL;
+}
+
+static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
+  size_t target = j->nprompt - 1, every = (size_t)srv->cache_every;
+  size_t n = target - j->fed, most = (size_t)srv->o.slice_chunks * (size_t)srv->chunk;
+  if (n > most) n = most;
+  if (every && srv->cache) {
+    size_t next = (j->fed / every + 1) * every;
+    if (next <= target && j->fed + n > next) n = next - j->fed;
+  }
+  if (n) SSM_TRY(ssmc_session_feed(srv->session, j->prompt + j->fed, n, NULL, NULL));
+  j->fed += n;
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.prefilled_tokens += n;
+  pthread_mutex_unlock(&srv->mu);
+  if (every && j->fed % every == 0) cache_insert(srv, j->prompt, j->fed);
+  if (j->fed < target) return NULL;
+  cache_insert(srv, j->prompt, target);
+  j->decoding = 1;
+  j->next = j->prompt[j->nprompt - 1];
+  return ssmc_decoder_create(srv->tok, 1, &j->dec);
+}
+
+/* The first stop string in text[from..), truncating the text there. */
+static int cut_at_stop(ssm_job *j, size_t from) {
+  const char *best = NULL;
+  for (int i = 0; i < j->nstop; i++) {
+    size_t len = strlen(j->stop[i]);
+    const char *hit = j->text.n > from ? memmem(j->text.s + from, j->text.n - from, j->stop[i], len) : NULL;
+    if (hit && (!best || hit < best)) best = hit;
+  }
+  if (!best) return 0;
+  j->text.n = (size_t)(best - j->text.s);
+  j->text.s[j->text.n] = 0;
+  return 1;
+}
+
+static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
+  int k = j->max_tokens - j->ngen;
+  if (k > srv->o.slice_tokens) k = srv->o.slice_tokens;
+  if (k <= 0) {
+    j->finish = "length";
+    *out_done = 1;
+    return NULL;
+  }
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = j->temperature;
+  g.top_k = j->top_k;
+  g.top_p = j->top_p;
+  g.seed = j->seed;
+  g.step = (uint32_t)j->ngen;
+  g.stop_at_eos = srv->eos >= 0;
+  int32_t ids[256];
+  size_t got = 0;
+  SSM_TRY(ssmc_session_generate(srv->session, &j->next, 1, k, &g, ids, &got));
+  size_t longest = 0;
+  for (int i = 0; i < j->nstop; i++)
+    if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
+  for (size_t i = 0; i < got; i++) ssm_vec_push(&j->tokens, ids[i]);
+  for (size_t i = 0; i < got && !j->stopped; i++) {
+    const char *piece;
+    size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
+    SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
+    ssm_sb_append(&j->text, piece, n);
+    j->ngen++;
+    if (cut_at_stop(j, from)) j->stopped = 1;
+  }
+  if (j->stopped || got < (size_t)k) j->finish = "stop";
+  else if (j->ngen >= j->max_tokens) j->finish = "length";
+  else j->next = ids[got - 1];
+  *out_done = j->finish != NULL;
+  if (j->stream && !*out_done) stream_text(j, 0);
+  return NULL;
+}
+
+/* Runs one slice of `j`; 1 when the job is finished. */
+static int run_slice(ssm_server *srv, ssm_job *j, ssm_job **resident) {
+  ssm_status s = NULL;
+  pthread_mutex_lock(&j->mu);
+  int cancelled = j->cancelled;
+  pthread_mutex_unlock(&j->mu);
+  if (cancelled) return 1;
+  if (*resident != j) {
+    if (*resident) {
+      ssm_job *r = *resident;
+      s = r->parked ? ssmc_session_snapshot_into(srv->session, r->parked)
+                    : ssmc_session_snapshot(srv->session, &r->parked);
+      if (s) { /* its state is lost: it ends with the error */
+        r->failed = s;
+        s = NULL;
+      }
+    }
+    *resident = j;
+    if (j->started) s = ssmc_session_restore(srv->session, j->parked);
+  }
+  if (!s && j->failed) {
+    s = j->failed;
+    j->failed = NULL;
+  }
+  if (!s && !j->started) s = start(srv, j);
+  int done = 0;
+  if (!s && !j->decoding) s = prefill_slice(srv, j);
+  else if (!s) s = decode_slice(srv, j, &done);
+  if (s) {
+    finish_error(srv, j, s);
+    return 1;
+  }
+  if (done) finish(srv, j);
+  return done;
+}
+
+void *ssm_sched_main(void *arg) {
+  ssm_server *srv = arg;
+  SSM_VEC(ssm_job *) active = {0};
+  size_t rr = 0;
+  ssm_job *resident = NULL;
+  pthread_mutex_lock(&srv->mu);
+  while (1) {
+    while (!srv->stopping && !active.n && !srv->head) pthread_cond_wait(&srv->cv, &srv->mu);
+    if (srv->stopping) break;
+    while (active.n < (size_t)srv->o.parallel && srv->head) {
+      ssm_job *j = srv->head;
+      srv->head = j->next_in_queue;
+      if (!srv->head) srv->tail = NULL;
+      srv->nqueued--;
+      srv->nactive++;
+      ssm_vec_push(&active, j);
+    }
+    pthread_mutex_unlock(&srv->mu);
+    size_t at = rr % active.n;
+    ssm_job *j = active.items[at];
+    int done = run_slice(srv, j, &resident);
+    if (done) {
+      if (resident == j) resident = NULL;
+      memmove(active.items + at, active.items + at + 1, sizeof(ssm_job *) * (active.n - at - 1));
+      active.n--;
+      ssm_job_release(j);
+      rr = at;
+    } else {
+      rr = at + 1;
+    }
+    pthread_mutex_lock(&srv->mu);
+    if (done) srv->nactive--;
+    ssm_pcache *c = srv->cache;
+    if (c) ssm_pcache_stats(c, &srv->stats.cache_entries, &srv->stats.cache_bytes, &srv->stats.cache_evictions);
+  }
+  /* stopping: every request still here ends with an error */
+  while (srv->head) {
+    ssm_job *j = srv->head;
+    srv->head = j->next_in_queue;
+    ssm_vec_push(&active, j);
+  }
+  srv->tail = NULL;
+  srv->nqueued = 0;
+  pthread_mutex_unlock(&srv->mu);
+  for (size_t i = 0; i < active.n; i++) {
+    finish_error(srv, active.items[i], ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
+    ssm_job_release(active.items[i]);
+  }
+  ssm_vec_free(&active);
+  return NULL;
+}

@@ -1,0 +1,59 @@
+/*
+ * serve.h — `ssmc serve`: an OpenAI-compatible HTTP server (libmicrohttpd)
+ * on one loaded model.
+ *
+ * Endpoints: POST /v1/completions and /v1/chat/completions (stream: true
+ * as server-sent events), GET /v1/models, /health and /metrics
+ * (Prometheus text). Errors have OpenAI's shape, {"error": {"message",
+ * "type", "param", "code"}}: 400 for bad JSON or parameters, 404, 405, 413
+ * for a body over the limit, 503 when the queue is full.
+ *
+ * HTTP threads parse, template and tokenize a request and queue it; one
+ * device thread runs every request in turns (a prefill chunk or a few
+ * decode tokens each), swapping each one's state in and out with device
+ * snapshots (ssmc_session_snapshot_into / restore), so requests progress
+ * together and fairly. A prompt cache keeps snapshots of the state after
+ * prompts (and after whole conversations, and every `cache_every` prompt
+ * tokens) under a byte budget with LRU eviction: a request whose prompt
+ * starts with a cached token sequence prefills only the rest
+ * (usage.prompt_tokens_details.cached_tokens says how many were reused).
+ */
+#ifndef SSM_SERVE_H
+#define SSM_SERVE_H
+
+#include <stdint.h>
+
+#include "runtime/ssmc.h"
+#include "serve/chat.h"
+
+typedef struct {
+  const char *host;     /* numeric IPv4 or IPv6 address to listen on ("127.0.0.1") */
+  int port;             /* 0: any free port (ssm_server_port says which) */
+  const char *model_id; /* the name /v1/models lists and responses carry */
+  int parallel;         /* requests taking turns on the device (default 4) */
+  int queue;            /* requests waiting beyond those; more get 503 (default 32) */
+  int max_tokens;       /* the most a request may generate (default 1024); chat's default */
+  int slice_tokens;     /* decode tokens per turn (default 8) */
+  int slice_chunks;     /* prefill chunks per turn (default 4) */
+  int cache_every;      /* a prompt checkpoint every N tokens (rounded to the chunk); 0: only
+                         * at the end of prompts and conversations */
+  uint64_t cache_bytes; /* the prompt cache's budget (default 256 MiB; 0: no cache) */
+  size_t max_body;      /* bytes of a request body (default 1 MiB) */
+} ssm_serve_options;
+
+void ssm_serve_options_init(ssm_serve_options *o);
+
+typedef struct ssm_server ssm_server;
+
+/* Starts serving `s` (and `chat`, which may be NULL: chat requests then get
+ * an error) until ssm_server_stop. Both stay the caller's and must outlive
+ * the server; the server is the only user of `s` meanwhile. */
+ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_serve_options *o,
+                            ssm_server **out);
+/* The port it listens on. */
+int ssm_server_port(const ssm_server *srv);
+/* Ends queued and running requests with an error, stops listening, waits
+ * for the threads, frees the server. NULL is fine. */
+void ssm_server_stop(ssm_server *srv);
+
+#endif

@@ -1,0 +1,194 @@
+#!/usr/bin/env bash
+# tests/serve/curl_checks.sh [smoke] — curl against a running `ssmc serve`
+# of models/pymamba at $URL (started by tests/serve/run.sh, which sets URL,
+# SSMC, TMP and, for another backend than cpu, BACKEND). Every check prints
+# its name; the first failure exits non-zero.
+set -euo pipefail
+BACKEND=${BACKEND:-cpu}
+# Debian's "$PY" (a version manager's shim can take a second per start)
+PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
+FAILS=0
+PASSES=0
+
+T0=$EPOCHREALTIME
+ok() { PASSES=$((PASSES + 1)); awk -v a="$T0" -v b="$EPOCHREALTIME" -v m="$1" 'BEGIN { printf "  ok (%5.1fs): %s\n", b - a, m }'; }
+fail() { FAILS=$((FAILS + 1)); echo "  FAILED: $1"; [ -f "$TMP/body" ] && head -c 2000 "$TMP/body" && echo; exit 1; }
+
+# post PATH JSON [curl options...]: the status code; the body in $TMP/body
+post() {
+  local path=$1 data=$2
+  shift 2
+  curl -s -o "$TMP/body" -w '%{http_code}' -H 'Content-Type: application/json' "$@" "$URL$path" --data-binary "$data"
+}
+
+# j EXPR [FILE]: a Python expression over the JSON body `b` (default $TMP/body)
+j() { "$PY" -c "import json,sys; b=json.load(open(sys.argv[2])); print($1)" "$1" "${2:-$TMP/body}"; }
+
+# jq-free JSON building: js STRING -> a JSON string literal
+js() { "$PY" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
+
+# run_text PROMPT [run options...]: what `ssmc run` generates after PROMPT
+run_text() {
+  local prompt=$1
+  shift
+  "$SSMC" run models/pymamba --weights models/pymamba --backend "$BACKEND" --prompt "$prompt" "$@" >"$TMP/run.out" 2>"$TMP/run.err" ||
+    { cat "$TMP/run.err" >&2; fail "ssmc run $*" >&2; }
+  "$PY" -c 'import sys; t=open(sys.argv[1]).read(); p=sys.argv[2]; assert t.startswith(p) and t.endswith("\n"), t; print(t[len(p):-1], end="")' \
+    "$TMP/run.out" "$prompt"
+}
+
+metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+
+# ---- the basics ---------------------------------------------------------------------
+[ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$URL/health")" = 200 ] && [ "$(j "b['status']")" = ok ] && ok "GET /health" || fail "GET /health"
+[ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/models")" = 200 ] && [ "$(j "b['data'][0]['id']")" = pymamba ] && ok "GET /v1/models" || fail "GET /v1/models"
+
+# greedy completion = ssmc run's continuation
+P='def add(a, b):'
+want=$(run_text "$P" -n 24 ${RUN_OPTS:-})
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 0}")" = 200 ] || fail "greedy completion"
+got=$(j "b['choices'][0]['text']")
+[ "$got" = "$want" ] && ok "greedy completion equals ssmc run" || { echo "want [$want]"; echo "got  [$got]"; fail "greedy completion equals ssmc run"; }
+[ "$(j "b['usage']['completion_tokens'] + b['usage']['prompt_tokens'] == b['usage']['total_tokens']")" = True ] && ok "usage adds up" || fail "usage adds up"
+
+# the same prompt again: its state comes from the cache, the text is the same
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 0}")" = 200 ] || fail "repeat"
+[ "$(j "b['choices'][0]['text']")" = "$want" ] && [ "$(j "b['usage']['prompt_tokens_details']['cached_tokens'] == b['usage']['prompt_tokens'] - 1")" = True ] &&
+  ok "a repeated prompt is restored from the cache and generates the same" || fail "repeated prompt from the cache"
+
+if [ "${1:-}" = smoke ]; then
+  echo "curl checks ($BACKEND smoke): $PASSES passed, $FAILS failed"
+  exit 0
+fi
+
+# sampling with a seed: streamed deltas = the whole text = ssmc run with that seed
+want=$(run_text "$P" -n 20 --temperature 0.9 --seed 42)
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 20, \"temperature\": 0.9, \"seed\": 42}")" = 200 ] || fail "seeded completion"
+[ "$(j "b['choices'][0]['text']")" = "$want" ] && ok "seeded sampling equals ssmc run --seed (draws continue across turns)" || fail "seeded sampling"
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 20, \"temperature\": 0.9, \"seed\": 42, \"stream\": true}")" = 200 ] || fail "stream"
+"$PY" - "$TMP/body" "$want" <<'EOF' && ok "streamed completion: SSE chunks joined = the text, finish_reason, [DONE]" || fail "streamed completion"
+import json, sys
+events = [l[6:] for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ")]
+assert events[-1] == "[DONE]", events[-1]
+chunks = [json.loads(e) for e in events[:-1]]
+assert all(c["object"] == "text_completion" for c in chunks)
+assert "".join(c["choices"][0]["text"] for c in chunks) == sys.argv[2]
+assert chunks[-1]["choices"][0]["finish_reason"] == "length"
+EOF
+
+# a stop string ends the text before it
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 0, \"stop\": [\"(\"]}")" = 200 ] || fail "stop"
+greedy=$(run_text "$P" -n 24)
+[ "$(j "b['choices'][0]['finish_reason']")" = stop ] && [ "$(j "b['choices'][0]['text']")" = "${greedy%%(*}" ] && ok "stop string" || fail "stop string"
+
+# the next turn of a completion: the prompt extends the last exchange
+P2="$P$greedy
+    return"
+before=$(metric ssmc_cache_hits_total)
+ntok=$("$SSMC" tokenize --tokenizer models/pymamba/tokenizer.json "$P" | tr ',' '\n' | wc -l)
+[ "$(post /v1/completions "{\"prompt\": $(js "$P2"), \"max_tokens\": 12, \"temperature\": 0}")" = 200 ] || fail "second turn"
+cached=$(j "b['usage']['prompt_tokens_details']['cached_tokens']")
+[ "$cached" -gt "$ntok" ] && [ "$(metric ssmc_cache_hits_total)" -gt "$before" ] &&
+  ok "second turn prefills only the new tokens ($cached of $(j "b['usage']['prompt_tokens']") cached; /metrics counts the hit)" || fail "second turn cache hit ($cached cached, first prompt $ntok tokens)"
+[ "$(j "b['choices'][0]['text']")" = "$(run_text "$P2" -n 12)" ] && ok "second turn from the cache equals ssmc run on the whole prompt" || fail "second turn text"
+
+# a long shared prefix is reused at a --cache-every boundary (32 here)
+SYS=$("$PY" -c 'print("# " + " ".join("shared system prompt line %d" % i for i in range(20)))')
+post /v1/completions "{\"prompt\": $(js "$SYS
+def one():"), \"max_tokens\": 2}" >/dev/null
+[ "$(post /v1/completions "{\"prompt\": $(js "$SYS
+class Two:"), \"max_tokens\": 2}")" = 200 ] && [ "$(j "b['usage']['prompt_tokens_details']['cached_tokens'] >= 32")" = True ] &&
+  ok "two prompts sharing a long prefix: the second reuses $(j "b['usage']['prompt_tokens_details']['cached_tokens']") tokens" || fail "shared prefix"
+
+# chat, whole and streamed with usage
+MSG='[{"role": "system", "content": "You write Python."}, {"role": "user", "content": "A sorting function"}]'
+[ "$(post /v1/chat/completions "{\"messages\": $MSG, \"max_tokens\": 10, \"temperature\": 0}")" = 200 ] &&
+  [ "$(j "b['object'] + ' ' + b['choices'][0]['message']['role']")" = "chat.completion assistant" ] && ok "chat completion" || fail "chat completion"
+whole=$(j "b['choices'][0]['message']['content']")
+[ "$(post /v1/chat/completions "{\"messages\": $MSG, \"max_tokens\": 10, \"temperature\": 0, \"stream\": true, \"stream_options\": {\"include_usage\": true}}")" = 200 ] || fail "chat stream"
+"$PY" - "$TMP/body" "$whole" <<'EOF' && ok "streamed chat: role first, deltas = the message, a usage chunk, [DONE]" || fail "streamed chat"
+import json, sys
+events = [l[6:] for l in open(sys.argv[1]).read().split("\n") if l.startswith("data: ")]
+assert events[-1] == "[DONE]"
+chunks = [json.loads(e) for e in events[:-1]]
+assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+assert "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"]) == sys.argv[2]
+assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] == 10
+EOF
+
+# two conversations at once give what each gives alone
+conv() { # conv NAME SEED: two turns, the texts in $TMP/conv-NAME
+  local m="[{\"role\": \"user\", \"content\": \"conversation $1\"}]" out="$TMP/conv-$1" b="$TMP/b-$1"
+  : >"$out"
+  for turn in 1 2; do
+    curl -s -o "$b" "$URL/v1/chat/completions" --data-binary "{\"messages\": $m, \"max_tokens\": 16, \"temperature\": 0.8, \"seed\": $2}"
+    "$PY" -c 'import json,sys; b=json.load(open(sys.argv[1])); print(b["choices"][0]["message"]["content"] + "|" + str(b["usage"]["prompt_tokens_details"]["cached_tokens"]))' "$b" >>"$out"
+    m=$("$PY" -c 'import json,sys; m=json.loads(sys.argv[1]); b=json.load(open(sys.argv[2])); m += [b["choices"][0]["message"], {"role": "user", "content": "go on"}]; print(json.dumps(m))' "$m" "$b")
+  done
+}
+conv A 1 & conv B 2 & wait
+cp "$TMP/conv-A" "$TMP/conv-A.together"
+cp "$TMP/conv-B" "$TMP/conv-B.together"
+conv A 1
+conv B 2
+texts() { sed 's/|[0-9]*$//' "$1"; } # the cached counts depend on what ran before
+[ "$(texts "$TMP/conv-A")" = "$(texts "$TMP/conv-A.together")" ] && [ "$(texts "$TMP/conv-B")" = "$(texts "$TMP/conv-B.together")" ] &&
+  ok "two concurrent conversations give the texts each gives alone" || { cat "$TMP"/conv-*; fail "concurrent conversations"; }
+second=$(grep -o '|[0-9]*$' "$TMP/conv-A" | sed -n 2p | tr -d '|')
+[ "$second" -gt 0 ] && ok "a chat's second turn reuses the first ($second tokens cached)" || fail "chat second turn cache"
+
+# busy: --parallel 2 --queue 1, so a fourth request at once gets 503
+for i in 1 2 3 4 5; do
+  curl -s -o "$TMP/busy$i" -w '%{http_code}\n' "$URL/v1/completions" --data-binary "{\"prompt\": \"x = $i\", \"max_tokens\": 60}" >"$TMP/busy$i.code" &
+done
+wait
+n503=$(cat "$TMP"/busy*.code | grep -c 503 || true)
+n200=$(cat "$TMP"/busy*.code | grep -c 200 || true)
+b503=$(grep -l '"type":"server_error"' "$TMP"/busy? | head -1)
+[ "$n503" -ge 1 ] && [ "$n200" -ge 3 ] && [ -n "$b503" ] && ok "a full queue answers 503 with an OpenAI error ($n200 served, $n503 refused)" || fail "503 ($n200 x 200, $n503 x 503)"
+
+# a client that goes away mid-stream
+curl -s -N --max-time 1 "$URL/v1/completions" --data-binary '{"prompt": "import", "max_tokens": 400, "stream": true}' >/dev/null || true
+for _ in $(seq 1 100); do [ "$(metric ssmc_requests_active)" = 0 ] && break; sleep 0.1; done
+[ "$(metric ssmc_requests_active)" = 0 ] && [ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] && ok "a dropped stream is abandoned, the server goes on" || fail "dropped stream"
+
+# ---- malformed requests: the status and an OpenAI-shaped error naming the problem ----------
+bad() { # bad STATUS MATCH METHOD PATH [DATA]: the body's error message contains MATCH
+  local code
+  if [ -n "${5+x}" ]; then code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X "$3" "$URL$4" --data-binary "$5")
+  else code=$(curl -s -o "$TMP/body" -w '%{http_code}' -X "$3" "$URL$4"); fi
+  [ "$code" = "$1" ] && "$PY" -c '
+import json, sys
+e = json.load(open(sys.argv[1]))["error"]
+assert set(e) == {"message", "type", "param", "code"} and sys.argv[2] in e["message"], e' "$TMP/body" "$2" &&
+    ok "$1: $2" || fail "expected $1 with '$2' for $3 $4 ${5:-}"
+}
+bad 400 "request body:1:14: not valid JSON" POST /v1/completions '{"prompt": "x"'
+bad 400 "expected a JSON object" POST /v1/completions '[1, 2]'
+bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"prompt": "x", "temperature": "hot"}'
+bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"prompt": "x", "temperature": 2.5}'
+bad 400 "max_tokens: expected an integer from 0 to 1024" POST /v1/completions '{"prompt": "x", "max_tokens": -1}'
+bad 400 "top_p: expected a number above 0" POST /v1/completions '{"prompt": "x", "top_p": 0}'
+bad 400 "n: only 1 is supported" POST /v1/completions '{"prompt": "x", "n": 2}'
+bad 400 "stop: item 0: expected a non-empty string" POST /v1/completions '{"prompt": "x", "stop": [1]}'
+bad 400 "stop: expected a string or an array of up to 4 strings" POST /v1/completions '{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}'
+bad 400 "prompt: missing" POST /v1/completions '{}'
+bad 400 "prompt: the prompt has no tokens" POST /v1/completions '{"prompt": ""}'
+bad 400 "prompt: item 1: expected a token id from 0 to 4095" POST /v1/completions '{"prompt": [1, 5000]}'
+bad 400 "several prompts in one request" POST /v1/completions '{"prompt": ["a", "b"]}'
+bad 400 "the key 'prompt' is given twice" POST /v1/completions '{"prompt": "a", "prompt": "b"}'
+bad 400 "messages: expected a non-empty array" POST /v1/chat/completions '{"messages": "hi"}'
+bad 400 "messages[0]: expected an object with a string 'role'" POST /v1/chat/completions '{"messages": [{"content": "hi"}]}'
+bad 400 "tools: not supported" POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}'
+bad 400 "stream: expected true or false" POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}'
+bad 404 "Invalid URL (GET /v2/nothing)" GET /v2/nothing
+bad 405 "GET /v1/completions: method not allowed (use POST)" GET /v1/completions
+bad 405 "method not allowed (use GET)" POST /health '{}'
+head -c 70000 /dev/zero | tr '\0' 'a' >"$TMP/big"
+code=$(curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/completions" --data-binary @"$TMP/big")
+[ "$code" = 413 ] && grep -q "larger than 65536 bytes" "$TMP/body" && ok "413: an oversized body" || fail "413 ($code)"
+code=$(head -c 70000 /dev/zero | tr '\0' 'a' | curl -s -o "$TMP/body" -w '%{http_code}' -H 'Transfer-Encoding: chunked' "$URL/v1/completions" --data-binary @-)
+[ "$code" = 413 ] && ok "413: an oversized chunked body" || fail "413 chunked ($code)"
+[ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] && ok "still healthy after the bad requests" || fail "health after bad requests"
+
+echo "curl checks: $PASSES passed, $FAILS failed"

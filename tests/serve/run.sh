@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# tests/serve/run.sh SSMC MODE — starts `ssmc serve` on 127.0.0.1 (a free
+# port) with the shipped model (models/pymamba, CPU backend) and drives it:
+#   curl    curl requests (tests/serve/curl_checks.sh): completions and chat,
+#           streamed and not, the same text as `ssmc run`, cache hits, two
+#           concurrent conversations, 503, and every malformed request
+#   openai  the official openai npm client (tests/serve/openai.test.mjs)
+#   load    8 concurrent clients x 50 requests (tests/serve/load.test.mjs):
+#           no failure, and the server's RSS bounded
+#   vulkan  a smoke run of the same server on the Vulkan backend (lavapipe)
+# Run from the source tree (ctest does). Exits non-zero on any failure.
+set -euo pipefail
+SSMC=$1
+MODE=$2
+cd "$(dirname "$0")/../.."
+TMP=$(mktemp -d)
+SERVER_PID=
+cleanup() {
+  if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID"
+    wait "$SERVER_PID" || true
+  fi
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# start_server [ssmc serve options...]: sets URL and SERVER_PID
+start_server() {
+  "$SSMC" serve models/pymamba --port 0 "$@" >"$TMP/server.log" 2>&1 &
+  SERVER_PID=$!
+  for _ in $(seq 1 600); do
+    if grep -q "listening on" "$TMP/server.log"; then break; fi
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then cat "$TMP/server.log"; echo "server died"; exit 1; fi
+    sleep 0.1
+  done
+  URL=$(grep -o "http://127.0.0.1:[0-9]*" "$TMP/server.log" | head -1)
+  [ -n "$URL" ] || { cat "$TMP/server.log"; echo "server did not start"; exit 1; }
+  export URL SERVER_PID
+}
+
+# stop_server: SIGTERM, and the server must exit 0
+stop_server() {
+  kill -TERM "$SERVER_PID"
+  local rc=0
+  wait "$SERVER_PID" || rc=$?
+  SERVER_PID=
+  [ "$rc" -eq 0 ] || { cat "$TMP/server.log"; echo "server exited with $rc"; exit 1; }
+}
+
+TEMPLATE=tests/data/chat/nemotron-h-8b-reasoning-128k/chat_template.jinja
+case "$MODE" in
+curl)
+  start_server --backend cpu --chat-template "$TEMPLATE" --parallel 2 --queue 1 --cache-every 32 \
+    --max-body-kb 64
+  SSMC="$SSMC" TMP="$TMP" bash tests/serve/curl_checks.sh
+  stop_server
+  ;;
+openai)
+  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh (npm ci)"; exit 1; }
+  start_server --backend cpu --chat-template "$TEMPLATE" --parallel 4
+  node --test tests/serve/openai.test.mjs
+  stop_server
+  ;;
+load)
+  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh (npm ci)"; exit 1; }
+  start_server --backend cpu --chat-template "$TEMPLATE" --parallel 8 --queue 8 --cache-mb 8
+  node --test tests/serve/load.test.mjs
+  stop_server
+  ;;
+vulkan)
+  start_server --backend vulkan --cache-every 32
+  SSMC="$SSMC" TMP="$TMP" BACKEND=vulkan bash tests/serve/curl_checks.sh smoke
+  stop_server
+  ;;
+*)
+  echo "usage: $0 SSMC curl|openai|load|vulkan"
+  exit 2
+  ;;
+esac
+echo "serve $MODE: ok"
