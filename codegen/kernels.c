@@ -4,7 +4,16 @@
  * reduce; pointwise when there is none), with generated load functions that
  * evaluate the group's absorbed expressions and read through views, and an
  * epilogue applied to each result element. Shapes are compile-time constants.
- * An elementwise op's GLSL is its row of ir/elementwise.def (ssm_op_expr).
+ * An elementwise op's code is its row of ir/elementwise.def (ssm_op_expr).
+ *
+ * The same generator writes GLSL and WGSL: a group is generated once per
+ * language (gctx.lang), from templates/<family>.glsl.in and .wgsl.in with the
+ * same knobs, and only the few spellings that differ (memory access, float
+ * literals, selects, function heads) go through the helpers below. In WGSL a
+ * kernel reads tensor i through b<i>_ld / b<i>_st, which add the tensor's
+ * element offset (a per-dispatch uniform) and go to its memory slot; the
+ * slots' storage bindings come last (ssm_cg_wgsl_module), once the bundle's
+ * layout says how many windows each needs.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -26,6 +35,7 @@ static const char *sb_take(ssm_sb *b, ssm_arena *a) {
 
 typedef struct {
   ssm_graph *g;
+  ssm_lang lang;        /* the language being written */
   int id;               /* group id, or -1 with `single` */
   const ssm_node *single; /* a node generated alone (kernel tests) */
   const ssm_node *root, *anchor, *norm;
@@ -35,8 +45,15 @@ typedef struct {
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
   ssm_sb helpers;
   int nhelpers;
+  int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
+  int slot_writable[SSM_CG_MAX_BINDINGS];
+  int nslots;
   ssm_status err;
 } gctx;
+
+static int is_wgsl(const gctx *c) { return c->lang == SSM_LANG_WGSL; }
+/* The spelling of the kernel's language. */
+#define LANG(c, glsl, wgsl) (is_wgsl(c) ? (wgsl) : (glsl))
 
 static int member(const gctx *c, const ssm_node *n) {
   return c->single ? n == c->single : ssm_node_group(n) == c->id;
@@ -111,11 +128,44 @@ static coords broadcast(const coords *k, const ssm_type *op) {
   return r;
 }
 
-static const char *float_lit(ssm_arena *a, double v) {
-  if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
-  if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-  return ssm_arena_printf(a, "float(%.9g)", v);
+/* A float literal; inf and NaN from their bits (WGSL: through a call, as
+ * WGSL refuses a constant expression that is inf or NaN). */
+static const char *float_lit(const gctx *c, double v) {
+  const char *bits = LANG(c, "uintBitsToFloat", "ssm_bits");
+  if (isnan(v)) return ssm_arena_printf(c->a, "%s(0x7fc00000u)", bits);
+  if (isinf(v)) return ssm_arena_printf(c->a, "%s(%s)", bits, v > 0 ? "0x7f800000u" : "0xff800000u");
+  return ssm_arena_printf(c->a, LANG(c, "float(%.9g)", "f32(%.9g)"), v);
 }
+
+/* The head of a generated f32 function of `params` (names separated by
+ * spaces: `acc` is a float, the others unsigned coordinates). */
+static void fn_head(const gctx *c, ssm_sb *b, const char *name, const char *params) {
+  ssm_sb_printf(b, LANG(c, "float %s(", "fn %s("), name);
+  for (const char *p = params; *p;) {
+    size_t n = strcspn(p, " ");
+    int is_acc = n == 3 && !strncmp(p, "acc", 3);
+    if (is_wgsl(c)) ssm_sb_printf(b, "%.*s: %s", (int)n, p, is_acc ? "f32" : "u32");
+    else ssm_sb_printf(b, "%s %.*s", is_acc ? "float" : "uint", (int)n, p);
+    p += n;
+    while (*p == ' ') p++;
+    if (*p) ssm_sb_printf(b, ", ");
+  }
+  ssm_sb_printf(b, LANG(c, ") ", ") -> f32 "));
+}
+
+/* `NAME(params) { return value; }`, a constant load */
+static void const_fn(const gctx *c, ssm_sb *b, const char *name, const char *params,
+                     const char *value) {
+  fn_head(c, b, name, params);
+  ssm_sb_printf(b, "{ return %s; }\n", value);
+}
+
+/* Tensor `binding` read at the element index that the caller writes
+ * between mem_open and mem_close. */
+static void mem_open(const gctx *c, ssm_sb *out, int binding) {
+  ssm_sb_printf(out, LANG(c, "b%d.v[", "b%d_ld("), binding);
+}
+static void mem_close(const gctx *c, ssm_sb *out) { ssm_sb_printf(out, LANG(c, "]", ")")); }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
 
@@ -127,19 +177,48 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   int64_t C = t->dims[r - 1];
   coords k = coords_named("c", r, c->a);
   k.c[r - 1] = "j";
-  ssm_sb body = {0};
+  ssm_sb body = {0}, params = {0};
   emit(c, n->args[0], &k, &body, depth + 1);
   int id = c->nhelpers++;
-  ssm_sb_printf(&c->helpers, "float rms%d(", id);
-  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&c->helpers, "%suint c%d", d ? ", " : "", d);
-  ssm_sb_printf(&c->helpers,
-                ") {\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
-                "    float x = %s;\n    s += x * x;\n  }\n"
-                "  return inversesqrt(s / float(%lld) + %s);\n}\n",
-                (long long)C, ssm_sb_str(&body), (long long)C,
-                float_lit(c->a, ssm_node_float(n, "eps", 0)));
+  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "%sc%d", d ? " " : "", d);
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "rms%d", id), ssm_sb_str(&params));
+  const char *eps = float_lit(c, ssm_node_float(n, "eps", 0));
+  if (is_wgsl(c))
+    ssm_sb_printf(&c->helpers,
+                  "{\n  var s = 0.0;\n  for (var j = 0u; j < %lldu; j++) {\n"
+                  "    let x = %s;\n    s += x * x;\n  }\n"
+                  "  return inverseSqrt(s / f32(%lld) + %s);\n}\n",
+                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
+  else
+    ssm_sb_printf(&c->helpers,
+                  "{\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+                  "    float x = %s;\n    s += x * x;\n  }\n"
+                  "  return inversesqrt(s / float(%lld) + %s);\n}\n",
+                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
   ssm_sb_free(&body);
+  ssm_sb_free(&params);
   return id;
+}
+
+/* Concat `d`'s operands i.. at coordinates k: a select on the axis
+ * coordinate per operand boundary, `off` being operand i's start. */
+static void emit_concat(gctx *c, const ssm_node *d, const coords *k, ssm_sb *out, int depth,
+                        int i, int64_t off) {
+  int64_t axis = ssm_node_int(d, "axis", 0), len = d->args[i]->type.dims[axis];
+  coords s = *k;
+  if (off) s.c[axis] = ssm_arena_printf(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
+  if (i + 1 == d->nargs) {
+    emit(c, d->args[i], &s, out, depth + 1);
+    return;
+  }
+  const char *cond = ssm_arena_printf(c->a, "%s < %lldu", k->c[axis], (long long)(off + len));
+  ssm_sb here = {0}, rest = {0};
+  emit(c, d->args[i], &s, &here, depth + 1);
+  emit_concat(c, d, k, &rest, depth, i + 1, off + len);
+  if (is_wgsl(c)) ssm_sb_printf(out, "select(%s, %s, %s)", ssm_sb_str(&rest), ssm_sb_str(&here), cond);
+  else ssm_sb_printf(out, "(%s ? %s : %s)", cond, ssm_sb_str(&here), ssm_sb_str(&rest));
+  ssm_sb_free(&here);
+  ssm_sb_free(&rest);
 }
 
 /* The expression for value v at coordinates k (in v's shape). */
@@ -151,7 +230,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     return;
   }
   if (d->op == SSM_OP_CONST) {
-    ssm_sb_printf(out, "%s", float_lit(c->a, ssm_node_float(d, "value", 0)));
+    ssm_sb_printf(out, "%s", float_lit(c, ssm_node_float(d, "value", 0)));
     return;
   }
   if (member(c, d) && d == c->anchor && c->in_epilogue) {
@@ -174,7 +253,9 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       const ssm_node *src = d->args[0]->def;
       int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
       if (buffer) {
-        ssm_sb_printf(out, "b%d.v[%s]", binding_of(c, d->args[0]), ssm_sb_str(&lin));
+        mem_open(c, out, binding_of(c, d->args[0]));
+        ssm_sb_printf(out, "%s", ssm_sb_str(&lin));
+        mem_close(c, out);
         ssm_sb_free(&lin);
         return;
       }
@@ -191,25 +272,14 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
         coords ai = broadcast(k, &d->args[i]->type);
         emit(c, d->args[i], &ai, &operand[i], depth + 1);
       }
-      ssm_op_expr_append(out, d->op, SSM_LANG_GLSL,
+      ssm_op_expr_append(out, d->op, c->lang,
                          (const char *[]){ssm_sb_str(&operand[0]), ssm_sb_str(&operand[1])});
       ssm_sb_free(&operand[0]);
       ssm_sb_free(&operand[1]);
       return;
     }
     if (d->op == SSM_OP_CONCAT) {
-      int64_t axis = ssm_node_int(d, "axis", 0), off = 0;
-      for (int i = 0; i < d->nargs; i++) {
-        coords s = *k;
-        int64_t len = d->args[i]->type.dims[axis];
-        if (off) s.c[axis] = ssm_arena_printf(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
-        if (i + 1 < d->nargs)
-          ssm_sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
-        emit(c, d->args[i], &s, out, depth + 1);
-        if (i + 1 < d->nargs) ssm_sb_printf(out, " : ");
-        off += len;
-      }
-      for (int i = 0; i + 1 < d->nargs; i++) ssm_sb_printf(out, ")");
+      emit_concat(c, d, k, out, depth, 0, 0);
       return;
     }
     if (d->op == SSM_OP_RMSNORM && d != c->norm) {
@@ -234,20 +304,19 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     return;
   }
   /* memory: a weight, state, input, or another kernel's result */
-  int b = binding_of(c, v);
-  ssm_sb_printf(out, "b%d.v[", b);
+  mem_open(c, out, binding_of(c, v));
   linearize(out, k, &v->type);
-  ssm_sb_printf(out, "]");
+  mem_close(c, out);
 }
 
-/* `float NAME(uint p0, ...) { return <operand at those coordinates>; }`,
- * where the parameters are the coordinates given by `params` (names) and
- * `k` says how they map onto the operand's own coordinates. */
+/* `NAME(p0, ...) { return <operand at those coordinates>; }`, where the
+ * parameters are the coordinates named in `params` (fn_head) and `k` says
+ * how they map onto the operand's own coordinates. */
 static void load_fn(gctx *c, ssm_sb *loads, const char *name, const char *params,
                     const ssm_value *v, const coords *k) {
   ssm_sb e = {0};
   emit(c, v, k, &e, 0);
-  ssm_sb_printf(loads, "float %s(%s) { return %s; }\n", name, params, ssm_sb_str(&e));
+  const_fn(c, loads, name, params, ssm_sb_str(&e));
   ssm_sb_free(&e);
 }
 
@@ -259,17 +328,17 @@ static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value 
   coords k = delinearize("m", &lead, c->a);
   k.rank = t->rank;
   k.c[t->rank - 1] = "k";
-  load_fn(c, loads, name, "uint m, uint k", v, &k);
+  load_fn(c, loads, name, "m k", v, &k);
 }
 
 static void epilogue_fn(gctx *c, ssm_sb *loads) {
   if (c->root == c->anchor) {
-    ssm_sb_printf(loads, "float epilogue(float acc, uint i) { return acc; }\n");
+    const_fn(c, loads, "epilogue", "acc i", "acc");
     return;
   }
   c->in_epilogue = 1;
   coords k = delinearize("i", &c->root->result->type, c->a);
-  load_fn(c, loads, "epilogue", "float acc, uint i", c->root->result, &k);
+  load_fn(c, loads, "epilogue", "acc i", c->root->result, &k);
   c->in_epilogue = 0;
 }
 
@@ -281,22 +350,65 @@ static const char *loads_text(gctx *c, ssm_sb *loads) {
   return t;
 }
 
-static const char *buffers_decl(gctx *c) {
-  ssm_sb b = {0};
+/* WGSL's memory slots: the result and every other activation share slot 0,
+ * the states share one slot, the small weights one, and each weight of at
+ * least SSM_CG_WGSL_OWN_SLOT_BYTES has its own. */
+static void assign_slots(gctx *c) {
+  int shared[3] = {-1, -1, -1}; /* activations, states, small weights */
+  c->nslots = 0;
   for (int i = 0; i < c->nbind; i++) {
     const ssm_value *v = c->bind[i];
-    const ssm_node *d = v->def;
-    int state = d->op == SSM_OP_STATE;
-    ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
-                  i == 0 ? "writeonly " : state ? "" : "readonly ", i,
-                  v->type.dtype == SSM_I32 ? "int" : "float", i);
+    ssm_op op = v->def->op;
+    int cls = op == SSM_OP_WEIGHT ? 2 : op == SSM_OP_STATE ? 1 : 0;
+    uint64_t bytes = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
+    int own = cls == 2 && bytes >= SSM_CG_WGSL_OWN_SLOT_BYTES;
+    if (!own && shared[cls] >= 0) {
+      c->slot[i] = shared[cls];
+      continue;
+    }
+    c->slot[i] = c->nslots;
+    c->slot_writable[c->nslots] = cls != 2;
+    if (!own) shared[cls] = c->nslots;
+    c->nslots++;
+  }
+}
+
+/* GLSL: one storage buffer per tensor. WGSL: the per-dispatch offsets and
+ * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) over its slot's s<j>_ld /
+ * s<j>_st (ssm_cg_wgsl_module), the words reinterpreted as f32 or i32. */
+static const char *buffers_decl(gctx *c) {
+  ssm_sb b = {0};
+  if (is_wgsl(c)) {
+    assign_slots(c);
+    _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
+    ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch\n"
+                  "struct SsmOffsets { o: array<vec4<u32>, %d> }\n"
+                  "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
+                  SSM_CG_MAX_BINDINGS / 4);
+  }
+  for (int i = 0; i < c->nbind; i++) {
+    const ssm_value *v = c->bind[i];
+    int state = v->def->op == SSM_OP_STATE, i32 = v->type.dtype == SSM_I32;
+    if (!is_wgsl(c)) {
+      ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
+                    i == 0 ? "writeonly " : state ? "" : "readonly ", i, i32 ? "int" : "float", i);
+      continue;
+    }
+    const char *t = i32 ? "i32" : "f32";
+    const char *at = ssm_arena_printf(c->a, "ssm_u.o[%d][%d] + e", i / 4, i % 4);
+    if (i > 0)
+      ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(s%d_ld(%s)); }\n", i, t, t,
+                    c->slot[i], at);
+    if (i == 0 || state)
+      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t,
+                    c->slot[i], at);
   }
   return sb_take(&b, c->a);
 }
 
-static const char *common(ssm_arena *a) {
+static const char *common(gctx *c) {
   char *s;
-  ssm_status st = ssm_cg_template_expand(a, "common", (const char *const[]){NULL}, &s);
+  ssm_status st = ssm_cg_template_expand(c->a, "common", c->lang, (const char *const[]){NULL}, &s);
   SSM_ASSERT(!st);
   return s;
 }
@@ -332,13 +444,18 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
                          ssm_cg_kernel *out) {
   if (c->err) return c->err;
   char *src;
-  SSM_TRY(ssm_cg_template_expand(c->a, family, kv, &src));
+  SSM_TRY(ssm_cg_template_expand(c->a, family, c->lang, kv, &src));
   out->family = family;
   out->params = ssm_arena_printf(c->a, "%s %s", members_list(c), params);
-  out->glsl = ssm_arena_printf(c->a, "// ssmc kernel: template %s.glsl.in, %s\n%s", family,
-                               out->params, src);
+  const char *text = ssm_arena_printf(c->a, "// ssmc kernel: template %s.%s.in, %s\n%s", family,
+                                      LANG(c, "glsl", "wgsl"), out->params, src);
+  if (is_wgsl(c)) out->wgsl = text;
+  else out->glsl = text;
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
+  out->nslots = c->nslots;
+  for (int i = 0; i < c->nbind && is_wgsl(c); i++) out->slot[i] = c->slot[i];
+  for (int i = 0; i < c->nslots; i++) out->slot_writable[i] = c->slot_writable[i];
   return NULL;
 }
 
@@ -353,7 +470,8 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   coords k = coords_named("c", t->rank, c->a);
   ssm_sb co = {0}, ex = {0};
   coords d = delinearize("i", t, c->a);
-  for (int i = 0; i < t->rank; i++) ssm_sb_printf(&co, "    uint c%d = %s;\n", i, d.c[i]);
+  for (int i = 0; i < t->rank; i++)
+    ssm_sb_printf(&co, LANG(c, "    uint c%d = %s;\n", "    let c%d: u32 = %s;\n"), i, d.c[i]);
   if (!t->rank) ssm_sb_printf(&co, "    // rank 0\n");
   /* the root itself, evaluated as a member (a materialized view too) */
   const ssm_node *saved = c->anchor;
@@ -366,7 +484,7 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = groups_for(count, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "HELPERS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "HELPERS",
                       sb_take(&c->helpers, c->a), "COORDS", sb_take(&co, c->a), "EXPR",
                       sb_take(&ex, c->a), NULL};
   return finish(c, "pointwise", ssm_arena_printf(c->a, "N=%lld", (long long)count), kv, out);
@@ -382,12 +500,12 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
   coords wk = {.rank = 2, .c = {"n", "k"}};
-  load_fn(c, &loads, "in_w", "uint n, uint k", mm->args[1], &wk);
+  load_fn(c, &loads, "in_w", "n k", mm->args[1], &wk);
   if (norm && norm->nargs > 1) {
     coords gk = {.rank = 1, .c = {"k"}};
-    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+    load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
   } else {
-    ssm_sb_printf(&loads, "float gain(uint k) { return 1.0; }\n");
+    const_fn(c, &loads, "gain", "k", "1.0");
   }
   epilogue_fn(c, &loads);
   uint32_t local = pow2_threads(K, 32, 256);
@@ -395,7 +513,7 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
@@ -421,7 +539,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   static const char *names[3] = {"in_a", "in_b", "in_c"};
   for (int i = 0; i < 3; i++) {
     coords bk = broadcast(&k, &sc->args[i]->type);
-    load_fn(c, &loads, names[i], "uint t, uint s, uint n", sc->args[i], &bk);
+    load_fn(c, &loads, names[i], "t s n", sc->args[i], &bk);
   }
   int state = binding_of(c, sc->args[3]);
   epilogue_fn(c, &loads);
@@ -430,7 +548,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
                       ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), NULL};
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
                                (long long)N), kv, out);
@@ -443,10 +561,10 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   coords xk = {.rank = 2, .c = {"t", "c"}}, wk = {.rank = 2, .c = {"c", "k"}},
          bk = {.rank = 1, .c = {"c"}};
-  load_fn(c, &loads, "in_x", "uint t, uint c", cv->args[0], &xk);
-  load_fn(c, &loads, "in_w", "uint c, uint k", cv->args[2], &wk);
-  if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "uint c", cv->args[3], &bk);
-  else ssm_sb_printf(&loads, "float in_bias(uint c) { return 0.0; }\n");
+  load_fn(c, &loads, "in_x", "t c", cv->args[0], &xk);
+  load_fn(c, &loads, "in_w", "c k", cv->args[2], &wk);
+  if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "c", cv->args[3], &bk);
+  else const_fn(c, &loads, "in_bias", "c", "0.0");
   int state = binding_of(c, cv->args[1]);
   epilogue_fn(c, &loads);
   uint32_t local = 64;
@@ -454,7 +572,7 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
                       ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), NULL};
   return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
                                  (long long)K), kv, out);
@@ -470,9 +588,9 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "attention: pos must be a tensor in memory");
   ssm_sb loads = {0};
   coords qk = {.rank = 3, .c = {"t", "h", "d"}}, kk = {.rank = 3, .c = {"t", "g", "d"}};
-  load_fn(c, &loads, "in_q", "uint t, uint h, uint d", at->args[0], &qk);
-  load_fn(c, &loads, "in_k", "uint t, uint g, uint d", at->args[1], &kk);
-  load_fn(c, &loads, "in_v", "uint t, uint g, uint d", at->args[2], &kk);
+  load_fn(c, &loads, "in_q", "t h d", at->args[0], &qk);
+  load_fn(c, &loads, "in_k", "t g d", at->args[1], &kk);
+  load_fn(c, &loads, "in_v", "t g d", at->args[2], &kk);
   int kb = binding_of(c, at->args[3]), vb = binding_of(c, at->args[4]);
   int pb = binding_of(c, at->args[5]);
   epilogue_fn(c, &loads);
@@ -480,17 +598,20 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   grid_per_item(T * HQ, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
-                      float_lit(c->a, ssm_node_float(at, "scale", 1)), "KCACHE",
+                      float_lit(c, ssm_node_float(at, "scale", 1)), "KCACHE",
                       ssm_arena_printf(c->a, "b%d", kb), "VCACHE", ssm_arena_printf(c->a, "b%d", vb), "POS",
-                      ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
+                      ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c),
                       "LOADS", loads_text(c, &loads), NULL};
   return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
                                     (long long)MAXS), kv, out);
 }
 
-#define NEG_INF "uintBitsToFloat(0xff800000u)"
+/* -inf, as float_lit writes it */
+#define NEG_INF(c) float_lit(c, -INFINITY)
 
+/* The op's parts of the rowreduce template. Each language has its own
+ * spelling of the same statements. */
 static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
@@ -503,49 +624,62 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   coords k = delinearize("row", &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
-  load_fn(c, &loads, "in_x", "uint row, uint c", n->args[0], &k);
-  const char *part_t = "float", *init, *accum, *combine, *finish_code;
-  const char *C_ = I64(C), *L_ = U32(local);
+  load_fn(c, &loads, "in_x", "row c", n->args[0], &k);
+  const char *part_t = LANG(c, "float", "f32"), *init, *accum, *combine, *finish_code;
+  const char *C_ = I64(C), *L_ = U32(local), *ninf = NEG_INF(c);
+  const char *vec2 = LANG(c, "vec2", "vec2<f32>"), *flt = LANG(c, "float", "f32");
+  /* a loop over this thread's elements of the row, and an element store */
+  const char *each = ssm_arena_printf(c->a, LANG(c, "for (uint c = lid; c < %su; c += %su)\n    ",
+                                                 "for (var c = lid; c < %su; c += %su) {\n    "), C_, L_);
+  const char *each_end = LANG(c, "", "\n  }");
+  const char *store = LANG(c, "b0.v[base + c] = epilogue(%s, base + c);",
+                           "b0_st(base + c, epilogue(%s, base + c));");
   if (n->op == SSM_OP_RMSNORM) {
     coords wk = {.rank = 1, .c = {"c"}};
-    if (n->nargs > 1) load_fn(c, &loads, "in_w", "uint c", n->args[1], &wk);
-    else ssm_sb_printf(&loads, "float in_w(uint c) { return 1.0; }\n");
+    if (n->nargs > 1) load_fn(c, &loads, "in_w", "c", n->args[1], &wk);
+    else const_fn(c, &loads, "in_w", "c", "1.0");
     init = "0.0";
     accum = "p += x * x";
     combine = "part[lid] += part[lid + s]";
-    finish_code = ssm_arena_printf(c->a,
-                      "float inv = inversesqrt(r / float(%s) + %s);\n"
-                      "  for (uint c = lid; c < %su; c += %su)\n"
-                      "    b0.v[base + c] = epilogue(in_x(row, c) * inv * in_w(c), base + c);",
-                      C_, float_lit(c->a, ssm_node_float(n, "eps", 0)), C_, L_);
+    finish_code = ssm_arena_printf(c->a, "%s inv = %s(r / %s(%s) + %s);\n  %s%s%s",
+                                   LANG(c, "float", "let"), LANG(c, "inversesqrt", "inverseSqrt"),
+                                   flt, C_, float_lit(c, ssm_node_float(n, "eps", 0)), each,
+                                   ssm_arena_printf(c->a, store, "in_x(row, c) * inv * in_w(c)"),
+                                   each_end);
   } else if (n->op == SSM_OP_SOFTMAX) {
     /* (max, sum of exp(x - max)); empty partials are (-inf, 0) */
-    part_t = "vec2";
-    init = "vec2(" NEG_INF ", 0.0)";
-    accum = "if (x != " NEG_INF ") { float m = max(p.x, x);"
-            " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }";
-    combine = "vec2 o = part[lid + s], q = part[lid];"
-              " if (o.y > 0.0) { if (q.y == 0.0) part[lid] = o; else { float m = max(q.x, o.x);"
-              " part[lid] = vec2(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }";
-    finish_code = ssm_arena_printf(c->a,
-                      "for (uint c = lid; c < %su; c += %su)\n"
-                      "    b0.v[base + c] = epilogue(exp(in_x(row, c) - r.x) / r.y, base + c);",
-                      C_, L_);
+    part_t = vec2;
+    init = ssm_arena_printf(c->a, "%s(%s, 0.0)", vec2, ninf);
+    accum = ssm_arena_printf(c->a, "if (x != %s) { %s m = max(p.x, x);"
+                             " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }", ninf,
+                             LANG(c, "float", "let"));
+    combine = ssm_arena_printf(c->a, "%s o = part[lid + s]; %s q = part[lid];"
+                               " if (o.y > 0.0) { if (q.y == 0.0) { part[lid] = o; } else {"
+                               " %s m = max(q.x, o.x);"
+                               " part[lid] = %s(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }",
+                               LANG(c, "vec2", "let"), LANG(c, "vec2", "let"),
+                               LANG(c, "float", "let"), vec2);
+    finish_code = ssm_arena_printf(c->a, "%s%s%s", each,
+                                   ssm_arena_printf(c->a, store, "exp(in_x(row, c) - r.x) / r.y"),
+                                   each_end);
   } else { /* argmax: first index of the largest value; a thread's first element always counts */
-    part_t = "vec2";
-    init = ssm_arena_printf(c->a, "vec2(" NEG_INF ", float(%s))", C_);
-    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == float(%s)) p = vec2(x, float(c))", C_);
+    part_t = vec2;
+    init = ssm_arena_printf(c->a, "%s(%s, %s(%s))", vec2, ninf, flt, C_);
+    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == %s(%s)) { p = %s(x, %s(c)); }", flt, C_,
+                             vec2, flt);
     combine = ssm_arena_printf(c->a,
-                  "vec2 o = part[lid + s], q = part[lid];"
-                  " if (o.y != float(%s) && (q.y == float(%s) || o.x > q.x ||"
-                  " (o.x == q.x && o.y < q.y))) part[lid] = o",
-                  C_, C_);
-    finish_code = ssm_arena_printf(c->a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
+                  "%s o = part[lid + s]; %s q = part[lid];"
+                  " if (o.y != %s(%s) && (q.y == %s(%s) || o.x > q.x ||"
+                  " (o.x == q.x && o.y < q.y))) { part[lid] = o; }",
+                  LANG(c, "vec2", "let"), LANG(c, "vec2", "let"), flt, C_, flt, C_);
+    finish_code = ssm_arena_printf(c->a, LANG(c, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);",
+                                              "if (lid == 0u) { b0_st(row, min(i32(r.y), %lld)); }"),
+                                   (long long)C - 1);
   }
   if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads);
   grid_per_item(rows, out->groups);
   const char *kv[] = {"LOCAL", L_, "ROWS", I64(rows), "C", C_, "BUFFERS", buffers_decl(c),
-                      "COMMON", common(c->a), "LOADS",
+                      "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "PART_T",
                       part_t, "INIT", init, "ACCUM", accum, "COMBINE", combine, "FINISH",
                       finish_code, NULL};
@@ -559,7 +693,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   int64_t T = e->args[1]->type.dims[0];
   ssm_sb loads = {0};
   coords tk = {.rank = 2, .c = {"id", "h"}};
-  load_fn(c, &loads, "in_table", "uint id, uint h", e->args[0], &tk);
+  load_fn(c, &loads, "in_table", "id h", e->args[0], &tk);
   const ssm_node *ids = e->args[1]->def;
   if (member(c, ids) || ungrouped_view(c, ids))
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "embed: token ids must be a tensor in memory");
@@ -570,7 +704,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "H", I64(H), "V", I64(V), "STRIDE",
                       U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), "IDS",
                       ssm_arena_printf(c->a, "b%d", ib), NULL};
   return finish(c, "embed", ssm_arena_printf(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
@@ -592,22 +726,23 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
   k.c[axis] = "a";
   for (int d = 0; d < ti.rank; d++) k.c[axis + 1 + d] = ki.c[d];
   ssm_sb loads = {0};
-  load_fn(c, &loads, "in_x", "uint o, uint a, uint in_", n->args[0], &k);
+  load_fn(c, &loads, "in_x", "o a in_", n->args[0], &k);
   epilogue_fn(c, &loads);
   const char *kind = ssm_node_str(n, "kind", "sum");
   const char *init = "0.0", *accum = "acc += x", *final = "acc";
   if (!strcmp(kind, "max")) {
-    init = NEG_INF;
+    init = NEG_INF(c);
     accum = "acc = max(acc, x)";
   } else if (!strcmp(kind, "mean")) {
-    final = ssm_arena_printf(c->a, "acc / float(%lld)", (long long)xt->dims[axis]);
+    final = ssm_arena_printf(c->a, LANG(c, "acc / float(%lld)", "acc / f32(%lld)"),
+                             (long long)xt->dims[axis]);
   }
   uint32_t local = 256;
   out->groups[0] = groups_for(outer * inner, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "OUTER", I64(outer), "AXIS", I64(xt->dims[axis]),
                       "INNER", I64(inner), "STRIDE", U32(out->groups[0] * local), "BUFFERS",
-                      buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "INIT",
                       init, "ACCUM", accum, "FINAL", final, NULL};
   return finish(c, "reduce", ssm_arena_printf(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
@@ -622,18 +757,20 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *st = n->args[1]->def;
   if (st->op != SSM_OP_STATE)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
-  uint32_t local = pow2_threads(V, 64, 1024);
+  /* WGSL: at most 256 threads, the maxComputeInvocationsPerWorkgroup that
+   * every WebGPU adapter supports (the grid is one workgroup either way) */
+  uint32_t local = pow2_threads(V, 64, is_wgsl(c) ? 256 : 1024);
   ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
   coords k = delinearize(ssm_arena_printf(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
-  load_fn(c, &loads, "in_x", "uint c", n->args[0], &k);
+  load_fn(c, &loads, "in_x", "c", n->args[0], &k);
   int sb = binding_of(c, n->args[1]);
   out->groups[0] = out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "STATE",
                       ssm_arena_printf(c->a, "b%d", sb), NULL};
   return finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
@@ -672,15 +809,78 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   return s;
 }
 
+/* The kernel in both languages: the generator runs once for GLSL and once
+ * for WGSL over the same group, which must give the same bindings and grid. */
+static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
+  gctx c = *proto;
+  c.lang = SSM_LANG_GLSL;
+  SSM_TRY(generate(&c, out));
+  ssm_cg_kernel w;
+  c = *proto;
+  c.lang = SSM_LANG_WGSL;
+  SSM_TRY(generate(&c, &w));
+  SSM_ASSERT(w.nbindings == out->nbindings && !memcmp(w.bind, out->bind, sizeof w.bind) &&
+             !memcmp(w.groups, out->groups, sizeof w.groups));
+  out->wgsl = w.wgsl;
+  out->nslots = w.nslots;
+  memcpy(out->slot, w.slot, sizeof out->slot);
+  memcpy(out->slot_writable, w.slot_writable, sizeof out->slot_writable);
+  return NULL;
+}
+
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out) {
   gctx c = {.g = g, .id = gr->id, .root = gr->root, .anchor = gr->anchor, .norm = gr->norm, .a = a};
-  return generate(&c, out);
+  return generate_both(&c, out);
 }
 
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out) {
   gctx c = {.g = g, .id = -1, .single = n, .root = n, .a = a};
   c.anchor = ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? NULL : n;
-  return generate(&c, out);
+  return generate_both(&c, out);
+}
+
+/* ---- WGSL memory slots ---------------------------------------------------- */
+
+ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
+                              ssm_arena *a, const char **out) {
+  *out = NULL;
+  ssm_sb b = {0};
+  ssm_sb_printf(&b, "%s// memory: binding 0 holds the offsets; the slots' windows of SSM_WIN "
+                "words follow\nconst SSM_WIN: u32 = %lluu;\n", k->wgsl,
+                (unsigned long long)(window / 4));
+  int binding = 1;
+  for (int s = 0; s < k->nslots; s++) {
+    int n = windows[s], rw = k->slot_writable[s];
+    if (n < 1 || n > SSM_CG_WGSL_MAX_WINDOWS) {
+      ssm_sb_free(&b);
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL memory slot would need %d windows of "
+                            "%llu bytes (at most %d)", n, (unsigned long long)window,
+                            SSM_CG_WGSL_MAX_WINDOWS);
+    }
+    for (int w = 0; w < n; w++)
+      ssm_sb_printf(&b, "@group(0) @binding(%d) var<storage, %s> s%dw%d: array<u32>;\n",
+                    binding++, rw ? "read_write" : "read", s, w);
+    for (int st = 0; st <= rw; st++) {
+      const char *head = st ? "fn s%d_st(g: u32, v: u32) {" : "fn s%d_ld(g: u32) -> u32 {";
+      const char *acc = st ? "s%dw%d[%s] = v;" : "return s%dw%d[%s];";
+      ssm_sb_printf(&b, head, s);
+      if (n == 1) {
+        ssm_sb_printf(&b, " ");
+        ssm_sb_printf(&b, acc, s, 0, "g");
+        ssm_sb_printf(&b, " }\n");
+        continue;
+      }
+      ssm_sb_printf(&b, "\n  let w = g / SSM_WIN;\n  let r = g - w * SSM_WIN;\n");
+      for (int w = 0; w < n; w++) {
+        ssm_sb_printf(&b, w + 1 < n ? "  if (w == %du) { " : "  { ", w);
+        ssm_sb_printf(&b, acc, s, w, "r");
+        ssm_sb_printf(&b, st && w + 1 < n ? " return; }\n" : " }\n");
+      }
+      ssm_sb_printf(&b, "}\n");
+    }
+  }
+  *out = sb_take(&b, a);
+  return NULL;
 }
