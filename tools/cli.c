@@ -21,7 +21,7 @@
 static const char usage[] =
     "usage:\n"
     "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
-    "               [--max-seq N] [--no-fuse] [--dump-ir DIR]\n"
+    "               [--max-seq N] [--no-fuse] [--dump-ir DIR] [--wgsl-window BYTES]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]\n"
     "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
@@ -38,7 +38,9 @@ static const char usage[] =
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
     "--max-seq N: the positions a KV cache holds (default 2048); a bundle keeps\n"
     "the value it was compiled with.\n"
-    "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n";
+    "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n"
+    "--wgsl-window BYTES: the storage window of WGSL kernels (default 128 MiB,\n"
+    "what every WebGPU adapter binds; smaller ones test the window split).\n";
 
 static int fail(ssmc_status s) {
   fprintf(stderr, "ssmc: %s\n", ssmc_status_message(s));
@@ -226,11 +228,13 @@ static int cmd_ir(int argc, char **argv) {
 
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = "f32";
-  long chunk = 32, max_seq = 0;
+  long chunk = 32, max_seq = 0, window = 0;
   int no_fuse = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
-                CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL), {0}};
+                CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL),
+                O_INT("--wgsl-window", &window, 256, 1L << 40, "a byte count (a power of two)", NULL),
+                {0}};
   if (parse("compile", argc, argv, opts, &model)) return 2;
   ssm_dtype dtype;
   if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32)
@@ -240,7 +244,7 @@ static int cmd_compile(int argc, char **argv) {
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
-                         .dump_dir = dump};
+                         .dump_dir = dump, .wgsl_window = (uint64_t)window};
   ssm_status s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
   if (!s) s = ssm_bundle_save(b, out);
