@@ -57,7 +57,10 @@ typedef struct {
   int nslots;
   int slot[SSM_CG_MAX_BINDINGS];
   int slot_writable[SSM_CG_MAX_BINDINGS];
+  unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | SSM_CG_I32 */
 } ssm_cg_kernel;
+
+enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4 };
 
 /* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
@@ -69,7 +72,10 @@ ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
 /* The complete WGSL module of `k`: its source followed by the storage
  * bindings of its slots, slot s bound as windows[s] windows of `window`
  * bytes (a power of two, at least 256; bindings 1.. in slot order), and the
- * slot accessors. A count outside [1, SSM_CG_WGSL_MAX_WINDOWS] is an error. */
+ * accessors of its tensors, b<i>_ld(e) and b<i>_st(e, v), which read the
+ * window directly when their slot has one (compilers that do not inline,
+ * such as SwiftShader's, pay for every call). A count outside
+ * [1, SSM_CG_WGSL_MAX_WINDOWS] is an error. */
 ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
                               ssm_arena *a, const char **out);
 

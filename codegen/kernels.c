@@ -47,6 +47,7 @@ typedef struct {
   int nhelpers;
   int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
   int slot_writable[SSM_CG_MAX_BINDINGS];
+  unsigned access[SSM_CG_MAX_BINDINGS];
   int nslots;
   ssm_status err;
 } gctx;
@@ -373,35 +374,28 @@ static void assign_slots(gctx *c) {
   }
 }
 
-/* GLSL: one storage buffer per tensor. WGSL: the per-dispatch offsets and
- * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) over its slot's s<j>_ld /
- * s<j>_st (ssm_cg_wgsl_module), the words reinterpreted as f32 or i32. */
+/* GLSL: one storage buffer per tensor. WGSL: the per-dispatch offsets;
+ * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) come with the slots'
+ * bindings (ssm_cg_wgsl_module). */
 static const char *buffers_decl(gctx *c) {
   ssm_sb b = {0};
   if (is_wgsl(c)) {
     assign_slots(c);
+    for (int i = 0; i < c->nbind; i++)
+      c->access[i] = (i ? SSM_CG_READ : 0) | (!i || c->bind[i]->def->op == SSM_OP_STATE ? SSM_CG_WRITE : 0) |
+                     (c->bind[i]->type.dtype == SSM_I32 ? SSM_CG_I32 : 0);
     _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
     ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch\n"
                   "struct SsmOffsets { o: array<vec4<u32>, %d> }\n"
                   "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
                   SSM_CG_MAX_BINDINGS / 4);
+    return sb_take(&b, c->a);
   }
   for (int i = 0; i < c->nbind; i++) {
     const ssm_value *v = c->bind[i];
     int state = v->def->op == SSM_OP_STATE, i32 = v->type.dtype == SSM_I32;
-    if (!is_wgsl(c)) {
-      ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
-                    i == 0 ? "writeonly " : state ? "" : "readonly ", i, i32 ? "int" : "float", i);
-      continue;
-    }
-    const char *t = i32 ? "i32" : "f32";
-    const char *at = ssm_arena_printf(c->a, "ssm_u.o[%d][%d] + e", i / 4, i % 4);
-    if (i > 0)
-      ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(s%d_ld(%s)); }\n", i, t, t,
-                    c->slot[i], at);
-    if (i == 0 || state)
-      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t,
-                    c->slot[i], at);
+    ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
+                  i == 0 ? "writeonly " : state ? "" : "readonly ", i, i32 ? "int" : "float", i);
   }
   return sb_take(&b, c->a);
 }
@@ -454,7 +448,10 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
   out->nslots = c->nslots;
-  for (int i = 0; i < c->nbind && is_wgsl(c); i++) out->slot[i] = c->slot[i];
+  for (int i = 0; i < c->nbind && is_wgsl(c); i++) {
+    out->slot[i] = c->slot[i];
+    out->access[i] = c->access[i];
+  }
   for (int i = 0; i < c->nslots; i++) out->slot_writable[i] = c->slot_writable[i];
   return NULL;
 }
@@ -825,6 +822,7 @@ static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
   out->nslots = w.nslots;
   memcpy(out->slot, w.slot, sizeof out->slot);
   memcpy(out->slot_writable, w.slot_writable, sizeof out->slot_writable);
+  memcpy(out->access, w.access, sizeof out->access);
   return NULL;
 }
 
@@ -862,24 +860,33 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
     for (int w = 0; w < n; w++)
       ssm_sb_printf(&b, "@group(0) @binding(%d) var<storage, %s> s%dw%d: array<u32>;\n",
                     binding++, rw ? "read_write" : "read", s, w);
+    if (n == 1) continue;
+    /* several windows: the window by index */
     for (int st = 0; st <= rw; st++) {
-      const char *head = st ? "fn s%d_st(g: u32, v: u32) {" : "fn s%d_ld(g: u32) -> u32 {";
-      const char *acc = st ? "s%dw%d[%s] = v;" : "return s%dw%d[%s];";
-      ssm_sb_printf(&b, head, s);
-      if (n == 1) {
-        ssm_sb_printf(&b, " ");
-        ssm_sb_printf(&b, acc, s, 0, "g");
-        ssm_sb_printf(&b, " }\n");
-        continue;
-      }
-      ssm_sb_printf(&b, "\n  let w = g / SSM_WIN;\n  let r = g - w * SSM_WIN;\n");
+      ssm_sb_printf(&b, st ? "fn s%d_st(g: u32, v: u32) {\n" : "fn s%d_ld(g: u32) -> u32 {\n", s);
+      ssm_sb_printf(&b, "  let w = g / SSM_WIN;\n  let r = g - w * SSM_WIN;\n");
       for (int w = 0; w < n; w++) {
         ssm_sb_printf(&b, w + 1 < n ? "  if (w == %du) { " : "  { ", w);
-        ssm_sb_printf(&b, acc, s, w, "r");
-        ssm_sb_printf(&b, st && w + 1 < n ? " return; }\n" : " }\n");
+        ssm_sb_printf(&b, st ? "s%dw%d[r] = v;%s }\n" : "return s%dw%d[r];%s }\n", s, w,
+                      st && w + 1 < n ? " return;" : "");
       }
       ssm_sb_printf(&b, "}\n");
     }
+  }
+  for (int i = 0; i < k->nbindings; i++) {
+    int s = k->slot[i];
+    const char *t = k->access[i] & SSM_CG_I32 ? "i32" : "f32";
+    /* the word at element e: s<s>w0[at] with one window, else through s<s>_ld */
+    const char *at = ssm_arena_printf(a, "ssm_u.o[%d][%d] + e", i / 4, i % 4);
+    const char *word = windows[s] == 1 ? ssm_arena_printf(a, "s%dw0[%s]", s, at)
+                                       : ssm_arena_printf(a, "s%d_ld(%s)", s, at);
+    if (k->access[i] & SSM_CG_READ)
+      ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(%s); }\n", i, t, t, word);
+    if (!(k->access[i] & SSM_CG_WRITE)) continue;
+    if (windows[s] == 1)
+      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { %s = bitcast<u32>(v); }\n", i, t, word);
+    else
+      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t, s, at);
   }
   *out = sb_take(&b, a);
   return NULL;
