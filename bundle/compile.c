@@ -121,6 +121,15 @@ static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   return NULL;
 }
 
+/* Whether two generated kernels are the same WGSL kernel: the same source
+ * and the same memory slots (an add of two activations and an add of an
+ * activation and a weight read their operands through different slots). */
+static int same_wgsl(const ssm_cg_kernel *a, const ssm_cg_kernel *b) {
+  return !strcmp(a->wgsl, b->wgsl) && a->nslots == b->nslots &&
+         !memcmp(a->slot, b->slot, sizeof a->slot) && !memcmp(a->access, b->access, sizeof a->access) &&
+         !memcmp(a->slot_writable, b->slot_writable, sizeof a->slot_writable);
+}
+
 /* The kernel with these sources (GLSL and WGSL), made once; GLSL is
  * compiled to SPIR-V once even when two kernels share it. */
 static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
@@ -129,7 +138,7 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
     const ssm_cg_kernel *o = &c->kernel_src.items[i];
     if (strcmp(o->glsl, k->glsl)) continue;
     same_glsl = (int)i;
-    if (!strcmp(o->wgsl, k->wgsl)) {
+    if (same_wgsl(o, k)) {
       *out = (int)i;
       return NULL;
     }

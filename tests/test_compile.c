@@ -177,6 +177,28 @@ static void test_wgsl_slots_and_windows(void) {
    * the final norm's gain at their end: 517888 bytes, 8 windows of 64 KiB */
   CU_ASSERT_EQUAL(most, 8);
   ssm_bundle_close(b);
+  /* fusion off: many kernels of one source read their operands through
+   * different slots (an add of two activations, an add of a bias); each
+   * gets its own, and the bundle reads back */
+  static const char *const unfused[] = {"falcon_tiny", "jamba_gqa", "mamba2_groups"};
+  for (int f = 0; f < 3; f++) {
+    ssm_model *um = NULL;
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/data/%s", unfused[f]);
+    SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &um));
+    ssm_compile_opts uo = {.prefill_tokens = 4, .no_fuse = 1};
+    ssm_bundle *ub = NULL, *again = NULL;
+    SSM_ASSERT_OK(ssm_compile(um, &uo, &ub));
+    void *bytes = NULL;
+    size_t n = 0;
+    if (ub) SSM_ASSERT_OK(ssm_bundle_serialize(ub, &bytes, &n));
+    if (bytes) SSM_ASSERT_OK(ssm_bundle_open_memory(bytes, n, unfused[f], &again));
+    CU_ASSERT_PTR_NOT_NULL(again);
+    free(bytes);
+    ssm_bundle_close(again);
+    ssm_bundle_close(ub);
+    ssm_model_close(um);
+  }
   o.wgsl_window = 1000;
   b = NULL;
   SSM_ASSERT_ERR(ssm_compile(model, &o, &b), "--wgsl-window 1000: expected a power of two");
