@@ -1,7 +1,12 @@
 #!/bin/sh
 # Installs what ssmc needs to build, test and run on Debian 12 (run as root).
 # clang, libFuzzer (libclang-rt-14-dev) and llvm-symbolizer (llvm) are for
-# tools/fuzz.sh.
+# tools/fuzz.sh. The WebGPU host (runtime/web) needs Node 20+ with npm and
+# its npm packages (webgpu: Dawn; playwright-core: drives Chromium), and
+# Debian's chromium, whose chromium-common holds SwiftShader (the Vulkan
+# driver Dawn runs on without a GPU). Node and npm are installed only where
+# they are missing: an image that has Node from elsewhere (with its own npm)
+# conflicts with Debian's npm package.
 set -e
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
@@ -9,4 +14,11 @@ apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates git \
   libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev \
   mesa-vulkan-drivers vulkan-validationlayers python3 \
-  clang libclang-rt-14-dev llvm >/dev/null
+  clang libclang-rt-14-dev llvm chromium chromium-common >/dev/null
+command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs >/dev/null
+command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm >/dev/null
+node -e 'process.exit(parseInt(process.versions.node) < 20 ? 1 : 0)' ||
+  echo "install-deps: Node $(node --version) is older than 20; the WebGPU tests need Node 20+" >&2
+# the pinned packages of runtime/web/package-lock.json (webgpu's postinstall
+# script is not needed on Linux)
+cd "$(dirname "$0")/../runtime/web" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
