@@ -17,6 +17,7 @@
 #include "bundle/bundle.h"
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
+#include "tools/export.h"
 
 static const char usage[] =
     "usage:\n"
@@ -31,6 +32,8 @@ static const char usage[] =
     "  ssmc inspect BUNDLE [--json]\n"
     "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
     "  ssmc devices\n"
+    "  ssmc export-web BUNDLE --weights DIR -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
+    "               (a static site that runs the bundle in a browser on WebGPU)\n"
     "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
     "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
     "  ssmc --version\n"
@@ -483,6 +486,23 @@ static int cmd_bench(int argc, char **argv) {
   return st ? fail(st) : 0;
 }
 
+/* ---- ssmc export-web (export.c) ----------------------------------------------------- */
+
+static int cmd_export_web(int argc, char **argv) {
+  ssm_export_opts o = {0};
+  opt opts[] = {O_STR("--weights", &o.weights), O_STR("-o", &o.out),
+                O_STR("--tokenizer", &o.tokenizer), O_FLAG("--link-weights", &o.link_weights), {0}};
+  if (parse("export-web", argc, argv, opts, &o.bundle)) return 2;
+  if (!o.bundle) return usage_error("export-web", "missing BUNDLE%s", "");
+  if (!o.weights) return usage_error("export-web", "missing --weights DIR%s", "");
+  if (!o.out) return usage_error("export-web", "missing -o OUTDIR%s", "");
+  ssm_status s = ssm_export_web(&o);
+  if (s) return fail(s);
+  printf("%s: open %s/index.html over http (python3 -m http.server -d %s --bind 127.0.0.1)\n",
+         o.out, o.out, o.out);
+  return 0;
+}
+
 /* ---- ssmc tokenize ----------------------------------------------------------------- */
 
 static int cmd_tokenize(int argc, char **argv) {
@@ -523,7 +543,7 @@ int main(int argc, char **argv) {
     int (*fn)(int, char **);
   } cmds[] = {{"compile", cmd_compile}, {"ir", cmd_ir},       {"run", cmd_run},
               {"inspect", cmd_inspect}, {"bench", cmd_bench}, {"devices", cmd_devices},
-              {"tokenize", cmd_tokenize}};
+              {"tokenize", cmd_tokenize}, {"export-web", cmd_export_web}};
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     fputs(usage, argc < 2 ? stderr : stdout);
