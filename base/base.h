@@ -114,6 +114,23 @@ void ssm_fatal_nomem(size_t bytes);
 #define ssm_vec_free(v) (free((v)->items), (v)->items = NULL, (v)->n = (v)->cap = 0)
 void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem);
 
+/* ---- string maps (memory.c) ------------------------------------------------ */
+
+/* A hash map from strings to void pointers (open addressing, FNV-1a). Keys
+ * are not copied: they must outlive the map. Zero-initialize. */
+typedef struct {
+  const char **keys;
+  void **vals;
+  size_t n, cap;
+} ssm_strmap;
+
+/* The value slot of `key`, created (NULL) when absent; *out_found says
+ * whether it was there. The pointer is valid until the next insertion. */
+void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found);
+/* The value of `key`, or NULL. */
+void *ssm_strmap_get(const ssm_strmap *m, const char *key);
+void ssm_strmap_free(ssm_strmap *m);
+
 /* ---- string builder (text.c) ---------------------------------------------- */
 
 /* Appends formatted text to a growing NUL-terminated string. Zero-initialize
@@ -153,16 +170,37 @@ char *ssm_arena_strdup(ssm_arena *a, const char *s);
 char *ssm_arena_strndup(ssm_arena *a, const char *s, size_t n);
 char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
 
-/* ---- files (text.c) ------------------------------------------------------ */
+/* ---- JSON (json.c) ---------------------------------------------------------- */
 
-/* Reads a whole file into malloc'd memory with a terminating NUL.
- * `max_bytes` bounds what is accepted (0: 1 GiB). */
+struct cJSON;
+/* Parses `len` bytes of JSON; `name` stands for them in messages. Not JSON:
+ * "NAME:LINE:COL: not valid JSON". An object that gives a key twice is
+ * refused, naming the key and where it is. The caller cJSON_Deletes *out. */
+ssm_status ssm_json_parse(const char *name, const char *text, size_t len, struct cJSON **out);
+
+/* ---- files (text.c) ----------------------------------------------------------- */
+
+/* Opens `path` for reading when it is a regular file; a directory, FIFO,
+ * device or socket is an error that says which, given without blocking.
+ * *out_size is its size. The caller closes *out_fd. */
+ssm_status ssm_file_open(const char *path, int *out_fd, size_t *out_size);
+/* Reads a whole regular file into malloc'd memory with a terminating NUL.
+ * `max_bytes` bounds what is accepted (0: 1 GiB), checked before reading. */
 ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
                          size_t *out_size);
 /* Writes the `n` parts one after another to `path`, atomically: into a new
- * temporary file beside it, flushed, then renamed over it. On any failure
- * `path` keeps what it had and the temporary file is removed. */
+ * temporary file beside it (ssm_file_temp), flushed, then renamed over it.
+ * On any failure `path` keeps what it had and the temporary file is
+ * removed. A device or pipe (/dev/null, /dev/stdout) is written in place. */
 ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
                           const size_t *sizes);
+/* The two halves of ssm_file_write, for writers that stream: a new file
+ * ".NAME.XXXXXX" beside `path` (mkostemp, mode as the umask allows), and
+ * its end: flushed and renamed over `path`, or (with `failed`, or when
+ * flushing fails) removed. Both take ownership of `tmp` and `fd`. */
+ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
+ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
+/* 1 when `a` and `b` name the same existing file (one device, one inode). */
+int ssm_file_same(const char *a, const char *b);
 
 #endif

@@ -84,6 +84,52 @@ void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem) {
   return items;
 }
 
+/* ---- string maps --------------------------------------------------------------- */
+
+static size_t strmap_find(const char *const *keys, size_t cap, const char *key) {
+  size_t h = ssm_fnv1a(SSM_FNV_INIT, key, strlen(key)) & (cap - 1);
+  while (keys[h] && strcmp(keys[h], key)) h = (h + 1) & (cap - 1);
+  return h;
+}
+
+void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found) {
+  if ((m->n + 1) * 2 > m->cap) {
+    size_t cap = m->cap ? m->cap * 2 : 64;
+    const char **keys = ssm_xcalloc(cap, sizeof *keys);
+    void **vals = ssm_xcalloc(cap, sizeof *vals);
+    for (size_t k = 0; k < m->cap; k++)
+      if (m->keys[k]) {
+        size_t h = strmap_find(keys, cap, m->keys[k]);
+        keys[h] = m->keys[k];
+        vals[h] = m->vals[k];
+      }
+    free(m->keys);
+    free(m->vals);
+    m->keys = keys;
+    m->vals = vals;
+    m->cap = cap;
+  }
+  size_t h = strmap_find(m->keys, m->cap, key);
+  *out_found = m->keys[h] != NULL;
+  if (!m->keys[h]) {
+    m->keys[h] = key;
+    m->n++;
+  }
+  return &m->vals[h];
+}
+
+void *ssm_strmap_get(const ssm_strmap *m, const char *key) {
+  if (!m->cap) return NULL;
+  size_t h = strmap_find(m->keys, m->cap, key);
+  return m->keys[h] ? m->vals[h] : NULL;
+}
+
+void ssm_strmap_free(ssm_strmap *m) {
+  free(m->keys);
+  free(m->vals);
+  *m = (ssm_strmap){0};
+}
+
 /* ---- arena ----------------------------------------------------------------- */
 
 typedef struct chunk {

@@ -58,34 +58,83 @@ uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n) {
   return h;
 }
 
+static const char *file_kind(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+ssm_status ssm_file_open(const char *path, int *out_fd, size_t *out_size) {
+  *out_fd = -1;
+  *out_size = 0;
+  /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) return ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st)) {
+    int err = errno;
+    close(fd);
+    return ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(err));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    close(fd);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: is %s, not a regular file", path,
+                          file_kind(st.st_mode));
+  }
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  *out_fd = fd;
+  *out_size = (size_t)st.st_size;
+  return NULL;
+}
+
 ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
                          size_t *out_size) {
   *out_data = NULL;
   *out_size = 0;
   if (!max_bytes) max_bytes = (size_t)1 << 30;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  ssm_sb b = {0};
-  char chunk[65536];
-  size_t r;
-  while ((r = fread(chunk, 1, sizeof chunk, f)) > 0) {
-    if (r > max_bytes - b.n) {
-      ssm_sb_free(&b);
-      fclose(f);
-      return ssm_status_new(SSM_ERR_INVALID, "%s: file larger than %zu bytes", path,
-                            max_bytes);
+  int fd;
+  size_t size;
+  SSM_TRY(ssm_file_open(path, &fd, &size));
+  if (size > max_bytes) {
+    close(fd);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: file larger than %zu bytes (it has %zu)", path,
+                          max_bytes, size);
+  }
+  char *buf;
+  ssm_status s = ssm_alloc(size + 1, 1, (void **)&buf);
+  if (s) {
+    close(fd);
+    return ssm_status_wrap(s, "%s", path);
+  }
+  size_t n = 0;
+  int err = 0;
+  while (n <= size) { /* one byte more than expected: the file grew */
+    ssize_t r = read(fd, buf + n, size + 1 - n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      err = r < 0 ? errno : 0;
+      break;
     }
-    ssm_sb_append(&b, chunk, r);
+    n += (size_t)r;
   }
-  int err = ferror(f) ? (errno ? errno : EIO) : 0;
-  fclose(f);
-  if (err) {
-    ssm_sb_free(&b);
-    return ssm_status_new(SSM_ERR_IO, "%s: read error (%s)", path, strerror(err));
+  close(fd);
+  if (!err && n != size)
+    s = ssm_status_new(SSM_ERR_IO, "%s: the file changed size while it was read", path);
+  else if (err)
+    s = ssm_status_new(SSM_ERR_IO, "%s: read error (%s)", path, strerror(err));
+  if (s) {
+    free(buf);
+    return s;
   }
-  *out_size = b.n;
-  *out_data = ssm_sb_take(&b);
+  buf[n] = 0;
+  *out_data = buf;
+  *out_size = n;
   return NULL;
+}
+
+int ssm_file_same(const char *a, const char *b) {
+  struct stat sa, sb;
+  return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 /* Writes the parts to an open descriptor; 0 or an errno. */
@@ -100,26 +149,58 @@ static int write_all(int fd, int n, const void *const *parts, const size_t *size
   return 0;
 }
 
+ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd) {
+  *out_tmp = NULL;
+  *out_fd = -1;
+  const char *slash = strrchr(path, '/');
+  ssm_sb t = {0};
+  if (slash) ssm_sb_printf(&t, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
+  else ssm_sb_printf(&t, ".%s.XXXXXX", path);
+  int fd = mkostemp(t.s, O_CLOEXEC);
+  if (fd < 0) {
+    int err = errno;
+    ssm_sb_free(&t);
+    return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+  }
+  mode_t mask = umask(0); /* what open(..., 0666) would give */
+  umask(mask);
+  fchmod(fd, 0666 & ~mask);
+  *out_tmp = ssm_sb_take(&t);
+  *out_fd = fd;
+  return NULL;
+}
+
+ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed) {
+  int err = failed ? 0 : fsync(fd) ? errno : 0;
+  if (close(fd) && !err && !failed) err = errno;
+  if (!err && !failed && rename(tmp, path)) err = errno;
+  if (err || failed) unlink(tmp);
+  free(tmp);
+  if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+  return NULL;
+}
+
 ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
                           const size_t *sizes) {
   struct stat st;
-  int err = 0;
   if (!stat(path, &st) && !S_ISREG(st.st_mode)) {
+    if (S_ISDIR(st.st_mode))
+      return ssm_status_new(SSM_ERR_INVALID, "%s: is a directory", path);
     /* a device or a pipe (/dev/null, /dev/stdout): written in place */
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
-    err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
+    int err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
     if (fd >= 0 && close(fd) && !err) err = errno;
-  } else {
-    ssm_sb tmp = {0};
-    ssm_sb_printf(&tmp, "%s.tmp-%ld", path, (long)getpid());
-    int fd = open(tmp.s, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-    err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
-    if (!err && fsync(fd)) err = errno;
-    if (fd >= 0 && close(fd) && !err) err = errno;
-    if (!err && rename(tmp.s, path)) err = errno;
-    if (err && fd >= 0) unlink(tmp.s);
-    ssm_sb_free(&tmp);
+    if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+    return NULL;
   }
-  if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
-  return NULL;
+  char *tmp;
+  int fd;
+  SSM_TRY(ssm_file_temp(path, &tmp, &fd));
+  int err = write_all(fd, n, parts, sizes);
+  ssm_status s = ssm_file_commit(tmp, fd, path, err != 0);
+  if (err) {
+    ssm_status_free(s);
+    return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+  }
+  return s;
 }

@@ -112,7 +112,7 @@ typedef struct {
   int64_t vocab;
   int64_t max_seq; /* the positions a KV cache holds; 0 when no program reads pos */
   int64_t eos;     /* config.json's eos_token_id; -1 when it has none */
-  ssm_dtype dtype;
+  ssm_dtype dtype; /* of the matmul and embed weights (ssm_compile_opts.dtype) */
   uint32_t align;  /* every region offset is a multiple of it */
   uint64_t wgsl_window; /* bytes of a WGSL storage window (ssm_compile_opts) */
   int nbuffers;
@@ -166,7 +166,8 @@ ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path);
 
 typedef struct {
   int prefill_tokens;   /* T of the prefill program (0: 32) */
-  ssm_dtype dtype;      /* weight and activation dtype (f32 only for now) */
+  ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
+                         * pass); the rest, activations and state are f32 */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
   uint64_t wgsl_window; /* bytes of a WGSL storage window (0: SSM_CG_WGSL_WINDOW;

@@ -28,8 +28,11 @@ typedef struct {
   SSM_VEC(ssm_mf_buffer) buffers;
   SSM_VEC(ssm_mf_tensor) weights;
   SSM_VEC(ssm_mf_tensor) states; /* the sampler's too; it is left out of the manifest's */
+  ssm_strmap by_name;            /* weight or state name -> 1 + its index in weights/states */
   SSM_VEC(ssm_mf_kernel) kernels;
   SSM_VEC(ssm_cg_kernel) kernel_src; /* each kernel as generated (its sources, its WGSL slots) */
+  SSM_VEC(int) kernel_prev;          /* the previous kernel with the same GLSL, or -1 */
+  ssm_strmap kernel_by_glsl;         /* a kernel's GLSL -> 1 + the last kernel with it */
   int small_weights, big_weights;    /* the weights buffers being filled, or -1 */
   uint64_t window;                   /* bytes of a WGSL storage window */
   ssm_sb blobs;
@@ -58,10 +61,15 @@ static ssm_region alloc_in(compiler *c, int buffer, uint64_t bytes) {
   return r;
 }
 
-static ssm_mf_tensor *find(ssm_mf_tensor *v, size_t n, const char *name) {
-  for (size_t i = 0; i < n; i++)
-    if (!strcmp(v[i].name, name)) return &v[i];
-  return NULL;
+/* The weight or state named `name` (names are unique among both). */
+static ssm_mf_tensor *find(compiler *c, ssm_mf_tensor *v, const char *name) {
+  uintptr_t i = (uintptr_t)ssm_strmap_get(&c->by_name, name);
+  return i ? &v[i - 1] : NULL;
+}
+
+static void remember(compiler *c, const char *name, size_t index) {
+  int found;
+  *ssm_strmap_slot(&c->by_name, name, &found) = (void *)(uintptr_t)(index + 1);
 }
 
 /* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone).
@@ -70,7 +78,7 @@ static ssm_mf_tensor *find(ssm_mf_tensor *v, size_t n, const char *name) {
  * dispatch lie close together whatever large weights sit between them. */
 static ssm_region place_weight(compiler *c, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
-  ssm_mf_tensor *w = find(c->weights.items, c->weights.n, name);
+  ssm_mf_tensor *w = find(c, c->weights.items, name);
   if (w) return w->region;
   uint64_t bytes = type_bytes(&n->result->type);
   int *buf = bytes < SSM_CG_WGSL_OWN_SLOT_BYTES ? &c->small_weights : &c->big_weights;
@@ -83,12 +91,13 @@ static ssm_region place_weight(compiler *c, const ssm_node *n) {
                      ssm_arena_strdup(c->b->arena, ssm_node_str(n, "transform", "")),
                      alloc_in(c, *buf, bytes)};
   ssm_vec_push(&c->weights, t);
+  remember(c, t.name, c->weights.n - 1);
   return t.region;
 }
 
 static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   const char *name = ssm_node_str(n, "name", "");
-  ssm_mf_tensor *s = find(c->states.items, c->states.n, name);
+  ssm_mf_tensor *s = find(c, c->states.items, name);
   if (s) {
     if (!ssm_type_equal(&s->type, &n->result->type))
       return ssm_status_new(SSM_ERR_INVALID, "state '%s' has different types in the decode and "
@@ -99,6 +108,7 @@ static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type, "",
                      alloc_in(c, BUF_STATE, type_bytes(&n->result->type))};
   ssm_vec_push(&c->states, t);
+  remember(c, t.name, c->states.n - 1);
   *out = t.region;
   return NULL;
 }
@@ -133,13 +143,10 @@ static int same_wgsl(const ssm_cg_kernel *a, const ssm_cg_kernel *b) {
 /* The kernel with these sources (GLSL and WGSL), made once; GLSL is
  * compiled to SPIR-V once even when two kernels share it. */
 static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
-  int same_glsl = -1;
-  for (size_t i = 0; i < c->kernel_src.n; i++) {
-    const ssm_cg_kernel *o = &c->kernel_src.items[i];
-    if (strcmp(o->glsl, k->glsl)) continue;
-    same_glsl = (int)i;
-    if (same_wgsl(o, k)) {
-      *out = (int)i;
+  int same_glsl = (int)(uintptr_t)ssm_strmap_get(&c->kernel_by_glsl, k->glsl) - 1;
+  for (int i = same_glsl; i >= 0; i = c->kernel_prev.items[i]) {
+    if (same_wgsl(&c->kernel_src.items[i], k)) {
+      *out = i;
       return NULL;
     }
   }
@@ -163,6 +170,9 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
   memcpy(mk.slot, k->slot, sizeof mk.slot);
   ssm_vec_push(&c->kernels, mk);
   ssm_vec_push(&c->kernel_src, *k);
+  ssm_vec_push(&c->kernel_prev, same_glsl);
+  int found;
+  *ssm_strmap_slot(&c->kernel_by_glsl, k->glsl, &found) = (void *)(uintptr_t)(index + 1);
   *out = index;
   return NULL;
 }
@@ -215,16 +225,15 @@ typedef struct {
 static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   dumper *d = user;
   if (d->err) return;
-  ssm_sb path = {0};
+  ssm_sb path = {0}, text = {0};
   ssm_sb_printf(&path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
-  FILE *f = fopen(path.s, "w");
-  if (f) {
-    char *text = ssm_graph_print(g);
-    fprintf(f, "# after %s: %s\n%s", pass, note && *note ? note : "", text);
-    free(text);
-  }
-  if (!f || fclose(f)) d->err = ssm_status_new(SSM_ERR_IO, "--dump-ir: cannot write %s", path.s);
+  char *ir = ssm_graph_print(g);
+  ssm_sb_printf(&text, "# after %s: %s\n%s", pass, note && *note ? note : "", ir);
+  free(ir);
+  d->err = ssm_status_wrap(ssm_file_write(path.s, 1, (const void *const[]){text.s}, &text.n),
+                           "--dump-ir");
   ssm_sb_free(&path);
+  ssm_sb_free(&text);
 }
 
 /* The decode program's sampler: `next` is the drawn id, `sampler` its state. */
@@ -273,7 +282,7 @@ static ssm_status program_io(compiler *c, ssm_graph *g, ssm_mf_program *p) {
  * fused group, in order. */
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
-  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN};
+  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype};
   dumper d = {o->dump_dir, name, 0, NULL};
   ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
   if (!s) s = d.err;
@@ -358,8 +367,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
   if (o.prefill_tokens <= 0) o.prefill_tokens = 32;
-  if (o.dtype != SSM_F32)
-    return ssm_status_new(SSM_ERR_UNSUPPORTED, "--dtype %s: only f32 bundles are supported so far",
+  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16)
+    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16 or bf16",
                           ssm_dtype_name(o.dtype));
   if (!o.wgsl_window) o.wgsl_window = SSM_CG_WGSL_WINDOW;
   if (o.wgsl_window < ALIGN || o.wgsl_window & (o.wgsl_window - 1))
@@ -393,6 +402,9 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   ssm_vec_free(&c.states);
   ssm_vec_free(&c.kernels);
   ssm_vec_free(&c.kernel_src);
+  ssm_vec_free(&c.kernel_prev);
+  ssm_strmap_free(&c.kernel_by_glsl);
+  ssm_strmap_free(&c.by_name);
   ssm_sb_free(&c.blobs);
   ssm_arena_destroy(c.tmp);
   if (s) {

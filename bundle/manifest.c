@@ -613,8 +613,9 @@ ssm_status ssm_manifest_parse(const char *json, size_t len, const char *name,
                               uint64_t blobs_size, ssm_arena *arena, ssm_manifest *out) {
   *out = (ssm_manifest){0};
   reader r = {.name = name, .blobs_size = blobs_size, .arena = arena, .m = out};
-  cJSON *root = cJSON_ParseWithLength(json, len);
-  if (!root) return ssm_status_new(SSM_ERR_INVALID, "%s: corrupt manifest: not JSON", name);
+  cJSON *root;
+  SSM_TRY(ssm_status_wrap(ssm_json_parse("manifest", json, len, &root), "%s: corrupt manifest",
+                          name));
   ssm_status s = read_root(&r, root);
   cJSON_Delete(root);
   if (s) *out = (ssm_manifest){0};

@@ -18,8 +18,9 @@
  * offset in its slot for the dispatch, so one module serves every layer. A
  * slot whose tensors span more than SSM_CG_WGSL_WINDOW bytes is bound as
  * several windows of that size, and its accessors pick the window by index
- * (ssm_cg_wgsl_module). Memory is read and written as u32 words, so 16-bit
- * weights can later be unpacked from them.
+ * (ssm_cg_wgsl_module). Memory is read and written as u32 words: a 16-bit
+ * weight is unpacked from the word holding it and its neighbour (no
+ * shader-f16 needed).
  */
 #ifndef SSM_CODEGEN_H
 #define SSM_CODEGEN_H
@@ -57,10 +58,11 @@ typedef struct {
   int nslots;
   int slot[SSM_CG_MAX_BINDINGS];
   int slot_writable[SSM_CG_MAX_BINDINGS];
-  unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | SSM_CG_I32 */
+  unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
 } ssm_cg_kernel;
 
-enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4 };
+/* The type flags: none is f32; 16-bit weights are read two per u32 word. */
+enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16 };
 
 /* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,

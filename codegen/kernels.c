@@ -38,6 +38,7 @@ typedef struct {
   ssm_lang lang;        /* the language being written */
   int id;               /* group id, or -1 with `single` */
   const ssm_node *single; /* a node generated alone (kernel tests) */
+  const ssm_node *first;  /* members lie from first to root (groups.c) */
   const ssm_node *root, *anchor, *norm;
   ssm_arena *a;
   const ssm_value *bind[SSM_CG_MAX_BINDINGS];
@@ -161,12 +162,21 @@ static void const_fn(const gctx *c, ssm_sb *b, const char *name, const char *par
   ssm_sb_printf(b, "{ return %s; }\n", value);
 }
 
-/* Tensor `binding` read at the element index that the caller writes
- * between mem_open and mem_close. */
-static void mem_open(const gctx *c, ssm_sb *out, int binding) {
-  ssm_sb_printf(out, LANG(c, "b%d.v[", "b%d_ld("), binding);
+/* Element `idx` of binding b as a float (or int). 16-bit weights are read
+ * as the u32 word holding two of them: bf16 is the high half of an f32
+ * (shifted into place), f16 is unpacked; the math stays f32. In WGSL the
+ * tensor's accessor b<b>_ld does the same (ssm_cg_wgsl_module). */
+static void mem_load(const gctx *c, ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
+  if (is_wgsl(c))
+    ssm_sb_printf(out, "b%d_ld(%s)", b, idx);
+  else if (dt == SSM_BF16)
+    ssm_sb_printf(out, "uintBitsToFloat(((b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
+                  b, idx, idx);
+  else if (dt == SSM_F16)
+    ssm_sb_printf(out, "unpackHalf2x16(b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)).x", b, idx, idx);
+  else
+    ssm_sb_printf(out, "b%d.v[%s]", b, idx);
 }
-static void mem_close(const gctx *c, ssm_sb *out) { ssm_sb_printf(out, LANG(c, "]", ")")); }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
 
@@ -254,9 +264,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       const ssm_node *src = d->args[0]->def;
       int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
       if (buffer) {
-        mem_open(c, out, binding_of(c, d->args[0]));
-        ssm_sb_printf(out, "%s", ssm_sb_str(&lin));
-        mem_close(c, out);
+        mem_load(c, out, binding_of(c, d->args[0]), d->args[0]->type.dtype, ssm_sb_str(&lin));
         ssm_sb_free(&lin);
         return;
       }
@@ -305,9 +313,11 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     return;
   }
   /* memory: a weight, state, input, or another kernel's result */
-  mem_open(c, out, binding_of(c, v));
-  linearize(out, k, &v->type);
-  mem_close(c, out);
+  int b = binding_of(c, v);
+  ssm_sb idx = {0};
+  linearize(&idx, k, &v->type);
+  mem_load(c, out, b, v->type.dtype, ssm_sb_str(&idx));
+  ssm_sb_free(&idx);
 }
 
 /* `NAME(p0, ...) { return <operand at those coordinates>; }`, where the
@@ -383,7 +393,9 @@ static const char *buffers_decl(gctx *c) {
     assign_slots(c);
     for (int i = 0; i < c->nbind; i++)
       c->access[i] = (i ? SSM_CG_READ : 0) | (!i || c->bind[i]->def->op == SSM_OP_STATE ? SSM_CG_WRITE : 0) |
-                     (c->bind[i]->type.dtype == SSM_I32 ? SSM_CG_I32 : 0);
+                     (c->bind[i]->type.dtype == SSM_I32    ? SSM_CG_I32
+                      : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
+                      : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
     _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
     ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch\n"
                   "struct SsmOffsets { o: array<vec4<u32>, %d> }\n"
@@ -395,7 +407,8 @@ static const char *buffers_decl(gctx *c) {
     const ssm_value *v = c->bind[i];
     int state = v->def->op == SSM_OP_STATE, i32 = v->type.dtype == SSM_I32;
     ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
-                  i == 0 ? "writeonly " : state ? "" : "readonly ", i, i32 ? "int" : "float", i);
+                  i == 0 ? "writeonly " : state ? "" : "readonly ", i,
+                  i32 ? "int" : v->type.dtype == SSM_F32 ? "float" : "uint", i);
   }
   return sb_take(&b, c->a);
 }
@@ -427,10 +440,8 @@ static uint32_t pow2_threads(int64_t work, uint32_t lo, uint32_t hi) {
 /* The fused ops, for the kernel's parameter line: "matmul+add+softplus". */
 static const char *members_list(gctx *c) {
   ssm_sb b = {0};
-  if (c->single) ssm_sb_printf(&b, "%s", ssm_op_info_get(c->single->op)->name);
-  else
-    for (ssm_node *n = c->g->first; n; n = n->next)
-      if (member(c, n)) ssm_sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
+  for (const ssm_node *n = c->first; n; n = n == c->root ? NULL : n->next)
+    if (member(c, n)) ssm_sb_printf(&b, "%s%s", b.n ? "+" : "", ssm_op_info_get(n->op)->name);
   return sb_take(&b, c->a);
 }
 
@@ -777,10 +788,11 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
 
 static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   *out = (ssm_cg_kernel){0};
-  for (ssm_node *n = c->g->first; n; n = n->next)
+  for (const ssm_node *n = c->first; n; n = n == c->root ? NULL : n->next)
     if (member(c, n))
       for (int i = 0; i < n->nargs; i++)
-        if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32)
+        if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32 &&
+            n->op != SSM_OP_MATMUL && n->op != SSM_OP_EMBED)
           return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s operands have no GPU kernel yet",
                                 ssm_op_info_get(n->op)->name,
                                 ssm_dtype_name(n->args[i]->type.dtype));
@@ -828,13 +840,14 @@ static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
 
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out) {
-  gctx c = {.g = g, .id = gr->id, .root = gr->root, .anchor = gr->anchor, .norm = gr->norm, .a = a};
+  gctx c = {.g = g, .id = gr->id, .first = gr->first, .root = gr->root, .anchor = gr->anchor,
+            .norm = gr->norm, .a = a};
   return generate_both(&c, out);
 }
 
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out) {
-  gctx c = {.g = g, .id = -1, .single = n, .root = n, .a = a};
+  gctx c = {.g = g, .id = -1, .single = n, .first = n, .root = n, .a = a};
   c.anchor = ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? NULL : n;
   return generate_both(&c, out);
 }
@@ -875,13 +888,27 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
   }
   for (int i = 0; i < k->nbindings; i++) {
     int s = k->slot[i];
+    unsigned half = k->access[i] & (SSM_CG_F16 | SSM_CG_BF16);
     const char *t = k->access[i] & SSM_CG_I32 ? "i32" : "f32";
-    /* the word at element e: s<s>w0[at] with one window, else through s<s>_ld */
-    const char *at = ssm_arena_printf(a, "ssm_u.o[%d][%d] + e", i / 4, i % 4);
+    /* the word holding element e: s<s>w0[at] with one window, else through
+     * s<s>_ld; a 16-bit element is half of word e / 2 */
+    const char *at = ssm_arena_printf(a, "ssm_u.o[%d][%d] + %s", i / 4, i % 4, half ? "(e >> 1u)" : "e");
     const char *word = windows[s] == 1 ? ssm_arena_printf(a, "s%dw0[%s]", s, at)
                                        : ssm_arena_printf(a, "s%d_ld(%s)", s, at);
-    if (k->access[i] & SSM_CG_READ)
-      ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(%s); }\n", i, t, t, word);
+    if (half && (k->access[i] & SSM_CG_WRITE)) {
+      ssm_sb_free(&b);
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL kernel writes a 16-bit tensor");
+    }
+    if (k->access[i] & SSM_CG_READ) {
+      if (half == SSM_CG_BF16)
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> f32 { return bitcast<f32>(((%s >> ((e & 1u) << 4u)) "
+                      "& 0xffffu) << 16u); }\n", i, word);
+      else if (half == SSM_CG_F16)
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> f32 { return unpack2x16float(%s >> ((e & 1u) << 4u)).x; }\n",
+                      i, word);
+      else
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(%s); }\n", i, t, t, word);
+    }
     if (!(k->access[i] & SSM_CG_WRITE)) continue;
     if (windows[s] == 1)
       ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { %s = bitcast<u32>(v); }\n", i, t, word);

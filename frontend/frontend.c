@@ -245,18 +245,10 @@ static ssm_status json_parse(const char *name, const char *text, size_t len, cJS
   size_t n = len;
   char *data = NULL;
   SSM_TRY(ssm_status_wrap(json_python_tokens(text, &n, &data), "%s", name));
-  const char *end = NULL;
-  cJSON *j = cJSON_ParseWithLengthOpts(data, n, &end, 0);
-  if (!j) {
-    int line = 1, col = 1;
-    for (const char *c = data; end && c < end && c < data + n; c++) {
-      if (*c == '\n') line++, col = 1;
-      else col++;
-    }
-    free(data);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: malformed JSON", name, line, col);
-  }
+  cJSON *j;
+  ssm_status s = ssm_json_parse(name, data, n, &j);
   free(data);
+  if (s) return s;
   if (!cJSON_IsObject(j)) {
     cJSON_Delete(j);
     return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);
@@ -407,8 +399,7 @@ typedef struct {
   int64_t layers_run; /* block runs so far: the next layer's absolute index */
   decl *top;        /* top-level weights */
   int ntop;
-  binding *made;    /* hash table: tensor name -> weight/state value */
-  size_t made_cap, made_n;
+  ssm_strmap made;  /* tensor name -> its weight/state value */
   long work, nodes;
 } builder;
 
@@ -433,27 +424,6 @@ static int lookup_scope(void *ctx, const char *name, size_t n, ssm_scalar *out) 
     return 1;
   }
   return param_find(sc->b->m, name, n, out);
-}
-
-static uint64_t hash_str(const char *s) { return ssm_fnv1a(SSM_FNV_INIT, s, strlen(s)); }
-
-static binding *made_slot(builder *b, const char *name) {
-  if ((b->made_n + 1) * 2 > b->made_cap) {
-    size_t cap = b->made_cap ? b->made_cap * 2 : 256;
-    binding *t = ssm_xcalloc(cap, sizeof *t);
-    for (size_t k = 0; k < b->made_cap; k++) {
-      if (!b->made[k].name) continue;
-      size_t h = hash_str(b->made[k].name) & (cap - 1);
-      while (t[h].name) h = (h + 1) & (cap - 1);
-      t[h] = b->made[k];
-    }
-    free(b->made);
-    b->made = t;
-    b->made_cap = cap;
-  }
-  size_t h = hash_str(name) & (b->made_cap - 1);
-  while (b->made[h].name && strcmp(b->made[h].name, name)) h = (h + 1) & (b->made_cap - 1);
-  return &b->made[h];
 }
 
 static ssm_status count_node(builder *b, ssm_src at) {
@@ -566,24 +536,23 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
     *out = d->v;
     return NULL;
   }
-  binding *slot = made_slot(b, d->name);
-  if (slot->name) {
-    ssm_node *prev = slot->v->def;
+  int found;
+  void **slot = ssm_strmap_slot(&b->made, d->name, &found);
+  if (found) {
+    ssm_node *prev = ((ssm_value *)*slot)->def;
     char t1[160], t2[160];
     if ((prev->op == SSM_OP_STATE) != d->is_state || !ssm_type_equal(&prev->result->type, &d->type))
       return ssm_src_error(at, "'%s' is used as %s %s and as %s %s", d->name,
                            prev->op == SSM_OP_STATE ? "state" : "weight",
                            ssm_type_format(&prev->result->type, t1, sizeof t1),
                            d->is_state ? "state" : "weight", ssm_type_format(&d->type, t2, sizeof t2));
-    d->v = slot->v;
+    d->v = *slot;
   } else {
     SSM_TRY(count_node(b, at));
     ssm_node *n = ssm_graph_append(b->g, d->is_state ? SSM_OP_STATE : SSM_OP_WEIGHT, &d->type, 0, NULL);
     ssm_node_set_str(b->g, n, "name", d->name);
     if (d->transform) ssm_node_set_str(b->g, n, "transform", d->transform);
-    slot->name = d->name;
-    slot->v = n->result;
-    b->made_n++;
+    *slot = n->result;
     d->v = n->result;
   }
   *out = d->v;
@@ -1067,7 +1036,7 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
   ssm_status s = build_in(&b, &sc);
   scope_free(&sc);
   free(b.top);
-  free(b.made);
+  ssm_strmap_free(&b.made);
   if (!s) s = ssm_graph_verify(b.g);
   if (s) {
     ssm_graph_destroy(b.g);

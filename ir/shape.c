@@ -6,6 +6,11 @@
  * operands do not fit the op. It checks arity and attribute presence itself,
  * so it is safe on any node, not only verified ones. Broadcasting follows
  * numpy: shapes align on the right and a size-1 or missing dim stretches.
+ *
+ * Dtypes: the operands of an op share one dtype, except that the weight of
+ * a matmul and the table of an embed may be stored in f16 or bf16 (16-bit
+ * weights: the weights pass). Those two ops compute in f32 and give f32
+ * whatever their weight's dtype, so every activation and state stays f32.
  */
 #include "ir/ir.h"
 
@@ -101,7 +106,7 @@ static ssm_status infer_embed(const ssm_node *n, ssm_type *out) {
     return bad("embedding table must be a float [V,H], got %s", FMT(tab, b1));
   if (ids->rank != 1 || ids->dtype != SSM_I32)
     return bad("token ids must be i32 [T], got %s", FMT(ids, b2));
-  *out = (ssm_type){.dtype = tab->dtype, .rank = 2, .dims = {ids->dims[0], tab->dims[1]}};
+  *out = (ssm_type){.dtype = SSM_F32, .rank = 2, .dims = {ids->dims[0], tab->dims[1]}};
   return NULL;
 }
 
@@ -109,11 +114,12 @@ static ssm_status infer_matmul(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96];
   const ssm_type *x = arg(n, 0), *w = arg(n, 1);
   SSM_TRY(need_float(n, 0, "matmul input"));
-  SSM_TRY(same_dtype(n, 0, 1));
+  SSM_TRY(need_float(n, 1, "matmul weight"));
   if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[1])
     return bad("matmul needs x [..,K] and weight [N,K], got %s and %s", FMT(x, b1),
                FMT(w, b2));
   *out = *x;
+  out->dtype = SSM_F32;
   out->dims[x->rank - 1] = w->dims[0];
   return NULL;
 }

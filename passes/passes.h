@@ -15,6 +15,7 @@
 typedef struct {
   int no_fuse;       /* 1: the fuse pass leaves every op in a kernel of its own */
   uint32_t align;    /* activation offsets are multiples of this (bytes; 0: 256) */
+  ssm_dtype weight_dtype; /* f16/bf16: matmul and embed weights are kept in it (weights.c) */
 } ssm_pass_opts;
 
 /* What a pass reports (dispatches before/after, bytes planned vs naive...):
@@ -34,6 +35,7 @@ extern const ssm_pass ssm_passes[];
 ssm_status ssm_pass_verify(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_infer(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_simplify(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
+ssm_status ssm_pass_weights(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);
 ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n);

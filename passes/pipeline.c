@@ -16,6 +16,7 @@ const ssm_pass ssm_passes[] = {
     {"verify", ssm_pass_verify, "check the graph (arity, attributes, types, SSA order)"},
     {"infer", ssm_pass_infer, "recompute every result type from the shape rules"},
     {"simplify", ssm_pass_simplify, "fold unary ops on weights into load-time transforms, CSE, DCE"},
+    {"weights", ssm_pass_weights, "keep matmul and embed weights in the bundle's dtype (f16, bf16)"},
     {"fuse", ssm_pass_fuse, "group ops into kernels (elementwise chains, norm prologues, scan)"},
     {"plan_buffers", ssm_pass_plan_buffers, "give activations offsets in one pool by liveness"},
     {"schedule", ssm_pass_schedule, "order the kernels into a dispatch list with barriers"},

@@ -77,3 +77,24 @@ ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_re
   free(ids);
   return st;
 }
+
+ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
+                                 ssmc_profile_step **out_steps, int *out_count) {
+  *out_steps = NULL;
+  *out_count = 0;
+  ssm_backend *b = s->b;
+  if (!b->ops->profile)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "the %s backend cannot profile its work",
+                          b->ops->name);
+  if (runs < 1) runs = 1;
+  ssm_step_time *t;
+  int n;
+  SSM_TRY(b->ops->profile(b, prefill, runs, &t, &n));
+  ssmc_profile_step *p = ssm_xcalloc((size_t)n + 1, sizeof *p);
+  for (int i = 0; i < n; i++)
+    p[i] = (ssmc_profile_step){t[i].kernel, t[i].family, t[i].op, t[i].us, t[i].bytes};
+  free(t);
+  *out_steps = p;
+  *out_count = n;
+  return ssm_backend_check(b);
+}

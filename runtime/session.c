@@ -7,6 +7,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "runtime/cpu/cpu.h"
 #include "runtime/internal.h"
@@ -124,13 +125,18 @@ void ssmc_options_init(ssmc_options *o) {
   *o = (ssmc_options){.backend = SSMC_BACKEND_VULKAN, .device = -1, .eos = -1};
 }
 
-/* A file that starts with the bundle magic. */
+/* A regular file that starts with the bundle magic. */
 static int is_bundle(const char *path) {
-  if (is_dir(path)) return 0;
-  FILE *f = fopen(path, "rb");
+  int fd;
+  size_t size;
+  ssm_status s = ssm_file_open(path, &fd, &size);
+  if (s) {
+    ssm_status_free(s);
+    return 0;
+  }
   char magic[4] = {0};
-  int yes = f && fread(magic, 1, 4, f) == 4 && !memcmp(magic, "SSMB", 4);
-  if (f) fclose(f);
+  int yes = size >= 4 && read(fd, magic, 4) == 4 && !memcmp(magic, "SSMB", 4);
+  close(fd);
   return yes;
 }
 
@@ -148,9 +154,12 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   if (bundle && o->backend == SSMC_BACKEND_CPU)
     return ssm_status_new(SSM_ERR_INVALID, "%s: the CPU backend runs a model (a directory or an "
                           "architecture YAML), not a compiled bundle", model);
-  if (bundle && (o->chunk || o->max_seq || o->no_fuse))
-    return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq and no_fuse are fixed when a "
-                          "bundle is compiled (ssmc compile --chunk, --max-seq)", model);
+  if ((unsigned)o->dtype > SSMC_DTYPE_BF16)
+    return ssm_status_new(SSM_ERR_INVALID, "options.dtype: %d is not AUTO, F32, F16 or BF16",
+                          (int)o->dtype);
+  if (bundle && (o->chunk || o->max_seq || o->no_fuse || o->dtype))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq, dtype and no_fuse are fixed when "
+                          "a bundle is compiled (ssmc compile --chunk, --max-seq, --dtype)", model);
   if (o->validation && o->backend == SSMC_BACKEND_VULKAN && !ssm_vk_validation_available())
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "validation: VK_LAYER_KHRONOS_validation is not "
                           "installed (Debian: apt-get install vulkan-validationlayers)");
@@ -165,12 +174,18 @@ static ssm_status open_backend(const char *model, const ssmc_options *o, const c
     SSM_TRY(ssm_bundle_open(model, &bd));
     return ssm_vk_backend_open(bd, weights, &vo, out);
   }
+  static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
+                                      [SSMC_DTYPE_BF16] = SSM_BF16};
+  ssm_dtype dtype = SSM_F32;
+  if (o->dtype == SSMC_DTYPE_AUTO) SSM_TRY(ssm_st_path_dtype(weights, &dtype));
+  else dtype = dtypes[o->dtype];
   ssm_model *m;
   SSM_TRY(ssm_model_open(model, o->config, &m));
   ssm_status s = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
-  if (!s && o->backend == SSMC_BACKEND_CPU) return ssm_cpu_backend_open(m, weights, o->chunk, out);
+  if (!s && o->backend == SSMC_BACKEND_CPU)
+    return ssm_cpu_backend_open(m, weights, o->chunk, dtype, out);
   ssm_bundle *bd = NULL;
-  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = SSM_F32, .no_fuse = o->no_fuse};
+  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse};
   if (!s) s = ssm_compile(m, &co, &bd);
   ssm_model_close(m);
   if (s) return s;
@@ -224,6 +239,8 @@ int64_t ssmc_session_vocab(const ssmc_session *s) { return s->b->vocab; }
 int64_t ssmc_session_position(const ssmc_session *s) { return s->b->position; }
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
+
+const char *ssmc_session_dtype(const ssmc_session *s) { return ssm_dtype_name(s->b->dtype); }
 
 ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out) {
   *out = NULL;

@@ -134,6 +134,15 @@ typedef struct ssmc_session ssmc_session;
 
 typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
 
+/* How the matmul and embedding weights are kept on the device (activations,
+ * state and all arithmetic are f32 either way). */
+typedef enum {
+  SSMC_DTYPE_AUTO, /* the checkpoint's own: bf16 for a bf16 checkpoint */
+  SSMC_DTYPE_F32,
+  SSMC_DTYPE_F16,
+  SSMC_DTYPE_BF16
+} ssmc_dtype;
+
 typedef struct {
   ssmc_backend backend;  /* VULKAN (the GPU, or lavapipe) or CPU (the reference interpreter) */
   int device;            /* Vulkan device index (ssmc_devices); -1 picks a discrete GPU first */
@@ -144,6 +153,7 @@ typedef struct {
   int chunk;             /* prompt tokens per prefill run when compiling (0: 32) */
   int max_seq;           /* positions an attention KV cache holds when compiling (0: 2048) */
   int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
+  ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
   int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
                           * tokenizer's <|endoftext|> */
 } ssmc_options;
@@ -164,6 +174,8 @@ void ssmc_session_close(ssmc_session *s);
 int64_t ssmc_session_vocab(const ssmc_session *s);
 /* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
 int64_t ssmc_session_eos(const ssmc_session *s);
+/* How the matmul and embedding weights are kept: "f32", "f16" or "bf16". */
+const char *ssmc_session_dtype(const ssmc_session *s);
 /* Tokens fed since the session was opened or reset (or restored). */
 int64_t ssmc_session_position(const ssmc_session *s);
 /* The architecture's name ("mamba", "falcon_mamba", "jamba", ...). */
@@ -238,6 +250,22 @@ typedef struct {
 /* Times `decode_tokens` decode steps both ways and about as many prefill
  * tokens, after a warm-up, from a reset state (the state is reset after). */
 ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out);
+
+/* One dispatch of a profiled program. */
+typedef struct {
+  const char *kernel; /* "k3_matmul" (valid while the session is open) */
+  const char *family; /* its kernel template: "matmul", "scan", ... */
+  const char *op;     /* the fused ops and knobs: "rmsnorm+matmul M=1 K=768 N=3072 ..." */
+  double us;          /* mean GPU time per run, from the end of the dispatch before */
+  uint64_t bytes;     /* the bytes of its bindings: what it may read and write */
+} ssmc_profile_step;
+
+/* Runs the decode program (or, with `prefill`, the prefill program) `runs`
+ * times with GPU timestamps around every dispatch: *out_steps (malloc'd;
+ * free() it) gets each dispatch's mean time. The state is reset after. An
+ * error on the CPU backend or a device without compute timestamps. */
+ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
+                                 ssmc_profile_step **out_steps, int *out_count);
 
 #ifdef __cplusplus
 }

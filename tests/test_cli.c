@@ -2,6 +2,7 @@
  * test_cli.c — the ssmc command line: bad flags and bad inputs give a clear
  * message on stderr and a non-zero exit, never a crash.
  */
+#include <cjson/cJSON.h>
 #include <string.h>
 
 #include "testutil.h"
@@ -149,15 +150,15 @@ static void test_ir_roundtrip_cli(void) {
 /* compile --dump-ir writes one file per pass and program; each parses back
  * and prints identically (after its "# after PASS: note" header line). */
 static void test_dump_ir(void) {
-  static const char *const passes[] = {"verify", "infer", "simplify", "fuse", "plan_buffers",
-                                        "schedule"};
+  static const char *const passes[] = {"verify", "infer",        "simplify", "weights",
+                                        "fuse",   "plan_buffers", "schedule"};
   char cmd[4096], *out;
   const char *dir = ssm_test_tmpdir();
   snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/d.ssmb --dump-ir %s",
            ssm_test_source_dir(), ssm_test_ssmc(), dir, dir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   for (int prog = 0; prog < 2; prog++)
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < 7; i++) {
       snprintf(cmd, sizeof cmd, "f=%s/%s.%02d-%s.ssmir; head -1 $f | grep -q '^# after %s: ' && "
                "tail -n +2 $f > $f.body && %s ir $f | cmp - $f.body && echo SAME", dir,
                prog ? "prefill" : "decode", i, passes[i], passes[i], ssm_test_ssmc());
@@ -169,7 +170,7 @@ static void test_dump_ir(void) {
   snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/d.ssmb --dump-ir /nonexistent/dir",
            ssm_test_source_dir(), ssm_test_ssmc(), dir);
   CU_ASSERT_NOT_EQUAL(ssm_test_sh(cmd, &out), 0);
-  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-ir: cannot write /nonexistent/dir/"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--dump-ir: /nonexistent/dir/"));
   free(out);
 }
 
@@ -209,6 +210,99 @@ static void test_bad_settings(void) {
   }
 }
 
+/* SIGINT or SIGTERM during generation: the run stops at the next token,
+ * finishes its line, keeps the old --dump-logits file and leaves no
+ * temporary file, and exits with 128 + the signal. Killed outright
+ * (SIGKILL), it still leaves the old file whole. */
+static void test_signals(void) {
+  static const char *const sigs[] = {"INT", "TERM", "KILL"};
+  static const int codes[] = {130, 143, 137};
+  for (int i = 0; i < 3; i++) {
+    char dir[512], cmd[8192], *out;
+    snprintf(dir, sizeof dir, "%s/sig%d", ssm_test_tmpdir(), i);
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s && echo old > %s/dump && cd %s && "
+             "(%s run models/pymamba --weights models/pymamba --prompt 'def f(x):' -n 1000000 "
+             "--dump-logits %s/dump > %s/out 2>%s/err & pid=$!; "
+             "for k in $(seq 600); do [ $(wc -c < %s/out) -gt 40 ] && break; sleep 0.1; done; "
+             "kill -%s $pid; wait $pid; echo \"rc=$?\"; ls -A %s; tail -c 1 %s/out | od -c | head -1)",
+             dir, dir, ssm_test_source_dir(), ssm_test_ssmc(), dir, dir, dir, dir, sigs[i], dir, dir);
+    ssm_test_sh(cmd, &out);
+    char want[32];
+    snprintf(want, sizeof want, "rc=%d\n", codes[i]);
+    if (!strstr(out, want)) fprintf(stderr, "\n  SIG%s: %s\n", sigs[i], out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    if (i < 2) { /* caught: no temporary file left, and the line was finished */
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, "\ndump\nerr\nout\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(out, "\\n"));
+    }
+    free(out);
+    snprintf(cmd, sizeof cmd, "cat %s/dump", dir);
+    ssm_test_sh(cmd, &out);
+    CU_ASSERT_STRING_EQUAL(out, "old\n");
+    free(out);
+  }
+}
+
+/* An output that would overwrite one of the command's inputs is refused,
+ * and the input is untouched; stdin larger than the bound is refused. */
+static void test_outputs_are_not_inputs(void) {
+  char dir[512], cmd[4096], *out;
+  snprintf(dir, sizeof dir, "%s/io", ssm_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/" FIX "/config.json %s/" FIX
+           "/model.safetensors models/mamba1.yaml %s/ && cd %s && %s compile %s -o %s/m.ssmb",
+           dir, ssm_test_source_dir(), ssm_test_source_dir(), dir, ssm_test_source_dir(),
+           ssm_test_ssmc(), dir, dir);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  struct { const char *args, *want; } cases[] = {
+      {"compile %s/mamba1.yaml --config %s/config.json -o %s/mamba1.yaml", "-o "},
+      {"compile %s -o %s/config.json%.0s", "a file of the weights directory"},
+      {"run %s --weights %s --tokens 1 -n 2 --dump-logits %s/model.safetensors", "--dump-logits "},
+      {"run %s/m.ssmb --weights %s --tokens 1 -n 2 --state-out %s/m.ssmb", "--state-out "},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[2048];
+    snprintf(args, sizeof args, cases[i].args, dir, dir, dir);
+    expect(args, 1, "an input of this command");
+    expect(args, 1, cases[i].want);
+  }
+  snprintf(cmd, sizeof cmd, "cmp %s/mamba1.yaml %s/models/mamba1.yaml && cmp %s/config.json "
+           "%s/" FIX "/config.json && cmp %s/model.safetensors %s/" FIX "/model.safetensors && "
+           "%s inspect %s/m.ssmb > /dev/null", dir, ssm_test_source_dir(), dir,
+           ssm_test_source_dir(), dir, ssm_test_source_dir(), ssm_test_ssmc(), dir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0); /* every input as it was */
+  snprintf(cmd, sizeof cmd, "head -c 70000000 /dev/zero | %s tokenize --tokenizer "
+           "%s/models/pymamba -", ssm_test_ssmc(), ssm_test_source_dir());
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "tokenize -: standard input is larger than 64 MiB"));
+  free(out);
+}
+
+/* bench --profile --json: one JSON object with each program's dispatches
+ * (as many as inspect counts) and its totals per family. */
+static void test_bench_profile(void) {
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/p.ssmb --chunk 4 && %s bench "
+           "%s/p.ssmb --weights " FIX " -n 8 --profile --json", ssm_test_source_dir(),
+           ssm_test_ssmc(), ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &out), 0);
+  cJSON *j = cJSON_Parse(out);
+  if (!j) fprintf(stderr, "\n  not JSON: %s\n", out);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  for (int p = 0; p < 2; p++) {
+    const cJSON *prog = cJSON_GetObjectItem(j, p ? "prefill" : "decode");
+    CU_ASSERT(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "steps")) > 5);
+    CU_ASSERT_EQUAL(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "steps")),
+                    cJSON_GetObjectItem(prog, "dispatches")->valueint);
+    CU_ASSERT(cJSON_GetArraySize(cJSON_GetObjectItem(prog, "families")) >= 3);
+    CU_ASSERT(cJSON_GetObjectItem(prog, "us")->valuedouble > 0);
+  }
+  CU_ASSERT_PTR_NOT_NULL(cJSON_GetObjectItem(j, "device"));
+  cJSON_Delete(j);
+  free(out);
+  expect("bench " FIX " --weights " FIX " --backend cpu --profile", 2, "expected a compiled bundle");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"usage", test_usage},
                          {"bad_tokens", test_bad_tokens},
@@ -220,6 +314,9 @@ int main(void) {
                          {"dump_ir", test_dump_ir},
                          {"refuses_unsupported_config", test_refuses_unsupported_config},
                          {"bad_settings", test_bad_settings},
+                         {"signals", test_signals},
+                         {"outputs_are_not_inputs", test_outputs_are_not_inputs},
+                         {"bench_profile", test_bench_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("cli", tests);
 }

@@ -5,6 +5,7 @@
  */
 #include <cjson/cJSON.h>
 #include <string.h>
+#include <time.h>
 
 #include "bundle/bundle.h"
 #include "runtime/vulkan/vulkan.h"
@@ -429,6 +430,71 @@ static void test_doubling_chain_compiles(void) {
   free(b);
 }
 
+/* Compile time is linear in the number of layers: Jamba with 2,000 layers
+ * compiles in about 4x the time of 500 (a quadratic step, such as looking up
+ * weights by name in a list or walking the whole graph for every kernel,
+ * made it 16x: 400 layers took 9.9 s and 800 took 34 s). The bound is loose,
+ * a ratio rather than a time, so a slow or busy machine does not fail it. */
+static double compile_layers(int layers) {
+  char *cfg;
+  size_t n;
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path("tests/data/jamba_tiny/config.json"), 0, &cfg, &n));
+  char *at = strstr(cfg, "\"num_hidden_layers\": 4");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  ssm_sb edited = {0};
+  ssm_sb_printf(&edited, "%.*s\"num_hidden_layers\": %d%s", (int)(at - cfg), cfg, layers,
+                at + strlen("\"num_hidden_layers\": 4"));
+  free(cfg);
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  SSM_ASSERT_OK(ssm_model_open_text("models/jamba.yaml", ssm_models_embedded("jamba.yaml"),
+                                    strlen(ssm_models_embedded("jamba.yaml")), "config.json",
+                                    edited.s, edited.n, &m));
+  ssm_compile_opts o = {.prefill_tokens = 4};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  CU_ASSERT(b && ssm_bundle_manifest(b)->nstates >= layers); /* every layer made it */
+  ssm_bundle_close(b);
+  ssm_model_close(m);
+  ssm_sb_free(&edited);
+  return (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+}
+
+static void test_compile_time_linear(void) {
+  double small = compile_layers(500), large = compile_layers(2000);
+  fprintf(stderr, "\n  jamba: 500 layers %.2f s, 2000 layers %.2f s (%.1fx)", small, large,
+          large / small);
+  CU_ASSERT(large < 8 * small + 2);
+}
+
+/* Profiling: one time per dispatch of the program, each non-negative,
+ * summing to more than nothing, with the kernel and op of the manifest. */
+static void test_profile(void) {
+  ssm_bundle *b = compile("jamba_tiny", 4);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int nsteps[2] = {m->decode.nsteps, m->prefill.nsteps};
+  ssm_backend *be = open_vk(b, "jamba_tiny");
+  for (int prefill = 0; prefill < 2; prefill++) {
+    ssm_step_time *t = NULL;
+    int n = 0;
+    SSM_ASSERT_OK(be->ops->profile(be, prefill, 3, &t, &n));
+    CU_ASSERT_EQUAL(n, nsteps[prefill]);
+    double sum = 0;
+    for (int i = 0; t && i < n; i++) {
+      CU_ASSERT(t[i].us >= 0);
+      CU_ASSERT(t[i].bytes > 0);
+      CU_ASSERT_PTR_NOT_NULL(strstr(t[i].kernel, t[i].family));
+      sum += t[i].us;
+    }
+    CU_ASSERT(sum > 0);
+    free(t);
+    CU_ASSERT_EQUAL(be->position, 0); /* reset after */
+  }
+  ssm_backend_close(be);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -440,6 +506,8 @@ int main(void) {
                          {"backend_refuses_bad_input", test_backend_refuses_bad_input},
                          {"position_and_max_seq", test_position_and_max_seq},
                          {"doubling_chain_compiles", test_doubling_chain_compiles},
+                         {"compile_time_linear", test_compile_time_linear},
+                         {"profile", test_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

@@ -12,14 +12,25 @@
 #include "frontend/frontend.h"
 #include "testutil.h"
 
+/* A mamba config.json; `extra` ("\"key\": value, ...") adds keys or
+ * replaces the ones it names. */
 static const char *tiny_config(const char *name, const char *extra) {
-  char buf[1024];
-  int n = snprintf(buf, sizeof buf,
-                   "{%s\"model_type\": \"mamba\", \"hidden_size\": 64, \"intermediate_size\": 128,\n"
-                   " \"state_size\": 16, \"time_step_rank\": 4, \"conv_kernel\": 4,\n"
-                   " \"num_hidden_layers\": 2, \"vocab_size\": 1000, \"layer_norm_epsilon\": 1e-5,\n"
-                   " \"tie_word_embeddings\": true}\n",
-                   extra);
+  static const char *const base[][2] = {
+      {"model_type", "\"mamba\""}, {"hidden_size", "64"}, {"intermediate_size", "128"},
+      {"state_size", "16"},         {"time_step_rank", "4"}, {"conv_kernel", "4"},
+      {"num_hidden_layers", "2"},   {"vocab_size", "1000"}, {"layer_norm_epsilon", "1e-5"},
+      {"tie_word_embeddings", "true"}};
+  char buf[1024], key[64];
+  int n = snprintf(buf, sizeof buf, "{%s", extra);
+  size_t el = strlen(extra);
+  int first = !el || (el >= 2 && !strcmp(extra + el - 2, ", ")); /* extra ends with its comma */
+  for (size_t i = 0; i < sizeof base / sizeof base[0]; i++) {
+    snprintf(key, sizeof key, "\"%s\"", base[i][0]);
+    if (strstr(extra, key)) continue;
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "%s%s: %s", first ? "" : ", ", key, base[i][1]);
+    first = 0;
+  }
+  n += snprintf(buf + n, sizeof buf - (size_t)n, "}\n");
   return ssm_test_write(name, buf, (size_t)n);
 }
 
@@ -263,10 +274,10 @@ static void test_config_python_tokens(void) {
   const char *bad = "{\"model_type\": \"mamba\", \"a\": [Infinity], \"hidden_size\": Infinity x}\n";
   char want[600];
   const char *cfg = ssm_test_write("config_py_same.json", same, strlen(same));
-  snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
+  snprintf(want, sizeof want, "%s:1:66: not valid JSON", cfg);
   SSM_ASSERT_ERR(ssm_model_open(yaml, cfg, &m), want);
   cfg = ssm_test_write("config_py_bad.json", bad, strlen(bad));
-  snprintf(want, sizeof want, "%s:1:66: malformed JSON", cfg);
+  snprintf(want, sizeof want, "%s:1:66: not valid JSON", cfg);
   SSM_ASSERT_ERR(ssm_model_open(yaml, cfg, &m), want);
   CU_ASSERT_PTR_NULL(m);
 }
@@ -711,10 +722,14 @@ static void test_config_errors(void) {
     CU_ASSERT_PTR_NULL(m);
   }
   static const char *const files[][2] = {
-      {"", "bad_cfg.json:1:1: malformed JSON"},
-      {"garbage", "bad_cfg.json:1:1: malformed JSON"},
-      {"{\"hidden_size\": 64,,}", "bad_cfg.json:1:21: malformed JSON"},
+      {"", "bad_cfg.json:1:1: not valid JSON"},
+      {"garbage", "bad_cfg.json:1:1: not valid JSON"},
+      {"{\"hidden_size\": 64,,}", "bad_cfg.json:1:21: not valid JSON"},
       {"[1, 2]", "bad_cfg.json: not a JSON object"},
+      {"{\"hidden_size\": 64, \"vocab_size\": 9, \"hidden_size\": 32}",
+       "bad_cfg.json: the key 'hidden_size' is given twice in the top object"},
+      {"{\"text_config\": {\"a\": 1, \"a\": 2}}",
+       "bad_cfg.json: the key 'a' is given twice in the object at text_config"},
       {"64", "bad_cfg.json: not a JSON object"},
   };
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -765,7 +780,7 @@ static void test_load_text(void) {
   char *cut = malloc(10);
   memcpy(cut, cfg, 10);
   SSM_ASSERT_ERR(ssm_model_open_text("mem.yaml", yaml, strlen(yaml), "mem.json", cut, 10, &m),
-                 "mem.json:1:3: malformed JSON");
+                 "mem.json:1:3: not valid JSON");
   free(cut);
   CU_ASSERT_PTR_NULL(m);
   SSM_ASSERT_ERR(ssm_model_open_text("mem.yaml", yaml, strlen(yaml), "mem.json", "[1]", 3, &m),

@@ -207,6 +207,60 @@ static void check_fixture(const char *name) {
   free(g.logits);
 }
 
+/* ---- 16-bit weights ------------------------------------------------------- */
+
+/* Feeds prompt + generated[:-1] through a session opened with `o` and returns
+ * the logits of every position (rows*vocab), or NULL. `dtype` is what the
+ * session must say it keeps its weights in. */
+static float *feed_rows(const char *name, const golden *g, const ssmc_options *o,
+                        const char *dtype) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(dir, o, &s));
+  if (!s) return NULL;
+  CU_ASSERT_STRING_EQUAL(ssmc_session_dtype(s), dtype);
+  int32_t ids[128];
+  for (int i = 0; i < g->np; i++) ids[i] = g->prompt[i];
+  for (int i = 0; i + 1 < g->ngen; i++) ids[g->np + i] = g->gen[i];
+  rows r = {0};
+  SSM_ASSERT_OK(ssmc_session_feed(s, ids, (size_t)g->rows, keep_row, &r));
+  ssmc_session_close(s);
+  CU_ASSERT_EQUAL(r.n, (size_t)g->rows * (size_t)g->vocab);
+  if (r.n == (size_t)g->rows * (size_t)g->vocab) return r.rows;
+  free(r.rows);
+  return NULL;
+}
+
+/* A 16-bit checkpoint is kept in its own dtype by default (half the bytes
+ * of f32), and gives the f32 bundle's logits up to the order of the f32
+ * sums: the widened values are the same numbers. */
+static void test_checkpoint_dtype(void) {
+  static const struct { const char *fixture, *dtype; } cases[] = {
+      {"falcon_bf16_untied", "bf16"}, {"mamba1_f16_sharded", "f16"}, {"mamba1_tiny", "f32"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    golden g = {0};
+    CU_ASSERT_FATAL(load_golden(cases[i].fixture, &g));
+    for (int be = 0; be < 2; be++) {
+      ssmc_options o = opts(be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN, 4);
+      float *native = feed_rows(cases[i].fixture, &g, &o, cases[i].dtype);
+      o.dtype = SSMC_DTYPE_F32;
+      float *wide = feed_rows(cases[i].fixture, &g, &o, "f32");
+      int row;
+      if (native && wide) {
+        double e = rel_err(native, wide, &g, &row);
+        fprintf(stderr, "\n  %s %s: %s vs f32 %.3g", cases[i].fixture, be ? "cpu" : "vulkan",
+                cases[i].dtype, e);
+        CU_ASSERT(e <= 1e-5);
+        CU_ASSERT(rel_err(native, g.logits, &g, &row) <= 1e-4);
+      }
+      free(native);
+      free(wide);
+    }
+    free(g.logits);
+  }
+}
+
 static void test_mamba1_tiny(void) { check_fixture(fixtures[0]); }
 static void test_mamba1_untied(void) { check_fixture(fixtures[1]); }
 static void test_mamba1_f16_sharded(void) { check_fixture(fixtures[2]); }
@@ -229,6 +283,7 @@ int main(void) {
                          {"mamba2_bigstate", test_mamba2_bigstate},
                          {"jamba_tiny", test_jamba_tiny},
                          {"jamba_gqa", test_jamba_gqa},
+                         {"checkpoint_dtype", test_checkpoint_dtype},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }

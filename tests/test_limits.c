@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "codegen/codegen.h"
 #include "bundle/bundle.h"
@@ -200,7 +201,8 @@ static void test_nonfinite_logits(void) {
 
 /* A model whose weights outgrow every device (hidden 2^25: a 128 GiB
  * embedding): ssm_vk_backend_open fails while creating buffers, before it reads any
- * weights, with the size in the message; nothing leaks (LSan builds). */
+ * weights, with the size in the message; nothing leaks (LSan builds). The
+ * CPU backend refuses it before it allocates, naming the memory it needs. */
 static void test_too_large_for_device(void) {
   char dir[512], cfg[600], bundle[600];
   snprintf(dir, sizeof dir, "%s/huge_model", ssm_test_tmpdir());
@@ -225,8 +227,34 @@ static void test_too_large_for_device(void) {
   ssm_model_close(m);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   SSM_ASSERT_OK(ssm_bundle_save(b, bundle));
+  /* a checkpoint with every weight at its full size: a sparse file, whose
+   * header is right and whose data is never read */
+  const ssm_manifest *mf = ssm_bundle_manifest(b);
+  ssm_sb h = {0};
+  uint64_t at = 0;
+  ssm_sb_printf(&h, "{");
+  for (int i = 0; i < mf->nweights; i++) {
+    const ssm_mf_tensor *w = &mf->weights[i];
+    ssm_sb_printf(&h, "%s\"%s\":{\"dtype\":\"F32\",\"shape\":[", i ? "," : "", w->name);
+    for (int d = 0; d < w->type.rank; d++)
+      ssm_sb_printf(&h, "%s%lld", d ? "," : "", (long long)w->type.dims[d]);
+    ssm_sb_printf(&h, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)at,
+                  (unsigned long long)(at + w->region.bytes));
+    at += w->region.bytes;
+  }
+  ssm_sb_printf(&h, "}");
+  char st_path[700];
+  snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+  f = fopen(st_path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  uint64_t hl = h.n;
+  for (int i = 0; i < 8; i++) fputc((int)(hl >> (8 * i)) & 0xff, f);
+  fwrite(h.s, 1, h.n, f);
+  fclose(f);
+  ssm_sb_free(&h);
+  CU_ASSERT_EQUAL_FATAL(truncate(st_path, (off_t)(8 + hl + at)), 0);
   ssm_backend *rt = NULL;
-  ssm_status s = ssm_vk_backend_open(b, "/nonexistent/weights", NULL, &rt);
+  ssm_status s = ssm_vk_backend_open(b, dir, NULL, &rt);
   CU_ASSERT_PTR_NULL(rt);
   CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_DEVICE);
   const char *msg = ssm_status_message(s);
@@ -236,8 +264,12 @@ static void test_too_large_for_device(void) {
   CU_ASSERT_PTR_NOT_NULL(strstr(msg, "GiB device-local): VK_ERROR_OUT_OF_DEVICE_MEMORY"));
   ssm_status_free(s);
   char args[1400];
-  snprintf(args, sizeof args, "run %s --weights " FIX " --tokens 1 -n 1", bundle);
+  snprintf(args, sizeof args, "run %s --weights %s --tokens 1 -n 1", bundle, dir);
   expect_ssmc_fails(args, "GiB device-local): VK_ERROR_OUT_OF_DEVICE_MEMORY");
+  /* the same weights on the CPU: refused before anything is allocated */
+  snprintf(args, sizeof args, "run %s --weights %s --tokens 1 -n 1 --backend cpu", dir, dir);
+  expect_ssmc_fails(args, "needs");
+  unlink(st_path);
 }
 
 int main(void) {

@@ -57,6 +57,60 @@ static void check_simplify(const char *in, const char *want, const char *note) {
              "folded 0 unary ops into weight transforms, merged 0 nodes, removed 0 dead nodes");
 }
 
+/* ---- weights ------------------------------------------------------------------ */
+
+/* Only weights that nothing but a matmul (as its weight) or an embed (as
+ * its table) reads become 16-bit, and only without a transform: %1 is
+ * also added to, %3 has a transform, %6 is rank 1. The f32 results keep
+ * the graph's activations f32. */
+static void test_weights_pass(void) {
+  const char *in = "graph g {\n"
+                   "  %0:i32[2] = input name=\"tokens\"\n"
+                   "  %1:f32[10,4] = weight name=\"emb\"\n"
+                   "  %2:f32[2,4] = embed %1, %0\n"
+                   "  %3:f32[8,4] = weight name=\"a\" transform=\"exp\"\n"
+                   "  %4:f32[2,8] = matmul %2, %3\n"
+                   "  %5:f32[4,8] = weight name=\"b\"\n"
+                   "  %6:f32[4] = weight name=\"c\"\n"
+                   "  %7:f32[2,4] = matmul %4, %5\n"
+                   "  %8:f32[2,4] = add %7, %6\n"
+                   "  %9:f32[10,4] = weight name=\"d\"\n"
+                   "  %10:f32[2,10] = matmul %8, %9\n"
+                   "  %11:f32[2,4] = embed %9, %0\n"
+                   "  %12:f32[10,4] = add %1, %1\n"
+                   "  output %10, %11, %12\n"
+                   "}\n";
+  for (int d = 0; d < 3; d++) {
+    ssm_dtype dts[] = {SSM_BF16, SSM_F16, SSM_F32};
+    ssm_graph *g = parse(in);
+    if (!g) return;
+    ssm_pass_opts po = {.weight_dtype = dts[d]};
+    char note[256] = "";
+    SSM_ASSERT_OK(ssm_pass_weights(g, &po, note, sizeof note));
+    SSM_ASSERT_OK(ssm_graph_verify(g));
+    ssm_dtype want[13] = {SSM_I32, SSM_F32, SSM_F32, SSM_F32, SSM_F32, dts[d], SSM_F32,
+                          SSM_F32, SSM_F32, dts[d], SSM_F32, SSM_F32, SSM_F32};
+    int i = 0;
+    for (ssm_node *n = g->first; n; n = n->next)
+      if (n->result) CU_ASSERT_EQUAL(n->result->type.dtype, want[i++]);
+    CU_ASSERT_EQUAL(i, 13);
+    if (dts[d] != SSM_F32) CU_ASSERT_PTR_NOT_NULL(strstr(note, "2 weights stored as"));
+    ssm_graph_destroy(g);
+  }
+  ssm_graph *g = parse(in);
+  ssm_pass_opts po = {.weight_dtype = SSM_I32};
+  if (g) SSM_ASSERT_ERR(ssm_pass_weights(g, &po, NULL, 0), "weights: dtype i32 is not f32, f16 or bf16");
+  ssm_graph_destroy(g);
+  /* a 16-bit weight anywhere but a matmul's weight or an embed's table */
+  g = NULL;
+  ssm_status s = ssm_graph_parse("graph g {\n  %0:bf16[4] = weight name=\"w\"\n"
+                                 "  %1:f32[4] = weight name=\"v\"\n"
+                                 "  %2:f32[4] = add %1, %0\n  output %2\n}\n", "t.ssmir", &g);
+  if (!s) s = ssm_graph_verify(g);
+  SSM_ASSERT_ERR(s, "operand dtypes differ: f32[4] and bf16[4]");
+  ssm_graph_destroy(g);
+}
+
 /* ---- simplify: fold --------------------------------------------------------- */
 
 static void test_fold_a_log(void) {
@@ -396,7 +450,7 @@ static void test_pipeline(void) {
     CU_ASSERT_PTR_NOT_NULL(p->what);
     count++;
   }
-  CU_ASSERT_EQUAL(count, 6);
+  CU_ASSERT_EQUAL(count, 7);
 
   ssm_graph *g = parse(small);
   seen s = {0};
@@ -422,8 +476,8 @@ static void test_pipeline(void) {
   g = parse(small);
   s = (seen){0};
   SSM_ASSERT_ERR(ssm_passes_run(g, NULL, "fusion", record, &s),
-                 "unknown pass 'fusion' (passes: verify, infer, simplify, fuse, plan_buffers, "
-                 "schedule)");
+                 "unknown pass 'fusion' (passes: verify, infer, simplify, weights, fuse, "
+                 "plan_buffers, schedule)");
   CU_ASSERT_EQUAL(s.n, 0); /* nothing ran */
   ssm_graph_destroy(g);
 
@@ -729,11 +783,13 @@ static void test_golden_ir(void) {
   if (!g) return;
   dumps d;
   memset(&d, 0, sizeof d);
-  SSM_ASSERT_OK(ssm_passes_run(g, NULL, NULL, dump_after, &d));
+  /* with bf16 weights, so that the weights pass has something to do */
+  ssm_pass_opts po = {.weight_dtype = SSM_BF16};
+  SSM_ASSERT_OK(ssm_passes_run(g, &po, NULL, dump_after, &d));
   ssm_graph_destroy(g);
   const char *update = getenv("SSM_UPDATE_GOLDEN");
   int updating = update && !strcmp(update, "1");
-  CU_ASSERT_EQUAL(d.n, 6);
+  CU_ASSERT_EQUAL(d.n, 7);
   for (int i = 0; i < d.n; i++) {
     const char *pass = ssm_passes[i].name;
     char rel[256];
@@ -757,7 +813,7 @@ static void test_golden_ir(void) {
       } else {
         fprintf(stderr, "\n  %s is missing, but pass %s reports \"%s\": create it with "
                 "SSM_UPDATE_GOLDEN=1 build/test_passes (or `ssmc ir tests/data/mamba1_tiny "
-                "--seq 2 --after %s > %s`) and review it\n", rel, pass, d.note[i], pass, rel);
+                "--seq 2 --dtype bf16 --after %s > %s`) and review it\n", rel, pass, d.note[i], pass, rel);
         CU_FAIL("golden IR file missing for an implemented pass");
       }
       continue;
@@ -820,7 +876,7 @@ static void test_cli(void) {
   if (want) CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   int headers = 0;
   for (const char *p = out; (p = strstr(p, "# after ")); p++) headers++;
-  CU_ASSERT_EQUAL(headers, 6);
+  CU_ASSERT_EQUAL(headers, 7);
   free(out);
   free(want);
 
@@ -828,7 +884,7 @@ static void test_cli(void) {
            ssm_test_source_dir(), ssm_test_ssmc());
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 2);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "unknown pass 'fusion' (passes: verify, infer, simplify, "
-                                     "fuse, plan_buffers, schedule, all)"));
+                                     "weights, fuse, plan_buffers, schedule, all)"));
   free(out);
   snprintf(cmd, sizeof cmd, "cd %s && %s ir tests/data/mamba1_tiny --after",
            ssm_test_source_dir(), ssm_test_ssmc());
@@ -981,6 +1037,7 @@ int main(void) {
                          {"transform_matches_cpu", test_transform_matches_cpu},
                          {"cpu_simplified", test_cpu_simplified},
                          {"golden_ir", test_golden_ir},
+                         {"weights_pass", test_weights_pass},
                          {"cli", test_cli},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("passes", tests);

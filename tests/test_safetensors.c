@@ -6,6 +6,7 @@
  */
 #include <math.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "bundle/bundle.h"
@@ -477,8 +478,26 @@ static void test_mutations(void) {
   free(buf);
 }
 
+/* A file truncated after it was opened: reading a tensor that is gone is
+ * an error (a mapping would have died of SIGBUS). */
+static void test_truncated_while_open(void) {
+  const char *p = write_valid("trunc-open.safetensors");
+  ssm_st *st = NULL;
+  SSM_ASSERT_OK(ssm_st_open(p, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  CU_ASSERT_EQUAL_FATAL(truncate(p, (off_t)(8 + strlen(valid_header) + 8)), 0);
+  float a[4];
+  ssm_type t = ssm_type_make(SSM_F32, 2, (int64_t[]){2, 2});
+  SSM_ASSERT_ERR(ssm_st_read(st, "a", &t, a), "shorter than its header says");
+  ssm_status s = NULL;
+  CU_ASSERT_EQUAL(ssm_st_fingerprint(st, &s), 0);
+  SSM_ASSERT_ERR(s, "shorter than its header says");
+  ssm_st_close(st);
+}
+
 int main(void) {
-  CU_TestInfo tests[] = {{"valid_file", test_valid_file},
+  CU_TestInfo tests[] = {{"truncated_while_open", test_truncated_while_open},
+                         {"valid_file", test_valid_file},
                          {"bf16_rounding", test_bf16_rounding},
                          {"f16_conversion", test_f16_conversion},
                          {"sharded", test_sharded},

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/weights/weights.h"
 #include "runtime/ssmc.h"
 #include "testutil.h"
 
@@ -112,8 +113,21 @@ static void test_bad_state_files(void) {
       {"trunc.state", "truncated or corrupt state file", n - 7, -1},
       {"short.state", "not an ssmc state file", 9, -1},
       {"flip.state", "checksum mismatch", n, (int)n - 3},
-      {"ver.state", "state file version 9, but this ssmc reads version 1", n, 4},
+      {"ver.state", "state file version 9, but this ssmc reads version 2", n, 4},
   };
+  /* one bit of the header's position, or of a tensor's offset */
+  static const char *const fields[] = {"\"position\":", "\"offset\":768"};
+  for (int f = 0; f < 2; f++) {
+    memcpy(bad, good, n);
+    char *at = memmem(bad, n, fields[f], strlen(fields[f]));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+    at[strlen(fields[f]) - (f ? 1 : 0)] ^= 1;
+    ssmc_session *c = open_session(FIX, "cpu");
+    SSM_ASSERT_ERR(ssmc_session_load_state(c, ssm_test_write("field.state", bad, n)),
+                   "checksum mismatch");
+    CU_ASSERT_EQUAL(ssmc_session_position(c), 0);
+    ssmc_session_close(c);
+  }
   for (int be = 0; be < 2; be++) {
     s = open_session(FIX, be ? "vulkan" : "cpu");
     int32_t before[4], after[4];
@@ -139,6 +153,66 @@ static void test_bad_state_files(void) {
   ssmc_session_close(s);
   free(bad);
   free(good);
+}
+
+/* Copies fixture `name`'s config.json and model.safetensors into `dir`. */
+static void copy_fixture(const char *name, const char *dir) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "mkdir -p %s && cp %s/%s/config.json %s/%s/model.safetensors %s/",
+           dir, ssm_test_source_dir(), name, ssm_test_source_dir(), name, dir);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+}
+
+/* Weights that differ from the saved state's only after the first 64 bytes
+ * of each tensor (every later f32 halved): the state is refused, and the
+ * message names both fingerprints. */
+static void test_other_weights_refused(void) {
+  char dir[512], st_path[600], path[600];
+  snprintf(dir, sizeof dir, "%s/halved", ssm_test_tmpdir());
+  copy_fixture("tests/data/mamba1_untied", dir);
+  snprintf(st_path, sizeof st_path, "%s/model.safetensors", dir);
+  ssm_st *st = NULL;
+  SSM_ASSERT_OK(ssm_st_open(st_path, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  size_t n;
+  char *bytes = slurp(st_path, &n);
+  for (int i = 0; i < ssm_st_count(st); i++) {
+    const ssm_st_tensor *t = ssm_st_at(st, i);
+    for (size_t b = 64; b + 4 <= t->nbytes; b += 4) {
+      float f;
+      memcpy(&f, bytes + t->offset + b, 4);
+      f *= 0.5f;
+      memcpy(bytes + t->offset + b, &f, 4);
+    }
+  }
+  ssm_st_close(st);
+  FILE *f = fopen(st_path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fwrite(bytes, 1, n, f);
+  fclose(f);
+  free(bytes);
+  snprintf(path, sizeof path, "%s/first.state", ssm_test_tmpdir());
+  int32_t ids[2];
+  ssmc_session *s = open_session(FIX, "cpu");
+  gen(s, (const int32_t[]){1, 2, 3}, 3, 2, ids);
+  SSM_ASSERT_OK(ssmc_session_save_state(s, path));
+  ssmc_session_close(s);
+  for (int be = 0; be < 2; be++) {
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.backend = be ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+    ssmc_session *h = NULL;
+    SSM_ASSERT_OK(ssmc_session_open(dir, &o, &h));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    ssm_status st2 = ssmc_session_load_state(h, path);
+    CU_ASSERT_PTR_NOT_NULL(st2);
+    const char *m = ssm_status_message(st2);
+    const char *a = strstr(m, "fingerprint "), *b = a ? strstr(a, ", these are ") : NULL;
+    CU_ASSERT(a && b && strncmp(a + 12, b + 12, 16)); /* two different fingerprints */
+    if (!(a && b)) fprintf(stderr, "\n  %s\n", m);
+    ssm_status_free(st2);
+    ssmc_session_close(h);
+  }
 }
 
 /* The file format refuses a file whose tensors do not match, and changes
@@ -194,6 +268,7 @@ int main(void) {
                          {"jamba_continues", test_jamba_continues},
                          {"bad_state_files", test_bad_state_files},
                          {"mismatch_changes_nothing", test_mismatch_changes_nothing},
+                         {"other_weights_refused", test_other_weights_refused},
                          {"failed_save_keeps_file", test_failed_save_keeps_file},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("state", tests);

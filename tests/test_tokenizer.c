@@ -481,7 +481,11 @@ static void test_malformed(void) {
   expect_load_error(j, "model.vocab: id 5 is given to both");
   j = base_json();
   cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "he", 900);
-  expect_load_error(j, "model.vocab: token 'he' appears twice");
+  expect_load_error(j, "the key 'he' is given twice in the object at model.vocab");
+  /* one id of 1e9 among a few tokens: refused before the tables are sized */
+  j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "far", 1e9);
+  expect_load_error(j, "the largest token id, 1000000000, is far past the");
   j = base_json();
   cJSON_DeleteItemFromObject(cJSON_GetObjectItem(model_of(j), "vocab"), "Ā");
   expect_load_error(j, "model.vocab lacks the byte-level token 'Ā' for byte 0x00");
@@ -540,7 +544,7 @@ static void test_malformed(void) {
   expect_load_error(j, "added_tokens[1]: id 1 is 'Ā' in model.vocab but '<pad>' here");
   j = base_json();
   cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
-                       cJSON_Parse("{\"id\": 9000, \"content\": \"\"}"));
+                       cJSON_Parse("{\"id\": 300, \"content\": \"\"}"));
   expect_load_error(j, "added_tokens[1].content: expected a non-empty string");
   j = base_json();
   cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
@@ -552,11 +556,11 @@ static void test_malformed(void) {
   expect_load_error(j, "added_tokens[1]: id 0 is already added token '<|endoftext|>'");
   j = base_json();
   cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
-                       cJSON_Parse("{\"id\": 9000, \"content\": \"<x>\", \"lstrip\": 1}"));
+                       cJSON_Parse("{\"id\": 300, \"content\": \"<x>\", \"lstrip\": 1}"));
   expect_load_error(j, "added_tokens[1].lstrip: expected true or false");
   j = base_json();
   cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
-                       cJSON_Parse("{\"id\": 9000, \"content\": \"<\xC3x>\"}"));
+                       cJSON_Parse("{\"id\": 300, \"content\": \"<\xC3x>\"}"));
   expect_load_error(j, "added_tokens[1].content: not valid UTF-8");
 }
 

@@ -453,6 +453,13 @@ static ssm_status load_vocab(load_ctx *L, const cJSON *root, const cJSON *model,
     if (id > max_id) max_id = id;
     i++;
   }
+  /* the tables are sized by the largest id: bound it by what the file
+   * defines, so one id of 1e9 cannot make it allocate gigabytes */
+  int64_t defined = (int64_t)n_vocab + i;
+  if (max_id >= 2 * defined + 1024)
+    return LOAD_ERR(L, SSM_ERR_INVALID, "the largest token id, %lld, is far past the %lld tokens "
+                    "the file defines (ids must be nearly dense)", (long long)max_id,
+                    (long long)defined);
   t->vocab_size = (int32_t)(max_id + 1);
   size_t n = (size_t)t->vocab_size;
   t->str = calloc(n, sizeof *t->str);
@@ -612,19 +619,10 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
   size_t size;
   SSM_TRY(ssm_file_read(path, 0, &text, &size));
   load_ctx L = {path};
-  const char *end = NULL;
-  cJSON *root = cJSON_ParseWithLengthOpts(text, size, &end, 0);
-  if (!root) {
-    size_t off = end && end >= text && end <= text + size ? (size_t)(end - text) : 0;
-    int line = 1, col = 1;
-    for (size_t i = 0; i < off; i++) {
-      if (text[i] == '\n') line++, col = 1;
-      else col++;
-    }
-    free(text);
-    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: not valid JSON", path, line, col);
-  }
+  cJSON *root;
+  ssm_status ps = ssm_json_parse(path, text, size, &root);
   free(text);
+  if (ps) return ps;
   ssm_tok *t = ssm_xcalloc(1, sizeof *t);
   ssm_status s = NULL;
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");

@@ -9,31 +9,35 @@
  * names the option.
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
+#include "runtime/weights/weights.h"
+#include "tools/cli.h"
 #include "tools/export.h"
 
 static const char usage[] =
     "usage:\n"
-    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32]\n"
+    "  ssmc compile MODEL [--config config.json] -o OUT.ssmb [--chunk T] [--dtype f32|f16|bf16]\n"
     "               [--max-seq N] [--no-fuse] [--dump-ir DIR] [--wgsl-window BYTES]\n"
     "  ssmc ir MODEL [--config config.json] [--seq T] [--max-seq N] [--after PASS|all]\n"
+    "          [--dtype f32|f16|bf16]\n"
     "  ssmc run BUNDLE|MODEL --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]\n"
     "           [--greedy | --temperature T --top-k K --top-p P --seed S]\n"
     "           [--tokenizer tokenizer.json] [--eos ID]\n"
     "           [--backend vulkan|cpu] [--device N] [--chunk T] [--dump-logits FILE]\n"
     "           [--config F] [--max-seq N] [--validate] [--state-in FILE] [--state-out FILE]\n"
     "  ssmc inspect BUNDLE [--json]\n"
-    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json]\n"
+    "  ssmc bench BUNDLE --weights DIR [-n N] [--device N] [--json] [--profile]\n"
     "  ssmc devices\n"
     "  ssmc export-web BUNDLE --weights DIR -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
-    "               (a static site that runs the bundle in a browser on WebGPU)\n"
     "  ssmc tokenize --tokenizer tokenizer.json TEXT|-   (prints the ids, comma-separated)\n"
     "  ssmc tokenize --tokenizer tokenizer.json --decode 1,2,3   (prints the text)\n"
     "  ssmc --version\n"
@@ -41,9 +45,9 @@ static const char usage[] =
     "directory, or (ir only) an IR text file FILE.ssmir.\n"
     "--max-seq N: the positions a KV cache holds (default 2048); a bundle keeps\n"
     "the value it was compiled with.\n"
-    "PASS: verify, infer, simplify, fuse, plan_buffers, schedule.\n"
-    "--wgsl-window BYTES: the storage window of WGSL kernels (default 128 MiB,\n"
-    "what every WebGPU adapter binds; smaller ones test the window split).\n";
+    "PASS: verify, infer, simplify, weights, fuse, plan_buffers, schedule.\n"
+    "--wgsl-window BYTES: WGSL kernels' storage window (default 128 MiB; smaller: tests).\n"
+    "export-web: a static site that runs the bundle in a browser on WebGPU.\n";
 
 static int fail(ssmc_status s) {
   fprintf(stderr, "ssmc: %s\n", ssmc_status_message(s));
@@ -136,21 +140,6 @@ static ssm_status parse_ids(const char *what, const char *s, int32_t **out, size
   }
 }
 
-/* TEXT, or all of stdin for "-" (malloc'd). */
-static char *text_arg(const char *text, size_t *out_len) {
-  if (strcmp(text, "-")) {
-    *out_len = strlen(text);
-    return strdup(text);
-  }
-  size_t cap = 4096, n = 0, r;
-  char *buf = malloc(cap);
-  while (buf && (r = fread(buf + n, 1, cap - n - 1, stdin)) > 0)
-    if ((n += r) + 1 >= cap && !(buf = realloc(buf, cap *= 2))) break;
-  if (buf) buf[n] = 0;
-  *out_len = n;
-  return buf;
-}
-
 #define O_FLAG(n, d) {.name = n, .kind = FLAG, .dest = d}
 #define O_STR(n, d) {.name = n, .kind = STR, .dest = d}
 #define O_INT(n, d, l, h, w, g) {.name = n, .kind = INT, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
@@ -183,13 +172,16 @@ static ssm_status load_model(const char *model, const char *config, long max_seq
 }
 
 static int cmd_ir(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *after = NULL;
+  const char *model = NULL, *config = NULL, *after = NULL, *dtype_name = "f32";
   long seq = 1, max_seq = 0;
-  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after),
+  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
                 O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
   if (parse("ir", argc, argv, opts, &model)) return 2;
   if (!model) return usage_error("ir", "missing MODEL%s", "");
+  ssm_pass_opts po = {0};
+  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
+    return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (after && strcmp(after, "all")) {
     const ssm_pass *p = ssm_passes;
     while (p->name && strcmp(p->name, after)) p++;
@@ -217,7 +209,7 @@ static int cmd_ir(int argc, char **argv) {
     ssm_model_close(m);
   }
   int all = after && !strcmp(after, "all");
-  if (!s && after) s = ssm_passes_run(g, NULL, all ? NULL : after, print_after, all ? NULL : (void *)after);
+  if (!s && after) s = ssm_passes_run(g, &po, all ? NULL : after, print_after, all ? NULL : (void *)after);
   if (!s && !after) {
     char *text = ssm_graph_print(g);
     fputs(text, stdout);
@@ -230,25 +222,30 @@ static int cmd_ir(int argc, char **argv) {
 /* ---- ssmc compile / inspect / devices ------------------------------------------------- */
 
 static int cmd_compile(int argc, char **argv) {
-  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = "f32";
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL;
   long chunk = 32, max_seq = 0, window = 0;
   int no_fuse = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
                 CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL),
-                O_INT("--wgsl-window", &window, 256, 1L << 40, "a byte count (a power of two)", NULL),
-                {0}};
+                O_INT("--wgsl-window", &window, 256, 1L << 40, "a power of two", NULL), {0}};
   if (parse("compile", argc, argv, opts, &model)) return 2;
-  ssm_dtype dtype;
-  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32)
+  ssm_dtype dtype = SSM_F32;
+  if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
     return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
   if (!model) return usage_error("compile", "missing MODEL%s", "");
+  struct stat st;
+  int dir = stat(model, &st) == 0 && S_ISDIR(st.st_mode);
+  ssm_status ds = !dtype_name && dir ? ssm_st_path_dtype(model, &dtype) : NULL;
+  if (ds) return fail(ds);
   if (!out) return usage_error("compile", "missing -o OUT.ssmb%s", "");
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
                          .dump_dir = dump, .wgsl_window = (uint64_t)window};
-  ssm_status s = load_model(model, config, max_seq, &m);
+  const char *inputs[] = {model, config, NULL};
+  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, model);
+  if (!s) s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
   if (!s) s = ssm_bundle_save(b, out);
   ssm_bundle_close(b);
@@ -293,7 +290,7 @@ static int cmd_devices(int argc, char **argv) {
 /* ---- ssmc run / bench ------------------------------------------------------------------ */
 
 typedef struct {
-  const char *model, *tokens, *prompt, *dump, *state_in, *state_out, *backend;
+  const char *model, *tokens, *prompt, *dump, *state_in, *state_out, *backend, *dtype;
   long n, chunk, device, max_seq, eos, top_k, seed;
   double temperature, top_p;
   int greedy, validation, chunk_given, max_seq_given, sampling[4];
@@ -304,6 +301,7 @@ typedef struct {
 #define SESSION_OPTS(r)                                                                       \
   O_STR("--weights", &(r)->o.weights), O_STR("--config", &(r)->o.config),                     \
       O_STR("--backend", &(r)->backend), O_FLAG("--validate", &(r)->validation),              \
+      O_STR("--dtype", &(r)->dtype),                                                          \
       O_INT("--device", &(r)->device, 0, 1000, "a device index (see `ssmc devices`)", NULL),        \
       O_INT("-n", &(r)->n, 0, 1 << 24, "a token count from 0 to 16777216", NULL),                   \
       CHUNK_OPT(&(r)->chunk, &(r)->chunk_given), MAX_SEQ_OPT(&(r)->max_seq, &(r)->max_seq_given)
@@ -321,6 +319,14 @@ static int session_options(run_args *r, const char *cmd) {
   if (r->max_seq_given && bundle)
     return usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc compile "
                        "--max-seq): %s", r->model);
+  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
+  int d = 0;
+  while (r->dtype && d < 4 && strcmp(r->dtype, dtypes[d])) d++;
+  if (d == 4) return usage_error(NULL, "--dtype: expected f32, f16 or bf16, got '%s'", r->dtype);
+  if (r->dtype && bundle)
+    return usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile --dtype): "
+                       "%s", r->model);
+  r->o.dtype = (ssmc_dtype)d;
   r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;
@@ -336,14 +342,31 @@ typedef struct {
   ssmc_decoder *dec; /* --prompt: the text so far */
 } printer;
 
+/* SIGINT / SIGTERM: generation stops at the next token and the command
+ * finishes its output; a second one ends the process at once. */
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+static void catch_signals(void) {
+  struct sigaction sa = {.sa_handler = on_signal, .sa_flags = SA_RESETHAND};
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+}
+
+static int stop_on_signal(int32_t id, void *user) { return g_signal != 0; }
+
 static int dump_row(const float *logits, int64_t vocab, int64_t position, void *user) {
   printer *p = user;
+  if (g_signal) return 1;
   if (fwrite(logits, sizeof(float), (size_t)vocab, p->f) != (size_t)vocab) p->err = errno ? errno : EIO;
   return p->err != 0;
 }
 
 static int print_token(int32_t id, void *user) {
   printer *p = user;
+  if (g_signal) return 1;
   const char *text;
   size_t len;
   ssmc_status s = ssmc_decoder_feed(p->dec, id, &text, &len);
@@ -366,6 +389,7 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
   g.seed = (uint32_t)r->seed;
   g.host_greedy = r->greedy;
   g.on_logits = r->dump ? dump_row : NULL;
+  g.on_token = stop_on_signal;
   g.user = p;
   int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
   size_t nids = 0, ngen = 0;
@@ -379,8 +403,8 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
     st = ssmc_session_tokenizer(s, &t);
     if (st) return ssm_status_wrap(st, "--prompt needs a tokenizer (--tokenizer FILE, or "
                                    "tokenizer.json in the weights directory)");
-    text = text_arg(r->prompt, &len);
-    st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
+    st = ssm_cli_text_arg("--prompt", r->prompt, &text, &len);
+    if (!st) st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
     if (!st && !nids) st = ssm_status_new(SSM_ERR_INVALID, "--prompt: the text has no tokens");
     if (!st) st = ssmc_decoder_create(t, 1, &p->dec);
     if (!st) fputs(text, stdout);
@@ -431,31 +455,42 @@ static int cmd_run(int argc, char **argv) {
   if (session_options(&r, "run")) return 2;
   if (!r.tokens == !r.prompt) return usage_error("run", "give --tokens IDS or --prompt TEXT%s", "");
   printer p = {0};
-  char tmp[4096];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%d", r.dump ? r.dump : "", (int)getpid());
-  if (r.dump && !(p.f = fopen(tmp, "wb")))
-    return fail(ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno)));
+  const char *inputs[] = {r.model, r.o.weights, r.o.config, r.o.tokenizer, r.state_in, NULL};
+  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, r.o.weights);
+  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, r.o.weights);
+  if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
+    st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
+  char *tmp = NULL;
+  int fd = -1;
+  if (!st && r.dump) st = ssm_status_wrap(ssm_file_temp(r.dump, &tmp, &fd), "--dump-logits");
+  if (fd >= 0 && !(p.f = fdopen(fd, "wb"))) ssm_fatal_nomem(0);
   ssmc_session *s = NULL;
-  ssmc_status st = ssmc_session_open(r.model, &r.o, &s);
+  if (!st) st = ssmc_session_open(r.model, &r.o, &s);
   if (!st && r.state_in) st = ssmc_session_load_state(s, r.state_in);
-  if (!st) st = run_session(s, &r, &p);
+  if (!st) {
+    catch_signals();
+    st = run_session(s, &r, &p);
+  }
   /* the state after every token fed; the last generated one was not fed */
-  if (!st && r.state_out) st = ssmc_session_save_state(s, r.state_out);
+  if (!st && r.state_out && !g_signal) st = ssmc_session_save_state(s, r.state_out);
   ssmc_session_close(s);
   ssmc_decoder_destroy(p.dec);
-  if (p.f && fclose(p.f) && !st)
-    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno));
-  if (p.f && !st && rename(tmp, r.dump))
-    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r.dump, strerror(errno));
-  if (p.f && st) remove(tmp);
-  return st ? fail(st) : 0;
+  if (p.f) { /* the dump replaces the old file only when the run succeeded */
+    int failed = st || g_signal || fflush(p.f);
+    ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
+    fclose(p.f);
+    if (!st && !g_signal) st = ssm_status_wrap(c, "--dump-logits");
+    else ssmc_status_free(c);
+  }
+  if (st) return fail(st);
+  return g_signal ? 128 + g_signal : 0;
 }
 
 static int cmd_bench(int argc, char **argv) {
   run_args r = {.n = 128, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan"};
   ssmc_options_init(&r.o);
-  int json = 0;
-  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--json", &json), {0}};
+  int json = 0, profile = 0;
+  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--json", &json), O_FLAG("--profile", &profile), {0}};
   if (parse("bench", argc, argv, opts, &r.model)) return 2;
   if (session_options(&r, "bench")) return 2;
   if (!ends_with(r.model, ".ssmb") || strcmp(r.backend, "vulkan"))
@@ -469,7 +504,7 @@ static int cmd_bench(int argc, char **argv) {
     printf("{\"decode_tokens_per_s\": %.2f, \"decode_ms_per_token\": %.4f, "
            "\"decode_feedback_tokens_per_s\": %.2f, \"prefill_tokens_per_s\": %.2f, "
            "\"decode_tokens\": %d, \"prefill_tokens\": %d, \"weight_bytes\": %llu, "
-           "\"decode_gb_per_s\": %.2f, \"device\": \"%s\", \"ssmc_version\": \"%s\"}\n",
+           "\"decode_gb_per_s\": %.2f, \"device\": \"%s\", \"ssmc_version\": \"%s\"",
            b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_feedback_tokens_per_s,
            b.prefill_tokens_per_s, b.decode_tokens, b.prefill_tokens,
            (unsigned long long)b.weight_bytes, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
@@ -482,6 +517,16 @@ static int cmd_bench(int argc, char **argv) {
            device, b.decode_tokens_per_s, 1e3 / b.decode_tokens_per_s, b.decode_tokens,
            (double)b.weight_bytes / 1e6, b.decode_tokens_per_s * (double)b.weight_bytes / 1e9,
            b.decode_feedback_tokens_per_s, b.prefill_tokens_per_s, b.prefill_tokens);
+  for (int prefill = 0; profile && !st && prefill < 2; prefill++) {
+    ssmc_profile_step *steps;
+    int n, runs = prefill ? 8 : 64;
+    st = ssmc_session_profile(s, prefill, runs, &steps, &n);
+    if (st) break;
+    fputs(json ? ", " : "\n", stdout);
+    ssm_cli_print_profile(stdout, prefill ? "prefill" : "decode", steps, n, runs, json);
+    free(steps);
+  }
+  if (!st && json) puts("}");
   ssmc_session_close(s);
   return st ? fail(st) : 0;
 }
@@ -493,14 +538,11 @@ static int cmd_export_web(int argc, char **argv) {
   opt opts[] = {O_STR("--weights", &o.weights), O_STR("-o", &o.out),
                 O_STR("--tokenizer", &o.tokenizer), O_FLAG("--link-weights", &o.link_weights), {0}};
   if (parse("export-web", argc, argv, opts, &o.bundle)) return 2;
-  if (!o.bundle) return usage_error("export-web", "missing BUNDLE%s", "");
-  if (!o.weights) return usage_error("export-web", "missing --weights DIR%s", "");
-  if (!o.out) return usage_error("export-web", "missing -o OUTDIR%s", "");
+  const char *lack = !o.bundle ? "BUNDLE" : !o.weights ? "--weights DIR" : !o.out ? "-o OUTDIR" : NULL;
+  if (lack) return usage_error("export-web", "missing %s", lack);
   ssm_status s = ssm_export_web(&o);
-  if (s) return fail(s);
-  printf("%s: open %s/index.html over http (python3 -m http.server -d %s --bind 127.0.0.1)\n",
-         o.out, o.out, o.out);
-  return 0;
+  if (!s) printf("%s: open index.html over http, e.g. python3 -m http.server -d %s --bind 127.0.0.1\n", o.out, o.out);
+  return s ? fail(s) : 0;
 }
 
 /* ---- ssmc tokenize ----------------------------------------------------------------- */
@@ -522,9 +564,9 @@ static int cmd_tokenize(int argc, char **argv) {
     if (!s) s = ssmc_tokenizer_decode(t, ids, n, 0, &out, &len);
     if (!s) printf("%.*s\n", (int)len, out);
   } else {
-    char *in = text_arg(text, &len);
-    s = in ? ssmc_tokenizer_encode(t, in, len, &ids, &n)
-           : ssm_status_new(SSM_ERR_NOMEM, "out of memory reading the text");
+    char *in = NULL;
+    s = ssm_cli_text_arg("tokenize", text, &in, &len);
+    if (!s) s = ssmc_tokenizer_encode(t, in, len, &ids, &n);
     for (size_t i = 0; !s && i < n; i++) printf(i ? ",%d" : "%d", ids[i]);
     if (!s) putchar('\n');
     free(in);

@@ -3,10 +3,25 @@
 
 Usage:
     PYTHONUNBUFFERED=1 python3 tools/gen_golden.py OUT_DIR [FIXTURE ...]
+    python3 tools/gen_golden.py --list
+Options: --jobs N (fixtures made at the same time; default: one per CPU, at most 16),
+         --timeout SECONDS (per fixture; default 450).
 
-Needs torch, transformers (5.x), safetensors. Runs entirely on CPU in float32,
-so the results are deterministic and always come from transformers' pure-PyTorch
-("slow") reference path, never from mamba_ssm / causal_conv1d CUDA kernels.
+Needs torch, transformers (5.x; the fixtures were made with 5.17.0), safetensors.
+Runs entirely on CPU in float32, so the results are deterministic and always come
+from transformers' pure-PyTorch ("slow") reference path, never from mamba_ssm /
+causal_conv1d CUDA kernels.
+
+Every fixture is made in its own worker process (this script, --worker), with one
+torch thread, several at a time: a fixture that fails (an exception, a crash, a
+timeout) is reported and the others go on; the exit status is non-zero if any
+fixture failed or any check did not pass. Each fixture's log is printed when it
+ends, then a summary table.
+
+The fixtures of the original families are defined in FIXTURES below; those of
+issue 14 (Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba2, LFM2,
+RecurrentGemma, Jamba with experts, Mamba-2 with time_step_limit) in
+tools/gen_golden_zoo.py (ZOO_FIXTURES), which also holds their checks.
 
 For each fixture it writes OUT_DIR/<fixture>/:
     config.json, generation_config.json   as written by save_pretrained
@@ -24,7 +39,11 @@ import math
 import os
 import shutil
 import struct
+import subprocess
 import sys
+import tempfile
+import time
+import traceback
 
 import torch
 import transformers
@@ -43,6 +62,7 @@ from transformers import (
 FIXTURES = [
     dict(
         name="mamba1_tiny",
+        half=("bf16",),
         cls="mamba",
         seed=1001,
         prompt_len=8,
@@ -165,6 +185,7 @@ FIXTURES = [
     # embeddings; sizes kept small enough for an untied f32 vocab under 600 KB.
     dict(
         name="jamba_tiny",
+        half=("bf16", "f16"),
         cls="jamba",
         seed=1006,
         prompt_len=8,
@@ -200,6 +221,13 @@ FIXTURES = [
         ),
     ),
 ]
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gen_golden_zoo as zoo  # noqa: E402  (the issue-14 families)
+
+ALL_FIXTURES = FIXTURES + zoo.ZOO_FIXTURES
+FIXTURE_BY_NAME = {fx["name"]: fx for fx in ALL_FIXTURES}
+assert len(FIXTURE_BY_NAME) == len(ALL_FIXTURES), "duplicate fixture names"
 
 TORCH_DTYPE = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 SAFETENSORS_DTYPE = {"f32": "F32", "f16": "F16", "bf16": "BF16"}
@@ -637,6 +665,7 @@ def gen_fixture(fx, outroot, kernels):
 
     with open(os.path.join(d, "logits.f32"), "wb") as f:
         f.write(logits.contiguous().numpy().astype("<f4").tobytes())
+    extra.update(half_references(fx, model, full, logits, d))
     golden = {
         "model_class": type(model).__name__,
         "transformers_version": transformers.__version__,
@@ -671,39 +700,212 @@ def gen_fixture(fx, outroot, kernels):
     sizes = {f: os.path.getsize(os.path.join(d, f)) for f in sorted(os.listdir(d))}
     total = sum(sizes.values())
     log("  files:", sizes, "total", total)
-    check(total < 600 * 1024, "%s: fixture too big (%d bytes)" % (name, total))
+    # 600 KB, and 16-bit references (logits_<h>w.f32, logits_<h>.f32) beside
+    check(total < (600 + 2 * 64 * len(fx.get("half", ()))) * 1024,
+          "%s: fixture too big (%d bytes)" % (name, total))
     return total
 
 
-def main():
-    if len(sys.argv) < 2:
-        print(__doc__)
-        sys.exit(2)
-    outroot = sys.argv[1]
-    only = set(sys.argv[2:])
+def half_references(fx, model, full, logits, d):
+    """For a model compiled with 16-bit weights (ssmc compile --dtype bf16|f16):
+    logits_<h>w.f32, transformers in float32 on the weights rounded to h (the
+    same numbers a 16-bit bundle keeps, so it must match as closely as an f32
+    one), and logits_<h>.f32, transformers run entirely in h (activations too),
+    with its distance from the float32 logits as the scale of a fair bound."""
+    out = {}
+    for h in fx.get("half", ()):
+        rounded = copy.deepcopy(model).to(TORCH_DTYPE[h]).to(torch.float32).eval()
+        lw = full_logits(rounded, full)
+        ln = full_logits(copy.deepcopy(model).to(TORCH_DTYPE[h]).eval(), full)
+        for suffix, t in (("w", lw), ("", ln)):
+            with open(os.path.join(d, "logits_%s%s.f32" % (h, suffix)), "wb") as f:
+                f.write(t.contiguous().numpy().astype("<f4").tobytes())
+        out[h] = {
+            "weights_rounded_file": "logits_%sw.f32" % h,
+            "weights_rounded_max_abs_diff_vs_f32": float((lw - logits).abs().max()),
+            "native_file": "logits_%s.f32" % h,
+            "native_max_abs_diff_vs_f32": float((ln - logits).abs().max()),
+        }
+        log("  %s: rounded weights differ from f32 by %.3g, native %s by %.3g"
+            % (h, out[h]["weights_rounded_max_abs_diff_vs_f32"], h,
+               out[h]["native_max_abs_diff_vs_f32"]))
+    return {"half": out} if out else {}
+
+
+def _setup_process():
+    """What every fixture runs under (as the original single-process run did)."""
     torch.set_default_dtype(torch.float32)
     torch.set_num_threads(1)
     logging.getLogger("transformers").addHandler(FALLBACKS)
     logging.captureWarnings(True)
     logging.getLogger("py.warnings").addHandler(FALLBACKS)
+
+
+def run_worker(outroot, name, result_path):
+    """Make one fixture in this process (started by main() as a subprocess) and write
+    its result as JSON: a failure of one fixture, even a crash, cannot stop the others,
+    and the fallback messages and warn-once state recorded in golden.json are the
+    fixture's own, whatever else the run makes."""
+    fx = FIXTURE_BY_NAME[name]
+    _setup_process()
+    kernels = kernel_report()
+    zoo.bind(log, check, FALLBACKS)
+    t0 = time.time()
+    status, error, total = "ok", None, 0
+    try:
+        if fx.get("kind") == "zoo":
+            total = zoo.gen_fixture(fx, outroot, kernels)
+        else:
+            total = gen_fixture(fx, outroot, kernels)
+    except Exception as e:  # noqa: BLE001 -- reported, and the run goes on with the others
+        status, error = "error", "%s: %s" % (type(e).__name__, e)
+        log("  ERROR:", error)
+        log(traceback.format_exc())
+    if status == "ok" and PROBLEMS:
+        status = "problems"
+    res = dict(name=name, status=status, error=error, problems=list(PROBLEMS), total=total,
+               seconds=round(time.time() - t0, 1), fallbacks=list(FALLBACKS.messages), kernels=kernels)
+    with open(result_path, "w") as f:
+        json.dump(res, f, indent=1)
+    sys.exit(0 if status == "ok" else 1)
+
+
+def _summary_row(outroot, name, r):
+    g = {}
+    path = os.path.join(outroot, name, "golden.json")
+    if r.get("status") != "error" and os.path.exists(path):
+        with open(path) as f:
+            g = json.load(f)
+
+    def num(k, fmt):
+        return fmt % g[k] if k in g else "-"
+
+    return "%-24s %-8s %6s %5s %6s %7s %8s %9s %9s %8s %6.1fs" % (
+        name, r.get("status", "?"), num("seed", "%d"), num("seed_tries", "%d"), num("rows", "%d"),
+        num("min_top2_margin", "%.3f"), num("max_abs_logit", "%.2f"),
+        num("generate_scores_max_diff", "%.2g"), num("reload_max_diff", "%.2g"),
+        "%d" % r.get("total", 0) if r.get("total") else "-", r.get("seconds", 0.0))
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--worker"]:
+        run_worker(*args[1:4])
+        return
+    jobs, timeout = None, 450.0
+    rest = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-h", "--help"):
+            print(__doc__)
+            return
+        if a == "--list":
+            for fx in ALL_FIXTURES:
+                print("%-24s %s" % (fx["name"], fx.get("model_cls") or fx["cls"]))
+            return
+        if a.startswith("--jobs") or a.startswith("--timeout"):
+            key, _, val = a.partition("=")
+            if not val:
+                i += 1
+                val = args[i] if i < len(args) else ""
+            if key == "--jobs":
+                jobs = int(val)
+            else:
+                timeout = float(val)
+        elif a.startswith("-"):
+            print("unknown option %s\n%s" % (a, __doc__))
+            sys.exit(2)
+        else:
+            rest.append(a)
+        i += 1
+    if not rest:
+        print(__doc__)
+        sys.exit(2)
+    outroot = os.path.abspath(rest[0])
+    names = rest[1:]
+    unknown = [n for n in names if n not in FIXTURE_BY_NAME]
+    if unknown:
+        print("unknown fixture(s): %s (--list lists them)" % ", ".join(unknown))
+        sys.exit(2)
+    selected = [fx for fx in ALL_FIXTURES if not names or fx["name"] in names]
+    if jobs is None:
+        jobs = min(len(selected), os.cpu_count() or 1, 16)
+    jobs = max(1, jobs)
+
     kernels = kernel_report()
     log("transformers", transformers.__version__, "torch", torch.__version__)
     for k, v in kernels.items():
         log("  %s: %s" % (k, v))
     log("  running on CPU in float32 -> transformers uses the slow (pure PyTorch) path")
+    log("  %d fixture(s), each in its own process (1 torch thread), %d at a time" % (len(selected), jobs))
     os.makedirs(outroot, exist_ok=True)
+    logdir = tempfile.mkdtemp(prefix="gen_golden_")
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    me = os.path.abspath(__file__)
+    pending, running, results = list(selected), {}, {}
+    t_start = time.time()
+    while pending or running:
+        while pending and len(running) < jobs:
+            fx = pending.pop(0)
+            name = fx["name"]
+            logf = open(os.path.join(logdir, name + ".log"), "w")
+            res = os.path.join(logdir, name + ".json")
+            p = subprocess.Popen([sys.executable, "-u", me, "--worker", outroot, name, res],
+                                 stdout=logf, stderr=subprocess.STDOUT, env=env)
+            running[name] = (p, logf, res, time.time())
+        time.sleep(0.2)
+        for name, (p, logf, res, t0) in list(running.items()):
+            rc = p.poll()
+            if rc is None:
+                if time.time() - t0 < timeout:
+                    continue
+                p.kill()
+                p.wait()
+                rc = "killed after %.0f s" % timeout
+            logf.close()
+            del running[name]
+            r = None
+            if os.path.exists(res):
+                with open(res) as f:
+                    r = json.load(f)
+            if r is None:
+                r = dict(name=name, status="error", error="worker ended (%s) without a result" % rc,
+                         problems=[], total=0, seconds=round(time.time() - t0, 1), fallbacks=[])
+            results[name] = r
+            with open(os.path.join(logdir, name + ".log")) as f:
+                sys.stdout.write(f.read())
+            log("-> %s: %s in %.1f s%s" % (name, r["status"], r.get("seconds", 0.0),
+                                          " (%s)" % r["error"] if r.get("error") else ""))
+            sys.stdout.flush()
+
+    log("=" * 70)
+    log("summary (%.0f s wall, logs in %s)" % (time.time() - t_start, logdir))
+    log("%-24s %-8s %6s %5s %6s %7s %8s %9s %9s %8s %7s" % (
+        "fixture", "status", "seed", "tries", "rows", "margin", "max|lg|", "gen-diff", "reload", "bytes",
+        "time"))
     total = 0
-    for fx in FIXTURES:
-        if only and fx["name"] not in only:
-            continue
-        total += gen_fixture(fx, outroot, kernels)
+    for fx in selected:
+        r = results[fx["name"]]
+        total += r.get("total") or 0
+        log(_summary_row(outroot, fx["name"], r))
     log("all fixtures total bytes", total)
+    fallbacks = []
+    for fx in selected:
+        for m in results[fx["name"]].get("fallbacks", []):
+            if m not in fallbacks:
+                fallbacks.append(m)
     log("transformers kernel fallback messages:")
-    for m in FALLBACKS.messages:
+    for m in fallbacks:
         log("  *", m)
     check(all("import fails" in v for v in kernels.values()),
           "mamba_ssm/causal_conv1d importable: %r" % kernels)
-    check(total < 3 * 1024 * 1024, "all fixtures too big (%d bytes)" % total)
+    check(total < 12 * 1024 * 1024, "all fixtures too big (%d bytes)" % total)
+    for fx in selected:
+        r = results[fx["name"]]
+        if r["status"] == "error":
+            PROBLEMS.append("%s: ERROR %s" % (fx["name"], r.get("error")))
+        PROBLEMS.extend(r.get("problems", []))
     if PROBLEMS:
         log("PROBLEMS:")
         for p in PROBLEMS:

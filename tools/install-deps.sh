@@ -12,7 +12,7 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates git \
-  libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev \
+  libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev libxxhash-dev \
   mesa-vulkan-drivers vulkan-validationlayers python3 \
   clang libclang-rt-14-dev llvm chromium chromium-common >/dev/null
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs >/dev/null

@@ -22,6 +22,15 @@ typedef struct ssm_backend ssm_backend;
  * return stops generation after this step. */
 typedef int (*ssm_step_fn)(int32_t id, const float *logits, void *user);
 
+/* One dispatch of a profiled program. */
+typedef struct ssm_step_time {
+  const char *kernel; /* "k3_matmul" */
+  const char *family; /* the kernel template: "matmul" */
+  const char *op;     /* the fused ops and knobs */
+  double us;          /* mean time per run */
+  uint64_t bytes;     /* the bytes of its bindings (what it may read and write) */
+} ssm_step_time;
+
 typedef struct {
   const char *name; /* "cpu", "vulkan" */
   void (*close)(ssm_backend *b);
@@ -46,7 +55,13 @@ typedef struct {
   /* Problems seen while running that are not errors of one call (Vulkan
    * validation messages); NULL when none. May be NULL. */
   ssm_status (*check)(ssm_backend *b);
+  /* Runs the decode (or, with `prefill`, the prefill) program `runs` times
+   * with a timestamp around each dispatch and gives each step's mean time
+   * (*out: malloc'd, *out_n steps); resets the state after. NULL when the
+   * backend cannot time its work. */
+  ssm_status (*profile)(ssm_backend *b, int prefill, int runs, ssm_step_time **out, int *out_n);
 } ssm_backend_ops;
+
 
 /* A state tensor of the model. */
 typedef struct {
@@ -67,6 +82,7 @@ struct ssm_backend {
   const char *device;   /* "cpu", or the GPU's name */
   uint64_t fingerprint; /* of the weights (ssm_st_fingerprint) */
   uint64_t weight_bytes;
+  ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16) */
   int nstates;
   const ssm_backend_state *states;
 };
@@ -100,15 +116,16 @@ ssm_status ssm_backend_check_room(const ssm_backend *b, int64_t count);
 
 /* ---- state files (state.c) ------------------------------------------------ */
 
-/* A saved model state: "SSMS", format version, a JSON header (architecture,
- * weights fingerprint, position, each tensor's name, dtype, shape, offset,
- * size, and an FNV-1a 64 checksum of the data), then the tensor data.
+/* A saved model state: "SSMS", format version, the header's length, an
+ * FNV-1a 64 checksum of everything after it, a JSON header (architecture,
+ * weights fingerprint, position, each tensor's name, dtype, shape, offset
+ * and size), then the tensor data.
  * Loading checks all of it against the backend it is restored into:
  * another architecture, other weights, a missing, extra or differently
  * shaped tensor, a truncated or corrupt file are clear errors and change
  * nothing. Saving writes a temporary file and renames it over `path`, so a
  * failed save leaves the old file as it was. */
-#define SSM_STATE_VERSION 1
+#define SSM_STATE_VERSION 2
 
 ssm_status ssm_backend_state_save(ssm_backend *b, const char *path);
 ssm_status ssm_backend_state_load(ssm_backend *b, const char *path);

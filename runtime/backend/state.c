@@ -2,11 +2,13 @@
  * state.c — saving and restoring a model's state (SSM, conv, KV caches and
  * the token position) through the backend interface, in one checked format:
  *
- *   "SSMS"  u32 version  u64 header size  header (JSON)  data
+ *   "SSMS"  u32 version  u64 header size  u64 checksum  header (JSON)  data
  *
- * The header names the architecture, the weights' fingerprint, the position,
- * an FNV-1a 64 checksum of the data, and every tensor (name, dtype, shape,
- * offset, bytes). Loading validates everything before it changes anything.
+ * The checksum (FNV-1a 64) covers the header and the data, so no byte that
+ * decides what is loaded can change unnoticed. The header names the
+ * architecture, the weights' fingerprint, the position, and every tensor
+ * (name, dtype, shape, offset, bytes). Loading validates everything before
+ * it changes anything.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -22,12 +24,34 @@ static size_t tensor_bytes(const ssm_type *t) {
   return (size_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
 }
 
+#define PREFIX 24 /* "SSMS", u32 version, u64 header length, u64 checksum */
+
+static void put_le(unsigned char *p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint64_t get_le(const unsigned char *p, int bytes) {
+  uint64_t v = 0;
+  for (int i = bytes - 1; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
 ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
                           int64_t position, const ssm_state_tensor *t, int n) {
-  size_t data_size = 0;
+  static const unsigned char zeros[16];
   cJSON *h = cJSON_CreateObject(), *arr = cJSON_CreateArray();
+  /* the parts: the prefix, the header, then each tensor after padding to 16 */
+  int nparts = 2 + 2 * n;
+  const void **parts = ssm_xcalloc((size_t)nparts, sizeof *parts);
+  size_t *sizes = ssm_xcalloc((size_t)nparts, sizeof *sizes);
+  size_t data_size = 0;
   for (int i = 0; i < n; i++) {
-    data_size = (data_size + 15) & ~(size_t)15;
+    size_t pad = (16 - data_size % 16) % 16, bytes = tensor_bytes(&t[i].type);
+    parts[2 + 2 * i] = zeros;
+    sizes[2 + 2 * i] = pad;
+    parts[3 + 2 * i] = t[i].data;
+    sizes[3 + 2 * i] = bytes;
+    data_size += pad;
     cJSON *e = cJSON_CreateObject();
     cJSON_AddStringToObject(e, "name", t[i].name);
     cJSON_AddStringToObject(e, "dtype", ssm_dtype_name(t[i].type.dtype));
@@ -35,42 +59,34 @@ ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerpri
     for (int d = 0; d < t[i].type.rank; d++)
       cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)t[i].type.dims[d]));
     cJSON_AddNumberToObject(e, "offset", (double)data_size);
-    cJSON_AddNumberToObject(e, "bytes", (double)tensor_bytes(&t[i].type));
+    cJSON_AddNumberToObject(e, "bytes", (double)bytes);
     cJSON_AddItemToArray(arr, e);
-    data_size += tensor_bytes(&t[i].type);
+    data_size += bytes;
   }
-  unsigned char *data = calloc(1, data_size ? data_size : 1);
-  if (!data) {
-    cJSON_Delete(h);
-    cJSON_Delete(arr);
-    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of memory", path);
-  }
-  size_t at = 0;
-  for (int i = 0; i < n; i++) {
-    at = (at + 15) & ~(size_t)15;
-    memcpy(data + at, t[i].data, tensor_bytes(&t[i].type));
-    at += tensor_bytes(&t[i].type);
-  }
-  char hex[2][17];
-  snprintf(hex[0], sizeof hex[0], "%016" PRIx64, fingerprint);
-  snprintf(hex[1], sizeof hex[1], "%016" PRIx64, ssm_fnv1a(SSM_FNV_INIT, data, data_size));
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016" PRIx64, fingerprint);
   cJSON_AddStringToObject(h, "architecture", arch);
-  cJSON_AddStringToObject(h, "weights_fingerprint", hex[0]);
+  cJSON_AddStringToObject(h, "weights_fingerprint", hex);
   cJSON_AddNumberToObject(h, "position", (double)position);
-  cJSON_AddStringToObject(h, "checksum", hex[1]);
   cJSON_AddItemToObject(h, "tensors", arr);
   char *json = cJSON_PrintUnformatted(h);
   cJSON_Delete(h);
-  unsigned char head[16];
+  if (!json) ssm_fatal_nomem(0);
+  unsigned char head[PREFIX];
+  uint64_t hl = strlen(json), sum = ssm_fnv1a(SSM_FNV_INIT, json, hl);
+  for (int i = 2; i < nparts; i++) sum = ssm_fnv1a(sum, parts[i], sizes[i]);
   memcpy(head, "SSMS", 4);
-  uint32_t v = SSM_STATE_VERSION;
-  uint64_t hl = strlen(json);
-  for (int i = 0; i < 4; i++) head[4 + i] = (unsigned char)(v >> (8 * i));
-  for (int i = 0; i < 8; i++) head[8 + i] = (unsigned char)(hl >> (8 * i));
-  ssm_status s = ssm_file_write(path, 3, (const void *const[]){head, json, data},
-                                (const size_t[]){16, hl, data_size});
-  free(json);
-  free(data);
+  put_le(head + 4, SSM_STATE_VERSION, 4);
+  put_le(head + 8, hl, 8);
+  put_le(head + 16, sum, 8);
+  parts[0] = head;
+  sizes[0] = PREFIX;
+  parts[1] = json;
+  sizes[1] = hl;
+  ssm_status s = ssm_file_write(path, nparts, parts, sizes);
+  cJSON_free(json);
+  free(parts);
+  free(sizes);
   return s;
 }
 
@@ -125,32 +141,34 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
   ssm_status s = NULL;
   cJSON *h = NULL;
   size_t *offsets = ssm_xcalloc((size_t)n + 1, sizeof *offsets);
-  if (size < 16 || memcmp(p, "SSMS", 4)) {
+  if (size < PREFIX || memcmp(p, "SSMS", 4)) {
     s = ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc state file", path);
     goto done;
   }
-  uint32_t version = 0;
-  uint64_t hl = 0;
-  for (int i = 3; i >= 0; i--) version = version << 8 | p[4 + i];
-  for (int i = 7; i >= 0; i--) hl = hl << 8 | p[8 + i];
+  uint32_t version = (uint32_t)get_le(p + 4, 4);
+  uint64_t hl = get_le(p + 8, 8);
   if (version != SSM_STATE_VERSION) {
     s = ssm_status_new(SSM_ERR_INVALID, "%s: state file version %u, but this ssmc reads "
                        "version %u", path, version, SSM_STATE_VERSION);
     goto done;
   }
-  if (hl > size - 16) {
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated state file (header of %llu bytes in a "
-                       "%zu-byte file)", path, (unsigned long long)hl, size);
+  if (hl > size - PREFIX) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt state file (header of %llu "
+                       "bytes in a %zu-byte file)", path, (unsigned long long)hl, size);
     goto done;
   }
-  h = cJSON_ParseWithLength((const char *)p + 16, (size_t)hl);
+  if (ssm_fnv1a(SSM_FNV_INIT, p + PREFIX, size - PREFIX) != get_le(p + 16, 8)) {
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt state file (checksum mismatch)", path);
+    goto done;
+  }
+  s = ssm_json_parse(path, (const char *)p + PREFIX, (size_t)hl, &h);
+  if (s) goto done;
   const cJSON *a = cJSON_GetObjectItemCaseSensitive(h, "architecture");
   const cJSON *fp = cJSON_GetObjectItemCaseSensitive(h, "weights_fingerprint");
   const cJSON *pos = cJSON_GetObjectItemCaseSensitive(h, "position");
-  const cJSON *ck = cJSON_GetObjectItemCaseSensitive(h, "checksum");
   const cJSON *ts = cJSON_GetObjectItemCaseSensitive(h, "tensors");
   if (!cJSON_IsObject(h) || !cJSON_IsString(a) || !cJSON_IsString(fp) || !cJSON_IsNumber(pos) ||
-      !cJSON_IsString(ck) || !cJSON_IsArray(ts) || pos->valuedouble < 0 || pos->valuedouble > 1e15) {
+      !cJSON_IsArray(ts) || pos->valuedouble < 0 || pos->valuedouble > 1e15) {
     s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt state file header", path);
     goto done;
   }
@@ -165,8 +183,8 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
             fp->valuestring, want_fp);
     goto done;
   }
-  const unsigned char *data = p + 16 + hl;
-  size_t data_size = size - 16 - (size_t)hl;
+  const unsigned char *data = p + PREFIX + hl;
+  size_t data_size = size - PREFIX - (size_t)hl;
   if (cJSON_GetArraySize(ts) != n) {
     char a1[32], b1[32];
     snprintf(a1, sizeof a1, "%d", cJSON_GetArraySize(ts));
@@ -183,10 +201,6 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
     if (!e) s = bad(path, "the file has no state '%s'%s", t[i].name, "");
     else s = check_entry(path, e, &t[i], data_size, &offsets[i]);
   }
-  char have_ck[17];
-  snprintf(have_ck, sizeof have_ck, "%016" PRIx64, ssm_fnv1a(SSM_FNV_INIT, data, data_size));
-  if (!s && strcmp(have_ck, ck->valuestring))
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt state file (checksum mismatch)", path);
   if (s) goto done;
   for (int i = 0; i < n; i++) memcpy(t[i].data, data + offsets[i], tensor_bytes(&t[i].type));
   *out_position = (int64_t)pos->valuedouble;

@@ -8,7 +8,9 @@
  * as a bundle's decode program has it.
  */
 #include <string.h>
+#include <unistd.h>
 
+#include "passes/passes.h"
 #include "runtime/cpu/cpu.h"
 
 typedef struct {
@@ -26,7 +28,22 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN];
   SSM_VEC(ssm_backend_state) states;
   float *logits; /* one row, for generate */
+  ssm_dtype dtype; /* of matmul and embed weights (the weights pass) */
 } cpu_backend;
+
+/* The model's graph for `count` tokens with its weights in c->dtype: values
+ * rounded to it as they load, like the 16-bit weights of a bundle. */
+static ssm_status build(cpu_backend *c, int count, ssm_graph **out) {
+  SSM_TRY(ssm_model_build(c->model, count, out));
+  ssm_pass_opts po = {.weight_dtype = c->dtype};
+  char note[160];
+  ssm_status s = ssm_pass_weights(*out, &po, note, sizeof note);
+  if (s) {
+    ssm_graph_destroy(*out);
+    *out = NULL;
+  }
+  return s;
+}
 
 /* The graph for `count` tokens, built once. */
 static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
@@ -35,7 +52,7 @@ static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
       *out = c->graphs.items[i].g;
       return NULL;
     }
-  SSM_TRY(ssm_model_build(c->model, count, out));
+  SSM_TRY(build(c, count, out));
   ssm_vec_push(&c->graphs, ((sized_graph){count, *out}));
   return NULL;
 }
@@ -77,7 +94,7 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
                                int32_t *out_ids, int *out_count, ssm_step_fn on_step, void *user) {
   cpu_backend *c = (cpu_backend *)b;
   if (!c->sampled) {
-    SSM_TRY(ssm_model_build(c->model, 1, &c->sampled));
+    SSM_TRY(build(c, 1, &c->sampled));
     SSM_TRY(ssm_graph_add_sampler(c->sampled));
   }
   if (!c->logits) SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits));
@@ -129,7 +146,7 @@ static void cpu_close(ssm_backend *b) {
 
 static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_run_tokens,
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
-                                        cpu_state_read,  cpu_state_write, NULL};
+                                        cpu_state_read,  cpu_state_write, NULL, NULL};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */
@@ -149,14 +166,34 @@ static void describe(cpu_backend *c, ssm_graph *g) {
   b->states = c->states.items;
 }
 
+/* Every weight is in the checkpoint with its shape, and the weights (as
+ * f32) and the state fit in this machine's memory: checked before anything
+ * is read or allocated. */
+static ssm_status fits(cpu_backend *c, ssm_graph *g) {
+  uint64_t need = c->base.weight_bytes;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_WEIGHT)
+      SSM_TRY(ssm_st_check(c->st, ssm_node_str(n, "name", ""), &n->result->type));
+    if (n->op == SSM_OP_STATE) need += (uint64_t)ssm_type_numel(&n->result->type) * 4;
+  }
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  uint64_t have = pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+  if (have && need > have)
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: the CPU backend needs %.1f GiB of host memory for "
+                          "the weights (as f32) and the state, and this machine has %.1f GiB",
+                          c->base.arch, (double)need / (1 << 30), (double)have / (1 << 30));
+  return NULL;
+}
+
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
-                                ssm_backend **out) {
+                                ssm_dtype dtype, ssm_backend **out) {
   *out = NULL;
   cpu_backend *c = ssm_xcalloc(1, sizeof *c);
   c->model = model;
+  c->dtype = dtype;
   ssm_backend *b = &c->base;
   *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .eos = ssm_model_eos(model),
-                     .arch = ssm_model_arch(model), .device = "cpu"};
+                     .arch = ssm_model_arch(model), .device = "cpu", .dtype = dtype};
   ssm_graph *decode = NULL;
   ssm_status s = NULL;
   if (!ssm_model_param(model, "vocab", &b->vocab) || b->vocab <= 0)
@@ -166,8 +203,11 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   if (!s) s = ssm_cpu_create(c->st, &c->cpu);
   if (!s) s = graph_for(c, 1, &decode);
   if (!s) {
-    b->fingerprint = ssm_st_fingerprint(c->st);
     describe(c, decode);
+    s = fits(c, decode);
+  }
+  if (!s) b->fingerprint = ssm_st_fingerprint(c->st, &s);
+  if (!s) {
     s = ssm_sampler_state(0, 0, 1, 0, c->sampler);
   }
   if (!s) s = write_sampler(c);

@@ -37,8 +37,6 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
 /* Sets the position (a restored state's). */
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
-/* ssm_st_fingerprint of the interpreter's weights (0 without weights). */
-uint64_t ssm_cpu_fingerprint(const ssm_cpu *c);
 
 /* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
  * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */
@@ -74,8 +72,10 @@ double ssm_sample_uniform(uint32_t seed, uint32_t step);
 /* A backend (backend.h) that interprets `model`'s graphs (owned by the
  * backend from now on, also when opening fails) on the checkpoint at
  * `weights`. Runs take any number of tokens; `chunk` (0: 32) is what it
- * reports as its prefill size. */
+ * reports as its prefill size. With `dtype` f16 or bf16, matmul and embed
+ * weights are rounded to it as they load (what a bundle of that dtype
+ * keeps); f32 keeps them as the checkpoint has them. */
 ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk,
-                                ssm_backend **out);
+                                ssm_dtype dtype, ssm_backend **out);
 
 #endif

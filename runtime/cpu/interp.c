@@ -143,6 +143,7 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
       return NULL;
     }
   }
+  if (c->weights) SSM_TRY(ssm_st_check(c->weights, name, type)); /* before allocating */
   void *data;
   SSM_TRY(ssm_status_wrap(alloc_elems(ssm_type_numel(type), &data), "weight '%s'", name));
   ssm_status s = weight_read(c, name, transform, type, data);
@@ -159,9 +160,6 @@ static ssm_status state_get(ssm_cpu *c, const ssm_node *n, void **out) {
   return ssm_cpu_state(c, ssm_node_str(n, "name", ""), &n->result->type, (float **)out);
 }
 
-uint64_t ssm_cpu_fingerprint(const ssm_cpu *c) {
-  return c->weights ? ssm_st_fingerprint(c->weights) : 0;
-}
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position) { c->position = position; }
 
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out_f) {

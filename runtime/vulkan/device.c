@@ -86,7 +86,9 @@ struct ssm_vk_program {
   SSM_VEC(dispatch) ops;
   SSM_VEC(ssm_vk_binding) bindings;
   SSM_VEC(uint8_t) push; /* every dispatch's push constants, one after another */
-  bool barrier_pending, recorded, in_flight;
+  bool barrier_pending, recorded, in_flight, profile;
+  VkQueryPool queries;  /* with profile: a timestamp before the first dispatch and after each */
+  uint32_t nqueries;
   VkDescriptorPool descriptor_pool;
   VkCommandPool command_pool;
   VkCommandBuffer cmd;
@@ -344,6 +346,7 @@ static void device_info(VkPhysicalDevice pd, int index, uint32_t instance_api,
   out->vendor_id = p.vendorID;
   out->device_id = p.deviceID;
   out->min_storage_buffer_offset_alignment = p.limits.minStorageBufferOffsetAlignment;
+  out->timestamp_period_ns = p.limits.timestampPeriod;
   out->max_storage_buffer_range = p.limits.maxStorageBufferRange;
   out->max_push_constants_size = p.limits.maxPushConstantsSize;
   out->max_workgroup_invocations = p.limits.maxComputeWorkGroupInvocations;
@@ -364,7 +367,11 @@ static void device_info(VkPhysicalDevice pd, int index, uint32_t instance_api,
   bool compute = false;
   if (qf) {
     vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, qf);
-    for (uint32_t i = 0; i < nq; i++) compute |= (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+    for (uint32_t i = 0; i < nq; i++) {
+      compute |= (qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) != 0;
+      if ((qf[i].queueFlags & VK_QUEUE_COMPUTE_BIT) && qf[i].timestampValidBits)
+        out->timestamps = 1;
+    }
     free(qf);
   }
   if (api < VK_API_VERSION_1_1) return; /* not usable: no properties2 / 16-bit storage */
@@ -1200,8 +1207,20 @@ static ssm_status program_record(ssm_vk_program *p) {
   if (!s) s = vk_check(vkCreateFence(dev, &fci, NULL, &p->fence), "vkCreateFence");
   VkCommandBufferBeginInfo bi = {.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
   if (!s) s = vk_check(vkBeginCommandBuffer(p->cmd, &bi), "vkBeginCommandBuffer(program)");
+  if (!s && p->profile) {
+    p->nqueries = (uint32_t)ssm_vk_program_dispatches(p) + 1;
+    VkQueryPoolCreateInfo qci = {.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO,
+                                 .queryType = VK_QUERY_TYPE_TIMESTAMP,
+                                 .queryCount = p->nqueries};
+    s = vk_check(vkCreateQueryPool(dev, &qci, NULL, &p->queries), "vkCreateQueryPool(%u)",
+                 p->nqueries);
+    if (!s) vkCmdResetQueryPool(p->cmd, p->queries, 0, p->nqueries);
+  }
   if (!s) {
     VkCommandBuffer cmd = p->cmd;
+    uint32_t query = 0;
+    if (p->queries)
+      vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_TOP_OF_PIPE_BIT, p->queries, query++);
     barrier_in(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
                VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     ssm_vk_kernel *bound = NULL;
@@ -1249,6 +1268,8 @@ static ssm_status program_record(ssm_vk_program *p) {
         vkCmdPushConstants(cmd, k->layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, k->push_bytes,
                            p->push.items + op->push_offset);
       vkCmdDispatch(cmd, op->groups[0], op->groups[1], op->groups[2]);
+      if (p->queries)
+        vkCmdWriteTimestamp(cmd, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, p->queries, query++);
     }
     barrier_out(cmd, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                 VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
@@ -1257,6 +1278,29 @@ static ssm_status program_record(ssm_vk_program *p) {
   free(sets);
   free(infos);
   free(writes);
+  return s;
+}
+
+ssm_status ssm_vk_program_profile(ssm_vk_program *p) {
+  SSM_ASSERT(!p->recorded);
+  if (!p->vk->info.timestamps)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s' has no timestamps on its compute "
+                          "queue: it cannot be profiled", p->vk->info.name);
+  p->profile = true;
+  return NULL;
+}
+
+ssm_status ssm_vk_program_times(ssm_vk *vk, ssm_vk_program *p, double *out_us) {
+  SSM_ASSERT(p->recorded && p->queries);
+  SSM_TRY(ssm_vk_program_wait(vk, p));
+  uint64_t *ts = ssm_xcalloc(p->nqueries, sizeof *ts);
+  ssm_status s = vk_check(vkGetQueryPoolResults(vk->device, p->queries, 0, p->nqueries,
+                                                sizeof *ts * p->nqueries, ts, sizeof *ts,
+                                                VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),
+                          "vkGetQueryPoolResults");
+  for (uint32_t i = 0; !s && i + 1 < p->nqueries; i++)
+    out_us[i] = (double)(ts[i + 1] - ts[i]) * vk->info.timestamp_period_ns * 1e-3;
+  free(ts);
   return s;
 }
 
@@ -1307,6 +1351,7 @@ void ssm_vk_program_destroy(ssm_vk *vk, ssm_vk_program *p) {
   if (!p) return;
   ssm_status_free(ssm_vk_program_wait(vk, p));
   if (p->fence) vkDestroyFence(vk->device, p->fence, NULL);
+  if (p->queries) vkDestroyQueryPool(vk->device, p->queries, NULL);
   if (p->command_pool) vkDestroyCommandPool(vk->device, p->command_pool, NULL);
   if (p->descriptor_pool) vkDestroyDescriptorPool(vk->device, p->descriptor_pool, NULL);
   ssm_vec_free(&p->ops);

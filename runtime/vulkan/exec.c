@@ -33,6 +33,7 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   float *logits;               /* one row, for generate's on_step */
+  ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
 } vk_backend;
 
 static ssm_status upload(vk_backend *v, ssm_region r, const void *data) {
@@ -46,10 +47,15 @@ static ssm_status download(vk_backend *v, ssm_region r, void *data) {
 
 /* ---- opening ----------------------------------------------------------------- */
 
-static ssm_status upload_weights(vk_backend *v, const char *weights) {
-  ssm_st *st;
-  SSM_TRY(ssm_st_open(weights, &st));
-  v->base.fingerprint = ssm_st_fingerprint(st);
+/* Every weight the bundle needs is in the checkpoint with its shape: checked
+ * before any device memory is allocated. */
+static ssm_status check_weights(const ssm_manifest *m, const ssm_st *st) {
+  for (int i = 0; i < m->nweights; i++)
+    SSM_TRY(ssm_st_check(st, m->weights[i].name, &m->weights[i].type));
+  return NULL;
+}
+
+static ssm_status upload_weights(vk_backend *v, ssm_st *st) {
   ssm_status s = NULL;
   void *host = NULL;
   size_t host_cap = 0;
@@ -75,8 +81,9 @@ static ssm_status upload_weights(vk_backend *v, const char *weights) {
     }
     if (!s) s = upload(v, w->region, host);
   }
+  /* every weight read was hashed on the way: this reads only unused tensors */
+  if (!s) v->base.fingerprint = ssm_st_fingerprint(st, &s);
   free(host);
-  ssm_st_close(st);
   return s;
 }
 
@@ -103,7 +110,10 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, ssm_vk_pr
         return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: a binding offset (%llu) is not a "
                               "multiple of this device's minStorageBufferOffsetAlignment (%zu)",
                               ssm_bundle_name(v->bundle), (unsigned long long)r->offset, align);
-      vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset, (size_t)r->bytes};
+      /* whole u32 words: 16-bit tensors are read two elements to a word, and
+       * regions start on `align` boundaries, so the padding is there */
+      vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset,
+                               ((size_t)r->bytes + 3) & ~(size_t)3};
     }
     if (st->barrier) ssm_vk_program_add_barrier(prog);
     SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, NULL, st->groups[0],
@@ -250,9 +260,56 @@ static ssm_status vk_check(ssm_backend *b) {
                         "warnings; first: %s", e, w, first ? first : "?");
 }
 
+static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_time **out,
+                             int *out_n) {
+  vk_backend *v = (vk_backend *)b;
+  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  *out = NULL;
+  *out_n = 0;
+  if (!v->timed[prefill]) {
+    SSM_TRY(ssm_vk_program_create(v->vk, &v->timed[prefill]));
+    SSM_TRY(ssm_vk_program_profile(v->timed[prefill]));
+    SSM_TRY(record_steps(v, p, v->timed[prefill]));
+    SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
+  }
+  int32_t *tokens = ssm_xcalloc((size_t)p->tokens, sizeof *tokens);
+  for (int i = 0; i < p->tokens; i++) tokens[i] = (int32_t)((i * 7919 + 1) % b->vocab);
+  ssm_step_time *t = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *t);
+  double *us = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *us);
+  ssm_status s = vk_reset(b);
+  for (int r = 0; r < runs && !s; r++) {
+    if (p->has_pos && b->position + p->tokens > b->max_seq) s = vk_reset(b);
+    if (!s) s = upload(v, p->tokens_in, tokens);
+    if (!s) s = upload_pos(v, p);
+    if (!s) s = ssm_vk_program_run(v->vk, v->timed[prefill]);
+    if (!s) s = ssm_vk_program_times(v->vk, v->timed[prefill], us);
+    b->position += p->tokens;
+    for (int i = 0; i < p->nsteps && !s; i++) t[i].us += us[i] / runs;
+  }
+  for (int i = 0; i < p->nsteps; i++) {
+    const ssm_mf_step *st = &p->steps[i];
+    t[i].kernel = v->m->kernels[st->kernel].name;
+    t[i].family = v->m->kernels[st->kernel].family;
+    t[i].op = st->op;
+    for (int k = 0; k < st->nbindings; k++) t[i].bytes += st->bindings[k].bytes;
+  }
+  free(tokens);
+  free(us);
+  if (!s) s = vk_reset(b);
+  if (s) {
+    free(t);
+    return s;
+  }
+  *out = t;
+  *out_n = p->nsteps;
+  return NULL;
+}
+
 static void vk_close(ssm_backend *b) {
   vk_backend *v = (vk_backend *)b;
   if (v->vk) {
+    ssm_vk_program_destroy(v->vk, v->timed[0]);
+    ssm_vk_program_destroy(v->vk, v->timed[1]);
     ssm_vk_program_destroy(v->vk, v->decode);
     ssm_vk_program_destroy(v->vk, v->prefill);
     ssm_vk_program_destroy(v->vk, v->gen1);
@@ -269,9 +326,9 @@ static void vk_close(ssm_backend *b) {
   free(v);
 }
 
-static const ssm_backend_ops vk_ops = {"vulkan",         vk_close,       vk_run,
-                                       vk_reset,         vk_set_sampler, vk_generate,
-                                       vk_state_read,    vk_state_write, vk_check};
+static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,       vk_reset,
+                                       vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
+                                       vk_check,      vk_profile};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
@@ -283,18 +340,23 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   const ssm_manifest *m = v->m;
   *b = (ssm_backend){.ops = &vk_ops, .vocab = m->vocab, .chunk = m->prefill.tokens,
                      .max_seq = m->max_seq, .eos = m->eos, .arch = m->architecture,
-                     .weight_bytes = ssm_manifest_weight_bytes(m), .nstates = m->nstates};
+                     .weight_bytes = ssm_manifest_weight_bytes(m), .dtype = m->dtype,
+                     .nstates = m->nstates};
   v->states = ssm_xcalloc((size_t)m->nstates + 1, sizeof *v->states);
   for (int i = 0; i < m->nstates; i++)
     v->states[i] = (ssm_backend_state){m->states[i].name, m->states[i].type};
   b->states = v->states;
+  ssm_st *st = NULL;
   ssm_status s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
+  if (!s) s = ssm_st_open(weights, &st);
+  if (!s) s = check_weights(m, st);
   if (!s) s = ssm_vk_open(opts ? opts->device : -1, opts ? opts->validation : 0, &v->vk);
   if (!s) b->device = ssm_vk_info(v->vk)->name;
   for (int i = 0; i < m->nbuffers && !s; i++)
     s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
                              &v->buffers[i]);
-  if (!s) s = upload_weights(v, weights);
+  if (!s) s = upload_weights(v, st);
+  ssm_st_close(st);
   if (!s) s = vk_reset(b);
   if (!s) s = load_kernels(v);
   if (!s) s = record(v, &m->decode, &v->decode);

@@ -59,6 +59,8 @@ typedef struct {
   uint32_t max_workgroup_count[3];
   uint32_t subgroup_size;
   unsigned features; /* SSM_VK_* bits the device supports */
+  int timestamps;             /* the compute queue writes timestamps */
+  float timestamp_period_ns;  /* nanoseconds per timestamp tick */
 } ssm_vk_device_info;
 
 /* Enumerates the physical devices into a malloc'd array (free() it). No
@@ -195,6 +197,14 @@ void ssm_vk_program_add_barrier(ssm_vk_program *p);
  * Ranges are checked; on error nothing is appended. */
 ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_offset,
                                    ssm_vk_buffer *dst, size_t dst_offset, size_t bytes);
+/* Asks for a timestamp around every dispatch (before ssm_vk_program_end);
+ * an error on a device whose compute queue has none. */
+ssm_status ssm_vk_program_profile(ssm_vk_program *p);
+/* After a run of a profiled program: the time of each dispatch in
+ * microseconds (out_us holds ssm_vk_program_dispatches entries): from the
+ * end of the one before (the start, for the first) to its end, so a
+ * barrier's wait counts with the dispatch after it. */
+ssm_status ssm_vk_program_times(ssm_vk *vk, ssm_vk_program *p, double *out_us);
 /* Builds the descriptor sets and records the command buffer. */
 ssm_status ssm_vk_program_end(ssm_vk_program *p);
 /* Number of dispatches recorded. */

@@ -19,7 +19,7 @@
 // is read.
 
 import { SAMPLER_STATE_LEN } from './bundle.mjs';
-import { applyTransform } from './transform.mjs';
+import { applyTransform, toHalf } from './transform.mjs';
 
 export const GEN_BATCH = 16;
 const UNIFORM_STRIDE = 256; // a dynamic uniform offset's alignment on every adapter
@@ -44,7 +44,8 @@ function plan(m) {
         const idx = st.bindings.map((_, j) => j).filter((j) => k.slots[j] === s);
         const buffer = st.bindings[idx[0]].buffer;
         const lo = Math.min(...idx.map((j) => st.bindings[j].offset));
-        const hi = Math.max(...idx.map((j) => st.bindings[j].offset + st.bindings[j].bytes));
+        // whole u32 words: a 16-bit tensor of odd length ends in half a word
+        const hi = Math.max(...idx.map((j) => st.bindings[j].offset + Math.ceil(st.bindings[j].bytes / 4) * 4));
         for (const j of idx) offsets[j] = (st.bindings[j].offset - lo) / 4;
         const rw = m.buffers[buffer].usage !== 'weights';
         const w = writable[st.kernel];
@@ -204,8 +205,8 @@ export class Runtime {
     const oom = await device.popErrorScope();
     if (oom) throw new GpuError(`${this.name}: cannot allocate its buffers: ${oom.message}`);
     // weights
-    if (m.dtype !== 'f32' || m.weights.some((w) => w.dtype !== 'f32'))
-      throw new GpuError(`${this.name}: only f32 weights are supported so far`);
+    const odd = m.weights.find((w) => !['f32', 'f16', 'bf16'].includes(w.dtype));
+    if (odd) throw new GpuError(`${this.name}: weight '${odd.name}' is ${odd.dtype}; weights are f32, f16 or bf16`);
     const total = m.weights.reduce((a, w) => a + w.region.bytes, 0);
     let done = 0;
     onProgress(0, total);
@@ -216,7 +217,9 @@ export class Runtime {
       } catch (e) {
         throw new GpuError(`${this.name}: weight '${w.name}': ${e.message}`);
       }
-      device.queue.writeBuffer(this.buffers[w.region.buffer], w.region.offset, data);
+      // 16-bit weights: two to a u32 word (regions start on 256-byte boundaries)
+      const words = w.dtype === 'f32' ? data : toHalf(w.dtype, data);
+      device.queue.writeBuffer(this.buffers[w.region.buffer], w.region.offset, words);
       done += w.region.bytes;
       onProgress(done, total);
     }

@@ -34,3 +34,51 @@ export function applyTransform(transform, data) {
   for (const f of ops) for (let i = 0; i < data.length; i++) data[i] = f(data[i]);
   return data;
 }
+
+// ---- 16-bit weights -------------------------------------------------------
+// A bundle keeps its matmul and embed weights in f16 or bf16 (the weights
+// pass); they are rounded from f32 to nearest even as ir/ir.c's
+// ssm_f32_to_f16 / ssm_f32_to_bf16 do, and packed two to a u32 word (the
+// kernels unpack them), the array padded to whole words.
+
+const f32 = new Float32Array(1);
+const u32 = new Uint32Array(f32.buffer);
+
+export function f32ToBf16(x) {
+  f32[0] = x;
+  const b = u32[0];
+  if ((b & 0x7fffffff) > 0x7f800000) return ((b >>> 16) | 0x40) & 0xffff; // quiet NaN
+  return ((b + 0x7fff + ((b >>> 16) & 1)) >>> 16) & 0xffff;
+}
+
+export function f32ToF16(x) {
+  f32[0] = x;
+  const b = u32[0];
+  const sign = (b >>> 16) & 0x8000;
+  let ax = b & 0x7fffffff;
+  if (ax > 0x7f800000) return sign | 0x7e00 | ((ax >>> 13) & 0x3ff);
+  if (ax >= 0x477ff000) return sign | 0x7c00; // >= 65520 rounds to inf
+  if (ax >= 0x38800000) { // normal in f16
+    ax -= (127 - 15) << 23;
+    ax += 0xfff + ((ax >>> 13) & 1);
+    return sign | (ax >>> 13);
+  }
+  // subnormal or zero, in units of 2^-24, rounded to nearest even
+  const e = ax >>> 23;
+  const shift = 126 - e;
+  if (e === 0 || shift >= 25) return sign;
+  const mant = (ax & 0x7fffff) | 0x800000;
+  let q = mant >>> shift;
+  const r = mant & ((1 << shift) - 1), half = 1 << (shift - 1);
+  if (r > half || (r === half && (q & 1))) q++;
+  return sign | q;
+}
+
+// f32 values as `dtype` ('f16' or 'bf16') words: a Uint16Array of even length.
+export function toHalf(dtype, data) {
+  const round = dtype === 'bf16' ? f32ToBf16 : dtype === 'f16' ? f32ToF16 : null;
+  if (!round) throw new Error(`no 16-bit dtype '${dtype}'`);
+  const out = new Uint16Array(data.length + (data.length & 1));
+  for (let i = 0; i < data.length; i++) out[i] = round(data[i]);
+  return out;
+}

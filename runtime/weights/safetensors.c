@@ -3,37 +3,44 @@
  *
  * A file is an 8-byte little-endian header length N, N bytes of JSON that
  * map tensor names to {dtype, shape, data_offsets}, then the data section.
- * Files are mmap'd read-only and stay mapped until ssm_st_close; every header
- * field is checked (with overflow-checked arithmetic) before any pointer into
- * the mapping is formed, so a corrupt file is an error, never a crash. A
+ * Files stay open until ssm_st_close and tensors are read with pread, so a
+ * file truncated or changed under a run is a read error, never a SIGBUS;
+ * every header field is checked (with overflow-checked arithmetic) before
+ * any tensor is read, so a corrupt file is an error, never a crash. A
  * sharded checkpoint is a model.safetensors.index.json whose weight_map names
  * the shard of each tensor. Tensors of all shards are kept in one array sorted
- * by name for binary-search lookup.
+ * by name for binary-search lookup. The fingerprint is an XXH3-64 of every
+ * tensor's name, dtype, shape and every byte, each tensor hashed as it is
+ * read (so loading the weights costs no second pass).
  */
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "runtime/weights/weights.h"
 
 #define ST_MAX_HEADER ((size_t)100 << 20)
 #define ST_MAX_INT 9007199254740992.0 /* 2^53: larger JSON numbers are inexact */
 
+#define READ_CHUNK ((size_t)1 << 20)
+
 typedef struct {
-  void *map;
+  int fd;
   size_t size;
-} st_mapping;
+} st_file;
 
 struct ssm_st {
   const char *path; /* as given to ssm_st_open, for messages */
   ssm_arena *arena; /* names and paths */
-  SSM_VEC(st_mapping) maps;
+  SSM_VEC(st_file) files;
   SSM_VEC(ssm_st_tensor) tensors; /* sorted by name after open */
+  uint64_t *hashes;  /* per tensor, once read (a cache: filled through a const st) */
+  unsigned char *hashed;
 };
 
 /* One tensor's byte range in its file's data section, for the overlap check. */
@@ -87,46 +94,42 @@ static char *format_dims(char *buf, size_t n, int rank, const int64_t *dims) {
   return buf;
 }
 
-/* Maps `path` read-only; the mapping is owned by `st` from then on. */
-static ssm_status map_file(ssm_st *st, const char *path, const uint8_t **out_base,
-                           size_t *out_size) {
-  *out_base = NULL;
-  *out_size = 0;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return ssm_status_new(SSM_ERR_IO, "%s: not a regular file", path);
-  }
-  if ((uint64_t)sb.st_size < 8) {
-    close(fd);
-    return ssm_status_new(SSM_ERR_INVALID,
-                          "%s: file is %lld bytes, too short for a safetensors header",
-                          path, (long long)sb.st_size);
-  }
-  if ((uint64_t)sb.st_size > SIZE_MAX) {
-    close(fd);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: file too large to map", path);
-  }
-  size_t size = (size_t)sb.st_size;
-  void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  close(fd);
-  if (map == MAP_FAILED)
-    return ssm_status_new(SSM_ERR_IO, "%s: mmap: %s", path, strerror(err));
-  st_mapping m = {map, size};
-  ssm_vec_push(&st->maps, m);
-  *out_base = map;
+/* Opens `path` (a regular file: no FIFO or device); the descriptor is owned
+ * by `st` from then on. */
+static ssm_status open_file(ssm_st *st, const char *path, int *out_index, size_t *out_size) {
+  int fd;
+  size_t size;
+  SSM_TRY(ssm_file_open(path, &fd, &size));
+  st_file f = {fd, size};
+  ssm_vec_push(&st->files, f);
+  *out_index = (int)st->files.n - 1;
   *out_size = size;
+  if (size < 8)
+    return ssm_status_new(SSM_ERR_INVALID,
+                          "%s: file is %zu bytes, too short for a safetensors header", path, size);
+  return NULL;
+}
+
+/* Reads exactly `n` bytes at `offset` of file `f`. */
+static ssm_status read_at(const ssm_st *st, int f, const char *path, uint64_t offset, void *dst,
+                          size_t n) {
+  for (size_t done = 0; done < n;) {
+    ssize_t r = pread(st->files.items[f].fd, (char *)dst + done, n - done, (off_t)(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return ssm_status_new(SSM_ERR_IO, "%s: read error (%s)", path, strerror(errno));
+    if (r == 0)
+      return ssm_status_new(SSM_ERR_IO, "%s: the file is shorter than its header says (was it "
+                            "truncated or replaced while in use?)", path);
+    done += (size_t)r;
+  }
   return NULL;
 }
 
 /* ---- one file ------------------------------------------------------------- */
 
 /* Validates one header entry and appends it to st->tensors. */
-static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e,
-                              const uint8_t *data, size_t data_size, st_range *out_range) {
+static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e, int file,
+                              uint64_t data_at, size_t data_size, st_range *out_range) {
   const char *name = e->string;
   if (!cJSON_IsObject(e))
     return ssm_status_new(SSM_ERR_INVALID, "%s: tensor '%s': entry is not an object", path, name);
@@ -190,7 +193,8 @@ static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e,
   ssm_st_tensor t = {.name = ssm_arena_strdup(st->arena, name),
                      .dtype = dtype,
                      .rank = rank,
-                     .data = data + begin,
+                     .file_index = file,
+                     .offset = data_at + begin,
                      .nbytes = nbytes,
                      .file = path};
   memcpy(t.shape, dims, sizeof dims);
@@ -214,8 +218,8 @@ static ssm_status check_overlaps(const char *path, st_range *r, int n) {
   return NULL;
 }
 
-static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root,
-                               const uint8_t *data, size_t data_size) {
+static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root, int file,
+                               uint64_t data_at, size_t data_size) {
   if (!cJSON_IsObject(root))
     return ssm_status_new(SSM_ERR_INVALID, "%s: header is not a JSON object", path);
   int n = cJSON_GetArraySize(root);
@@ -231,7 +235,7 @@ static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root,
         s = ssm_status_new(SSM_ERR_INVALID, "%s: __metadata__ is not an object", path);
       continue;
     }
-    s = parse_entry(st, path, e, data, data_size, &ranges[nr]);
+    s = parse_entry(st, path, e, file, data_at, data_size, &ranges[nr]);
     if (!s) nr++;
   }
   if (!s) s = check_overlaps(path, ranges, nr);
@@ -239,13 +243,15 @@ static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root,
   return s;
 }
 
-/* Maps and validates one .safetensors file, appending its tensors. */
+/* Opens and validates one .safetensors file, appending its tensors. */
 static ssm_status load_file(ssm_st *st, const char *path) {
-  const uint8_t *base;
+  int file;
   size_t size;
-  SSM_TRY(map_file(st, path, &base, &size));
+  unsigned char prefix[8];
+  SSM_TRY(open_file(st, path, &file, &size));
+  SSM_TRY(read_at(st, file, path, 0, prefix, 8));
   uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | base[i];
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | prefix[i];
   if (hlen > ST_MAX_HEADER)
     return ssm_status_new(SSM_ERR_INVALID,
                           "%s: header length %llu is absurd (limit %zu bytes)", path,
@@ -259,7 +265,11 @@ static ssm_status load_file(ssm_st *st, const char *path) {
   SSM_TRY(ssm_status_wrap(ssm_alloc(header_len + 1, 1, &mem), "%s: header of %zu bytes", path,
                           header_len));
   char *text = mem;
-  memcpy(text, base + 8, header_len);
+  ssm_status rs = read_at(st, file, path, 8, text, header_len);
+  if (rs) {
+    free(text);
+    return rs;
+  }
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(text, header_len, &end, 0);
   ssm_status s = NULL;
@@ -272,7 +282,7 @@ static ssm_status load_file(ssm_st *st, const char *path) {
     if (end != text + header_len)
       s = ssm_status_new(SSM_ERR_INVALID, "%s: header has trailing bytes after the JSON", path);
   }
-  if (!s) s = parse_header(st, path, root, base + 8 + header_len, size - 8 - header_len);
+  if (!s) s = parse_header(st, path, root, file, 8 + header_len, size - 8 - header_len);
   cJSON_Delete(root);
   free(text);
   return s;
@@ -303,13 +313,12 @@ static ssm_status load_index(ssm_st *st, const char *path) {
   char *text;
   size_t len;
   SSM_TRY(ssm_file_read(path, ST_MAX_HEADER, &text, &len));
-  cJSON *root = cJSON_ParseWithLength(text, len);
+  cJSON *root;
+  ssm_status s = ssm_json_parse(path, text, len, &root);
   free(text);
-  ssm_status s = NULL;
+  if (s) return s;
   const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
-  if (!root)
-    s = ssm_status_new(SSM_ERR_INVALID, "%s: not valid JSON", path);
-  else if (!cJSON_IsObject(wm))
+  if (!cJSON_IsObject(wm))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: no \"weight_map\" object", path);
 
   const char *slash = strrchr(path, '/');
@@ -386,6 +395,10 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
     s = load_file(st, st->path);
     if (!s) s = sort_and_check(st);
   }
+  if (!s) {
+    st->hashes = ssm_xcalloc(st->tensors.n + 1, sizeof *st->hashes);
+    st->hashed = ssm_xcalloc(st->tensors.n + 1, 1);
+  }
   if (s) {
     ssm_st_close(st);
     return s;
@@ -396,8 +409,10 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
 
 void ssm_st_close(ssm_st *st) {
   if (!st) return;
-  for (size_t i = 0; i < st->maps.n; i++) munmap(st->maps.items[i].map, st->maps.items[i].size);
-  ssm_vec_free(&st->maps);
+  for (size_t i = 0; i < st->files.n; i++) close(st->files.items[i].fd);
+  ssm_vec_free(&st->files);
+  free(st->hashes);
+  free(st->hashed);
   ssm_vec_free(&st->tensors);
   ssm_arena_destroy(st->arena);
   free(st);
@@ -412,6 +427,23 @@ const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i) {
 
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name) { return find(st, name); }
 
+ssm_dtype ssm_st_float_dtype(const ssm_st *st) {
+  uint64_t bytes[SSM_DTYPE_COUNT] = {0};
+  for (int i = 0; i < ssm_st_count(st); i++) bytes[ssm_st_at(st, i)->dtype] += ssm_st_at(st, i)->nbytes;
+  ssm_dtype best = SSM_F32;
+  for (ssm_dtype d = SSM_F16; d <= SSM_BF16; d++)
+    if (bytes[d] > bytes[best]) best = d;
+  return best;
+}
+
+ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out) {
+  ssm_st *st;
+  SSM_TRY(ssm_st_open(path, &st));
+  *out = ssm_st_float_dtype(st);
+  ssm_st_close(st);
+  return NULL;
+}
+
 static float load_f32(const uint8_t *p, ssm_dtype d) {
   uint16_t h;
   float f;
@@ -423,7 +455,63 @@ static float load_f32(const uint8_t *p, ssm_dtype d) {
   }
 }
 
-ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+/* Reads tensor t in chunks of at most READ_CHUNK bytes, handing each to
+ * `chunk` (with its element index), and hashes every byte on the way. */
+static ssm_status read_tensor(const ssm_st *st, size_t ti,
+                              void (*chunk)(const uint8_t *p, size_t n, size_t at, void *u),
+                              void *user) {
+  const ssm_st_tensor *t = &st->tensors.items[ti];
+  size_t es = ssm_dtype_size(t->dtype), step = READ_CHUNK / es * es;
+  uint8_t *buf;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(t->nbytes < step ? t->nbytes : step, 1, (void **)&buf),
+                          "tensor '%s'", t->name));
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) ssm_fatal_nomem(0);
+  XXH3_64bits_reset(h);
+  ssm_status s = NULL;
+  for (size_t done = 0; done < t->nbytes && !s; done += step) {
+    size_t n = t->nbytes - done < step ? t->nbytes - done : step;
+    s = read_at(st, t->file_index, t->file, t->offset + done, buf, n);
+    if (s) break;
+    XXH3_64bits_update(h, buf, n);
+    if (chunk) chunk(buf, n, done / es, user);
+  }
+  if (!s) {
+    st->hashes[ti] = XXH3_64bits_digest(h);
+    st->hashed[ti] = 1;
+  }
+  XXH3_freeState(h);
+  free(buf);
+  return s;
+}
+
+typedef struct {
+  ssm_dtype from, to;
+  void *dst;
+} convert;
+
+/* Copies (same dtype) or converts (f32, f16, bf16) one chunk into dst. */
+static void convert_chunk(const uint8_t *src, size_t n, size_t at, void *user) {
+  const convert *c = user;
+  size_t ss = ssm_dtype_size(c->from), ds = ssm_dtype_size(c->to);
+  if (c->from == c->to) {
+    memcpy((uint8_t *)c->dst + at * ds, src, n);
+    return;
+  }
+  for (size_t i = 0; i < n / ss; i++) {
+    float f = load_f32(src + i * ss, c->from);
+    uint16_t h;
+    uint8_t *d = (uint8_t *)c->dst + (at + i) * ds;
+    switch (c->to) {
+    case SSM_F32: memcpy(d, &f, 4); break;
+    case SSM_F16: h = ssm_f32_to_f16(f); memcpy(d, &h, 2); break;
+    case SSM_BF16: h = ssm_f32_to_bf16(f); memcpy(d, &h, 2); break;
+    default: SSM_ASSERT(0);
+    }
+  }
+}
+
+ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want) {
   const ssm_st_tensor *t = find(st, name);
   if (!t) return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' not found in %s", name, st->path);
   int same = t->rank == want->rank;
@@ -435,36 +523,35 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
                           name, format_dims(a, sizeof a, t->rank, t->shape),
                           format_dims(b, sizeof b, want->rank, want->dims));
   }
-  if (t->dtype == want->dtype) {
-    if (t->nbytes) memcpy(dst, t->data, t->nbytes);
-    return NULL;
-  }
-  if (t->dtype == SSM_I32 || want->dtype == SSM_I32)
+  if (t->dtype != want->dtype && (t->dtype == SSM_I32 || want->dtype == SSM_I32))
     return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' is %s in %s but the model expects %s",
                           name, st_dtype_name(t->dtype), t->file, ssm_dtype_name(want->dtype));
-  size_t n = t->nbytes / ssm_dtype_size(t->dtype), ss = ssm_dtype_size(t->dtype);
-  const uint8_t *src = t->data;
-  for (size_t i = 0; i < n; i++) {
-    float f = load_f32(src + i * ss, t->dtype);
-    uint16_t h;
-    switch (want->dtype) {
-    case SSM_F32: memcpy((uint8_t *)dst + 4 * i, &f, 4); break;
-    case SSM_F16: h = ssm_f32_to_f16(f); memcpy((uint8_t *)dst + 2 * i, &h, 2); break;
-    case SSM_BF16: h = ssm_f32_to_bf16(f); memcpy((uint8_t *)dst + 2 * i, &h, 2); break;
-    default: SSM_ASSERT(0);
-    }
-  }
   return NULL;
 }
 
-uint64_t ssm_st_fingerprint(const ssm_st *st) {
-  uint64_t h = SSM_FNV_INIT;
-  for (int i = 0; i < ssm_st_count(st); i++) {
-    const ssm_st_tensor *t = ssm_st_at(st, i);
-    h = ssm_fnv1a(h, t->name, strlen(t->name) + 1);
-    h = ssm_fnv1a(h, &t->dtype, sizeof t->dtype);
-    h = ssm_fnv1a(h, t->shape, sizeof t->shape[0] * (size_t)t->rank);
-    h = ssm_fnv1a(h, t->data, t->nbytes < 64 ? t->nbytes : 64);
+ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  SSM_TRY(ssm_st_check(st, name, want));
+  const ssm_st_tensor *t = find(st, name);
+  convert c = {t->dtype, want->dtype, dst};
+  return read_tensor(st, (size_t)(t - st->tensors.items), convert_chunk, &c);
+}
+
+uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err) {
+  *out_err = NULL;
+  XXH3_state_t *h = XXH3_createState();
+  if (!h) ssm_fatal_nomem(0);
+  XXH3_64bits_reset(h);
+  for (size_t i = 0; i < st->tensors.n && !*out_err; i++) {
+    const ssm_st_tensor *t = &st->tensors.items[i];
+    if (!st->hashed[i]) *out_err = read_tensor(st, i, NULL, NULL);
+    int32_t dtype = (int32_t)t->dtype, rank = t->rank;
+    XXH3_64bits_update(h, t->name, strlen(t->name) + 1);
+    XXH3_64bits_update(h, &dtype, sizeof dtype);
+    XXH3_64bits_update(h, &rank, sizeof rank);
+    XXH3_64bits_update(h, t->shape, sizeof t->shape[0] * (size_t)t->rank);
+    XXH3_64bits_update(h, &st->hashes[i], sizeof st->hashes[i]);
   }
-  return h;
+  uint64_t f = XXH3_64bits_digest(h);
+  XXH3_freeState(h);
+  return *out_err ? 0 : f;
 }

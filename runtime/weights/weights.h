@@ -10,15 +10,16 @@
 
 /* ---- safetensors (safetensors.c) --------------------------------------- */
 
-/* One tensor of a checkpoint; `data` points into the mmap'd file. */
+/* One tensor of a checkpoint (its bytes are read with ssm_st_read). */
 typedef struct {
   const char *name;
   ssm_dtype dtype; /* F32, F16, BF16 in the file (I32 for "I32") */
   int rank;
   int64_t shape[SSM_MAX_RANK];
-  const void *data;
   size_t nbytes;
   const char *file; /* the shard it lives in */
+  int file_index;   /* which of the open files */
+  uint64_t offset;  /* of its first byte in that file */
 } ssm_st_tensor;
 
 /* A checkpoint: one .safetensors file, or the shards that a
@@ -35,6 +36,14 @@ int ssm_st_count(const ssm_st *st);
 const ssm_st_tensor *ssm_st_at(const ssm_st *st, int i);
 /* NULL if there is no tensor of that name. */
 const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
+/* The dtype (f32, f16, bf16) that holds most of the checkpoint's float
+ * bytes: what a model is compiled to when no dtype is asked for. */
+ssm_dtype ssm_st_float_dtype(const ssm_st *st);
+/* ssm_st_float_dtype of the checkpoint at `path` (only its headers are read). */
+ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out);
+/* The checks ssm_st_read makes before it reads: the tensor exists, with
+ * want's shape and a dtype it converts to want's. */
+ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
 /* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
  * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
  * found in DIR"), or a shape other than want's ("tensor 'x' has shape
@@ -42,10 +51,12 @@ const ssm_st_tensor *ssm_st_find(const ssm_st *st, const char *name);
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
                        void *dst);
 
-/* A fingerprint of the checkpoint: FNV-1a 64 over every tensor's name,
- * dtype, shape and first 64 bytes of data. State files carry it so a state
- * is not restored into other weights. */
-uint64_t ssm_st_fingerprint(const ssm_st *st);
+/* A fingerprint of the checkpoint: XXH3-64 over every tensor's name, dtype,
+ * shape and all of its bytes. State files carry it so a state is not
+ * restored into other weights. Tensors already read (ssm_st_read hashes what
+ * it reads) are not read again; the others are. A read error goes to
+ * *out_err (and 0 is returned). */
+uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err);
 
 /* ---- load-time weight transforms (transform.c) ------------------------- */
 

@@ -19,7 +19,7 @@
 
 /* Replaces the contents of this process's one memfd by `data`; returns a
  * path that opens it. */
-static const char *fuzz_file(const uint8_t *data, size_t size) {
+static inline const char *fuzz_file(const uint8_t *data, size_t size) {
   static int fd = -1;
   static char path[64];
   if (fd < 0) {
@@ -32,7 +32,7 @@ static const char *fuzz_file(const uint8_t *data, size_t size) {
 }
 
 /* A malloc'd NUL-terminated copy. */
-static char *fuzz_text(const uint8_t *data, size_t size) {
+static inline char *fuzz_text(const uint8_t *data, size_t size) {
   char *t = malloc(size + 1);
   if (!t) abort();
   if (size) memcpy(t, data, size);
@@ -41,7 +41,7 @@ static char *fuzz_text(const uint8_t *data, size_t size) {
 }
 
 /* Prints the broken property and aborts (libFuzzer saves the input). */
-static void fuzz_fail(const char *fmt, ...) {
+static inline void fuzz_fail(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, "fuzz property broken: ");
@@ -52,7 +52,7 @@ static void fuzz_fail(const char *fmt, ...) {
 }
 
 /* An error status must carry a message; frees it. */
-static void fuzz_check_error(ssm_status s) {
+static inline void fuzz_check_error(ssm_status s) {
   const char *m = ssm_status_message(s);
   if (!m || !*m) fuzz_fail("error status with an empty message");
   ssm_status_free(s);

@@ -36,9 +36,9 @@ static void try_bundle(const uint8_t *data, size_t size) {
       fuzz_fail("a kernel with %d WGSL slots for %d bindings was accepted", k->nslots, k->nbindings);
     for (int j = 0; j < k->nbindings; j++)
       if (k->slot[j] < 0 || k->slot[j] >= k->nslots) fuzz_fail("binding %d is in slot %d", j, k->slot[j]);
-    for (int s = 0; s < k->nslots; s++)
-      if (k->windows[s] < 1 || k->windows[s] > SSM_CG_WGSL_MAX_WINDOWS)
-        fuzz_fail("a WGSL slot of %d windows was accepted", k->windows[s]);
+    for (int j = 0; j < k->nslots; j++)
+      if (k->windows[j] < 1 || k->windows[j] > SSM_CG_WGSL_MAX_WINDOWS)
+        fuzz_fail("a WGSL slot of %d windows was accepted", k->windows[j]);
   }
   const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
   for (int p = 0; p < 2; p++) {

@@ -5,7 +5,7 @@
 // of 4-token prefill programs) equal to token-by-token decode (1-token
 // programs) to 1e-6. Every kernel's WGSL must compile in Dawn: opening the
 // runtime compiles them all and fails with Dawn's messages (getCompilationInfo)
-// naming the kernel. Decoding runs with the argmax on the host and with the
+// naming the kernel. 16-bit checkpoints give 16-bit bundles. Decoding runs with the argmax on the host and with the
 // sampler on the device feeding each token back.
 
 import { test } from 'node:test';
@@ -46,12 +46,21 @@ test('the fixtures are all there', () => {
     assert.ok(names.includes(n), n);
 });
 
+// the fixtures with 16-bit checkpoints (the bundle keeps their dtype)
+const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', mamba1_f16_sharded: 'f16' };
+
 for (const name of names) {
   test(`${name}: WGSL compiles, logits and greedy tokens match transformers`, async () => {
     const g = golden(name);
     assert.ok(g.maxAbs > 0.5, 'the fixture must not be a near-zero model');
     const chunked = compile(g.dir, dir, `${name}.c4`, ['--chunk', '4']);
     const stepwise = compile(g.dir, dir, `${name}.c1`, ['--chunk', '1']);
+    // a 16-bit checkpoint compiles to a 16-bit bundle: the kernels unpack
+    // its matmul and embed weights from u32 words
+    const dtype = readBundle(readFileSync(chunked), chunked).manifest.dtype;
+    assert.equal(dtype, SIXTEEN_BIT[name] ?? 'f32');
+    if (dtype !== 'f32')
+      assert.ok(readBundle(readFileSync(chunked), chunked).manifest.weights.some((w) => w.dtype === dtype));
     const a = await runFixture(chunked, g, true);
     const s = await runFixture(stepwise, g, false);
     for (const [how, r] of [['chunked, host greedy', a], ['token by token, device sampler', s]]) {

@@ -1,0 +1,75 @@
+/*
+ * json.c — reading JSON (cJSON) the one way every file ssmc reads wants it:
+ * an error names the file, line and column; an object that gives a key
+ * twice is refused (Python's json, and so transformers, would keep the last
+ * one silently, cJSON the first: either way a reader could see another
+ * model than the author meant).
+ */
+#include <cjson/cJSON.h>
+#include <string.h>
+
+#include "base/base.h"
+
+/* The first key given twice in an object under `j`, with its place in
+ * *path ("model.vocab"); NULL when there is none. */
+static const char *duplicate_key(const cJSON *j, ssm_sb *path) {
+  if (!cJSON_IsObject(j) && !cJSON_IsArray(j)) return NULL;
+  ssm_strmap seen = {0};
+  const char *dup = NULL;
+  size_t at = path->n;
+  int index = 0;
+  for (const cJSON *c = j->child; c && !dup; c = c->next, index++) {
+    if (cJSON_IsObject(j)) {
+      int found;
+      ssm_strmap_slot(&seen, c->string ? c->string : "", &found);
+      if (found) {
+        dup = c->string;
+        break;
+      }
+      ssm_sb_printf(path, "%s%s", at ? "." : "", c->string);
+    } else {
+      ssm_sb_printf(path, "[%d]", index);
+    }
+    dup = duplicate_key(c, path);
+    if (!dup) {
+      path->n = at;
+      if (path->s) path->s[at] = 0;
+    }
+  }
+  ssm_strmap_free(&seen);
+  return dup;
+}
+
+ssm_status ssm_json_parse(const char *name, const char *text, size_t len, cJSON **out) {
+  *out = NULL;
+  const char *end = NULL;
+  cJSON *j = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+  while (j && end && end < text + len && (*end == ' ' || *end == '\t' || *end == '\n' ||
+                                          *end == '\r'))
+    end++;
+  if (j && end && end < text + len && *end) { /* text after the value */
+    cJSON_Delete(j);
+    j = NULL;
+  }
+  if (!j) {
+    int line = 1, col = 1;
+    for (const char *c = text; end && c < end && c < text + len; c++) {
+      if (*c == '\n') line++, col = 1;
+      else col++;
+    }
+    return ssm_status_new(SSM_ERR_INVALID, "%s:%d:%d: not valid JSON", name, line, col);
+  }
+  ssm_sb path = {0};
+  const char *dup = duplicate_key(j, &path);
+  if (dup) {
+    ssm_status s = ssm_status_new(SSM_ERR_INVALID, "%s: the key '%s' is given twice in %s%s",
+                                  name, dup, path.n ? "the object at " : "the top object",
+                                  ssm_sb_str(&path));
+    ssm_sb_free(&path);
+    cJSON_Delete(j);
+    return s;
+  }
+  ssm_sb_free(&path);
+  *out = j;
+  return NULL;
+}
