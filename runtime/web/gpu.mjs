@@ -71,6 +71,33 @@ function workgroupSize(wgsl) {
   return m ? Number(m[1]) : 1;
 }
 
+// Bytes of workgroup memory a WGSL module declares (its var<workgroup>s):
+// the generated kernels use 32-bit scalars and atomics, vectors, arrays of
+// them (a literal length or a module const) and structs of them.
+export function workgroupBytes(wgsl) {
+  const consts = new Map([...wgsl.matchAll(/\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*(\d+)u?\s*;/g)]
+    .map((m) => [m[1], Number(m[2])]));
+  const structs = new Map([...wgsl.matchAll(/\bstruct\s+(\w+)\s*\{([^}]*)\}/g)].map((m) => [m[1], m[2]]));
+  const size = (type) => {
+    const t = type.trim();
+    const a = /^array<(.*),\s*(\w+)\s*>$/.exec(t);
+    if (a) {
+      const n = /^\d+u?$/.test(a[2]) ? parseInt(a[2], 10) : consts.get(a[2]);
+      if (n === undefined) throw new GpuError(`workgroup array length '${a[2]}' is not a constant of the kernel`);
+      return n * size(a[1]);
+    }
+    if (/^(f32|u32|i32|atomic<[ui]32>)$/.test(t)) return 4;
+    const v = /^vec([234])<[fiu]32>$/.exec(t);
+    if (v) return v[1] === '2' ? 8 : 16;
+    if (structs.has(t))
+      return structs.get(t).split(',').filter((f) => f.trim()).reduce((n, f) => n + size(f.split(':')[1] ?? ''), 0);
+    throw new GpuError(`a workgroup variable of type '${t}': unknown size`);
+  };
+  let total = 0;
+  for (const m of wgsl.matchAll(/var<workgroup>\s+\w+\s*:\s*([^;]+);/g)) total += size(m[1]);
+  return total;
+}
+
 // The limits `m` needs beyond WebGPU's defaults, checked against the
 // adapter's; a shortfall is an error that names the limit and the need.
 function requiredLimits(adapter, m, texts, p) {
@@ -80,6 +107,7 @@ function requiredLimits(adapter, m, texts, p) {
     maxStorageBuffersPerShaderStage: Math.max(...m.kernels.map((k) => k.windows.reduce((a, b) => a + b, 0))),
     maxComputeInvocationsPerWorkgroup: Math.max(...texts.map(workgroupSize)),
     maxComputeWorkgroupSizeX: Math.max(...texts.map(workgroupSize)),
+    maxComputeWorkgroupStorageSize: Math.max(...texts.map(workgroupBytes)),
   };
   const why = {
     maxBufferSize: 'its largest buffer',
@@ -87,6 +115,7 @@ function requiredLimits(adapter, m, texts, p) {
     maxStorageBuffersPerShaderStage: 'its kernel with the most storage windows',
     maxComputeInvocationsPerWorkgroup: 'its largest workgroup',
     maxComputeWorkgroupSizeX: 'its largest workgroup',
+    maxComputeWorkgroupStorageSize: 'its kernel with the most workgroup memory',
   };
   const req = {};
   for (const [k, v] of Object.entries(need)) {

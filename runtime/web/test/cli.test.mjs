@@ -14,7 +14,7 @@ import { readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, scratch, ssmc, ROOT, WEB } from './helpers.mjs';
 import { readBundle } from '../bundle.mjs';
-import { Runtime } from '../gpu.mjs';
+import { Runtime, workgroupBytes } from '../gpu.mjs';
 import { openCheckpoint } from '../safetensors.mjs';
 import { dirFiles } from '../node.mjs';
 
@@ -116,11 +116,24 @@ test('check compiles every kernel; bench reports decode and prefill tokens/s', (
   assert.equal(j.weight_bytes, readBundle(readFileSync(bundle), bundle).manifest.weights.reduce((a, w) => a + w.region.bytes, 0));
 });
 
+test('workgroup memory is counted from the WGSL, as the kernels declare it', () => {
+  const wgsl = `const L: u32 = 64u;\nconst TT = 4u;\nstruct S { a: f32, b: u32, }\n` +
+    `var<workgroup> x: array<f32, L>;\nvar<workgroup> y: array<array<f32, 32>, TT>;\n` +
+    `var<workgroup> s: S;\nvar<workgroup> p: atomic<u32>;\nvar<workgroup> v: array<vec4<f32>, 2u>;\nvar<private> q: array<f32, 999>;`;
+  assert.equal(workgroupBytes(wgsl), 64 * 4 + 32 * 4 * 4 + 8 + 4 + 32);
+  assert.equal(workgroupBytes('fn f() {}'), 0);
+  assert.throws(() => workgroupBytes('var<workgroup> x: array<f32, N>;'), /workgroup array length 'N' is not a constant/);
+  const b = readBundle(readFileSync(bundle), bundle);
+  const sizes = b.manifest.kernels.map((k) => workgroupBytes(b.text(k.wgsl)));
+  assert.ok(Math.max(...sizes) >= 1024 && Math.max(...sizes) <= 16384, `${sizes}`);
+});
+
 test("an adapter with too little is refused, naming the limit; so is no adapter", async () => {
   const b = readBundle(readFileSync(bundle), bundle);
   const ck = await openCheckpoint(dirFiles(FIX), FIX);
   const defaults = { maxBufferSize: 268435456, maxStorageBufferBindingSize: 134217728, maxStorageBuffersPerShaderStage: 8,
-                     maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, minStorageBufferOffsetAlignment: 256 };
+                     maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, minStorageBufferOffsetAlignment: 256,
+                     maxComputeWorkgroupStorageSize: 16384 };
   const fake = (limits) => ({ requestAdapter: async () => ({ limits: { ...defaults, ...limits }, info: {}, requestDevice: async () => assert.fail('no device wanted') }) });
   await assert.rejects(Runtime.open({ gpu: fake({ maxStorageBuffersPerShaderStage: 2 }), bundle: b, checkpoint: ck }),
                        /this WebGPU adapter's maxStorageBuffersPerShaderStage is 2, but the bundle needs 3 \(its kernel with the most storage windows\)/);
@@ -128,6 +141,8 @@ test("an adapter with too little is refused, naming the limit; so is no adapter"
                        /maxBufferSize is 4096, but the bundle needs 517888 \(its largest buffer\)/);
   await assert.rejects(Runtime.open({ gpu: fake({ maxComputeInvocationsPerWorkgroup: 64 }), bundle: b, checkpoint: ck }),
                        /maxComputeInvocationsPerWorkgroup is 64, but the bundle needs 256/);
+  await assert.rejects(Runtime.open({ gpu: fake({ maxComputeWorkgroupStorageSize: 1024 }), bundle: b, checkpoint: ck }),
+                       /maxComputeWorkgroupStorageSize is 1024, but the bundle needs \d{4,} \(its kernel with the most workgroup memory\)/);
   await assert.rejects(Runtime.open({ gpu: fake({ minStorageBufferOffsetAlignment: 512 }), bundle: b, checkpoint: ck }),
                        /minStorageBufferOffsetAlignment is 512, but the bundle aligns to 256/);
   await assert.rejects(Runtime.open({ gpu: { requestAdapter: async () => null }, bundle: b, checkpoint: ck }), /no WebGPU adapter/);
