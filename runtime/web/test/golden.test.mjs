@@ -5,8 +5,9 @@
 // of 4-token prefill programs) equal to token-by-token decode (1-token
 // programs) to 1e-6. Every kernel's WGSL must compile in Dawn: opening the
 // runtime compiles them all and fails with Dawn's messages (getCompilationInfo)
-// naming the kernel. 16-bit checkpoints give 16-bit bundles. Decoding runs with the argmax on the host and with the
-// sampler on the device feeding each token back.
+// naming the kernel. 16-bit checkpoints give 16-bit bundles (their weights
+// unpacked from u32 words). Decoding runs with the argmax on the host and
+// with the sampler on the device feeding each token back.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';

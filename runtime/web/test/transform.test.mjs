@@ -2,7 +2,8 @@
 // (transform.mjs) are the CPU interpreter's: every unary op of ir/ops.def
 // has an entry, and each gives the value of its C expression in
 // ir/elementwise.def (read from the file and evaluated here in double, as C
-// does) at points across its range, stored as f32.
+// does) at points across its range, stored as f32. 16-bit weights are
+// rounded to nearest even, like ir/ir.c.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
