@@ -48,7 +48,7 @@ test('the fixtures are all there', () => {
 });
 
 // the fixtures with 16-bit checkpoints (the bundle keeps their dtype)
-const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', mamba1_f16_sharded: 'f16' };
+const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', jamba_gqa: 'bf16', mamba1_f16_sharded: 'f16' };
 
 for (const name of names) {
   test(`${name}: WGSL compiles, logits and greedy tokens match transformers`, async () => {
