@@ -1,16 +1,18 @@
 /*
- * test_tokenizer.c — the byte-level BPE tokenizer against the Hugging Face
- * `tokenizers` library: for every tokenizer of tests/data/tokenizer/ (made
- * by tools/gen_tokenizer_golden.py) and every case, the ids must be the
+ * test_tokenizer.c — the BPE tokenizer against the Hugging Face `tokenizers`
+ * library: for every tokenizer of tests/data/tokenizer/ (made by
+ * tools/gen_tokenizer_golden.py) and every case, the ids must be the
  * library's, decode must give the library's text, and the stream decoder fed
  * one id at a time must never hand out part of a UTF-8 character. Also:
  * NFC, the stream decoder's hold-back and U+FFFD rules, `ssmc tokenize`,
- * and one test per class of malformed or unsupported tokenizer.json
- * (asserting the message).
+ * one test per class of malformed or unsupported tokenizer.json (asserting
+ * the message), and each normalizer, pre-tokenizer, decoder and BPE option
+ * on hand-made files, with the ids or text the library's code gives.
  */
 #include <cjson/cJSON.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bundle/bundle.h"
 #include "runtime/cpu/cpu.h"
@@ -19,7 +21,10 @@
 #include "testutil.h"
 #include "tokenizer/unicode.h"
 
-static const char *golden_names[] = {"gpt2", "neox", "falcon", "llama3", "splitmix"};
+/* Every one must be there: a missing folder fails the test (the data is made
+ * by tools/gen_tokenizer_golden.py; see tests/data/tokenizer/README.md). */
+static const char *golden_names[] = {"gpt2",  "neox",   "falcon",    "llama3", "splitmix",
+                                     "qwen2", "llama2", "metaspace", "normmix"};
 enum { N_GOLDEN = sizeof golden_names / sizeof *golden_names };
 
 static const char *tok_path(const char *name) {
@@ -65,6 +70,14 @@ static void print_ids(const char *what, const int32_t *ids, size_t n) {
 
 /* Checks one golden tokenizer; returns the number of failing cases. */
 static int check_golden(const char *name, int *out_cases) {
+  char dir[1024];
+  snprintf(dir, sizeof dir, "%s/tests/data/tokenizer/%s", ssm_test_source_dir(), name);
+  if (access(dir, F_OK)) {
+    fprintf(stderr, "\n  %s is missing: make it with tools/gen_tokenizer_golden.py (see "
+            "tests/data/tokenizer/README.md)\n", dir);
+    CU_FAIL("a golden tokenizer folder is missing");
+    return 1;
+  }
   ssm_tok *tok;
   ssm_status s = ssm_tok_open(tok_path(name), &tok);
   SSM_ASSERT_OK(s);
@@ -278,15 +291,16 @@ static void test_stream_utf8(void) {
   ssm_tok_close(tok);
 }
 
-static void expect_nfc(const char *in, const char *want) {
-  char *out;
-  size_t n;
-  ssm_uni_nfc(in, strlen(in), &out, &n);
-  if (strcmp(out, want)) fprintf(stderr, "\n  nfc('%s') = '%s', want '%s'\n", in, out, want);
-  CU_ASSERT_STRING_EQUAL(out, want);
-  CU_ASSERT_EQUAL(n, strlen(want));
-  free(out);
+static void expect_form(ssm_uni_form form, const char *in, const char *want) {
+  ssm_sb out = {0};
+  SSM_ASSERT_OK(ssm_uni_normalize(form, in, strlen(in), &out));
+  const char *got = ssm_sb_str(&out);
+  if (strcmp(got, want)) fprintf(stderr, "\n  form %d of '%s' = '%s', want '%s'\n", form, in, got, want);
+  CU_ASSERT_STRING_EQUAL(got, want);
+  ssm_sb_free(&out);
 }
+
+static void expect_nfc(const char *in, const char *want) { expect_form(SSM_UNI_NFC, in, want); }
 
 /* Expected values from Python's unicodedata.normalize("NFC", ...). */
 static void test_nfc(void) {
@@ -493,8 +507,8 @@ static void test_malformed(void) {
   cJSON_ReplaceItemInObject(model_of(j), "type", cJSON_CreateString("Unigram"));
   expect_load_error(j, "model.type 'Unigram' is not supported (only BPE)");
   j = base_json();
-  cJSON_AddBoolToObject(model_of(j), "byte_fallback", 1);
-  expect_load_error(j, "model.byte_fallback true is not supported");
+  cJSON_AddNumberToObject(model_of(j), "byte_fallback", 1);
+  expect_load_error(j, "model.byte_fallback: expected true or false");
   j = base_json();
   cJSON_AddStringToObject(model_of(j), "continuing_subword_prefix", "##");
   expect_load_error(j, "model.continuing_subword_prefix is not supported");
@@ -502,26 +516,21 @@ static void test_malformed(void) {
   cJSON_AddNumberToObject(model_of(j), "dropout", 0.1);
   expect_load_error(j, "model.dropout is not supported");
   j = base_json();
-  cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\": \"NFKC\"}"));
-  expect_load_error(j, "normalizer.type 'NFKC' is not supported (only null or NFC)");
+  cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\": \"Precompiled\"}"));
+  expect_load_error(j, "normalizer.type 'Precompiled' is not supported (supported: NFC, NFD, "
+                       "NFKC, NFKD, Lowercase, Strip, Replace, Prepend, Sequence)");
   j = base_json();
-  cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_Parse("{\"type\": \"Metaspace\"}"));
-  expect_load_error(j, "pre_tokenizer.type 'Metaspace' is not supported");
-  j = base_json();
-  cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_CreateNull());
-  expect_load_error(j, "pre_tokenizer is null");
+  cJSON_ReplaceItemInObject(j, "pre_tokenizer", cJSON_Parse("{\"type\": \"Whitespace\"}"));
+  expect_load_error(j, "pre_tokenizer.type 'Whitespace' is not supported (supported: ByteLevel, "
+                       "Split, Punctuation, Digits, Metaspace, Sequence)");
   j = base_json();
   cJSON_ReplaceItemInObject(
       j, "pre_tokenizer",
       cJSON_Parse("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"ByteLevel\"}, "
-                  "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\w+\"}, "
+                  "{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\\\\w+\"}, "
                   "\"behavior\": \"Isolated\"}]}"));
-  expect_load_error(j, "pre_tokenizer.pretokenizers[1].pattern.Regex '\\w+' is not supported");
-  j = base_json();
-  cJSON_ReplaceItemInObject(
-      j, "pre_tokenizer",
-      cJSON_Parse("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\"}]}"));
-  expect_load_error(j, "expected exactly one ByteLevel pre-tokenizer, found 0");
+  expect_load_error(j, "pre_tokenizer.pretokenizers[1].pattern.Regex '(\\w+': end pattern with "
+                       "unmatched parenthesis");
   j = base_json();
   cJSON_ReplaceItemInObject(
       j, "pre_tokenizer",
@@ -534,7 +543,8 @@ static void test_malformed(void) {
   expect_load_error(j, "post_processor.type 'TemplateProcessing' is not supported");
   j = base_json();
   cJSON_ReplaceItemInObject(j, "decoder", cJSON_Parse("{\"type\": \"WordPiece\"}"));
-  expect_load_error(j, "decoder.type 'WordPiece' is not supported (only ByteLevel)");
+  expect_load_error(j, "decoder.type 'WordPiece' is not supported (supported: ByteLevel, "
+                       "Metaspace, Replace, ByteFallback, Fuse, Strip, Sequence)");
   j = base_json();
   cJSON_DeleteItemFromObject(j, "decoder");
   expect_load_error(j, "decoder.type 'null' is not supported");
@@ -650,6 +660,616 @@ static void test_random_text(void) {
   ssm_tok_close(tok);
 }
 
+/* ---- the pipeline steps, on hand-made tokenizer.json files ---- */
+
+#define LB "\xE2\x96\x81" /* U+2581, SentencePiece's space */
+
+/* Loads `j` (consumed); NULL after a failed assertion when it does not. */
+static ssm_tok *load_json(cJSON *j) {
+  ssm_tok *tok = NULL;
+  SSM_ASSERT_OK(ssm_tok_open(write_json(j), &tok));
+  return tok;
+}
+
+static void expect_ids(const ssm_tok *tok, const char *text, const int32_t *want, size_t nwant) {
+  int32_t *ids = NULL;
+  size_t n = 0;
+  SSM_ASSERT_OK(ssm_tok_encode(tok, text, strlen(text), &ids, &n));
+  int ok = n == nwant && (!n || !memcmp(ids, want, n * sizeof *ids));
+  if (!ok) {
+    fprintf(stderr, "\n  encode('%s'):\n", text);
+    print_ids("want", want, nwant);
+    print_ids("got ", ids, n);
+  }
+  CU_ASSERT(ok);
+  free(ids);
+}
+
+/* Feeds ids to a new stream one at a time, then flushes it, appending
+ * what it hands out to `cat`; returns how many chunks were not whole UTF-8. */
+static int stream_all(const ssm_tok *tok, const int32_t *ids, size_t n, int skip, ssm_sb *cat) {
+  ssm_tok_stream *st = ssm_tok_stream_create(tok, skip);
+  int partial = 0;
+  for (size_t i = 0; i <= n; i++) {
+    const char *chunk;
+    size_t k;
+    if (i < n) SSM_ASSERT_OK(ssm_tok_stream_feed(st, ids[i], &chunk, &k));
+    else ssm_tok_stream_flush(st, &chunk, &k);
+    partial += !utf8_whole(chunk, k);
+    ssm_sb_append(cat, chunk, k);
+  }
+  ssm_tok_stream_destroy(st);
+  return partial;
+}
+
+/* decode(ids) is `want`, and so is the stream fed one id at a time, which
+ * hands out only whole UTF-8 characters. */
+static void expect_decode(const ssm_tok *tok, const int32_t *ids, size_t n, int skip,
+                          const char *want) {
+  char *text = NULL;
+  size_t len = 0;
+  SSM_ASSERT_OK(ssm_tok_decode(tok, ids, n, skip, &text, &len));
+  if (text && strcmp(text, want)) fprintf(stderr, "\n  decode: '%s', want '%s'\n", text, want);
+  CU_ASSERT(text && len == strlen(want) && !strcmp(text, want));
+  free(text);
+  ssm_sb cat = {0};
+  CU_ASSERT_EQUAL(stream_all(tok, ids, n, skip, &cat), 0);
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&cat), want);
+  ssm_sb_free(&cat);
+}
+
+/* What the normalizer `norm` (JSON) makes of `text`: with the ByteLevel
+ * base fixture, decode(encode(text)) is exactly the normalized text. */
+static void expect_normalized(const char *norm, const char *text, const char *want) {
+  cJSON *j = base_json();
+  cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse(norm));
+  ssm_tok *tok = load_json(j);
+  if (!tok) return;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  SSM_ASSERT_OK(ssm_tok_encode(tok, text, strlen(text), &ids, &n));
+  expect_decode(tok, ids, n, 0, want);
+  free(ids);
+  ssm_tok_close(tok);
+}
+
+/* Expected values from Python's unicodedata.normalize and, for Lowercase,
+ * Rust's char::to_lowercase (per character: no final sigma). */
+static void test_normalizers(void) {
+  expect_normalized("{\"type\": \"NFD\"}", "caf\xC3\xA9 \xEA\xB0\x81",
+                    "cafe\xCC\x81 \xE1\x84\x80\xE1\x85\xA1\xE1\x86\xA8");
+  expect_normalized("{\"type\": \"NFKC\"}", "\xEF\xAC\x81 \xE2\x91\xA0 \xE2\x84\xAB \xE1\xBA\x9B\xCC\xA3",
+                    "fi 1 \xC3\x85 \xE1\xB9\xA9");
+  expect_normalized("{\"type\": \"NFKD\"}", "\xEF\xAC\x81\xC3\xA9 \xE2\x81\xB5\xC2\xBD",
+                    "fie\xCC\x81 51\xE2\x81\x84" "2");
+  expect_normalized("{\"type\": \"Lowercase\"}",
+                    "HeLLo \xC3\x80\xC3\x89 \xC4\xB0 \xCE\xA3\xCE\xA3",
+                    "hello \xC3\xA0\xC3\xA9 i\xCC\x87 \xCF\x83\xCF\x83");
+  const char *strip_both = "{\"type\": \"Strip\", \"strip_left\": true, \"strip_right\": true}";
+  expect_normalized(strip_both, " \t hi there \xE3\x80\x80", "hi there");
+  expect_normalized(strip_both, " \n ", "");
+  expect_normalized("{\"type\": \"Strip\", \"strip_left\": true, \"strip_right\": false}",
+                    "  hi  ", "hi  ");
+  expect_normalized("{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}",
+                    "  hi  ", "  hi");
+  expect_normalized("{\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, \"content\": \"_\"}",
+                    "a b  c", "a_b__c");
+  /* a string pattern is literal: its "." is not a regex */
+  expect_normalized("{\"type\": \"Replace\", \"pattern\": {\"String\": \"a.b\"}, \"content\": \"X\"}",
+                    "a.b axb", "X axb");
+  expect_normalized("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"\\\\s+\"}, \"content\": \" \"}",
+                    "a \t\n b\xE3\x80\x80" "c", "a b c");
+  /* empty matches are replaced too, as onig's find_iter finds them */
+  expect_normalized("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"x*\"}, \"content\": \"-\"}",
+                    "ab", "-a-b-");
+  expect_normalized("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(?i)the\"}, \"content\": \"\"}",
+                    "The theme", " me");
+  expect_normalized("{\"type\": \"Prepend\", \"prepend\": \"" LB "\"}", "hi", LB "hi");
+  expect_normalized(
+      "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFKD\"}, {\"type\": \"Lowercase\"}, "
+      "{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Strip\", \"strip_left\": true, "
+      "\"strip_right\": true}]}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+      "\"content\": \"_\"}, {\"type\": \"Prepend\", \"prepend\": \"" LB "\"}]}",
+      " \xEF\xBC\xA8\xEF\xBC\xA9 \xEF\xAC\x81 ", LB "hi_fi");
+  expect_normalized("{\"type\": \"Sequence\", \"normalizers\": []}", "As Is", "As Is");
+}
+
+/* Added tokens with `normalized` are matched in the normalized text in
+ * their normalized form, and decoded in it (tokenizers >= 0.23). */
+static void test_normalized_added_token(void) {
+  cJSON *j = base_json();
+  cJSON_ReplaceItemInObject(j, "normalizer", cJSON_Parse("{\"type\": \"Lowercase\"}"));
+  cJSON_AddItemToArray(cJSON_GetObjectItem(j, "added_tokens"),
+                       cJSON_Parse("{\"id\": 260, \"content\": \"HeLLo\", \"normalized\": true}"));
+  ssm_tok *tok = load_json(j);
+  if (!tok) return;
+  int32_t want[] = {ssm_tok_token_id(tok, "h"), ssm_tok_token_id(tok, "i"),
+                    ssm_tok_token_id(tok, "Ġ"), 260, 260};
+  expect_ids(tok, "Hi HELLOhello", want, 5);
+  expect_decode(tok, want, 5, 0, "hi hellohello");
+  CU_ASSERT_STRING_EQUAL(ssm_tok_token(tok, 260), "HeLLo");
+  ssm_tok_close(tok);
+}
+
+/* One bad value of a pipeline field each: `key` of the fixture replaced by
+ * the JSON, refused with the message. */
+typedef struct {
+  const char *json, *msg;
+} bad_field;
+
+static void expect_field_errors(cJSON *(*fixture)(void), const char *key, const bad_field *bad,
+                                size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    cJSON *j = fixture();
+    cJSON_ReplaceItemInObject(j, key, cJSON_Parse(bad[i].json));
+    expect_load_error(j, bad[i].msg);
+  }
+}
+
+static void test_normalizer_errors(void) {
+  static const bad_field bad[] = {
+      {"{\"type\": \"Strip\", \"strip_left\": true}", "normalizer.strip_right: expected true or false"},
+      {"{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"NFC\"}, {\"type\": \"Nmt\"}]}",
+       "normalizer.normalizers[1].type 'Nmt' is not supported"},
+      {"{\"type\": \"Sequence\", \"normalizers\": {}}", "normalizer.normalizers: expected an array"},
+      {"{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"[a-\"}, \"content\": \"x\"}",
+       "normalizer.pattern.Regex '[a-': premature end of char-class"},
+      {"{\"type\": \"Replace\", \"pattern\": {\"Glob\": \"*\"}, \"content\": \"x\"}",
+       "normalizer.pattern: expected {\"String\": \"...\"} or {\"Regex\": \"...\"}"},
+      {"{\"type\": \"Replace\", \"pattern\": {\"String\": \"a\"}}", "normalizer.content: expected a string"},
+      {"{\"type\": \"Prepend\", \"prepend\": 7}", "normalizer.prepend: expected a string"},
+      {"[\"NFC\"]", "normalizer: expected an object with a \"type\""},
+  };
+  expect_field_errors(base_json, "normalizer", bad, sizeof bad / sizeof *bad);
+}
+
+/* The base fixture with pre_tokenizer `pre` (JSON) and a "1 2" merge. */
+static ssm_tok *base_with_pre(const char *pre) {
+  cJSON *j = base_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "12", 260);
+  cJSON_AddItemToArray(cJSON_GetObjectItem(model_of(j), "merges"), cJSON_CreateString("1 2"));
+  cJSON_ReplaceItemInObject(j, "pre_tokenizer", pre ? cJSON_Parse(pre) : cJSON_CreateNull());
+  return load_json(j);
+}
+
+/* Split(pattern) then ByteLevel without its own regex. */
+static ssm_tok *base_with_split(const char *pattern, const char *behavior, int invert) {
+  char pre[1024];
+  snprintf(pre, sizeof pre,
+           "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": %s, "
+           "\"behavior\": \"%s\", \"invert\": %s}, {\"type\": \"ByteLevel\", "
+           "\"add_prefix_space\": false, \"use_regex\": false}]}",
+           pattern, behavior, invert ? "true" : "false");
+  return base_with_pre(pre);
+}
+
+static void test_split_regexes(void) {
+  ssm_tok *tok = base_with_split("{\"Regex\": \"x\"}", "Isolated", 0);
+  if (!tok) return;
+  int32_t t = ssm_tok_token_id(tok, "t"), h = ssm_tok_token_id(tok, "h"),
+          e = ssm_tok_token_id(tok, "e"), he = ssm_tok_token_id(tok, "he"),
+          sp = ssm_tok_token_id(tok, "Ġ"), the = ssm_tok_token_id(tok, "Ġthe"),
+          one = ssm_tok_token_id(tok, "1"), two = ssm_tok_token_id(tok, "2"), twelve = 260;
+  ssm_tok_close(tok);
+  static const char qwen2[] =
+      "{\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|"
+      "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}";
+  static const char gpt4_digits[] = "{\"Regex\": \"\\\\p{N}{1,3}\"}";
+  struct {
+    const char *pattern, *behavior;
+    int invert;
+    const char *text;
+    int32_t want[8];
+    size_t n;
+  } cases[] = {
+      /* Qwen2's \p{N} takes digits one at a time; GPT-4's \p{N}{1,3} together */
+      {qwen2, "Isolated", 0, "12 the", {one, two, the}, 3},
+      {gpt4_digits, "Isolated", 0, "12", {twelve}, 1},
+      /* an empty-matching regex splits before every character */
+      {"{\"Regex\": \"x*\"}", "Isolated", 0, " the", {sp, t, h, e}, 4},
+      {"{\"String\": \"\"}", "Isolated", 0, " the", {sp, t, h, e}, 4},
+      /* a string is literal: "." is not any character */
+      {"{\"String\": \".\"}", "Removed", 0, "the.the", {t, he, t, he}, 4},
+      /* invert: the letters are kept, what is between them removed */
+      {"{\"Regex\": \"[a-z]+\"}", "Removed", 1, " the  the", {t, he, t, he}, 4},
+      /* look-behind sees the text before where the search starts */
+      {"{\"Regex\": \"(?<=t)h\"}", "Isolated", 0, "the", {t, h, e}, 3},
+      {"{\"Regex\": \"h\"}", "MergedWithPrevious", 0, "the", {t, h, e}, 3},
+      {"{\"Regex\": \"h\"}", "MergedWithNext", 0, "the", {t, he}, 2},
+      {"{\"Regex\": \"[th]\"}", "Contiguous", 0, "the", {t, h, e}, 3},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    tok = base_with_split(cases[i].pattern, cases[i].behavior, cases[i].invert);
+    if (!tok) continue;
+    expect_ids(tok, cases[i].text, cases[i].want, cases[i].n);
+    ssm_tok_close(tok);
+  }
+  /* no pre-tokenizer: no byte-level mapping, and a character without a
+   * token (the space; no byte_fallback, no unk_token) is dropped, as the
+   * library drops it: "the12" is one word */
+  tok = base_with_pre(NULL);
+  if (tok) {
+    int32_t want[] = {t, he, twelve};
+    expect_ids(tok, "the 12", want, 3);
+    ssm_tok_close(tok);
+  }
+  /* ByteLevel need not be last, nor there at all */
+  tok = base_with_pre("{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                      "\"individual_digits\": false}]}");
+  if (tok) {
+    int32_t want[] = {t, he, twelve};
+    expect_ids(tok, "the12", want, 3);
+    ssm_tok_close(tok);
+  }
+}
+
+static void test_pre_tokenizer_errors(void) {
+  static const bad_field bad[] = {
+      {"{\"type\": \"Metaspace\", \"replacement\": \"ab\"}",
+       "pre_tokenizer.replacement: expected one character, not 'ab'"},
+      {"{\"type\": \"Metaspace\", \"replacement\": \"\"}",
+       "pre_tokenizer.replacement: expected one character"},
+      {"{\"type\": \"Metaspace\"}", "pre_tokenizer.replacement: expected a string"},
+      {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"prepend_scheme\": \"sometimes\"}",
+       "pre_tokenizer.prepend_scheme: expected \"always\", \"first\" or \"never\""},
+      {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"add_prefix_space\": false}",
+       "pre_tokenizer.add_prefix_space: false does not match prepend_scheme \"always\""},
+      {"{\"type\": \"Metaspace\", \"replacement\": \"_\", \"split\": \"yes\"}",
+       "pre_tokenizer.split: expected true or false"},
+      {"{\"type\": \"Split\", \"behavior\": \"Isolated\"}",
+       "pre_tokenizer.pattern: expected {\"String\": \"...\"} or {\"Regex\": \"...\"}"},
+      {"{\"type\": \"Split\", \"pattern\": {\"Regex\": \"\\\\p{Nope}\"}}",
+       "pre_tokenizer.pattern.Regex '\\p{Nope}': invalid character property name {Nope}"},
+      {"{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Sequence\", \"pretokenizers\": "
+       "[{\"type\": \"WhitespaceSplit\"}]}]}",
+       "pre_tokenizer.pretokenizers[0].pretokenizers[0].type 'WhitespaceSplit' is not supported"},
+  };
+  expect_field_errors(base_json, "pre_tokenizer", bad, sizeof bad / sizeof *bad);
+}
+
+/* A SentencePiece-style BPE (Llama 2, Mistral): <unk> <s> </s>, the 256
+ * "<0xXX>" byte tokens, then ▁ a b c h i ▁a a▁ a▁b hi ▁hi, merged by
+ * "▁ a", "h i", "▁ hi", "a ▁", "a▁ b" in that order. Normalizer
+ * Prepend("▁") + Replace(" ", "▁"), no pre-tokenizer, decoder
+ * Replace("▁", " ") + ByteFallback + Fuse + Strip(" ", 1, 0); byte_fallback,
+ * unk_token "<unk>", fuse_unk. */
+enum { SP_UNK = 0, SP_BOS = 1, SP_BYTE0 = 3, SP_SP = 259, SP_A, SP_B, SP_C, SP_H, SP_I, SP_SPA,
+       SP_ASP, SP_ASPB, SP_HI, SP_SPHI };
+
+static cJSON *sp_json(void) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON *added = cJSON_AddArrayToObject(root, "added_tokens");
+  static const char *special[] = {"<unk>", "<s>", "</s>"};
+  cJSON *model = cJSON_CreateObject();
+  cJSON_AddStringToObject(model, "type", "BPE");
+  cJSON_AddNullToObject(model, "dropout");
+  cJSON_AddStringToObject(model, "unk_token", "<unk>");
+  cJSON_AddBoolToObject(model, "fuse_unk", 1);
+  cJSON_AddBoolToObject(model, "byte_fallback", 1);
+  cJSON *vocab = cJSON_AddObjectToObject(model, "vocab");
+  for (int i = 0; i < 3; i++) {
+    cJSON *a = cJSON_CreateObject();
+    cJSON_AddNumberToObject(a, "id", i);
+    cJSON_AddStringToObject(a, "content", special[i]);
+    cJSON_AddBoolToObject(a, "special", 1);
+    cJSON_AddBoolToObject(a, "normalized", 0);
+    cJSON_AddItemToArray(added, a);
+    cJSON_AddNumberToObject(vocab, special[i], i);
+  }
+  for (int b = 0; b < 256; b++) {
+    char name[8];
+    snprintf(name, sizeof name, "<0x%02X>", b);
+    cJSON_AddNumberToObject(vocab, name, SP_BYTE0 + b);
+  }
+  static const char *tokens[] = {LB, "a", "b", "c", "h", "i", LB "a", "a" LB, "a" LB "b", "hi",
+                                 LB "hi"};
+  for (int i = 0; i < 11; i++) cJSON_AddNumberToObject(vocab, tokens[i], SP_SP + i);
+  static const char *merges[] = {LB " a", "h i", LB " hi", "a " LB, "a" LB " b"};
+  cJSON *m = cJSON_AddArrayToObject(model, "merges");
+  for (int i = 0; i < 5; i++) cJSON_AddItemToArray(m, cJSON_CreateString(merges[i]));
+  cJSON_AddItemToObject(
+      root, "normalizer",
+      cJSON_Parse("{\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", \"prepend\": "
+                  "\"" LB "\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+                  "\"content\": \"" LB "\"}]}"));
+  cJSON_AddNullToObject(root, "pre_tokenizer");
+  cJSON_AddNullToObject(root, "post_processor");
+  cJSON_AddItemToObject(
+      root, "decoder",
+      cJSON_Parse("{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Replace\", \"pattern\": "
+                  "{\"String\": \"" LB "\"}, \"content\": \" \"}, {\"type\": \"ByteFallback\"}, "
+                  "{\"type\": \"Fuse\"}, {\"type\": \"Strip\", \"content\": \" \", \"start\": 1, "
+                  "\"stop\": 0}]}"));
+  cJSON_AddItemToObject(root, "model", model);
+  return root;
+}
+
+static void set_json(cJSON *j, const char *key, const char *json) {
+  cJSON_ReplaceItemInObject(j, key, json ? cJSON_Parse(json) : cJSON_CreateNull());
+}
+
+/* é is C3 A9, 日 E6 97 A5 */
+#define SP_BYTE(b) (SP_BYTE0 + (b))
+
+static void test_sentencepiece_bpe(void) {
+  ssm_tok *tok = load_json(sp_json());
+  if (!tok) return;
+  expect_ids(tok, "hi", (int32_t[]){SP_SPHI}, 1);
+  expect_ids(tok, "a b", (int32_t[]){SP_SPA, SP_SP, SP_B}, 3);
+  /* the normalizer runs on each piece the added tokens leave */
+  expect_ids(tok, "<s>hi</s>hi", (int32_t[]){SP_BOS, SP_SPHI, 2, SP_SPHI}, 4);
+  /* characters not in the vocab fall back to their bytes */
+  expect_ids(tok, "h\xC3\xA9", (int32_t[]){SP_SP, SP_H, SP_BYTE(0xC3), SP_BYTE(0xA9)}, 4);
+  expect_ids(tok, "", NULL, 0);
+  expect_decode(tok, (int32_t[]){SP_SPHI}, 1, 0, "hi");
+  expect_decode(tok, (int32_t[]){SP_SPA, SP_SP, SP_B}, 3, 0, "a b");
+  expect_decode(tok, (int32_t[]){SP_BOS, SP_SPHI, 2}, 3, 0, "<s> hi</s>");
+  expect_decode(tok, (int32_t[]){SP_BOS, SP_SPHI, 2}, 3, 1, "hi");
+  expect_decode(tok, (int32_t[]){SP_SP, SP_H, SP_BYTE(0xC3), SP_BYTE(0xA9)}, 4, 0, "h\xC3\xA9");
+  /* a run of byte tokens that is not valid UTF-8: one U+FFFD per byte */
+  expect_decode(tok, (int32_t[]){SP_BYTE(0xE6), SP_BYTE(0x97), SP_SPHI}, 3, 0,
+                "\xEF\xBF\xBD\xEF\xBF\xBD hi");
+  expect_decode(tok, (int32_t[]){SP_BYTE('a'), SP_BYTE(0xFF)}, 2, 0, "\xEF\xBF\xBD\xEF\xBF\xBD");
+  /* the stream holds a run of byte tokens back until it ends */
+  ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+  expect_chunk(st, SP_SPHI, "hi");
+  expect_chunk(st, SP_BYTE(0xE6), "");
+  expect_chunk(st, SP_BYTE(0x97), "");
+  expect_chunk(st, SP_BYTE(0xA5), "");
+  expect_chunk(st, SP_SPA, "\xE6\x97\xA5 a");
+  expect_chunk(st, SP_BYTE(0xC3), "");
+  const char *chunk;
+  size_t k;
+  ssm_tok_stream_flush(st, &chunk, &k);
+  CU_ASSERT(k == 3 && !memcmp(chunk, "\xEF\xBF\xBD", 3));
+  /* after a flush the stream starts again: the leading space is stripped */
+  expect_chunk(st, SP_SPHI, "hi");
+  ssm_tok_stream_destroy(st);
+  ssm_tok_close(tok);
+}
+
+/* The SentencePiece fixture with these model options (unk: NULL for none). */
+static ssm_tok *sp_model(int byte_fallback, int fuse_unk, const char *unk) {
+  cJSON *j = sp_json();
+  cJSON_ReplaceItemInObject(model_of(j), "byte_fallback", cJSON_CreateBool(byte_fallback));
+  cJSON_ReplaceItemInObject(model_of(j), "fuse_unk", cJSON_CreateBool(fuse_unk));
+  cJSON_ReplaceItemInObject(model_of(j), "unk_token",
+                            unk ? cJSON_CreateString(unk) : cJSON_CreateNull());
+  return load_json(j);
+}
+
+static void test_bpe_unk(void) {
+  /* no byte_fallback: unk_token, fused */
+  ssm_tok *tok = sp_model(0, 1, "<unk>");
+  if (tok) {
+    expect_ids(tok, "h\xC3\xA9\xC3\xA9" "a", (int32_t[]){SP_SP, SP_H, SP_UNK, SP_A}, 4);
+    expect_decode(tok, (int32_t[]){SP_SP, SP_H, SP_UNK, SP_A}, 4, 0, "h<unk>a");
+    ssm_tok_close(tok);
+  }
+  /* not fused: one unk per character */
+  tok = sp_model(0, 0, "<unk>");
+  if (tok) {
+    expect_ids(tok, "h\xC3\xA9\xC3\xA9" "a", (int32_t[]){SP_SP, SP_H, SP_UNK, SP_UNK, SP_A}, 5);
+    ssm_tok_close(tok);
+  }
+  /* neither byte_fallback nor unk_token: the character is dropped, as the
+   * library drops it */
+  tok = sp_model(0, 1, NULL);
+  if (tok) {
+    expect_ids(tok, "h\xC3\xA9i", (int32_t[]){SP_SPHI}, 1);
+    ssm_tok_close(tok);
+  }
+  /* byte_fallback, but a byte token is missing: unk_token, which (as in
+   * the library) waits for the next character that has a token, so the
+   * bytes of è come first */
+  cJSON *j = sp_json();
+  cJSON_DeleteItemFromObject(cJSON_GetObjectItem(model_of(j), "vocab"), "<0xA9>");
+  tok = load_json(j);
+  if (tok) {
+    expect_ids(tok, "\xC3\xA9\xC3\xA8", (int32_t[]){SP_SP, SP_BYTE(0xC3), SP_BYTE(0xA8), SP_UNK}, 4);
+    expect_ids(tok, "\xC3\xA9" "a", (int32_t[]){SP_SP, SP_UNK, SP_A}, 3);
+    ssm_tok_close(tok);
+  }
+  j = sp_json();
+  cJSON_ReplaceItemInObject(model_of(j), "unk_token", cJSON_CreateString("<nope>"));
+  expect_load_error(j, "model.unk_token '<nope>' is not in model.vocab");
+  j = sp_json();
+  cJSON_ReplaceItemInObject(model_of(j), "unk_token", cJSON_CreateNumber(0));
+  expect_load_error(j, "model.unk_token: expected a string or null");
+  j = sp_json();
+  cJSON_ReplaceItemInObject(model_of(j), "fuse_unk", cJSON_CreateString("yes"));
+  expect_load_error(j, "model.fuse_unk: expected true or false");
+  j = sp_json();
+  cJSON_AddNumberToObject(cJSON_GetObjectItem(model_of(j), "vocab"), "\xC3", 300);
+  expect_load_error(j, "model.vocab: the token of id 300 is not valid UTF-8");
+}
+
+static void test_metaspace(void) {
+  static const char *pre = "{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", "
+                           "\"prepend_scheme\": \"%s\", \"split\": %s}";
+  char buf[512];
+  struct {
+    const char *scheme, *split, *text;
+    int32_t want[6];
+    size_t n;
+  } cases[] = {
+      {"first", "true", "hi a", {SP_SPHI, SP_SPA}, 2},
+      /* "first": only the piece at the start of the text gets the prefix */
+      {"first", "true", "<s>hi a", {SP_BOS, SP_HI, SP_SPA}, 3},
+      {"always", "true", "<s>hi a", {SP_BOS, SP_SPHI, SP_SPA}, 3},
+      {"never", "true", "hi a", {SP_HI, SP_SPA}, 2},
+      /* split: cut before each ▁, so "a▁b" cannot merge; unsplit it does */
+      {"never", "true", "a b", {SP_A, SP_SP, SP_B}, 3},
+      {"never", "false", "a b", {SP_ASPB}, 1},
+      {"always", "true", LB "hi", {SP_SPHI}, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    cJSON *j = sp_json();
+    set_json(j, "normalizer", NULL);
+    snprintf(buf, sizeof buf, pre, cases[i].scheme, cases[i].split);
+    set_json(j, "pre_tokenizer", buf);
+    snprintf(buf, sizeof buf, pre, cases[i].scheme, cases[i].split);
+    set_json(j, "decoder", buf);
+    ssm_tok *tok = load_json(j);
+    if (!tok) continue;
+    expect_ids(tok, cases[i].text, cases[i].want, cases[i].n);
+    ssm_tok_close(tok);
+  }
+  /* the decoder: ▁ becomes a space, except in the first token, where every
+   * ▁ goes (prepend_scheme not "never") */
+  cJSON *j = sp_json();
+  snprintf(buf, sizeof buf, pre, "first", "true");
+  set_json(j, "decoder", buf);
+  ssm_tok *tok = load_json(j);
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_SPHI, SP_SPA, SP_ASP}, 3, 0, "hi aa ");
+    expect_decode(tok, (int32_t[]){SP_SP, SP_SPHI}, 2, 0, " hi");
+    expect_decode(tok, (int32_t[]){SP_BOS, SP_SPHI}, 2, 0, "<s> hi");
+    expect_decode(tok, (int32_t[]){SP_BOS, SP_SPHI}, 2, 1, "hi");
+    /* byte tokens are text to this decoder */
+    expect_decode(tok, (int32_t[]){SP_SPHI, SP_BYTE(0xC3)}, 2, 0, "hi<0xC3>");
+    ssm_tok_close(tok);
+  }
+  j = sp_json();
+  snprintf(buf, sizeof buf, pre, "never", "true");
+  set_json(j, "decoder", buf);
+  tok = load_json(j);
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_SPHI, SP_SPA}, 2, 0, " hi a");
+    ssm_tok_close(tok);
+  }
+}
+
+/* The decoders one by one on the SentencePiece fixture (decoder `dec`). */
+static ssm_tok *sp_with_decoder(const char *dec) {
+  cJSON *j = sp_json();
+  set_json(j, "decoder", dec);
+  return load_json(j);
+}
+
+static void test_decoders(void) {
+  static const char *rep = "{\"type\": \"Replace\", \"pattern\": {\"String\": \"" LB "\"}, "
+                           "\"content\": \" \"}";
+  char buf[1024];
+  /* Strip after Fuse: the leading space of the text and a trailing one,
+   * which the stream holds back until it knows it is the end */
+  snprintf(buf, sizeof buf, "{\"type\": \"Sequence\", \"decoders\": [%s, {\"type\": \"Fuse\"}, "
+           "{\"type\": \"Strip\", \"content\": \" \", \"start\": 1, \"stop\": 1}]}", rep);
+  ssm_tok *tok = sp_with_decoder(buf);
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_SPHI, SP_SP}, 2, 0, "hi");
+    expect_decode(tok, (int32_t[]){SP_SP, SP_SPHI, SP_SP, SP_SP}, 4, 0, " hi ");
+    expect_decode(tok, (int32_t[]){SP_SP}, 1, 0, "");
+    ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+    expect_chunk(st, SP_SPHI, "hi");
+    expect_chunk(st, SP_SP, "");
+    expect_chunk(st, SP_SPA, "  a");
+    ssm_tok_stream_destroy(st);
+    ssm_tok_close(tok);
+  }
+  /* Strip without Fuse: every token */
+  snprintf(buf, sizeof buf, "{\"type\": \"Sequence\", \"decoders\": [%s, {\"type\": \"Strip\", "
+           "\"content\": \" \", \"start\": 1, \"stop\": 0}]}", rep);
+  tok = sp_with_decoder(buf);
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_SPHI, SP_SPA, SP_ASP}, 3, 0, "hiaa ");
+    ssm_tok_close(tok);
+  }
+  /* Replace with a regex, per token */
+  tok = sp_with_decoder("{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"" LB "+|h\"}, "
+                        "\"content\": \"_\"}");
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_SP, SP_SP, SP_SPHI}, 3, 0, "____i");
+    ssm_tok_close(tok);
+  }
+  /* ByteFallback alone: runs of byte tokens become text, others stay */
+  tok = sp_with_decoder("{\"type\": \"ByteFallback\"}");
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_BYTE(0xE6), SP_BYTE(0x97), SP_BYTE(0xA5), SP_SPHI}, 4, 0,
+                  "\xE6\x97\xA5" LB "hi");
+    expect_decode(tok, (int32_t[]){SP_BYTE(0xE6), SP_BYTE(0x97)}, 2, 0,
+                  "\xEF\xBF\xBD\xEF\xBF\xBD");
+    ssm_tok_close(tok);
+  }
+  /* Metaspace after ByteFallback: a run counts as one token */
+  snprintf(buf, sizeof buf, "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}, "
+           "{\"type\": \"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"always\"}]}");
+  tok = sp_with_decoder(buf);
+  if (tok) {
+    expect_decode(tok, (int32_t[]){SP_BYTE(0xE2), SP_BYTE(0x96), SP_BYTE(0x81), SP_SPHI}, 4, 0,
+                  " hi");
+    expect_decode(tok, (int32_t[]){SP_BYTE('x'), SP_SPHI}, 2, 0, "x hi");
+    ssm_tok_close(tok);
+  }
+}
+
+static void test_decoder_errors(void) {
+  static const bad_field bad[] = {
+      {"{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"Fuse\"}, {\"type\": \"Replace\", "
+       "\"pattern\": {\"String\": \"a\"}, \"content\": \"b\"}]}",
+       "decoder.decoders[1]: Replace after Fuse or ByteLevel is not supported"},
+      {"{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+       "\"ByteFallback\"}]}",
+       "decoder.decoders[1]: ByteFallback after Fuse or ByteLevel is not supported"},
+      {"{\"type\": \"Strip\", \"content\": \" \", \"start\": -1, \"stop\": 0}",
+       "decoder.start: expected a non-negative integer"},
+      {"{\"type\": \"Strip\", \"content\": \"  \", \"start\": 1, \"stop\": 0}",
+       "decoder.content: expected one character, not '  '"},
+      {"{\"type\": \"Metaspace\", \"replacement\": 5}", "decoder.replacement: expected a string"},
+      {"{\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(?<x\"}, \"content\": \"\"}",
+       "decoder.pattern.Regex '(?<x': "},
+      {"{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"CTC\"}]}",
+       "decoder.decoders[0].type 'CTC' is not supported"},
+  };
+  expect_field_errors(sp_json, "decoder", bad, sizeof bad / sizeof *bad);
+}
+
+/* Random ids through every decoder chain above: the stream hands out whole
+ * characters only, and what it hands out joins to decode(). */
+static void test_stream_equals_decode(void) {
+  static const char *decoders[] = {
+      NULL, /* the fixture's own */
+      "{\"type\": \"ByteFallback\"}",
+      "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteFallback\"}, {\"type\": "
+      "\"Metaspace\", \"replacement\": \"" LB "\"}, {\"type\": \"Fuse\"}, {\"type\": \"Strip\", "
+      "\"content\": \" \", \"start\": 2, \"stop\": 2}]}",
+      "{\"type\": \"Sequence\", \"decoders\": [{\"type\": \"ByteLevel\"}, {\"type\": "
+      "\"Metaspace\", \"replacement\": \"" LB "\", \"prepend_scheme\": \"never\"}, {\"type\": "
+      "\"Strip\", \"content\": \"" LB "\", \"start\": 0, \"stop\": 3}]}",
+  };
+  uint32_t seed = 4242;
+  for (size_t d = 0; d < sizeof decoders / sizeof *decoders; d++) {
+    cJSON *j = sp_json();
+    if (decoders[d]) set_json(j, "decoder", decoders[d]);
+    ssm_tok *tok = load_json(j);
+    if (!tok) continue;
+    int bad = 0;
+    for (int round = 0; round < 200; round++) {
+      int32_t ids[24];
+      size_t n = rng_next(&seed) % 24;
+      for (size_t i = 0; i < n; i++) {
+        uint32_t r = rng_next(&seed) % 4;
+        /* bytes of UTF-8 lead and continuation ranges, ASCII, and the rest */
+        ids[i] = r == 0   ? SP_BYTE((int32_t)(0x80 + rng_next(&seed) % 0x80))
+                 : r == 1 ? SP_BYTE((int32_t)(rng_next(&seed) % 0x80))
+                          : (int32_t)(rng_next(&seed) % (SP_SPHI + 1));
+      }
+      int skip = (int)(rng_next(&seed) % 2);
+      char *text;
+      size_t len;
+      SSM_ASSERT_OK(ssm_tok_decode(tok, ids, n, skip, &text, &len));
+      ssm_sb cat = {0};
+      bad += stream_all(tok, ids, n, skip, &cat);
+      bad += cat.n != len || memcmp(ssm_sb_str(&cat), text, len);
+      bad += !utf8_whole(text, len);
+      ssm_sb_free(&cat);
+      free(text);
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    ssm_tok_close(tok);
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {
       {"golden ids, decode and stream vs tokenizers", test_golden_ids},
@@ -662,6 +1282,17 @@ int main(void) {
       {"malformed tokenizer.json", test_malformed},
       {"mutated tokenizer.json never crashes", test_mutations},
       {"random text round trip", test_random_text},
+      {"normalizers", test_normalizers},
+      {"normalized added tokens", test_normalized_added_token},
+      {"normalizer errors", test_normalizer_errors},
+      {"Split with any regex, and no ByteLevel", test_split_regexes},
+      {"pre-tokenizer errors", test_pre_tokenizer_errors},
+      {"SentencePiece-style BPE: byte_fallback", test_sentencepiece_bpe},
+      {"BPE unk_token and fuse_unk", test_bpe_unk},
+      {"Metaspace pre-tokenizer and decoder", test_metaspace},
+      {"decoders", test_decoders},
+      {"decoder errors", test_decoder_errors},
+      {"stream equals decode for every decoder chain", test_stream_equals_decode},
       CU_TEST_INFO_NULL,
   };
   return ssm_test_main("tokenizer", tests);

@@ -7,9 +7,9 @@ Usage:
 
 Needs only `tokenizers` (0.2x) and Python's own standard library, whose .py
 files are the training text (nothing is downloaded). For each tokenizer below
-it trains a small byte-level BPE (vocab 2000) with the pipeline of a real model
-family, saves OUT_DIR/<name>/tokenizer.json, encodes the text set CASES with
-the library and writes OUT_DIR/<name>/cases.json:
+it trains a small BPE (vocab 2000) with the pipeline of a real model family,
+saves OUT_DIR/<name>/tokenizer.json, encodes the text set CASES with the
+library and writes OUT_DIR/<name>/cases.json:
 
     {"tokenizers_version": "...", "name": "...", "about": "...",
      "cases": [{"text": ..., "ids": [...], "tokens": [...], "decoded": ...}]}
@@ -19,6 +19,10 @@ Tokenizer.decode(ids, skip_special_tokens=False); `pieces` is what the
 pre-tokenizer alone makes of the (normalized) text, added tokens not split
 out, for debugging. ssmc's tokenizer must give
 identical ids (tests/test_tokenizer.c).
+
+A tokenizer that fails (to train, or to be written) is reported and the
+others are still written; the script ends listing what it wrote and exits 1
+if anything failed.
 
 The tokenizers:
   gpt2      ByteLevel pre-tokenizer (GPT-2 regex) with add_prefix_space=true,
@@ -36,6 +40,23 @@ The tokenizers:
   splitmix  Sequence[Split(GPT-2 regex, merged_with_next), Digits(individual),
             ByteLevel(add_prefix_space=true, use_regex=false)]: per-piece
             prefix spaces and another split behavior.
+  qwen2     Qwen2: NFC, Sequence[Split(Qwen2 regex, isolated),
+            ByteLevel(use_regex=false)]; <|endoftext|>, <|im_start|>,
+            <|im_end|>.
+  llama2    SentencePiece-style BPE (Llama 2, Mistral): normalizer
+            Sequence[Prepend("▁"), Replace(" ", "▁")], no pre-tokenizer,
+            decoder Sequence[Replace("▁", " "), ByteFallback, Fuse,
+            Strip(" ", 1, 0)]; byte_fallback with the 256 <0xXX> tokens at
+            ids 3..258, unk_token <unk>, fuse_unk; <unk> <s> </s>. The
+            alphabet is limited to 120 characters, so rarer ones (CJK,
+            emoji) fall back to bytes.
+  metaspace Metaspace(prepend_scheme="first") pre-tokenizer and decoder,
+            byte_fallback (the decoder leaves <0xXX> tokens as text),
+            unk_token <unk>; <unk> <s> </s> <|endoftext|>.
+  normmix   ByteLevel with Sequence[NFKD, Lowercase, Strip, Replace(regex
+            "[ \\t]+", " "), Replace("’", "'"), Prepend(" ")], and a
+            normalized added token "ＤＯＮ'Ｔ" (matched and decoded as
+            " don't").
 """
 
 import glob
@@ -51,6 +72,9 @@ from tokenizers import (AddedToken, Regex, Tokenizer, decoders, models, normaliz
 GPT2_RE = r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"
 GPT4_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|"
            r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}|"
+            r" ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+SP = "\u2581"  # SentencePiece's space
 
 MULTILINGUAL = [
     "Le café est très bon, n'est-ce pas? Ça coûte 3,50 €. Élève, naïve, façade, Ångström.",
@@ -201,14 +225,99 @@ def make_splitmix():
             "ByteLevel(add_prefix_space=true, use_regex=false)")
 
 
-def build():
+def make_qwen2():
+    seq = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_RE), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    return (train(seq, normalizers.NFC(), ["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                  processors.ByteLevel(trim_offsets=False)),
+            "Qwen2 pipeline: NFC, Split(Qwen2 regex) + ByteLevel(use_regex=false)")
+
+
+def with_byte_tokens(tok):
+    """The tokenizer with the 256 <0xXX> byte-fallback tokens in model.vocab
+    right after the special tokens (as Llama 2 has them), the trained tokens
+    moved up by 256 ids. The trainer does not make them, and as added tokens
+    they would be split out of the text."""
+    obj = json.loads(tok.to_str())
+    vocab = obj["model"]["vocab"]
+    n_special = len(obj["added_tokens"])
+    assert all(t["id"] < n_special for t in obj["added_tokens"])
+    assert sorted(t["id"] for t in obj["added_tokens"]) == list(range(n_special))
+    assert not any(("<0x%02X>" % b) in vocab for b in range(256))
+    new = {}
+    for t, i in sorted(vocab.items(), key=lambda kv: kv[1]):
+        new[t] = i if i < n_special else i + 256
+    for b in range(256):
+        new["<0x%02X>" % b] = n_special + b
+    obj["model"]["vocab"] = dict(sorted(new.items(), key=lambda kv: kv[1]))
+    return Tokenizer.from_str(json.dumps(obj))
+
+
+def train_sp(model, normalizer, pre_tokenizer, special):
+    """A SentencePiece-style BPE: characters, not bytes, with a limited
+    alphabet so that rare characters are left to byte fallback."""
+    tok = Tokenizer(model)
+    if normalizer is not None:
+        tok.normalizer = normalizer
+    tok.pre_tokenizer = pre_tokenizer
+    trainer = trainers.BpeTrainer(vocab_size=2000, min_frequency=2, special_tokens=special,
+                                  limit_alphabet=120, show_progress=False)
+    tok.train_from_iterator(TEXTS, trainer)
+    return tok
+
+
+def make_llama2():
+    # trained with a Metaspace split so that no token spans a space, as
+    # SentencePiece trains; the saved pipeline has no pre-tokenizer
+    tok = train_sp(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True),
+                   normalizers.Sequence([normalizers.Prepend(SP), normalizers.Replace(" ", SP)]),
+                   pre_tokenizers.Metaspace(replacement=SP, prepend_scheme="never", split=True),
+                   ["<unk>", "<s>", "</s>"])
+    tok.pre_tokenizer = None
+    tok.decoder = decoders.Sequence([decoders.Replace(SP, " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    return (with_byte_tokens(tok),
+            "Llama 2 / Mistral pipeline: Prepend + Replace normalizer, no pre-tokenizer, "
+            "byte_fallback, Replace/ByteFallback/Fuse/Strip decoder")
+
+
+def make_metaspace():
+    meta = dict(replacement=SP, prepend_scheme="first", split=True)
+    tok = train_sp(models.BPE(unk_token="<unk>", byte_fallback=True), None,
+                   pre_tokenizers.Metaspace(**meta), ["<unk>", "<s>", "</s>", "<|endoftext|>"])
+    tok.decoder = decoders.Metaspace(**meta)
+    return (with_byte_tokens(tok),
+            "Metaspace(prepend_scheme=first) pre-tokenizer and decoder, byte_fallback")
+
+
+def make_normmix():
+    norm = normalizers.Sequence([
+        normalizers.NFKD(), normalizers.Lowercase(), normalizers.Strip(left=True, right=True),
+        normalizers.Replace(Regex(r"[ \t]+"), " "), normalizers.Replace("\u2019", "'"),
+        normalizers.Prepend(" "),
+    ])
+    tok = train(pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True), norm,
+                ["<|endoftext|>"], None)
+    tok.add_tokens([AddedToken("\uff24\uff2f\uff2e'\uff34", normalized=True, special=False)])
+    return (tok, "ByteLevel with NFKD, Lowercase, Strip, Replace (regex and string), Prepend; "
+            "a normalized added token")
+
+
+MAKERS = [("gpt2", make_gpt2), ("neox", make_neox), ("falcon", make_falcon),
+          ("llama3", make_llama3), ("splitmix", make_splitmix), ("qwen2", make_qwen2),
+          ("llama2", make_llama2), ("metaspace", make_metaspace), ("normmix", make_normmix)]
+
+
+def build(failed):
     out = {}
-    for name, make in [("gpt2", make_gpt2), ("neox", make_neox), ("falcon", make_falcon),
-                       ("llama3", make_llama3), ("splitmix", make_splitmix)]:
+    for name, make in MAKERS:
         try:
             out[name] = make()
         except Exception as e:  # keep the others: device runs are scarce
-            print("%s: FAILED: %r" % (name, e))
+            print("%s: FAILED: %r" % (name, e), flush=True)
+            failed.append(name)
     return out
 
 
@@ -246,14 +355,23 @@ def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
     out_dir = sys.argv[1]
+    print("tokenizers %s, Python %s" % (tokenizers.__version__, sys.version.split()[0]), flush=True)
     TEXTS, files = training_text()
     cases = CASES + [long_case(files)] + random_cases(60)
-    built = build()
+    failed, wrote = [], []
+    built = build(failed)
     for name, (tok, about) in built.items():
         try:
-            write_one(out_dir, name, tok, about, cases)
+            wrote.append(write_one(out_dir, name, tok, about, cases))
         except Exception as e:
-            print("%s: FAILED writing: %r" % (name, e))
+            print("%s: FAILED writing: %r" % (name, e), flush=True)
+            failed.append(name)
+    print("wrote %d tokenizer(s):" % len(wrote))
+    for d in wrote:
+        print("  %s/tokenizer.json, %s/cases.json" % (d, d))
+    if failed:
+        print("FAILED: %s" % ", ".join(failed))
+        sys.exit(1)
 
 
 def write_one(out_dir, name, tok, about, cases):
@@ -270,9 +388,11 @@ def write_one(out_dir, name, tok, about, cases):
     for text in cases:
         enc = tok.encode(text)
         norm = tok.normalizer.normalize_str(text) if tok.normalizer else text
+        pieces = ([p for p, _ in tok.pre_tokenizer.pre_tokenize_str(norm)]
+                  if tok.pre_tokenizer else [norm])
         rows.append({"text": text, "ids": enc.ids, "tokens": enc.tokens,
                      "decoded": tok.decode(enc.ids, skip_special_tokens=False),
-                     "pieces": [p for p, _ in tok.pre_tokenizer.pre_tokenize_str(norm)]})
+                     "pieces": pieces})
     head = {"tokenizers_version": tokenizers.__version__, "name": name, "about": about}
     text = json.dumps(head, ensure_ascii=False)[:-1] + ', "cases": [\n'
     text += ",\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n]}\n"
@@ -281,7 +401,8 @@ def write_one(out_dir, name, tok, about, cases):
         f.write(text)
     print("%s: vocab %d, %d merges, %d cases, %d bytes" %
           (name, tok.get_vocab_size(), len(obj["model"]["merges"]), len(rows),
-           os.path.getsize(path)))
+           os.path.getsize(path)), flush=True)
+    return d
 
 
 if __name__ == "__main__":

@@ -1,18 +1,20 @@
 #!/bin/sh
 # Installs what ssmc needs to build, test and run on Debian 12 (run as root).
-# clang, libFuzzer (libclang-rt-14-dev) and llvm-symbolizer (llvm) are for
-# tools/fuzz.sh. The WebGPU host (runtime/web) needs Node 20+ with npm and
-# its npm packages (webgpu: Dawn; playwright-core: drives Chromium), and
-# Debian's chromium, whose chromium-common holds SwiftShader (the Vulkan
-# driver Dawn runs on without a GPU). Node and npm are installed only where
-# they are missing: an image that has Node from elsewhere (with its own npm)
-# conflicts with Debian's npm package.
+# libutf8proc-dev and libonig-dev are the tokenizer's Unicode and regular
+# expressions. clang, libFuzzer (libclang-rt-14-dev) and llvm-symbolizer
+# (llvm) are for tools/fuzz.sh. The WebGPU host (runtime/web) needs Node 20+
+# with npm and its npm packages (webgpu: Dawn; playwright-core: drives
+# Chromium), and Debian's chromium, whose chromium-common holds SwiftShader
+# (the Vulkan driver Dawn runs on without a GPU). Node and npm are installed
+# only where they are missing: an image that has Node from elsewhere (with
+# its own npm) conflicts with Debian's npm package.
 set -e
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates git \
   libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev libxxhash-dev \
+  libutf8proc-dev libonig-dev \
   mesa-vulkan-drivers vulkan-validationlayers python3 \
   clang libclang-rt-14-dev llvm chromium chromium-common >/dev/null
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs >/dev/null

@@ -6,19 +6,31 @@
  * zeroed state; one pipeline per kernel; each program recorded once into a
  * command buffer. The manifest was checked when the bundle was read, so
  * only what depends on the device is checked here (offset alignment).
- * Run: upload the token ids (and the position, when the program reads the
- * input "pos"), replay the program, download the logits.
- * Generate: the decode program again, followed by copies of the id its
- * sampler drew into its own input and into a host-visible ring, recorded
- * once and GEN_BATCH times, so tokens stay on the device and the host reads
- * ids several steps at a time.
+ * Run: one submission: the program copies the token ids (and the position,
+ * when it reads the input "pos") from a host-visible buffer (io), runs, and
+ * copies its logits to another (out) when they are wanted.
+ * Generate: GEN_BATCH decode steps per submission (or 1 for the last few),
+ * each followed by copies of the id its sampler drew into its own input and
+ * into io, so tokens stay on the device; two submissions are in flight
+ * (halves 0 and 1 of io and out), so the device never waits for the host.
+ * The host hands ids (and logits) to its caller a batch at a time. When the
+ * caller stops early, the steps run past the stop are undone: each batch
+ * first copies the state buffers aside, and the stop restores the copy of
+ * its batch and replays the steps up to the stop.
  */
 #include <string.h>
 
 #include "runtime/vulkan/vulkan.h"
 
 /* Decode steps queued in one submission by generate. */
-#define GEN_BATCH 16
+#define GEN_BATCH 8
+
+/* io, in int32 words: the run's tokens (chunk of them), its position, then
+ * per half the positions and the drawn ids of its steps. */
+#define IO_POS(v) ((v)->chunk_words)
+#define IO_GEN_POS(v, h, j) ((v)->chunk_words + 1 + (h) * GEN_BATCH + (j))
+#define IO_GEN_ID(v, h, j) ((v)->chunk_words + 1 + 2 * GEN_BATCH + (h) * GEN_BATCH + (j))
+#define IO_WORDS(v) ((v)->chunk_words + 1 + 4 * GEN_BATCH)
 
 typedef struct {
   ssm_backend base;
@@ -27,12 +39,15 @@ typedef struct {
   ssm_vk *vk;
   ssm_vk_buffer *buffers[SSM_BUNDLE_MAX_BUFFERS];
   ssm_vk_kernel **kernels;
-  ssm_vk_program *decode, *prefill;
-  ssm_vk_program *gen1, *genk; /* decode + feedback copies, once and GEN_BATCH times */
-  ssm_vk_buffer *ring;         /* host-visible: the ids the gen programs drew */
+  ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*) */
+  ssm_vk_buffer *out; /* host-visible: logits rows (run: rows 0..; generate: half*GEN_BATCH + step) */
+  size_t chunk_words;
+  ssm_vk_buffer *backup[2][SSM_BUNDLE_MAX_BUFFERS]; /* state buffers as a batch of half h began */
+  ssm_vk_program *run[2][2];       /* [prefill][logits copied out] */
+  ssm_vk_program *gen[2][2][2];    /* [GEN_BATCH steps (else 1)][half][logits copied out] */
+  ssm_vk_program *restore[2];      /* backup[h] back into the state buffers */
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
-  float *logits;               /* one row, for generate's on_step */
   ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
 } vk_backend;
 
@@ -122,31 +137,95 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, ssm_vk_pr
   return NULL;
 }
 
-static ssm_status record(vk_backend *v, const ssm_mf_program *p, ssm_vk_program **out) {
+static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs,
+                           ssm_vk_buffer *dst, size_t dst_ofs, size_t bytes) {
+  return ssm_vk_program_add_copy(p, src, src_ofs, dst, dst_ofs, bytes);
+}
+
+/* run[prefill][logits]: io's tokens (and position) in, the steps, the
+ * logits out. */
+static ssm_status record_run(vk_backend *v, int prefill, int logits) {
+  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  ssm_vk_program **out = &v->run[prefill][logits];
+  if (*out) return NULL;
   SSM_TRY(ssm_vk_program_create(v->vk, out));
+  SSM_TRY(add_copy(*out, v->io, 0, v->buffers[p->tokens_in.buffer], (size_t)p->tokens_in.offset,
+                   (size_t)p->tokens_in.bytes));
+  if (p->has_pos)
+    SSM_TRY(add_copy(*out, v->io, IO_POS(v) * 4, v->buffers[p->pos.buffer], (size_t)p->pos.offset, 4));
   SSM_TRY(record_steps(v, p, *out));
+  if (logits)
+    SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset, v->out, 0,
+                     (size_t)p->output.bytes));
   return ssm_vk_program_end(*out);
 }
 
-/* gen1 and genk: the decode steps, then copies of the drawn id into the
- * tokens input (the next step's input) and into slot j of the ring, once
- * and GEN_BATCH times. */
-static ssm_status record_generate(vk_backend *v) {
+/* gen[batch][h][logits]: the state buffers copied aside into backup[h],
+ * then each step: its position in, the decode steps, the drawn id into the
+ * next step's input and into io (and the logits into out). */
+static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
   const ssm_mf_program *d = &v->m->decode;
-  if (!d->has_sampler) return NULL;
-  SSM_TRY(ssm_vk_buffer_create(v->vk, GEN_BATCH * 4, SSM_VK_BUFFER_HOST, &v->ring));
-  for (int reps = 1; reps <= GEN_BATCH; reps += GEN_BATCH - 1) {
-    ssm_vk_program **p = reps == 1 ? &v->gen1 : &v->genk;
-    SSM_TRY(ssm_vk_program_create(v->vk, p));
-    for (int j = 0; j < reps; j++) {
-      SSM_TRY(record_steps(v, d, *p));
-      ssm_vk_buffer *next = v->buffers[d->next.buffer];
-      SSM_TRY(ssm_vk_program_add_copy(*p, next, d->next.offset, v->buffers[d->tokens_in.buffer],
-                                      d->tokens_in.offset, 4));
-      SSM_TRY(ssm_vk_program_add_copy(*p, next, d->next.offset, v->ring, (size_t)j * 4, 4));
-    }
-    SSM_TRY(ssm_vk_program_end(*p));
+  ssm_vk_program **p = &v->gen[batch][h][logits];
+  if (*p) return NULL;
+  SSM_TRY(ssm_vk_program_create(v->vk, p));
+  for (int i = 0; i < v->m->nbuffers; i++)
+    if (v->backup[h][i])
+      SSM_TRY(add_copy(*p, v->buffers[i], 0, v->backup[h][i], 0, (size_t)v->m->buffers[i].bytes));
+  ssm_vk_buffer *next = v->buffers[d->next.buffer];
+  size_t row = (size_t)d->output.bytes;
+  for (int j = 0; j < (batch ? GEN_BATCH : 1); j++) {
+    if (d->has_pos)
+      SSM_TRY(add_copy(*p, v->io, IO_GEN_POS(v, h, j) * 4, v->buffers[d->pos.buffer],
+                       (size_t)d->pos.offset, 4));
+    SSM_TRY(record_steps(v, d, *p));
+    SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->buffers[d->tokens_in.buffer],
+                     (size_t)d->tokens_in.offset, 4));
+    SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->io, IO_GEN_ID(v, h, j) * 4, 4));
+    if (logits)
+      SSM_TRY(add_copy(*p, v->buffers[d->output.buffer], (size_t)d->output.offset, v->out,
+                       (size_t)(h * GEN_BATCH + j) * row, row));
   }
+  return ssm_vk_program_end(*p);
+}
+
+/* The host-visible buffers of run and generate. Programs are recorded when
+ * first used (record_run, record_gen, gen_prepare). */
+static ssm_status make_io(vk_backend *v) {
+  const ssm_manifest *m = v->m;
+  int chunk = m->prefill.tokens > 1 ? m->prefill.tokens : 1;
+  v->chunk_words = (size_t)chunk;
+  size_t rows = (size_t)(chunk > 2 * GEN_BATCH ? chunk : 2 * GEN_BATCH);
+  SSM_TRY(ssm_vk_buffer_create(v->vk, IO_WORDS(v) * 4, SSM_VK_BUFFER_HOST, &v->io));
+  SSM_TRY(ssm_vk_buffer_create(v->vk, rows * (size_t)m->vocab * 4, SSM_VK_BUFFER_HOST, &v->out));
+  if (!ssm_vk_buffer_map(v->io) || !ssm_vk_buffer_map(v->out))
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
+                          "mapped", ssm_vk_info(v->vk)->name);
+  return NULL;
+}
+
+/* What generate needs: the copies of the state buffers and the programs
+ * that restore them (once), and the gen programs with or without logits. */
+static ssm_status gen_prepare(vk_backend *v, int logits) {
+  const ssm_manifest *m = v->m;
+  for (int h = 0; h < 2 && !v->restore[h]; h++) {
+    ssm_vk_program *r;
+    SSM_TRY(ssm_vk_program_create(v->vk, &r));
+    ssm_status s = NULL;
+    for (int i = 0; i < m->nbuffers && !s; i++) {
+      if (m->buffers[i].usage != SSM_BUFFER_STATE) continue;
+      s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
+                               &v->backup[h][i]);
+      if (!s) s = add_copy(r, v->backup[h][i], 0, v->buffers[i], 0, (size_t)m->buffers[i].bytes);
+    }
+    if (!s) s = ssm_vk_program_end(r);
+    if (s) {
+      ssm_vk_program_destroy(v->vk, r);
+      return s;
+    }
+    v->restore[h] = r;
+  }
+  for (int h = 0; h < 2; h++)
+    for (int batch = 0; batch < 2; batch++) SSM_TRY(record_gen(v, batch, h, logits));
   return NULL;
 }
 
@@ -192,17 +271,63 @@ static ssm_status upload_pos(vk_backend *v, const ssm_mf_program *p) {
 
 static ssm_status vk_run(ssm_backend *b, const int32_t *tokens, int count, float *logits) {
   vk_backend *v = (vk_backend *)b;
-  const ssm_mf_program *p = count == 1 ? &v->m->decode : count == b->chunk ? &v->m->prefill : NULL;
-  if (!p)
+  int prefill = count != 1;
+  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  if (prefill && count != b->chunk)
     return ssm_status_new(SSM_ERR_INVALID, "%s: runs take 1 or %d tokens, not %d",
                           ssm_bundle_name(v->bundle), b->chunk, count);
   SSM_TRY(check_tokens(b, tokens, count));
   if (p->has_pos) SSM_TRY(ssm_backend_check_room(b, count));
-  SSM_TRY(upload(v, p->tokens_in, tokens));
-  SSM_TRY(upload_pos(v, p));
-  SSM_TRY(ssm_vk_program_run(v->vk, count == 1 ? v->decode : v->prefill));
+  SSM_TRY(record_run(v, prefill, logits != NULL));
+  int32_t *io = ssm_vk_buffer_map(v->io);
+  memcpy(io, tokens, sizeof *tokens * (size_t)count);
+  io[IO_POS(v)] = (int32_t)b->position;
+  SSM_TRY(ssm_vk_program_run(v->vk, v->run[prefill][logits != NULL]));
   b->position += count;
-  return logits ? download(v, p->output, logits) : NULL;
+  if (logits) memcpy(logits, ssm_vk_buffer_map(v->out), (size_t)p->output.bytes);
+  return NULL;
+}
+
+/* A batch of generate's steps on its way: half h of io and out. */
+typedef struct {
+  int64_t start; /* the position of its first step */
+  int steps;     /* 0: none in flight */
+  int32_t input; /* its first step's input */
+} gen_batch;
+
+static ssm_status gen_wait_all(vk_backend *v, gen_batch *q) {
+  ssm_status s = NULL;
+  for (int h = 0; h < 2; h++)
+    for (int b = 0; b < 2; b++)
+      for (int l = 0; l < 2; l++) {
+        if (!v->gen[b][h][l]) continue;
+        ssm_status e = ssm_vk_program_wait(v->vk, v->gen[b][h][l]);
+        if (!s) s = e;
+        else ssm_status_free(e);
+      }
+  q[0].steps = q[1].steps = 0;
+  return s;
+}
+
+/* The caller stopped after step `j` of the batch in half h: the state is
+ * made what it was after that step. The batch queued after it (if any)
+ * began there when j is the batch's last step; otherwise half h's copy is
+ * restored and its steps up to j replayed with the ids they drew. */
+static ssm_status gen_stop(vk_backend *v, gen_batch *q, int h, int j) {
+  ssm_backend *b = &v->base;
+  gen_batch done = q[h], after = q[!h];
+  SSM_TRY(gen_wait_all(v, q));
+  if (!after.steps && j + 1 == done.steps) return NULL; /* nothing ran past it */
+  int from = after.steps && j + 1 == done.steps ? !h : h;
+  SSM_TRY(ssm_vk_program_run(v->vk, v->restore[from]));
+  b->position = from == h ? done.start : after.start;
+  if (from != h) return NULL;
+  const int32_t *io = ssm_vk_buffer_map(v->io);
+  for (int i = 0; i <= j; i++) {
+    int32_t t = i ? io[IO_GEN_ID(v, h, i - 1)] : done.input;
+    SSM_TRY(vk_run(b, &t, 1, NULL));
+  }
+  return NULL;
 }
 
 static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_logits,
@@ -212,31 +337,69 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
   if (!d->has_sampler)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle's decode program has no sampler",
                           ssm_bundle_name(v->bundle));
+  SSM_TRY(gen_prepare(v, want_logits != 0));
   SSM_TRY(upload(v, d->tokens_in, &first));
-  const int32_t *ring = ssm_vk_buffer_map(v->ring);
-  SSM_ASSERT(ring);
-  if (want_logits && !v->logits)
-    SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&v->logits));
-  while (*out_count < n) {
-    /* one step per submission when someone looks at each, or when the
-     * program reads "pos" (uploaded every step) */
-    int batch = !on_step && !want_logits && !d->has_pos && n - *out_count >= GEN_BATCH ? GEN_BATCH : 1;
-    if (d->has_pos) SSM_TRY(ssm_backend_check_room(b, 1));
-    SSM_TRY(upload_pos(v, d));
-    SSM_TRY(ssm_vk_program_run(v->vk, batch > 1 ? v->genk : v->gen1));
-    b->position += batch;
-    for (int j = 0; j < batch; j++) {
-      int32_t id = ring[j];
-      if (id == -1) return ssm_sampler_nonfinite(b->position - batch + j);
-      if (id < 0 || id >= b->vocab)
-        return ssm_status_new(SSM_ERR_DEVICE, "the sampler drew token id %d, outside [0, %lld)",
-                              id, (long long)b->vocab);
-      out_ids[(*out_count)++] = id;
-      if (want_logits) SSM_TRY(download(v, d->output, v->logits));
-      if (on_step && on_step(id, want_logits ? v->logits : NULL, user)) return NULL;
+  int32_t *io = ssm_vk_buffer_map(v->io);
+  const float *out = ssm_vk_buffer_map(v->out);
+  size_t vocab = (size_t)b->vocab;
+  gen_batch q[2] = {{0}};
+  int next = 0;                   /* the half the next batch goes to */
+  int64_t queued = b->position;   /* the position after every queued step */
+  int submitted = *out_count;     /* ids asked for so far */
+  int32_t input = first;          /* the first input of the oldest batch not yet queued */
+  ssm_status s = NULL;
+  for (int h = 0; !s;) {
+    /* keep two batches queued */
+    while (!s && !q[next].steps && submitted < n) {
+      int steps = n - submitted >= GEN_BATCH ? GEN_BATCH : 1;
+      if (d->has_pos && b->max_seq && queued + steps > b->max_seq) {
+        if (queued < b->max_seq) steps = 1;
+        else if (q[!next].steps) break; /* what is queued runs first */
+        else {
+          s = ssm_backend_check_room(b, 1);
+          break;
+        }
+      }
+      for (int j = 0; j < steps; j++) io[IO_GEN_POS(v, next, j)] = (int32_t)(queued + j);
+      s = ssm_vk_program_submit(v->vk, v->gen[steps > 1][next][want_logits != 0]);
+      if (s) break;
+      q[next] = (gen_batch){queued, steps, 0};
+      queued += steps;
+      submitted += steps;
+      next = !next;
     }
+    if (s || !q[h].steps) break;
+    s = ssm_vk_program_wait(v->vk, v->gen[q[h].steps > 1][h][want_logits != 0]);
+    q[h].input = input;
+    for (int j = 0; j < q[h].steps && !s; j++) {
+      int32_t id = io[IO_GEN_ID(v, h, j)];
+      if (id == -1) s = ssm_sampler_nonfinite(q[h].start + j);
+      else if (id < 0 || id >= b->vocab)
+        s = ssm_status_new(SSM_ERR_DEVICE, "the sampler drew token id %d, outside [0, %lld)", id,
+                           (long long)b->vocab);
+      if (s) {
+        b->position = q[h].start + j;
+        break;
+      }
+      out_ids[(*out_count)++] = id;
+      const float *row = want_logits ? out + (size_t)(h * GEN_BATCH + j) * vocab : NULL;
+      if (on_step && on_step(id, row, user)) {
+        b->position = q[h].start + j + 1;
+        return gen_stop(v, q, h, j);
+      }
+    }
+    if (s) break;
+    b->position = q[h].start + q[h].steps;
+    input = io[IO_GEN_ID(v, h, q[h].steps - 1)];
+    q[h].steps = 0;
+    h = !h;
   }
-  return NULL;
+  ssm_status w = gen_wait_all(v, q);
+  if (s) {
+    ssm_status_free(w);
+    return s;
+  }
+  return w;
 }
 
 static ssm_status vk_state_read(ssm_backend *b, int i, void *dst) {
@@ -310,18 +473,21 @@ static void vk_close(ssm_backend *b) {
   if (v->vk) {
     ssm_vk_program_destroy(v->vk, v->timed[0]);
     ssm_vk_program_destroy(v->vk, v->timed[1]);
-    ssm_vk_program_destroy(v->vk, v->decode);
-    ssm_vk_program_destroy(v->vk, v->prefill);
-    ssm_vk_program_destroy(v->vk, v->gen1);
-    ssm_vk_program_destroy(v->vk, v->genk);
-    ssm_vk_buffer_destroy(v->vk, v->ring);
+    for (int i = 0; i < 8; i++) {
+      ssm_vk_program_destroy(v->vk, (&v->gen[0][0][0])[i]);
+      if (i < 4) ssm_vk_program_destroy(v->vk, (&v->run[0][0])[i]);
+      if (i < 2) ssm_vk_program_destroy(v->vk, v->restore[i]);
+    }
+    for (int h = 0; h < 2; h++)
+      for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->backup[h][i]);
+    ssm_vk_buffer_destroy(v->vk, v->io);
+    ssm_vk_buffer_destroy(v->vk, v->out);
     for (int i = 0; v->kernels && i < v->m->nkernels; i++) ssm_vk_kernel_destroy(v->vk, v->kernels[i]);
     for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->buffers[i]);
     ssm_vk_close(v->vk);
   }
   free(v->kernels);
   free(v->states);
-  free(v->logits);
   ssm_bundle_close(v->bundle);
   free(v);
 }
@@ -359,9 +525,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   ssm_st_close(st);
   if (!s) s = vk_reset(b);
   if (!s) s = load_kernels(v);
-  if (!s) s = record(v, &m->decode, &v->decode);
-  if (!s) s = record(v, &m->prefill, &v->prefill);
-  if (!s) s = record_generate(v);
+  if (!s) s = make_io(v);
   if (s) {
     vk_close(b);
     return s;
