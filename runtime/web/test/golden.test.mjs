@@ -50,17 +50,25 @@ test('the fixtures are all there', () => {
 // the fixtures with 16-bit checkpoints (the bundle keeps their dtype)
 const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', jamba_gqa: 'bf16', mamba1_f16_sharded: 'f16' };
 
-// Known open bug (merge of main's issue-14 families): for these fixtures a
-// bundle written by `ssmc compile` and read back misses transformers by
-// 1.6e-4 to 4.3e-4 on the Vulkan runtime too (`ssmc run BUNDLE`), while the
-// same model compiled in memory (test_golden.c, `ssmc run DIR`) matches to
-// 5e-6; so the cause is in the bundle path, not in WGSL. Reported as todo
-// until it is found; every other fixture must pass.
-const BUNDLE_PATH_BUG = new Set(['bamba_tiny', 'granitemoe_hybrid_dense', 'jamba_moe', 'jamba_moe_top1',
-                                 'lfm2_tiny', 'nemotron_h_tiny']);
+// Open items from main's issue-14 families, reported as todo until fixed
+// (every other fixture must pass). Not the bundle format: the same .ssmb
+// files match transformers to 5e-6 on the Vulkan runtime.
+const OPEN = {
+  // main reads stacked expert weights ('name.{*}.x', one tensor per expert)
+  // part by part; safetensors.mjs does not yet
+  jamba_moe: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
+  jamba_moe_top1: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
+  granitemoe_hybrid_dense: 'misses transformers by 1.6e-4 through WGSL on SwiftShader (not found yet)',
+  // row 0 matches, later positions miss (bamba, lfm2 and granitemoe all
+  // rotate q and k by position): suspected rope's sin/cos on SwiftShader, not
+  // verified
+  bamba_tiny: 'misses transformers by 2.8e-4 after position 0 through WGSL on SwiftShader (not found yet)',
+  lfm2_tiny: 'misses transformers by 4.3e-4 through WGSL on SwiftShader (not found yet)',
+  nemotron_h_tiny: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
+};
 
 for (const name of names) {
-  const todo = BUNDLE_PATH_BUG.has(name) ? 'a bundle file of this family misses transformers on Vulkan too (open bug)' : undefined;
+  const todo = OPEN[name];
   test(`${name}: WGSL compiles, logits and greedy tokens match transformers`, { todo }, async (t) => {
     const g = golden(name);
     assert.ok(g.maxAbs > 0.5, 'the fixture must not be a near-zero model');
