@@ -4,8 +4,8 @@
  *
  * A bundle is a typed manifest (the architecture, the buffers and where
  * every weight and state lives in them, the kernels, and the decode and
- * prefill programs as dispatch lists) and a blob section (SPIR-V, GLSL and
- * IR text) that the manifest refers to. compile.c builds one from a model;
+ * prefill programs as dispatch lists) and a blob section (SPIR-V, GLSL, WGSL
+ * and IR text) that the manifest refers to. compile.c builds one from a model;
  * container.c writes and reads the file; manifest.c is the only code that
  * knows the manifest's JSON keys, and it checks every field when it reads
  * one, so code that holds an ssm_manifest may trust it: indices are in
@@ -25,7 +25,7 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 
-#define SSM_BUNDLE_VERSION 2
+#define SSM_BUNDLE_VERSION 3
 #define SSM_BUNDLE_MAX_BUFFERS 64
 #define SSM_BUNDLE_MAX_BINDINGS SSM_CG_MAX_BINDINGS
 
@@ -64,6 +64,15 @@ typedef struct {
   const char *params; /* the fused ops and knobs, for people */
   int nbindings;      /* storage buffers at set 0, bindings 0..n-1 */
   ssm_blob spirv, glsl;
+  /* WebGPU (codegen.h): the WGSL module; binding i of a step is read
+   * through memory slot slot[i] (slot 0 holds binding 0); slot s is bound as
+   * windows[s] windows of the manifest's wgsl_window bytes, starting at the
+   * lowest offset of its bindings in the step, which all lie in one buffer.
+   * A slot is writable when that buffer holds state or activations. */
+  ssm_blob wgsl;
+  int nslots;
+  int slot[SSM_BUNDLE_MAX_BINDINGS];
+  int windows[SSM_BUNDLE_MAX_BINDINGS];
 } ssm_mf_kernel;
 
 /* One dispatch of a program. */
@@ -112,6 +121,7 @@ typedef struct {
   int64_t eos;     /* config.json's eos_token_id; -1 when it has none */
   ssm_dtype dtype; /* of the matmul and embed weights (ssm_compile_opts.dtype) */
   uint32_t align;  /* every region offset is a multiple of it */
+  uint64_t wgsl_window; /* bytes of a WGSL storage window (ssm_compile_opts) */
   int nbuffers;
   ssm_mf_buffer *buffers;
   int nweights;
@@ -180,6 +190,8 @@ typedef struct {
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
   ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
                             the program's; may cancel */
+  uint64_t wgsl_window; /* bytes of a WGSL storage window (0: SSM_CG_WGSL_WINDOW;
+                           smaller ones test the window split on small models) */
 } ssm_compile_opts;
 
 /* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs

@@ -4,10 +4,13 @@
  * Builds the decode (T=1, drawing its next token with a sampler) and prefill
  * (T=C) graphs, runs the passes on each, and lays out memory: weights and
  * states by name, shared by both programs, in their own buffers (weights
- * in buffers of at most 1 GiB), and one activation buffer sized for the
- * larger plan. Every fused group becomes a kernel (codegen); kernels with
- * identical source are kept once and compiled to SPIR-V. Each program is
- * its dispatches in order, with a barrier where schedule asks for one.
+ * in buffers of at most 1 GiB, the small weights apart from the large), and
+ * one activation buffer sized for the larger plan. Every fused group becomes
+ * a kernel (codegen); kernels with identical source are kept once and
+ * compiled to SPIR-V. Each program is its dispatches in order, with a
+ * barrier where schedule asks for one. Once every dispatch is laid out, each
+ * kernel's WGSL gets its memory slots' windows: as many as its widest
+ * dispatch needs.
  */
 #include <string.h>
 
@@ -27,7 +30,11 @@ typedef struct {
   SSM_VEC(ssm_mf_tensor) states; /* the sampler's too; it is left out of the manifest's */
   ssm_strmap by_name;            /* weight or state name -> 1 + its index in weights/states */
   SSM_VEC(ssm_mf_kernel) kernels;
-  ssm_strmap kernel_src;          /* a kernel's GLSL -> 1 + its index in kernels */
+  SSM_VEC(ssm_cg_kernel) kernel_src; /* each kernel as generated (its sources, its WGSL slots) */
+  SSM_VEC(int) kernel_prev;          /* the previous kernel with the same GLSL, or -1 */
+  ssm_strmap kernel_by_glsl;         /* a kernel's GLSL -> 1 + the last kernel with it */
+  int small_weights, big_weights;    /* the weights buffers being filled, or -1 */
+  uint64_t window;                   /* bytes of a WGSL storage window */
   ssm_sb blobs;
   ssm_arena *tmp;     /* generated kernels, while compiling */
   uint64_t act_bytes; /* the larger activation plan */
@@ -65,21 +72,24 @@ static void remember(compiler *c, const char *name, size_t index) {
   *ssm_strmap_slot(&c->by_name, name, &found) = (void *)(uintptr_t)(index + 1);
 }
 
-/* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone). */
+/* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone).
+ * The small ones, which WGSL kernels read through one shared slot
+ * (codegen.h), fill buffers of their own, so that the small weights of one
+ * dispatch lie close together whatever large weights sit between them. */
 static ssm_region place_weight(compiler *c, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
   ssm_mf_tensor *w = find(c, c->weights.items, name);
   if (w) return w->region;
   uint64_t bytes = type_bytes(&n->result->type);
-  int last = (int)c->buffers.n - 1;
-  if (last < BUF_WEIGHTS0 || (c->buffers.items[last].bytes &&
-                              align_up(c->buffers.items[last].bytes) + bytes > WEIGHT_BUFFER_MAX)) {
+  int *buf = bytes < SSM_CG_WGSL_OWN_SLOT_BYTES ? &c->small_weights : &c->big_weights;
+  if (*buf < 0 || (c->buffers.items[*buf].bytes &&
+                   align_up(c->buffers.items[*buf].bytes) + bytes > WEIGHT_BUFFER_MAX)) {
     ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_WEIGHTS, 0}));
-    last++;
+    *buf = (int)c->buffers.n - 1;
   }
   ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type,
                      ssm_arena_strdup(c->b->arena, ssm_node_str(n, "transform", "")),
-                     alloc_in(c, last, bytes)};
+                     alloc_in(c, *buf, bytes)};
   ssm_vec_push(&c->weights, t);
   remember(c, t.name, c->weights.n - 1);
   return t.region;
@@ -121,26 +131,87 @@ static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   return NULL;
 }
 
-/* The kernel with this source, compiled once. */
+/* Whether two generated kernels are the same WGSL kernel: the same source
+ * and the same memory slots (an add of two activations and an add of an
+ * activation and a weight read their operands through different slots). */
+static int same_wgsl(const ssm_cg_kernel *a, const ssm_cg_kernel *b) {
+  return !strcmp(a->wgsl, b->wgsl) && a->nslots == b->nslots &&
+         !memcmp(a->slot, b->slot, sizeof a->slot) && !memcmp(a->access, b->access, sizeof a->access) &&
+         !memcmp(a->slot_writable, b->slot_writable, sizeof a->slot_writable);
+}
+
+/* The kernel with these sources (GLSL and WGSL), made once; GLSL is
+ * compiled to SPIR-V once even when two kernels share it. */
 static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
-  uintptr_t known = (uintptr_t)ssm_strmap_get(&c->kernel_src, k->glsl);
-  if (known) {
-    *out = (int)known - 1;
-    return NULL;
+  int same_glsl = (int)(uintptr_t)ssm_strmap_get(&c->kernel_by_glsl, k->glsl) - 1;
+  for (int i = same_glsl; i >= 0; i = c->kernel_prev.items[i]) {
+    if (same_wgsl(&c->kernel_src.items[i], k)) {
+      *out = i;
+      return NULL;
+    }
   }
   int index = (int)c->kernels.n;
   char *name = ssm_arena_printf(c->b->arena, "k%d_%s", index, k->family);
-  uint32_t *words;
-  size_t nwords;
-  SSM_TRY(ssm_cg_compile_glsl(k->glsl, name, &words, &nwords));
-  ssm_mf_kernel mk = {name, ssm_arena_strdup(c->b->arena, k->family),
-                      ssm_arena_strdup(c->b->arena, k->params), k->nbindings,
-                      add_blob(c, words, nwords * 4), add_blob(c, k->glsl, strlen(k->glsl))};
-  free(words);
+  ssm_mf_kernel mk = {.name = name, .family = ssm_arena_strdup(c->b->arena, k->family),
+                      .params = ssm_arena_strdup(c->b->arena, k->params),
+                      .nbindings = k->nbindings};
+  if (same_glsl >= 0) {
+    mk.spirv = c->kernels.items[same_glsl].spirv;
+    mk.glsl = c->kernels.items[same_glsl].glsl;
+  } else {
+    uint32_t *words;
+    size_t nwords;
+    SSM_TRY(ssm_cg_compile_glsl(k->glsl, name, &words, &nwords));
+    mk.spirv = add_blob(c, words, nwords * 4);
+    mk.glsl = add_blob(c, k->glsl, strlen(k->glsl));
+    free(words);
+  }
+  mk.nslots = k->nslots;
+  memcpy(mk.slot, k->slot, sizeof mk.slot);
   ssm_vec_push(&c->kernels, mk);
+  ssm_vec_push(&c->kernel_src, *k);
+  ssm_vec_push(&c->kernel_prev, same_glsl);
   int found;
-  *ssm_strmap_slot(&c->kernel_src, k->glsl, &found) = (void *)(uintptr_t)(index + 1);
+  *ssm_strmap_slot(&c->kernel_by_glsl, k->glsl, &found) = (void *)(uintptr_t)(index + 1);
   *out = index;
+  return NULL;
+}
+
+/* Windows that slot `s` of kernel `k` needs in dispatch `st`: its bindings'
+ * span over the window size, rounded up; they must share a buffer. */
+static ssm_status slot_windows(const ssm_mf_kernel *k, const ssm_mf_step *st, int s,
+                               uint64_t window, int *out) {
+  int buffer;
+  uint64_t lo, hi;
+  if (!ssm_mf_slot_span(k, st, s, &buffer, &lo, &hi))
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the tensors of its WGSL memory slot %d lie "
+                          "in more than one buffer", k->name, s);
+  SSM_ASSERT(buffer >= 0);
+  *out = (int)((hi - lo + window - 1) / window);
+  return NULL;
+}
+
+/* Completes each kernel's WGSL: every slot gets the most windows that any
+ * of the kernel's dispatches needs. */
+static ssm_status wgsl_modules(compiler *c) {
+  const ssm_mf_program *progs[2] = {&c->m->decode, &c->m->prefill};
+  for (size_t i = 0; i < c->kernels.n; i++) {
+    ssm_mf_kernel *k = &c->kernels.items[i];
+    for (int s = 0; s < k->nslots; s++) k->windows[s] = 1;
+    for (int p = 0; p < 2; p++)
+      for (int j = 0; j < progs[p]->nsteps; j++) {
+        const ssm_mf_step *st = &progs[p]->steps[j];
+        for (int s = 0; s < k->nslots && st->kernel == (int)i; s++) {
+          int n = 1;
+          SSM_TRY(slot_windows(k, st, s, c->window, &n));
+          if (n > k->windows[s]) k->windows[s] = n;
+        }
+      }
+    const char *text;
+    SSM_TRY(ssm_status_wrap(ssm_cg_wgsl_module(&c->kernel_src.items[i], k->windows, c->window,
+                                               c->tmp, &text), "%s", k->name));
+    k->wgsl = add_blob(c, text, strlen(text));
+  }
   return NULL;
 }
 
@@ -275,6 +346,7 @@ static void finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   mf->eos = ssm_model_eos(m);
   mf->dtype = o->dtype;
   mf->align = ALIGN;
+  mf->wgsl_window = c->window;
   c->buffers.items[BUF_ACT].bytes = c->act_bytes;
   for (size_t i = 0; i < c->buffers.n; i++)
     c->buffers.items[i].bytes = align_up(c->buffers.items[i].bytes ? c->buffers.items[i].bytes : 4);
@@ -301,11 +373,16 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16)
     return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16 or bf16",
                           ssm_dtype_name(o.dtype));
+  if (!o.wgsl_window) o.wgsl_window = SSM_CG_WGSL_WINDOW;
+  if (o.wgsl_window < ALIGN || o.wgsl_window & (o.wgsl_window - 1))
+    return ssm_status_new(SSM_ERR_INVALID, "--wgsl-window %llu: expected a power of two of at "
+                          "least %d bytes", (unsigned long long)o.wgsl_window, ALIGN);
   int64_t vocab = 0;
   if (!ssm_model_param(m, "vocab", &vocab) || vocab < 1)
     return ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
                           ssm_model_arch(m));
-  compiler c = {.b = ssm_bundle_new_("(compiled)"), .tmp = ssm_arena_create()};
+  compiler c = {.b = ssm_bundle_new_("(compiled)"), .tmp = ssm_arena_create(),
+                .small_weights = -1, .big_weights = -1, .window = o.wgsl_window};
   c.m = &c.b->manifest;
   ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_STATE, 0}));
   ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_ACTIVATIONS, 0}));
@@ -321,12 +398,15 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
     if (!s) s = compile_program(&c, g, &o, names[p], progs[p]);
     ssm_graph_destroy(g);
   }
+  if (!s) s = wgsl_modules(&c);
   if (!s) finish(&c, m, &o);
   ssm_vec_free(&c.buffers);
   ssm_vec_free(&c.weights);
   ssm_vec_free(&c.states);
   ssm_vec_free(&c.kernels);
-  ssm_strmap_free(&c.kernel_src);
+  ssm_vec_free(&c.kernel_src);
+  ssm_vec_free(&c.kernel_prev);
+  ssm_strmap_free(&c.kernel_by_glsl);
   ssm_strmap_free(&c.by_name);
   ssm_sb_free(&c.blobs);
   ssm_arena_destroy(c.tmp);

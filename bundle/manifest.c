@@ -6,9 +6,10 @@
  * runtime will rely on before anything is used: types and ranges of every
  * field, regions inside their buffers and aligned, blobs inside the blob
  * section, sizes that agree with shapes (computed with overflow checks),
- * kernel indices and binding counts, and the programs' inputs and outputs
- * against the vocabulary. A message names the field by its path
- * ("programs.decode.steps[3].bindings[1]").
+ * kernel indices and binding counts, each kernel's WGSL memory slots and
+ * every dispatch's slots (one buffer each, spanning no more than their
+ * windows), and the programs' inputs and outputs against the vocabulary. A
+ * message names the field by its path ("programs.decode.steps[3].bindings[1]").
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -102,6 +103,7 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
   cJSON_AddNumberToObject(j, "eos_token_id", (double)m->eos);
   cJSON_AddStringToObject(j, "dtype", ssm_dtype_name(m->dtype));
   cJSON_AddNumberToObject(j, "align", m->align);
+  cJSON_AddNumberToObject(j, "wgsl_window", (double)m->wgsl_window);
   cJSON *bufs = cJSON_AddArrayToObject(j, "buffers");
   for (int i = 0; i < m->nbuffers; i++) {
     cJSON *b = cJSON_CreateObject();
@@ -123,6 +125,12 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
     cJSON_AddNumberToObject(jk, "bindings", k->nbindings);
     cJSON_AddItemToObject(jk, "spirv", jblob(k->spirv));
     cJSON_AddItemToObject(jk, "glsl", jblob(k->glsl));
+    cJSON_AddItemToObject(jk, "wgsl", jblob(k->wgsl));
+    double slots[SSM_BUNDLE_MAX_BINDINGS], windows[SSM_BUNDLE_MAX_BINDINGS];
+    for (int b = 0; b < k->nbindings; b++) slots[b] = k->slot[b];
+    for (int w = 0; w < k->nslots; w++) windows[w] = k->windows[w];
+    cJSON_AddItemToObject(jk, "wgsl_slots", jnums(k->nbindings, slots));
+    cJSON_AddItemToObject(jk, "wgsl_windows", jnums(k->nslots, windows));
     cJSON_AddItemToArray(ks, jk);
   }
   cJSON *ps = cJSON_AddObjectToObject(j, "programs");
@@ -230,12 +238,18 @@ static ssm_status field_str(reader *r, const cJSON *obj, const char *key, const 
   return s;
 }
 
-/* A JSON array of `len` numbers in [lo, hi] (the current path names it). */
-static ssm_status nums(reader *r, const cJSON *j, int len, double lo, double hi, double *out) {
-  if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != len)
-    return bad(r, len == 3 ? "is not a [buffer, offset, bytes] region" : "is not an [offset, size] blob");
+/* A JSON array of `len` numbers in [lo, hi] (the current path names it;
+ * `what` says what it should be). */
+static ssm_status nums_of(reader *r, const cJSON *j, int len, double lo, double hi, double *out,
+                          const char *what) {
+  if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != len) return bad(r, what);
   for (int i = 0; i < len; i++) SSM_TRY(num_in(r, cJSON_GetArrayItem(j, i), lo, hi, &out[i]));
   return NULL;
+}
+
+static ssm_status nums(reader *r, const cJSON *j, int len, double lo, double hi, double *out) {
+  return nums_of(r, j, len, lo, hi, out,
+                 len == 3 ? "is not a [buffer, offset, bytes] region" : "is not an [offset, size] blob");
 }
 
 /* A region inside its buffer, at an aligned offset; the current path names it. */
@@ -352,6 +366,33 @@ static ssm_status tensors(reader *r, const cJSON *root, const char *key, int wei
   return NULL;
 }
 
+/* A kernel's WGSL slots: one per binding, numbered in order of first use
+ * from 0 (so every slot is used and binding 0 is in slot 0), and a window
+ * count per slot. */
+static ssm_status wgsl_slots(reader *r, const cJSON *e, ssm_mf_kernel *k) {
+  const cJSON *js, *jw;
+  double v[SSM_BUNDLE_MAX_BINDINGS];
+  SSM_TRY(get(r, e, "wgsl_slots", &js));
+  SSM_TRY(get(r, e, "wgsl_windows", &jw));
+  size_t n = enter(r, "wgsl_slots", 0);
+  ssm_status s = nums_of(r, js, k->nbindings, 0, k->nbindings - 1, v,
+                         "is not a list of one slot per binding");
+  k->nslots = 0;
+  for (int b = 0; b < k->nbindings && !s; b++) {
+    k->slot[b] = (int)v[b];
+    if (k->slot[b] > k->nslots) s = bad(r, "does not number the slots in order of first use");
+    else if (k->slot[b] == k->nslots) k->nslots++;
+  }
+  leave(r, n);
+  if (s) return s;
+  n = enter(r, "wgsl_windows", 0);
+  s = nums_of(r, jw, k->nslots, 1, SSM_CG_WGSL_MAX_WINDOWS, v,
+              "is not a list of one window count per slot");
+  for (int w = 0; w < k->nslots && !s; w++) k->windows[w] = (int)v[w];
+  leave(r, n);
+  return s;
+}
+
 static ssm_status kernels(reader *r, const cJSON *root) {
   const cJSON *arr;
   ssm_manifest *m = r->m;
@@ -367,14 +408,50 @@ static ssm_status kernels(reader *r, const cJSON *root) {
     if (!s) s = field_str(r, e, "template", &k->family);
     if (!s) s = field_str(r, e, "params", &k->params);
     if (!s) s = field_num(r, e, "bindings", 1, SSM_BUNDLE_MAX_BINDINGS, &nb);
+    k->nbindings = (int)nb;
     if (!s) s = field_blob(r, e, "spirv", &k->spirv);
     if (!s) s = field_blob(r, e, "glsl", &k->glsl);
+    if (!s) s = field_blob(r, e, "wgsl", &k->wgsl);
     if (!s && (k->spirv.size % 4 || k->spirv.offset % 4 || k->spirv.size < 20))
       s = bad(r, "has a malformed SPIR-V blob");
-    k->nbindings = (int)nb;
+    if (!s && !k->wgsl.size) s = bad(r, "has an empty WGSL blob");
+    if (!s) s = wgsl_slots(r, e, k);
     leave(r, n);
     SSM_TRY(s);
   }
+  return NULL;
+}
+
+int ssm_mf_slot_span(const ssm_mf_kernel *k, const ssm_mf_step *st, int slot, int *buffer,
+                     uint64_t *lo, uint64_t *hi) {
+  *buffer = -1;
+  *lo = UINT64_MAX;
+  *hi = 0;
+  for (int b = 0; b < st->nbindings; b++) {
+    const ssm_region *g = &st->bindings[b];
+    if (k->slot[b] != slot) continue;
+    if (*buffer >= 0 && g->buffer != *buffer) return 0;
+    *buffer = g->buffer;
+    if (g->offset < *lo) *lo = g->offset;
+    if (g->offset + g->bytes > *hi) *hi = g->offset + g->bytes;
+  }
+  return 1;
+}
+
+/* Each WGSL slot of a dispatch: its bindings in one buffer, spanning no
+ * more than the slot's windows (the current path names the step). */
+static ssm_status step_slots(reader *r, const ssm_mf_step *st) {
+  const ssm_mf_kernel *k = &r->m->kernels[st->kernel];
+  for (int sl = 0; sl < k->nslots; sl++) {
+    int buffer;
+    uint64_t lo, hi;
+    if (!ssm_mf_slot_span(k, st, sl, &buffer, &lo, &hi))
+      return bad(r, "puts the bindings of one WGSL slot in two buffers");
+    if (hi - lo > (uint64_t)k->windows[sl] * r->m->wgsl_window)
+      return bad(r, "has a WGSL slot wider than its kernel's windows");
+  }
+  if (r->m->buffers[st->bindings[0].buffer].usage == SSM_BUFFER_WEIGHTS)
+    return bad(r, "writes its result into a weights buffer");
   return NULL;
 }
 
@@ -416,6 +493,7 @@ static ssm_status steps(reader *r, const cJSON *jp, ssm_mf_program *p) {
       }
       leave(r, k);
     }
+    if (!s) s = step_slots(r, st);
     leave(r, n);
     SSM_TRY(s);
   }
@@ -540,6 +618,14 @@ static ssm_status read_root(reader *r, const cJSON *root) {
   if (m->align & (m->align - 1)) {
     size_t n = enter(r, "align", 0);
     ssm_status s = bad(r, "is not a power of two");
+    leave(r, n);
+    return s;
+  }
+  SSM_TRY(field_num(r, root, "wgsl_window", 256, MAX_BYTES, &v));
+  m->wgsl_window = (uint64_t)v;
+  if (m->wgsl_window & (m->wgsl_window - 1) || m->wgsl_window < m->align) {
+    size_t n = enter(r, "wgsl_window", 0);
+    ssm_status s = bad(r, "is not a power of two of at least align bytes");
     leave(r, n);
     return s;
   }

@@ -2,11 +2,25 @@
  * codegen.h — from IR nodes to compute kernels.
  *
  * Each fused group (passes.h) becomes one kernel generated from the template
- * of its anchor's family (templates/<family>.glsl.in, compiled into the
- * binary), specialized with shapes as constants, with generated functions
- * that evaluate the group's absorbed expressions where operands are read and
- * an epilogue where results are written. GLSL is compiled to SPIR-V with
- * libshaderc at compile time, so the runtime needs no shader compiler.
+ * of its anchor's family (templates/<family>.glsl.in and .wgsl.in, compiled
+ * into the binary), specialized with shapes as constants, with generated
+ * functions that evaluate the group's absorbed expressions where operands are
+ * read and an epilogue where results are written. One generator writes both
+ * languages. GLSL is compiled to SPIR-V with libshaderc at compile time, so
+ * the Vulkan runtime needs no shader compiler; WGSL goes into bundles as text
+ * for WebGPU (runtime/web/).
+ *
+ * WGSL and WebGPU's limits: a WebGPU pipeline may have as few as 8 storage
+ * buffers, each binding at most 128 MiB, so a WGSL kernel does not bind one
+ * buffer per tensor. Its tensors share a few storage bindings ("slots"): the
+ * activations one, the states one, the small weights one, and each large
+ * weight one of its own; a uniform at binding 0 gives each tensor's element
+ * offset in its slot for the dispatch, so one module serves every layer. A
+ * slot whose tensors span more than SSM_CG_WGSL_WINDOW bytes is bound as
+ * several windows of that size, and its accessors pick the window by index
+ * (ssm_cg_wgsl_module). Memory is read and written as u32 words: a 16-bit
+ * weight is unpacked from the word holding it and its neighbour (no
+ * shader-f16 needed).
  */
 #ifndef SSM_CODEGEN_H
 #define SSM_CODEGEN_H
@@ -15,29 +29,63 @@
 
 #define SSM_CG_MAX_BINDINGS 32
 
+/* A WGSL storage binding covers at most this many bytes by default: 128
+ * MiB, the maxStorageBufferBindingSize that every WebGPU adapter supports. */
+#define SSM_CG_WGSL_WINDOW ((uint64_t)1 << 27)
+/* A weight of at least this many bytes gets a WGSL slot of its own, so
+ * that the small weights' shared slot spans little memory. */
+#define SSM_CG_WGSL_OWN_SLOT_BYTES ((uint64_t)1 << 20)
+/* The most windows one slot may be bound as: a sanity bound (8 TiB at the
+ * default window), not a device limit. A bundle compiles whatever WebGPU
+ * can bind; the WebGPU host refuses a kernel with more storage bindings
+ * than its adapter allows, naming the limit. */
+#define SSM_CG_WGSL_MAX_WINDOWS 65536
+
 /* A generated kernel. Strings live in the arena passed to the generator. */
 typedef struct {
   const char *family;   /* template name, e.g. "matmul" */
   const char *params;   /* "matmul+add+softplus M=1 K=64 N=256 ...", also in the source */
   const char *glsl;     /* the complete GLSL source */
+  const char *wgsl;     /* the WGSL source but its slots' storage bindings
+                           (ssm_cg_wgsl_module adds them) */
   int nbindings;
   /* binding i holds this value: 0 is the result, then every tensor the
    * kernel reads (weights, states, inputs, other kernels' results) */
   const ssm_value *bind[SSM_CG_MAX_BINDINGS];
   uint32_t groups[3];   /* dispatch grid */
+  /* WGSL: tensor i is read through slot slot[i]; slot 0 holds the result
+   * and the other activations; writable slots hold activations or states */
+  int nslots;
+  int slot[SSM_CG_MAX_BINDINGS];
+  int slot_writable[SSM_CG_MAX_BINDINGS];
+  unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
 } ssm_cg_kernel;
 
-/* Generates the kernel of fused group `gr` (passes.h). */
+/* The type flags: none is f32; 16-bit weights are read two per u32 word. */
+enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16 };
+
+/* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out);
 /* Generates a kernel for node `n` alone, whatever its group (kernel tests). */
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out);
 
-/* Expands template `family` (templates/<family>.glsl.in) with `kv`, a
- * NULL-terminated list of key, value pairs replacing {{KEY}}. A placeholder
- * without a value, or a value for a key that does not occur, is an error. */
-ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
+/* The complete WGSL module of `k`: its source followed by the storage
+ * bindings of its slots, slot s bound as windows[s] windows of `window`
+ * bytes (a power of two, at least 256; bindings 1.. in slot order), and the
+ * accessors of its tensors, b<i>_ld(e) and b<i>_st(e, v), which read the
+ * window directly when their slot has one (compilers that do not inline,
+ * such as SwiftShader's, pay for every call). A count outside
+ * [1, SSM_CG_WGSL_MAX_WINDOWS] is an error. */
+ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
+                              ssm_arena *a, const char **out);
+
+/* Expands template `family` in `lang` (templates/<family>.glsl.in or
+ * .wgsl.in) with `kv`, a NULL-terminated list of key, value pairs replacing
+ * {{KEY}}. A placeholder without a value, or a value for a key that does not
+ * occur, is an error. */
+ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family, ssm_lang lang,
                                   const char *const *kv, char **out);
 
 /* Compiles GLSL compute source to SPIR-V (Vulkan 1.1 target, optimized for
@@ -46,7 +94,7 @@ ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
 ssm_status ssm_cg_compile_glsl(const char *source, const char *name,
                                uint32_t **out_words, size_t *out_count);
 
-/* Embedded templates (templates/<name>.glsl.in): text or NULL. */
+/* Embedded templates (templates/<name>.glsl.in, .wgsl.in): text or NULL. */
 const char *ssm_templates_embedded(const char *file);
 const char *ssm_templates_embedded_name(int i);
 

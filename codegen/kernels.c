@@ -4,7 +4,16 @@
  * reduce; pointwise when there is none), with generated load functions that
  * evaluate the group's absorbed expressions and read through views, and an
  * epilogue applied to each result element. Shapes are compile-time constants.
- * An elementwise op's GLSL is its row of ir/elementwise.def (ssm_op_expr).
+ * An elementwise op's code is its row of ir/elementwise.def (ssm_op_expr).
+ *
+ * The same generator writes GLSL and WGSL: a group is generated once per
+ * language (gctx.lang), from templates/<family>.glsl.in and .wgsl.in with the
+ * same knobs, and only the few spellings that differ (memory access, float
+ * literals, selects, function heads) go through the helpers below. In WGSL a
+ * kernel reads tensor i through b<i>_ld / b<i>_st, which add the tensor's
+ * element offset (a per-dispatch uniform) and go to its memory slot; the
+ * slots' storage bindings come last (ssm_cg_wgsl_module), once the bundle's
+ * layout says how many windows each needs.
  */
 #include <math.h>
 #include <stdarg.h>
@@ -26,6 +35,7 @@ static const char *sb_take(ssm_sb *b, ssm_arena *a) {
 
 typedef struct {
   ssm_graph *g;
+  ssm_lang lang;        /* the language being written */
   int id;               /* group id, or -1 with `single` */
   const ssm_node *single; /* a node generated alone (kernel tests) */
   const ssm_node *first;  /* members lie from first to root (groups.c) */
@@ -36,8 +46,16 @@ typedef struct {
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
   ssm_sb helpers;
   int nhelpers;
+  int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
+  int slot_writable[SSM_CG_MAX_BINDINGS];
+  unsigned access[SSM_CG_MAX_BINDINGS];
+  int nslots;
   ssm_status err;
 } gctx;
+
+static int is_wgsl(const gctx *c) { return c->lang == SSM_LANG_WGSL; }
+/* The spelling of the kernel's language. */
+#define LANG(c, glsl, wgsl) (is_wgsl(c) ? (wgsl) : (glsl))
 
 static int member(const gctx *c, const ssm_node *n) {
   return c->single ? n == c->single : ssm_node_group(n) == c->id;
@@ -104,19 +122,6 @@ static coords delinearize(const char *lin, const ssm_type *t, ssm_arena *a) {
   return k;
 }
 
-/* Element `idx` of binding b as a float (or int). 16-bit weights are read
- * as the u32 word holding two of them: bf16 is the high half of an f32
- * (shifted into place), f16 is unpacked; the math stays f32. */
-static void mem_load(ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
-  if (dt == SSM_BF16)
-    ssm_sb_printf(out, "uintBitsToFloat(((b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
-                  b, idx, idx);
-  else if (dt == SSM_F16)
-    ssm_sb_printf(out, "unpackHalf2x16(b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)).x", b, idx, idx);
-  else
-    ssm_sb_printf(out, "b%d.v[%s]", b, idx);
-}
-
 /* Coordinates of an operand of type `op` broadcast (numpy) into `k`. */
 static coords broadcast(const coords *k, const ssm_type *op) {
   coords r = {.rank = op->rank};
@@ -125,10 +130,52 @@ static coords broadcast(const coords *k, const ssm_type *op) {
   return r;
 }
 
-static const char *float_lit(ssm_arena *a, double v) {
-  if (isnan(v)) return "uintBitsToFloat(0x7fc00000u)";
-  if (isinf(v)) return v > 0 ? "uintBitsToFloat(0x7f800000u)" : "uintBitsToFloat(0xff800000u)";
-  return ssm_arena_printf(a, "float(%.9g)", v);
+/* A float literal; inf and NaN from their bits (WGSL: through a call, as
+ * WGSL refuses a constant expression that is inf or NaN). */
+static const char *float_lit(const gctx *c, double v) {
+  const char *bits = LANG(c, "uintBitsToFloat", "ssm_bits");
+  if (isnan(v)) return ssm_arena_printf(c->a, "%s(0x7fc00000u)", bits);
+  if (isinf(v)) return ssm_arena_printf(c->a, "%s(%s)", bits, v > 0 ? "0x7f800000u" : "0xff800000u");
+  return ssm_arena_printf(c->a, LANG(c, "float(%.9g)", "f32(%.9g)"), v);
+}
+
+/* The head of a generated f32 function of `params` (names separated by
+ * spaces: `acc` is a float, the others unsigned coordinates). */
+static void fn_head(const gctx *c, ssm_sb *b, const char *name, const char *params) {
+  ssm_sb_printf(b, LANG(c, "float %s(", "fn %s("), name);
+  for (const char *p = params; *p;) {
+    size_t n = strcspn(p, " ");
+    int is_acc = n == 3 && !strncmp(p, "acc", 3);
+    if (is_wgsl(c)) ssm_sb_printf(b, "%.*s: %s", (int)n, p, is_acc ? "f32" : "u32");
+    else ssm_sb_printf(b, "%s %.*s", is_acc ? "float" : "uint", (int)n, p);
+    p += n;
+    while (*p == ' ') p++;
+    if (*p) ssm_sb_printf(b, ", ");
+  }
+  ssm_sb_printf(b, LANG(c, ") ", ") -> f32 "));
+}
+
+/* `NAME(params) { return value; }`, a constant load */
+static void const_fn(const gctx *c, ssm_sb *b, const char *name, const char *params,
+                     const char *value) {
+  fn_head(c, b, name, params);
+  ssm_sb_printf(b, "{ return %s; }\n", value);
+}
+
+/* Element `idx` of binding b as a float (or int). 16-bit weights are read
+ * as the u32 word holding two of them: bf16 is the high half of an f32
+ * (shifted into place), f16 is unpacked; the math stays f32. In WGSL the
+ * tensor's accessor b<b>_ld does the same (ssm_cg_wgsl_module). */
+static void mem_load(const gctx *c, ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
+  if (is_wgsl(c))
+    ssm_sb_printf(out, "b%d_ld(%s)", b, idx);
+  else if (dt == SSM_BF16)
+    ssm_sb_printf(out, "uintBitsToFloat(((b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
+                  b, idx, idx);
+  else if (dt == SSM_F16)
+    ssm_sb_printf(out, "unpackHalf2x16(b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)).x", b, idx, idx);
+  else
+    ssm_sb_printf(out, "b%d.v[%s]", b, idx);
 }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
@@ -141,19 +188,48 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   int64_t C = t->dims[r - 1];
   coords k = coords_named("c", r, c->a);
   k.c[r - 1] = "j";
-  ssm_sb body = {0};
+  ssm_sb body = {0}, params = {0};
   emit(c, n->args[0], &k, &body, depth + 1);
   int id = c->nhelpers++;
-  ssm_sb_printf(&c->helpers, "float rms%d(", id);
-  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&c->helpers, "%suint c%d", d ? ", " : "", d);
-  ssm_sb_printf(&c->helpers,
-                ") {\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
-                "    float x = %s;\n    s += x * x;\n  }\n"
-                "  return inversesqrt(s / float(%lld) + %s);\n}\n",
-                (long long)C, ssm_sb_str(&body), (long long)C,
-                float_lit(c->a, ssm_node_float(n, "eps", 0)));
+  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "%sc%d", d ? " " : "", d);
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "rms%d", id), ssm_sb_str(&params));
+  const char *eps = float_lit(c, ssm_node_float(n, "eps", 0));
+  if (is_wgsl(c))
+    ssm_sb_printf(&c->helpers,
+                  "{\n  var s = 0.0;\n  for (var j = 0u; j < %lldu; j++) {\n"
+                  "    let x = %s;\n    s += x * x;\n  }\n"
+                  "  return inverseSqrt(s / f32(%lld) + %s);\n}\n",
+                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
+  else
+    ssm_sb_printf(&c->helpers,
+                  "{\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+                  "    float x = %s;\n    s += x * x;\n  }\n"
+                  "  return inversesqrt(s / float(%lld) + %s);\n}\n",
+                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
   ssm_sb_free(&body);
+  ssm_sb_free(&params);
   return id;
+}
+
+/* Concat `d`'s operands i.. at coordinates k: a select on the axis
+ * coordinate per operand boundary, `off` being operand i's start. */
+static void emit_concat(gctx *c, const ssm_node *d, const coords *k, ssm_sb *out, int depth,
+                        int i, int64_t off) {
+  int64_t axis = ssm_node_int(d, "axis", 0), len = d->args[i]->type.dims[axis];
+  coords s = *k;
+  if (off) s.c[axis] = ssm_arena_printf(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
+  if (i + 1 == d->nargs) {
+    emit(c, d->args[i], &s, out, depth + 1);
+    return;
+  }
+  const char *cond = ssm_arena_printf(c->a, "%s < %lldu", k->c[axis], (long long)(off + len));
+  ssm_sb here = {0}, rest = {0};
+  emit(c, d->args[i], &s, &here, depth + 1);
+  emit_concat(c, d, k, &rest, depth, i + 1, off + len);
+  if (is_wgsl(c)) ssm_sb_printf(out, "select(%s, %s, %s)", ssm_sb_str(&rest), ssm_sb_str(&here), cond);
+  else ssm_sb_printf(out, "(%s ? %s : %s)", cond, ssm_sb_str(&here), ssm_sb_str(&rest));
+  ssm_sb_free(&here);
+  ssm_sb_free(&rest);
 }
 
 /* The expression for value v at coordinates k (in v's shape). */
@@ -165,7 +241,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     return;
   }
   if (d->op == SSM_OP_CONST) {
-    ssm_sb_printf(out, "%s", float_lit(c->a, ssm_node_float(d, "value", 0)));
+    ssm_sb_printf(out, "%s", float_lit(c, ssm_node_float(d, "value", 0)));
     return;
   }
   if (member(c, d) && d == c->anchor && c->in_epilogue) {
@@ -188,7 +264,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       const ssm_node *src = d->args[0]->def;
       int buffer = !member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST;
       if (buffer) {
-        mem_load(out, binding_of(c, d->args[0]), d->args[0]->type.dtype, ssm_sb_str(&lin));
+        mem_load(c, out, binding_of(c, d->args[0]), d->args[0]->type.dtype, ssm_sb_str(&lin));
         ssm_sb_free(&lin);
         return;
       }
@@ -205,25 +281,14 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
         coords ai = broadcast(k, &d->args[i]->type);
         emit(c, d->args[i], &ai, &operand[i], depth + 1);
       }
-      ssm_op_expr_append(out, d->op, SSM_LANG_GLSL,
+      ssm_op_expr_append(out, d->op, c->lang,
                          (const char *[]){ssm_sb_str(&operand[0]), ssm_sb_str(&operand[1])});
       ssm_sb_free(&operand[0]);
       ssm_sb_free(&operand[1]);
       return;
     }
     if (d->op == SSM_OP_CONCAT) {
-      int64_t axis = ssm_node_int(d, "axis", 0), off = 0;
-      for (int i = 0; i < d->nargs; i++) {
-        coords s = *k;
-        int64_t len = d->args[i]->type.dims[axis];
-        if (off) s.c[axis] = ssm_arena_printf(c->a, "(%s - %lldu)", k->c[axis], (long long)off);
-        if (i + 1 < d->nargs)
-          ssm_sb_printf(out, "(%s < %lldu ? ", k->c[axis], (long long)(off + len));
-        emit(c, d->args[i], &s, out, depth + 1);
-        if (i + 1 < d->nargs) ssm_sb_printf(out, " : ");
-        off += len;
-      }
-      for (int i = 0; i + 1 < d->nargs; i++) ssm_sb_printf(out, ")");
+      emit_concat(c, d, k, out, depth, 0, 0);
       return;
     }
     if (d->op == SSM_OP_RMSNORM && d != c->norm) {
@@ -251,18 +316,18 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
   int b = binding_of(c, v);
   ssm_sb idx = {0};
   linearize(&idx, k, &v->type);
-  mem_load(out, b, v->type.dtype, ssm_sb_str(&idx));
+  mem_load(c, out, b, v->type.dtype, ssm_sb_str(&idx));
   ssm_sb_free(&idx);
 }
 
-/* `float NAME(uint p0, ...) { return <operand at those coordinates>; }`,
- * where the parameters are the coordinates given by `params` (names) and
- * `k` says how they map onto the operand's own coordinates. */
+/* `NAME(p0, ...) { return <operand at those coordinates>; }`, where the
+ * parameters are the coordinates named in `params` (fn_head) and `k` says
+ * how they map onto the operand's own coordinates. */
 static void load_fn(gctx *c, ssm_sb *loads, const char *name, const char *params,
                     const ssm_value *v, const coords *k) {
   ssm_sb e = {0};
   emit(c, v, k, &e, 0);
-  ssm_sb_printf(loads, "float %s(%s) { return %s; }\n", name, params, ssm_sb_str(&e));
+  const_fn(c, loads, name, params, ssm_sb_str(&e));
   ssm_sb_free(&e);
 }
 
@@ -274,17 +339,17 @@ static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value 
   coords k = delinearize("m", &lead, c->a);
   k.rank = t->rank;
   k.c[t->rank - 1] = "k";
-  load_fn(c, loads, name, "uint m, uint k", v, &k);
+  load_fn(c, loads, name, "m k", v, &k);
 }
 
 static void epilogue_fn(gctx *c, ssm_sb *loads) {
   if (c->root == c->anchor) {
-    ssm_sb_printf(loads, "float epilogue(float acc, uint i) { return acc; }\n");
+    const_fn(c, loads, "epilogue", "acc i", "acc");
     return;
   }
   c->in_epilogue = 1;
   coords k = delinearize("i", &c->root->result->type, c->a);
-  load_fn(c, loads, "epilogue", "float acc, uint i", c->root->result, &k);
+  load_fn(c, loads, "epilogue", "acc i", c->root->result, &k);
   c->in_epilogue = 0;
 }
 
@@ -296,23 +361,61 @@ static const char *loads_text(gctx *c, ssm_sb *loads) {
   return t;
 }
 
-static const char *buffers_decl(gctx *c) {
-  ssm_sb b = {0};
+/* WGSL's memory slots: the result and every other activation share slot 0,
+ * the states share one slot, the small weights one, and each weight of at
+ * least SSM_CG_WGSL_OWN_SLOT_BYTES has its own. */
+static void assign_slots(gctx *c) {
+  int shared[3] = {-1, -1, -1}; /* activations, states, small weights */
+  c->nslots = 0;
   for (int i = 0; i < c->nbind; i++) {
     const ssm_value *v = c->bind[i];
-    const ssm_node *d = v->def;
-    int state = d->op == SSM_OP_STATE;
+    ssm_op op = v->def->op;
+    int cls = op == SSM_OP_WEIGHT ? 2 : op == SSM_OP_STATE ? 1 : 0;
+    uint64_t bytes = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
+    int own = cls == 2 && bytes >= SSM_CG_WGSL_OWN_SLOT_BYTES;
+    if (!own && shared[cls] >= 0) {
+      c->slot[i] = shared[cls];
+      continue;
+    }
+    c->slot[i] = c->nslots;
+    c->slot_writable[c->nslots] = cls != 2;
+    if (!own) shared[cls] = c->nslots;
+    c->nslots++;
+  }
+}
+
+/* GLSL: one storage buffer per tensor. WGSL: the per-dispatch offsets;
+ * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) come with the slots'
+ * bindings (ssm_cg_wgsl_module). */
+static const char *buffers_decl(gctx *c) {
+  ssm_sb b = {0};
+  if (is_wgsl(c)) {
+    assign_slots(c);
+    for (int i = 0; i < c->nbind; i++)
+      c->access[i] = (i ? SSM_CG_READ : 0) | (!i || c->bind[i]->def->op == SSM_OP_STATE ? SSM_CG_WRITE : 0) |
+                     (c->bind[i]->type.dtype == SSM_I32    ? SSM_CG_I32
+                      : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
+                      : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
+    _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
+    ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch\n"
+                  "struct SsmOffsets { o: array<vec4<u32>, %d> }\n"
+                  "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
+                  SSM_CG_MAX_BINDINGS / 4);
+    return sb_take(&b, c->a);
+  }
+  for (int i = 0; i < c->nbind; i++) {
+    const ssm_value *v = c->bind[i];
+    int state = v->def->op == SSM_OP_STATE, i32 = v->type.dtype == SSM_I32;
     ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
                   i == 0 ? "writeonly " : state ? "" : "readonly ", i,
-                  v->type.dtype == SSM_I32 ? "int"
-                  : v->type.dtype == SSM_F32 ? "float" : "uint", i);
+                  i32 ? "int" : v->type.dtype == SSM_F32 ? "float" : "uint", i);
   }
   return sb_take(&b, c->a);
 }
 
-static const char *common(ssm_arena *a) {
+static const char *common(gctx *c) {
   char *s;
-  ssm_status st = ssm_cg_template_expand(a, "common", (const char *const[]){NULL}, &s);
+  ssm_status st = ssm_cg_template_expand(c->a, "common", c->lang, (const char *const[]){NULL}, &s);
   SSM_ASSERT(!st);
   return s;
 }
@@ -346,13 +449,21 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
                          ssm_cg_kernel *out) {
   if (c->err) return c->err;
   char *src;
-  SSM_TRY(ssm_cg_template_expand(c->a, family, kv, &src));
+  SSM_TRY(ssm_cg_template_expand(c->a, family, c->lang, kv, &src));
   out->family = family;
   out->params = ssm_arena_printf(c->a, "%s %s", members_list(c), params);
-  out->glsl = ssm_arena_printf(c->a, "// ssmc kernel: template %s.glsl.in, %s\n%s", family,
-                               out->params, src);
+  const char *text = ssm_arena_printf(c->a, "// ssmc kernel: template %s.%s.in, %s\n%s", family,
+                                      LANG(c, "glsl", "wgsl"), out->params, src);
+  if (is_wgsl(c)) out->wgsl = text;
+  else out->glsl = text;
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
+  out->nslots = c->nslots;
+  for (int i = 0; i < c->nbind && is_wgsl(c); i++) {
+    out->slot[i] = c->slot[i];
+    out->access[i] = c->access[i];
+  }
+  for (int i = 0; i < c->nslots; i++) out->slot_writable[i] = c->slot_writable[i];
   return NULL;
 }
 
@@ -370,7 +481,8 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   coords k = coords_named("c", t->rank, c->a);
   ssm_sb co = {0}, ex = {0};
   coords d = delinearize("i", t, c->a);
-  for (int i = 0; i < t->rank; i++) ssm_sb_printf(&co, "    uint c%d = %s;\n", i, d.c[i]);
+  for (int i = 0; i < t->rank; i++)
+    ssm_sb_printf(&co, LANG(c, "    uint c%d = %s;\n", "    let c%d: u32 = %s;\n"), i, d.c[i]);
   if (!t->rank) ssm_sb_printf(&co, "    // rank 0\n");
   /* the root itself, evaluated as a member (a materialized view too) */
   const ssm_node *saved = c->anchor;
@@ -383,13 +495,14 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = groups_for(count, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "HELPERS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "HELPERS",
                       sb_take(&c->helpers, c->a), "COORDS", sb_take(&co, c->a), "EXPR",
                       sb_take(&ex, c->a), NULL};
   return finish(c, "pointwise", ssm_arena_printf(c->a, "N=%lld", (long long)count), kv, out);
 }
 
-static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
+/* `cols` columns per workgroup (WGSL only: its gemv, below; GLSL has 1). */
+static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
   const ssm_type *w = &mm->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
@@ -398,25 +511,28 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
-  coords wk = {.rank = 2, .c = {"n", "k"}};
-  load_fn(c, &loads, "in_w", "uint n, uint k", mm->args[1], &wk);
+  /* the gain before the weight: bindings in gemv's order (gen_gemv) */
   if (norm && norm->nargs > 1) {
     coords gk = {.rank = 1, .c = {"k"}};
-    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+    load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
   } else {
-    ssm_sb_printf(&loads, "float gain(uint k) { return 1.0; }\n");
+    const_fn(c, &loads, "gain", "k", "1.0");
   }
+  coords wk = {.rank = 2, .c = {"n", "k"}};
+  load_fn(c, &loads, "in_w", "n k", mm->args[1], &wk);
   epilogue_fn(c, &loads);
   uint32_t local = pow2_threads(K, 32, 256);
-  grid_per_item(N, out->groups);
+  grid_per_item((N + cols - 1) / cols, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
-                      loads_text(c, &loads), NULL};
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
+                      loads_text(c, &loads), is_wgsl(c) ? "COLS" : NULL, I64(cols), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
 }
+
+static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
 
 /* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
  * k..k+7, zero past K when K is not a multiple of 8. */
@@ -458,11 +574,15 @@ static void load8_weight(gctx *c, ssm_sb *loads, ssm_sb *bufs, const ssm_value *
 }
 
 /* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k
- * per thread and step, subgroup reductions (gemv.glsl.in). */
+ * per thread and step, subgroup reductions (gemv.glsl.in). WGSL has no
+ * subgroups without an optional feature: its kernel is the matmul template
+ * doing ROWS columns per workgroup, on the same grid. */
 static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
   const ssm_value *wv = mm->args[1];
   int64_t N = wv->type.dims[0], K = wv->type.dims[1];
+  int64_t rows = N >= 2048 ? 4 : N >= 512 ? 2 : 1;
+  if (is_wgsl(c)) return matmul_kernel(c, rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   ssm_sb loads = {0}, bufs = {0};
@@ -470,7 +590,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   load8(&loads, "load_x", "uint m, ", "m, ", "in_x", K);
   if (norm && norm->nargs > 1) {
     coords gk = {.rank = 1, .c = {"k"}};
-    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+    load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
     load8(&loads, "load_g", "", "", "gain", K);
   }
   int direct = wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0;
@@ -478,21 +598,20 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
     load8_weight(c, &loads, &bufs, wv, K);
   } else {
     coords wk = {.rank = 2, .c = {"n", "k"}};
-    load_fn(c, &loads, "in_w", "uint n, uint k", wv, &wk);
+    load_fn(c, &loads, "in_w", "n k", wv, &wk);
     load8(&loads, "load_w", "uint n, ", "n, ", "in_w", K);
   }
   if (norm && norm->nargs < 2)
     ssm_sb_printf(&loads, "void load_g(uint k, out vec4 a, out vec4 b) { a = b = vec4(1.0); }\n");
   epilogue_fn(c, &loads);
   uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
-  int64_t rows = N >= 2048 ? 4 : N >= 512 ? 2 : 1;
   grid_per_item((N + rows - 1) / rows, out->groups);
   const char *buffers = ssm_arena_printf(c->a, "%s%s", buffers_decl(c), ssm_sb_str(&bufs));
   ssm_sb_free(&bufs);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
                       I64(rows), "NORM", norm ? "1" : "0", "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
-                      "BUFFERS", buffers, "COMMON", common(c->a), "LOADS", loads_text(c, &loads),
+                      "BUFFERS", buffers, "COMMON", common(c), "LOADS", loads_text(c, &loads),
                       NULL};
   return finish(c, "gemv", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld LOCAL=%u%s",
                                             (long long)M, (long long)K, (long long)N,
@@ -520,7 +639,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   static const char *names[3] = {"in_a", "in_b", "in_c"};
   for (int i = 0; i < 3; i++) {
     coords bk = broadcast(&k, &sc->args[i]->type);
-    load_fn(c, &loads, names[i], "uint t, uint s, uint n", sc->args[i], &bk);
+    load_fn(c, &loads, names[i], "t s n", sc->args[i], &bk);
   }
   int state = binding_of(c, sc->args[3]);
   epilogue_fn(c, &loads);
@@ -529,7 +648,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
                       ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), NULL};
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
                                (long long)N), kv, out);
@@ -542,10 +661,10 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   coords xk = {.rank = 2, .c = {"t", "c"}}, wk = {.rank = 2, .c = {"c", "k"}},
          bk = {.rank = 1, .c = {"c"}};
-  load_fn(c, &loads, "in_x", "uint t, uint c", cv->args[0], &xk);
-  load_fn(c, &loads, "in_w", "uint c, uint k", cv->args[2], &wk);
-  if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "uint c", cv->args[3], &bk);
-  else ssm_sb_printf(&loads, "float in_bias(uint c) { return 0.0; }\n");
+  load_fn(c, &loads, "in_x", "t c", cv->args[0], &xk);
+  load_fn(c, &loads, "in_w", "c k", cv->args[2], &wk);
+  if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "c", cv->args[3], &bk);
+  else const_fn(c, &loads, "in_bias", "c", "0.0");
   int state = binding_of(c, cv->args[1]);
   epilogue_fn(c, &loads);
   uint32_t local = 64;
@@ -553,7 +672,7 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
                       ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), NULL};
   return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
                                  (long long)K), kv, out);
@@ -569,9 +688,9 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "attention: pos must be a tensor in memory");
   ssm_sb loads = {0};
   coords qk = {.rank = 3, .c = {"t", "h", "d"}}, kk = {.rank = 3, .c = {"t", "g", "d"}};
-  load_fn(c, &loads, "in_q", "uint t, uint h, uint d", at->args[0], &qk);
-  load_fn(c, &loads, "in_k", "uint t, uint g, uint d", at->args[1], &kk);
-  load_fn(c, &loads, "in_v", "uint t, uint g, uint d", at->args[2], &kk);
+  load_fn(c, &loads, "in_q", "t h d", at->args[0], &qk);
+  load_fn(c, &loads, "in_k", "t g d", at->args[1], &kk);
+  load_fn(c, &loads, "in_v", "t g d", at->args[2], &kk);
   int kb = binding_of(c, at->args[3]), vb = binding_of(c, at->args[4]);
   int pb = binding_of(c, at->args[5]);
   epilogue_fn(c, &loads);
@@ -579,18 +698,21 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   grid_per_item(T * HQ, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
-                      float_lit(c->a, ssm_node_float(at, "scale", 1)), "WINDOW",
+                      float_lit(c, ssm_node_float(at, "scale", 1)), "WINDOW",
                       I64(ssm_node_int(at, "window", 0)), "KCACHE",
                       ssm_arena_printf(c->a, "b%d", kb), "VCACHE", ssm_arena_printf(c->a, "b%d", vb), "POS",
-                      ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
+                      ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c),
                       "LOADS", loads_text(c, &loads), NULL};
   return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld WINDOW=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
                                     (long long)MAXS, (long long)ssm_node_int(at, "window", 0)), kv, out);
 }
 
-#define NEG_INF "uintBitsToFloat(0xff800000u)"
+/* -inf, as float_lit writes it */
+#define NEG_INF(c) float_lit(c, -INFINITY)
 
+/* The op's parts of the rowreduce template. Each language has its own
+ * spelling of the same statements. */
 static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
@@ -603,49 +725,62 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   coords k = delinearize("row", &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
-  load_fn(c, &loads, "in_x", "uint row, uint c", n->args[0], &k);
-  const char *part_t = "float", *init, *accum, *combine, *finish_code;
-  const char *C_ = I64(C), *L_ = U32(local);
+  load_fn(c, &loads, "in_x", "row c", n->args[0], &k);
+  const char *part_t = LANG(c, "float", "f32"), *init, *accum, *combine, *finish_code;
+  const char *C_ = I64(C), *L_ = U32(local), *ninf = NEG_INF(c);
+  const char *vec2 = LANG(c, "vec2", "vec2<f32>"), *flt = LANG(c, "float", "f32");
+  /* a loop over this thread's elements of the row, and an element store */
+  const char *each = ssm_arena_printf(c->a, LANG(c, "for (uint c = lid; c < %su; c += %su)\n    ",
+                                                 "for (var c = lid; c < %su; c += %su) {\n    "), C_, L_);
+  const char *each_end = LANG(c, "", "\n  }");
+  const char *store = LANG(c, "b0.v[base + c] = epilogue(%s, base + c);",
+                           "b0_st(base + c, epilogue(%s, base + c));");
   if (n->op == SSM_OP_RMSNORM) {
     coords wk = {.rank = 1, .c = {"c"}};
-    if (n->nargs > 1) load_fn(c, &loads, "in_w", "uint c", n->args[1], &wk);
-    else ssm_sb_printf(&loads, "float in_w(uint c) { return 1.0; }\n");
+    if (n->nargs > 1) load_fn(c, &loads, "in_w", "c", n->args[1], &wk);
+    else const_fn(c, &loads, "in_w", "c", "1.0");
     init = "0.0";
     accum = "p += x * x";
     combine = "part[lid] += part[lid + s]";
-    finish_code = ssm_arena_printf(c->a,
-                      "float inv = inversesqrt(r / float(%s) + %s);\n"
-                      "  for (uint c = lid; c < %su; c += %su)\n"
-                      "    b0.v[base + c] = epilogue(in_x(row, c) * inv * in_w(c), base + c);",
-                      C_, float_lit(c->a, ssm_node_float(n, "eps", 0)), C_, L_);
+    finish_code = ssm_arena_printf(c->a, "%s inv = %s(r / %s(%s) + %s);\n  %s%s%s",
+                                   LANG(c, "float", "let"), LANG(c, "inversesqrt", "inverseSqrt"),
+                                   flt, C_, float_lit(c, ssm_node_float(n, "eps", 0)), each,
+                                   ssm_arena_printf(c->a, store, "in_x(row, c) * inv * in_w(c)"),
+                                   each_end);
   } else if (n->op == SSM_OP_SOFTMAX) {
     /* (max, sum of exp(x - max)); empty partials are (-inf, 0) */
-    part_t = "vec2";
-    init = "vec2(" NEG_INF ", 0.0)";
-    accum = "if (x != " NEG_INF ") { float m = max(p.x, x);"
-            " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }";
-    combine = "vec2 o = part[lid + s], q = part[lid];"
-              " if (o.y > 0.0) { if (q.y == 0.0) part[lid] = o; else { float m = max(q.x, o.x);"
-              " part[lid] = vec2(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }";
-    finish_code = ssm_arena_printf(c->a,
-                      "for (uint c = lid; c < %su; c += %su)\n"
-                      "    b0.v[base + c] = epilogue(exp(in_x(row, c) - r.x) / r.y, base + c);",
-                      C_, L_);
+    part_t = vec2;
+    init = ssm_arena_printf(c->a, "%s(%s, 0.0)", vec2, ninf);
+    accum = ssm_arena_printf(c->a, "if (x != %s) { %s m = max(p.x, x);"
+                             " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }", ninf,
+                             LANG(c, "float", "let"));
+    combine = ssm_arena_printf(c->a, "%s o = part[lid + s]; %s q = part[lid];"
+                               " if (o.y > 0.0) { if (q.y == 0.0) { part[lid] = o; } else {"
+                               " %s m = max(q.x, o.x);"
+                               " part[lid] = %s(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }",
+                               LANG(c, "vec2", "let"), LANG(c, "vec2", "let"),
+                               LANG(c, "float", "let"), vec2);
+    finish_code = ssm_arena_printf(c->a, "%s%s%s", each,
+                                   ssm_arena_printf(c->a, store, "exp(in_x(row, c) - r.x) / r.y"),
+                                   each_end);
   } else { /* argmax: first index of the largest value; a thread's first element always counts */
-    part_t = "vec2";
-    init = ssm_arena_printf(c->a, "vec2(" NEG_INF ", float(%s))", C_);
-    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == float(%s)) p = vec2(x, float(c))", C_);
+    part_t = vec2;
+    init = ssm_arena_printf(c->a, "%s(%s, %s(%s))", vec2, ninf, flt, C_);
+    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == %s(%s)) { p = %s(x, %s(c)); }", flt, C_,
+                             vec2, flt);
     combine = ssm_arena_printf(c->a,
-                  "vec2 o = part[lid + s], q = part[lid];"
-                  " if (o.y != float(%s) && (q.y == float(%s) || o.x > q.x ||"
-                  " (o.x == q.x && o.y < q.y))) part[lid] = o",
-                  C_, C_);
-    finish_code = ssm_arena_printf(c->a, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);", (long long)C - 1);
+                  "%s o = part[lid + s]; %s q = part[lid];"
+                  " if (o.y != %s(%s) && (q.y == %s(%s) || o.x > q.x ||"
+                  " (o.x == q.x && o.y < q.y))) { part[lid] = o; }",
+                  LANG(c, "vec2", "let"), LANG(c, "vec2", "let"), flt, C_, flt, C_);
+    finish_code = ssm_arena_printf(c->a, LANG(c, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);",
+                                              "if (lid == 0u) { b0_st(row, min(i32(r.y), %lld)); }"),
+                                   (long long)C - 1);
   }
   if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads);
   grid_per_item(rows, out->groups);
   const char *kv[] = {"LOCAL", L_, "ROWS", I64(rows), "C", C_, "BUFFERS", buffers_decl(c),
-                      "COMMON", common(c->a), "LOADS",
+                      "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "PART_T",
                       part_t, "INIT", init, "ACCUM", accum, "COMBINE", combine, "FINISH",
                       finish_code, NULL};
@@ -659,7 +794,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   int64_t T = e->args[1]->type.dims[0];
   ssm_sb loads = {0};
   coords tk = {.rank = 2, .c = {"id", "h"}};
-  load_fn(c, &loads, "in_table", "uint id, uint h", e->args[0], &tk);
+  load_fn(c, &loads, "in_table", "id h", e->args[0], &tk);
   const ssm_node *ids = e->args[1]->def;
   if (member(c, ids) || ungrouped_view(c, ids))
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "embed: token ids must be a tensor in memory");
@@ -670,7 +805,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "H", I64(H), "V", I64(V), "STRIDE",
                       U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c->a), "LOADS",
+                      common(c), "LOADS",
                       loads_text(c, &loads), "IDS",
                       ssm_arena_printf(c->a, "b%d", ib), NULL};
   return finish(c, "embed", ssm_arena_printf(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
@@ -692,22 +827,23 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
   k.c[axis] = "a";
   for (int d = 0; d < ti.rank; d++) k.c[axis + 1 + d] = ki.c[d];
   ssm_sb loads = {0};
-  load_fn(c, &loads, "in_x", "uint o, uint a, uint in_", n->args[0], &k);
+  load_fn(c, &loads, "in_x", "o a in_", n->args[0], &k);
   epilogue_fn(c, &loads);
   const char *kind = ssm_node_str(n, "kind", "sum");
   const char *init = "0.0", *accum = "acc += x", *final = "acc";
   if (!strcmp(kind, "max")) {
-    init = NEG_INF;
+    init = NEG_INF(c);
     accum = "acc = max(acc, x)";
   } else if (!strcmp(kind, "mean")) {
-    final = ssm_arena_printf(c->a, "acc / float(%lld)", (long long)xt->dims[axis]);
+    final = ssm_arena_printf(c->a, LANG(c, "acc / float(%lld)", "acc / f32(%lld)"),
+                             (long long)xt->dims[axis]);
   }
   uint32_t local = 256;
   out->groups[0] = groups_for(outer * inner, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "OUTER", I64(outer), "AXIS", I64(xt->dims[axis]),
                       "INNER", I64(inner), "STRIDE", U32(out->groups[0] * local), "BUFFERS",
-                      buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "INIT",
                       init, "ACCUM", accum, "FINAL", final, NULL};
   return finish(c, "reduce", ssm_arena_printf(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
@@ -722,18 +858,20 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *st = n->args[1]->def;
   if (st->op != SSM_OP_STATE)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
-  uint32_t local = pow2_threads(V, 64, 1024);
+  /* WGSL: at most 256 threads, the maxComputeInvocationsPerWorkgroup that
+   * every WebGPU adapter supports (the grid is one workgroup either way) */
+  uint32_t local = pow2_threads(V, 64, is_wgsl(c) ? 256 : 1024);
   ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
   coords k = delinearize(ssm_arena_printf(c->a, "%lldu", (long long)(rows - 1)), &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
-  load_fn(c, &loads, "in_x", "uint c", n->args[0], &k);
+  load_fn(c, &loads, "in_x", "c", n->args[0], &k);
   int sb = binding_of(c, n->args[1]);
   out->groups[0] = out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), "STATE",
                       ssm_arena_printf(c->a, "b%d", sb), NULL};
   return finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
@@ -752,7 +890,8 @@ static void load_index(gctx *c, ssm_sb *loads, const char *name, const ssm_value
   k.c[t->rank - 1] = "j";
   ssm_sb e = {0};
   emit(c, v, &k, &e, 0);
-  ssm_sb_printf(loads, "int %s(uint m, uint j) { return int(%s); }\n", name, ssm_sb_str(&e));
+  ssm_sb_printf(loads, LANG(c, "int %s(uint m, uint j) { return int(%s); }\n",
+                            "fn %s(m: u32, j: u32) -> i32 { return i32(%s); }\n"), name, ssm_sb_str(&e));
   ssm_sb_free(&e);
 }
 
@@ -762,7 +901,7 @@ static ssm_status pos_binding(gctx *c, int i, const char **out) {
   if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: pos must be a tensor in memory",
                           ssm_op_info_get(c->anchor->op)->name);
-  *out = ssm_arena_printf(c->a, "b%d.v[0]", binding_of(c, c->anchor->args[i]));
+  *out = ssm_arena_printf(c->a, LANG(c, "b%d.v[0]", "b%d_ld(0u)"), binding_of(c, c->anchor->args[i]));
   return NULL;
 }
 
@@ -773,7 +912,7 @@ static ssm_status items_kernel(gctx *c, ssm_sb *loads, int64_t count, const char
   out->groups[0] = groups_for(count, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, loads), "BODY", body, NULL};
   return finish(c, "items", params, kv, out);
 }
@@ -791,28 +930,46 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
   SSM_TRY(pos_binding(c, 1, &pos));
   ssm_sb loads = {0};
   coords xk = {.rank = 3, .c = {"t", "h", "d"}};
-  load_fn(c, &loads, "in_x", "uint t, uint h, uint d", n->args[0], &xk);
-  ssm_sb_printf(&loads, "const float INV[%lld] = float[](", (long long)half);
+  load_fn(c, &loads, "in_x", "t h d", n->args[0], &xk);
+  ssm_sb_printf(&loads, LANG(c, "const float INV[%lld] = float[](",
+                             "var<private> INV: array<f32, %lld> = array<f32, %lld>("),
+                (long long)half, (long long)half);
   for (int64_t j = 0; j < half; j++)
     ssm_sb_printf(&loads, "%s%.9g", j ? ", " : "", 1.0f / powf(theta, (float)(2 * j) / (float)dims));
   ssm_sb_printf(&loads, ");\n");
   epilogue_fn(c, &loads);
-  const char *body = ssm_arena_printf(c->a,
+  const char *cond = il ? "d % 2u == 0u" : ssm_arena_printf(c->a, "d < %lldu", (long long)half);
+  const char *jx = il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half);
+  int64_t step = il ? 1 : half;
+  const char *body = is_wgsl(c)
+      ? ssm_arena_printf(c->a,
+      "    let t = i / %lldu;\n    let h = (i / %lldu) %% %lldu;\n    let d = i %% %lldu;\n"
+      "    let x = in_x(t, h, d);\n"
+      "    var r = x;\n"
+      "    if (d < %lldu) {\n"
+      "      let lo = %s;\n"
+      "      let j = %s;\n"
+      "      let o = select(d - %lldu, d + %lldu, lo);\n"
+      "      let ang = f32(u32(max(%s, 0)) + t) * INV[j];\n"
+      "      let y = in_x(t, h, o);\n"
+      "      r = select(x * cos(ang) + y * sin(ang), x * cos(ang) - y * sin(ang), lo);\n"
+      "    }\n"
+      "    b0_st(i, epilogue(r, i));",
+      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
+      (long long)step, (long long)step, pos)
+      : ssm_arena_printf(c->a,
       "    uint t = i / %lldu, h = (i / %lldu) %% %lldu, d = i %% %lldu;\n"
       "    float x = in_x(t, h, d), r = x;\n"
       "    if (d < %lldu) {\n"
       "      bool lo = %s;\n"
-      "      uint j = %s, o = %s;\n"
+      "      uint j = %s, o = lo ? d + %lldu : d - %lldu;\n"
       "      float ang = float(uint(max(%s, 0)) + t) * INV[j];\n"
       "      float y = in_x(t, h, o);\n"
       "      r = lo ? x * cos(ang) - y * sin(ang) : x * cos(ang) + y * sin(ang);\n"
       "    }\n"
       "    b0.v[i] = epilogue(r, i);",
-      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims,
-      il ? "d % 2u == 0u" : ssm_arena_printf(c->a, "d < %lldu", (long long)half),
-      il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half),
-      il ? "lo ? d + 1u : d - 1u" : ssm_arena_printf(c->a, "lo ? d + %lldu : d - %lldu", (long long)half, (long long)half),
-      pos);
+      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
+      (long long)step, (long long)step, pos);
   return items_kernel(c, &loads, T * H * D, body,
                       ssm_arena_printf(c->a, "T=%lld H=%lld D=%lld dims=%lld interleaved=%d", (long long)T,
                                        (long long)H, (long long)D, (long long)dims, il), out);
@@ -824,7 +981,8 @@ static ssm_status gen_positions(gctx *c, ssm_cg_kernel *out) {
   SSM_TRY(pos_binding(c, 1, &pos));
   ssm_sb loads = {0};
   epilogue_fn(c, &loads);
-  const char *body = ssm_arena_printf(c->a, "    b0.v[i] = epilogue(float(%s + int(i)), i);", pos);
+  const char *body = ssm_arena_printf(c->a, LANG(c, "    b0.v[i] = epilogue(float(%s + int(i)), i);",
+                                                   "    b0_st(i, epilogue(f32(%s + i32(i)), i));"), pos);
   return items_kernel(c, &loads, T, body, ssm_arena_printf(c->a, "T=%lld", (long long)T), out);
 }
 
@@ -838,10 +996,13 @@ static ssm_status gen_gather(gctx *c, ssm_cg_kernel *out) {
   load_rows(c, &loads, "in_x", n->args[0]);
   load_index(c, &loads, "in_idx", n->args[1]);
   epilogue_fn(c, &loads);
-  const char *body = ssm_arena_printf(c->a,
+  const char *body = ssm_arena_printf(c->a, LANG(c,
       "    uint m = i / %lldu, j = i %% %lldu;\n"
       "    uint k = uint(clamp(in_idx(m, j), 0, %lld));\n"
       "    b0.v[i] = epilogue(in_x(m, k), i);",
+      "    let m = i / %lldu;\n    let j = i %% %lldu;\n"
+      "    let k = u32(clamp(in_idx(m, j), 0, %lld));\n"
+      "    b0_st(i, epilogue(in_x(m, k), i));"),
       (long long)K, (long long)K, (long long)W - 1);
   return items_kernel(c, &loads, count, body,
                       ssm_arena_printf(c->a, "N=%lld K=%lld", (long long)W, (long long)K), out);
@@ -856,6 +1017,16 @@ static ssm_status gen_topk(gctx *c, ssm_cg_kernel *out) {
   int64_t K = ssm_node_int(n, "k", 1);
   ssm_sb loads = {0};
   load_rows(c, &loads, "in_x", n->args[0]);
+  if (is_wgsl(c))
+    ssm_sb_printf(&loads,
+                  "fn ssm_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
+                  "fn before(a: f32, ia: u32, b: f32, ib: u32) -> bool {\n"
+                  "  let na = ssm_isnan(a);\n  let nb = ssm_isnan(b);\n"
+                  "  if (na != nb) { return na; }\n"
+                  "  if (!na && a != b) { return a > b; }\n"
+                  "  return ia < ib;\n"
+                  "}\n");
+  else
   ssm_sb_printf(&loads,
                 "bool before(float a, uint ia, float b, uint ib) {\n"
                 "  bool na = isnan(a), nb = isnan(b);\n"
@@ -863,7 +1034,26 @@ static ssm_status gen_topk(gctx *c, ssm_cg_kernel *out) {
                 "  if (!na && a != b) return a > b;\n"
                 "  return ia < ib;\n"
                 "}\n");
-  const char *body = ssm_arena_printf(c->a,
+  const char *body = is_wgsl(c) ? ssm_arena_printf(c->a,
+      "    var prev = 0u;\n"
+      "    var pv = 0.0;\n"
+      "    for (var j = 0u; j < %lldu; j++) {\n"
+      "      var best = 0u;\n"
+      "      var bv = 0.0;\n"
+      "      var found = false;\n"
+      "      for (var e = 0u; e < %lldu; e++) {\n"
+      "        let v = in_x(i, e);\n"
+      "        if ((j == 0u || before(pv, prev, v, e)) && (!found || before(v, e, bv, best))) {\n"
+      "          best = e;\n"
+      "          bv = v;\n"
+      "          found = true;\n"
+      "        }\n"
+      "      }\n"
+      "      b0_st(i * %lldu + j, i32(best));\n"
+      "      prev = best;\n"
+      "      pv = bv;\n"
+      "    }",
+      (long long)K, (long long)W, (long long)K) : ssm_arena_printf(c->a,
       "    uint prev = 0u;\n"
       "    float pv = 0.0;\n"
       "    for (uint j = 0u; j < %lldu; j++) {\n"
@@ -899,17 +1089,22 @@ static ssm_status gen_matmul_sel(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   coords xk = n->args[0]->type.rank == 3 ? (coords){.rank = 3, .c = {"t", "j", "k"}}
                                          : (coords){.rank = 2, .c = {"t", "k"}};
-  load_fn(c, &loads, "in_x", "uint t, uint j, uint k", n->args[0], &xk);
+  load_fn(c, &loads, "in_x", "t j k", n->args[0], &xk);
   coords wk = {.rank = 3, .c = {"e", "o", "k"}};
-  load_fn(c, &loads, "in_w", "uint e, uint o, uint k", n->args[1], &wk);
+  load_fn(c, &loads, "in_w", "e o k", n->args[1], &wk);
   load_index(c, &loads, "in_idx", n->args[2]);
   epilogue_fn(c, &loads);
-  const char *body = ssm_arena_printf(c->a,
+  const char *body = ssm_arena_printf(c->a, LANG(c,
       "    uint t = i / %lldu, j = (i / %lldu) %% %lldu, o = i %% %lldu;\n"
       "    uint e = uint(clamp(in_idx(t, j), 0, %lld));\n"
       "    float acc = 0.0;\n"
       "    for (uint k = 0u; k < %lldu; k++) acc += in_x(t, j, k) * in_w(e, o, k);\n"
       "    b0.v[i] = epilogue(acc, i);",
+      "    let t = i / %lldu;\n    let j = (i / %lldu) %% %lldu;\n    let o = i %% %lldu;\n"
+      "    let e = u32(clamp(in_idx(t, j), 0, %lld));\n"
+      "    var acc = 0.0;\n"
+      "    for (var k = 0u; k < %lldu; k++) { acc += in_x(t, j, k) * in_w(e, o, k); }\n"
+      "    b0_st(i, epilogue(acc, i));"),
       (long long)(P * N), (long long)N, (long long)P, (long long)N, (long long)E - 1, (long long)K);
   return items_kernel(c, &loads, T * P * N, body,
                       ssm_arena_printf(c->a, "T=%lld k=%lld E=%lld N=%lld K=%lld", (long long)T, (long long)P,
@@ -958,16 +1153,103 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   return s;
 }
 
+/* The kernel in both languages: the generator runs once for GLSL and once
+ * for WGSL over the same group, which must give the same bindings and grid. */
+static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
+  gctx c = *proto;
+  c.lang = SSM_LANG_GLSL;
+  SSM_TRY(generate(&c, out));
+  ssm_cg_kernel w;
+  c = *proto;
+  c.lang = SSM_LANG_WGSL;
+  SSM_TRY(generate(&c, &w));
+  SSM_ASSERT(w.nbindings == out->nbindings && !memcmp(w.bind, out->bind, sizeof w.bind) &&
+             !memcmp(w.groups, out->groups, sizeof w.groups));
+  out->wgsl = w.wgsl;
+  out->nslots = w.nslots;
+  memcpy(out->slot, w.slot, sizeof out->slot);
+  memcpy(out->slot_writable, w.slot_writable, sizeof out->slot_writable);
+  memcpy(out->access, w.access, sizeof out->access);
+  return NULL;
+}
+
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out) {
   gctx c = {.g = g, .id = gr->id, .first = gr->first, .root = gr->root, .anchor = gr->anchor,
             .norm = gr->norm, .a = a};
-  return generate(&c, out);
+  return generate_both(&c, out);
 }
 
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out) {
   gctx c = {.g = g, .id = -1, .single = n, .first = n, .root = n, .a = a};
   c.anchor = ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? NULL : n;
-  return generate(&c, out);
+  return generate_both(&c, out);
+}
+
+/* ---- WGSL memory slots ---------------------------------------------------- */
+
+ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
+                              ssm_arena *a, const char **out) {
+  *out = NULL;
+  ssm_sb b = {0};
+  ssm_sb_printf(&b, "%s// memory: binding 0 holds the offsets; the slots' windows of SSM_WIN "
+                "words follow\nconst SSM_WIN: u32 = %lluu;\n", k->wgsl,
+                (unsigned long long)(window / 4));
+  int binding = 1;
+  for (int s = 0; s < k->nslots; s++) {
+    int n = windows[s], rw = k->slot_writable[s];
+    if (n < 1 || n > SSM_CG_WGSL_MAX_WINDOWS) {
+      ssm_sb_free(&b);
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL memory slot would need %d windows of "
+                            "%llu bytes (at most %d)", n, (unsigned long long)window,
+                            SSM_CG_WGSL_MAX_WINDOWS);
+    }
+    for (int w = 0; w < n; w++)
+      ssm_sb_printf(&b, "@group(0) @binding(%d) var<storage, %s> s%dw%d: array<u32>;\n",
+                    binding++, rw ? "read_write" : "read", s, w);
+    if (n == 1) continue;
+    /* several windows: the window by index */
+    for (int st = 0; st <= rw; st++) {
+      ssm_sb_printf(&b, st ? "fn s%d_st(g: u32, v: u32) {\n" : "fn s%d_ld(g: u32) -> u32 {\n", s);
+      ssm_sb_printf(&b, "  let w = g / SSM_WIN;\n  let r = g - w * SSM_WIN;\n");
+      for (int w = 0; w < n; w++) {
+        ssm_sb_printf(&b, w + 1 < n ? "  if (w == %du) { " : "  { ", w);
+        ssm_sb_printf(&b, st ? "s%dw%d[r] = v;%s }\n" : "return s%dw%d[r];%s }\n", s, w,
+                      st && w + 1 < n ? " return;" : "");
+      }
+      ssm_sb_printf(&b, "}\n");
+    }
+  }
+  for (int i = 0; i < k->nbindings; i++) {
+    int s = k->slot[i];
+    unsigned half = k->access[i] & (SSM_CG_F16 | SSM_CG_BF16);
+    const char *t = k->access[i] & SSM_CG_I32 ? "i32" : "f32";
+    /* the word holding element e: s<s>w0[at] with one window, else through
+     * s<s>_ld; a 16-bit element is half of word e / 2 */
+    const char *at = ssm_arena_printf(a, "ssm_u.o[%d][%d] + %s", i / 4, i % 4, half ? "(e >> 1u)" : "e");
+    const char *word = windows[s] == 1 ? ssm_arena_printf(a, "s%dw0[%s]", s, at)
+                                       : ssm_arena_printf(a, "s%d_ld(%s)", s, at);
+    if (half && (k->access[i] & SSM_CG_WRITE)) {
+      ssm_sb_free(&b);
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL kernel writes a 16-bit tensor");
+    }
+    if (k->access[i] & SSM_CG_READ) {
+      if (half == SSM_CG_BF16)
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> f32 { return bitcast<f32>(((%s >> ((e & 1u) << 4u)) "
+                      "& 0xffffu) << 16u); }\n", i, word);
+      else if (half == SSM_CG_F16)
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> f32 { return unpack2x16float(%s >> ((e & 1u) << 4u)).x; }\n",
+                      i, word);
+      else
+        ssm_sb_printf(&b, "fn b%d_ld(e: u32) -> %s { return bitcast<%s>(%s); }\n", i, t, t, word);
+    }
+    if (!(k->access[i] & SSM_CG_WRITE)) continue;
+    if (windows[s] == 1)
+      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { %s = bitcast<u32>(v); }\n", i, t, word);
+    else
+      ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t, s, at);
+  }
+  *out = sb_take(&b, a);
+  return NULL;
 }

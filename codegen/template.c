@@ -7,11 +7,11 @@
 
 #include "codegen/codegen.h"
 
-ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family,
+ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family, ssm_lang lang,
                                   const char *const *kv, char **out) {
   *out = NULL;
   char file[128];
-  snprintf(file, sizeof file, "%s.glsl.in", family);
+  snprintf(file, sizeof file, "%s.%s.in", family, lang == SSM_LANG_WGSL ? "wgsl" : "glsl");
   const char *t = ssm_templates_embedded(file);
   if (!t) return ssm_status_new(SSM_ERR_INTERNAL, "no kernel template '%s'", file);
   int nkv = 0;

@@ -11,9 +11,9 @@
 
 double ssm_unary_eval(ssm_op op, double x) {
   switch (op) {
-#define UNARY(e, c, glsl) \
+#define UNARY(e, c, glsl, wgsl) \
   case SSM_OP_##e: return c;
-#define BINARY(e, c, glsl)
+#define BINARY(e, c, glsl, wgsl)
 #include "ir/elementwise.def"
 #undef UNARY
 #undef BINARY
@@ -23,8 +23,8 @@ double ssm_unary_eval(ssm_op op, double x) {
 
 double ssm_binary_eval(ssm_op op, double a, double b) {
   switch (op) {
-#define UNARY(e, c, glsl)
-#define BINARY(e, c, glsl) \
+#define UNARY(e, c, glsl, wgsl)
+#define BINARY(e, c, glsl, wgsl) \
   case SSM_OP_##e: return c;
 #include "ir/elementwise.def"
 #undef UNARY
@@ -34,8 +34,8 @@ double ssm_binary_eval(ssm_op op, double a, double b) {
 }
 
 static const char *const exprs[SSM_OP_COUNT][SSM_LANG_COUNT] = {
-#define UNARY(e, c, glsl) [SSM_OP_##e] = {glsl},
-#define BINARY(e, c, glsl) [SSM_OP_##e] = {glsl},
+#define UNARY(e, c, glsl, wgsl) [SSM_OP_##e] = {glsl, wgsl},
+#define BINARY(e, c, glsl, wgsl) [SSM_OP_##e] = {glsl, wgsl},
 #include "ir/elementwise.def"
 #undef UNARY
 #undef BINARY

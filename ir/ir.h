@@ -121,7 +121,7 @@ double ssm_unary_eval(ssm_op op, double x);
 double ssm_binary_eval(ssm_op op, double a, double b);
 
 /* The kernel languages: each is a string column of elementwise.def. */
-typedef enum { SSM_LANG_GLSL, SSM_LANG_COUNT } ssm_lang;
+typedef enum { SSM_LANG_GLSL, SSM_LANG_WGSL, SSM_LANG_COUNT } ssm_lang;
 
 /* The expression of UNARY or BINARY op `op` in `lang`, its operands written
  * $x, or $a and $b: "ssm_softplus($x)", "($a + $b)". NULL for other ops. */

@@ -81,7 +81,9 @@ static void test_bad_files(void) {
   memcpy(bad, good, n);
   bad[4] = 7;
   p = ssm_test_write("ver.ssmb", bad, n);
-  SSM_ASSERT_ERR(ssm_bundle_open(p, &b), "format version 7, but this ssmc reads version 2");
+  char want[96];
+  snprintf(want, sizeof want, "format version 7, but this ssmc reads version %d", SSM_BUNDLE_VERSION);
+  SSM_ASSERT_ERR(ssm_bundle_open(p, &b), want);
 
   memcpy(bad, good, n);
   bad[16] = (char)0xff; /* manifest size */

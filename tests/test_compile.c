@@ -107,18 +107,106 @@ static void test_describe(void) {
   ssm_bundle_close(b);
 }
 
-/* Every generated kernel names its template and parameters first. */
+/* Every generated kernel names its template and parameters first, in GLSL
+ * and in WGSL (gemv's WGSL is matmul's template), and the WGSL declares one storage binding per window of its
+ * slots after the offsets (the JS host compiles and runs it: runtime/web). */
 static void test_kernel_sources_name_their_template(void) {
   ssm_bundle *b = compile("mamba1_tiny", 2);
   const ssm_manifest *m = ssm_bundle_manifest(b);
   for (int i = 0; i < m->nkernels; i++) {
-    const char *src = ssm_bundle_blob(b, m->kernels[i].glsl);
-    char want[128];
-    snprintf(want, sizeof want, "// ssmc kernel: template %s.glsl.in", m->kernels[i].family);
-    CU_ASSERT_EQUAL(strncmp(src, want, strlen(want)), 0);
+    const ssm_mf_kernel *k = &m->kernels[i];
+    char want[128], *wgsl = strndup(ssm_bundle_blob(b, k->wgsl), (size_t)k->wgsl.size);
+    snprintf(want, sizeof want, "// ssmc kernel: template %s.glsl.in", k->family);
+    CU_ASSERT_EQUAL(strncmp(ssm_bundle_blob(b, k->glsl), want, strlen(want)), 0);
+    /* gemv's WGSL is the matmul template doing several columns (no subgroups) */
+    snprintf(want, sizeof want, "// ssmc kernel: template %s.wgsl.in, ",
+             strcmp(k->family, "gemv") ? k->family : "matmul");
+    CU_ASSERT_EQUAL(strncmp(wgsl, want, strlen(want)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "@binding(0) var<uniform> ssm_u"));
+    int windows = 0;
+    for (int s = 0; s < k->nslots; s++) windows += k->windows[s];
+    snprintf(want, sizeof want, "@binding(%d) var<storage", windows);
+    CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, want));
+    snprintf(want, sizeof want, "@binding(%d)", windows + 1);
+    CU_ASSERT_PTR_NULL(strstr(wgsl, want));
+    CU_ASSERT_PTR_NULL(strstr(wgsl, "{{"));
+    CU_ASSERT_EQUAL(k->slot[0], 0);
+    free(wgsl);
   }
   CU_ASSERT(m->nkernels >= 8);
   ssm_bundle_close(b);
+}
+
+/* WGSL's memory slots: the activations, the states and the small weights
+ * each share a slot; a weight of 1 MiB or more has one of its own. Small
+ * windows (ssmc compile --wgsl-window) split a slot into several, and the
+ * accessors pick the window by index. */
+static void test_wgsl_slots_and_windows(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 4);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  CU_ASSERT_EQUAL(m->wgsl_window, SSM_CG_WGSL_WINDOW);
+  const ssm_mf_kernel *scan = NULL;
+  for (int i = 0; i < m->nkernels; i++) {
+    for (int s = 0; s < m->kernels[i].nslots; s++) CU_ASSERT_EQUAL(m->kernels[i].windows[s], 1);
+    if (!strcmp(m->kernels[i].family, "scan")) scan = &m->kernels[i];
+  }
+  /* the scan: result, x, dt (activations), A, D (weights), its state */
+  CU_ASSERT_PTR_NOT_NULL_FATAL(scan);
+  CU_ASSERT_EQUAL(scan->nslots, 3);
+  ssm_bundle_close(b);
+
+  ssm_model *model = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba1_tiny"), NULL, &model));
+  ssm_compile_opts o = {.prefill_tokens = 4, .wgsl_window = 65536};
+  SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+  m = ssm_bundle_manifest(b);
+  CU_ASSERT_EQUAL(m->wgsl_window, 65536);
+  int most = 0;
+  for (int i = 0; i < m->nkernels; i++) {
+    const ssm_mf_kernel *k = &m->kernels[i];
+    for (int s = 0; s < k->nslots; s++) {
+      if (k->windows[s] <= most) continue;
+      most = k->windows[s];
+      char *wgsl = strndup(ssm_bundle_blob(b, k->wgsl), (size_t)k->wgsl.size);
+      char want[64];
+      snprintf(want, sizeof want, " s%dw%d: array<u32>;", s, most - 1);
+      CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, want));
+      CU_ASSERT(most == 1 || strstr(wgsl, "let w = g / SSM_WIN;"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "const SSM_WIN: u32 = 16384u;"));
+      free(wgsl);
+    }
+  }
+  /* the lm_head reads the tied embedding at the start of the weights and
+   * the final norm's gain at their end: 517888 bytes, 8 windows of 64 KiB */
+  CU_ASSERT_EQUAL(most, 8);
+  ssm_bundle_close(b);
+  /* fusion off: many kernels of one source read their operands through
+   * different slots (an add of two activations, an add of a bias); each
+   * gets its own, and the bundle reads back */
+  static const char *const unfused[] = {"falcon_tiny", "jamba_gqa", "mamba2_groups"};
+  for (int f = 0; f < 3; f++) {
+    ssm_model *um = NULL;
+    char dir[256];
+    snprintf(dir, sizeof dir, "tests/data/%s", unfused[f]);
+    SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &um));
+    ssm_compile_opts uo = {.prefill_tokens = 4, .no_fuse = 1};
+    ssm_bundle *ub = NULL, *again = NULL;
+    SSM_ASSERT_OK(ssm_compile(um, &uo, &ub));
+    void *bytes = NULL;
+    size_t n = 0;
+    if (ub) SSM_ASSERT_OK(ssm_bundle_serialize(ub, &bytes, &n));
+    if (bytes) SSM_ASSERT_OK(ssm_bundle_open_memory(bytes, n, unfused[f], &again));
+    CU_ASSERT_PTR_NOT_NULL(again);
+    free(bytes);
+    ssm_bundle_close(again);
+    ssm_bundle_close(ub);
+    ssm_model_close(um);
+  }
+  o.wgsl_window = 1000;
+  b = NULL;
+  SSM_ASSERT_ERR(ssm_compile(model, &o, &b), "--wgsl-window 1000: expected a power of two");
+  CU_ASSERT_PTR_NULL(b);
+  ssm_model_close(model);
 }
 
 /* Saving and reading back gives the same manifest, byte for byte. */
@@ -204,11 +292,28 @@ static void test_manifest_refuses_lies(void) {
       {"\"groups\":[1,1,1]", "\"groups\":[1,1,70000]", "programs.decode.steps[0].groups is not an integer"},
       {"\"groups\":[1,1,1]", "\"groups\":[1,1]", "groups is not three workgroup counts"},
       {"\"bindings\":[[", "\"bindings\":[[1,0,256],[", "does not give one region per binding"},
-      {"\"ssmb\":2", "\"ssmb\":1", "ssmb differs from the version in the header"},
+      {"\"ssmb\":3", "\"ssmb\":1", "ssmb differs from the version in the header"},
       {"\"align\":256", "\"align\":100", "align is not a power of two"},
       {"\"spirv\":[0,", "\"spirv\":[1,", "has a malformed SPIR-V blob"},
       {"\"ir\":[", "\"ir\":[99999999999,1],\"ir0\":[", "decode.ir lies outside the blob section"},
       {"\"inputs\":{\"tokens\":", "\"inputs\":{\"pos\":[1,0,4],\"tokens\":", "reads pos, but max_seq is 0"},
+      {"\"wgsl_window\":134217728", "\"wgsl_window\":1000", "wgsl_window is not a power of two"},
+      {"\"wgsl_window\":134217728", "\"wgsl_window\":256",
+       "programs.decode.steps[0] has a WGSL slot wider than its kernel's windows"},
+      {"\"wgsl_slots\":[0,1,0]", "\"wgsl_slots\":[0,2,0]",
+       "kernels[0].wgsl_slots does not number the slots in order of first use"},
+      {"\"wgsl_slots\":[0,1,0]", "\"wgsl_slots\":[1,0,0]", "does not number the slots"},
+      {"\"wgsl_slots\":[0,1,0]", "\"wgsl_slots\":[0,1]", "is not a list of one slot per binding"},
+      {"\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1,1]", "\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1,0]",
+       "kernels[0].wgsl_windows is not an integer"},
+      {"\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1,1]", "\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1]",
+       "is not a list of one window count per slot"},
+      {"\"wgsl_slots\":[0,1,0]", "\"wgsl_slotz\":[0,1,0]", "kernels[0].wgsl_slots is missing"},
+      {"[2,256000,256],[2,256256,65536]]", "[2,256000,256],[0,0,256]]",
+       "programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers"},
+      {"[[1,2048,144],[1,1536,512],[2,324352,18432]]", "[[2,2048,144],[2,1536,512],[2,324352,18432]]",
+       "programs.decode.steps[3] writes its result into a weights buffer"},
+      {"\"wgsl\":[", "\"wgsl\":[0,0],\"wgsl0\":[", "kernels[0] has an empty WGSL blob"},
       {"\"sampler\":{\"next\"", "\"samplez\":{\"next\"", "lie.ssmb: corrupt manifest: programs.decode"},
   };
   for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
@@ -397,6 +502,7 @@ int main(void) {
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
                          {"describe", test_describe},
                          {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
+                         {"wgsl_slots_and_windows", test_wgsl_slots_and_windows},
                          {"save_and_reopen", test_save_and_reopen},
                          {"manifest_refuses_lies", test_manifest_refuses_lies},
                          {"backend_refuses_bad_input", test_backend_refuses_bad_input},

@@ -239,16 +239,17 @@ static int marks(const char *expr, char name, int *all) {
 }
 
 /* Every UNARY and BINARY op of ops.def has exactly one row of
- * elementwise.def, of its own kind, with a C expression and a GLSL
- * expression that names each operand once; ssm_op_expr serves that row. */
+ * elementwise.def, of its own kind, with a C expression and a GLSL and a
+ * WGSL expression that each name each operand once; ssm_op_expr serves
+ * those columns. */
 static void test_elementwise_table(void) {
   static const struct {
     ssm_op op;
     ssm_op_kind kind;
-    const char *c, *glsl;
+    const char *c, *expr[SSM_LANG_COUNT];
   } rows[] = {
-#define UNARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_UNARY, #c, glsl},
-#define BINARY(e, c, glsl) {SSM_OP_##e, SSM_KIND_BINARY, #c, glsl},
+#define UNARY(e, c, glsl, wgsl) {SSM_OP_##e, SSM_KIND_UNARY, #c, {glsl, wgsl}},
+#define BINARY(e, c, glsl, wgsl) {SSM_OP_##e, SSM_KIND_BINARY, #c, {glsl, wgsl}},
 #include "ir/elementwise.def"
 #undef UNARY
 #undef BINARY
@@ -256,16 +257,17 @@ static void test_elementwise_table(void) {
   int count[SSM_OP_COUNT] = {0};
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     const char *name = ssm_op_info_get(rows[i].op)->name;
-    int all, ok = ssm_op_info_get(rows[i].op)->kind == rows[i].kind && rows[i].c[0] &&
-                  rows[i].glsl[0];
-    if (rows[i].kind == SSM_KIND_UNARY) ok = ok && marks(rows[i].glsl, 'x', &all) == 1 && all == 1;
-    else ok = ok && marks(rows[i].glsl, 'a', &all) == 1 && marks(rows[i].glsl, 'b', &all) == 1 &&
-              all == 2;
-    if (!ok) fprintf(stderr, "\n  elementwise row '%s': c '%s', glsl '%s'\n", name, rows[i].c,
-                     rows[i].glsl);
-    CU_ASSERT(ok);
-    const char *served = ssm_op_expr(rows[i].op, SSM_LANG_GLSL);
-    CU_ASSERT(served && !strcmp(served, rows[i].glsl));
+    for (int l = 0; l < SSM_LANG_COUNT; l++) {
+      const char *e = rows[i].expr[l];
+      int all, ok = ssm_op_info_get(rows[i].op)->kind == rows[i].kind && rows[i].c[0] && e[0];
+      if (rows[i].kind == SSM_KIND_UNARY) ok = ok && marks(e, 'x', &all) == 1 && all == 1;
+      else ok = ok && marks(e, 'a', &all) == 1 && marks(e, 'b', &all) == 1 && all == 2;
+      if (!ok) fprintf(stderr, "\n  elementwise row '%s': c '%s', language %d '%s'\n", name,
+                       rows[i].c, l, e);
+      CU_ASSERT(ok);
+      const char *served = ssm_op_expr(rows[i].op, (ssm_lang)l);
+      CU_ASSERT(served && !strcmp(served, e));
+    }
     count[rows[i].op]++;
   }
   for (int o = 0; o < SSM_OP_COUNT; o++) {
@@ -274,7 +276,8 @@ static void test_elementwise_table(void) {
     if (count[o] != want)
       fprintf(stderr, "\n  op '%s' has %d elementwise rows\n", ssm_op_info_get(o)->name, count[o]);
     CU_ASSERT_EQUAL(count[o], want);
-    if (!want) CU_ASSERT_PTR_NULL(ssm_op_expr((ssm_op)o, SSM_LANG_GLSL));
+    for (int l = 0; !want && l < SSM_LANG_COUNT; l++)
+      CU_ASSERT_PTR_NULL(ssm_op_expr((ssm_op)o, (ssm_lang)l));
   }
   /* the C column is the code of the eval functions */
   CU_ASSERT_EQUAL(ssm_binary_eval(SSM_OP_SUB, 2, 5), -3);
@@ -287,6 +290,10 @@ static void test_elementwise_table(void) {
   ssm_op_expr_append(&b, SSM_OP_SOFTPLUS, SSM_LANG_GLSL, (const char *[]){"b1.v[i]", ""});
   ssm_op_expr_append(&b, SSM_OP_SUB, SSM_LANG_GLSL, (const char *[]){"acc", "exp(x)"});
   CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "ssm_softplus(b1.v[i])(acc - exp(x))");
+  /* and the WGSL column: its own spelling where the languages differ */
+  ssm_sb_clear(&b);
+  ssm_op_expr_append(&b, SSM_OP_RSQRT, SSM_LANG_WGSL, (const char *[]){"b1_ld(i)", ""});
+  CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "inverseSqrt(b1_ld(i))");
   ssm_sb_free(&b);
 }
 

@@ -20,6 +20,7 @@
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
 #include "tools/cli.h"
+#include "tools/export.h"
 
 static const char usage[] =
     "usage: ssmc COMMAND [OPTIONS]        (ssmc COMMAND --help: its options)\n"
@@ -31,6 +32,7 @@ static const char usage[] =
     "  ir MODEL                         the op IR, after any pass\n"
     "  tokenize --tokenizer DIR TEXT    text to tokens, and back (--decode)\n"
     "  serve MODEL_DIR|BUNDLE           an OpenAI-compatible HTTP server\n"
+    "  export-web BUNDLE -o DIR         a static site running the bundle on WebGPU\n"
     "  devices                          the Vulkan devices\n"
     "  --version                        the version and git revision\n"
     "\n"
@@ -91,6 +93,7 @@ static const char usage_compile[] =
     "                       checkpoint's own; activations and state are f32)\n"
     "  --no-fuse            every op a kernel of its own\n"
     "  --dump-ir DIR        the IR after every pass, of both programs\n"
+    "  --wgsl-window BYTES  WGSL kernels' storage window (default 128 MiB; smaller: tests)\n"
     "  -q, --quiet          no progress bar\n";
 
 static const char usage_ir[] =
@@ -130,6 +133,12 @@ static const char usage_tokenize[] =
     "characters); '-' reads the text from standard input.\n"
     "  --ids                the ids only, comma-separated\n"
     "  --decode 1,2,3       the text of these ids\n";
+
+static const char usage_export[] =
+    "usage: ssmc export-web BUNDLE --weights DIR -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
+    "\n"
+    "A static site that runs the bundle in a browser on WebGPU (index.html, the host,\n"
+    "the kernels, the tokenizer, and the weights copied or, with --link-weights, linked).\n";
 
 static const char usage_devices[] =
     "usage: ssmc devices\n"
@@ -273,12 +282,13 @@ static ssm_status record_weights(ssm_bundle *b, const char *model, const char *w
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
-  long chunk = 32, max_seq = 0;
+  long chunk = 32, max_seq = 0, window = 0;
   int no_fuse = 0, quiet = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
                 O_STR("--weights", &weights), O_FLAG("--quiet", &quiet), O_FLAG("-q", &quiet),
-                CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL), {0}};
+                CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL),
+                O_INT("--wgsl-window", &window, 256, 1L << 40, "a power of two", NULL), {0}};
   SSM_CLI_PARSE("compile", argc, argv, opts, &model);
   ssm_dtype dtype = SSM_F32;
   if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
@@ -294,7 +304,8 @@ static int cmd_compile(int argc, char **argv) {
   ssm_bundle *b = NULL;
   ssm_cli_progress bar = {.quiet = quiet};
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
-                         .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar}};
+                         .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar},
+                         .wgsl_window = (uint64_t)window};
   const char *inputs[] = {model, config, weights, NULL};
   ssm_cli_catch_signals();
   ssm_status s = ssm_cli_not_an_input("-o", out, inputs, weights ? weights : model);
@@ -343,6 +354,19 @@ static int cmd_devices(int argc, char **argv) {
   return 0;
 }
 
+static int cmd_export_web(int argc, char **argv) {
+  ssm_export_opts o = {0};
+  opt opts[] = {O_STR("--weights", &o.weights), O_STR("-o", &o.out),
+                O_STR("--tokenizer", &o.tokenizer), O_FLAG("--link-weights", &o.link_weights), {0}};
+  SSM_CLI_PARSE("export-web", argc, argv, opts, &o.bundle);
+  const char *lack = !o.bundle ? "BUNDLE" : !o.weights ? "--weights DIR" : !o.out ? "-o OUTDIR" : NULL;
+  if (lack) return ssm_cli_usage_error("export-web", "missing %s", lack);
+  ssm_status s = ssm_export_web(&o);
+  if (!s) printf("%s: open index.html over http, e.g. python3 -m http.server -d %s --bind 127.0.0.1\n",
+                 o.out, o.out);
+  return s ? ssm_cli_fail(s) : 0;
+}
+
 static void log_to_stderr(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
 
 static const struct {
@@ -356,6 +380,7 @@ static const struct {
             {"ir", cmd_ir, usage_ir},
             {"tokenize", ssm_cli_tokenize, usage_tokenize},
             {"devices", cmd_devices, usage_devices},
+            {"export-web", cmd_export_web, usage_export},
             {"serve", ssm_cli_serve, "usage: ssmc serve MODEL_DIR|BUNDLE [options]   (ssmc serve --help)\n"}};
 
 const char *ssm_cli_usage(const char *cmd) {

@@ -2,8 +2,8 @@
  * fuzz_bundle.c — the .ssmb container and the manifest reader, which need
  * no device: ssm_bundle_open_memory (the header, the checksum and every
  * field of the manifest), then what a reader does with an accepted bundle:
- * every blob the manifest names is readable to its end, describe (text and
- * JSON) works, and serializing and reading it again gives the same bytes.
+ * every blob the manifest names is readable to its end, every kernel's WGSL
+ * slots and windows are in range, describe (text and JSON) works, and serializing and reading it again gives the same bytes.
  * Each input is tried as it is and, so that mutations get past the
  * checksum, with its header checksum recomputed.
  */
@@ -26,10 +26,19 @@ static void try_bundle(const uint8_t *data, size_t size) {
   }
   const ssm_manifest *m = ssm_bundle_manifest(b);
   for (int i = 0; i < m->nkernels; i++) {
-    touch(b, m->kernels[i].spirv);
-    touch(b, m->kernels[i].glsl);
-    if (m->kernels[i].nbindings < 1 || m->kernels[i].nbindings > SSM_BUNDLE_MAX_BINDINGS)
-      fuzz_fail("a kernel with %d bindings was accepted", m->kernels[i].nbindings);
+    const ssm_mf_kernel *k = &m->kernels[i];
+    touch(b, k->spirv);
+    touch(b, k->glsl);
+    touch(b, k->wgsl);
+    if (k->nbindings < 1 || k->nbindings > SSM_BUNDLE_MAX_BINDINGS)
+      fuzz_fail("a kernel with %d bindings was accepted", k->nbindings);
+    if (k->nslots < 1 || k->nslots > k->nbindings || k->slot[0])
+      fuzz_fail("a kernel with %d WGSL slots for %d bindings was accepted", k->nslots, k->nbindings);
+    for (int j = 0; j < k->nbindings; j++)
+      if (k->slot[j] < 0 || k->slot[j] >= k->nslots) fuzz_fail("binding %d is in slot %d", j, k->slot[j]);
+    for (int j = 0; j < k->nslots; j++)
+      if (k->windows[j] < 1 || k->windows[j] > SSM_CG_WGSL_MAX_WINDOWS)
+        fuzz_fail("a WGSL slot of %d windows was accepted", k->windows[j]);
   }
   const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
   for (int p = 0; p < 2; p++) {

@@ -1,0 +1,436 @@
+// gpu.mjs — a compiled bundle running on WebGPU: the JavaScript twin of
+// runtime/vulkan/exec.c, running the same decode and prefill programs from
+// the same manifest, with the bundle's WGSL instead of its SPIR-V.
+//
+// Open: read every limit the bundle needs from the adapter and ask for
+// exactly those (a bundle that cannot run names the limit); one GPUBuffer
+// per manifest buffer; the weights uploaded from safetensors (converted to
+// f32 and transformed at load, as the CPU interpreter does); one pipeline
+// per kernel; and, per dispatch, a bind group (made once, shared by
+// dispatches that bind the same memory) and 256 bytes of one uniform buffer
+// holding its tensors' element offsets, chosen by a dynamic offset.
+// Memory is bound by WGSL slot (codegen/codegen.h): each slot's tensors lie
+// in one buffer, bound as windows of the manifest's wgsl_window bytes from
+// their lowest offset.
+// Run: write the ids (and the position), encode the program, read the
+// logits back when asked. Generate: the decode program, then copies of the
+// id its sampler drew into a ring and from there into its own input; up to
+// GEN_BATCH steps are queued before the ring, the only thing mapped back,
+// is read.
+
+import { SAMPLER_STATE_LEN } from './bundle.mjs';
+import { applyTransform, toHalf } from './transform.mjs';
+
+export const GEN_BATCH = 16;
+const UNIFORM_STRIDE = 256; // a dynamic uniform offset's alignment on every adapter
+const OFFSETS_BYTES = 128; // 32 u32: SsmOffsets in the WGSL
+const STORAGE = 0x80, COPY_SRC = 0x04, COPY_DST = 0x08, UNIFORM = 0x40, MAP_READ = 0x01;
+const MAP_MODE_READ = 0x1;
+
+export class GpuError extends Error {}
+
+// What the bundle asks of a device, and the dispatch plans: for each step,
+// its bindings' windows and offsets.
+function plan(m) {
+  const win = m.wgsl_window;
+  const writable = m.kernels.map(() => null);
+  const steps = [];
+  let maxBinding = 4;
+  for (const prog of [m.decode, m.prefill]) {
+    for (const st of prog.steps) {
+      const k = m.kernels[st.kernel];
+      const offsets = new Uint32Array(OFFSETS_BYTES / 4);
+      const slots = k.windows.map((nw, s) => {
+        const idx = st.bindings.map((_, j) => j).filter((j) => k.slots[j] === s);
+        const buffer = st.bindings[idx[0]].buffer;
+        const lo = Math.min(...idx.map((j) => st.bindings[j].offset));
+        // whole u32 words: a 16-bit tensor of odd length ends in half a word
+        const hi = Math.max(...idx.map((j) => st.bindings[j].offset + Math.ceil(st.bindings[j].bytes / 4) * 4));
+        for (const j of idx) offsets[j] = (st.bindings[j].offset - lo) / 4;
+        const rw = m.buffers[buffer].usage !== 'weights';
+        const w = writable[st.kernel];
+        if (w && w[s] !== undefined && w[s] !== rw)
+          throw new GpuError(`${k.name}: WGSL slot ${s} is writable in one dispatch and not in another`);
+        (writable[st.kernel] ??= [])[s] = rw;
+        const windows = [];
+        for (let i = 0; i < Math.ceil((hi - lo) / win); i++) {
+          const offset = lo + i * win;
+          windows.push({ buffer, offset, size: Math.min(win, hi - offset) });
+          maxBinding = Math.max(maxBinding, windows[i].size);
+        }
+        return { rw, windows, count: nw };
+      });
+      steps.push({ st, offsets, slots });
+    }
+  }
+  return { steps, writable, maxBinding };
+}
+
+function workgroupSize(wgsl) {
+  const m = /@workgroup_size\((\d+)\)/.exec(wgsl);
+  return m ? Number(m[1]) : 1;
+}
+
+// Bytes of workgroup memory a WGSL module declares (its var<workgroup>s):
+// the generated kernels use 32-bit scalars and atomics, vectors, arrays of
+// them (a literal length or a module const) and structs of them.
+export function workgroupBytes(wgsl) {
+  const consts = new Map([...wgsl.matchAll(/\bconst\s+(\w+)\s*(?::\s*\w+\s*)?=\s*(\d+)u?\s*;/g)]
+    .map((m) => [m[1], Number(m[2])]));
+  const structs = new Map([...wgsl.matchAll(/\bstruct\s+(\w+)\s*\{([^}]*)\}/g)].map((m) => [m[1], m[2]]));
+  const size = (type) => {
+    const t = type.trim();
+    const a = /^array<(.*),\s*(\w+)\s*>$/.exec(t);
+    if (a) {
+      const n = /^\d+u?$/.test(a[2]) ? parseInt(a[2], 10) : consts.get(a[2]);
+      if (n === undefined) throw new GpuError(`workgroup array length '${a[2]}' is not a constant of the kernel`);
+      return n * size(a[1]);
+    }
+    if (/^(f32|u32|i32|atomic<[ui]32>)$/.test(t)) return 4;
+    const v = /^vec([234])<[fiu]32>$/.exec(t);
+    if (v) return v[1] === '2' ? 8 : 16;
+    if (structs.has(t))
+      return structs.get(t).split(',').filter((f) => f.trim()).reduce((n, f) => n + size(f.split(':')[1] ?? ''), 0);
+    throw new GpuError(`a workgroup variable of type '${t}': unknown size`);
+  };
+  let total = 0;
+  for (const m of wgsl.matchAll(/var<workgroup>\s+\w+\s*:\s*([^;]+);/g)) total += size(m[1]);
+  return total;
+}
+
+// The limits `m` needs beyond WebGPU's defaults, checked against the
+// adapter's; a shortfall is an error that names the limit and the need.
+function requiredLimits(adapter, m, texts, p) {
+  const need = {
+    maxBufferSize: Math.max(...m.buffers.map((b) => b.bytes)),
+    maxStorageBufferBindingSize: p.maxBinding,
+    maxStorageBuffersPerShaderStage: Math.max(...m.kernels.map((k) => k.windows.reduce((a, b) => a + b, 0))),
+    maxComputeInvocationsPerWorkgroup: Math.max(...texts.map(workgroupSize)),
+    maxComputeWorkgroupSizeX: Math.max(...texts.map(workgroupSize)),
+    maxComputeWorkgroupStorageSize: Math.max(...texts.map(workgroupBytes)),
+  };
+  const why = {
+    maxBufferSize: 'its largest buffer',
+    maxStorageBufferBindingSize: 'its largest storage window',
+    maxStorageBuffersPerShaderStage: 'its kernel with the most storage windows',
+    maxComputeInvocationsPerWorkgroup: 'its largest workgroup',
+    maxComputeWorkgroupSizeX: 'its largest workgroup',
+    maxComputeWorkgroupStorageSize: 'its kernel with the most workgroup memory',
+  };
+  const req = {};
+  for (const [k, v] of Object.entries(need)) {
+    const have = adapter.limits[k];
+    if (v > have)
+      throw new GpuError(`this WebGPU adapter's ${k} is ${have}, but the bundle needs ${v} (${why[k]})`);
+    req[k] = v;
+  }
+  if (adapter.limits.minStorageBufferOffsetAlignment > m.align)
+    throw new GpuError(`this WebGPU adapter's minStorageBufferOffsetAlignment is ` +
+                       `${adapter.limits.minStorageBufferOffsetAlignment}, but the bundle aligns to ${m.align}`);
+  return req;
+}
+
+// Each kernel's bind group layout (the offsets at binding 0, then its slots'
+// windows, writable or not) and its pipeline, from its WGSL. A kernel whose
+// WGSL does not compile, or whose pipeline fails, gives a message naming it.
+async function buildPipelines(device, m, texts, writable) {
+  const errors = [];
+  const layouts = m.kernels.map((k, i) => {
+    const entries = [{ binding: 0, visibility: 4, buffer: { type: 'uniform', hasDynamicOffset: true, minBindingSize: OFFSETS_BYTES } }];
+    k.windows.forEach((n, s) => {
+      for (let w = 0; w < n; w++)
+        entries.push({ binding: entries.length, visibility: 4,
+                       buffer: { type: writable[i]?.[s] !== false ? 'storage' : 'read-only-storage' } });
+    });
+    return device.createBindGroupLayout({ entries });
+  });
+  const pipelines = await Promise.all(m.kernels.map(async (k, i) => {
+    const module = device.createShaderModule({ code: texts[i], label: k.name });
+    const info = await module.getCompilationInfo();
+    const errs = info.messages.filter((x) => x.type === 'error');
+    if (errs.length) {
+      errors.push(`kernel ${k.name}: WGSL does not compile: ` +
+                  errs.map((x) => `${x.lineNum}:${x.linePos}: ${x.message}`).join('; '));
+      return null;
+    }
+    try {
+      return await device.createComputePipelineAsync({
+        label: k.name, layout: device.createPipelineLayout({ bindGroupLayouts: [layouts[i]] }),
+        compute: { module, entryPoint: 'main' } });
+    } catch (e) {
+      errors.push(`kernel ${k.name}: ${e.message}`);
+      return null;
+    }
+  }));
+  return { layouts, pipelines, errors };
+}
+
+// Compiles every kernel of `bundle` on the default adapter of `gpu` with the
+// limits the bundle needs; resolves to the errors (none: []).
+export async function checkKernels(gpu, bundle) {
+  const m = bundle.manifest;
+  const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance' });
+  if (!adapter) return ['no WebGPU adapter'];
+  const texts = m.kernels.map((k) => bundle.text(k.wgsl));
+  const p = plan(m);
+  let device;
+  try {
+    device = await adapter.requestDevice({ requiredLimits: requiredLimits(adapter, m, texts, p) });
+  } catch (e) {
+    return [e.message];
+  }
+  device.pushErrorScope('validation');
+  const { errors } = await buildPipelines(device, m, texts, p.writable);
+  const err = await device.popErrorScope();
+  if (err) errors.push(err.message);
+  device.destroy();
+  return errors;
+}
+
+export class Runtime {
+  // Opens `bundle` (readBundle) on `gpu` (navigator.gpu, or Dawn's in Node)
+  // with the weights of `checkpoint` (openCheckpoint). onProgress(done,
+  // total) follows the weight upload in bytes.
+  static async open({ gpu, bundle, checkpoint, onProgress = () => {}, adapterOptions = {} }) {
+    const rt = new Runtime();
+    const m = bundle.manifest;
+    rt.m = m;
+    rt.name = bundle.name;
+    rt.vocab = m.vocab;
+    rt.chunk = m.prefill.tokens;
+    rt.position = 0;
+    rt.sampler = samplerState(0, 0, 1, 0);
+    if (!gpu) throw new GpuError('WebGPU is not available here (no navigator.gpu)');
+    const adapter = await gpu.requestAdapter({ powerPreference: 'high-performance', ...adapterOptions });
+    if (!adapter) throw new GpuError('no WebGPU adapter');
+    const texts = m.kernels.map((k) => bundle.text(k.wgsl));
+    const p = plan(m);
+    const requiredLimits_ = requiredLimits(adapter, m, texts, p);
+    const device = await adapter.requestDevice({ requiredLimits: requiredLimits_ });
+    rt.device = device;
+    rt.adapterInfo = adapter.info ?? {};
+    rt.errors = [];
+    device.addEventListener?.('uncapturederror', (e) => rt.errors.push(e.error?.message ?? String(e)));
+    device.lost?.then((info) => { if (info.reason !== 'destroyed') rt.errors.push(`device lost: ${info.message}`); });
+    try {
+      await rt.#build(bundle, texts, p, checkpoint, onProgress);
+    } catch (e) {
+      device.destroy();
+      throw e;
+    }
+    return rt;
+  }
+
+  get deviceName() {
+    const i = this.adapterInfo;
+    return [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(' ') || 'WebGPU adapter';
+  }
+
+  async #build(bundle, texts, p, checkpoint, onProgress) {
+    const m = this.m, device = this.device;
+    device.pushErrorScope('validation');
+    device.pushErrorScope('out-of-memory');
+    this.buffers = m.buffers.map((b) => device.createBuffer({ size: b.bytes, usage: STORAGE | COPY_SRC | COPY_DST }));
+    const oom = await device.popErrorScope();
+    if (oom) throw new GpuError(`${this.name}: cannot allocate its buffers: ${oom.message}`);
+    // weights
+    const odd = m.weights.find((w) => !['f32', 'f16', 'bf16'].includes(w.dtype));
+    if (odd) throw new GpuError(`${this.name}: weight '${odd.name}' is ${odd.dtype}; weights are f32, f16 or bf16`);
+    const total = m.weights.reduce((a, w) => a + w.region.bytes, 0);
+    let done = 0;
+    onProgress(0, total);
+    for (const w of m.weights) {
+      const data = await checkpoint.readF32(w.name, w.shape);
+      try {
+        applyTransform(w.transform, data);
+      } catch (e) {
+        throw new GpuError(`${this.name}: weight '${w.name}': ${e.message}`);
+      }
+      // 16-bit weights: two to a u32 word (regions start on 256-byte boundaries)
+      const words = w.dtype === 'f32' ? data : toHalf(w.dtype, data);
+      device.queue.writeBuffer(this.buffers[w.region.buffer], w.region.offset, words);
+      done += w.region.bytes;
+      onProgress(done, total);
+    }
+    // kernels
+    const { layouts, pipelines, errors } = await buildPipelines(device, m, texts, p.writable);
+    if (errors.length) throw new GpuError(`${this.name}: ${errors[0]}`);
+    this.pipelines = pipelines;
+    // offsets and bind groups, per dispatch
+    this.uniform = device.createBuffer({ size: Math.max(1, p.steps.length) * UNIFORM_STRIDE, usage: UNIFORM | COPY_DST });
+    const all = new Uint8Array(Math.max(1, p.steps.length) * UNIFORM_STRIDE);
+    const groups = new Map();
+    const dispatches = p.steps.map((d, i) => {
+      all.set(new Uint8Array(d.offsets.buffer), i * UNIFORM_STRIDE);
+      const key = `${d.st.kernel}:${JSON.stringify(d.slots.map((s) => s.windows))}`;
+      let bg = groups.get(key);
+      if (!bg) {
+        const entries = [{ binding: 0, resource: { buffer: this.uniform, offset: 0, size: OFFSETS_BYTES } }];
+        for (const s of d.slots)
+          for (let w = 0; w < s.count; w++) {
+            // windows past those this dispatch needs are never read: the
+            // first again (read-only), or a buffer of their own (writable,
+            // which may not alias)
+            const win = s.windows[w] ?? (s.rw ? null : s.windows[0]);
+            const resource = win ? { buffer: this.buffers[win.buffer], offset: win.offset, size: win.size }
+                                 : { buffer: device.createBuffer({ size: 4, usage: STORAGE }) };
+            entries.push({ binding: entries.length, resource });
+          }
+        bg = device.createBindGroup({ layout: layouts[d.st.kernel], entries });
+        groups.set(key, bg);
+      }
+      return { pipeline: this.pipelines[d.st.kernel], group: bg, offset: i * UNIFORM_STRIDE, g: d.st.groups };
+    });
+    device.queue.writeBuffer(this.uniform, 0, all);
+    this.bindGroupCount = groups.size;
+    this.decodeSteps = dispatches.slice(0, m.decode.steps.length);
+    this.prefillSteps = dispatches.slice(m.decode.steps.length);
+    // host-visible readback: logits of one run, and the ring of drawn ids
+    const maxOut = Math.max(m.decode.output.bytes, m.prefill.output.bytes);
+    this.logitsRead = device.createBuffer({ size: maxOut, usage: MAP_READ | COPY_DST });
+    this.ring = device.createBuffer({ size: GEN_BATCH * 4, usage: STORAGE | COPY_SRC | COPY_DST });
+    this.ringRead = device.createBuffer({ size: GEN_BATCH * 4, usage: MAP_READ | COPY_DST });
+    const err = await device.popErrorScope();
+    if (err) throw new GpuError(`${this.name}: ${err.message}`);
+    await this.reset();
+    this.#check();
+  }
+
+  #check() {
+    if (this.errors.length) throw new GpuError(`WebGPU: ${this.errors[0]}`);
+  }
+
+  #encode(encoder, dispatches) {
+    const pass = encoder.beginComputePass();
+    let last = null;
+    for (const d of dispatches) {
+      if (d.pipeline !== last) pass.setPipeline((last = d.pipeline));
+      pass.setBindGroup(0, d.group, [d.offset]);
+      pass.dispatchWorkgroups(d.g[0], d.g[1], d.g[2]);
+    }
+    pass.end();
+  }
+
+  #write(region, data) {
+    this.device.queue.writeBuffer(this.buffers[region.buffer], region.offset, data);
+  }
+
+  async #read(mapBuffer, bytes) {
+    await mapBuffer.mapAsync(MAP_MODE_READ, 0, bytes);
+    const out = mapBuffer.getMappedRange(0, bytes).slice(0);
+    mapBuffer.unmap();
+    this.#check();
+    return out;
+  }
+
+  #checkRoom(count) {
+    const max = this.m.max_seq;
+    if (max && this.position + count > max)
+      throw new GpuError(`position ${Math.max(this.position, max)} is past --max-seq ${max}`);
+  }
+
+  // Zeroes the state and the position; the sampler keeps its settings and
+  // restarts at step 0.
+  async reset() {
+    const enc = this.device.createCommandEncoder();
+    for (const s of this.m.states) enc.clearBuffer(this.buffers[s.region.buffer], s.region.offset, s.region.bytes);
+    this.device.queue.submit([enc.finish()]);
+    this.position = 0;
+    if (this.m.decode.hasSampler) this.#write(this.m.decode.sampler, this.sampler);
+  }
+
+  // The sampler's settings (samplerState).
+  setSampler(state) {
+    if (!this.m.decode.hasSampler) throw new GpuError(`${this.name}: the bundle's decode program has no sampler`);
+    this.sampler = state;
+    this.#write(this.m.decode.sampler, state);
+  }
+
+  // Feeds `tokens` (1 or chunk of them) at the position; resolves to their
+  // logits (Float32Array, tokens x vocab) when `wantLogits`.
+  async run(tokens, wantLogits) {
+    const count = tokens.length;
+    const p = count === 1 ? this.m.decode : count === this.chunk ? this.m.prefill : null;
+    if (!p) throw new GpuError(`${this.name}: runs take 1 or ${this.chunk} tokens, not ${count}`);
+    for (const t of tokens)
+      if (!(Number.isInteger(t) && t >= 0 && t < this.vocab))
+        throw new GpuError(`token id ${t} out of range [0, ${this.vocab})`);
+    if (p.hasPos) this.#checkRoom(count);
+    this.#write(p.tokensIn, Int32Array.from(tokens));
+    if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
+    const enc = this.device.createCommandEncoder();
+    this.#encode(enc, count === 1 ? this.decodeSteps : this.prefillSteps);
+    if (wantLogits) enc.copyBufferToBuffer(this.buffers[p.output.buffer], p.output.offset, this.logitsRead, 0, p.output.bytes);
+    this.device.queue.submit([enc.finish()]);
+    this.position += count;
+    if (!wantLogits) {
+      await this.device.queue.onSubmittedWorkDone();
+      this.#check();
+      return null;
+    }
+    return new Float32Array(await this.#read(this.logitsRead, p.output.bytes));
+  }
+
+  // Up to n decode steps from `first`: each feeds its input and draws the
+  // next id on the device. onStep(id, logits|null) after each (a true
+  // return stops); with wantLogits every step's logits come back (one step
+  // per submission), else up to GEN_BATCH steps are queued at a time (so a
+  // stop may come after steps that were already run). Resolves to the ids.
+  async generate(first, n, { wantLogits = false, onStep = null, batch = GEN_BATCH } = {}) {
+    const d = this.m.decode;
+    if (!d.hasSampler) throw new GpuError(`${this.name}: the bundle's decode program has no sampler`);
+    if (!(Number.isInteger(first) && first >= 0 && first < this.vocab))
+      throw new GpuError(`token id ${first} out of range [0, ${this.vocab})`);
+    this.#write(d.tokensIn, Int32Array.of(first));
+    const ids = [];
+    const next = this.buffers[d.next.buffer], tokensIn = this.buffers[d.tokensIn.buffer];
+    while (ids.length < n) {
+      const k = wantLogits ? 1 : Math.min(batch, GEN_BATCH, n - ids.length);
+      if (d.hasPos) this.#checkRoom(k);
+      let enc = this.device.createCommandEncoder();
+      for (let j = 0; j < k; j++) {
+        if (d.hasPos && j) { // the position goes in before each step's commands
+          this.device.queue.submit([enc.finish()]);
+          enc = this.device.createCommandEncoder();
+        }
+        if (d.hasPos) this.#write(d.pos, Int32Array.of(this.position + j));
+        this.#encode(enc, this.decodeSteps);
+        // through the ring: WebGPU copies never stay within one buffer
+        enc.copyBufferToBuffer(next, d.next.offset, this.ring, 4 * j, 4);
+        enc.copyBufferToBuffer(this.ring, 4 * j, tokensIn, d.tokensIn.offset, 4);
+      }
+      enc.copyBufferToBuffer(this.ring, 0, this.ringRead, 0, 4 * k);
+      if (wantLogits) enc.copyBufferToBuffer(this.buffers[d.output.buffer], d.output.offset, this.logitsRead, 0, d.output.bytes);
+      this.device.queue.submit([enc.finish()]);
+      this.position += k;
+      const got = new Int32Array(await this.#read(this.ringRead, 4 * k));
+      const logits = wantLogits ? new Float32Array(await this.#read(this.logitsRead, d.output.bytes)) : null;
+      for (let j = 0; j < k; j++) {
+        const id = got[j];
+        if (id === -1)
+          throw new GpuError(`non-finite logit at position ${this.position - k + j}: the model or its weights produce inf/NaN`);
+        if (id < 0 || id >= this.vocab) throw new GpuError(`the sampler drew token id ${id}, outside [0, ${this.vocab})`);
+        ids.push(id);
+        if (onStep && onStep(id, logits)) return ids;
+      }
+    }
+    return ids;
+  }
+
+  destroy() {
+    this.device?.destroy();
+  }
+}
+
+// The sampler state (runtime/backend/backend.c's ssm_sampler_state):
+// temperature >= 0 (0: greedy), top_k >= 0 (0: off), top_p in (0, 1]
+// (1: off), seed in [0, 2^24), at step 0.
+export function samplerState(temperature, topK, topP, seed) {
+  if (!(temperature >= 0) || temperature === Infinity || !(topK >= 0) || !(topP > 0 && topP <= 1) ||
+      !(seed >= 0 && seed < 1 << 24))
+    throw new GpuError(`sampler settings out of range: temperature ${temperature} (>= 0), top_k ${topK} ` +
+                       `(>= 0), top_p ${topP} (in (0, 1]), seed ${seed} (in [0, 2^24))`);
+  const s = new Float32Array(SAMPLER_STATE_LEN);
+  s.set([temperature, topK, topP, seed]);
+  return s;
+}

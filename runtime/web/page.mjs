@@ -1,0 +1,110 @@
+// page.mjs — the page of an exported site (index.html): loads site.json, the
+// bundle, the tokenizer and the weights (by HTTP Range requests on the
+// .safetensors, kept in Cache Storage so a reload downloads nothing), opens
+// the WebGPU runtime with a progress bar, and streams generated text with
+// tokens/s. ?prompt=TEXT&n=N&autorun=1 runs once and reports on the console
+// (see index.html).
+
+import { readBundle } from './bundle.mjs';
+import { openCheckpoint, httpFiles } from './safetensors.mjs';
+import { Runtime } from './gpu.mjs';
+import { Session } from './session.mjs';
+import { Tokenizer, StreamDecoder } from './tokenizer.mjs';
+
+const $ = (id) => document.getElementById(id);
+const params = new URLSearchParams(location.search);
+const autorun = params.get('autorun') === '1';
+const status = (text) => ($('status').textContent = text);
+const mb = (n) => `${(n / 1e6).toFixed(1)} MB`;
+
+async function fetchOk(url) {
+  const res = await fetch(url);
+  if (!res.ok) throw new Error(`${url}: HTTP ${res.status} ${res.statusText}`);
+  return res;
+}
+
+async function load() {
+  const site = await (await fetchOk('site.json')).json();
+  $('title').textContent = `${site.title} (${site.architecture})`;
+  document.title = `ssmc: ${site.title}`;
+  status('loading the bundle and the tokenizer…');
+  const bundle = readBundle(new Uint8Array(await (await fetchOk(site.bundle)).arrayBuffer()), site.bundle);
+  const tokenizer = new Tokenizer(await (await fetchOk(site.tokenizer)).text(), site.tokenizer);
+  const cache = globalThis.caches ? await caches.open('ssmc-weights') : null;
+  let downloaded = 0;
+  const files = httpFiles(new URL('.', location.href).href, site.weights, { cache, onBytes: (n) => (downloaded += n) });
+  const checkpoint = await openCheckpoint(files, 'weights');
+  const rt = await Runtime.open({
+    gpu: navigator.gpu, bundle, checkpoint,
+    onProgress: (done, total) => {
+      $('progress').max = total;
+      $('progress').value = done;
+      status(`loading weights: ${mb(done)} of ${mb(total)} (${mb(downloaded)} downloaded, the rest from the cache)`);
+    },
+  });
+  status(`ready: ${rt.deviceName}; weights ${mb(bundle.manifest.weights.reduce((a, w) => a + w.region.bytes, 0))}, ` +
+         `${mb(downloaded)} downloaded`);
+  return { site, rt, tokenizer, session: new Session(rt) };
+}
+
+async function generate(m, prompt, n, temperature, seed) {
+  const ids = m.tokenizer.encode(prompt);
+  if (!ids.length) throw new Error('the prompt has no tokens');
+  await m.rt.reset();
+  const dec = new StreamDecoder(m.tokenizer, true);
+  let text = prompt, count = 0;
+  $('out').textContent = text;
+  const t0 = performance.now();
+  await m.session.generate(ids, n, {
+    temperature, seed, eos: m.site.eos, batch: 8,
+    onToken: (id) => {
+      text += dec.feed(id);
+      count++;
+      $('out').textContent = text;
+      $('speed').textContent = `${count} tokens, ${(count / ((performance.now() - t0) / 1e3)).toFixed(1)} tokens/s`;
+    },
+  });
+  text += dec.flush();
+  $('out').textContent = text;
+  return text;
+}
+
+async function main() {
+  let m;
+  try {
+    m = await load();
+  } catch (e) {
+    status(`error: ${e.message}`);
+    if (autorun) {
+      console.log(`ssmc:error ${e.message}`);
+      window.close();
+    }
+    return;
+  }
+  const go = $('go');
+  const run = async () => {
+    go.disabled = true;
+    try {
+      const temperature = Math.max(0, Number($('temperature').value) || 0);
+      const seed = Math.min(16777215, Math.max(0, Math.floor(Number($('seed').value) || 0)));
+      return await generate(m, $('prompt').value, Math.max(1, Number($('n').value) || 1), temperature, seed);
+    } finally {
+      go.disabled = false;
+    }
+  };
+  go.addEventListener('click', () => run().catch((e) => status(`error: ${e.message}`)));
+  go.disabled = false;
+  if (!autorun) return;
+  if (params.has('prompt')) $('prompt').value = params.get('prompt');
+  if (params.has('n')) $('n').value = params.get('n');
+  try {
+    const text = await run();
+    console.log(`ssmc:done ${JSON.stringify(text)}`);
+  } catch (e) {
+    status(`error: ${e.message}`);
+    console.log(`ssmc:error ${e.message}`);
+  }
+  window.close();
+}
+
+main();

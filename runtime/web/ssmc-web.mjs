@@ -1,0 +1,242 @@
+#!/usr/bin/env node
+// ssmc-web.mjs — the WebGPU host from the command line, on Dawn (the npm
+// package `webgpu`), with the contract of `ssmc run` and `ssmc bench`:
+//
+//   node runtime/web/ssmc-web.mjs run BUNDLE --weights DIR (--tokens IDS | --prompt TEXT|-) [-n N]
+//        [--greedy | --temperature T --top-k K --top-p P --seed S] [--tokenizer FILE] [--eos ID]
+//        [--dump-logits FILE] [--batch K]
+//   node runtime/web/ssmc-web.mjs bench BUNDLE --weights DIR [-n N] [--batch K] [--json]
+//   node runtime/web/ssmc-web.mjs check BUNDLE
+//
+// With --tokens, the last line on stdout is the generated ids, comma-separated;
+// with --prompt, the text is printed and its continuation streamed (never half
+// a UTF-8 character). --dump-logits writes little-endian f32 rows of length
+// vocab, one per position processed, through a temporary file renamed over
+// FILE. Errors go to stderr with status 1 (2 for usage).
+
+import { readFile, writeFile, rename, rm } from 'node:fs/promises';
+import { join } from 'node:path';
+import { readBundle } from './bundle.mjs';
+import { openCheckpoint } from './safetensors.mjs';
+import { Runtime, GEN_BATCH } from './gpu.mjs';
+import { Session } from './session.mjs';
+import { Tokenizer, StreamDecoder } from './tokenizer.mjs';
+import { nodeGpu, dirFiles } from './node.mjs';
+
+const USAGE = `usage:
+  node runtime/web/ssmc-web.mjs run BUNDLE --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
+       [--greedy | --temperature T --top-k K --top-p P --seed S]
+       [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K]
+  node runtime/web/ssmc-web.mjs bench BUNDLE --weights DIR [-n N] [--batch K] [--json]
+  node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
+The same contract as ssmc run and ssmc bench, on WebGPU (Dawn).
+--batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
+`;
+
+class UsageError extends Error {}
+
+// --name VALUE or --name=VALUE against `spec` ({name: kind} with kind 'flag',
+// 'str', or [lo, hi, what, int, open]); one positional.
+function parseArgs(cmd, argv, spec) {
+  const out = { _: null, given: new Set() };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    if (a[0] !== '-' || a === '-') {
+      if (out._ !== null) throw new UsageError(`${cmd}: unexpected argument '${a}'`);
+      out._ = a;
+      continue;
+    }
+    const eq = a.indexOf('=');
+    const name = eq > 0 ? a.slice(0, eq) : a;
+    const kind = spec[name];
+    if (!kind) throw new UsageError(`${cmd}: unknown option '${a}'`);
+    out.given.add(name);
+    if (kind === 'flag') {
+      if (eq > 0) throw new UsageError(`${cmd}: option '${name}' takes no value`);
+      out[name] = true;
+      continue;
+    }
+    const v = eq > 0 ? a.slice(eq + 1) : argv[++i];
+    if (v === undefined) throw new UsageError(`${cmd}: option '${name}' needs a value`);
+    if (kind === 'str') {
+      out[name] = v;
+      continue;
+    }
+    const [lo, hi, what, int, open] = kind;
+    const d = Number(v);
+    if (v.trim() === '' || !(d >= lo && d <= hi) || (open && d === lo) || (int && !Number.isInteger(d)))
+      throw new UsageError(`${name}: expected ${what}, got '${v}'`);
+    out[name] = d;
+  }
+  return out;
+}
+
+function parseIds(what, s) {
+  const ids = [];
+  for (const part of s.split(',')) {
+    if (!/^\d+$/.test(part) || Number(part) > 2147483647)
+      throw new Error(`${what}: expected comma-separated token ids, got '${s}'`);
+    ids.push(Number(part));
+  }
+  return ids;
+}
+
+async function readStdin() {
+  const chunks = [];
+  for await (const c of process.stdin) chunks.push(c);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function openRuntime(args, cmd) {
+  if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
+  if (!args['--weights']) throw new UsageError(`${cmd}: missing --weights DIR`);
+  const bundle = readBundle(await readFile(args._), args._);
+  const checkpoint = await openCheckpoint(dirFiles(args['--weights']), args['--weights']);
+  try {
+    return await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint });
+  } finally {
+    await checkpoint.close();
+  }
+}
+
+const SAMPLING = ['--temperature', '--top-k', '--top-p', '--seed'];
+
+async function cmdRun(argv) {
+  const a = parseArgs('run', argv, {
+    '--weights': 'str', '--tokens': 'str', '--prompt': 'str', '--tokenizer': 'str', '--dump-logits': 'str',
+    '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
+    '--eos': [0, 2147483647, 'a token id', true],
+    '--greedy': 'flag',
+    '--temperature': [0, 1e6, 'a number >= 0'],
+    '--top-k': [0, 2147483647, 'a count >= 0 (0: off)', true],
+    '--top-p': [0, 1, 'a number in (0, 1] (1: off)', false, true],
+    '--seed': [0, (1 << 24) - 1, 'an integer in [0, 16777215]', true],
+    '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
+  });
+  if (a['--greedy'] && SAMPLING.some((s) => a.given.has(s)))
+    throw new UsageError('--greedy: cannot be combined with --temperature, --top-k, --top-p or --seed');
+  if (!a['--tokens'] === !a['--prompt']) throw new UsageError('run: give --tokens IDS or --prompt TEXT');
+  const rt = await openRuntime(a, 'run');
+  try {
+    const s = new Session(rt);
+    const rows = a['--dump-logits'] ? [] : null;
+    const o = {
+      temperature: a['--temperature'] ?? 0, topK: a['--top-k'] ?? 0, topP: a['--top-p'] ?? 1, seed: a['--seed'] ?? 0,
+      hostGreedy: !!a['--greedy'], batch: a['--batch'],
+      onLogits: rows ? (row) => void rows.push(Float32Array.from(row)) : undefined,
+    };
+    const n = a['-n'] ?? 16;
+    let prompt, dec = null;
+    if (a['--tokens']) {
+      prompt = parseIds('--tokens', a['--tokens']);
+    } else {
+      const path = a['--tokenizer'] ?? join(a['--weights'], 'tokenizer.json');
+      let text;
+      try {
+        text = await readFile(path, 'utf8');
+      } catch (e) {
+        throw new Error(`--prompt needs a tokenizer (--tokenizer FILE, or tokenizer.json in the weights directory): ${e.message}`);
+      }
+      const tok = new Tokenizer(text, path);
+      const input = a['--prompt'] === '-' ? await readStdin() : a['--prompt'];
+      prompt = tok.encode(input);
+      if (!prompt.length) throw new Error('--prompt: the text has no tokens');
+      o.eos = a['--eos'] ?? (rt.m.eos >= 0 ? rt.m.eos : tok.tokenId('<|endoftext|>'));
+      dec = new StreamDecoder(tok, true);
+      process.stdout.write(input);
+      o.onToken = (id) => void process.stdout.write(dec.feed(id));
+    }
+    const ids = await s.generate(prompt, n, o);
+    if (rows) {
+      const tmp = `${a['--dump-logits']}.tmp-${process.pid}`;
+      const bytes = new Uint8Array(rows.length * rt.vocab * 4);
+      rows.forEach((r, i) => bytes.set(new Uint8Array(r.buffer), i * rt.vocab * 4));
+      try {
+        await writeFile(tmp, bytes);
+        await rename(tmp, a['--dump-logits']);
+      } catch (e) {
+        await rm(tmp, { force: true });
+        throw new Error(`--dump-logits ${a['--dump-logits']}: ${e.message}`);
+      }
+    }
+    if (dec) process.stdout.write(dec.flush() + '\n');
+    else process.stdout.write(ids.join(',') + '\n');
+  } finally {
+    rt.destroy();
+  }
+}
+
+async function cmdBench(argv) {
+  const a = parseArgs('bench', argv, {
+    '--weights': 'str', '--json': 'flag',
+    '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
+    '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
+  });
+  const rt = await openRuntime(a, 'bench');
+  try {
+    const b = await new Session(rt).bench(a['-n'] ?? 128, a['--batch']);
+    const gbs = (b.decode_tokens_per_s * b.weight_bytes) / 1e9;
+    if (a['--json']) {
+      console.log(JSON.stringify({
+        decode_tokens_per_s: +b.decode_tokens_per_s.toFixed(2),
+        decode_ms_per_token: +(1e3 / b.decode_tokens_per_s).toFixed(4),
+        decode_feedback_tokens_per_s: +b.decode_feedback_tokens_per_s.toFixed(2),
+        prefill_tokens_per_s: +b.prefill_tokens_per_s.toFixed(2),
+        decode_tokens: b.decode_tokens, prefill_tokens: b.prefill_tokens, weight_bytes: b.weight_bytes,
+        decode_gb_per_s: +gbs.toFixed(2), decode_steps_per_submission: b.batch,
+        device: rt.deviceName, host: 'webgpu (Dawn, node)',
+      }));
+    } else {
+      console.log(`device: ${rt.deviceName} (WebGPU, Dawn)\n` +
+                  `decode:  ${b.decode_tokens_per_s.toFixed(1)} tokens/s (${(1e3 / b.decode_tokens_per_s).toFixed(3)} ms/token, ` +
+                  `${b.decode_tokens} tokens; weights ${(b.weight_bytes / 1e6).toFixed(1)} MB -> ${gbs.toFixed(1)} GB/s)\n` +
+                  `decode, token fed back on the device: ${b.decode_feedback_tokens_per_s.toFixed(1)} tokens/s ` +
+                  `(${b.batch} steps per submission)\n` +
+                  `prefill: ${b.prefill_tokens_per_s.toFixed(1)} tokens/s (${b.prefill_tokens} tokens)`);
+    }
+  } finally {
+    rt.destroy();
+  }
+}
+
+// Compiles every kernel's WGSL and builds its pipeline on the default
+// adapter; prints each error with the kernel's name.
+async function cmdCheck(argv) {
+  const a = parseArgs('check', argv, {});
+  if (!a._) throw new UsageError('check: missing BUNDLE');
+  const bundle = readBundle(await readFile(a._), a._);
+  const { checkKernels } = await import('./gpu.mjs');
+  const errors = await checkKernels(await nodeGpu(), bundle);
+  for (const e of errors) console.error(`ssmc-web: ${e}`);
+  if (errors.length) process.exitCode = 1;
+  else console.log(`${bundle.manifest.kernels.length} kernels compile`);
+}
+
+const COMMANDS = { run: cmdRun, bench: cmdBench, check: cmdCheck };
+
+async function main(argv) {
+  if (!argv.length) {
+    process.stderr.write(USAGE);
+    return 2;
+  }
+  if (argv[0] === '--help' || argv[0] === '-h' || argv.slice(1).some((x) => x === '--help' || x === '-h')) {
+    process.stdout.write(USAGE);
+    return 0;
+  }
+  const fn = COMMANDS[argv[0]];
+  try {
+    if (!fn) throw new UsageError(`unknown command '${argv[0]}'`);
+    await fn(argv.slice(1));
+    return process.exitCode ?? 0;
+  } catch (e) {
+    process.stderr.write(`ssmc-web: ${e.message}\n`);
+    if (e instanceof UsageError) {
+      process.stderr.write(USAGE);
+      return 2;
+    }
+    if (process.env.SSMC_WEB_DEBUG) console.error(e.stack);
+    return 1;
+  }
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,151 @@
+// cli.test.mjs — `node runtime/web/ssmc-web.mjs` keeps `ssmc run`'s contract:
+// with --tokens the last stdout line is the generated ids, the same as ssmc's;
+// --dump-logits writes the same rows (f32, one per position processed) as
+// ssmc run --dump-logits, within 1e-5 of the Vulkan runtime's, through a
+// temporary file so a failed run keeps the old one; --prompt prints the text
+// and streams the same continuation as ssmc run; usage errors exit 2 and
+// runtime errors 1, with a message. And a bundle that needs more of an
+// adapter than it has is refused with the limit named.
+
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { compile, scratch, ssmc, ROOT, WEB } from './helpers.mjs';
+import { readBundle } from '../bundle.mjs';
+import { Runtime, workgroupBytes } from '../gpu.mjs';
+import { openCheckpoint } from '../safetensors.mjs';
+import { dirFiles } from '../node.mjs';
+
+const FIX = join(ROOT, 'tests/data/mamba1_tiny');
+const dir = scratch();
+const bundle = compile(FIX, dir, 'm1', ['--chunk', '4']);
+const PROMPT = '852,328,421,145,37,285,697,882';
+
+function web(args, input) {
+  const r = spawnSync(process.execPath, [join(WEB, 'ssmc-web.mjs'), ...args], { encoding: 'utf8', input });
+  return { code: r.status, out: r.stdout, err: r.stderr };
+}
+
+function floats(path) {
+  const b = readFileSync(path);
+  return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
+}
+
+test('--tokens: the ids line and the logits rows of ssmc run', () => {
+  const w = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--dump-logits', join(dir, 'web.f32')]);
+  assert.equal(w.code, 0, w.err);
+  const c = ssmc(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--dump-logits', join(dir, 'vk.f32')]);
+  const lastLine = (s) => s.trimEnd().split('\n').pop();
+  assert.equal(lastLine(w.out), lastLine(c));
+  assert.equal(lastLine(w.out), '598,598,598,598,618,280,152,152'); // transformers' (golden.json)
+  const a = floats(join(dir, 'web.f32')), b = floats(join(dir, 'vk.f32'));
+  assert.equal(a.length, (8 + 8 - 1) * 1000);
+  assert.equal(a.length, b.length);
+  let worst = 0, scale = 0;
+  for (let i = 0; i < b.length; i++) (scale = Math.max(scale, Math.abs(b[i]))), (worst = Math.max(worst, Math.abs(a[i] - b[i])));
+  assert.ok(worst / scale <= 1e-5, `WebGPU vs Vulkan: ${worst / scale}`);
+  assert.deepEqual(readdirSync(dir).filter((f) => f.includes('.tmp-')), []);
+  // --greedy (the argmax on the host) gives the same ids
+  const g = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--greedy']);
+  assert.equal(lastLine(g.out), lastLine(c));
+  // sampling is seeded: the same settings give the same ids on both runtimes
+  const s = ['--temperature', '0.8', '--top-k', '40', '--top-p', '0.9', '--seed', '7'];
+  const ws = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', ...s]);
+  assert.equal(ws.code, 0, ws.err);
+  assert.equal(lastLine(ws.out), lastLine(ssmc(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', ...s])));
+});
+
+test('--prompt: the text, then the same streamed continuation as ssmc run', () => {
+  const tok = join(ROOT, 'tests/data/tokenizer/neox/tokenizer.json');
+  const args = ['--weights', FIX, '--tokenizer', tok, '--prompt', 'def f(x):', '-n', '12'];
+  const w = web(['run', bundle, ...args]);
+  assert.equal(w.code, 0, w.err);
+  assert.ok(w.out.startsWith('def f(x):'));
+  assert.equal(w.out, ssmc(['run', bundle, ...args]));
+  const stdin = web(['run', bundle, ...args.slice(0, 4), '--prompt', '-', '-n', '12'], 'def f(x):');
+  assert.equal(stdin.out, w.out);
+});
+
+test('errors: usage (status 2) and runtime (status 1) messages; a failed run keeps the old dump', () => {
+  const usage = [
+    [[], /usage:/],
+    [['run', bundle, '--tokens', '1'], /run: missing --weights DIR/],
+    [['run', bundle, '--weights', FIX], /run: give --tokens IDS or --prompt TEXT/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--top-p', '0'], /--top-p: expected a number in \(0, 1\]/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--greedy', '--seed', '3'], /--greedy: cannot be combined/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--frobnicate'], /run: unknown option '--frobnicate'/],
+    [['fly'], /unknown command 'fly'/],
+  ];
+  for (const [args, re] of usage) {
+    const r = web(args);
+    assert.equal(r.code, 2, `${args}: ${r.err}`);
+    assert.match(r.err, re);
+  }
+  const old = join(dir, 'old.f32');
+  writeFileSync(old, 'keep me');
+  const runtime = [
+    [['run', bundle, '--weights', FIX, '--tokens', '1,2,1000', '--dump-logits', old], /ssmc-web: token id 1000 out of range \[0, 1000\)/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1,x'], /--tokens: expected comma-separated token ids/],
+    [['run', join(FIX, 'config.json'), '--weights', FIX, '--tokens', '1'], /not an ssmc bundle/],
+    [['run', bundle, '--weights', join(dir, 'nowhere'), '--tokens', '1'], /no model.safetensors or model.safetensors.index.json/],
+    [['run', bundle, '--weights', FIX, '--prompt', 'hi'], /--prompt needs a tokenizer/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--dump-logits', join(dir, 'no/such/dir/x.f32')], /--dump-logits .*no\/such\/dir/],
+  ];
+  for (const [args, re] of runtime) {
+    const r = web(args);
+    assert.equal(r.code, 1, `${args}: ${r.err}`);
+    assert.match(r.err, re);
+  }
+  assert.equal(readFileSync(old, 'utf8'), 'keep me');
+  assert.ok(!existsSync(join(dir, 'no')));
+});
+
+test('check compiles every kernel; bench reports decode and prefill tokens/s', () => {
+  const c = web(['check', bundle]);
+  assert.equal(c.code, 0, c.err);
+  assert.match(c.out, /^17 kernels compile$/m);
+  const b = web(['bench', bundle, '--weights', FIX, '-n', '8', '--json']);
+  assert.equal(b.code, 0, b.err);
+  const j = JSON.parse(b.out);
+  for (const k of ['decode_tokens_per_s', 'decode_feedback_tokens_per_s', 'prefill_tokens_per_s'])
+    assert.ok(j[k] > 0, `${k}: ${j[k]}`);
+  assert.equal(j.decode_tokens, 8);
+  assert.equal(j.prefill_tokens, 16); // 4 runs of the 4-token prefill program
+  assert.equal(j.weight_bytes, readBundle(readFileSync(bundle), bundle).manifest.weights.reduce((a, w) => a + w.region.bytes, 0));
+});
+
+test('workgroup memory is counted from the WGSL, as the kernels declare it', () => {
+  const wgsl = `const L: u32 = 64u;\nconst TT = 4u;\nstruct S { a: f32, b: u32, }\n` +
+    `var<workgroup> x: array<f32, L>;\nvar<workgroup> y: array<array<f32, 32>, TT>;\n` +
+    `var<workgroup> s: S;\nvar<workgroup> p: atomic<u32>;\nvar<workgroup> v: array<vec4<f32>, 2u>;\nvar<private> q: array<f32, 999>;`;
+  assert.equal(workgroupBytes(wgsl), 64 * 4 + 32 * 4 * 4 + 8 + 4 + 32);
+  assert.equal(workgroupBytes('fn f() {}'), 0);
+  assert.throws(() => workgroupBytes('var<workgroup> x: array<f32, N>;'), /workgroup array length 'N' is not a constant/);
+  const b = readBundle(readFileSync(bundle), bundle);
+  const sizes = b.manifest.kernels.map((k) => workgroupBytes(b.text(k.wgsl)));
+  assert.ok(Math.max(...sizes) >= 1024 && Math.max(...sizes) <= 16384, `${sizes}`);
+});
+
+test("an adapter with too little is refused, naming the limit; so is no adapter", async () => {
+  const b = readBundle(readFileSync(bundle), bundle);
+  const ck = await openCheckpoint(dirFiles(FIX), FIX);
+  const defaults = { maxBufferSize: 268435456, maxStorageBufferBindingSize: 134217728, maxStorageBuffersPerShaderStage: 8,
+                     maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, minStorageBufferOffsetAlignment: 256,
+                     maxComputeWorkgroupStorageSize: 16384 };
+  const fake = (limits) => ({ requestAdapter: async () => ({ limits: { ...defaults, ...limits }, info: {}, requestDevice: async () => assert.fail('no device wanted') }) });
+  await assert.rejects(Runtime.open({ gpu: fake({ maxStorageBuffersPerShaderStage: 2 }), bundle: b, checkpoint: ck }),
+                       /this WebGPU adapter's maxStorageBuffersPerShaderStage is 2, but the bundle needs 3 \(its kernel with the most storage windows\)/);
+  await assert.rejects(Runtime.open({ gpu: fake({ maxBufferSize: 4096 }), bundle: b, checkpoint: ck }),
+                       /maxBufferSize is 4096, but the bundle needs 517888 \(its largest buffer\)/);
+  await assert.rejects(Runtime.open({ gpu: fake({ maxComputeInvocationsPerWorkgroup: 64 }), bundle: b, checkpoint: ck }),
+                       /maxComputeInvocationsPerWorkgroup is 64, but the bundle needs 256/);
+  await assert.rejects(Runtime.open({ gpu: fake({ maxComputeWorkgroupStorageSize: 1024 }), bundle: b, checkpoint: ck }),
+                       /maxComputeWorkgroupStorageSize is 1024, but the bundle needs \d{4,} \(its kernel with the most workgroup memory\)/);
+  await assert.rejects(Runtime.open({ gpu: fake({ minStorageBufferOffsetAlignment: 512 }), bundle: b, checkpoint: ck }),
+                       /minStorageBufferOffsetAlignment is 512, but the bundle aligns to 256/);
+  await assert.rejects(Runtime.open({ gpu: { requestAdapter: async () => null }, bundle: b, checkpoint: ck }), /no WebGPU adapter/);
+  await assert.rejects(Runtime.open({ gpu: undefined, bundle: b, checkpoint: ck }), /WebGPU is not available here/);
+  await ck.close();
+});

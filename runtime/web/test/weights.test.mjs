@@ -1,0 +1,157 @@
+// weights.test.mjs — safetensors in the WebGPU host: from files (Node) and
+// over HTTP by Range requests on the .safetensors file itself, as the
+// browser reads it; a server without Range support (python3 -m http.server)
+// is read once in full; with a cache (the browser's Cache Storage) a second
+// load downloads nothing. Truncated and malformed files give clear errors,
+// and a checkpoint that does not fit the bundle names the tensor.
+
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { createServer } from 'node:http';
+import { readFileSync, writeFileSync, mkdirSync, copyFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { compile, scratch, ROOT } from './helpers.mjs';
+import { openCheckpoint, httpFiles, WeightsError } from '../safetensors.mjs';
+import { readBundle } from '../bundle.mjs';
+import { Runtime } from '../gpu.mjs';
+import { nodeGpu, dirFiles } from '../node.mjs';
+
+const FIX = join(ROOT, 'tests/data/mamba1_tiny');
+const file = readFileSync(join(FIX, 'model.safetensors'));
+const dir = scratch();
+
+// A static server over `files` (name -> bytes) that honours Range unless
+// `ranges` is false; it counts requests and bytes sent.
+function serve(files, ranges = true) {
+  const stats = { requests: 0, bytes: 0 };
+  const server = createServer((req, res) => {
+    stats.requests++;
+    const body = files[decodeURIComponent(new URL(req.url, 'http://x').pathname.slice(1))];
+    if (!body) return res.writeHead(404).end();
+    const m = ranges && /^bytes=(\d+)-(\d+)$/.exec(req.headers.range || '');
+    if (m) {
+      const a = Number(m[1]), b = Math.min(Number(m[2]), body.length - 1);
+      stats.bytes += b - a + 1;
+      res.writeHead(206, { 'Content-Range': `bytes ${a}-${b}/${body.length}`, 'Content-Length': b - a + 1 });
+      return res.end(body.subarray(a, b + 1));
+    }
+    stats.bytes += body.length;
+    res.writeHead(200, { 'Content-Length': body.length }).end(body);
+  });
+  return new Promise((resolve) => server.listen(0, '127.0.0.1', () =>
+    resolve({ base: `http://127.0.0.1:${server.address().port}/`, stats, close: () => server.close() })));
+}
+
+// The Cache Storage API's match/put, in memory (Node has no `caches`); like
+// the real one, it ignores URL fragments.
+function memoryCache() {
+  const m = new Map();
+  const key = (k) => k.split('#')[0];
+  return {
+    entries: m,
+    match: async (k) => (m.has(key(k)) ? new Response(m.get(key(k)).body, { headers: m.get(key(k)).headers }) : undefined),
+    put: async (k, r) => void m.set(key(k), { body: new Uint8Array(await r.arrayBuffer()), headers: r.headers }),
+  };
+}
+
+const servers = [];
+after(() => servers.forEach((s) => s.close()));
+
+test('over HTTP by Range requests: the same tensors as from the file, without the whole file', async () => {
+  const s = await serve({ 'model.safetensors': file });
+  servers.push(s);
+  const local = await openCheckpoint(dirFiles(FIX), FIX);
+  const remote = await openCheckpoint(httpFiles(s.base, ['model.safetensors']), s.base);
+  const name = 'backbone.layers.1.mixer.A_log', shape = local.tensors.get(name).shape;
+  assert.deepEqual(await remote.readF32(name, shape), await local.readF32(name, shape));
+  assert.ok(s.stats.bytes < file.length / 4, `${s.stats.bytes} of ${file.length} bytes fetched for one tensor`);
+  assert.equal(s.stats.requests, 3); // length, header, the tensor
+  await local.close();
+});
+
+test('a server without Range support is read once; a cache serves a reload with no request', async () => {
+  const s = await serve({ 'model.safetensors': file }, false);
+  servers.push(s);
+  const cache = memoryCache();
+  let downloaded = 0;
+  const opts = { cache, onBytes: (n) => (downloaded += n) };
+  const ck = await openCheckpoint(httpFiles(s.base, ['model.safetensors'], opts), s.base);
+  for (const [n, t] of ck.tensors) await ck.readF32(n, t.shape);
+  assert.equal(s.stats.requests, 1);
+  assert.equal(downloaded, file.length);
+  const again = await openCheckpoint(httpFiles(s.base, ['model.safetensors'], opts), s.base);
+  for (const [n, t] of again.tensors) await again.readF32(n, t.shape);
+  assert.equal(s.stats.requests, 1, 'the reload went to the network');
+
+  const r = await serve({ 'model.safetensors': file });
+  servers.push(r);
+  const c2 = memoryCache();
+  const ranged = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], { cache: c2 }), r.base);
+  const w = 'backbone.embeddings.weight';
+  await ranged.readF32(w, ranged.tensors.get(w).shape);
+  const before = r.stats.requests;
+  const second = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], { cache: c2 }), r.base);
+  await second.readF32(w, second.tensors.get(w).shape);
+  assert.equal(r.stats.requests, before, 'cached ranges went to the network again');
+  assert.equal(c2.entries.size, 3); // the length, the header and the tensor, each its own entry
+});
+
+test('truncated and malformed safetensors give errors that say what is wrong', async () => {
+  const cases = [
+    ['short', file.subarray(0, 5), /file is 5 bytes, too short for a safetensors header/],
+    ['truncated', file.subarray(0, file.length - 100), /data_offsets \[\d+,\d+\] exceed the data section/],
+    ['absurd header', Buffer.concat([Buffer.from([0, 0, 0, 0, 0, 0, 0, 1]), file.subarray(8)]), /header length \d+ is absurd/],
+    ['header past the end', Buffer.concat([Buffer.from([0, 0, 0, 0, 0, 0, 1, 0]), file.subarray(8, 100)]), /header length 281474976710656 is absurd|exceeds the file/],
+  ];
+  const hlen = Number(file.readBigUint64LE(0));
+  const header = JSON.parse(file.subarray(8, 8 + hlen).toString());
+  const withHeader = (h) => {
+    const text = Buffer.from(JSON.stringify(h).padEnd(hlen, ' '));
+    assert.equal(text.length, hlen);
+    return Buffer.concat([file.subarray(0, 8), text, file.subarray(8 + hlen)]);
+  };
+  const names = Object.keys(header).filter((k) => k !== '__metadata__');
+  const name = names.reduce((a, b) => (header[a].data_offsets[0] > header[b].data_offsets[0] ? a : b));
+  cases.push(['F64', withHeader({ ...header, [name]: { ...header[name], dtype: 'F64' } }), /unsupported dtype 'F64' for tensor/]);
+  const [b0, b1] = header[name].data_offsets;
+  cases.push(['overlap', withHeader({ ...header, [name]: { ...header[name], data_offsets: [0, b1 - b0] } }), /tensors '.*' \[\d+,\d+\] and '.*' \[\d+,\d+\] overlap/]);
+  cases.push(['not JSON', Buffer.concat([file.subarray(0, 8), Buffer.from('{'.padEnd(hlen, 'x')), file.subarray(8 + hlen)]), /header is not valid JSON/]);
+  for (const [what, bytes, re] of cases) {
+    const d = join(dir, what.replace(/\W/g, '_'));
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, 'model.safetensors'), bytes);
+    await assert.rejects(openCheckpoint(dirFiles(d), d), (e) => e instanceof WeightsError && re.test(e.message), what);
+  }
+  // over HTTP, a file shorter than its header says
+  const s = await serve({ 'model.safetensors': file.subarray(0, file.length - 100) });
+  servers.push(s);
+  await assert.rejects(openCheckpoint(httpFiles(s.base, ['model.safetensors']), s.base), /exceed the data section/);
+  // a sharded checkpoint whose index names a shard that is not there
+  const sh = join(dir, 'shards');
+  mkdirSync(sh);
+  const src = join(ROOT, 'tests/data/mamba1_f16_sharded');
+  const index = JSON.parse(readFileSync(join(src, 'model.safetensors.index.json'), 'utf8'));
+  for (const f of new Set(Object.values(index.weight_map))) copyFileSync(join(src, f), join(sh, f));
+  const first = Object.keys(index.weight_map)[0];
+  index.weight_map[first] = 'model-00009-of-00003.safetensors';
+  writeFileSync(join(sh, 'model.safetensors.index.json'), JSON.stringify(index));
+  await assert.rejects(openCheckpoint(dirFiles(sh), sh), /shard 'model-00009-of-00003.safetensors'/);
+});
+
+test("weights that do not fit the bundle: the tensor is named", async () => {
+  const b = compile(FIX, dir, 'm1', ['--chunk', '4']);
+  const bundle = readBundle(readFileSync(b), b);
+  const other = join(ROOT, 'tests/data/mamba1_untied');
+  const ck = await openCheckpoint(dirFiles(other), other);
+  await assert.rejects(Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint: ck }),
+                       /tensor 'backbone\.[\w.]+' has shape \[[\d,]+\] in the checkpoint but the model expects \[[\d,]+\]/);
+  // the final norm renamed (same length, so the header keeps its size)
+  const miss = join(dir, 'missing');
+  mkdirSync(miss);
+  writeFileSync(join(miss, 'model.safetensors'), Buffer.from(file.toString('latin1').replace('backbone.norm_f.weight', 'backbone.norm_g.weight'), 'latin1'));
+  const ck2 = await openCheckpoint(dirFiles(miss), miss);
+  await assert.rejects(Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint: ck2 }),
+                       new RegExp(`tensor 'backbone.norm_f.weight' not found in ${miss}`));
+  await ck.close();
+  await ck2.close();
+});

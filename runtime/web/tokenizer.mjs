@@ -1,0 +1,526 @@
+// tokenizer.mjs — byte-level BPE from a Hugging Face tokenizer.json, giving
+// the ids that tokenizer/tokenizer.c (and so the `tokenizers` library)
+// gives. The same pipeline, step for step:
+//   1. added tokens whose `normalized` is false are split out of the raw
+//      text (leftmost-longest, with single_word / lstrip / rstrip);
+//   2. the rest is normalized (null or NFC: String.prototype.normalize) and
+//      the `normalized` added tokens are split out of it;
+//   3. the pre-tokenizer (ByteLevel, or a Sequence of Split, Punctuation,
+//      Digits and ByteLevel) cuts each piece further; the Split patterns are
+//      the GPT-2, GPT-4 / Llama-3 and "[0-9][0-9][0-9]" regexes written with
+//      JavaScript's Unicode property escapes (\s as \p{White_Space}, as
+//      Oniguruma reads it); ByteLevel maps every UTF-8 byte to its printable
+//      stand-in character;
+//   4. each piece is merged by BPE: the pair of lowest merge rank first,
+//      leftmost among equals, through a heap.
+// Decoding maps each token back to bytes; the stream decoder hands out
+// whole UTF-8 characters only and turns invalid bytes into U+FFFD as Rust's
+// String::from_utf8_lossy does. Anything the C tokenizer refuses is refused
+// here with the same message.
+
+export class TokenizerError extends Error {}
+
+// GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others
+// for 256, 257, ... in byte order.
+const BYTE_CHAR = [];
+const CHAR_BYTE = new Map();
+{
+  let next = 256;
+  for (let b = 0; b < 256; b++) {
+    const printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+    const c = String.fromCodePoint(printable ? b : next++);
+    BYTE_CHAR.push(c);
+    CHAR_BYTE.set(c, b);
+  }
+}
+
+const WS = '\\p{White_Space}';
+const GPT2 = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
+const GPT4 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| " +
+             "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// The same in JavaScript: \s is Unicode White_Space, and the case-insensitive
+// contractions are spelled out (ſ, U+017F, folds to s).
+const jsPattern = (p) => p.replaceAll('[^\\s', `[^${WS}`).replaceAll('\\S', `[^${WS}]`).replaceAll('\\s', `[${WS}]`);
+const PATTERNS = {
+  gpt2: new RegExp(jsPattern(GPT2), 'uy'),
+  gpt4: new RegExp(jsPattern("'(?:[sSſ]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])" + GPT4.slice(GPT4.indexOf(')|') + 1)), 'uy'),
+  digits3: /[0-9][0-9][0-9]/y,
+};
+const IS_SPACE = new RegExp(`^[${WS}]$`, 'u');
+const IS_WORD = /^[\p{L}\p{N}\p{M}_\u200C\u200D]$/u;
+const IS_PUNCT = /^(?:[!-/:-@[-`{-~]|\p{P})$/u;
+const IS_NUMBER = /^\p{N}$/u;
+const BEHAVIORS = ['Removed', 'Isolated', 'MergedWithPrevious', 'MergedWithNext', 'Contiguous'];
+
+// Whether a string is valid Unicode (no lone surrogate): isWellFormed
+// where the engine has it (Node 20+, current browsers).
+const LONE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+const wellFormed = (s) => (s.isWellFormed ? s.isWellFormed() : !LONE.test(s));
+const typeOf = (j) => (j && typeof j === 'object' && typeof j.type === 'string' ? j.type : null);
+const isObj = (j) => j !== null && typeof j === 'object' && !Array.isArray(j);
+
+// A character of s at i (a whole code point) and its length in UTF-16 units.
+function charAt(s, i) {
+  const c = s.codePointAt(i);
+  return c > 0xffff ? s.slice(i, i + 2) : s[i];
+}
+function charBefore(s, i) {
+  const lo = s.charCodeAt(i - 1);
+  return i >= 2 && lo >= 0xdc00 && lo <= 0xdfff ? s.slice(i - 2, i) : s[i - 1];
+}
+
+export class Tokenizer {
+  // Parses tokenizer.json text; `path` names it in messages.
+  constructor(text, path) {
+    const err = (msg) => new TokenizerError(`${path}: ${msg}`);
+    let root;
+    try {
+      root = JSON.parse(text);
+    } catch (e) {
+      throw new TokenizerError(`${path}: not valid JSON (${e.message})`);
+    }
+    if (!isObj(root)) throw err('expected a JSON object');
+    const model = root.model;
+    if (!isObj(model)) throw err('model: missing or not an object');
+    const bool = (obj, key, where, dflt) => {
+      const v = obj[key];
+      if (v === undefined || v === null) return dflt;
+      if (typeof v !== 'boolean') throw err(`${where}.${key}: expected true or false`);
+      return v;
+    };
+    // model options
+    const mt = typeOf(model);
+    if (mt && mt !== 'BPE') throw err(`model.type '${mt}' is not supported (only BPE)`);
+    if (!mt && !('merges' in model)) throw err('model: no "type" and no "merges" (expected BPE)');
+    if (bool(model, 'byte_fallback', 'model', false))
+      throw err('model.byte_fallback true is not supported (only byte-level BPE)');
+    this.ignoreMerges = bool(model, 'ignore_merges', 'model', false);
+    const dropout = model.dropout;
+    if (dropout !== undefined && dropout !== null && dropout !== 0) throw err('model.dropout is not supported (must be null)');
+    for (const a of ['continuing_subword_prefix', 'end_of_word_suffix']) {
+      const v = model[a];
+      if (v !== undefined && v !== null && v !== '') throw err(`model.${a} is not supported (must be null)`);
+    }
+    // normalizer
+    const nz = root.normalizer;
+    this.nfc = false;
+    if (nz !== undefined && nz !== null) {
+      const t = typeOf(nz);
+      if (t === 'NFC') this.nfc = true;
+      else if (t === 'Sequence') {
+        const list = nz.normalizers;
+        const inner = Array.isArray(list) && list.length === 1 ? typeOf(list[0]) : null;
+        if (inner === 'NFC') this.nfc = true;
+        else if (!(Array.isArray(list) && list.length === 0))
+          throw err('normalizer: a Sequence other than [] or [NFC] is not supported');
+      } else throw err(`normalizer.type '${t ?? '?'}' is not supported (only null or NFC)`);
+    }
+    // pre-tokenizer
+    const pt = root.pre_tokenizer;
+    if (pt === undefined || pt === null)
+      throw err('pre_tokenizer is null: byte-level BPE needs a ByteLevel pre-tokenizer');
+    const parseStep = (j, where) => {
+      const t = typeOf(j);
+      if (!isObj(j) || !t) throw err(`${where}: expected an object with a "type"`);
+      const behavior = () => {
+        const b = j.behavior;
+        if (b === undefined || b === null) return 'Isolated';
+        if (typeof b === 'string' && BEHAVIORS.includes(b)) return b;
+        throw err(`${where}.behavior: expected one of Removed, Isolated, MergedWithPrevious, MergedWithNext, Contiguous`);
+      };
+      if (t === 'ByteLevel')
+        return { kind: 'bytelevel', addPrefixSpace: bool(j, 'add_prefix_space', where, true),
+                 useRegex: bool(j, 'use_regex', where, true) };
+      if (t === 'Punctuation') return { kind: 'punct', behavior: behavior() };
+      if (t === 'Digits') {
+        const individual = bool(j, 'individual_digits', where, false);
+        return { kind: 'digits', behavior: individual ? 'Isolated' : 'Contiguous' };
+      }
+      if (t === 'Split') {
+        const step = { kind: 'split', behavior: behavior(), invert: bool(j, 'invert', where, false) };
+        const p = j.pattern;
+        if (isObj(p) && typeof p.String === 'string' && p.String) return { ...step, literal: p.String };
+        if (!isObj(p) || typeof p.Regex !== 'string')
+          throw err(`${where}.pattern: expected {"String": "..."} or {"Regex": "..."}`);
+        const re = p.Regex;
+        const name = re === GPT2 ? 'gpt2' : re === GPT4 ? 'gpt4'
+                   : re === '[0-9][0-9][0-9]' || re === '\\d{3}' ? 'digits3' : null;
+        if (!name)
+          throw new TokenizerError(`${path}: ${where}.pattern.Regex '${re}' is not supported (supported: the GPT-2 ` +
+                                   `and GPT-4/Llama-3 split patterns and "[0-9][0-9][0-9]")`);
+        return { ...step, pattern: PATTERNS[name] };
+      }
+      throw err(`${where}.type '${t}' is not supported (supported: ByteLevel, Split, Punctuation, Digits, Sequence)`);
+    };
+    if (typeOf(pt) === 'Sequence') {
+      if (!Array.isArray(pt.pretokenizers)) throw err('pre_tokenizer.pretokenizers: expected an array');
+      this.steps = pt.pretokenizers.map((j, i) => parseStep(j, `pre_tokenizer.pretokenizers[${i}]`));
+    } else this.steps = [parseStep(pt, 'pre_tokenizer')];
+    const nbl = this.steps.filter((s) => s.kind === 'bytelevel').length;
+    if (nbl !== 1)
+      throw err(`pre_tokenizer: expected exactly one ByteLevel pre-tokenizer, found ${nbl} (only byte-level BPE is supported)`);
+    // post-processor and decoder
+    const pp = root.post_processor;
+    if (pp !== undefined && pp !== null && typeOf(pp) !== 'ByteLevel') {
+      let ok = false, t = typeOf(pp);
+      if (t === 'Sequence') {
+        ok = true;
+        for (const e of Array.isArray(pp.processors) ? pp.processors : []) if (typeOf(e) !== 'ByteLevel') (t = typeOf(e)), (ok = false);
+      }
+      if (!ok) throw err(`post_processor.type '${t ?? '?'}' is not supported (only null or ByteLevel: ssmc adds no tokens around the text)`);
+    }
+    const dec = root.decoder;
+    if (typeOf(dec) !== 'ByteLevel')
+      throw err(`decoder.type '${dec !== undefined && dec !== null ? typeOf(dec) ?? '?' : 'null'}' is not supported (only ByteLevel)`);
+    this.#loadVocab(root, model, err, bool);
+    this.#loadMerges(model, err);
+    this.byteId = BYTE_CHAR.map((c, b) => {
+      const id = this.vocab.get(c);
+      if (id === undefined)
+        throw err(`model.vocab lacks the byte-level token '${c}' for byte 0x${b.toString(16).toUpperCase().padStart(2, '0')} ` +
+                  '(a byte-level BPE vocab covers all 256 bytes)');
+      return id;
+    });
+    this.decoded = this.str.map((s) => {
+      if (s === undefined) return undefined;
+      const chars = [...s];
+      if (chars.every((c) => CHAR_BYTE.has(c))) return Uint8Array.from(chars, (c) => CHAR_BYTE.get(c));
+      return new TextEncoder().encode(s);
+    });
+  }
+
+  #loadVocab(root, model, err, bool) {
+    const vocab = model.vocab;
+    if (!isObj(vocab)) throw err('model.vocab: missing or not an object');
+    const added = root.added_tokens;
+    if (added !== undefined && added !== null && !Array.isArray(added)) throw err('added_tokens: expected an array');
+    const isId = (v) => typeof v === 'number' && Number.isInteger(v) && v >= 0 && v <= 0x7ffffffe;
+    let maxId = -1;
+    const entries = Object.entries(vocab);
+    for (const [tok, id] of entries) {
+      if (!isId(id)) throw err(`model.vocab: the id of '${tok}' is not an integer in [0, 2147483646]`);
+      maxId = Math.max(maxId, id);
+    }
+    if (!entries.length) throw err('model.vocab is empty');
+    (added ?? []).forEach((e, i) => {
+      if (!isId(e?.id)) throw err(`added_tokens[${i}].id: expected an integer in [0, 2147483646]`);
+      if (typeof e.content !== 'string' || !e.content) throw err(`added_tokens[${i}].content: expected a non-empty string`);
+      if (!wellFormed(e.content)) throw err(`added_tokens[${i}].content: not valid UTF-8`);
+      maxId = Math.max(maxId, e.id);
+    });
+    this.vocabSize = maxId + 1;
+    this.str = new Array(this.vocabSize);
+    this.special = new Uint8Array(this.vocabSize);
+    this.vocab = new Map();
+    const isAdded = new Uint8Array(this.vocabSize);
+    for (const [tok, id] of entries) {
+      if (this.str[id] !== undefined) throw err(`model.vocab: id ${id} is given to both '${this.str[id]}' and '${tok}'`);
+      this.str[id] = tok;
+      this.vocab.set(tok, id);
+    }
+    this.added = (added ?? []).map((e, i) => {
+      const where = `added_tokens[${i}]`;
+      const a = { id: e.id, special: bool(e, 'special', where, false), lstrip: bool(e, 'lstrip', where, false),
+                  rstrip: bool(e, 'rstrip', where, false), singleWord: bool(e, 'single_word', where, false) };
+      a.normalized = bool(e, 'normalized', where, !a.special);
+      if (isAdded[a.id]) throw err(`${where}: id ${a.id} is already added token '${this.str[a.id]}'`);
+      if (this.str[a.id] !== undefined && this.str[a.id] !== e.content)
+        throw err(`${where}: id ${a.id} is '${this.str[a.id]}' in model.vocab but '${e.content}' here`);
+      this.str[a.id] ??= e.content;
+      isAdded[a.id] = 1;
+      this.special[a.id] = a.special ? 1 : 0;
+      a.content = a.normalized && this.nfc ? e.content.normalize('NFC') : e.content;
+      return a;
+    });
+  }
+
+  #loadMerges(model, err) {
+    const merges = model.merges;
+    if (merges !== undefined && merges !== null && !Array.isArray(merges)) throw err('model.merges: expected an array');
+    this.merges = new Map();
+    (merges ?? []).forEach((e, rank) => {
+      let a = null, b = null;
+      if (typeof e === 'string') {
+        const sp = e.indexOf(' ');
+        if (sp >= 0 && e.indexOf(' ', sp + 1) < 0) (a = e.slice(0, sp)), (b = e.slice(sp + 1));
+      } else if (Array.isArray(e) && e.length === 2 && typeof e[0] === 'string' && typeof e[1] === 'string') {
+        [a, b] = e;
+      }
+      if (a === null) throw err(`model.merges[${rank}]: expected "A B" or ["A", "B"]`);
+      const ia = this.vocab.get(a), ib = this.vocab.get(b), ij = this.vocab.get(a + b);
+      if (ia === undefined || ib === undefined || ij === undefined)
+        throw err(`model.merges[${rank}]: '${ia === undefined ? a : ib === undefined ? b : a + b}' is not in model.vocab`);
+      if (!this.merges.has(ia)) this.merges.set(ia, new Map());
+      this.merges.get(ia).set(ib, { rank, id: ij }); // a later duplicate replaces an earlier one
+    });
+  }
+
+  // The id of the token spelled `token` (an added token, or a model token
+  // in its byte-level spelling), or -1.
+  tokenId(token) {
+    const a = this.added.find((x) => this.str[x.id] === token);
+    if (a) return a.id;
+    return this.vocab.get(token) ?? -1;
+  }
+
+  // ---- encoding ----
+
+  // Splits piece s by the added tokens whose `normalized` is `normalized`.
+  #splitAdded(s, normalized, out) {
+    let startOffset = 0, i = 0;
+    const n = s.length;
+    while (i < n) {
+      let best = null;
+      for (; i < n && !best; i++)
+        for (const a of this.added)
+          if (a.normalized === normalized && (!best || a.content.length > best.content.length) && s.startsWith(a.content, i))
+            best = a;
+      if (!best) break;
+      let start = --i, stop = i + best.content.length;
+      i = stop;
+      if (best.singleWord) {
+        const before = start > 0 && IS_WORD.test(charBefore(s, start));
+        const after = stop < n && IS_WORD.test(charAt(s, stop));
+        if (before || after) continue;
+      }
+      if (best.lstrip) {
+        let ns = start;
+        while (ns > 0) {
+          const c = charBefore(s, ns);
+          if (!IS_SPACE.test(c)) break;
+          ns -= c.length;
+        }
+        start = Math.max(ns, startOffset);
+      }
+      if (best.rstrip) while (stop < n && IS_SPACE.test(charAt(s, stop))) stop += charAt(s, stop).length;
+      if (startOffset < start) out.push({ text: s.slice(startOffset, start), id: -1 });
+      out.push({ text: s.slice(start, stop), id: best.id });
+      startOffset = stop;
+    }
+    if (startOffset < n) out.push({ text: s.slice(startOffset), id: -1 });
+  }
+
+  // The segments of s for a step: matches and the gaps between them.
+  #segments(step, s) {
+    const segs = [];
+    let i = 0, gap = 0;
+    const push = (a, b, match) => segs.push({ a, b, match });
+    const n = s.length;
+    while (i < n) {
+      const c = charAt(s, i);
+      let e = i;
+      if (step.kind === 'punct') e = IS_PUNCT.test(c) ? i + c.length : i;
+      else if (step.kind === 'digits') e = IS_NUMBER.test(c) ? i + c.length : i;
+      else if (step.literal !== undefined) e = s.startsWith(step.literal, i) ? i + step.literal.length : i;
+      else {
+        step.pattern.lastIndex = i;
+        const m = step.pattern.exec(s);
+        if (m) e = i + m[0].length;
+      }
+      if (e > i) {
+        if (gap < i) push(gap, i, false);
+        push(i, e, true);
+        gap = i = e;
+      } else i += c.length;
+    }
+    if (gap < n) push(gap, n, false);
+    return segs;
+  }
+
+  #splitBy(step, s, segs, out) {
+    if (step.invert) for (const v of segs) v.match = !v.match;
+    let list = segs;
+    if (step.behavior === 'Removed') list = segs.filter((v) => !v.match);
+    else if (step.behavior === 'Contiguous' || step.behavior === 'MergedWithPrevious') {
+      list = [];
+      let prev = false;
+      for (const v of segs) {
+        const merge = step.behavior === 'Contiguous' ? v.match === prev : v.match && !prev;
+        if (merge && list.length) list[list.length - 1].b = v.b;
+        else list.push({ ...v });
+        prev = v.match;
+      }
+    } else if (step.behavior === 'MergedWithNext') {
+      list = [];
+      let prev = false;
+      for (let k = segs.length - 1; k >= 0; k--) {
+        const v = segs[k];
+        if (v.match && !prev && list.length) list[0].a = v.a;
+        else list.unshift({ ...v });
+        prev = v.match;
+      }
+    }
+    for (const v of list) if (v.b > v.a) out.push({ text: s.slice(v.a, v.b), id: -1 });
+  }
+
+  #byteLevel(step, text, out) {
+    const s = step.addPrefixSpace && text[0] !== ' ' ? ' ' + text : text;
+    const segs = step.useRegex ? this.#segments({ kind: 'split', pattern: PATTERNS.gpt2 }, s) : [{ a: 0, b: s.length }];
+    const enc = new TextEncoder();
+    for (const v of segs) {
+      if (v.b <= v.a) continue;
+      let t = '';
+      for (const b of enc.encode(s.slice(v.a, v.b))) t += BYTE_CHAR[b];
+      out.push({ text: t, id: -1, bytes: true });
+    }
+  }
+
+  // BPE over one byte-level piece: a heap of candidate merges ordered by
+  // (rank, position); stale entries are skipped.
+  #bpe(piece, ids) {
+    if (this.ignoreMerges) {
+      const id = this.vocab.get(piece);
+      if (id !== undefined) return ids.push(id);
+    }
+    const syms = [...piece].map((c, i, all) => ({ id: this.byteId[CHAR_BYTE.get(c)], prev: i - 1,
+                                                  next: i + 1 < all.length ? i + 1 : -1, alive: true }));
+    const heap = [];
+    const less = (x, y) => (x.rank !== y.rank ? x.rank < y.rank : x.pos < y.pos);
+    const push = (m) => {
+      let i = heap.length;
+      heap.push(m);
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (!less(m, heap[p])) break;
+        heap[i] = heap[p];
+        i = p;
+      }
+      heap[i] = m;
+    };
+    const pop = () => {
+      const top = heap[0], last = heap.pop();
+      if (heap.length) {
+        let i = 0;
+        for (;;) {
+          const l = 2 * i + 1, r = l + 1;
+          let m = i, best = last;
+          if (l < heap.length && less(heap[l], best)) (m = l), (best = heap[l]);
+          if (r < heap.length && less(heap[r], best)) m = r;
+          if (m === i) break;
+          heap[i] = heap[m];
+          i = m;
+        }
+        heap[i] = last;
+      }
+      return top;
+    };
+    const pair = (pos) => {
+      const a = syms[pos];
+      if (a.next < 0) return;
+      const m = this.merges.get(a.id)?.get(syms[a.next].id);
+      if (m) push({ rank: m.rank, pos, id: m.id });
+    };
+    for (let i = 0; i + 1 < syms.length; i++) pair(i);
+    while (heap.length) {
+      const top = pop();
+      const a = syms[top.pos];
+      if (!a.alive || a.next < 0) continue;
+      const b = syms[a.next];
+      const m = this.merges.get(a.id)?.get(b.id);
+      if (!m || m.id !== top.id) continue;
+      a.id = top.id;
+      b.alive = false;
+      a.next = b.next;
+      if (a.next >= 0) syms[a.next].prev = top.pos;
+      if (a.prev >= 0) pair(a.prev);
+      pair(top.pos);
+    }
+    for (let i = 0; i >= 0; i = syms[i].next) ids.push(syms[i].id);
+  }
+
+  // The ids of `text` (a string); added tokens in it become their ids.
+  encode(text) {
+    if (!wellFormed(text)) throw new TokenizerError('text is not valid Unicode (a lone surrogate)');
+    let a = [], b = [];
+    this.#splitAdded(text, false, a);
+    for (const p of a) {
+      if (p.id >= 0) b.push(p);
+      else this.#splitAdded(this.nfc ? p.text.normalize('NFC') : p.text, true, b);
+    }
+    for (const step of this.steps) {
+      a = [];
+      for (const p of b) {
+        if (p.id >= 0) a.push(p);
+        else if (step.kind === 'bytelevel') this.#byteLevel(step, p.text, a);
+        else this.#splitBy(step, p.text, this.#segments(step, p.text), a);
+      }
+      b = a;
+    }
+    const ids = [];
+    for (const p of b) {
+      if (p.id >= 0) ids.push(p.id);
+      else if (p.text) this.#bpe(p.text, ids);
+    }
+    return ids;
+  }
+
+  // The text of `ids` (the library's decode(ids, skipSpecial)); an unknown
+  // id is an error.
+  decode(ids, skipSpecial = false) {
+    const d = new StreamDecoder(this, skipSpecial);
+    return ids.map((id) => d.feed(id)).join('') + d.flush();
+  }
+}
+
+// From a Uint8Array: how many bytes at in[i..] are a well-formed start of a
+// UTF-8 character, and how many it needs (0 for a bad lead byte).
+function utf8Prefix(bytes, i) {
+  const c = bytes[i];
+  const need = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+  if (!need) return { k: 0, need };
+  let k = 1;
+  for (; k < need && i + k < bytes.length; k++) {
+    let lo = 0x80, hi = 0xbf;
+    if (k === 1) {
+      if (c === 0xe0) lo = 0xa0;
+      if (c === 0xed) hi = 0x9f;
+      if (c === 0xf0) lo = 0x90;
+      if (c === 0xf4) hi = 0x8f;
+    }
+    if (bytes[i + k] < lo || bytes[i + k] > hi) break;
+  }
+  return { k, need };
+}
+
+const FFFD = [0xef, 0xbf, 0xbd];
+
+// Feed one id at a time; each feed returns the text now complete (never
+// half a UTF-8 character); flush returns what is held back.
+export class StreamDecoder {
+  constructor(tokenizer, skipSpecial = false) {
+    this.t = tokenizer;
+    this.skipSpecial = skipSpecial;
+    this.pending = [];
+    this.td = new TextDecoder();
+  }
+
+  feed(id) {
+    const t = this.t;
+    if (!(Number.isInteger(id) && id >= 0 && id < t.vocabSize) || t.str[id] === undefined)
+      throw new TokenizerError(`token id ${id} is not in the vocabulary (size ${t.vocabSize})`);
+    if (this.skipSpecial && t.special[id]) return '';
+    const bytes = Uint8Array.from([...this.pending, ...t.decoded[id]]);
+    this.pending = [];
+    const out = [];
+    for (let i = 0; i < bytes.length;) {
+      const { k, need } = utf8Prefix(bytes, i);
+      if (need && k === need) {
+        for (let j = 0; j < k; j++) out.push(bytes[i + j]);
+        i += k;
+      } else if (need && i + k === bytes.length) {
+        this.pending = [...bytes.subarray(i, i + k)];
+        break;
+      } else {
+        out.push(...FFFD);
+        i += k || 1;
+      }
+    }
+    return this.td.decode(Uint8Array.from(out));
+  }
+
+  flush() {
+    const held = this.pending.length;
+    this.pending = [];
+    return held ? '\ufffd' : '';
+  }
+}

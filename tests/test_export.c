@@ -1,0 +1,153 @@
+/*
+ * test_export.c — `ssmc export-web`: the site it writes (the page, the
+ * host's modules, the bundle, the tokenizer, the weights copied or linked,
+ * site.json), and the clear errors, written before any file, for a bad
+ * bundle, a missing tokenizer, weights that are not the bundle's, and an
+ * output that is not a directory; a write that fails keeps the old site.
+ * The page itself runs in runtime/web/test/browser.test.mjs.
+ */
+#include <cjson/cJSON.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+#define FIX "tests/data/mamba1_tiny"
+#define TOK "tests/data/tokenizer/neox/tokenizer.json"
+
+/* Runs `ssmc ARGS` in the source dir; asserts the exit status and that the
+ * output contains `needle`. */
+static void expect(const char *args, int want_rc, const char *needle) {
+  char cmd[4096], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s", ssm_test_source_dir(), ssm_test_ssmc(), args);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc != want_rc || !strstr(out, needle))
+    fprintf(stderr, "\n  ssmc %s\n  -> exit %d (want %d), output:\n%s\n  (want '%s')\n", args, rc,
+            want_rc, out, needle);
+  CU_ASSERT_EQUAL(rc, want_rc);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
+  free(out);
+}
+
+static const char *bundle(const char *fixture) {
+  static char path[600];
+  snprintf(path, sizeof path, "%s/%s.ssmb", ssm_test_tmpdir(), fixture);
+  char args[1200];
+  snprintf(args, sizeof args, "compile tests/data/%s --chunk 4 -o %s", fixture, path);
+  expect(args, 0, "");
+  return path;
+}
+
+static int is_file(const char *dir, const char *name, int link) {
+  char p[1200];
+  struct stat st;
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return !lstat(p, &st) && (link ? S_ISLNK(st.st_mode) : S_ISREG(st.st_mode)) && !stat(p, &st) &&
+         st.st_size > 0;
+}
+
+/* A sharded f16 checkpoint: the index and its three shards go with the
+ * site, copied or linked; site.json names them and the end-of-text id. */
+static void test_site(void) {
+  const char *b = bundle("mamba1_f16_sharded");
+  char out[600], args[2000];
+  for (int link = 0; link < 2; link++) {
+    snprintf(out, sizeof out, "%s/site%d", ssm_test_tmpdir(), link);
+    snprintf(args, sizeof args, "export-web %s --weights tests/data/mamba1_f16_sharded --tokenizer "
+             TOK " -o %s%s", b, out, link ? " --link-weights" : "");
+    expect(args, 0, "index.html over http");
+    static const char *const files[] = {"index.html", "page.mjs", "bundle.mjs", "gpu.mjs",
+                                        "session.mjs", "safetensors.mjs", "tokenizer.mjs",
+                                        "transform.mjs", "model.ssmb", "tokenizer.json",
+                                        "site.json", NULL};
+    for (int i = 0; files[i]; i++) {
+      if (!is_file(out, files[i], 0)) fprintf(stderr, "\n  %s/%s is missing\n", out, files[i]);
+      CU_ASSERT(is_file(out, files[i], 0));
+    }
+    CU_ASSERT(!is_file(out, "ssmc-web.mjs", 0) && !is_file(out, "node.mjs", 0));
+    char *text;
+    size_t n;
+    char p[1200];
+    snprintf(p, sizeof p, "%s/site.json", out);
+    SSM_ASSERT_OK(ssm_file_read(p, 0, &text, &n));
+    cJSON *j = cJSON_Parse(text);
+    const cJSON *w = cJSON_GetObjectItem(j, "weights");
+    CU_ASSERT_EQUAL(cJSON_GetArraySize(w), 4);
+    for (int i = 0; i < cJSON_GetArraySize(w); i++)
+      CU_ASSERT(is_file(out, cJSON_GetArrayItem(w, i)->valuestring, link));
+    CU_ASSERT_STRING_EQUAL(cJSON_GetArrayItem(w, 0)->valuestring, "model.safetensors.index.json");
+    CU_ASSERT_EQUAL(cJSON_GetObjectItem(j, "eos")->valueint, 0);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "bundle")->valuestring, "model.ssmb");
+    cJSON_Delete(j);
+    free(text);
+    /* no temporary file left behind */
+    char cmd[1300], *ls;
+    snprintf(cmd, sizeof cmd, "ls -A %s | grep -c tmp-", out);
+    ssm_test_sh(cmd, &ls);
+    CU_ASSERT_STRING_EQUAL(ls, "0\n");
+    free(ls);
+  }
+  /* again over the same site: it is rewritten */
+  expect(args, 0, "index.html over http");
+}
+
+static void test_errors(void) {
+  const char *b = bundle("mamba1_tiny");
+  char args[2000], out[600];
+  snprintf(out, sizeof out, "%s/bad", ssm_test_tmpdir());
+  expect("export-web", 2, "export-web: missing BUNDLE");
+  snprintf(args, sizeof args, "export-web %s -o %s", b, out);
+  expect(args, 2, "export-web: missing --weights DIR");
+  snprintf(args, sizeof args, "export-web %s --weights " FIX, b);
+  expect(args, 2, "export-web: missing -o OUTDIR");
+  snprintf(args, sizeof args, "export-web " FIX "/config.json --weights " FIX " -o %s", out);
+  expect(args, 1, "not an ssmc bundle");
+  /* the fixtures have no tokenizer.json */
+  snprintf(args, sizeof args, "export-web %s --weights " FIX " -o %s", b, out);
+  expect(args, 1, "export-web needs the tokenizer for the page's text (--tokenizer FILE, or "
+         "tokenizer.json in --weights)");
+  snprintf(args, sizeof args, "export-web %s --weights tests/data/mamba1_untied --tokenizer " TOK
+           " -o %s", b, out);
+  expect(args, 1, "in tests/data/mamba1_untied does not have the bundle's shape and dtype");
+  snprintf(args, sizeof args, "export-web %s --weights tests/data/jamba_tiny --tokenizer " TOK
+           " -o %s", b, out);
+  expect(args, 1, "tensor 'backbone.embeddings.weight' not found in tests/data/jamba_tiny");
+  /* nothing was written for any of them */
+  struct stat st;
+  CU_ASSERT(stat(out, &st) != 0);
+  const char *file = ssm_test_write("plain", "x", 1);
+  snprintf(args, sizeof args, "export-web %s --weights " FIX " --tokenizer " TOK " -o %s", b, file);
+  expect(args, 1, "exists and is not a directory");
+}
+
+/* A write that fails half-way (the file-size limit, inherited by ssmc)
+ * leaves the site's files as they were. */
+static void test_failed_write_keeps_the_site(void) {
+  const char *b = bundle("mamba1_tiny");
+  char args[2000], out[600], weights[700];
+  snprintf(out, sizeof out, "%s/keep", ssm_test_tmpdir());
+  snprintf(args, sizeof args, "export-web %s --weights " FIX " --tokenizer " TOK " -o %s", b, out);
+  expect(args, 0, "index.html");
+  snprintf(weights, sizeof weights, "%s/model.safetensors", out);
+  FILE *f = fopen(weights, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  fputs("old weights", f);
+  fclose(f);
+  ssm_test_limit_file_size(300000); /* the bundle fits, the weights (520 KB) do not */
+  expect(args, 1, "model.safetensors: cannot write (File too large)");
+  ssm_test_limit_file_size(0);
+  char *text;
+  size_t n;
+  SSM_ASSERT_OK(ssm_file_read(weights, 0, &text, &n));
+  CU_ASSERT_STRING_EQUAL(text, "old weights");
+  free(text);
+}
+
+int main(void) {
+  CU_TestInfo tests[] = {{"site", test_site},
+                         {"errors", test_errors},
+                         {"failed_write_keeps_the_site", test_failed_write_keeps_the_site},
+                         CU_TEST_INFO_NULL};
+  return ssm_test_main("export", tests);
+}
