@@ -29,6 +29,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
@@ -51,7 +52,11 @@ def text_of(n_words, rng):
 def post(url, body, stream=False):
     req = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
     t0 = time.perf_counter()
-    with urllib.request.urlopen(req, timeout=3600) as r:
+    try:
+        r = urllib.request.urlopen(req, timeout=3600)
+    except urllib.error.HTTPError as e:  # the server's message, not only its status
+        raise RuntimeError("HTTP %d from %s: %s" % (e.code, url, e.read().decode(errors="replace")))
+    with r:
         if not stream:
             return json.loads(r.read()), time.perf_counter() - t0, None
         first, text, usage = None, "", None
