@@ -359,6 +359,9 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
 #define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
 #define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
 
+/* Matmuls of at most this many rows (decode) get the gemv kernel. */
+#define GEMV_ROWS 4
+
 /* ---- families ----------------------------------------------------------- */
 
 static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
@@ -413,6 +416,88 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) {
                       loads_text(c, &loads), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
+}
+
+/* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
+ * k..k+7, zero past K when K is not a multiple of 8. */
+static void load8(ssm_sb *loads, const char *name, const char *params, const char *args,
+                  const char *fn, int64_t K) {
+  ssm_sb_printf(loads, "void %s(%suint k, out vec4 a, out vec4 b) {\n", name, params);
+  for (int j = 0; j < 8; j++) {
+    if (j % 4 == 0) ssm_sb_printf(loads, "  %c = vec4(", j ? 'b' : 'a');
+    if (K % 8)
+      ssm_sb_printf(loads, "k + %du < %lldu ? %s(%sk + %du) : 0.0", j, (long long)K, fn, args, j);
+    else
+      ssm_sb_printf(loads, "%s(%sk + %du)", fn, args, j);
+    ssm_sb_printf(loads, j % 4 == 3 ? ");\n" : ", ");
+  }
+  ssm_sb_printf(loads, "}\n");
+}
+
+/* load_w for a weight read straight from memory, 16 bytes at a time through
+ * a uvec4 view of its binding (declared into `bufs`): k is a multiple of 8. */
+static void load8_weight(gctx *c, ssm_sb *loads, ssm_sb *bufs, const ssm_value *w, int64_t K) {
+  int b = binding_of(c, w);
+  ssm_sb_printf(bufs, "layout(std430, binding = %d) readonly buffer B%dq { uvec4 v[]; } b%dq;\n",
+                b, b, b);
+  ssm_sb_printf(loads, "void load_w(uint n, uint k, out vec4 a, out vec4 b) {\n");
+  if (w->type.dtype == SSM_F32) {
+    ssm_sb_printf(loads, "  uint i = (n * %lldu + k) >> 2u;\n  a = uintBitsToFloat(b%dq.v[i]);\n"
+                  "  b = uintBitsToFloat(b%dq.v[i + 1u]);\n", (long long)K, b, b);
+  } else {
+    ssm_sb_printf(loads, "  uvec4 q = b%dq.v[(n * %lldu + k) >> 3u];\n", b, (long long)K);
+    if (w->type.dtype == SSM_F16)
+      ssm_sb_printf(loads, "  a = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));\n"
+                    "  b = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));\n");
+    else /* bf16: the high half of an f32 */
+      ssm_sb_printf(loads, "  a = uintBitsToFloat(uvec4(q.x << 16u, q.x & 0xffff0000u, q.y << 16u, "
+                    "q.y & 0xffff0000u));\n  b = uintBitsToFloat(uvec4(q.z << 16u, "
+                    "q.z & 0xffff0000u, q.w << 16u, q.w & 0xffff0000u));\n");
+  }
+  ssm_sb_printf(loads, "}\n");
+}
+
+/* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k
+ * per thread and step, subgroup reductions (gemv.glsl.in). */
+static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *mm = c->anchor;
+  const ssm_value *wv = mm->args[1];
+  int64_t N = wv->type.dims[0], K = wv->type.dims[1];
+  int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  ssm_sb loads = {0}, bufs = {0};
+  load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  load8(&loads, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (norm && norm->nargs > 1) {
+    coords gk = {.rank = 1, .c = {"k"}};
+    load_fn(c, &loads, "gain", "uint k", norm->args[1], &gk);
+    load8(&loads, "load_g", "", "", "gain", K);
+  }
+  int direct = wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0;
+  if (direct) {
+    load8_weight(c, &loads, &bufs, wv, K);
+  } else {
+    coords wk = {.rank = 2, .c = {"n", "k"}};
+    load_fn(c, &loads, "in_w", "uint n, uint k", wv, &wk);
+    load8(&loads, "load_w", "uint n, ", "n, ", "in_w", K);
+  }
+  if (norm && norm->nargs < 2)
+    ssm_sb_printf(&loads, "void load_g(uint k, out vec4 a, out vec4 b) { a = b = vec4(1.0); }\n");
+  epilogue_fn(c, &loads);
+  uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
+  int64_t rows = N >= 2048 ? 4 : N >= 512 ? 2 : 1;
+  grid_per_item((N + rows - 1) / rows, out->groups);
+  const char *buffers = ssm_arena_printf(c->a, "%s%s", buffers_decl(c), ssm_sb_str(&bufs));
+  ssm_sb_free(&bufs);
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
+                      I64(rows), "NORM", norm ? "1" : "0", "EPS",
+                      norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      "BUFFERS", buffers, "COMMON", common(c->a), "LOADS", loads_text(c, &loads),
+                      NULL};
+  return finish(c, "gemv", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld LOCAL=%u%s",
+                                            (long long)M, (long long)K, (long long)N,
+                                            (long long)rows, local, direct ? " vec" : ""),
+                kv, out);
 }
 
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
@@ -494,13 +579,14 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   grid_per_item(T * HQ, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
-                      float_lit(c->a, ssm_node_float(at, "scale", 1)), "KCACHE",
+                      float_lit(c->a, ssm_node_float(at, "scale", 1)), "WINDOW",
+                      I64(ssm_node_int(at, "window", 0)), "KCACHE",
                       ssm_arena_printf(c->a, "b%d", kb), "VCACHE", ssm_arena_printf(c->a, "b%d", vb), "POS",
                       ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c->a),
                       "LOADS", loads_text(c, &loads), NULL};
-  return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld",
+  return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld WINDOW=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
-                                    (long long)MAXS), kv, out);
+                                    (long long)MAXS, (long long)ssm_node_int(at, "window", 0)), kv, out);
 }
 
 #define NEG_INF "uintBitsToFloat(0xff800000u)"
@@ -653,6 +739,183 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   return finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u", (long long)V, local), kv, out);
 }
 
+/* ---- items: rope, positions, gather, topk, matmul_sel ------------------- */
+
+/* `int NAME(uint m, uint j)`: element (m, j) of i32 operand v [.., k], m
+ * over the leading dims; read through views like any operand. */
+static void load_index(gctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
+  const ssm_type *t = &v->type;
+  ssm_type lead = *t;
+  lead.rank = t->rank - 1;
+  coords k = delinearize("m", &lead, c->a);
+  k.rank = t->rank;
+  k.c[t->rank - 1] = "j";
+  ssm_sb e = {0};
+  emit(c, v, &k, &e, 0);
+  ssm_sb_printf(loads, "int %s(uint m, uint j) { return int(%s); }\n", name, ssm_sb_str(&e));
+  ssm_sb_free(&e);
+}
+
+/* The binding holding i32[1] `pos` operand i of the anchor (an input). */
+static ssm_status pos_binding(gctx *c, int i, const char **out) {
+  const ssm_node *pos = c->anchor->args[i]->def;
+  if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: pos must be a tensor in memory",
+                          ssm_op_info_get(c->anchor->op)->name);
+  *out = ssm_arena_printf(c->a, "b%d.v[0]", binding_of(c, c->anchor->args[i]));
+  return NULL;
+}
+
+/* One "items" kernel of `count` items running `body`; consumes `loads`. */
+static ssm_status items_kernel(gctx *c, ssm_sb *loads, int64_t count, const char *body,
+                               const char *params, ssm_cg_kernel *out) {
+  uint32_t local = 64;
+  out->groups[0] = groups_for(count, local);
+  out->groups[1] = out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c->a), "LOADS",
+                      loads_text(c, loads), "BODY", body, NULL};
+  return finish(c, "items", params, kv, out);
+}
+
+/* rope: the angle p * INV[j] in f32 with INV computed here exactly as the
+ * interpreter computes it (1 / powf(theta, 2j/dims)), then cos and sin. */
+static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
+  const ssm_type *x = &n->args[0]->type;
+  int64_t T = x->dims[0], H = x->dims[1], D = x->dims[2];
+  int64_t dims = ssm_node_int(n, "dims", 0), half = dims / 2;
+  int il = (int)ssm_node_int(n, "interleaved", 0);
+  float theta = (float)ssm_node_float(n, "theta", 10000);
+  const char *pos;
+  SSM_TRY(pos_binding(c, 1, &pos));
+  ssm_sb loads = {0};
+  coords xk = {.rank = 3, .c = {"t", "h", "d"}};
+  load_fn(c, &loads, "in_x", "uint t, uint h, uint d", n->args[0], &xk);
+  ssm_sb_printf(&loads, "const float INV[%lld] = float[](", (long long)half);
+  for (int64_t j = 0; j < half; j++)
+    ssm_sb_printf(&loads, "%s%.9g", j ? ", " : "", 1.0f / powf(theta, (float)(2 * j) / (float)dims));
+  ssm_sb_printf(&loads, ");\n");
+  epilogue_fn(c, &loads);
+  const char *body = ssm_arena_printf(c->a,
+      "    uint t = i / %lldu, h = (i / %lldu) %% %lldu, d = i %% %lldu;\n"
+      "    float x = in_x(t, h, d), r = x;\n"
+      "    if (d < %lldu) {\n"
+      "      bool lo = %s;\n"
+      "      uint j = %s, o = %s;\n"
+      "      float ang = float(uint(max(%s, 0)) + t) * INV[j];\n"
+      "      float y = in_x(t, h, o);\n"
+      "      r = lo ? x * cos(ang) - y * sin(ang) : x * cos(ang) + y * sin(ang);\n"
+      "    }\n"
+      "    b0.v[i] = epilogue(r, i);",
+      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims,
+      il ? "d % 2u == 0u" : ssm_arena_printf(c->a, "d < %lldu", (long long)half),
+      il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half),
+      il ? "lo ? d + 1u : d - 1u" : ssm_arena_printf(c->a, "lo ? d + %lldu : d - %lldu", (long long)half, (long long)half),
+      pos);
+  return items_kernel(c, &loads, T * H * D, body,
+                      ssm_arena_printf(c->a, "T=%lld H=%lld D=%lld dims=%lld interleaved=%d", (long long)T,
+                                       (long long)H, (long long)D, (long long)dims, il), out);
+}
+
+static ssm_status gen_positions(gctx *c, ssm_cg_kernel *out) {
+  int64_t T = c->anchor->result->type.dims[0];
+  const char *pos;
+  SSM_TRY(pos_binding(c, 1, &pos));
+  ssm_sb loads = {0};
+  epilogue_fn(c, &loads);
+  const char *body = ssm_arena_printf(c->a, "    b0.v[i] = epilogue(float(%s + int(i)), i);", pos);
+  return items_kernel(c, &loads, T, body, ssm_arena_printf(c->a, "T=%lld", (long long)T), out);
+}
+
+/* gather: an index out of range reads the nearest end (the interpreter
+ * refuses it), as embed's ids do. */
+static ssm_status gen_gather(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
+  int64_t W = n->args[0]->type.dims[n->args[0]->type.rank - 1], K = n->args[1]->type.dims[n->args[1]->type.rank - 1];
+  int64_t count = ssm_type_numel(&n->result->type);
+  ssm_sb loads = {0};
+  load_rows(c, &loads, "in_x", n->args[0]);
+  load_index(c, &loads, "in_idx", n->args[1]);
+  epilogue_fn(c, &loads);
+  const char *body = ssm_arena_printf(c->a,
+      "    uint m = i / %lldu, j = i %% %lldu;\n"
+      "    uint k = uint(clamp(in_idx(m, j), 0, %lld));\n"
+      "    b0.v[i] = epilogue(in_x(m, k), i);",
+      (long long)K, (long long)K, (long long)W - 1);
+  return items_kernel(c, &loads, count, body,
+                      ssm_arena_printf(c->a, "N=%lld K=%lld", (long long)W, (long long)K), out);
+}
+
+/* topk: one row an item; pick j is the first in the order (NaN first, then
+ * larger values, then lower indices) among the elements after pick j-1. */
+static ssm_status gen_topk(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
+  const ssm_type *xt = &n->args[0]->type;
+  int64_t W = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / W;
+  int64_t K = ssm_node_int(n, "k", 1);
+  ssm_sb loads = {0};
+  load_rows(c, &loads, "in_x", n->args[0]);
+  ssm_sb_printf(&loads,
+                "bool before(float a, uint ia, float b, uint ib) {\n"
+                "  bool na = isnan(a), nb = isnan(b);\n"
+                "  if (na != nb) return na;\n"
+                "  if (!na && a != b) return a > b;\n"
+                "  return ia < ib;\n"
+                "}\n");
+  const char *body = ssm_arena_printf(c->a,
+      "    uint prev = 0u;\n"
+      "    float pv = 0.0;\n"
+      "    for (uint j = 0u; j < %lldu; j++) {\n"
+      "      uint best = 0u;\n"
+      "      float bv = 0.0;\n"
+      "      bool found = false;\n"
+      "      for (uint e = 0u; e < %lldu; e++) {\n"
+      "        float v = in_x(i, e);\n"
+      "        if ((j == 0u || before(pv, prev, v, e)) && (!found || before(v, e, bv, best))) {\n"
+      "          best = e;\n"
+      "          bv = v;\n"
+      "          found = true;\n"
+      "        }\n"
+      "      }\n"
+      "      b0.v[i * %lldu + j] = int(best);\n"
+      "      prev = best;\n"
+      "      pv = bv;\n"
+      "    }",
+      (long long)K, (long long)W, (long long)K);
+  return items_kernel(c, &loads, rows, body,
+                      ssm_arena_printf(c->a, "ROWS=%lld N=%lld k=%lld", (long long)rows, (long long)W,
+                                       (long long)K), out);
+}
+
+/* matmul_sel: one output element an item, a serial dot product over K of
+ * the token's row (or its pick's row) and row o of expert idx[t,j]'s weight.
+ * Only the picked experts are read, for prefill and decode alike. */
+static ssm_status gen_matmul_sel(gctx *c, ssm_cg_kernel *out) {
+  const ssm_node *n = c->anchor;
+  const ssm_type *w = &n->args[1]->type;
+  int64_t E = w->dims[0], N = w->dims[1], K = w->dims[2];
+  int64_t T = n->args[2]->type.dims[0], P = n->args[2]->type.dims[1];
+  ssm_sb loads = {0};
+  coords xk = n->args[0]->type.rank == 3 ? (coords){.rank = 3, .c = {"t", "j", "k"}}
+                                         : (coords){.rank = 2, .c = {"t", "k"}};
+  load_fn(c, &loads, "in_x", "uint t, uint j, uint k", n->args[0], &xk);
+  coords wk = {.rank = 3, .c = {"e", "o", "k"}};
+  load_fn(c, &loads, "in_w", "uint e, uint o, uint k", n->args[1], &wk);
+  load_index(c, &loads, "in_idx", n->args[2]);
+  epilogue_fn(c, &loads);
+  const char *body = ssm_arena_printf(c->a,
+      "    uint t = i / %lldu, j = (i / %lldu) %% %lldu, o = i %% %lldu;\n"
+      "    uint e = uint(clamp(in_idx(t, j), 0, %lld));\n"
+      "    float acc = 0.0;\n"
+      "    for (uint k = 0u; k < %lldu; k++) acc += in_x(t, j, k) * in_w(e, o, k);\n"
+      "    b0.v[i] = epilogue(acc, i);",
+      (long long)(P * N), (long long)N, (long long)P, (long long)N, (long long)E - 1, (long long)K);
+  return items_kernel(c, &loads, T * P * N, body,
+                      ssm_arena_printf(c->a, "T=%lld k=%lld E=%lld N=%lld K=%lld", (long long)T, (long long)P,
+                                       (long long)E, (long long)N, (long long)K), out);
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
@@ -661,7 +924,7 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
     if (member(c, n))
       for (int i = 0; i < n->nargs; i++)
         if (n->args[i]->type.dtype != SSM_F32 && n->args[i]->type.dtype != SSM_I32 &&
-            n->op != SSM_OP_MATMUL && n->op != SSM_OP_EMBED)
+            n->op != SSM_OP_MATMUL && n->op != SSM_OP_MATMUL_SEL && n->op != SSM_OP_EMBED)
           return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s operands have no GPU kernel yet",
                                 ssm_op_info_get(n->op)->name,
                                 ssm_dtype_name(n->args[i]->type.dtype));
@@ -669,7 +932,10 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   ssm_status s;
   if (!c->anchor) s = gen_pointwise(c, out);
   else switch (c->anchor->op) {
-    case SSM_OP_MATMUL: s = gen_matmul(c, out); break;
+    case SSM_OP_MATMUL:
+      s = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1] <= GEMV_ROWS
+              ? gen_gemv(c, out) : gen_matmul(c, out);
+      break;
     case SSM_OP_SCAN: s = gen_scan(c, out); break;
     case SSM_OP_CONV1D: s = gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = gen_attention(c, out); break;
@@ -679,6 +945,11 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
     case SSM_OP_EMBED: s = gen_embed(c, out); break;
     case SSM_OP_REDUCE: s = gen_reduce(c, out); break;
     case SSM_OP_SAMPLE: s = gen_sample(c, out); break;
+    case SSM_OP_ROPE: s = gen_rope(c, out); break;
+    case SSM_OP_POSITIONS: s = gen_positions(c, out); break;
+    case SSM_OP_GATHER: s = gen_gather(c, out); break;
+    case SSM_OP_TOPK: s = gen_topk(c, out); break;
+    case SSM_OP_MATMUL_SEL: s = gen_matmul_sel(c, out); break;
     default:
       s = ssm_status_new(SSM_ERR_INTERNAL, "no kernel family for %s",
                          ssm_op_info_get(c->anchor->op)->name);

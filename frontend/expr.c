@@ -153,14 +153,47 @@ ssm_status ssm_lex_expect(ssm_lex *lx, const char *p) {
 }
 
 const char *ssm_scalar_kind_name(ssm_scalar_kind k) {
-  return k == SSM_SC_INT ? "int" : k == SSM_SC_FLOAT ? "float" : "bool";
+  static const char *const names[] = {"int", "float", "bool", "string", "list"};
+  return names[k];
 }
 
 int ssm_scalar_truthy(const ssm_scalar *s) {
   return s->kind == SSM_SC_FLOAT ? s->f != 0.0 : s->i != 0;
 }
 
+void ssm_scalar_format(ssm_sb *b, const ssm_scalar *v) {
+  switch (v->kind) {
+  case SSM_SC_FLOAT: ssm_sb_printf(b, "%g", v->f); break;
+  case SSM_SC_BOOL: ssm_sb_printf(b, "%s", v->i ? "true" : "false"); break;
+  case SSM_SC_STR: ssm_sb_printf(b, "'%.*s'", (int)(v->i > 80 ? 80 : v->i), v->s); break;
+  case SSM_SC_LIST:
+    ssm_sb_printf(b, "[");
+    for (int64_t k = 0; k < v->i && k < 16; k++) {
+      if (k) ssm_sb_printf(b, ", ");
+      ssm_scalar_format(b, &v->items[k]);
+    }
+    ssm_sb_printf(b, "%s]", v->i > 16 ? ", ..." : "");
+    break;
+  default: ssm_sb_printf(b, "%lld", (long long)v->i);
+  }
+}
+
 static double as_f(const ssm_scalar *s) { return s->kind == SSM_SC_FLOAT ? s->f : (double)s->i; }
+
+static int is_number(const ssm_scalar *s) { return s->kind == SSM_SC_INT || s->kind == SSM_SC_FLOAT; }
+
+/* Python's ==, for the kinds that compare: numbers with numbers, bools
+ * with bools, strings with strings. -1 when the kinds do not compare. */
+static int scalar_equal(const ssm_scalar *a, const ssm_scalar *b) {
+  if (a->kind == SSM_SC_STR || b->kind == SSM_SC_STR) {
+    if (a->kind != b->kind) return -1;
+    return a->i == b->i && !memcmp(a->s, b->s, (size_t)a->i);
+  }
+  if (a->kind == SSM_SC_LIST || b->kind == SSM_SC_LIST) return -1;
+  if (a->kind == SSM_SC_BOOL || b->kind == SSM_SC_BOOL) return a->kind == b->kind ? a->i == b->i : -1;
+  if (a->kind == SSM_SC_INT && b->kind == SSM_SC_INT) return a->i == b->i;
+  return as_f(a) == as_f(b);
+}
 
 /* ---- evaluation by precedence climbing --------------------------------- */
 
@@ -171,11 +204,83 @@ typedef struct {
 } evaluator;
 
 static ssm_status eval_or(evaluator *e, ssm_scalar *out);
+static ssm_status eval_choice(evaluator *e, ssm_scalar *out);
 
 static ssm_status need_number(evaluator *e, size_t off, const ssm_scalar *v, const char *op) {
-  if (v->kind == SSM_SC_BOOL)
-    return ssm_lex_error(e->lx, off, "'%s' needs numbers, not a bool", op);
+  if (!is_number(v))
+    return ssm_lex_error(e->lx, off, "'%s' needs numbers, not a %s", op, ssm_scalar_kind_name(v->kind));
   return NULL;
+}
+
+static const char *const functions[] = {"sqrt", "len", "int", "floor", "ceil", "min", "max", "bf16", NULL};
+
+int ssm_expr_is_function(const char *name, size_t n) {
+  for (const char *const *f = functions; *f; f++)
+    if (strlen(*f) == n && !memcmp(*f, name, n)) return 1;
+  return 0;
+}
+
+/* An integer result of floor/ceil/int, checked to be one. */
+static ssm_status to_int(evaluator *e, size_t off, double x, ssm_scalar *out) {
+  if (!(x > -9e15 && x < 9e15)) return ssm_lex_error(e->lx, off, "integer out of range");
+  *out = (ssm_scalar){.kind = SSM_SC_INT, .i = (int64_t)x};
+  return NULL;
+}
+
+/* NAME(args): the lexer is at NAME, which is a function followed by '('. */
+static ssm_status eval_call(evaluator *e, ssm_scalar *out) {
+  ssm_lex *lx = e->lx;
+  size_t off = lx->off;
+  char name[8];
+  snprintf(name, sizeof name, "%.*s", (int)lx->tlen, lx->text);
+  int two = !strcmp(name, "min") || !strcmp(name, "max");
+  ssm_scalar a[2];
+  if (++lx->depth > SSM_FE_MAX_DEPTH)
+    return ssm_lex_error(lx, off, "expression nested deeper than %d", SSM_FE_MAX_DEPTH);
+  SSM_TRY(ssm_lex_next(lx));
+  SSM_TRY(ssm_lex_expect(lx, "("));
+  for (int k = 0; k < 1 + two; k++) {
+    if (k) SSM_TRY(ssm_lex_expect(lx, ","));
+    SSM_TRY(eval_or(e, &a[k]));
+  }
+  if (!ssm_lex_is(lx, ")"))
+    return ssm_lex_error(lx, lx->off, "%s() takes %d argument%s", name, 1 + two, two ? "s" : "");
+  SSM_TRY(ssm_lex_next(lx));
+  lx->depth--;
+  ssm_scalar *x = &a[0];
+  if (!strcmp(name, "len")) {
+    if (x->kind != SSM_SC_STR && x->kind != SSM_SC_LIST)
+      return ssm_lex_error(lx, off, "len() needs a string or a list, not a %s", ssm_scalar_kind_name(x->kind));
+    *out = (ssm_scalar){.kind = SSM_SC_INT, .i = x->i};
+    return NULL;
+  }
+  if (!strcmp(name, "int") && x->kind == SSM_SC_BOOL) {
+    *out = (ssm_scalar){.kind = SSM_SC_INT, .i = x->i};
+    return NULL;
+  }
+  SSM_TRY(need_number(e, off, x, name));
+  if (two) {
+    SSM_TRY(need_number(e, off, &a[1], name));
+    int first = !strcmp(name, "min") ? as_f(&a[0]) <= as_f(&a[1]) : as_f(&a[0]) >= as_f(&a[1]);
+    *out = first ? a[0] : a[1];
+    if (a[0].kind != a[1].kind) *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = as_f(out)};
+    return NULL;
+  }
+  double v = as_f(x);
+  if (!strcmp(name, "sqrt")) {
+    if (!(v >= 0)) return ssm_lex_error(lx, off, "sqrt of a negative number");
+    *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = sqrt(v)};
+    return NULL;
+  }
+  if (!strcmp(name, "bf16")) {
+    *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = ssm_bf16_to_f32(ssm_f32_to_bf16((float)v))};
+    return NULL;
+  }
+  if (x->kind == SSM_SC_INT) {
+    *out = *x;
+    return NULL;
+  }
+  return to_int(e, off, !strcmp(name, "int") ? trunc(v) : !strcmp(name, "floor") ? floor(v) : ceil(v), out);
 }
 
 static ssm_status eval_primary(evaluator *e, ssm_scalar *out) {
@@ -189,21 +294,16 @@ static ssm_status eval_primary(evaluator *e, ssm_scalar *out) {
   case SSM_TOK_FLOAT:
     *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = lx->fval};
     return ssm_lex_next(lx);
+  case SSM_TOK_STR:
+    *out = (ssm_scalar){.kind = SSM_SC_STR, .i = (int64_t)lx->tlen, .s = lx->text};
+    return ssm_lex_next(lx);
   case SSM_TOK_IDENT:
-    if (lx->tlen == 4 && !memcmp(lx->text, "sqrt", 4)) { /* sqrt(x): the one function */
+    if (ssm_expr_is_function(lx->text, lx->tlen)) {
       ssm_lex peek = *lx;
       ssm_status ps = ssm_lex_next(&peek);
       int call = !ps && ssm_lex_is(&peek, "(");
       ssm_status_free(ps);
-      if (call) {
-        SSM_TRY(ssm_lex_next(lx));
-        SSM_TRY(eval_primary(e, out)); /* the parenthesized argument */
-        SSM_TRY(need_number(e, off, out, "sqrt"));
-        double x = as_f(out);
-        if (!(x >= 0)) return ssm_lex_error(lx, off, "sqrt of a negative number");
-        *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = sqrt(x)};
-        return NULL;
-      }
+      if (call) return eval_call(e, out);
     }
     if (lx->tlen == 4 && !memcmp(lx->text, "true", 4))
       *out = (ssm_scalar){.kind = SSM_SC_BOOL, .i = 1};
@@ -217,7 +317,7 @@ static ssm_status eval_primary(evaluator *e, ssm_scalar *out) {
       if (++lx->depth > SSM_FE_MAX_DEPTH)
         return ssm_lex_error(lx, off, "expression nested deeper than %d", SSM_FE_MAX_DEPTH);
       SSM_TRY(ssm_lex_next(lx));
-      SSM_TRY(eval_or(e, out));
+      SSM_TRY(eval_choice(e, out));
       lx->depth--;
       return ssm_lex_expect(lx, ")");
     }
@@ -225,6 +325,40 @@ static ssm_status eval_primary(evaluator *e, ssm_scalar *out) {
   default: break;
   }
   return ssm_lex_error(lx, off, "expected an expression, found %s", tok_desc(lx, b, sizeof b));
+}
+
+/* A primary followed by any number of [index] (lists and strings; a
+ * negative index counts from the end, as in Python). */
+static ssm_status eval_postfix(evaluator *e, ssm_scalar *out) {
+  ssm_lex *lx = e->lx;
+  SSM_TRY(eval_primary(e, out));
+  while (ssm_lex_is(lx, "[")) {
+    size_t off = lx->off;
+    if (out->kind != SSM_SC_LIST && out->kind != SSM_SC_STR)
+      return ssm_lex_error(lx, off, "a %s cannot be indexed", ssm_scalar_kind_name(out->kind));
+    ssm_scalar ix;
+    if (++lx->depth > SSM_FE_MAX_DEPTH)
+      return ssm_lex_error(lx, off, "expression nested deeper than %d", SSM_FE_MAX_DEPTH);
+    SSM_TRY(ssm_lex_next(lx));
+    size_t ioff = lx->off;
+    SSM_TRY(eval_or(e, &ix));
+    SSM_TRY(ssm_lex_expect(lx, "]"));
+    lx->depth--;
+    if (ix.kind != SSM_SC_INT)
+      return ssm_lex_error(lx, ioff, "an index must be an integer, not a %s", ssm_scalar_kind_name(ix.kind));
+    int64_t k = ix.i < 0 ? ix.i + out->i : ix.i;
+    if (k < 0 || k >= out->i) {
+      ssm_sb v = {0};
+      ssm_scalar_format(&v, out);
+      ssm_status s = ssm_lex_error(lx, ioff, "index %lld is out of range for %s (length %lld)",
+                                   (long long)ix.i, ssm_sb_str(&v), (long long)out->i);
+      ssm_sb_free(&v);
+      return s;
+    }
+    if (out->kind == SSM_SC_LIST) *out = out->items[k];
+    else *out = (ssm_scalar){.kind = SSM_SC_STR, .i = 1, .s = out->s + k};
+  }
+  return NULL;
 }
 
 static ssm_status eval_unary(evaluator *e, ssm_scalar *out) {
@@ -247,7 +381,7 @@ static ssm_status eval_unary(evaluator *e, ssm_scalar *out) {
       return ssm_lex_error(lx, off, "integer overflow");
     return NULL;
   }
-  return eval_primary(e, out);
+  return eval_postfix(e, out);
 }
 
 static ssm_status arith(evaluator *e, size_t off, char op, const ssm_scalar *a,
@@ -318,21 +452,50 @@ static ssm_status eval_add(evaluator *e, ssm_scalar *out) {
   return NULL;
 }
 
+/* `x in L`: L a list (an item equal to x) or a string (x a substring). */
+static ssm_status eval_in(evaluator *e, size_t off, const ssm_scalar *x, const ssm_scalar *l,
+                          ssm_scalar *out) {
+  int r = 0;
+  if (l->kind == SSM_SC_LIST) {
+    for (int64_t k = 0; k < l->i && !r; k++) r = scalar_equal(x, &l->items[k]) == 1;
+  } else if (l->kind == SSM_SC_STR && x->kind == SSM_SC_STR) {
+    for (int64_t k = 0; k + x->i <= l->i && !r; k++) r = !memcmp(l->s + k, x->s, (size_t)x->i);
+  } else {
+    return ssm_lex_error(e->lx, off, "'in' needs a list (or a string in a string), not %s in %s",
+                         ssm_scalar_kind_name(x->kind), ssm_scalar_kind_name(l->kind));
+  }
+  *out = (ssm_scalar){.kind = SSM_SC_BOOL, .i = r};
+  return NULL;
+}
+
+static int at_cmp(const ssm_lex *lx) {
+  return ssm_lex_is(lx, "==") || ssm_lex_is(lx, "!=") || ssm_lex_is(lx, "<") || ssm_lex_is(lx, "<=") ||
+         ssm_lex_is(lx, ">") || ssm_lex_is(lx, ">=") ||
+         (lx->tok == SSM_TOK_IDENT && lx->tlen == 2 && !memcmp(lx->text, "in", 2));
+}
+
 static ssm_status eval_cmp(evaluator *e, ssm_scalar *out) {
   static const char *const ops[] = {"==", "!=", "<", "<=", ">", ">="};
   SSM_TRY(eval_add(e, out));
-  for (int k = 0; k < 6; k++) {
-    if (!ssm_lex_is(e->lx, ops[k])) continue;
-    size_t off = e->lx->off;
-    ssm_scalar rhs;
+  if (!at_cmp(e->lx)) return NULL;
+  size_t off = e->lx->off;
+  ssm_scalar rhs;
+  if (e->lx->tok == SSM_TOK_IDENT) { /* in */
     SSM_TRY(ssm_lex_next(e->lx));
     SSM_TRY(eval_add(e, &rhs));
-    int r;
-    if (out->kind == SSM_SC_BOOL || rhs.kind == SSM_SC_BOOL) {
-      if (out->kind != rhs.kind || k > 1)
+    SSM_TRY(eval_in(e, off, out, &rhs, out));
+  } else {
+    int k = 0;
+    while (!ssm_lex_is(e->lx, ops[k])) k++;
+    SSM_TRY(ssm_lex_next(e->lx));
+    SSM_TRY(eval_add(e, &rhs));
+    int r, eq = scalar_equal(out, &rhs);
+    if (!is_number(out) || !is_number(&rhs)) {
+      if (k > 1 || (eq < 0 && (out->kind == SSM_SC_LIST || rhs.kind == SSM_SC_LIST)))
         return ssm_lex_error(e->lx, off, "cannot compare %s with %s using '%s'",
                              ssm_scalar_kind_name(out->kind), ssm_scalar_kind_name(rhs.kind), ops[k]);
-      r = k == 0 ? out->i == rhs.i : out->i != rhs.i;
+      eq = eq == 1; /* values of different kinds are not equal */
+      r = k == 0 ? eq : !eq;
     } else if (out->kind == SSM_SC_INT && rhs.kind == SSM_SC_INT) {
       int64_t x = out->i, y = rhs.i;
       r = k == 0 ? x == y : k == 1 ? x != y : k == 2 ? x < y : k == 3 ? x <= y : k == 4 ? x > y : x >= y;
@@ -341,11 +504,9 @@ static ssm_status eval_cmp(evaluator *e, ssm_scalar *out) {
       r = k == 0 ? x == y : k == 1 ? x != y : k == 2 ? x < y : k == 3 ? x <= y : k == 4 ? x > y : x >= y;
     }
     *out = (ssm_scalar){.kind = SSM_SC_BOOL, .i = r};
-    if (ssm_lex_is(e->lx, "==") || ssm_lex_is(e->lx, "!=") || ssm_lex_is(e->lx, "<") ||
-        ssm_lex_is(e->lx, "<=") || ssm_lex_is(e->lx, ">") || ssm_lex_is(e->lx, ">="))
-      return ssm_lex_error(e->lx, e->lx->off, "comparisons do not chain; use parentheses");
-    break;
   }
+  if (at_cmp(e->lx))
+    return ssm_lex_error(e->lx, e->lx->off, "comparisons do not chain; use parentheses");
   return NULL;
 }
 
@@ -371,9 +532,31 @@ static ssm_status eval_or(evaluator *e, ssm_scalar *out) {
   return NULL;
 }
 
+static int at_word(const ssm_lex *lx, const char *w) {
+  return lx->tok == SSM_TOK_IDENT && lx->tlen == strlen(w) && !memcmp(lx->text, w, lx->tlen);
+}
+
+/* A if C else B (as Python's; both A and B are evaluated). */
+static ssm_status eval_choice(evaluator *e, ssm_scalar *out) {
+  SSM_TRY(eval_or(e, out));
+  if (!at_word(e->lx, "if")) return NULL;
+  size_t off = e->lx->off;
+  if (++e->lx->depth > SSM_FE_MAX_DEPTH)
+    return ssm_lex_error(e->lx, off, "expression nested deeper than %d", SSM_FE_MAX_DEPTH);
+  ssm_scalar cond, other;
+  SSM_TRY(ssm_lex_next(e->lx));
+  SSM_TRY(eval_or(e, &cond));
+  if (!at_word(e->lx, "else")) return ssm_lex_error(e->lx, e->lx->off, "expected 'else' after 'A if C'");
+  SSM_TRY(ssm_lex_next(e->lx));
+  SSM_TRY(eval_choice(e, &other));
+  e->lx->depth--;
+  if (!ssm_scalar_truthy(&cond)) *out = other;
+  return NULL;
+}
+
 ssm_status ssm_expr_eval(ssm_lex *lx, ssm_scalar_lookup look, void *ctx, ssm_scalar *out) {
   evaluator e = {lx, look, ctx};
-  return eval_or(&e, out);
+  return eval_choice(&e, out);
 }
 
 ssm_status ssm_expr_eval_str(ssm_src at, const char *src, size_t len,
@@ -392,39 +575,36 @@ ssm_status ssm_expr_eval_str(ssm_src at, const char *src, size_t len,
 ssm_status ssm_expr_template(ssm_src at, const char *src, size_t len,
                              ssm_scalar_lookup look, void *ctx, ssm_arena *arena,
                              const char **out) {
-  char buf[SSM_FE_MAX_TEMPLATE + 1];
-  size_t n = 0;
+  ssm_sb buf = {0};
   ssm_lex pos = {.at = at, .src = src, .len = len};
-  for (size_t k = 0; k < len;) {
-    char piece[32];
-    const char *add = src + k;
-    size_t addn = 1;
-    if (src[k] == '}') return ssm_lex_error(&pos, k, "unbalanced '}' in name template");
-    if (src[k] == '{') {
+  ssm_status s = NULL;
+  for (size_t k = 0; k < len && !s;) {
+    if (src[k] == '}') {
+      s = ssm_lex_error(&pos, k, "unbalanced '}' in name template");
+    } else if (src[k] != '{') {
+      ssm_sb_append(&buf, src + k++, 1);
+    } else {
       size_t close = k + 1;
       while (close < len && src[close] != '}' && src[close] != '{') close++;
-      if (close >= len || src[close] == '{')
-        return ssm_lex_error(&pos, k, "unbalanced '{' in name template");
-      ssm_src inner = at;
-      ssm_src hole = ssm_lex_pos(&pos, k + 1);
-      inner.line = hole.line;
-      inner.col = hole.col;
-      ssm_scalar v;
-      SSM_TRY(ssm_expr_eval_str(inner, src + k + 1, close - k - 1, look, ctx, &v));
-      if (v.kind != SSM_SC_INT)
-        return ssm_lex_error(&pos, k, "name template hole must be an integer, not a %s",
-                             ssm_scalar_kind_name(v.kind));
-      addn = (size_t)snprintf(piece, sizeof piece, "%lld", (long long)v.i);
-      add = piece;
+      if (close >= len || src[close] == '{') {
+        s = ssm_lex_error(&pos, k, "unbalanced '{' in name template");
+      } else if (close == k + 2 && src[k + 1] == '*') { /* a stacked weight's index: kept */
+        ssm_sb_append(&buf, "{*}", 3);
+      } else {
+        ssm_src inner = at, hole = ssm_lex_pos(&pos, k + 1);
+        inner.line = hole.line;
+        inner.col = hole.col;
+        ssm_scalar v;
+        s = ssm_expr_eval_str(inner, src + k + 1, close - k - 1, look, ctx, &v);
+        if (!s && v.kind == SSM_SC_STR) ssm_sb_append(&buf, v.s, (size_t)v.i);
+        else if (!s) ssm_scalar_format(&buf, &v);
+      }
       k = close + 1;
-    } else {
-      k++;
     }
-    if (n + addn > SSM_FE_MAX_TEMPLATE)
-      return ssm_lex_error(&pos, 0, "expanded name longer than %d characters", SSM_FE_MAX_TEMPLATE);
-    memcpy(buf + n, add, addn);
-    n += addn;
+    if (!s && buf.n > SSM_FE_MAX_TEMPLATE)
+      s = ssm_lex_error(&pos, 0, "expanded name longer than %d characters", SSM_FE_MAX_TEMPLATE);
   }
-  *out = ssm_arena_strndup(arena, buf, n);
-  return NULL;
+  if (!s) *out = ssm_arena_strndup(arena, ssm_sb_str(&buf), buf.n);
+  ssm_sb_free(&buf);
+  return s;
 }

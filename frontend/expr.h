@@ -6,8 +6,13 @@
  * A lexer walks one YAML scalar and knows where that scalar sits in its file,
  * so every error names "file:line:col" of the offending character. Scalar
  * expressions (shapes, attribute values, conditions) are evaluated while they
- * are parsed: ints, floats and bools with + - * / % unary -, comparisons,
- * && || ! parentheses, and sqrt(x). Names resolve through a callback.
+ * are parsed: ints, floats, bools, strings ("rope", 'M') and lists (from
+ * config.json) with + - * / % unary -, comparisons (strings compare with ==
+ * and !=), && || ! parentheses, indexing (list[i], string[i]), membership
+ * (x in list), Python's `A if C else B`, and the functions sqrt, len, int
+ * (truncates), floor, ceil, min, max and bf16 (the float nearest x that
+ * bfloat16 holds). Values of different kinds are never equal ("auto" == 64
+ * is false). Names resolve through a callback.
  */
 #ifndef SSM_EXPR_H
 #define SSM_EXPR_H
@@ -20,15 +25,20 @@
 #define SSM_FE_MAX_DIM (1LL << 40)  /* one dimension, and a tensor's numel */
 #define SSM_FE_MAX_TEMPLATE 512     /* expanded weight name length */
 
-typedef enum { SSM_SC_INT, SSM_SC_FLOAT, SSM_SC_BOOL } ssm_scalar_kind;
+typedef enum { SSM_SC_INT, SSM_SC_FLOAT, SSM_SC_BOOL, SSM_SC_STR, SSM_SC_LIST } ssm_scalar_kind;
 
 /* A compile-time value: a param, T, i, or the result of an expression.
- * Bools keep 0/1 in `i`. */
-typedef struct {
+ * Bools keep 0/1 in `i`; a string or a list keeps its length in `i` and
+ * points at text (not NUL-terminated) or items that outlive the
+ * expression (the model's arena or its YAML text). */
+typedef struct ssm_scalar ssm_scalar;
+struct ssm_scalar {
   ssm_scalar_kind kind;
   int64_t i;
   double f;
-} ssm_scalar;
+  const char *s;           /* SSM_SC_STR */
+  const ssm_scalar *items; /* SSM_SC_LIST */
+};
 
 /* Looks a name up; returns 1 and fills *out when it is a scalar. */
 typedef int (*ssm_scalar_lookup)(void *ctx, const char *name, size_t n, ssm_scalar *out);
@@ -83,14 +93,21 @@ ssm_status ssm_expr_eval(ssm_lex *lx, ssm_scalar_lookup look, void *ctx, ssm_sca
 /* Evaluates all of `src` as one expression. */
 ssm_status ssm_expr_eval_str(ssm_src at, const char *src, size_t len,
                              ssm_scalar_lookup look, void *ctx, ssm_scalar *out);
-/* Expands a name template: literal text with {expr} holes holding ints.
- * The result is allocated in `arena`. */
+/* Expands a name template: literal text with {expr} holes (a string as it
+ * is, any other value as messages show it: 3, 0.5, true). A hole `{*}` is kept as it is: the name of a stacked weight
+ * (runtime/weights/weights.h). The result is allocated in `arena`. */
 ssm_status ssm_expr_template(ssm_src at, const char *src, size_t len,
                              ssm_scalar_lookup look, void *ctx, ssm_arena *arena,
                              const char **out);
-/* 1 if `s` is true as a condition (bools; numbers are true when non-zero). */
+/* 1 if `s` is true as a condition (bools; numbers are true when non-zero;
+ * strings and lists when not empty). */
 int ssm_scalar_truthy(const ssm_scalar *s);
-/* "int", "float", "bool". */
+/* "int", "float", "bool", "string", "list". */
 const char *ssm_scalar_kind_name(ssm_scalar_kind k);
+/* Appends `v` as messages show it: 64, 0.5, true, 'rope', [1, 3]. */
+void ssm_scalar_format(ssm_sb *b, const ssm_scalar *v);
+/* 1 if `name` is a function of the expression language (sqrt, len, ...):
+ * a call of it in an operand is a constant, not an op. */
+int ssm_expr_is_function(const char *name, size_t n);
 
 #endif

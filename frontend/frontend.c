@@ -24,6 +24,7 @@
  * the lexer, scalar expressions and name templates live in expr.c.
  */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -35,6 +36,7 @@
 #define MAX_JSON_BYTES (64u << 20)
 #define MAX_YAML_DEPTH 64
 #define MAX_PARAMS 512
+#define MAX_LIST 65536
 #define MAX_MAP_KEYS 4096
 #define MAX_REPEAT 100000
 #define MAX_STMT_DEPTH 32
@@ -47,6 +49,7 @@
 typedef struct {
   const char *name;
   ssm_scalar v;
+  const char *key; /* the config.json key it was read from; NULL for a default or value */
 } param;
 
 struct ssm_model {
@@ -313,6 +316,82 @@ static int lookup_params(void *ctx, const char *name, size_t n, ssm_scalar *out)
   return param_find(ctx, name, n, out);
 }
 
+/* A config.json value as a scalar: a number, bool, string, a list of
+ * those (nested lists too) or transformers 5's {"__float__": "Infinity"}.
+ * Lists and strings are copied into the model's arena. NULL when `j` is
+ * none of these (the caller names the key). */
+static int json_scalar(ssm_model *m, const cJSON *j, ssm_scalar *out, int depth) {
+  if (cJSON_IsBool(j)) {
+    *out = (ssm_scalar){.kind = SSM_SC_BOOL, .i = cJSON_IsTrue(j)};
+  } else if (cJSON_IsNumber(j)) {
+    double d = j->valuedouble;
+    if (d > -9e15 && d < 9e15 && d == (double)(int64_t)d)
+      *out = (ssm_scalar){.kind = SSM_SC_INT, .i = (int64_t)d};
+    else
+      *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
+  } else if (cJSON_IsString(j)) {
+    *out = (ssm_scalar){.kind = SSM_SC_STR, .i = (int64_t)strlen(j->valuestring),
+                        .s = ssm_arena_strdup(m->arena, j->valuestring)};
+  } else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "__float__"))) {
+    const char *f = cJSON_GetObjectItemCaseSensitive(j, "__float__")->valuestring;
+    double d = !strcmp(f, "Infinity") ? HUGE_VAL : !strcmp(f, "-Infinity") ? -HUGE_VAL : NAN;
+    *out = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
+  } else if (cJSON_IsArray(j) && depth < 4) {
+    int n = cJSON_GetArraySize(j);
+    if (n > MAX_LIST) return 0;
+    ssm_scalar *items = ssm_arena_alloc(m->arena, sizeof *items * (size_t)(n ? n : 1));
+    int k = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, j) if (!json_scalar(m, it, &items[k++], depth + 1)) return 0;
+    *out = (ssm_scalar){.kind = SSM_SC_LIST, .i = n, .items = items};
+  } else {
+    return 0;
+  }
+  return 1;
+}
+
+/* The first of a param's keys (one, or a list of fallbacks) that config.json
+ * holds with a value other than null; *used names it. */
+static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg, const cJSON **out,
+                               yaml_node_t **used) {
+  *out = NULL;
+  *used = key;
+  if (key->type == YAML_SEQUENCE_NODE) {
+    if (key->data.sequence.items.top == key->data.sequence.items.start)
+      return ssm_src_error(node_pos(m, key), "a param's list of keys is empty");
+    for (yaml_node_item_t *it = key->data.sequence.items.start; it < key->data.sequence.items.top; it++) {
+      yaml_node_t *k = ynode(m, *it);
+      SSM_TRY(expect_type(m, k, YAML_SCALAR_NODE, "a config key"));
+      const cJSON *j = json_get(cfg, stext(k), slen(k));
+      if (*it == *key->data.sequence.items.start) *used = k;
+      if (j && !cJSON_IsNull(j)) {
+        *out = j;
+        *used = k;
+        return NULL;
+      }
+    }
+    return NULL;
+  }
+  SSM_TRY(expect_type(m, key, YAML_SCALAR_NODE, "a config key (or a list of them)"));
+  const cJSON *j = json_get(cfg, stext(key), slen(key));
+  if (j && !cJSON_IsNull(j)) *out = j;
+  return NULL;
+}
+
+/* A param's default or value: an expression, or a YAML list of them. */
+static ssm_status param_expr(ssm_model *m, yaml_node_t *expr, ssm_scalar *out) {
+  if (expr->type == YAML_SEQUENCE_NODE) {
+    int n = (int)(expr->data.sequence.items.top - expr->data.sequence.items.start);
+    if (n > MAX_LIST) return ssm_src_error(node_pos(m, expr), "a list longer than %d", MAX_LIST);
+    ssm_scalar *items = ssm_arena_alloc(m->arena, sizeof *items * (size_t)(n ? n : 1));
+    for (int k = 0; k < n; k++) SSM_TRY(param_expr(m, ynode(m, expr->data.sequence.items.start[k]), &items[k]));
+    *out = (ssm_scalar){.kind = SSM_SC_LIST, .i = n, .items = items};
+    return NULL;
+  }
+  SSM_TRY(expect_type(m, expr, YAML_SCALAR_NODE, "a param value"));
+  return ssm_expr_eval_str(text_pos(m, expr), stext(expr), slen(expr), lookup_params, m, out);
+}
+
 static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cfg) {
   SSM_TRY(check_map(m, params, "params", NULL, NULL));
   int count = (int)(params->data.mapping.pairs.top - params->data.mapping.pairs.start);
@@ -321,9 +400,11 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
   static const char *const keys[] = {"key", "default", "value", NULL};
   for (yaml_node_pair_t *p = params->data.mapping.pairs.start; p < params->data.mapping.pairs.top; p++) {
     yaml_node_t *k = ynode(m, p->key), *v = ynode(m, p->value);
-    if (scalar_is(k, "T") || scalar_is(k, "i") || scalar_is(k, "true") || scalar_is(k, "false") ||
-        scalar_is(k, "tokens") || scalar_is(k, "pos") || scalar_is(k, "max_seq"))
-      return ssm_src_error(node_pos(m, k), "param name '%s' is reserved", stext(k));
+    static const char *const reserved[] = {"T", "i", "use", "in", "true", "false", "tokens", "pos", "max_seq", NULL};
+    for (const char *const *r = reserved; *r; r++)
+      if (scalar_is(k, *r)) return ssm_src_error(node_pos(m, k), "param name '%s' is reserved", stext(k));
+    if (ssm_expr_is_function(stext(k), slen(k)))
+      return ssm_src_error(node_pos(m, k), "param name '%s' is a function of expressions", stext(k));
     yaml_node_t *key = v, *dflt = NULL, *value = NULL;
     if (v->type == YAML_MAPPING_NODE) {
       SSM_TRY(check_map(m, v, "a param", keys, NULL));
@@ -339,38 +420,51 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
     pr->name = ssm_arena_strdup(m->arena, stext(k));
     yaml_node_t *expr = value;
     if (key) {
-      SSM_TRY(expect_type(m, key, YAML_SCALAR_NODE, "a config key"));
-      const cJSON *j = json_get(cfg, stext(key), slen(key));
-      if (!j || cJSON_IsNull(j)) {
+      const cJSON *j;
+      yaml_node_t *used;
+      SSM_TRY(param_lookup(m, key, cfg, &j, &used));
+      if (!j) {
         if (!dflt)
-          return ssm_src_error(text_pos(m, key), "config.json (%s) has no key '%s' (needed by param '%s')",
-                               m->config_path, stext(key), pr->name);
+          return ssm_src_error(text_pos(m, used), "config.json (%s) has no key '%s' (needed by param '%s')",
+                               m->config_path, stext(used), pr->name);
         expr = dflt;
-      } else if (cJSON_IsBool(j)) {
-        pr->v = (ssm_scalar){.kind = SSM_SC_BOOL, .i = cJSON_IsTrue(j)};
-      } else if (cJSON_IsNumber(j)) {
-        double d = j->valuedouble;
-        if (d > -9e15 && d < 9e15 && d == (double)(int64_t)d)
-          pr->v = (ssm_scalar){.kind = SSM_SC_INT, .i = (int64_t)d};
-        else
-          pr->v = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
-      } else if (cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "__float__"))) {
-        /* transformers 5 writes non-finite floats as {"__float__": "Infinity"} */
-        const char *f = cJSON_GetObjectItemCaseSensitive(j, "__float__")->valuestring;
-        double d = !strcmp(f, "Infinity") ? HUGE_VAL : !strcmp(f, "-Infinity") ? -HUGE_VAL : NAN;
-        pr->v = (ssm_scalar){.kind = SSM_SC_FLOAT, .f = d};
+      } else if (!json_scalar(m, j, &pr->v, 0)) {
+        return ssm_src_error(text_pos(m, used),
+                             "config.json (%s): key '%s' (param '%s') is not a number, bool, string or "
+                             "list of them",
+                             m->config_path, stext(used), pr->name);
       } else {
-        return ssm_src_error(text_pos(m, key), "config.json (%s): key '%s' (param '%s') is not a number or bool",
-                             m->config_path, stext(key), pr->name);
+        pr->key = ssm_arena_strdup(m->arena, stext(used));
       }
     }
-    if (expr) {
-      SSM_TRY(expect_type(m, expr, YAML_SCALAR_NODE, "a param value"));
-      SSM_TRY(ssm_expr_eval_str(text_pos(m, expr), stext(expr), slen(expr), lookup_params, m, &pr->v));
-    }
+    if (expr) SSM_TRY(param_expr(m, expr, &pr->v));
     m->nparams++;
   }
   return NULL;
+}
+
+/* What the config keys of the params that `text` names hold: "param
+ * 'kinds' is config.json's 'layers_block_type' = [...]", for messages about
+ * configurations a description refuses. Empty when it names none. */
+static const char *params_note(ssm_model *m, const char *text, size_t len, ssm_arena *a) {
+  ssm_sb b = {0};
+  for (int k = 0; k < m->nparams; k++) {
+    const param *pr = &m->params[k];
+    size_t n = strlen(pr->name);
+    int named = 0;
+    for (size_t at = 0; at + n <= len && !named; at++) {
+      int edge = (at == 0 || !(isalnum((unsigned char)text[at - 1]) || text[at - 1] == '_')) &&
+                 (at + n == len || !(isalnum((unsigned char)text[at + n]) || text[at + n] == '_'));
+      named = edge && !memcmp(text + at, pr->name, n);
+    }
+    if (!named) continue;
+    ssm_sb_printf(&b, "%s%s = ", b.n ? ", " : "; ", pr->name);
+    ssm_scalar_format(&b, &pr->v);
+    ssm_sb_printf(&b, " (%s)", pr->key ? ssm_arena_printf(a, "config.json '%s'", pr->key) : "default");
+  }
+  const char *r = ssm_arena_strdup(a, ssm_sb_str(&b));
+  ssm_sb_free(&b);
+  return r;
 }
 
 /* ---- the graph builder ------------------------------------------------- */
@@ -398,6 +492,7 @@ typedef struct {
   int64_t T;
   ssm_value *tokens, *pos;
   int64_t layers_run; /* block runs so far: the next layer's absolute index */
+  ssm_strmap uses;    /* block name -> its runs so far (as intptr_t) */
   decl *top;        /* top-level weights */
   int ntop;
   ssm_strmap made;  /* tensor name -> its weight/state value */
@@ -409,6 +504,7 @@ typedef struct {
   int has_layer;
   int64_t layer;     /* `i`: the index within its repeat */
   int64_t abs_layer; /* the index among all block runs: names states */
+  int64_t use;       /* `use`: the earlier runs of the same block */
   SSM_VEC(binding) locals;
   decl *decls;
   int ndecls;
@@ -424,6 +520,10 @@ static int lookup_scope(void *ctx, const char *name, size_t n, ssm_scalar *out) 
     *out = (ssm_scalar){.kind = SSM_SC_INT, .i = sc->layer};
     return 1;
   }
+  if (n == 3 && !memcmp(name, "use", 3) && sc->has_layer) {
+    *out = (ssm_scalar){.kind = SSM_SC_INT, .i = sc->use};
+    return 1;
+  }
   return param_find(sc->b->m, name, n, out);
 }
 
@@ -432,11 +532,12 @@ static ssm_status count_node(builder *b, ssm_src at) {
   return NULL;
 }
 
-/* A scalar as messages show it: 64, 0.5, true. */
+/* A scalar as messages show it: 64, 0.5, true, 'rope'. */
 static const char *scalar_str(const ssm_scalar *v, char *buf, size_t n) {
-  if (v->kind == SSM_SC_FLOAT) snprintf(buf, n, "%g", v->f);
-  else if (v->kind == SSM_SC_BOOL) snprintf(buf, n, "%s", v->i ? "true" : "false");
-  else snprintf(buf, n, "%lld", (long long)v->i);
+  ssm_sb b = {0};
+  ssm_scalar_format(&b, v);
+  snprintf(buf, n, "%s", ssm_sb_str(&b));
+  ssm_sb_free(&b);
   return buf;
 }
 
@@ -539,6 +640,9 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
   }
   int found;
   void **slot = ssm_strmap_slot(&b->made, d->name, &found);
+  if (found && d->is_state && ((ssm_value *)*slot)->def->op == SSM_OP_STATE)
+    return ssm_src_error(at, "state '%s' is declared twice in one layer (a block and a block it calls?)",
+                         d->name);
   if (found) {
     ssm_node *prev = ((ssm_value *)*slot)->def;
     char t1[160], t2[160];
@@ -637,12 +741,14 @@ static int peek_is(const ssm_lex *lx, const char *p) {
 }
 
 static ssm_status parse_call(stmt_parser *p, ssm_value **out);
+static ssm_status call_block(stmt_parser *p, yaml_node_t *name, size_t off, ssm_value **out);
 
 static ssm_status make_const(stmt_parser *p, size_t off, ssm_value **out) {
   builder *b = p->sc->b;
   ssm_scalar v;
   SSM_TRY(ssm_expr_eval(&p->lx, lookup_scope, p->sc, &v));
-  if (v.kind == SSM_SC_BOOL) return ssm_lex_error(&p->lx, off, "a bool cannot be an operand");
+  if (v.kind != SSM_SC_INT && v.kind != SSM_SC_FLOAT)
+    return ssm_lex_error(&p->lx, off, "a %s cannot be an operand", ssm_scalar_kind_name(v.kind));
   SSM_TRY(count_node(b, ssm_lex_pos(&p->lx, off)));
   ssm_type t = {.dtype = SSM_F32, .rank = 0};
   ssm_node *n = ssm_graph_append(b->g, SSM_OP_CONST, &t, 0, NULL);
@@ -656,7 +762,8 @@ static ssm_status make_const(stmt_parser *p, size_t off, ssm_value **out) {
 static ssm_status parse_operand(stmt_parser *p, ssm_value **out) {
   ssm_lex *lx = &p->lx;
   size_t off = lx->off;
-  if (lx->tok == SSM_TOK_IDENT && peek_is(lx, "(")) {
+  if (lx->tok == SSM_TOK_IDENT && peek_is(lx, "(") &&
+      (ssm_op_lookup(lx->text, lx->tlen) != SSM_OP_COUNT || !ssm_expr_is_function(lx->text, lx->tlen))) {
     int name_len = (int)lx->tlen;
     SSM_TRY(parse_call(p, out));
     if (!*out)
@@ -770,7 +877,13 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
     return ssm_lex_error(lx, off, lx->tok == SSM_TOK_END ? "expected an op call" : "expected an op call, found '%s'", b2);
   }
   ssm_op op = ssm_op_lookup(lx->text, lx->tlen);
-  if (op == SSM_OP_COUNT) return ssm_lex_error(lx, off, "unknown op '%.*s'", (int)lx->tlen, lx->text);
+  if (op == SSM_OP_COUNT && b->m->blocks) { /* a block called like an op */
+    char nm[SSM_FE_MAX_NAME + 1];
+    snprintf(nm, sizeof nm, "%.*s", (int)lx->tlen, lx->text);
+    for (yaml_node_pair_t *q = b->m->blocks->data.mapping.pairs.start; q < b->m->blocks->data.mapping.pairs.top; q++)
+      if (scalar_is(ynode(b->m, q->key), nm)) return call_block(p, ynode(b->m, q->key), off, out);
+  }
+  if (op == SSM_OP_COUNT) return ssm_lex_error(lx, off, "unknown op '%.*s' (and no block of that name)", (int)lx->tlen, lx->text);
   const ssm_op_info *info = ssm_op_info_get(op);
   if (info->kind == SSM_KIND_SRC)
     return ssm_lex_error(lx, off, "op '%s' cannot be called; declare weights and state, or use a number", info->name);
@@ -880,24 +993,55 @@ static ssm_status exec_string(scope *sc, yaml_node_t *stmt) {
 
 static ssm_status exec_list(scope *sc, yaml_node_t *list, int depth);
 
-static ssm_status run_block(builder *b, yaml_node_t *name, int64_t layer, ssm_value *in, ssm_value **out);
+static ssm_status run_block(scope *caller, yaml_node_t *name, int64_t layer, ssm_value *in,
+                            ssm_value **out);
 
-/* Checks a repeat's `block:`: a block name, or {if: COND, then: B, else: B}
- * where each B is again one of these. */
+/* Checks a repeat's `block:`: a block name, {if: COND, then: B, else: B},
+ * or {switch: EXPR, cases: {VALUE: B, ...}}, where each B is again one of
+ * these. */
 static ssm_status check_block_choice(ssm_model *m, yaml_node_t *block, int depth) {
-  static const char *const keys[] = {"if", "then", "else", NULL};
+  static const char *const if_keys[] = {"if", "then", "else", NULL};
+  static const char *const switch_keys[] = {"switch", "cases", NULL};
   if (block->type == YAML_MAPPING_NODE) {
     if (depth >= MAX_STMT_DEPTH)
       return ssm_src_error(node_pos(m, block), "block choice nested deeper than %d", MAX_STMT_DEPTH);
-    SSM_TRY(check_map(m, block, "a block choice", keys, keys));
+    if (map_get(m, block, "switch")) {
+      SSM_TRY(check_map(m, block, "a block switch", switch_keys, switch_keys));
+      SSM_TRY(expect_type(m, map_get(m, block, "switch"), YAML_SCALAR_NODE, "a switch expression"));
+      yaml_node_t *cases = map_get(m, block, "cases");
+      SSM_TRY(expect_type(m, cases, YAML_MAPPING_NODE, "cases"));
+      for (yaml_node_pair_t *p = cases->data.mapping.pairs.start; p < cases->data.mapping.pairs.top; p++) {
+        SSM_TRY(expect_type(m, ynode(m, p->key), YAML_SCALAR_NODE, "a case"));
+        SSM_TRY(check_block_choice(m, ynode(m, p->value), depth + 1));
+      }
+      return NULL;
+    }
+    SSM_TRY(check_map(m, block, "a block choice", if_keys, if_keys));
     SSM_TRY(expect_type(m, map_get(m, block, "if"), YAML_SCALAR_NODE, "a condition"));
     SSM_TRY(check_block_choice(m, map_get(m, block, "then"), depth + 1));
     return check_block_choice(m, map_get(m, block, "else"), depth + 1);
   }
-  SSM_TRY(expect_ident(m, block, "a block name (or {if: COND, then: NAME, else: NAME})"));
+  SSM_TRY(expect_ident(m, block, "a block name (or {if: COND, then: NAME, else: NAME}, or {switch: EXPR, cases: {...}})"));
   if (!map_get(m, m->blocks, stext(block)))
     return ssm_src_error(node_pos(m, block), "unknown block '%s'", stext(block));
   return NULL;
+}
+
+/* The case of a checked switch that its value selects (the value's text:
+ * a string as it is, a number or bool as written); NULL when none does.
+ * Lists the cases into `known`. */
+static yaml_node_t *switch_case(ssm_model *m, yaml_node_t *cases, const ssm_scalar *v, ssm_sb *known) {
+  ssm_sb text = {0};
+  if (v->kind == SSM_SC_STR) ssm_sb_append(&text, v->s, (size_t)v->i);
+  else ssm_scalar_format(&text, v);
+  yaml_node_t *hit = NULL;
+  for (yaml_node_pair_t *p = cases->data.mapping.pairs.start; p < cases->data.mapping.pairs.top; p++) {
+    yaml_node_t *k = ynode(m, p->key);
+    ssm_sb_printf(known, "%s'%s'", known->n ? ", " : "", stext(k));
+    if (!hit && slen(k) == text.n && !memcmp(stext(k), ssm_sb_str(&text), text.n)) hit = ynode(m, p->value);
+  }
+  ssm_sb_free(&text);
+  return hit;
 }
 
 /* The block layer i runs: decides a checked block choice with `i` bound. */
@@ -905,9 +1049,29 @@ static ssm_status pick_block(builder *b, yaml_node_t *block, int64_t i, yaml_nod
   ssm_model *m = b->m;
   while (block->type == YAML_MAPPING_NODE) {
     scope at_i = {.b = b, .has_layer = 1, .layer = i};
-    int cond;
-    SSM_TRY(eval_cond(&at_i, map_get(m, block, "if"), &cond));
-    block = map_get(m, block, cond ? "then" : "else");
+    yaml_node_t *sw = map_get(m, block, "switch");
+    if (!sw) {
+      int cond;
+      SSM_TRY(eval_cond(&at_i, map_get(m, block, "if"), &cond));
+      block = map_get(m, block, cond ? "then" : "else");
+      continue;
+    }
+    ssm_scalar v;
+    SSM_TRY(ssm_expr_eval_str(text_pos(m, sw), stext(sw), slen(sw), lookup_scope, &at_i, &v));
+    ssm_sb known = {0};
+    yaml_node_t *next = switch_case(m, map_get(m, block, "cases"), &v, &known);
+    if (!next) {
+      char vb[160];
+      ssm_src at = text_pos(m, sw);
+      ssm_status s = ssm_status_new(
+          SSM_ERR_UNSUPPORTED, "%s: layer %lld is %s, which %s does not handle (%s:%d:%d: %s has cases %s)%s",
+          m->config_path, (long long)i, scalar_str(&v, vb, sizeof vb), m->file, at.file, at.line, at.col,
+          stext(sw), ssm_sb_str(&known), params_note(m, stext(sw), slen(sw), b->g->arena));
+      ssm_sb_free(&known);
+      return s;
+    }
+    ssm_sb_free(&known);
+    block = next;
   }
   *out = block;
   return NULL;
@@ -937,9 +1101,9 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
     if (!strcmp(sc->locals.items[k].name, stext(carry))) v = sc->locals.items[k].v;
   if (!v) return ssm_src_error(node_pos(m, carry), "undefined name '%s'", stext(carry));
   for (int64_t i = 0; i < c.i; i++) {
-    yaml_node_t *name;
+    yaml_node_t *name = NULL;
     SSM_TRY(pick_block(b, block, i, &name));
-    SSM_TRY(run_block(b, name, i, v, &v));
+    SSM_TRY(run_block(sc, name, i, v, &v));
   }
   scope_bind(sc, stext(carry), slen(carry), v);
   return NULL;
@@ -961,8 +1125,9 @@ static ssm_status exec_assert(scope *sc, yaml_node_t *stmt) {
   SSM_TRY(ssm_expr_template(text_pos(m, msg), stext(msg), slen(msg), lookup_scope, sc,
                             sc->b->g->arena, &text));
   ssm_src at = node_pos(m, cond);
-  return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s (%s:%d:%d: %.*s)", m->config_path, text, at.file,
-                        at.line, at.col, (int)(slen(cond) > 80 ? 80 : slen(cond)), stext(cond));
+  return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s (%s:%d:%d: %.*s)%s", m->config_path, text, at.file,
+                        at.line, at.col, (int)(slen(cond) > 80 ? 80 : slen(cond)), stext(cond),
+                        params_note(m, stext(cond), slen(cond), sc->b->g->arena));
 }
 
 static ssm_status exec_stmt(scope *sc, yaml_node_t *stmt, int depth) {
@@ -995,11 +1160,37 @@ static ssm_status exec_list(scope *sc, yaml_node_t *list, int depth) {
   return NULL;
 }
 
-static ssm_status run_block_in(scope *sc, yaml_node_t *name, yaml_node_t *spec, ssm_value *in, ssm_value **out) {
+/* Binds a block's inputs: `in` is one name (the carried value) or a list
+ * whose first name is the carried value and whose other names are read
+ * from the calling scope (the graph's values, such as the embeddings). */
+static ssm_status bind_inputs(scope *sc, scope *caller, yaml_node_t *in_spec, ssm_value *in) {
   ssm_model *m = sc->b->m;
-  yaml_node_t *in_name = map_get(m, spec, "in"), *out_name = map_get(m, spec, "out");
+  if (in_spec->type == YAML_SCALAR_NODE) {
+    scope_bind(sc, stext(in_spec), slen(in_spec), in);
+    return NULL;
+  }
+  for (yaml_node_item_t *it = in_spec->data.sequence.items.start; it < in_spec->data.sequence.items.top; it++) {
+    yaml_node_t *nm = ynode(m, *it);
+    ssm_value *v = in;
+    if (it != in_spec->data.sequence.items.start) {
+      v = NULL;
+      for (size_t k = caller->locals.n; k-- > 0 && !v;)
+        if (!strcmp(caller->locals.items[k].name, stext(nm))) v = caller->locals.items[k].v;
+      if (!v)
+        return ssm_src_error(node_pos(m, nm), "block input '%s' is not a value where the block is repeated",
+                             stext(nm));
+    }
+    scope_bind(sc, stext(nm), slen(nm), v);
+  }
+  return NULL;
+}
+
+static ssm_status run_block_in(scope *sc, scope *caller, yaml_node_t *name, yaml_node_t *spec,
+                               ssm_value *in, ssm_value **out) {
+  ssm_model *m = sc->b->m;
+  yaml_node_t *out_name = map_get(m, spec, "out");
   SSM_TRY(decls_make(sc, map_get(m, spec, "weights"), map_get(m, spec, "state"), &sc->decls, &sc->ndecls));
-  scope_bind(sc, stext(in_name), slen(in_name), in);
+  SSM_TRY(bind_inputs(sc, caller, map_get(m, spec, "in"), in));
   SSM_TRY(exec_list(sc, map_get(m, spec, "body"), 0));
   *out = NULL;
   for (size_t k = 0; k < sc->locals.n; k++)
@@ -1010,9 +1201,66 @@ static ssm_status run_block_in(scope *sc, yaml_node_t *name, yaml_node_t *spec, 
   return NULL;
 }
 
-static ssm_status run_block(builder *b, yaml_node_t *name, int64_t layer, ssm_value *in, ssm_value **out) {
-  scope sc = {.b = b, .has_layer = 1, .layer = layer, .abs_layer = b->layers_run++};
-  ssm_status s = run_block_in(&sc, name, map_get(b->m, b->m->blocks, stext(name)), in, out);
+/* The number of earlier runs of block `name` (its `use`), counting this one. */
+static int64_t next_use(builder *b, yaml_node_t *name) {
+  int found;
+  void **uses = ssm_strmap_slot(&b->uses, stext(name), &found);
+  intptr_t use = (intptr_t)*uses;
+  *uses = (void *)(use + 1);
+  return use;
+}
+
+static ssm_status run_block(scope *caller, yaml_node_t *name, int64_t layer, ssm_value *in,
+                            ssm_value **out) {
+  builder *b = caller->b;
+  scope sc = {.b = b, .has_layer = 1, .layer = layer, .abs_layer = b->layers_run++, .use = next_use(b, name)};
+  ssm_status s = run_block_in(&sc, caller, name, map_get(b->m, b->m->blocks, stext(name)), in, out);
+  scope_free(&sc);
+  return s;
+}
+
+/* `y = NAME(a, b)` where NAME is a block: runs it with its inputs bound to
+ * the operands in order, in the caller's layer (the same `i` and state
+ * prefix; at graph level, a layer of its own), and gives its out value. */
+static ssm_status call_block(stmt_parser *p, yaml_node_t *name, size_t off, ssm_value **out) {
+  ssm_lex *lx = &p->lx;
+  scope *caller = p->sc;
+  builder *b = caller->b;
+  ssm_model *m = b->m;
+  yaml_node_t *spec = map_get(m, m->blocks, stext(name)), *in = map_get(m, spec, "in");
+  int want = in->type == YAML_SEQUENCE_NODE ? (int)(in->data.sequence.items.top - in->data.sequence.items.start) : 1;
+  if (++p->depth > MAX_STMT_DEPTH)
+    return ssm_lex_error(lx, off, "block calls nested deeper than %d", MAX_STMT_DEPTH);
+  SSM_TRY(ssm_lex_next(lx));
+  SSM_TRY(ssm_lex_expect(lx, "("));
+  ssm_value *args[MAX_CALL_ARGS];
+  int nargs = 0;
+  while (!ssm_lex_is(lx, ")")) {
+    if (nargs == want || nargs == MAX_CALL_ARGS)
+      return ssm_lex_error(lx, lx->off, "block '%s' takes %d input%s", stext(name), want, want == 1 ? "" : "s");
+    SSM_TRY(parse_operand(p, &args[nargs++]));
+    if (!ssm_lex_is(lx, ")")) SSM_TRY(ssm_lex_expect(lx, ","));
+  }
+  SSM_TRY(ssm_lex_next(lx));
+  p->depth--;
+  if (nargs != want)
+    return ssm_lex_error(lx, off, "block '%s' takes %d input%s, got %d", stext(name), want, want == 1 ? "" : "s", nargs);
+  scope sc = {.b = b, .has_layer = 1, .use = next_use(b, name)};
+  sc.layer = caller->has_layer ? caller->layer : 0;
+  sc.abs_layer = caller->has_layer ? caller->abs_layer : b->layers_run++;
+  ssm_status s = decls_make(&sc, map_get(m, spec, "weights"), map_get(m, spec, "state"), &sc.decls, &sc.ndecls);
+  for (int k = 0; k < nargs && !s; k++) {
+    yaml_node_t *nm = in->type == YAML_SEQUENCE_NODE ? ynode(m, in->data.sequence.items.start[k]) : in;
+    scope_bind(&sc, stext(nm), slen(nm), args[k]);
+  }
+  if (!s) s = exec_list(&sc, map_get(m, spec, "body"), 0);
+  yaml_node_t *out_name = map_get(m, spec, "out");
+  *out = NULL;
+  for (size_t k = 0; !s && k < sc.locals.n; k++)
+    if (!strcmp(sc.locals.items[k].name, stext(out_name))) *out = sc.locals.items[k].v;
+  if (!s && !*out)
+    s = ssm_src_error(node_pos(m, out_name), "block '%s' never assigns its out variable '%s'", stext(name),
+                      stext(out_name));
   scope_free(&sc);
   return s;
 }
@@ -1038,6 +1286,7 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
   scope_free(&sc);
   free(b.top);
   ssm_strmap_free(&b.made);
+  ssm_strmap_free(&b.uses);
   if (!s) s = ssm_graph_verify(b.g);
   if (s) {
     ssm_graph_destroy(b.g);
@@ -1057,7 +1306,15 @@ static ssm_status check_blocks(ssm_model *m) {
   for (yaml_node_pair_t *p = m->blocks->data.mapping.pairs.start; p < m->blocks->data.mapping.pairs.top; p++) {
     yaml_node_t *spec = ynode(m, p->value);
     SSM_TRY(check_map(m, spec, "a block", keys, required));
-    SSM_TRY(expect_ident(m, map_get(m, spec, "in"), "a block's in"));
+    yaml_node_t *in = map_get(m, spec, "in");
+    if (in->type == YAML_SEQUENCE_NODE) {
+      if (in->data.sequence.items.top == in->data.sequence.items.start)
+        return ssm_src_error(node_pos(m, in), "a block's in list is empty");
+      for (yaml_node_item_t *it = in->data.sequence.items.start; it < in->data.sequence.items.top; it++)
+        SSM_TRY(expect_ident(m, ynode(m, *it), "a block's input"));
+    } else {
+      SSM_TRY(expect_ident(m, in, "a block's in (a name, or a list of names)"));
+    }
     SSM_TRY(expect_ident(m, map_get(m, spec, "out"), "a block's out"));
     SSM_TRY(expect_type(m, map_get(m, spec, "body"), YAML_SEQUENCE_NODE, "a block's body"));
   }

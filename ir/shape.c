@@ -8,9 +8,10 @@
  * numpy: shapes align on the right and a size-1 or missing dim stretches.
  *
  * Dtypes: the operands of an op share one dtype, except that the weight of
- * a matmul and the table of an embed may be stored in f16 or bf16 (16-bit
- * weights: the weights pass). Those two ops compute in f32 and give f32
- * whatever their weight's dtype, so every activation and state stays f32.
+ * a matmul or matmul_sel and the table of an embed may be stored in f16 or
+ * bf16 (16-bit weights: the weights pass). Those ops compute in f32 and give
+ * f32 whatever their weight's dtype, so every activation and state stays
+ * f32. Indices (topk's result, gather's and matmul_sel's operand) are i32.
  */
 #include "ir/ir.h"
 
@@ -283,7 +284,95 @@ static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
                (long long)T);
   if (pos->dtype != SSM_I32 || pos->rank != 1 || pos->dims[0] != 1)
     return bad("attention pos must be i32[1], got %s", FMT(pos, b1));
+  if (ssm_node_int(n, "window", 0) < 0)
+    return bad("attention window must be >= 0 (0: none), got %lld", (long long)ssm_node_int(n, "window", 0));
   *out = *q;
+  return NULL;
+}
+
+static ssm_status need_pos(const ssm_node *n, int i, const char *op) {
+  char b[96];
+  const ssm_type *pos = arg(n, i);
+  if (pos->dtype != SSM_I32 || pos->rank != 1 || pos->dims[0] != 1)
+    return bad("%s pos must be i32[1], got %s", op, FMT(pos, b));
+  return NULL;
+}
+
+/* x %0 [T,K] or [T,k,K], w %1 [E,N,K] (f32, f16 or bf16), idx %2 i32 [T,k] -> f32 [T,k,N] */
+static ssm_status infer_matmul_sel(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96], b3[96];
+  const ssm_type *x = arg(n, 0), *w = arg(n, 1), *idx = arg(n, 2);
+  SSM_TRY(need_float(n, 0, "matmul_sel input"));
+  SSM_TRY(need_float(n, 1, "matmul_sel weight"));
+  if (idx->dtype != SSM_I32 || idx->rank != 2)
+    return bad("matmul_sel needs i32 indices [T,k], got %s", FMT(idx, b1));
+  int64_t T = idx->dims[0], k = idx->dims[1];
+  if (w->rank != 3) return bad("matmul_sel needs stacked weights [E,N,K], got %s", FMT(w, b1));
+  int ok = (x->rank == 2 || (x->rank == 3 && x->dims[1] == k)) && x->dims[0] == T &&
+           x->dims[x->rank - 1] == w->dims[2];
+  if (!ok)
+    return bad("matmul_sel needs x [T,K] or [T,k,K] for indices %s and weights %s, got %s", FMT(idx, b1),
+               FMT(w, b2), FMT(x, b3));
+  *out = (ssm_type){.dtype = SSM_F32, .rank = 3, .dims = {T, k, w->dims[1]}};
+  return NULL;
+}
+
+/* x [T,H,D], pos i32[1]; 2 <= dims <= D, dims even */
+static ssm_status infer_rope(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  SSM_TRY(need_float(n, 0, "rope input"));
+  if (x->rank != 3) return bad("rope needs x [T,H,D], got %s", FMT(x, b));
+  SSM_TRY(need_pos(n, 1, "rope"));
+  int64_t dims = 0;
+  SSM_TRY(get_int(n, "dims", &dims));
+  if (dims < 2 || dims % 2 || dims > x->dims[2])
+    return bad("rope dims=%lld must be even and in 2..%lld (D of %s)", (long long)dims,
+               (long long)x->dims[2], FMT(x, b));
+  const ssm_attr *theta = ssm_node_attr(n, "theta");
+  if (!theta || theta->kind != SSM_ATTR_FLOAT) return bad("needs float attribute 'theta'");
+  if (!(theta->f > 1) || isinf(theta->f)) return bad("rope theta must be finite and > 1, got %g", theta->f);
+  int64_t il = ssm_node_int(n, "interleaved", 0);
+  if (il != 0 && il != 1) return bad("rope interleaved must be 0 or 1, got %lld", (long long)il);
+  *out = *x;
+  return NULL;
+}
+
+static ssm_status infer_positions(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  if (x->rank < 1) return bad("positions needs x [T,..], got %s", FMT(x, b));
+  SSM_TRY(need_pos(n, 1, "positions"));
+  *out = (ssm_type){.dtype = SSM_F32, .rank = 2, .dims = {x->dims[0], 1}};
+  return NULL;
+}
+
+static ssm_status infer_topk(const ssm_node *n, ssm_type *out) {
+  char b[96];
+  const ssm_type *x = arg(n, 0);
+  SSM_TRY(need_float(n, 0, "topk input"));
+  if (x->rank < 1) return bad("topk needs x [..,N], got %s", FMT(x, b));
+  int64_t k = 0;
+  SSM_TRY(get_int(n, "k", &k));
+  if (k < 1 || k > x->dims[x->rank - 1])
+    return bad("topk k=%lld must be in 1..%lld for %s", (long long)k, (long long)x->dims[x->rank - 1],
+               FMT(x, b));
+  *out = *x;
+  out->dtype = SSM_I32;
+  out->dims[x->rank - 1] = k;
+  return NULL;
+}
+
+static ssm_status infer_gather(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96];
+  const ssm_type *x = arg(n, 0), *idx = arg(n, 1);
+  SSM_TRY(need_float(n, 0, "gather input"));
+  int ok = idx->dtype == SSM_I32 && idx->rank == x->rank && x->rank >= 1;
+  for (int d = 0; ok && d + 1 < x->rank; d++) ok = idx->dims[d] == x->dims[d];
+  if (!ok) return bad("gather needs x [..,N] and i32 indices [..,k] with the same leading dims, got %s and %s",
+                      FMT(x, b1), FMT(idx, b2));
+  *out = *x;
+  out->dims[x->rank - 1] = idx->dims[x->rank - 1];
   return NULL;
 }
 
@@ -332,6 +421,11 @@ ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
     switch (n->op) {
     case SSM_OP_EMBED: s = infer_embed(n, &t); break;
     case SSM_OP_MATMUL: s = infer_matmul(n, &t); break;
+    case SSM_OP_MATMUL_SEL: s = infer_matmul_sel(n, &t); break;
+    case SSM_OP_ROPE: s = infer_rope(n, &t); break;
+    case SSM_OP_POSITIONS: s = infer_positions(n, &t); break;
+    case SSM_OP_TOPK: s = infer_topk(n, &t); break;
+    case SSM_OP_GATHER: s = infer_gather(n, &t); break;
     case SSM_OP_REDUCE: s = infer_reduce(n, &t); break;
     case SSM_OP_RMSNORM: s = infer_rmsnorm(n, &t); break;
     case SSM_OP_SLICE: s = infer_slice(n, &t); break;

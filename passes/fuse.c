@@ -161,7 +161,7 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = 0; k < f->count; k++) {
     const ssm_node *a = f->nodes[k];
     if (f->group[k] < 0 || ssm_node_is_pointwise(a) || a->op == SSM_OP_ARGMAX ||
-        a->op == SSM_OP_SAMPLE)
+        a->op == SSM_OP_SAMPLE || a->op == SSM_OP_TOPK)
       continue;
     if (a->op == SSM_OP_RMSNORM) { /* a norm prologue is not a group's result */
       int mine = 1;

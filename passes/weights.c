@@ -1,9 +1,11 @@
 /*
  * weights.c — the dtype weights are kept in on the device.
  *
- * With opts->weight_dtype f16 or bf16, every weight that only a matmul (as
- * its weight, %1) or an embed (as its table, %0) reads, and that has no
- * load-time transform, is retyped to that dtype: the runtime stores it in
+ * With opts->weight_dtype f16 or bf16, every weight that only a matmul or a
+ * matmul_sel (as its weight, %1) or an embed (as its table, %0) reads,
+ * directly or through views (a slice of stacked expert weights), and that
+ * has no load-time transform, is retyped to that dtype, with the views that
+ * read it: the runtime stores it in
  * 16 bits and the kernels widen each element to f32 as they read it (the
  * shape rules of those two ops give f32 whatever their weight's dtype).
  * These are the matrices, which are nearly all the bytes a decode step
@@ -19,7 +21,8 @@
 
 /* Whether operand slot `i` of `n` may read a 16-bit weight. */
 static int reads_16bit(const ssm_node *n, int i) {
-  return (n->op == SSM_OP_MATMUL && i == 1) || (n->op == SSM_OP_EMBED && i == 0);
+  return ((n->op == SSM_OP_MATMUL || n->op == SSM_OP_MATMUL_SEL) && i == 1) ||
+         (n->op == SSM_OP_EMBED && i == 0);
 }
 
 ssm_status ssm_pass_weights(ssm_graph *g, const ssm_pass_opts *o, char *out_note, size_t n) {
@@ -32,14 +35,19 @@ ssm_status ssm_pass_weights(ssm_graph *g, const ssm_pass_opts *o, char *out_note
   ssm_graph_number(g);
   /* per value: 1 used, 2 some use cannot read 16 bits */
   char *use = ssm_xcalloc((size_t)g->nvalues + 1, 1);
-  for (ssm_node *x = g->first; x; x = x->next)
-    for (int i = 0; i < x->nargs; i++) use[x->args[i]->id] |= reads_16bit(x, i) ? 1 : 2;
+  for (ssm_node *x = g->last; x; x = x->prev) /* a view's users come after it */
+    for (int i = 0; i < x->nargs; i++)
+      use[x->args[i]->id] |= reads_16bit(x, i) ? 1 : ssm_op_is_view(x->op) ? use[x->result->id] : 2;
   int count = 0;
   uint64_t saved = 0;
   for (ssm_node *x = g->first; x; x = x->next) {
     ssm_value *v = x->result;
+    if (ssm_op_is_view(x->op) && x->args[0]->type.dtype == to && use[v->id] == 1) {
+      v->type.dtype = to; /* a view of a retyped weight */
+      continue;
+    }
     if (x->op != SSM_OP_WEIGHT || use[v->id] != 1 || v->type.dtype != SSM_F32 ||
-        v->type.rank != 2 || ssm_node_attr(x, "transform"))
+        v->type.rank < 2 || ssm_node_attr(x, "transform"))
       continue;
     v->type.dtype = to;
     count++;

@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: falcon_mamba, jamba, mamba, mamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -508,16 +508,56 @@ static void test_jamba_schedule(void) {
   ssm_graph_destroy(g);
 }
 
-static void test_jamba_experts_refused(void) {
+/* num_experts > 1: the layers i % expert_layer_period == expert_layer_offset
+ * (default 2, 1) route each token to its top num_experts_per_tok experts. */
+static void test_jamba_experts(void) {
   const char *cfg = jamba_config("jamba_moe.json", 16);
   ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("models/jamba.yaml"), cfg, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_model_build(m, 3, &g));
+  ssm_model_close(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  /* layers 1 and 3 are MoE: gate, up and down of the picked experts each */
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_TOPK), 2);
+  CU_ASSERT_EQUAL(count_op(g, SSM_OP_MATMUL_SEL), 6);
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op == SSM_OP_TOPK) CU_ASSERT(type_is(n->result, "i32[3,2]"));
+    if (n->op == SSM_OP_MATMUL_SEL && n->args[1]->type.rank == 3 && n->args[1]->type.dims[1] == 64)
+      CU_ASSERT(type_is(n->args[1], "f32[16,64,32]"));
+  }
+  ssm_graph_destroy(g);
+}
+
+/* A layer cannot pick more experts than it has: the error names both keys
+ * and their values. */
+static void test_jamba_experts_topk_refused(void) {
+  const char *base = jamba_config("jamba_moe_bad.json", 4);
+  char *text = NULL;
+  size_t len = 0;
+  SSM_ASSERT_OK(ssm_file_read(base, 0, &text, &len));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  char buf[1200];
+  char *brace = strrchr(text, '}');
+  CU_ASSERT_PTR_NOT_NULL_FATAL(brace);
+  int n = snprintf(buf, sizeof buf, "%.*s, \"num_experts_per_tok\": 5}\n", (int)(brace - text), text);
+  free(text);
+  const char *cfg = ssm_test_write("jamba_moe_bad.json", buf, (size_t)n);
+  ssm_model *m = NULL;
   ssm_status s = ssm_model_open(ssm_test_path("models/jamba.yaml"), cfg, &m);
+  ssm_graph *g = NULL;
+  if (!s) {
+    s = ssm_model_build(m, 3, &g);
+    ssm_model_close(m);
+  }
+  CU_ASSERT_PTR_NULL(g);
   CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_UNSUPPORTED);
-  CU_ASSERT_PTR_NULL(m);
-  char want[600];
-  snprintf(want, sizeof want, "%s: num_experts = 16: Jamba's mixture-of-experts layers are not "
-           "supported (only num_experts = 1", cfg);
-  SSM_ASSERT_ERR(s, want);
+  const char *msg = s ? ssm_status_message(s) : "";
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "num_experts_per_tok = 5 with num_experts = 4"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(msg, "top_k = 5 (config.json 'num_experts_per_tok')"));
+  if (!strstr(msg, "top_k = 5 (config.json")) fprintf(stderr, "\n  got: %s\n", msg);
+  ssm_status_free(s);
 }
 
 /* Two repeats of blocks chosen per layer: i restarts in each repeat, while
@@ -702,9 +742,10 @@ static void test_print_roundtrip(void) {
  * are numbers of the wrong range, the YAML expression that uses them. */
 static void test_config_errors(void) {
   static const char *const cases[][2] = {
-      {"\"hidden_size\": \"64\", ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
-      {"\"hidden_size\": [64], ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
-      {"\"hidden_size\": {}, ", "key 'hidden_size' (param 'hidden') is not a number or bool"},
+      {"\"hidden_size\": \"64\", ", "dimension 'hidden' must be an integer in 1..2^40, got '64'"},
+      {"\"hidden_size\": [64], ", "dimension 'hidden' must be an integer in 1..2^40, got [64]"},
+      {"\"hidden_size\": {}, ", "key 'hidden_size' (param 'hidden') is not a number, bool, string or list of them"},
+      {"\"hidden_size\": [{}], ", "key 'hidden_size' (param 'hidden') is not a number, bool, string or list of them"},
       {"\"hidden_size\": null, ", "has no key 'hidden_size' (needed by param 'hidden')"},
       {"\"hidden_size\": -64, ", "dimension 'hidden' must be an integer in 1..2^40, got -64"},
       {"\"hidden_size\": 0, ", "dimension 'hidden' must be an integer in 1..2^40, got 0"},
@@ -793,7 +834,8 @@ static void test_load_text(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_shapes", test_mamba1_shapes},
                          {"jamba_schedule", test_jamba_schedule},
-                         {"jamba_experts_refused", test_jamba_experts_refused},
+                         {"jamba_experts", test_jamba_experts},
+                         {"jamba_experts_topk_refused", test_jamba_experts_topk_refused},
                          {"layer_schedule", test_layer_schedule},
                          {"model_params", test_model_params},
                          {"mamba1_untied_bias", test_mamba1_untied_bias},

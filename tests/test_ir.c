@@ -144,6 +144,27 @@ static const char *const op_texts[] = {
     "  output %2, %4, %5\n"
     "}\n",
 
+    "graph zoo {\n"
+    "  %0:f32[3,4,8] = input name=\"x\"\n"
+    "  %1:i32[1] = input name=\"pos\"\n"
+    "  %2:f32[3,4,8] = rope %0, %1 theta=1e+04 dims=6\n"
+    "  %3:f32[3,4,8] = rope %0, %1 theta=5e+05 dims=8 interleaved=1\n"
+    "  %4:f32[3,1] = positions %0, %1\n"
+    "  %5:f32[3,4,8] = minimum %2, %3\n"
+    "  %6:f32[3,4,8] = maximum %5, %2\n"
+    "  %7:f32[3,4,8] = gelu %6\n"
+    "  %8:f32[3,4,8] = gelu_tanh %7\n"
+    "  %9:f32[3,5] = input name=\"router\"\n"
+    "  %10:i32[3,2] = topk %9 k=2\n"
+    "  %11:f32[3,2] = gather %9, %10\n"
+    "  %12:f32[3,6] = input name=\"h\"\n"
+    "  %13:bf16[5,7,6] = weight name=\"experts.{*}.up\"\n"
+    "  %14:f32[3,2,7] = matmul_sel %12, %13, %10\n"
+    "  %15:f32[5,6,7] = weight name=\"experts.{*}.down\"\n"
+    "  %16:f32[3,2,6] = matmul_sel %14, %15, %10\n"
+    "  output %8, %4, %11, %16\n"
+    "}\n",
+
     "graph sampler {\n"
     "  %0:f32[2,16] = input name=\"logits\"\n"
     "  %1:f32[8] = state name=\"sampler\"\n"

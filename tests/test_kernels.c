@@ -413,6 +413,9 @@ static void test_unary(void) {
   unary(SSM_OP_SQUARE, "square [67,13]", -1, 1, TOL_ARITH);
   unary(SSM_OP_TANH, "tanh [67,13]", -1, 1, TOL_TRANS);
   unary(SSM_OP_TANH, "tanh [67,13] x in [-30,30]", -30, 30, TOL_TRANS);
+  unary(SSM_OP_GELU, "gelu [67,13] x in [-6,6]", -6, 6, TOL_TRANS);
+  unary(SSM_OP_GELU_TANH, "gelu_tanh [67,13] x in [-6,6]", -6, 6, TOL_TRANS);
+  unary(SSM_OP_GELU_TANH, "gelu_tanh [67,13] x in [-60,60]", -60, 60, TOL_TRANS);
   end_list();
 }
 
@@ -438,6 +441,8 @@ static void test_binary(void) {
   binary(SSM_OP_MUL, "mul [67,13] * const", &m67, NULL, TOL_ARITH);
   binary(SSM_OP_SUB, "sub const - [67,13]", NULL, &m67, TOL_ARITH);
   binary(SSM_OP_DIV, "div const / [1000,13] (x in [0.5,1])", NULL, &r1000, TOL_ARITH);
+  binary(SSM_OP_MINIMUM, "minimum [67,13], [67,1]", &m67, &c67, TOL_EXACT);
+  binary(SSM_OP_MAXIMUM, "maximum [67,13], const", &m67, NULL, TOL_EXACT);
   end_list();
 }
 
@@ -454,6 +459,9 @@ static void test_matmul(void) {
   matmul("matmul M=1 K=1537 N=67", F32(1, 1537), 67, 1537);
   matmul("matmul M=3 K=1000 N=1537", F32(3, 1000), 1537, 1000);
   matmul("matmul M=5 K=4 N=67", F32(5, 4), 67, 4);
+  matmul("matmul M=1 K=64 N=2051 (gemv, 4 columns a group, last group short)", F32(1, 64), 2051,
+         64);
+  matmul("matmul M=4 K=24 N=515 (gemv, 2 columns a group)", F32(4, 24), 515, 24);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
   matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
   end_list();
@@ -653,6 +661,100 @@ static void test_attention(void) {
   attention("attention T=3 HQ=2 HKV=2 D=67 (2 dims a thread)", 3, 2, 2, 67, 7, 2, 0.5);
   attention("attention T=40 HQ=6 HKV=2 D=24, 2 runs (score chunks)", 40, 6, 2, 24, 80, 2, 1.0);
   attention("attention T=1 HQ=6 HKV=1 D=24 (one kv head), 3 runs", 1, 6, 1, 24, 3, 3, 1.0);
+  end_list();
+}
+
+/* attention over the last `window` positions only */
+static void attention_window(const char *label, int64_t T, int64_t window, int runs) {
+  kcase kc;
+  kc_begin(&kc, label);
+  int32_t ids[64] = {0};
+  kc_tokens(&kc, (int)T, ids);
+  ssm_value *args[6];
+  args[0] = kc_weight(&kc, F32(T, 4, 16), -1, 1);
+  args[1] = kc_weight(&kc, F32(T, 2, 16), -1, 1);
+  args[2] = kc_weight(&kc, F32(T, 2, 16), -1, 1);
+  args[3] = kc_state(&kc, F32(T * runs, 2, 16));
+  args[4] = kc_state(&kc, F32(T * runs, 2, 16));
+  args[5] = kc_pos(&kc);
+  ssm_node *n = ssm_graph_append(kc.g, SSM_OP_ATTENTION, &k_scalar, 6, args);
+  ssm_node_set_float(kc.g, n, "scale", 0.25);
+  ssm_node_set_int(kc.g, n, "window", window);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_ACCUM);
+}
+
+/* rope of x [T,H,D] at positions 0.., T.. (two runs) */
+static void rope(const char *label, int64_t T, int64_t H, int64_t D, int64_t dims, int interleaved,
+                 double theta) {
+  kcase kc;
+  kc_begin(&kc, label);
+  int32_t ids[64] = {0};
+  kc_tokens(&kc, (int)T, ids);
+  ssm_value *x = kc_weight(&kc, F32(T, H, D), -1, 1);
+  ssm_node *n = kc_op(&kc, SSM_OP_ROPE, 2, x, kc_pos(&kc), NULL, NULL);
+  ssm_node_set_float(kc.g, n, "theta", theta);
+  ssm_node_set_int(kc.g, n, "dims", dims);
+  if (interleaved) ssm_node_set_int(kc.g, n, "interleaved", 1);
+  kc.runs = 2;
+  kc_check(&kc, n, TOL_TRANS);
+}
+
+/* The i32 [rows, k] index operand: the token ids reshaped. */
+static ssm_value *kc_index(kcase *kc, int64_t rows, int64_t k, const int32_t *ids) {
+  ssm_value *t = kc_tokens(kc, (int)(rows * k), ids);
+  ssm_type it = ssm_type_make(SSM_I32, 2, (int64_t[]){rows, k});
+  return ssm_graph_append(kc->g, SSM_OP_RESHAPE, &it, 1, &t)->result;
+}
+
+static void test_zoo_ops(void) {
+  NEED_VK();
+  rope("rope T=3 H=5 D=16 dims=16 NeoX, 2 runs", 3, 5, 16, 16, 0, 10000);
+  rope("rope T=2 H=3 D=24 dims=12 (partial) NeoX", 2, 3, 24, 12, 0, 500000);
+  rope("rope T=4 H=2 D=10 dims=6 GPT-J, 2 runs", 4, 2, 10, 6, 1, 10000);
+  attention_window("attention window=3 T=5, 2 runs", 5, 3, 2);
+  attention_window("attention window=1 T=1, 4 runs", 1, 1, 4);
+  attention_window("attention window=70 T=40 (> a chunk), 2 runs", 40, 70, 2);
+
+  kcase kc;
+  kc_begin(&kc, "positions T=7, 2 runs");
+  int32_t zeros[64] = {0};
+  kc_tokens(&kc, 7, zeros);
+  ssm_value *x = kc_weight(&kc, F32(7, 3), -1, 1);
+  kc.runs = 2;
+  kc_check(&kc, kc_op(&kc, SSM_OP_POSITIONS, 2, x, kc_pos(&kc), NULL, NULL), TOL_EXACT);
+
+  kc_begin(&kc, "topk rows=5 N=13 k=4, ties");
+  x = kc_weight(&kc, F32(5, 13), -1, 1);
+  float *d = kc.wdata[0];
+  d[13 + 2] = d[13 + 7] = d[13 + 11] = 3.0f; /* row 1: a three-way tie at the top */
+  for (int i = 0; i < 13; i++) d[3 * 13 + i] = 0.5f; /* row 3: all equal */
+  ssm_node *n = kc_op(&kc, SSM_OP_TOPK, 1, x, NULL, NULL, NULL);
+  ssm_node_set_int(kc.g, n, "k", 4);
+  kc_check(&kc, n, TOL_EXACT);
+
+  kc_begin(&kc, "topk [2,3,67] k=1");
+  x = kc_weight(&kc, F32(2, 3, 67), -1, 1);
+  n = kc_op(&kc, SSM_OP_TOPK, 1, x, NULL, NULL, NULL);
+  ssm_node_set_int(kc.g, n, "k", 1);
+  kc_check(&kc, n, TOL_EXACT);
+
+  kc_begin(&kc, "gather rows=3 N=13 k=2");
+  x = kc_weight(&kc, F32(3, 13), -1, 1);
+  ssm_value *idx = kc_index(&kc, 3, 2, (int32_t[]){12, 0, 5, 5, 7, 1});
+  kc_check(&kc, kc_op(&kc, SSM_OP_GATHER, 2, x, idx, NULL, NULL), TOL_EXACT);
+
+  kc_begin(&kc, "matmul_sel x [3,67] w [5,13,67] k=2");
+  x = kc_weight(&kc, F32(3, 67), -1, 1);
+  ssm_value *w = kc_weight(&kc, F32(5, 13, 67), -1, 1);
+  idx = kc_index(&kc, 3, 2, (int32_t[]){4, 0, 2, 2, 1, 3});
+  kc_check(&kc, kc_op(&kc, SSM_OP_MATMUL_SEL, 3, x, w, idx, NULL), TOL_ACCUM);
+
+  kc_begin(&kc, "matmul_sel x [2,3,13] (a row per pick) w [4,7,13] k=3");
+  x = kc_weight(&kc, F32(2, 3, 13), -1, 1);
+  w = kc_weight(&kc, F32(4, 7, 13), -1, 1);
+  idx = kc_index(&kc, 2, 3, (int32_t[]){3, 0, 1, 1, 2, 3});
+  kc_check(&kc, kc_op(&kc, SSM_OP_MATMUL_SEL, 3, x, w, idx, NULL), TOL_ACCUM);
   end_list();
 }
 
@@ -965,6 +1067,7 @@ int main(void) {
                          {"conv1d", test_conv1d},
                          {"scan", test_scan},
                          {"attention", test_attention},
+                         {"zoo_ops", test_zoo_ops},
                          {"sample", test_sample},
                          {"sample_distribution", test_sample_distribution},
                          {"sample_nonfinite", test_sample_nonfinite},

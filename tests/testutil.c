@@ -36,6 +36,23 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   snprintf(dir, sizeof dir, "%s/cache", ssm_test_tmpdir());
   setenv("XDG_CACHE_HOME", dir, 1);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
+  /* SSM_TEST_ONLY=a,b runs only the tests whose names hold a or b */
+  const char *only = getenv("SSM_TEST_ONLY");
+  if (only && *only) {
+    int kept = 0;
+    for (int i = 0; tests[i].pName; i++) {
+      int want = 0;
+      for (const char *p = only; *p && !want;) {
+        size_t n = strcspn(p, ",");
+        char part[256];
+        snprintf(part, sizeof part, "%.*s", (int)(n < 255 ? n : 255), p);
+        want = n && strstr(tests[i].pName, part);
+        p += n + (p[n] == ',');
+      }
+      if (want) tests[kept++] = tests[i];
+    }
+    tests[kept] = (CU_TestInfo)CU_TEST_INFO_NULL;
+  }
   CU_SuiteInfo suites[] = {{(char *)suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
   if (CU_register_suites(suites) != CUE_SUCCESS) return 2;
   CU_basic_set_mode(CU_BRM_VERBOSE);

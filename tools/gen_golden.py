@@ -708,13 +708,19 @@ def gen_fixture(fx, outroot, kernels):
 
 def half_references(fx, model, full, logits, d):
     """For a model compiled with 16-bit weights (ssmc compile --dtype bf16|f16):
-    logits_<h>w.f32, transformers in float32 on the weights rounded to h (the
-    same numbers a 16-bit bundle keeps, so it must match as closely as an f32
+    logits_<h>w.f32, transformers in float32 with the Linear and Embedding
+    weights rounded to h (the same numbers a 16-bit bundle keeps, so it must match as closely as an f32
     one), and logits_<h>.f32, transformers run entirely in h (activations too),
     with its distance from the float32 logits as the scale of a fair bound."""
     out = {}
     for h in fx.get("half", ()):
-        rounded = copy.deepcopy(model).to(TORCH_DTYPE[h]).to(torch.float32).eval()
+        # only what ssmc's weights pass keeps in 16 bits: the weights of matmuls
+        # (nn.Linear) and embeddings; norms, conv, A, D and biases stay f32
+        rounded = copy.deepcopy(model).eval()
+        with torch.no_grad():
+            for mod in rounded.modules():
+                if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
+                    mod.weight.copy_(mod.weight.to(TORCH_DTYPE[h]).to(torch.float32))
         lw = full_logits(rounded, full)
         ln = full_logits(copy.deepcopy(model).to(TORCH_DTYPE[h]).eval(), full)
         for suffix, t in (("w", lw), ("", ln)):

@@ -368,6 +368,34 @@ static void op_matmul(const cpu_run *r, const ssm_node *n) {
   }
 }
 
+/* y[t,j,:] = x[t,(j),:] . w[idx[t,j]]^T, double sums. */
+static ssm_status op_matmul_sel(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0], *wv = n->args[1], *iv = n->args[2];
+  SSM_ASSERT(wv->type.rank == 3 && iv->type.rank == 2);
+  int64_t experts = dim(wv, 0), nout = dim(wv, 1), k = dim(wv, 2);
+  int64_t steps = dim(iv, 0), picks = dim(iv, 1), xrows = xv->type.rank == 3 ? picks : 1;
+  SSM_ASSERT(last_dim(xv) == k && numel(xv) == steps * xrows * k &&
+             numel(n->result) == steps * picks * nout);
+  const float *x = fbuf(r, xv), *w = fbuf(r, wv);
+  const int32_t *idx = ibuf(r, iv);
+  float *y = fbuf(r, n->result);
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t j = 0; j < picks; j++) {
+      int32_t e = idx[t * picks + j];
+      if (e < 0 || e >= experts)
+        return ssm_status_new(SSM_ERR_INVALID, "expert index %d out of range [0, %lld)", (int)e,
+                              (long long)experts);
+      const float *xr = x + (t * xrows + (xrows > 1 ? j : 0)) * k;
+      for (int64_t o = 0; o < nout; o++) {
+        const float *wr = w + (e * nout + o) * k;
+        double acc = 0;
+        for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+        y[(t * picks + j) * nout + o] = (float)acc;
+      }
+    }
+  return NULL;
+}
+
 static ssm_status op_reduce(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0];
   const char *kind = ssm_node_str(n, "kind", "");
@@ -560,7 +588,8 @@ static void op_scan(const cpu_run *r, const ssm_node *n) {
 /* Writes k, v [T,Hkv,D] into the caches [MAXS,Hkv,D] at rows pos.., then
  * for each query t (position pos+t) and head h: a max-subtracted softmax of
  * scale*q.k over cache rows 0..pos+t of kv head h/(Hq/Hkv), and the weighted
- * sum of v. Double accumulation throughout. */
+ * sum of v (only the last `window` rows, window > 0). Double accumulation
+ * throughout. */
 static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   const ssm_value *qv = n->args[0], *kv = n->args[1], *vv = n->args[2];
   const ssm_value *kcv = n->args[3], *vcv = n->args[4];
@@ -580,6 +609,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   memcpy(kc + pos * row, k, (size_t)(steps * row) * sizeof(float));
   memcpy(vc + pos * row, v, (size_t)(steps * row) * sizeof(float));
   double scale = ssm_node_float(n, "scale", 1);
+  int64_t window = ssm_node_int(n, "window", 0);
   int64_t len = pos + steps;
   void *mem;
   SSM_TRY(ssm_alloc((size_t)(len + d), sizeof(double), &mem));
@@ -587,9 +617,10 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   for (int64_t t = 0; t < steps; t++)
     for (int64_t h = 0; h < hq; h++) {
       int64_t g = h / (hq / hkv), last = pos + t;
+      int64_t first = window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
       const float *qr = q + (t * hq + h) * d;
       double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j <= last; j++) {
+      for (int64_t j = first; j <= last; j++) {
         const float *kr = kc + j * row + g * d;
         double dot = 0;
         for (int64_t i = 0; i < d; i++) dot += (double)qr[i] * kr[i];
@@ -597,7 +628,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
         mx = fmax(mx, score[j]);
       }
       for (int64_t i = 0; i < d; i++) acc[i] = 0;
-      for (int64_t j = 0; j <= last; j++) {
+      for (int64_t j = first; j <= last; j++) {
         double p = exp(score[j] - mx);
         sum += p;
         const float *vr = vc + j * row + g * d;
@@ -609,7 +640,87 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   return NULL;
 }
 
+/* Rotary embedding as transformers computes it: the inverse frequency
+ * 1/theta^(2j/dims) and the angle p*inv in f32, then x*cos + rot(x)*sin
+ * (rot pairs channel j with j+dims/2, or 2j with 2j+1 when interleaved). */
+static void op_rope(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  SSM_ASSERT(xv->type.rank == 3 && numel(n->result) == numel(xv));
+  int64_t steps = dim(xv, 0), heads = dim(xv, 1), d = dim(xv, 2);
+  int64_t dims = ssm_node_int(n, "dims", 0), half = dims / 2;
+  int il = (int)ssm_node_int(n, "interleaved", 0);
+  SSM_ASSERT(dims >= 2 && dims <= d);
+  float theta = (float)ssm_node_float(n, "theta", 10000);
+  int64_t pos = ibuf(r, n->args[1])[0];
+  const float *x = fbuf(r, xv);
+  float *y = fbuf(r, n->result);
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t h = 0; h < heads; h++) {
+      const float *xr = x + (t * heads + h) * d;
+      float *yr = y + (t * heads + h) * d;
+      memcpy(yr, xr, (size_t)d * sizeof(float));
+      for (int64_t j = 0; j < half; j++) {
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)dims);
+        float angle = (float)(pos + t) * inv;
+        double c = cos((double)angle), sn = sin((double)angle);
+        int64_t a = il ? 2 * j : j, b = il ? 2 * j + 1 : j + half;
+        yr[a] = (float)(xr[a] * c - xr[b] * sn);
+        yr[b] = (float)(xr[b] * c + xr[a] * sn);
+      }
+    }
+}
+
+static void op_positions(const cpu_run *r, const ssm_node *n) {
+  int64_t pos = ibuf(r, n->args[1])[0];
+  float *y = fbuf(r, n->result);
+  for (int64_t t = 0; t < numel(n->result); t++) y[t] = (float)(pos + t);
+}
+
 /* ---- last-axis ops ---------------------------------------------------------------- */
+
+/* The k largest of each row by repeated selection: largest first, the lower
+ * index first among equals (NaN counts as the largest, as in torch). */
+static void op_topk(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0];
+  int64_t width = last_dim(xv), rows = width ? numel(xv) / width : 0, k = last_dim(n->result);
+  SSM_ASSERT(k <= width && numel(n->result) == rows * k);
+  const float *x = fbuf(r, xv);
+  int32_t *y = ibuf(r, n->result);
+  unsigned char *taken = ssm_xcalloc((size_t)width, 1);
+  for (int64_t m = 0; m < rows; m++) {
+    const float *xr = x + m * width;
+    memset(taken, 0, (size_t)width);
+    for (int64_t j = 0; j < k; j++) {
+      int64_t best = -1;
+      for (int64_t i = 0; i < width; i++)
+        if (!taken[i] && (best < 0 || isnan(xr[i]) > isnan(xr[best]) ||
+                          (!isnan(xr[best]) && xr[i] > xr[best])))
+          best = i;
+      taken[best] = 1;
+      y[m * k + j] = (int32_t)best;
+    }
+  }
+  free(taken);
+}
+
+static ssm_status op_gather(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0], *iv = n->args[1];
+  int64_t width = last_dim(xv), k = last_dim(iv), rows = k ? numel(iv) / k : 0;
+  SSM_ASSERT(numel(xv) == rows * width && numel(n->result) == rows * k);
+  const float *x = fbuf(r, xv);
+  const int32_t *idx = ibuf(r, iv);
+  float *y = fbuf(r, n->result);
+  for (int64_t m = 0; m < rows; m++)
+    for (int64_t j = 0; j < k; j++) {
+      int32_t i = idx[m * k + j];
+      if (i < 0 || i >= width)
+        return ssm_status_new(SSM_ERR_INVALID, "gather index %d out of range [0, %lld)", (int)i,
+                              (long long)width);
+      y[m * k + j] = x[m * width + i];
+    }
+  return NULL;
+}
+
 
 static void op_softmax(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0];
@@ -823,6 +934,11 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_CONST: op_const(r, n); return NULL;
   case SSM_OP_EMBED: return op_embed(r, n);
   case SSM_OP_MATMUL: op_matmul(r, n); return NULL;
+  case SSM_OP_MATMUL_SEL: return op_matmul_sel(r, n);
+  case SSM_OP_ROPE: op_rope(r, n); return NULL;
+  case SSM_OP_POSITIONS: op_positions(r, n); return NULL;
+  case SSM_OP_TOPK: op_topk(r, n); return NULL;
+  case SSM_OP_GATHER: return op_gather(r, n);
   case SSM_OP_REDUCE: return op_reduce(r, n);
   case SSM_OP_RMSNORM: op_rmsnorm(r, n); return NULL;
   case SSM_OP_SLICE: op_slice(r, n); return NULL;

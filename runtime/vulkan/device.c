@@ -959,6 +959,24 @@ ssm_status ssm_vk_buffer_fill(ssm_vk *vk, ssm_vk_buffer *b, size_t offset, size_
 
 /* ---- kernels ------------------------------------------------------------- */
 
+/* The optional device features a SPIR-V module declares it needs (its
+ * OpCapability instructions), as SSM_VK_* bits: so a kernel the device cannot
+ * run is refused by name instead of failing inside the driver. */
+static unsigned spirv_needs(const uint32_t *w, size_t words) {
+  unsigned need = 0;
+  for (size_t i = 5; i < words;) {
+    uint32_t op = w[i] & 0xffffu, n = w[i] >> 16;
+    if (!n || i + n > words) break;
+    if (op == 17 /* OpCapability */ && n == 2) {
+      if (w[i + 1] == 63 /* GroupNonUniformArithmetic */) need |= SSM_VK_SUBGROUP_ARITH;
+    } else if (op != 11 && op != 14 && op != 10) { /* ExtInstImport, MemoryModel, Extension */
+      break;                                       /* capabilities come first */
+    }
+    i += n;
+  }
+  return need;
+}
+
 ssm_status ssm_vk_kernel_create_desc(ssm_vk *vk, const ssm_vk_kernel_desc *d,
                                      ssm_vk_kernel **out) {
   *out = NULL;
@@ -977,6 +995,9 @@ ssm_status ssm_vk_kernel_create_desc(ssm_vk *vk, const ssm_vk_kernel_desc *d,
   if (d->n_spec < 0 || d->n_spec > 32 || (d->n_spec && !d->spec_values))
     return ssm_status_new(SSM_ERR_INVALID, "kernel '%s': %d specialization constants (0..32)",
                           name, d->n_spec);
+  char why[160];
+  snprintf(why, sizeof why, "by kernel '%s'", name);
+  SSM_TRY(ssm_vk_require(vk, spirv_needs(d->spirv, d->words), why));
   ssm_vk_kernel *k = calloc(1, sizeof *k);
   if (!k || !(k->name = strdup(name))) {
     free(k);

@@ -521,7 +521,7 @@ static void convert_chunk(const uint8_t *src, size_t n, size_t at, void *user) {
   }
 }
 
-ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want) {
+static ssm_status check_one(const ssm_st *st, const char *name, const ssm_type *want) {
   const ssm_st_tensor *t = find(st, name);
   if (!t) return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' not found in %s", name, st->path);
   int same = t->rank == want->rank;
@@ -539,11 +539,53 @@ ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want
   return NULL;
 }
 
-ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
-  SSM_TRY(ssm_st_check(st, name, want));
+static ssm_status read_one(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  SSM_TRY(check_one(st, name, want));
   const ssm_st_tensor *t = find(st, name);
   convert c = {t->dtype, want->dtype, dst};
   return read_tensor(st, (size_t)(t - st->tensors.items), convert_chunk, &c);
+}
+
+/* A stacked weight's parts: tensor k is the name with k in place of "{*}",
+ * of want's type without its first dim. Calls `fn` on each (with its
+ * destination when dst is not NULL). */
+static ssm_status each_part(const ssm_st *st, const char *name, const ssm_type *want, void *dst,
+                            ssm_status (*fn)(const ssm_st *, const char *, const ssm_type *, void *)) {
+  const char *hole = strstr(name, "{*}");
+  if (want->rank < 2)
+    return ssm_status_new(SSM_ERR_INVALID, "stacked tensor '%s' needs a shape [parts, ...], not rank %d",
+                          name, want->rank);
+  ssm_type part = *want;
+  part.rank = want->rank - 1;
+  for (int i = 0; i < part.rank; i++) part.dims[i] = want->dims[i + 1];
+  size_t bytes = (size_t)ssm_type_numel(&part) * ssm_dtype_size(want->dtype);
+  ssm_sb nm = {0};
+  ssm_status s = NULL;
+  for (int64_t k = 0; k < want->dims[0] && !s; k++) {
+    ssm_sb_clear(&nm);
+    ssm_sb_printf(&nm, "%.*s%lld%s", (int)(hole - name), name, (long long)k, hole + 3);
+    s = fn(st, ssm_sb_str(&nm), &part, dst ? (uint8_t *)dst + (size_t)k * bytes : NULL);
+    if (s) s = ssm_status_wrap(s, "part %lld of stacked tensor '%s'", (long long)k, name);
+  }
+  ssm_sb_free(&nm);
+  return s;
+}
+
+static ssm_status check_part(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  return check_one(st, name, want);
+}
+
+ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want) {
+  if (strstr(name, "{*}")) return each_part(st, name, want, NULL, check_part);
+  return check_one(st, name, want);
+}
+
+ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  if (strstr(name, "{*}")) {
+    SSM_TRY(ssm_st_check(st, name, want));
+    return each_part(st, name, want, dst, read_one);
+  }
+  return read_one(st, name, want, dst);
 }
 
 void ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {

@@ -42,7 +42,11 @@ ssm_dtype ssm_st_float_dtype(const ssm_st *st);
 /* ssm_st_float_dtype of the checkpoint at `path` (only its headers are read). */
 ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out);
 /* The checks ssm_st_read makes before it reads: the tensor exists, with
- * want's shape and a dtype it converts to want's. */
+ * want's shape and a dtype it converts to want's. A name holding "{*}" is a
+ * stacked tensor (the experts of a mixture-of-experts layer): want's first
+ * dim counts its parts, and part k is the tensor named with k in place of
+ * "{*}", of want's shape without that dim; both functions treat each part
+ * as a tensor of its own and place them one after another. */
 ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
 /* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
  * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
