@@ -76,7 +76,6 @@ static int session_options(run_args *r, const char *cmd) {
   r->o.chunk = r->chunk_given && !bundle ? (int)r->chunk : 0;
   r->o.max_seq = (int)r->max_seq;
   r->o.eos = r->eos;
-  r->o.cache_dir = r->cache_dir = r->no_cache ? NULL : ssmc_cache_dir_default();
   r->progress.quiet = r->quiet;
   r->o.progress = ssm_cli_progress_fn;
   r->o.progress_user = &r->progress;
@@ -87,6 +86,8 @@ static int session_options(run_args *r, const char *cmd) {
  * compiling or loading cancels it cleanly. */
 static ssmc_status open_session(run_args *r, ssmc_session **out) {
   ssm_cli_catch_signals();
+  free(r->cache_dir); /* freed by the command */
+  r->o.cache_dir = r->cache_dir = r->no_cache ? NULL : ssmc_cache_dir_default();
   ssmc_status st = ssmc_session_open(r->model, &r->o, out);
   ssm_cli_progress_end(&r->progress);
   return st;
@@ -304,8 +305,8 @@ int ssm_cli_run(int argc, char **argv) {
   /* the state after every token fed; the last generated one was not fed */
   if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
   if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, r.json);
+  ssmc_decoder_destroy(p.dec); /* before the session: it uses the session's tokenizer */
   ssmc_session_close(s);
-  ssmc_decoder_destroy(p.dec);
   if (p.f) { /* the dump replaces the old file only when the run succeeded */
     int failed = st || ssm_cli_signal || fflush(p.f);
     ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
