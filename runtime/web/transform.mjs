@@ -6,6 +6,40 @@
 // stored as f32. test/transform.test.mjs checks this table against
 // elementwise.def.
 
+// erfc in double (JavaScript's Math has none): the Maclaurin series of erf
+// below |z| 2.5, the continued fraction of erfc (modified Lentz) above;
+// erfc(-z) = 2 - erfc(z). test/transform.test.mjs checks it against C's.
+export function erfc(z) {
+  if (Number.isNaN(z)) return z;
+  if (z < 0) return 2 - erfc(-z);
+  if (z < 2.5) {
+    let term = z, sum = z;
+    for (let n = 1; n < 200 && Math.abs(term) > 1e-17 * Math.abs(sum); n++) {
+      term *= (-z * z) / n;
+      sum += term / (2 * n + 1);
+    }
+    return 1 - (2 / Math.sqrt(Math.PI)) * sum;
+  }
+  if (z > 27) return 0; /* below the smallest double */
+  // erfc(z) = exp(-z^2)/sqrt(pi) * 1/(z + (1/2)/(z + 1/(z + (3/2)/(z + ...))))
+  const tiny = 1e-300;
+  let f = z, C = z, D = 0;
+  for (let k = 1; k < 500; k++) {
+    const a = k / 2;
+    D = z + a * D;
+    D = D === 0 ? 1 / tiny : 1 / D;
+    C = z + a / C;
+    if (C === 0) C = tiny;
+    const delta = C * D;
+    f *= delta;
+    if (Math.abs(delta - 1) < 1e-16) break;
+  }
+  // exp(-z^2) with z^2 split into an exact part and a small one (z*z itself
+  // would lose ~1e-14 relative at z = 14)
+  const zh = Math.round(z * 1048576) / 1048576, zl = z - zh;
+  return (Math.exp(-zh * zh) * Math.exp(-(2 * zh * zl + zl * zl))) / Math.sqrt(Math.PI) / f;
+}
+
 export const UNARY = {
   neg: (x) => -x,
   exp: (x) => Math.exp(x),
@@ -18,6 +52,8 @@ export const UNARY = {
   rsqrt: (x) => 1 / Math.sqrt(x),
   square: (x) => x * x,
   tanh: (x) => Math.tanh(x),
+  gelu: (x) => 0.5 * x * erfc(-x * Math.SQRT1_2),
+  gelu_tanh: (x) => x / (1 + Math.exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x))),
 };
 
 // Applies `transform` to the f32 array `data` in place. The whole chain is

@@ -60,7 +60,7 @@ test("pymamba's tokenizer gives the ids `ssmc tokenize` gives", () => {
   const path = join(ROOT, 'models/pymamba/tokenizer.json');
   const tok = new Tokenizer(readFileSync(path, 'utf8'), path);
   for (const text of ['def fibonacci(n):\n    return n', 'import os, sys\t# ümlaut → 😀\r\n\n  x = [1, 22, 333]']) {
-    const want = ssmc(['tokenize', '--tokenizer', path, text]).trim().split(',').map(Number);
+    const want = ssmc(['tokenize', '--ids', '--tokenizer', path, text]).trim().split(',').map(Number);
     assert.deepEqual(tok.encode(text), want, JSON.stringify(text));
   }
 });

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './helpers.mjs';
-import { UNARY, applyTransform, f32ToBf16, f32ToF16, toHalf } from '../transform.mjs';
+import { UNARY, applyTransform, erfc, f32ToBf16, f32ToF16, toHalf } from '../transform.mjs';
 
 // UNARY(ENUM, c, glsl, wgsl) rows: the op's name (ops.def) and its C expression.
 function rows() {
@@ -26,8 +26,8 @@ function rows() {
 
 // A C expression over x (elementwise.def's column) as a JavaScript function.
 function fromC(c) {
-  const js = c.replace(/\b(exp|log1p|log|sqrt|tanh)\(/g, 'Math.$1(');
-  return new Function('x', `return ${js};`);
+  const js = c.replace(/\b(exp|log1p|log|sqrt|tanh)\(/g, 'Math.$1(').replace(/\bM_SQRT1_2\b/g, 'Math.SQRT1_2');
+  return new Function('x', 'erfc', `return ${js};`).bind(null);
 }
 
 test('every unary op of elementwise.def has a transform with its C value', () => {
@@ -36,13 +36,25 @@ test('every unary op of elementwise.def has a transform with its C value', () =>
   const points = [-30, -20.5, -1, -1e-3, 0, 1e-3, 0.5, 1, 2.5, 19.9, 20, 20.1, 30, 88];
   for (const { name, c } of r) {
     assert.ok(name && UNARY[name], `unary op '${name}' (${c}) has no transform`);
-    const ref = fromC(c);
+    const f = fromC(c), ref = (x) => f(x, erfc);
     for (const x of points) {
       const want = Math.fround(ref(x)), got = Math.fround(UNARY[name](x));
       assert.ok(Object.is(want, got) || (Number.isNaN(want) && Number.isNaN(got)), `${name}(${x}): ${got}, C gives ${want}`);
     }
   }
   assert.equal(Object.keys(UNARY).length, r.length, 'a transform for an op that is not in elementwise.def');
+});
+
+test("erfc gives C's values (glibc, via Python's math.erfc)", () => {
+  const want = [[0.5, 0.4795001221869535], [1, 0.15729920705028513], [3, 2.2090496998585438e-05],
+    [10, 2.088487583762545e-45], [0.7071067811865476, 0.31731050786291404],
+    [14.142135623730951, 5.507248237212385e-89], [21.213203435596427, 9.813427854296048e-198],
+    [-1.7677669529663687, 1.9875806693484477], [0, 1]];
+  for (const [z, e] of want) {
+    const got = erfc(z);
+    assert.ok(Math.abs(got - e) <= 2e-15 * Math.abs(e), `erfc(${z}): ${got}, C gives ${e}`);
+    assert.ok(Object.is(Math.fround(got), Math.fround(e)), `erfc(${z}) as f32`);
+  }
 });
 
 test('a chain applies in order, each step stored as f32; bad chains change nothing', () => {
