@@ -3,6 +3,7 @@
  * message on stderr and a non-zero exit, never a crash.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -519,7 +520,10 @@ static void test_bench_reps(void) {
     snprintf(sd, sizeof sd, "%s_stddev", keys[i]);
     CU_ASSERT(cJSON_GetObjectItem(j, keys[i])->valuedouble > 0);
     CU_ASSERT(cJSON_GetObjectItem(j, sd)->valuedouble >= 0);
-    CU_ASSERT(cJSON_GetObjectItem(j, sd)->valuedouble < cJSON_GetObjectItem(j, keys[i])->valuedouble);
+    /* timings vary without bound (a loaded machine, a sanitizer), but the
+     * spread of n positive samples is at most sqrt(n) times their mean */
+    CU_ASSERT(cJSON_GetObjectItem(j, sd)->valuedouble <=
+              sqrt(3.0) * cJSON_GetObjectItem(j, keys[i])->valuedouble * (1 + 1e-9));
   }
   CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "dtype")->valuestring, "f32");
   CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "ssmc_version")->valuestring, SSM_VERSION);
