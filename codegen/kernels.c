@@ -331,14 +331,19 @@ static void load_fn(gctx *c, ssm_sb *loads, const char *name, const char *params
   ssm_sb_free(&e);
 }
 
-/* load of operand v of shape [.., K] as (m, k) with m over the leading dims */
-static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
-  const ssm_type *t = &v->type;
+/* Coordinates of type t as (m, LAST): m over the leading dims, LAST the last. */
+static coords row_coords(gctx *c, const ssm_type *t, const char *last) {
   ssm_type lead = *t;
   lead.rank = t->rank - 1;
   coords k = delinearize("m", &lead, c->a);
   k.rank = t->rank;
-  k.c[t->rank - 1] = "k";
+  k.c[t->rank - 1] = last;
+  return k;
+}
+
+/* load of operand v of shape [.., K] as (m, k) with m over the leading dims */
+static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
+  coords k = row_coords(c, &v->type, "k");
   load_fn(c, loads, name, "m k", v, &k);
 }
 
@@ -882,12 +887,7 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
 /* `int NAME(uint m, uint j)`: element (m, j) of i32 operand v [.., k], m
  * over the leading dims; read through views like any operand. */
 static void load_index(gctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
-  const ssm_type *t = &v->type;
-  ssm_type lead = *t;
-  lead.rank = t->rank - 1;
-  coords k = delinearize("m", &lead, c->a);
-  k.rank = t->rank;
-  k.c[t->rank - 1] = "j";
+  coords k = row_coords(c, &v->type, "j");
   ssm_sb e = {0};
   emit(c, v, &k, &e, 0);
   ssm_sb_printf(loads, LANG(c, "int %s(uint m, uint j) { return int(%s); }\n",
