@@ -279,6 +279,8 @@ static void test_header_errors(void) {
   expect_header_error("{} x", "trailing bytes");
   expect_header_error("{\"__metadata__\":3}", "__metadata__ is not an object");
   expect_header_error("{\"x\":5}", "tensor 'x': entry is not an object");
+  expect_header_error("{\"a.{*}.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                      "tensor 'a.{*}.w': the name holds \"{*}\"");
   expect_header_error("{\"x\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
                       "unsupported dtype 'F64' for tensor 'x'");
   expect_header_error("{\"x\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}",

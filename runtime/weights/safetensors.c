@@ -138,6 +138,11 @@ static ssm_status read_at(const ssm_st *st, int f, const char *path, uint64_t of
 static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e, int file,
                               uint64_t data_at, size_t data_size, st_range *out_range) {
   const char *name = e->string;
+  if (strstr(name, "{*}"))
+    return ssm_status_new(SSM_ERR_INVALID,
+                          "%s: tensor '%s': the name holds \"{*}\", which names a stacked weight "
+                          "(its parts are stored as name.0, name.1, ...)",
+                          path, name);
   if (!cJSON_IsObject(e))
     return ssm_status_new(SSM_ERR_INVALID, "%s: tensor '%s': entry is not an object", path, name);
   const cJSON *jd = cJSON_GetObjectItemCaseSensitive(e, "dtype");

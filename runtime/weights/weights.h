@@ -46,7 +46,8 @@ ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out);
  * stacked tensor (the experts of a mixture-of-experts layer): want's first
  * dim counts its parts, and part k is the tensor named with k in place of
  * "{*}", of want's shape without that dim; both functions treat each part
- * as a tensor of its own and place them one after another. */
+ * as a tensor of its own and place them one after another (ssm_st_open
+ * refuses a stored name holding "{*}"). */
 ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
 /* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
  * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
