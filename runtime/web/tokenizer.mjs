@@ -18,6 +18,8 @@
 // String::from_utf8_lossy does. Anything the C tokenizer refuses is refused
 // here with the same message.
 
+import { parseJson } from './json.mjs';
+
 export class TokenizerError extends Error {}
 
 // GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others
@@ -75,9 +77,9 @@ export class Tokenizer {
     const err = (msg) => new TokenizerError(`${path}: ${msg}`);
     let root;
     try {
-      root = JSON.parse(text);
+      root = parseJson(text);
     } catch (e) {
-      throw new TokenizerError(`${path}: not valid JSON (${e.message})`);
+      throw new TokenizerError(`${path}: ${e.message}`);
     }
     if (!isObj(root)) throw err('expected a JSON object');
     const model = root.model;
