@@ -918,7 +918,8 @@ static ssm_status items_kernel(gctx *c, ssm_sb *loads, int64_t count, const char
 }
 
 /* rope: the angle p * INV[j] in f32 with INV computed here exactly as the
- * interpreter computes it (1 / powf(theta, 2j/dims)), then cos and sin. */
+ * interpreter computes it (1 / powf(theta, 2j/dims)), then cos and sin (in
+ * WGSL common.wgsl.in's ssm_cossin: WebGPU's builtins may miss by 2^-11). */
 static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *x = &n->args[0]->type;
@@ -952,7 +953,8 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
       "      let o = select(d - %lldu, d + %lldu, lo);\n"
       "      let ang = f32(u32(max(%s, 0)) + t) * INV[j];\n"
       "      let y = in_x(t, h, o);\n"
-      "      r = select(x * cos(ang) + y * sin(ang), x * cos(ang) - y * sin(ang), lo);\n"
+      "      let cs = ssm_cossin(ang);\n"
+      "      r = select(x * cs.x + y * cs.y, x * cs.x - y * cs.y, lo);\n"
       "    }\n"
       "    b0_st(i, epilogue(r, i));",
       (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
