@@ -423,6 +423,26 @@ static void test_tiny_ok(void) {
   ssm_graph_destroy(g);
 }
 
+/* A call of an expression function (bf16, max, ...) as an operand is a
+ * constant, like a param or a number there. */
+static void test_function_operands(void) {
+  char text[4096];
+  const char *path = tiny_variant("funcs.yaml", "h = silu",
+                                  "      - h = silu(mul(mul(matmul(x, up), bf16(0.1)), max(2, half)))", text,
+                                  sizeof text);
+  ssm_graph *g = build(path, tiny_config("config.json", ""), 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int bf = 0, mx = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op != SSM_OP_CONST) continue;
+    bf += ssm_node_float(n, "value", 0) == 0.10009765625; /* 0.1 rounded to bfloat16 */
+    mx += ssm_node_float(n, "value", 0) == 32;             /* max(2, half) */
+  }
+  CU_ASSERT(bf >= 1);
+  CU_ASSERT(mx >= 1);
+  ssm_graph_destroy(g);
+}
+
 /* Every unary op of ops.def is reachable from YAML by its name (tanh, for
  * logit soft-capping, was added to the table alone). */
 static void test_unary_ops_by_name(void) {
@@ -902,6 +922,7 @@ int main(void) {
                          {"hf_directory", test_hf_directory},
                          {"tiny_ok", test_tiny_ok},
                          {"unary_ops_by_name", test_unary_ops_by_name},
+                         {"function_operands", test_function_operands},
                          {"error_unknown_op", test_error_unknown_op},
                          {"error_undefined_name", test_error_undefined_name},
                          {"error_arity", test_error_arity},
