@@ -952,7 +952,8 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
       "      let o = select(d - %lldu, d + %lldu, lo);\n"
       "      let ang = f32(u32(max(%s, 0)) + t) * INV[j];\n"
       "      let y = in_x(t, h, o);\n"
-      "      r = select(x * cos(ang) + y * sin(ang), x * cos(ang) - y * sin(ang), lo);\n"
+      "      let cs = ssm_cos_sin(ang);\n"
+      "      r = select(x * cs.x + y * cs.y, x * cs.x - y * cs.y, lo);\n"
       "    }\n"
       "    b0_st(i, epilogue(r, i));",
       (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
@@ -965,7 +966,8 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
       "      uint j = %s, o = lo ? d + %lldu : d - %lldu;\n"
       "      float ang = float(uint(max(%s, 0)) + t) * INV[j];\n"
       "      float y = in_x(t, h, o);\n"
-      "      r = lo ? x * cos(ang) - y * sin(ang) : x * cos(ang) + y * sin(ang);\n"
+      "      vec2 cs = ssm_cos_sin(ang);\n"
+      "      r = lo ? x * cs.x - y * cs.y : x * cs.x + y * cs.y;\n"
       "    }\n"
       "    b0.v[i] = epilogue(r, i);",
       (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
