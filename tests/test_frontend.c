@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -868,6 +868,16 @@ static void test_zoo_configs_refused(void) {
        "mamba_n_heads = 4, mamba_d_head = 7, mamba_n_groups = 2: the heads must fill mamba_d_ssm = 48"},
       {"falcon_h1_tiny", "falcon_h1.yaml", "\"mlp_multipliers\": [", "\"mlp_multipliers\": [2, ",
        "ssm_multipliers needs 5 values and mlp_multipliers 2"},
+      {"zamba2_tiny", "zamba2.yaml", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"",
+       "hidden_act = 'silu' is not supported (only 'gelu')"},
+      {"zamba2_tiny", "zamba2.yaml", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false",
+       "tie_word_embeddings = false is not supported"},
+      {"zamba2_tiny", "zamba2.yaml", "\"add_bias_linear\": false", "\"add_bias_linear\": true",
+       "add_bias_linear = true is not supported"},
+      {"zamba2_tiny", "zamba2.yaml", "\"hybrid_layer_ids\": [\n    1,\n    3,", "\"hybrid_layer_ids\": [\n    1,\n    2,",
+       "hybrid_layer_ids = [1, 2, 4] does not list layer 3, the hybrid layer number 1 of layers_block_type"},
+      {"zamba2_tiny", "zamba2.yaml", "\"linear_attention\",\n    \"hybrid\",\n    \"linear_attention\"",
+       "\"linear_attention\",\n    \"hybrid\",\n    \"full_attention\"", "layer 2 is 'full_attention', which"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     char rel[256], yaml[256], *text = NULL;

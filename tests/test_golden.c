@@ -25,9 +25,7 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        "falcon_tiny",   "falcon_bf16_untied",
                                        "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate",
                                        "jamba_tiny",    "jamba_gqa",
-                                       /* issue 14: the hybrid zoo (docs/families.md); Zamba2 and
-                                        * RecurrentGemma (20, 22) have fixtures but no YAML yet,
-                                        * so no test */
+                                       /* issue 14: the hybrid zoo (docs/families.md) */
                                        "mamba2_dt_limit", "jamba_moe", "jamba_moe_top1",
                                        "bamba_tiny", "nemotron_h_tiny", "falcon_h1_tiny",
                                        "falcon_h1_rmsnorm", "falcon_h1_normfirst",
@@ -289,6 +287,7 @@ FIXTURE_TEST(14, nemotron_h_tiny)
 FIXTURE_TEST(15, falcon_h1_tiny)
 FIXTURE_TEST(16, falcon_h1_rmsnorm)
 FIXTURE_TEST(17, falcon_h1_normfirst)
+FIXTURE_TEST(20, zamba2_tiny)
 FIXTURE_TEST(21, lfm2_tiny)
 FIXTURE_TEST(18, granitemoe_hybrid_dense)
 FIXTURE_TEST(19, granitemoe_hybrid_moe)
@@ -382,6 +381,7 @@ int main(void) {
                          {"falcon_h1_tiny", test_falcon_h1_tiny},
                          {"falcon_h1_rmsnorm", test_falcon_h1_rmsnorm},
                          {"falcon_h1_normfirst", test_falcon_h1_normfirst},
+                         {"zamba2_tiny", test_zamba2_tiny},
                          {"lfm2_tiny", test_lfm2_tiny},
                          {"granitemoe_hybrid_dense", test_granitemoe_hybrid_dense},
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
