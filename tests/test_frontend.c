@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, zamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, recurrent_gemma, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -878,6 +878,14 @@ static void test_zoo_configs_refused(void) {
        "hybrid_layer_ids = [1, 2, 4] does not list layer 3, the hybrid layer number 1 of layers_block_type"},
       {"zamba2_tiny", "zamba2.yaml", "\"linear_attention\",\n    \"hybrid\",\n    \"linear_attention\"",
        "\"linear_attention\",\n    \"hybrid\",\n    \"full_attention\"", "layer 2 is 'full_attention', which"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"gelu_pytorch_tanh\"", "\"gelu\"",
+       "hidden_activation = 'gelu' is not supported (only 'gelu_pytorch_tanh')"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"lru_width\": 64", "\"lru_width\": 66",
+       "lru_width = 66 does not divide into num_attention_heads = 4 gate blocks"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"attention_window_size\": 5", "\"attention_window_size\": 0",
+       "attention_window_size = 0 is not supported"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"attention\"\n  ],", "\"mlp\"\n  ],",
+       "layer 2 is 'mlp', which"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     char rel[256], yaml[256], *text = NULL;

@@ -289,6 +289,7 @@ FIXTURE_TEST(16, falcon_h1_rmsnorm)
 FIXTURE_TEST(17, falcon_h1_normfirst)
 FIXTURE_TEST(20, zamba2_tiny)
 FIXTURE_TEST(21, lfm2_tiny)
+FIXTURE_TEST(22, recurrent_gemma_tiny)
 FIXTURE_TEST(18, granitemoe_hybrid_dense)
 FIXTURE_TEST(19, granitemoe_hybrid_moe)
 /* Reads tests/data/<name>/<file> as rows*vocab floats, or NULL. */
@@ -383,6 +384,7 @@ int main(void) {
                          {"falcon_h1_normfirst", test_falcon_h1_normfirst},
                          {"zamba2_tiny", test_zamba2_tiny},
                          {"lfm2_tiny", test_lfm2_tiny},
+                         {"recurrent_gemma_tiny", test_recurrent_gemma_tiny},
                          {"granitemoe_hybrid_dense", test_granitemoe_hybrid_dense},
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
                          {"checkpoint_dtype", test_checkpoint_dtype},
