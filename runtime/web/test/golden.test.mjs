@@ -59,9 +59,6 @@ const OPEN = {
   jamba_moe: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
   jamba_moe_top1: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
   granitemoe_hybrid_dense: 'misses transformers by 1.6e-4 through WGSL on SwiftShader (not found yet)',
-  // lfm2 rotates q and k like bamba, which rope's own cos/sin (common.wgsl.in:
-  // SwiftShader's built-in ones are off by up to 2^-11) fixed; not yet rerun
-  lfm2_tiny: 'misses transformers by 4.3e-4 through WGSL on SwiftShader (not found yet)',
   nemotron_h_tiny: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
 };
 
