@@ -770,7 +770,7 @@ static ssm_status parse_operand(stmt_parser *p, ssm_value **out) {
       return ssm_lex_error(lx, off, "op '%.*s' defines no value to use as an operand", name_len, lx->src + off);
     return NULL;
   }
-  if (lx->tok == SSM_TOK_IDENT) {
+  if (lx->tok == SSM_TOK_IDENT && !(peek_is(lx, "(") && ssm_expr_is_function(lx->text, lx->tlen))) {
     ssm_scalar sv;
     SSM_TRY(resolve_tensor(p->sc, lx->text, lx->tlen, ssm_lex_pos(lx, off), out));
     if (*out) return ssm_lex_next(lx);

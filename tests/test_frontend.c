@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, recurrent_gemma, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -420,6 +420,26 @@ static void test_tiny_ok(void) {
   CU_ASSERT_PTR_NULL(find_named(g, SSM_OP_STATE, "l0.acc")); /* unused: never made */
   CU_ASSERT_PTR_NULL(find_named(g, SSM_OP_WEIGHT, "odd"));
   CU_ASSERT(type_is(g->last->args[0], "f32[7,1000]"));
+  ssm_graph_destroy(g);
+}
+
+/* A call of an expression function (bf16, max, ...) as an operand is a
+ * constant, like a param or a number there. */
+static void test_function_operands(void) {
+  char text[4096];
+  const char *path = tiny_variant("funcs.yaml", "h = silu",
+                                  "      - h = silu(mul(mul(matmul(x, up), bf16(0.1)), max(2, half)))", text,
+                                  sizeof text);
+  ssm_graph *g = build(path, tiny_config("config.json", ""), 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  int bf = 0, mx = 0;
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op != SSM_OP_CONST) continue;
+    bf += ssm_node_float(n, "value", 0) == 0.10009765625; /* 0.1 rounded to bfloat16 */
+    mx += ssm_node_float(n, "value", 0) == 32;             /* max(2, half) */
+  }
+  CU_ASSERT(bf >= 1);
+  CU_ASSERT(mx >= 1);
   ssm_graph_destroy(g);
 }
 
@@ -831,6 +851,81 @@ static void test_load_text(void) {
   CU_ASSERT_PTR_NULL(m);
 }
 
+/* The issue-14 descriptions on their transformers fixtures' config.json,
+ * once as given (it must build) and once with one key changed to a value the
+ * description does not handle: refused, naming the key and the value. */
+static void test_zoo_configs_refused(void) {
+  static const struct {
+    const char *fixture, *yaml, *from, *to, *want;
+  } cases[] = {
+      {"falcon_h1_tiny", "falcon_h1.yaml", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"",
+       "hidden_act = 'gelu' is not supported (only 'silu')"},
+      {"falcon_h1_tiny", "falcon_h1.yaml", "\"rope_type\": \"default\"", "\"rope_type\": \"yarn\"",
+       "rope_parameters.rope_type = 'yarn' is not supported"},
+      {"falcon_h1_tiny", "falcon_h1.yaml", "\"attention_bias\": false", "\"attention_bias\": true",
+       "attention_bias = true, mlp_bias = false: biases are not supported"},
+      {"falcon_h1_tiny", "falcon_h1.yaml", "\"mamba_d_head\": 12", "\"mamba_d_head\": 7",
+       "mamba_n_heads = 4, mamba_d_head = 7, mamba_n_groups = 2: the heads must fill mamba_d_ssm = 48"},
+      {"falcon_h1_tiny", "falcon_h1.yaml", "\"mlp_multipliers\": [", "\"mlp_multipliers\": [2, ",
+       "ssm_multipliers needs 5 values and mlp_multipliers 2"},
+      {"zamba2_tiny", "zamba2.yaml", "\"hidden_act\": \"gelu\"", "\"hidden_act\": \"silu\"",
+       "hidden_act = 'silu' is not supported (only 'gelu')"},
+      {"zamba2_tiny", "zamba2.yaml", "\"tie_word_embeddings\": true", "\"tie_word_embeddings\": false",
+       "tie_word_embeddings = false is not supported"},
+      {"zamba2_tiny", "zamba2.yaml", "\"add_bias_linear\": false", "\"add_bias_linear\": true",
+       "add_bias_linear = true is not supported"},
+      {"zamba2_tiny", "zamba2.yaml", "\"hybrid_layer_ids\": [\n    1,\n    3,", "\"hybrid_layer_ids\": [\n    1,\n    2,",
+       "hybrid_layer_ids = [1, 2, 4] does not list layer 3, the hybrid layer number 1 of layers_block_type"},
+      {"zamba2_tiny", "zamba2.yaml", "\"linear_attention\",\n    \"hybrid\",\n    \"linear_attention\"",
+       "\"linear_attention\",\n    \"hybrid\",\n    \"full_attention\"", "layer 2 is 'full_attention', which"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"gelu_pytorch_tanh\"", "\"gelu\"",
+       "hidden_activation = 'gelu' is not supported (only 'gelu_pytorch_tanh')"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"lru_width\": 64", "\"lru_width\": 66",
+       "lru_width = 66 does not divide into num_attention_heads = 4 gate blocks"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"attention_window_size\": 5", "\"attention_window_size\": 0",
+       "attention_window_size = 0 is not supported"},
+      {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"attention\"\n  ],", "\"mlp\"\n  ],",
+       "layer 2 is 'mlp', which"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    char rel[256], yaml[256], *text = NULL;
+    size_t len = 0;
+    snprintf(rel, sizeof rel, "tests/data/%s/config.json", cases[k].fixture);
+    snprintf(yaml, sizeof yaml, "%s", ssm_test_path("models/"));
+    snprintf(yaml + strlen(yaml), sizeof yaml - strlen(yaml), "%s", cases[k].yaml);
+    SSM_ASSERT_OK(ssm_file_read(ssm_test_path(rel), 0, &text, &len));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    for (int bad = 0; bad < 2; bad++) {
+      ssm_sb sb = {0};
+      const char *at = strstr(text, cases[k].from);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+      if (bad) ssm_sb_printf(&sb, "%.*s%s%s", (int)(at - text), text, cases[k].to, at + strlen(cases[k].from));
+      else ssm_sb_printf(&sb, "%s", text);
+      const char *cfg = ssm_test_write("zoo_config.json", ssm_sb_str(&sb), sb.n);
+      ssm_sb_free(&sb);
+      ssm_model *m = NULL;
+      ssm_graph *g = NULL;
+      ssm_status s = ssm_model_open(yaml, cfg, &m);
+      if (!s) {
+        s = ssm_model_build(m, 2, &g);
+        ssm_model_close(m);
+      }
+      if (!bad) {
+        SSM_ASSERT_OK(s);
+        CU_ASSERT_PTR_NOT_NULL(g);
+      } else {
+        CU_ASSERT_PTR_NULL(g);
+        const char *msg = s ? ssm_status_message(s) : "";
+        CU_ASSERT_PTR_NOT_NULL(strstr(msg, cases[k].want));
+        if (!strstr(msg, cases[k].want)) fprintf(stderr, "\n  %s: got: %s\n", cases[k].to, msg);
+        ssm_status_free(s);
+      }
+      ssm_graph_destroy(g);
+    }
+    free(text);
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_shapes", test_mamba1_shapes},
                          {"jamba_schedule", test_jamba_schedule},
@@ -845,6 +940,7 @@ int main(void) {
                          {"hf_directory", test_hf_directory},
                          {"tiny_ok", test_tiny_ok},
                          {"unary_ops_by_name", test_unary_ops_by_name},
+                         {"function_operands", test_function_operands},
                          {"error_unknown_op", test_error_unknown_op},
                          {"error_undefined_name", test_error_undefined_name},
                          {"error_arity", test_error_arity},
@@ -857,6 +953,7 @@ int main(void) {
                          {"print_roundtrip", test_print_roundtrip},
                          {"load_text", test_load_text},
                          {"config_errors", test_config_errors},
+                         {"zoo_configs_refused", test_zoo_configs_refused},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("frontend", tests);
 }

@@ -25,9 +25,7 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        "falcon_tiny",   "falcon_bf16_untied",
                                        "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate",
                                        "jamba_tiny",    "jamba_gqa",
-                                       /* issue 14: the hybrid zoo (docs/families.md); Falcon-H1,
-                                        * Zamba2 and RecurrentGemma (15-17, 20, 22) have fixtures
-                                        * but no YAML yet, so no test */
+                                       /* issue 14: the hybrid zoo (docs/families.md) */
                                        "mamba2_dt_limit", "jamba_moe", "jamba_moe_top1",
                                        "bamba_tiny", "nemotron_h_tiny", "falcon_h1_tiny",
                                        "falcon_h1_rmsnorm", "falcon_h1_normfirst",
@@ -286,7 +284,12 @@ FIXTURE_TEST(11, jamba_moe)
 FIXTURE_TEST(12, jamba_moe_top1)
 FIXTURE_TEST(13, bamba_tiny)
 FIXTURE_TEST(14, nemotron_h_tiny)
+FIXTURE_TEST(15, falcon_h1_tiny)
+FIXTURE_TEST(16, falcon_h1_rmsnorm)
+FIXTURE_TEST(17, falcon_h1_normfirst)
+FIXTURE_TEST(20, zamba2_tiny)
 FIXTURE_TEST(21, lfm2_tiny)
+FIXTURE_TEST(22, recurrent_gemma_tiny)
 FIXTURE_TEST(18, granitemoe_hybrid_dense)
 FIXTURE_TEST(19, granitemoe_hybrid_moe)
 /* Reads tests/data/<name>/<file> as rows*vocab floats, or NULL. */
@@ -376,7 +379,12 @@ int main(void) {
                          {"jamba_moe_top1", test_jamba_moe_top1},
                          {"bamba_tiny", test_bamba_tiny},
                          {"nemotron_h_tiny", test_nemotron_h_tiny},
+                         {"falcon_h1_tiny", test_falcon_h1_tiny},
+                         {"falcon_h1_rmsnorm", test_falcon_h1_rmsnorm},
+                         {"falcon_h1_normfirst", test_falcon_h1_normfirst},
+                         {"zamba2_tiny", test_zamba2_tiny},
                          {"lfm2_tiny", test_lfm2_tiny},
+                         {"recurrent_gemma_tiny", test_recurrent_gemma_tiny},
                          {"granitemoe_hybrid_dense", test_granitemoe_hybrid_dense},
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
                          {"checkpoint_dtype", test_checkpoint_dtype},

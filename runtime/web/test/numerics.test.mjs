@@ -1,6 +1,6 @@
 // numerics.test.mjs — templates/common.wgsl.in's helpers run on Dawn
 // (SwiftShader without a GPU) against double-precision references.
-// ssm_cossin is rope's cos and sin: WGSL's builtins need only be within
+// ssm_cos_sin is rope's cos and sin: WGSL's builtins need only be within
 // 2^-11 on [-pi, pi], and SwiftShader's miss by ~1.9e-4, which put bamba,
 // lfm2 and granitemoe_hybrid's logits 1.6e-4 to 4.3e-4 away from
 // transformers'.
@@ -55,12 +55,12 @@ function worst(ys, xs) {
   return w;
 }
 
-test("ssm_cossin is within 2e-7 of cos and sin (rope's angles: positions times inverse frequencies)", async () => {
+test("ssm_cos_sin is within 2e-7 of cos and sin (rope's angles: positions times inverse frequencies)", async () => {
   const xs = new Float32Array(20000);
   for (let i = 0; i < xs.length; i++) xs[i] = i < 10000 ? (i - 5000) * 0.00137 : (i - 10000) * 0.8123 + 0.1;
-  const ours = worst(await run('ssm_cossin(x)', xs), xs);
-  assert.ok(ours < 2e-7, `ssm_cossin misses by ${ours}`);
+  const ours = worst(await run('ssm_cos_sin(x)', xs), xs);
+  assert.ok(ours < 2e-7, `ssm_cos_sin misses by ${ours}`);
   // the builtins, for the record (SwiftShader's miss by ~1.9e-4; a GPU's may not)
   const builtin = worst(await run('vec2<f32>(cos(x), sin(x))', xs), xs);
-  console.log(`builtin cos/sin miss by ${builtin.toExponential(2)}, ssm_cossin by ${ours.toExponential(2)}`);
+  console.log(`builtin cos/sin miss by ${builtin.toExponential(2)}, ssm_cos_sin by ${ours.toExponential(2)}`);
 });
