@@ -144,15 +144,21 @@ static int same_wgsl(const ssm_cg_kernel *a, const ssm_cg_kernel *b) {
 
 /* The windows of each tensor of GLSL kernel `k` (codegen.h): a tensor it
  * only reads is split into windows of the bundle's window size; one it
- * writes never is (the Vulkan runtime refuses it on a device that cannot
- * bind it whole). */
+ * writes never is, nor one that would need more windows than a kernel may
+ * bind (the Vulkan runtime refuses those on a device that cannot bind them
+ * whole, before reading weights). */
 static void glsl_windows(const compiler *c, const ssm_cg_kernel *k, int *out) {
+  int total = 0;
   for (int i = 0; i < SSM_BUNDLE_MAX_BINDINGS; i++) out[i] = 1;
   for (int i = 1; i < k->nbindings; i++) {
     uint64_t bytes = (type_bytes(&k->bind[i]->type) + 3) & ~(uint64_t)3;
-    if (k->bind[i]->def->op != SSM_OP_STATE && bytes > c->window)
-      out[i] = (int)((bytes + c->window - 1) / c->window);
+    uint64_t n = (bytes + c->window - 1) / c->window;
+    if (k->bind[i]->def->op != SSM_OP_STATE && n > 1 && n <= SSM_CG_MAX_WINDOWS) out[i] = (int)n;
+    total += out[i];
   }
+  /* more windows than a kernel may bind: whole, for devices that bind it so */
+  if (total + 1 > SSM_CG_GLSL_MAX_BINDINGS)
+    for (int i = 0; i < SSM_BUNDLE_MAX_BINDINGS; i++) out[i] = 1;
 }
 
 /* The kernel with these sources (GLSL and WGSL), made once; GLSL is

@@ -50,7 +50,7 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
-  uint64_t window;             /* bytes of a storage window of split tensors (fit_check) */
+  uint64_t window;             /* bytes of a storage window of split tensors (fit_bindings) */
 } vk_backend;
 
 static ssm_status upload(vk_backend *v, ssm_region r, const void *data) {
@@ -161,31 +161,56 @@ static ssm_status too_large(vk_backend *v, const ssm_mf_step *st, int b) {
       how, writes ? "" : ", or compile the bundle with --wgsl-window at most that limit");
 }
 
-/* Whether the bundle fits this device, checked before any weight is read:
- * the buffers in its memory, and every binding of every dispatch in the
- * windows its kernel splits it into. The window is the largest power of two
- * within the device's maxStorageBufferRange (read now, not assumed). */
-static ssm_status fit_check(vk_backend *v) {
+/* The device buffers of the manifest's; a refused one names its largest
+ * tensor and the way out. */
+static ssm_status make_buffers(vk_backend *v) {
+  const ssm_manifest *m = v->m;
+  for (int i = 0; i < m->nbuffers; i++) {
+    ssm_status s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
+                                        &v->buffers[i]);
+    if (!s) continue;
+    const ssm_mf_tensor *big = NULL;
+    for (int k = 0; k < m->nweights + m->nstates; k++) {
+      const ssm_mf_tensor *t = k < m->nweights ? &m->weights[k] : &m->states[k - m->nweights];
+      if (t->region.buffer == i && (!big || t->region.bytes > big->region.bytes)) big = t;
+    }
+    ssm_status e = ssm_status_new(ssm_status_code(s), "%s: the buffer holding %s%s%s (%.1f MiB) "
+                                  "does not fit device '%s': %s; run it with --backend cpu",
+                                  ssm_bundle_name(v->bundle), big ? "tensor '" : "activations",
+                                  big ? big->name : "", big ? "'" : "", mib(m->buffers[i].bytes),
+                                  ssm_vk_info(v->vk)->name, ssm_status_message(s));
+    ssm_status_free(s);
+    return e;
+  }
+  return NULL;
+}
+
+/* Whether the bundle's buffers together fit the device's memory. */
+static ssm_status fit_memory(vk_backend *v) {
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
   const ssm_manifest *m = v->m;
-  uint64_t total = 0, range = d->max_storage_buffer_range;
+  uint64_t total = 0, largest = 0;
   for (int i = 0; i < m->nbuffers; i++) {
     total += m->buffers[i].bytes;
-    if (d->max_memory_allocation_size && m->buffers[i].bytes > d->max_memory_allocation_size)
-      return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: its %s buffer %d needs %.1f MiB, more than "
-                            "device '%s' allocates at once (maxMemoryAllocationSize %.1f MiB); "
-                            "run it with --backend cpu", ssm_bundle_name(v->bundle),
-                            m->buffers[i].usage == SSM_BUFFER_WEIGHTS ? "weights"
-                            : m->buffers[i].usage == SSM_BUFFER_STATE ? "state" : "activations",
-                            i, mib(m->buffers[i].bytes), d->name,
-                            mib(d->max_memory_allocation_size));
+    if (m->buffers[i].bytes > largest) largest = m->buffers[i].bytes;
   }
-  if (d->device_local_bytes && total > d->device_local_bytes)
-    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the model needs %.1f MiB of device memory "
+  /* one buffer beyond the device's limits: ssm_vk_buffer_create names the
+   * limit (make_buffers) */
+  if (d->device_local_bytes && largest <= d->device_local_bytes && total > d->device_local_bytes)
+    return ssm_status_new(SSM_ERR_DEVICE, "%s: the model needs %.1f MiB of device memory "
                           "(%.1f MiB of weights), more than device '%s' has (%.1f MiB, its "
                           "largest device-local heap); run it with --backend cpu",
                           ssm_bundle_name(v->bundle), mib(total), mib(ssm_manifest_weight_bytes(m)),
                           d->name, mib(d->device_local_bytes));
+  return NULL;
+}
+
+/* Every binding of every dispatch fits the windows its kernel splits it
+ * into (codegen.h), the window being the largest power of two within the
+ * device's maxStorageBufferRange (read now, not assumed). */
+static ssm_status fit_bindings(vk_backend *v) {
+  const ssm_manifest *m = v->m;
+  uint64_t range = ssm_vk_info(v->vk)->max_storage_buffer_range;
   v->window = 256;
   while (v->window * 2 <= range && v->window < ((uint64_t)1 << 31)) v->window *= 2;
   const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
@@ -678,10 +703,10 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   if (!s) s = check_weights(m, st);
   if (!s) s = ssm_vk_open(opts ? opts->device : -1, opts ? opts->validation : 0, &v->vk);
   if (!s) b->device = ssm_vk_info(v->vk)->name;
-  if (!s) s = fit_check(v);
-  for (int i = 0; i < m->nbuffers && !s; i++)
-    s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
-                             &v->buffers[i]);
+  /* what does not fit is refused before any weight is read */
+  if (!s) s = fit_memory(v);
+  if (!s) s = make_buffers(v);
+  if (!s) s = fit_bindings(v);
   if (!s) s = upload_weights(v, st);
   ssm_st_close(st);
   if (!s) s = vk_reset(b);
