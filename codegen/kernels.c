@@ -667,6 +667,12 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
                 kv, out);
 }
 
+/* scan: state elements per row one workgroup takes (WebGPU's default
+ * maxComputeInvocationsPerWorkgroup), and the floats of its shared
+ * products (16 KiB: WebGPU's default maxComputeWorkgroupStorageSize). */
+#define SCAN_MAX_N 256
+#define SCAN_SHARED 4096
+
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *sc = c->anchor;
   const ssm_type *h = &sc->args[3]->type;
@@ -691,15 +697,24 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   }
   int state = binding_of(c, sc->args[3]);
   epilogue_fn(c, &loads);
-  uint32_t local = 64;
-  out->groups[0] = groups_for(S, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
-                      ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c), "LOADS",
+  if (N > SCAN_MAX_N) {
+    ssm_sb_free(&loads);
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "scan: a state of %lld elements per row exceeds "
+                          "the %d of one workgroup", (long long)N, SCAN_MAX_N);
+  }
+  /* one thread per state element, ROWS rows per workgroup; the TC time
+   * steps' products c*h that one pass keeps take SCAN_SHARED floats */
+  int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
+  int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
+  grid_per_item((S + rows - 1) / rows, out->groups);
+  const char *kv[] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
+                      I64(tc * local), "T", I64(T), "S",
+                      I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), NULL};
-  return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
-                               (long long)N), kv, out);
+  return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
+                                            (long long)T, (long long)S, (long long)N,
+                                            (long long)rows, (long long)tc), kv, out);
 }
 
 static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
@@ -961,7 +976,8 @@ static ssm_status items_kernel(gctx *c, ssm_sb *loads, int64_t count, const char
 }
 
 /* rope: the angle p * INV[j] in f32 with INV computed here exactly as the
- * interpreter computes it (1 / powf(theta, 2j/dims)), then cos and sin. */
+ * interpreter computes it (1 / powf(theta, 2j/dims)), then cos and sin (in
+ * WGSL common.wgsl.in's ssm_cossin: WebGPU's builtins may miss by 2^-11). */
 static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *x = &n->args[0]->type;
@@ -995,7 +1011,8 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
       "      let o = select(d - %lldu, d + %lldu, lo);\n"
       "      let ang = f32(u32(max(%s, 0)) + t) * INV[j];\n"
       "      let y = in_x(t, h, o);\n"
-      "      r = select(x * cos(ang) + y * sin(ang), x * cos(ang) - y * sin(ang), lo);\n"
+      "      let cs = ssm_cossin(ang);\n"
+      "      r = select(x * cs.x + y * cs.y, x * cs.x - y * cs.y, lo);\n"
       "    }\n"
       "    b0_st(i, epilogue(r, i));",
       (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,

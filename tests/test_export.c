@@ -59,7 +59,7 @@ static void test_site(void) {
     expect(args, 0, "index.html over http");
     static const char *const files[] = {"index.html", "page.mjs", "bundle.mjs", "gpu.mjs",
                                         "session.mjs", "safetensors.mjs", "tokenizer.mjs",
-                                        "transform.mjs", "model.ssmb", "tokenizer.json",
+                                        "transform.mjs", "json.mjs", "model.ssmb", "tokenizer.json",
                                         "site.json", NULL};
     for (int i = 0; files[i]; i++) {
       if (!is_file(out, files[i], 0)) fprintf(stderr, "\n  %s/%s is missing\n", out, files[i]);

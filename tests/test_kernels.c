@@ -629,6 +629,14 @@ static void test_scan(void) {
        F32(1, 1, 16), F32(67, 16));
   scan("scan a [67,16] b [3,1,16] c [16] (stretched T)", F32(67, 16), F32(3, 1, 16), F32(16),
        F32(67, 16));
+  /* a workgroup of 10 rows of 12 takes 34 time steps per pass: T = 75 is
+   * three passes, the last one short, and 67 rows leave the last workgroup
+   * 7 */
+  scan("scan N=12 a,b [75,67,12] c [75,1,12] (passes of 34 steps)", F32(75, 67, 12),
+       F32(75, 67, 12), F32(75, 1, 12), F32(67, 12));
+  /* a row of 200 fills a workgroup: 20 steps per pass */
+  scan("scan N=200 a,b [45,3,200] c [45,1,200]", F32(45, 3, 200), F32(45, 3, 200),
+       F32(45, 1, 200), F32(3, 200));
   end_list();
 }
 

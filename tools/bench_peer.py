@@ -5,11 +5,12 @@ Run on a GPU machine with torch and transformers, from the repository root,
 after building ssmc:
 
     python3 tools/bench_peer.py [--shapes mamba-130m,mamba-1.4b] [--dtypes f32,bf16]
-                                [-n 256] [--work /tmp/peer] [--ssmc build/ssmc] [--profile]
+                                [-n 256] [--chunk T] [--work /tmp/peer] [--ssmc build/ssmc]
+                                [--profile]
 
 For each shape it makes a model of the real shape with random weights
 (tools/hf_bench.py's presets, saved once under --work), then for each dtype:
-  - ssmc: `ssmc compile DIR --dtype D` and `ssmc bench --json` (decode with
+  - ssmc: `ssmc compile DIR --dtype D [--chunk T]` and `ssmc bench --json` (decode with
     the logits read back, decode with the token fed back on the device, and
     prefill), plus the dispatches per token from `ssmc inspect --json`;
   - transformers: greedy `generate` of n tokens after a 16-token prompt, and
@@ -83,10 +84,11 @@ def run(cmd):
     return p.stdout
 
 
-def ssmc_side(ssmc, d, dtype, n, work, shape, profile):
+def ssmc_side(ssmc, d, dtype, n, work, shape, profile, chunk=None):
     bundle = os.path.join(work, "%s.%s.ssmb" % (shape, dtype))
     t0 = time.time()
-    run([ssmc, "compile", d, "-o", bundle, "--dtype", dtype])
+    run([ssmc, "compile", d, "-o", bundle, "--dtype", dtype] +
+        (["--chunk", str(chunk)] if chunk else []))
     compile_s = time.time() - t0
     cmd = [ssmc, "bench", bundle, "--weights", d, "-n", str(n), "--json"]
     if profile:
@@ -146,6 +148,8 @@ def main():
     ap.add_argument("--work", default="/tmp/peer")
     ap.add_argument("--ssmc", default="build/ssmc")
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--chunk", type=int, default=None,
+                    help="prompt tokens per prefill run (ssmc compile --chunk)")
     ap.add_argument("--no-hf", action="store_true", help="skip transformers")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -161,7 +165,8 @@ def main():
             row = {"shape": shape, "dtype": dtype}
             log("%s %s" % (shape, dtype))
             try:
-                row["ssmc"] = ssmc_side(args.ssmc, d, dtype, args.n, args.work, shape, args.profile)
+                row["ssmc"] = ssmc_side(args.ssmc, d, dtype, args.n, args.work, shape, args.profile,
+                                        args.chunk)
             except Exception as e:  # keep going: device time is scarce
                 row["ssmc_error"] = str(e)
                 log("  ssmc: %s" % e)

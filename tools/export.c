@@ -29,9 +29,10 @@
 const char *ssm_web_embedded(const char *file);
 
 /* What the page needs of runtime/web (not the Node command line). */
-static const char *const site_files[] = {"index.html",      "page.mjs",    "bundle.mjs",
-                                         "gpu.mjs",         "session.mjs", "safetensors.mjs",
-                                         "tokenizer.mjs",   "transform.mjs", NULL};
+static const char *const site_files[] = {"index.html",    "page.mjs",      "bundle.mjs",
+                                         "gpu.mjs",       "session.mjs",   "safetensors.mjs",
+                                         "tokenizer.mjs", "transform.mjs", "json.mjs",
+                                         NULL};
 
 static char *join(const char *dir, const char *name) {
   ssm_sb b = {0};

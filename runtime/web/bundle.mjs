@@ -7,6 +7,8 @@
 // read like the C reader's: "m.ssmb: corrupt manifest: programs.decode.
 // steps[3].kernel is not an integer in the range it must have".
 
+import { parseJson, JsonError } from './json.mjs';
+
 export const BUNDLE_VERSION = 3;
 export const SAMPLER_STATE_LEN = 8;
 const HEADER_SIZE = 64;
@@ -65,9 +67,11 @@ export function readBundle(bytes, name) {
     throw new BundleError(`${name}: corrupt bundle (checksum mismatch)`);
   let json;
   try {
-    json = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(moff, moff + mlen)));
-  } catch {
-    throw new BundleError(`${name}: corrupt manifest: not JSON`);
+    json = parseJson(new TextDecoder('utf-8', { fatal: true }).decode(bytes.subarray(moff, moff + mlen)));
+  } catch (e) {
+    // bundle/manifest.c's words: ssm_json_parse's message names the "manifest"
+    const dup = e instanceof JsonError && !e.message.startsWith('not valid');
+    throw new BundleError(`${name}: corrupt manifest: ${dup ? `manifest: ${e.message}` : 'not JSON'}`);
   }
   const manifest = parseManifest(json, name, blen);
   const blobs = bytes.subarray(boff);

@@ -11,6 +11,8 @@
 // tensor in two shards. A sharded checkpoint is model.safetensors.index.json
 // naming the shard of each tensor.
 
+import { parseJson } from './json.mjs';
+
 const MAX_HEADER = 100 * 1024 * 1024;
 const MAX_INT = 2 ** 53;
 const DTYPES = { F32: 4, F16: 2, BF16: 2, I32: 4 };
@@ -37,9 +39,10 @@ async function loadFile(source, tensors) {
   const text = new TextDecoder().decode(await source.read(8, hlen));
   let root;
   try {
-    root = JSON.parse(text);
-  } catch {
-    throw new WeightsError(`${path}: header is not valid JSON`);
+    root = parseJson(text);
+  } catch (e) {
+    if (e.message.startsWith('not valid')) throw new WeightsError(`${path}: header is not valid JSON`);
+    throw new WeightsError(`${path}: header: ${e.message}`);
   }
   if (root === null || typeof root !== 'object' || Array.isArray(root))
     throw new WeightsError(`${path}: header is not a JSON object`);
@@ -52,6 +55,9 @@ async function loadFile(source, tensors) {
       continue;
     }
     const where = `${path}: tensor '${name}'`;
+    if (name.includes('{*}'))
+      throw new WeightsError(`${where}: the name holds "{*}", which names a stacked weight ` +
+                             '(its parts are stored as name.0, name.1, ...)');
     if (e === null || typeof e !== 'object' || Array.isArray(e)) throw new WeightsError(`${where}: entry is not an object`);
     if (typeof e.dtype !== 'string') throw new WeightsError(`${where}: dtype missing or not a string`);
     if (!(e.dtype in DTYPES)) throw new WeightsError(`${path}: unsupported dtype '${e.dtype}' for tensor '${name}'`);
@@ -122,14 +128,47 @@ export class Checkpoint {
   }
 
   // Tensor `name` as f32 (converted from F16 or BF16), checked against the
-  // shape the model expects; errors name the tensor.
+  // shape the model expects; errors name the tensor. A name holding "{*}"
+  // is a stacked tensor (the experts of a mixture-of-experts layer): shape's
+  // first dim counts its parts, part k is the tensor named with k in place
+  // of "{*}", of shape without that dim, and the parts are placed one after
+  // another (runtime/weights/safetensors.c's ssm_st_read). Every part is
+  // checked before any is read.
   async readF32(name, shape) {
+    const hole = name.indexOf('{*}');
+    if (hole < 0) {
+      this.#check(name, shape);
+      return this.#read(name);
+    }
+    if (shape.length < 2)
+      throw new WeightsError(`stacked tensor '${name}' needs a shape [parts, ...], not rank ${shape.length}`);
+    const partShape = shape.slice(1), parts = [];
+    for (let k = 0; k < shape[0]; k++) {
+      const part = `${name.slice(0, hole)}${k}${name.slice(hole + 3)}`;
+      try {
+        this.#check(part, partShape);
+      } catch (e) {
+        throw new WeightsError(`part ${k} of stacked tensor '${name}': ${e.message}`);
+      }
+      parts.push(part);
+    }
+    const size = partShape.reduce((a, d) => a * d, 1);
+    const out = new Float32Array(size * shape[0]);
+    for (let k = 0; k < parts.length; k++) out.set(await this.#read(parts[k]), k * size);
+    return out;
+  }
+
+  #check(name, shape) {
     const t = this.tensors.get(name);
     if (!t) throw new WeightsError(`tensor '${name}' not found in ${this.name}`);
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
       throw new WeightsError(`tensor '${name}' has shape ${fmtDims(t.shape)} in the checkpoint but ` +
                              `the model expects ${fmtDims(shape)}`);
     if (t.dtype === 'I32') throw new WeightsError(`tensor '${name}' is I32 in ${t.source.name} but the model expects f32`);
+  }
+
+  async #read(name) {
+    const t = this.tensors.get(name);
     const raw = await t.source.read(t.offset, t.nbytes);
     const n = t.nbytes / DTYPES[t.dtype];
     const out = new Float32Array(n);
@@ -175,9 +214,9 @@ async function loadCheckpoint(files, open, name) {
   const path = src.name;
   let root;
   try {
-    root = JSON.parse(new TextDecoder().decode(await src.read(0, src.size)));
-  } catch {
-    throw new WeightsError(`${path}: not valid JSON`);
+    root = parseJson(new TextDecoder().decode(await src.read(0, src.size)));
+  } catch (e) {
+    throw new WeightsError(`${path}: ${e.message}`);
   }
   const wm = root && root.weight_map;
   if (wm === null || typeof wm !== 'object' || Array.isArray(wm))

@@ -1,22 +1,33 @@
-// tokenizer.mjs — byte-level BPE from a Hugging Face tokenizer.json, giving
-// the ids that tokenizer/tokenizer.c (and so the `tokenizers` library)
-// gives. The same pipeline, step for step:
+// tokenizer.mjs — BPE from a Hugging Face tokenizer.json, giving the ids
+// that tokenizer/tokenizer.c (and so the `tokenizers` library) gives. The
+// same pipeline, step for step:
 //   1. added tokens whose `normalized` is false are split out of the raw
 //      text (leftmost-longest, with single_word / lstrip / rstrip);
-//   2. the rest is normalized (null or NFC: String.prototype.normalize) and
-//      the `normalized` added tokens are split out of it;
-//   3. the pre-tokenizer (ByteLevel, or a Sequence of Split, Punctuation,
-//      Digits and ByteLevel) cuts each piece further; the Split patterns are
-//      the GPT-2, GPT-4 / Llama-3 and "[0-9][0-9][0-9]" regexes written with
-//      JavaScript's Unicode property escapes (\s as \p{White_Space}, as
-//      Oniguruma reads it); ByteLevel maps every UTF-8 byte to its printable
-//      stand-in character;
+//   2. the rest is normalized (NFC, NFD, NFKC, NFKD, Lowercase per
+//      character, Strip, Replace, Prepend, Sequence) and the `normalized`
+//      added tokens (themselves normalized) are split out of it;
+//   3. the pre-tokenizer (ByteLevel, Metaspace, or a Sequence of Split,
+//      Punctuation, Digits, Metaspace and ByteLevel) cuts each piece
+//      further; the Split patterns are the GPT-2, GPT-4 / Llama-3 and Qwen2
+//      regexes and "[0-9][0-9][0-9]", written with JavaScript's Unicode
+//      property escapes (\s as \p{White_Space}, as Oniguruma reads it, and
+//      the case-insensitive contractions spelled out); ByteLevel maps every
+//      UTF-8 byte to its printable stand-in character; Metaspace turns
+//      spaces into the replacement, prepended as prepend_scheme says;
 //   4. each piece is merged by BPE: the pair of lowest merge rank first,
-//      leftmost among equals, through a heap.
-// Decoding maps each token back to bytes; the stream decoder hands out
-// whole UTF-8 characters only and turns invalid bytes into U+FFFD as Rust's
-// String::from_utf8_lossy does. Anything the C tokenizer refuses is refused
-// here with the same message.
+//      leftmost among equals, through a heap; it starts from the bytes'
+//      tokens (byte-level) or the characters' tokens, with byte_fallback's
+//      "<0xXX>" tokens or unk_token for characters not in the vocab.
+// Decoding maps each token to bytes (ByteLevel's stand-ins, Metaspace's
+// replacement as a space, the SentencePiece chain Replace / ByteFallback /
+// Fuse / Strip); the stream decoder hands out whole UTF-8 characters only
+// and turns invalid bytes into U+FFFD as Rust's String::from_utf8_lossy does,
+// except that a ByteFallback run of "<0xXX>" tokens that is not valid UTF-8
+// is one U+FFFD per byte, as the library decodes it. Anything the C tokenizer refuses is
+// refused here, and what this one cannot read the same way (other regexes)
+// is refused with the field named.
+
+import { parseJson } from './json.mjs';
 
 export class TokenizerError extends Error {}
 
@@ -41,11 +52,22 @@ const GPT4 = "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{
 // The same in JavaScript: \s is Unicode White_Space, and the case-insensitive
 // contractions are spelled out (ſ, U+017F, folds to s).
 const jsPattern = (p) => p.replaceAll('[^\\s', `[^${WS}`).replaceAll('\\S', `[^${WS}]`).replaceAll('\\s', `[${WS}]`);
+// Qwen2's: GPT-4's with single digits
+const QWEN2 = GPT4.replace('\\p{N}{1,3}', '\\p{N}');
+const CONTRACTIONS = "'(?:[sSſ]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])";
+const caseless = (p) => CONTRACTIONS + p.slice(p.indexOf(')|') + 1);
 const PATTERNS = {
   gpt2: new RegExp(jsPattern(GPT2), 'uy'),
-  gpt4: new RegExp(jsPattern("'(?:[sSſ]|[tT]|[rR][eE]|[vV][eE]|[mM]|[lL][lL]|[dD])" + GPT4.slice(GPT4.indexOf(')|') + 1)), 'uy'),
+  gpt4: new RegExp(jsPattern(caseless(GPT4)), 'uy'),
+  qwen2: new RegExp(jsPattern(caseless(QWEN2)), 'uy'),
   digits3: /[0-9][0-9][0-9]/y,
 };
+// A Replace normalizer's regex is run by JavaScript only where Oniguruma
+// reads it the same: literal characters, escaped punctuation, \t \n \r,
+// bracket classes of those, and the quantifiers + * ? {m,n}; anything else
+// (\s \w \d \b, groups, POSIX brackets) is refused.
+const SIMPLE_REGEX = /^(?:[^\\()[\]|^$.]|\\[tnr]|\\[^\w\s]|\[\^?(?:[^\\\][]|\\[tnr]|\\[^\w\s])+\]|[+*?]|\{\d+(?:,\d*)?\})+$/u;
+const BYTE_TOKEN = /^<0x([0-9A-F]{2})>$/;
 const IS_SPACE = new RegExp(`^[${WS}]$`, 'u');
 const IS_WORD = /^[\p{L}\p{N}\p{M}_\u200C\u200D]$/u;
 const IS_PUNCT = /^(?:[!-/:-@[-`{-~]|\p{P})$/u;
@@ -69,15 +91,155 @@ function charBefore(s, i) {
   return i >= 2 && lo >= 0xdc00 && lo <= 0xdfff ? s.slice(i - 2, i) : s[i - 1];
 }
 
+const ENC = new TextEncoder();
+const escapeRegex = (t) => t.replace(/[\\^$.*+?()[\]{}|/-]/g, '\\$&');
+const PREPEND_SCHEMES = ['always', 'first', 'never'];
+
+// The normalizers of tokenizer.json (tokenizer/normalize.c's), appended to
+// `out` as functions of (text, first) -> [text, first]; `first` says
+// whether the text still begins the original one (Metaspace's "first").
+function parseNormalizer(j, where, out, err, bool) {
+  if (j === undefined || j === null) return;
+  const t = typeOf(j);
+  if (!isObj(j) || !t) throw err(`${where}: expected an object with a "type"`);
+  const str = (key) => {
+    if (typeof j[key] !== 'string') throw err(`${where}.${key}: expected a string`);
+    return j[key];
+  };
+  if (t === 'Sequence') {
+    if (!Array.isArray(j.normalizers)) throw err(`${where}.normalizers: expected an array`);
+    j.normalizers.forEach((x, i) => parseNormalizer(x, `${where}.normalizers[${i}]`, out, err, bool));
+  } else if (['NFC', 'NFD', 'NFKC', 'NFKD'].includes(t)) {
+    out.push((s, first) => [s.normalize(t), first]);
+  } else if (t === 'Lowercase') {
+    // per character, as Rust's char::to_lowercase (no final-sigma rule)
+    out.push((s, first) => [Array.from(s, (c) => c.toLowerCase()).join(''), first]);
+  } else if (t === 'Strip') {
+    for (const k of ['strip_left', 'strip_right'])
+      if (typeof j[k] !== 'boolean') throw err(`${where}.${k}: expected true or false`);
+    const left = j.strip_left, right = j.strip_right;
+    out.push((s, first) => {
+      const a = left ? s.length - s.replace(/^\p{White_Space}+/u, '').length : 0;
+      const r = right ? s.slice(a).replace(/\p{White_Space}+$/u, '') : s.slice(a);
+      return [r, first && a === 0];
+    });
+  } else if (t === 'Prepend') {
+    const text = str('prepend');
+    out.push((s, first) => [s ? text + s : s, first]);
+  } else if (t === 'Replace') {
+    const content = str('content');
+    const re = patternRegex(j.pattern, `${where}.pattern`, err);
+    out.push((s, first) => {
+      if (!s) return [s, first]; // the library matches nothing in empty text
+      // the library aligns the content with the last character matched: a
+      // match at the start keeps the text's beginning only when it is
+      // empty or one character long and the content is not empty
+      re.lastIndex = 0;
+      const m = re.exec(s);
+      if (m && m.index === 0 && m[0].length > 0 && (!content || m[0].length > charAt(s, 0).length)) first = false;
+      re.lastIndex = 0;
+      return [s.replace(re, () => content), first];
+    });
+  } else {
+    throw err(`${where}.type '${t}' is not supported (supported: NFC, NFD, NFKC, NFKD, Lowercase, Strip, Replace, Prepend, Sequence)`);
+  }
+}
+
+// A Replace's {"String": ...} or {"Regex": ...} as a global RegExp.
+function patternRegex(p, where, err) {
+  if (isObj(p) && typeof p.String === 'string') return new RegExp(escapeRegex(p.String), 'gu');
+  if (!isObj(p) || typeof p.Regex !== 'string') throw err(`${where}: expected {"String": "..."} or {"Regex": "..."}`);
+  const refuse = () => err(`${where}.Regex '${p.Regex}' is not supported (only literal characters, bracket classes ` +
+                           'and quantifiers, which JavaScript and Oniguruma read alike)');
+  if (!SIMPLE_REGEX.test(p.Regex)) throw refuse();
+  try {
+    return new RegExp(p.Regex, 'gu');
+  } catch {
+    throw refuse();
+  }
+}
+
+function parsePrepend(j, where, err, bool) {
+  const ps = j.prepend_scheme;
+  if (ps === undefined || ps === null) return bool(j, 'add_prefix_space', where, true) ? 'always' : 'never';
+  if (!PREPEND_SCHEMES.includes(ps)) throw err(`${where}.prepend_scheme: expected "always", "first" or "never"`);
+  if (j.add_prefix_space === false && ps !== 'never')
+    throw err(`${where}.add_prefix_space: false does not match prepend_scheme "${ps}"`);
+  return ps;
+}
+
+function replacementOf(j, where, err) {
+  const r = j.replacement ?? '\u2581';
+  if (typeof r !== 'string' || [...r].length !== 1) throw err(`${where}.replacement: expected one character`);
+  return r;
+}
+
+// Metaspace: spaces become the replacement, which is prepended as
+// prepend_scheme says; with split, each piece is cut before each
+// replacement character.
+function parseMetaspace(j, where, err, bool) {
+  return { kind: 'metaspace', repl: replacementOf(j, where, err), prepend: parsePrepend(j, where, err, bool),
+           split: bool(j, 'split', where, true) };
+}
+
+// The decoder as what a stream needs: bytes(token) (each token's bytes),
+// firstSpace (Metaspace: the first token loses a leading space) and
+// stripStart (a Strip after Fuse: up to that many leading spaces of the
+// whole text go). Supported: ByteLevel, Metaspace, and the SentencePiece
+// chain Sequence[Replace(String)..., ByteFallback, Fuse, Strip(" ", n, 0)]
+// (each part optional, in that order).
+function parseDecoder(j, err) {
+  const t = typeOf(j);
+  if (t === 'ByteLevel')
+    return { bytes: (s) => {
+      const chars = [...s];
+      return chars.every((c) => CHAR_BYTE.has(c)) ? Uint8Array.from(chars, (c) => CHAR_BYTE.get(c)) : ENC.encode(s);
+    }, fallbackByte: () => -1, firstSpace: false, stripStart: 0 };
+  if (t === 'Metaspace') {
+    const repl = replacementOf(j, 'decoder', err);
+    return { bytes: (s) => ENC.encode(s.replaceAll(repl, ' ')), fallbackByte: () => -1, firstSpace: parsePrepend(j, 'decoder', err, () => true) !== 'never',
+             stripStart: 0 };
+  }
+  if (t !== 'Sequence')
+    throw err(`decoder.type '${j !== undefined && j !== null ? t ?? '?' : 'null'}' is not supported ` +
+              '(supported: ByteLevel, Metaspace, Sequence of Replace, ByteFallback, Fuse, Strip)');
+  if (!Array.isArray(j.decoders)) throw err('decoder.decoders: expected an array');
+  const ORDER = ['Replace', 'ByteFallback', 'Fuse', 'Strip'];
+  const replaces = [];
+  let byteFallback = false, stripStart = 0, at = 0;
+  j.decoders.forEach((d, i) => {
+    const where = `decoder.decoders[${i}]`, dt = typeOf(d);
+    const k = ORDER.indexOf(dt);
+    if (k < 0 || k < at || (k === at && dt !== 'Replace') || (dt === 'Strip' && at !== 2))
+      throw err(`${where}.type '${dt ?? '?'}' is not supported here (supported: Sequence[Replace..., ByteFallback, Fuse, Strip], in that order)`);
+    at = k;
+    if (dt === 'Replace') {
+      if (!isObj(d.pattern) || typeof d.pattern.String !== 'string' || typeof d.content !== 'string')
+        throw err(`${where}: only a Replace of a {"String": ...} pattern by a string is supported`);
+      replaces.push([d.pattern.String, d.content]);
+    } else if (dt === 'ByteFallback') byteFallback = true;
+    else if (dt === 'Strip') {
+      if (d.content !== ' ' || d.stop !== 0 || !Number.isInteger(d.start) || d.start < 0)
+        throw err(`${where}: only Strip(" ", start, 0) after a Fuse is supported`);
+      stripStart = d.start;
+    }
+  });
+  const replaced = (s) => replaces.reduce((t, [a, b]) => t.replaceAll(a, b), s);
+  return { bytes: (s) => ENC.encode(replaced(s)), fallbackByte: (s) => {
+    const m = byteFallback && BYTE_TOKEN.exec(replaced(s));
+    return m ? parseInt(m[1], 16) : -1;
+  }, firstSpace: false, stripStart };
+}
+
 export class Tokenizer {
   // Parses tokenizer.json text; `path` names it in messages.
   constructor(text, path) {
     const err = (msg) => new TokenizerError(`${path}: ${msg}`);
     let root;
     try {
-      root = JSON.parse(text);
+      root = parseJson(text);
     } catch (e) {
-      throw new TokenizerError(`${path}: not valid JSON (${e.message})`);
+      throw new TokenizerError(`${path}: ${e.message}`);
     }
     if (!isObj(root)) throw err('expected a JSON object');
     const model = root.model;
@@ -92,8 +254,10 @@ export class Tokenizer {
     const mt = typeOf(model);
     if (mt && mt !== 'BPE') throw err(`model.type '${mt}' is not supported (only BPE)`);
     if (!mt && !('merges' in model)) throw err('model: no "type" and no "merges" (expected BPE)');
-    if (bool(model, 'byte_fallback', 'model', false))
-      throw err('model.byte_fallback true is not supported (only byte-level BPE)');
+    this.byteFallback = bool(model, 'byte_fallback', 'model', false);
+    this.fuseUnk = bool(model, 'fuse_unk', 'model', false);
+    const unk = model.unk_token;
+    if (unk !== undefined && unk !== null && typeof unk !== 'string') throw err('model.unk_token: expected a string or null');
     this.ignoreMerges = bool(model, 'ignore_merges', 'model', false);
     const dropout = model.dropout;
     if (dropout !== undefined && dropout !== null && dropout !== 0) throw err('model.dropout is not supported (must be null)');
@@ -102,23 +266,10 @@ export class Tokenizer {
       if (v !== undefined && v !== null && v !== '') throw err(`model.${a} is not supported (must be null)`);
     }
     // normalizer
-    const nz = root.normalizer;
-    this.nfc = false;
-    if (nz !== undefined && nz !== null) {
-      const t = typeOf(nz);
-      if (t === 'NFC') this.nfc = true;
-      else if (t === 'Sequence') {
-        const list = nz.normalizers;
-        const inner = Array.isArray(list) && list.length === 1 ? typeOf(list[0]) : null;
-        if (inner === 'NFC') this.nfc = true;
-        else if (!(Array.isArray(list) && list.length === 0))
-          throw err('normalizer: a Sequence other than [] or [NFC] is not supported');
-      } else throw err(`normalizer.type '${t ?? '?'}' is not supported (only null or NFC)`);
-    }
+    this.normalizers = [];
+    parseNormalizer(root.normalizer, 'normalizer', this.normalizers, err, bool);
     // pre-tokenizer
     const pt = root.pre_tokenizer;
-    if (pt === undefined || pt === null)
-      throw err('pre_tokenizer is null: byte-level BPE needs a ByteLevel pre-tokenizer');
     const parseStep = (j, where) => {
       const t = typeOf(j);
       if (!isObj(j) || !t) throw err(`${where}: expected an object with a "type"`);
@@ -132,6 +283,7 @@ export class Tokenizer {
         return { kind: 'bytelevel', addPrefixSpace: bool(j, 'add_prefix_space', where, true),
                  useRegex: bool(j, 'use_regex', where, true) };
       if (t === 'Punctuation') return { kind: 'punct', behavior: behavior() };
+      if (t === 'Metaspace') return parseMetaspace(j, where, err, bool);
       if (t === 'Digits') {
         const individual = bool(j, 'individual_digits', where, false);
         return { kind: 'digits', behavior: individual ? 'Isolated' : 'Contiguous' };
@@ -143,22 +295,25 @@ export class Tokenizer {
         if (!isObj(p) || typeof p.Regex !== 'string')
           throw err(`${where}.pattern: expected {"String": "..."} or {"Regex": "..."}`);
         const re = p.Regex;
-        const name = re === GPT2 ? 'gpt2' : re === GPT4 ? 'gpt4'
+        const name = re === GPT2 ? 'gpt2' : re === GPT4 ? 'gpt4' : re === QWEN2 ? 'qwen2'
                    : re === '[0-9][0-9][0-9]' || re === '\\d{3}' ? 'digits3' : null;
         if (!name)
-          throw new TokenizerError(`${path}: ${where}.pattern.Regex '${re}' is not supported (supported: the GPT-2 ` +
-                                   `and GPT-4/Llama-3 split patterns and "[0-9][0-9][0-9]")`);
+          throw new TokenizerError(`${path}: ${where}.pattern.Regex '${re}' is not supported (supported: the GPT-2, ` +
+                                   `GPT-4/Llama-3 and Qwen2 split patterns and "[0-9][0-9][0-9]")`);
         return { ...step, pattern: PATTERNS[name] };
       }
-      throw err(`${where}.type '${t}' is not supported (supported: ByteLevel, Split, Punctuation, Digits, Sequence)`);
+      throw err(`${where}.type '${t}' is not supported (supported: ByteLevel, Split, Punctuation, Digits, Metaspace, Sequence)`);
     };
-    if (typeOf(pt) === 'Sequence') {
+    if (pt === undefined || pt === null) this.steps = [];
+    else if (typeOf(pt) === 'Sequence') {
       if (!Array.isArray(pt.pretokenizers)) throw err('pre_tokenizer.pretokenizers: expected an array');
       this.steps = pt.pretokenizers.map((j, i) => parseStep(j, `pre_tokenizer.pretokenizers[${i}]`));
     } else this.steps = [parseStep(pt, 'pre_tokenizer')];
+    // byte-level BPE (its pieces are bytes' stand-in characters), or BPE on
+    // characters (with byte_fallback's "<0xXX>" tokens and unk_token)
     const nbl = this.steps.filter((s) => s.kind === 'bytelevel').length;
-    if (nbl !== 1)
-      throw err(`pre_tokenizer: expected exactly one ByteLevel pre-tokenizer, found ${nbl} (only byte-level BPE is supported)`);
+    if (nbl > 1) throw err(`pre_tokenizer: ${nbl} ByteLevel pre-tokenizers (at most one is supported)`);
+    this.byteLevel = nbl === 1;
     // post-processor and decoder
     const pp = root.post_processor;
     if (pp !== undefined && pp !== null && typeOf(pp) !== 'ByteLevel') {
@@ -169,24 +324,24 @@ export class Tokenizer {
       }
       if (!ok) throw err(`post_processor.type '${t ?? '?'}' is not supported (only null or ByteLevel: ssmc adds no tokens around the text)`);
     }
-    const dec = root.decoder;
-    if (typeOf(dec) !== 'ByteLevel')
-      throw err(`decoder.type '${dec !== undefined && dec !== null ? typeOf(dec) ?? '?' : 'null'}' is not supported (only ByteLevel)`);
+    this.decoder = parseDecoder(root.decoder, err);
     this.#loadVocab(root, model, err, bool);
     this.#loadMerges(model, err);
+    this.unkId = -1;
+    if (typeof unk === 'string') {
+      this.unkId = this.vocab.get(unk) ?? -1;
+      if (this.unkId < 0) throw err(`model.unk_token '${unk}' is not in model.vocab`);
+    }
+    const hex = (b) => b.toString(16).toUpperCase().padStart(2, '0');
     this.byteId = BYTE_CHAR.map((c, b) => {
-      const id = this.vocab.get(c);
+      const id = this.byteLevel ? this.vocab.get(c) : this.byteFallback ? this.vocab.get(`<0x${hex(b)}>`) ?? -1 : -1;
       if (id === undefined)
-        throw err(`model.vocab lacks the byte-level token '${c}' for byte 0x${b.toString(16).toUpperCase().padStart(2, '0')} ` +
+        throw err(`model.vocab lacks the byte-level token '${c}' for byte 0x${hex(b)} ` +
                   '(a byte-level BPE vocab covers all 256 bytes)');
       return id;
     });
-    this.decoded = this.str.map((s) => {
-      if (s === undefined) return undefined;
-      const chars = [...s];
-      if (chars.every((c) => CHAR_BYTE.has(c))) return Uint8Array.from(chars, (c) => CHAR_BYTE.get(c));
-      return new TextEncoder().encode(s);
-    });
+    this.decoded = this.str.map((s, id) => (s === undefined ? undefined : this.decoder.bytes(this.decodedText[id] ?? s)));
+    this.fallbackByte = this.str.map((s, id) => (s === undefined ? -1 : this.decoder.fallbackByte(this.decodedText[id] ?? s)));
   }
 
   #loadVocab(root, model, err, bool) {
@@ -210,6 +365,7 @@ export class Tokenizer {
     });
     this.vocabSize = maxId + 1;
     this.str = new Array(this.vocabSize);
+    this.decodedText = [];
     this.special = new Uint8Array(this.vocabSize);
     this.vocab = new Map();
     const isAdded = new Uint8Array(this.vocabSize);
@@ -229,7 +385,10 @@ export class Tokenizer {
       this.str[a.id] ??= e.content;
       isAdded[a.id] = 1;
       this.special[a.id] = a.special ? 1 : 0;
-      a.content = a.normalized && this.nfc ? e.content.normalize('NFC') : e.content;
+      // a normalized token is matched, and (as the library since 0.23 does)
+      // decoded, in its normalized form
+      a.content = a.normalized ? this.#normalize(e.content, true).text : e.content;
+      if (a.content !== e.content) this.decodedText[a.id] = a.content;
       return a;
     });
   }
@@ -265,8 +424,14 @@ export class Tokenizer {
 
   // ---- encoding ----
 
+  // The normalizers over s; whether it still begins the original text.
+  #normalize(s, first) {
+    for (const f of this.normalizers) [s, first] = f(s, first);
+    return { text: s, first };
+  }
+
   // Splits piece s by the added tokens whose `normalized` is `normalized`.
-  #splitAdded(s, normalized, out) {
+  #splitAdded(s, normalized, out, first) {
     let startOffset = 0, i = 0;
     const n = s.length;
     while (i < n) {
@@ -293,11 +458,11 @@ export class Tokenizer {
         start = Math.max(ns, startOffset);
       }
       if (best.rstrip) while (stop < n && IS_SPACE.test(charAt(s, stop))) stop += charAt(s, stop).length;
-      if (startOffset < start) out.push({ text: s.slice(startOffset, start), id: -1 });
+      if (startOffset < start) out.push({ text: s.slice(startOffset, start), id: -1, first: first && startOffset === 0 });
       out.push({ text: s.slice(start, stop), id: best.id });
       startOffset = stop;
     }
-    if (startOffset < n) out.push({ text: s.slice(startOffset), id: -1 });
+    if (startOffset < n) out.push({ text: s.slice(startOffset), id: -1, first: first && startOffset === 0 });
   }
 
   // The segments of s for a step: matches and the gaps between them.
@@ -327,7 +492,7 @@ export class Tokenizer {
     return segs;
   }
 
-  #splitBy(step, s, segs, out) {
+  #splitBy(step, s, segs, out, first) {
     if (step.invert) for (const v of segs) v.match = !v.match;
     let list = segs;
     if (step.behavior === 'Removed') list = segs.filter((v) => !v.match);
@@ -350,7 +515,7 @@ export class Tokenizer {
         prev = v.match;
       }
     }
-    for (const v of list) if (v.b > v.a) out.push({ text: s.slice(v.a, v.b), id: -1 });
+    for (const v of list) if (v.b > v.a) out.push({ text: s.slice(v.a, v.b), id: -1, first: first && v.a === 0 });
   }
 
   #byteLevel(step, text, out) {
@@ -365,15 +530,59 @@ export class Tokenizer {
     }
   }
 
-  // BPE over one byte-level piece: a heap of candidate merges ordered by
+  // Metaspace on piece p (tokenizer/pretokenize.c's metaspace).
+  #metaspace(st, p, out) {
+    const s = p.text;
+    const prepend = !(s[0] === ' ' || s.startsWith(st.repl)) &&
+                    (st.prepend === 'always' || (st.prepend === 'first' && p.first));
+    const t = (prepend ? st.repl : '') + s.replaceAll(' ', st.repl);
+    if (!st.split) return void out.push({ text: t, id: -1, first: p.first });
+    this.#splitBy({ behavior: 'MergedWithNext' }, t, this.#segments({ kind: 'split', literal: st.repl }, t), out, p.first);
+  }
+
+  // The symbols BPE starts from, as the library's merge_word makes them:
+  // byte-level, each stand-in character's byte token; else each
+  // character's token, or with byte_fallback the "<0xXX>" tokens of its
+  // bytes when all exist, or unk_token (consecutive ones fused with
+  // fuse_unk; like the library, a pending unk stays pending across byte
+  // tokens), or nothing.
+  #symbols(piece) {
+    if (this.byteLevel) return Array.from(piece, (c) => this.byteId[CHAR_BYTE.get(c)]);
+    const ids = [];
+    let unk = -1;
+    for (const c of piece) {
+      const id = this.vocab.get(c);
+      if (id !== undefined) {
+        if (unk >= 0) ids.push(unk), (unk = -1);
+        ids.push(id);
+        continue;
+      }
+      if (this.byteFallback) {
+        const bytes = Array.from(ENC.encode(c), (b) => this.byteId[b]);
+        if (bytes.every((b) => b >= 0)) {
+          ids.push(...bytes);
+          continue;
+        }
+      }
+      if (this.unkId >= 0) {
+        if (unk >= 0 && !this.fuseUnk) ids.push(unk);
+        unk = this.unkId;
+      }
+    }
+    if (unk >= 0) ids.push(unk);
+    return ids;
+  }
+
+  // BPE over one piece: a heap of candidate merges ordered by
   // (rank, position); stale entries are skipped.
   #bpe(piece, ids) {
     if (this.ignoreMerges) {
       const id = this.vocab.get(piece);
       if (id !== undefined) return ids.push(id);
     }
-    const syms = [...piece].map((c, i, all) => ({ id: this.byteId[CHAR_BYTE.get(c)], prev: i - 1,
-                                                  next: i + 1 < all.length ? i + 1 : -1, alive: true }));
+    const syms = this.#symbols(piece).map((id, i, all) => ({ id, prev: i - 1, next: i + 1 < all.length ? i + 1 : -1,
+                                                              alive: true }));
+    if (!syms.length) return;
     const heap = [];
     const less = (x, y) => (x.rank !== y.rank ? x.rank < y.rank : x.pos < y.pos);
     const push = (m) => {
@@ -432,17 +641,21 @@ export class Tokenizer {
   encode(text) {
     if (!wellFormed(text)) throw new TokenizerError('text is not valid Unicode (a lone surrogate)');
     let a = [], b = [];
-    this.#splitAdded(text, false, a);
+    this.#splitAdded(text, false, a, true);
     for (const p of a) {
       if (p.id >= 0) b.push(p);
-      else this.#splitAdded(this.nfc ? p.text.normalize('NFC') : p.text, true, b);
+      else {
+        const n = this.#normalize(p.text, p.first);
+        this.#splitAdded(n.text, true, b, n.first);
+      }
     }
     for (const step of this.steps) {
       a = [];
       for (const p of b) {
         if (p.id >= 0) a.push(p);
         else if (step.kind === 'bytelevel') this.#byteLevel(step, p.text, a);
-        else this.#splitBy(step, p.text, this.#segments(step, p.text), a);
+        else if (step.kind === 'metaspace') this.#metaspace(step, p, a);
+        else this.#splitBy(step, p.text, this.#segments(step, p.text), a, p.first);
       }
       b = a;
     }
@@ -492,6 +705,9 @@ export class StreamDecoder {
     this.skipSpecial = skipSpecial;
     this.pending = [];
     this.td = new TextDecoder();
+    this.run = []; // ByteFallback's byte tokens not yet decoded
+    this.started = false; // a token has been decoded (Metaspace's first one loses its space)
+    this.stripLeft = tokenizer.decoder.stripStart; // leading spaces still to strip
   }
 
   feed(id) {
@@ -499,7 +715,37 @@ export class StreamDecoder {
     if (!(Number.isInteger(id) && id >= 0 && id < t.vocabSize) || t.str[id] === undefined)
       throw new TokenizerError(`token id ${id} is not in the vocabulary (size ${t.vocabSize})`);
     if (this.skipSpecial && t.special[id]) return '';
-    const bytes = Uint8Array.from([...this.pending, ...t.decoded[id]]);
+    const fb = t.fallbackByte[id];
+    if (fb >= 0) {
+      this.run.push(fb);
+      return '';
+    }
+    return this.#endRun() + this.#text(t.decoded[id]);
+  }
+
+  // ByteFallback: a run of "<0xXX>" tokens is its text when the bytes are
+  // valid UTF-8, else one U+FFFD per byte (the library's rule).
+  #endRun() {
+    if (!this.run.length) return '';
+    const bytes = Uint8Array.from(this.run);
+    this.run = [];
+    let text;
+    try {
+      text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    } catch {
+      text = '\ufffd'.repeat(bytes.length);
+    }
+    return this.#text(ENC.encode(text));
+  }
+
+  // The text of the next token's bytes `own`: whole characters only.
+  #text(own) {
+    const t = this.t;
+    if (t.decoder.firstSpace && !this.started && own[0] === 0x20) own = own.subarray(1);
+    this.started = true;
+    while (this.stripLeft > 0 && own.length && own[0] === 0x20) (own = own.subarray(1)), this.stripLeft--;
+    if (own.length) this.stripLeft = 0;
+    const bytes = Uint8Array.from([...this.pending, ...own]);
     this.pending = [];
     const out = [];
     for (let i = 0; i < bytes.length;) {
@@ -519,8 +765,9 @@ export class StreamDecoder {
   }
 
   flush() {
+    const run = this.#endRun();
     const held = this.pending.length;
     this.pending = [];
-    return held ? '\ufffd' : '';
+    return run + (held ? '\ufffd' : '');
   }
 }

@@ -110,6 +110,9 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     ['[2,256000,256],[2,256256,65536]]', '[2,256000,256],[0,0,256]]', 'programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers'],
     ['"wgsl":[', '"wgsl":[0,0],"wgsl0":[', 'kernels[0] has an empty WGSL blob'],
     ['"wgsl":[', '"wgsl":[99999999999,1],"wgsl0":[', 'kernels[0].wgsl lies outside the blob section'],
+    // a key given twice (JSON.parse would keep the last one silently)
+    ['"vocab":1000', '"vocab":1000,"vocab":1000', "the key 'vocab' is given twice in the top object"],
+    ['"groups":[1,1,1]', '"groups":[1,1,1],"groups":[1,1,2]', "the key 'groups' is given twice in the object at programs.decode.steps[0]"],
   ];
   for (const [from, to, msg] of lies) {
     const bytes = tampered(from, to);

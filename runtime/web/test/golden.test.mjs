@@ -50,22 +50,8 @@ test('the fixtures are all there', () => {
 // the fixtures with 16-bit checkpoints (the bundle keeps their dtype)
 const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', jamba_gqa: 'bf16', mamba1_f16_sharded: 'f16' };
 
-// Open items from main's issue-14 families, reported as todo until fixed
-// (every other fixture must pass). Not the bundle format: the same .ssmb
-// files match transformers to 5e-6 on the Vulkan runtime.
-const OPEN = {
-  // main reads stacked expert weights ('name.{*}.x', one tensor per expert)
-  // part by part; safetensors.mjs does not yet
-  jamba_moe: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
-  jamba_moe_top1: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
-  granitemoe_hybrid_dense: 'misses transformers by 1.6e-4 through WGSL on SwiftShader (not found yet)',
-  // row 0 matches, later positions miss (bamba, lfm2 and granitemoe all
-  // rotate q and k by position): suspected rope's sin/cos on SwiftShader, not
-  // verified
-  bamba_tiny: 'misses transformers by 2.8e-4 after position 0 through WGSL on SwiftShader (not found yet)',
-  lfm2_tiny: 'misses transformers by 4.3e-4 through WGSL on SwiftShader (not found yet)',
-  nemotron_h_tiny: "stacked expert weights ('.{*}.' names) are not read by the JS host yet",
-};
+// Open items, reported as todo until fixed (every other fixture must pass).
+const OPEN = {};
 
 for (const name of names) {
   const todo = OPEN[name];

@@ -2,8 +2,12 @@
 // `tokenizers` goldens of tests/data/tokenizer (the ones tests/test_tokenizer.c
 // uses): for every tokenizer and case, the library's ids, its decoded text,
 // and the stream decoder fed one id at a time giving the same text without
-// ever splitting a character. Also `ssmc tokenize` on pymamba's tokenizer,
-// and the messages for tokenizer.json files it does not support.
+// ever splitting a character: byte-level BPE (gpt2, neox, falcon, llama3,
+// splitmix, qwen2), SentencePiece BPE with byte fallback (llama2,
+// metaspace) and a normalizer chain (normmix). Also the C tokenizer's ids
+// (`ssmc tokenize`) on pymamba's tokenizer and on further texts, its
+// decoding of odd id sequences, and the messages for tokenizer.json files
+// it does not support.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,7 +16,7 @@ import { join } from 'node:path';
 import { ROOT, ssmc } from './helpers.mjs';
 import { Tokenizer, StreamDecoder } from '../tokenizer.mjs';
 
-const NAMES = ['gpt2', 'neox', 'falcon', 'llama3', 'splitmix'];
+const NAMES = ['gpt2', 'neox', 'falcon', 'llama3', 'splitmix', 'llama2', 'metaspace', 'normmix', 'qwen2'];
 
 function load(name) {
   const path = join(ROOT, 'tests/data/tokenizer', name, 'tokenizer.json');
@@ -65,17 +69,44 @@ test("pymamba's tokenizer gives the ids `ssmc tokenize` gives", () => {
   }
 });
 
-// The C tokenizer (utf8proc + Oniguruma) also reads these; the JavaScript
-// one does not yet, and must say so rather than give other ids.
-test('the SentencePiece, normalizer-chain and Qwen2 tokenizers are refused, not misread', () => {
-  const refused = {
-    llama2: /llama2: model\.byte_fallback true is not supported \(only byte-level BPE\)/,
-    metaspace: /metaspace: model\.byte_fallback true is not supported/,
-    normmix: /normmix: normalizer: a Sequence other than \[\] or \[NFC\] is not supported/,
-    qwen2: /qwen2: pre_tokenizer\.pretokenizers\[0\]\.pattern\.Regex '\(\?i:'s/,
-  };
-  for (const [name, msg] of Object.entries(refused))
-    assert.throws(() => new Tokenizer(load(name).text, name), msg, name);
+// Beyond the fixtures' texts: the same ids as the C tokenizer (utf8proc and
+// Oniguruma, checked against the library by tests/test_tokenizer.c) on
+// text that exercises the SentencePiece, normalizer-chain and Qwen2 paths:
+// Metaspace's "first" after an added token, byte fallback, unknown
+// characters, Lowercase per character (no final sigma), a Replace at the
+// start, Qwen2's single digits and case-insensitive contractions.
+test('llama2, metaspace, normmix and qwen2 give the ids `ssmc tokenize` gives', () => {
+  const texts = ['<s>hello  world</s>', ' lead and trail ', 'ΟΔΟΣ ΣΑΣ İstanbul', '\t\t x’y DON’T', 'Ｆｕｌｌ ＷＩＤＴＨ ＤＯＮ\'Ｔ',
+                 "IT'S 12345 we'LL ſ's", '日本語 😀 \u0301é', ''];
+  for (const name of ['llama2', 'metaspace', 'normmix', 'qwen2']) {
+    const { path, text } = load(name);
+    const tok = new Tokenizer(text, path);
+    for (const t of texts) {
+      const out = ssmc(['tokenize', '--ids', '--tokenizer', path, t]).trim();
+      const want = out ? out.split(',').map(Number) : [];
+      assert.deepEqual(tok.encode(t), want, `${name}: ${JSON.stringify(t)}`);
+    }
+  }
+});
+
+// Decoding ids that no encoding gives (a model may generate them): runs of
+// byte tokens that are not valid UTF-8 (one U+FFFD per byte, the library's
+// ByteFallback rule), a run cut by another token or by the end, special
+// tokens first, spaces to strip: the text `ssmc tokenize --decode` gives,
+// whole and streamed.
+test('llama2 and metaspace decode odd id sequences as `ssmc tokenize --decode` does', () => {
+  const seqs = [[229, 133, 175, 300], [229, 133, 300, 229], [229], [1, 300, 229, 133], [300, 259, 229, 133, 175],
+                [0, 2, 1], [246, 160, 159, 133, 300, 246]];
+  for (const name of ['llama2', 'metaspace']) {
+    const { path, text } = load(name);
+    const tok = new Tokenizer(text, path);
+    for (const ids of seqs) {
+      const want = ssmc(['tokenize', '--tokenizer', path, '--decode', ids.join(',')]).replace(/\n$/, '');
+      assert.equal(tok.decode(ids), want, `${name}: ${ids}`);
+      const d = new StreamDecoder(tok);
+      assert.equal(ids.map((id) => d.feed(id)).join('') + d.flush(), want, `${name}: ${ids} streamed`);
+    }
+  }
 });
 
 test('unsupported or malformed tokenizer.json files are refused with the field named', () => {
@@ -87,11 +118,17 @@ test('unsupported or malformed tokenizer.json files are refused with the field n
   };
   assert.throws(() => new Tokenizer('{"model": ', 't.json'), /t\.json: not valid JSON/);
   refuse((j) => (j.model.type = 'Unigram'), /model\.type 'Unigram' is not supported \(only BPE\)/);
-  refuse((j) => (j.model.byte_fallback = true), /model\.byte_fallback true is not supported/);
-  refuse((j) => (j.normalizer = { type: 'NFKC' }), /normalizer\.type 'NFKC' is not supported/);
+  refuse((j) => (j.model.unk_token = 'nope'), /model\.unk_token 'nope' is not in model\.vocab/);
+  refuse((j) => (j.normalizer = { type: 'BertNormalizer' }), /normalizer\.type 'BertNormalizer' is not supported/);
+  refuse((j) => (j.normalizer = { type: 'Sequence', normalizers: [{ type: 'NFKC' }, { type: 'Replace', pattern: { Regex: '\\s+' }, content: ' ' }] }),
+         /normalizer\.normalizers\[1\]\.pattern\.Regex '\\s\+' is not supported/);
+  refuse((j) => (j.pre_tokenizer = { type: 'Metaspace', prepend_scheme: 'sometimes' }), /pre_tokenizer\.prepend_scheme: expected "always", "first" or "never"/);
+  refuse((j) => (j.decoder = { type: 'Sequence', decoders: [{ type: 'Strip', content: ' ', start: 1, stop: 0 }, { type: 'Fuse' }] }),
+         /decoder\.decoders\[0\]\.type 'Strip' is not supported here/);
   refuse((j) => (j.pre_tokenizer = { type: 'Sequence', pretokenizers: [{ type: 'Split', pattern: { Regex: '\\w+' }, behavior: 'Isolated' }, { type: 'ByteLevel' }] }),
          /pre_tokenizer\.pretokenizers\[0\]\.pattern\.Regex '\\w\+' is not supported/);
-  refuse((j) => (j.pre_tokenizer = null), /pre_tokenizer is null/);
+  refuse((j) => (j.pre_tokenizer = { type: 'Sequence', pretokenizers: [{ type: 'ByteLevel' }, { type: 'ByteLevel' }] }),
+         /pre_tokenizer: 2 ByteLevel pre-tokenizers \(at most one is supported\)/);
   refuse((j) => (j.decoder = { type: 'WordPiece' }), /decoder\.type 'WordPiece' is not supported/);
   refuse((j) => (j.post_processor = { type: 'TemplateProcessing' }), /post_processor\.type 'TemplateProcessing' is not supported/);
   refuse((j) => j.model.merges.push('Ġzzzq Ġq'), /model\.merges\[\d+\]: 'Ġzzzq' is not in model\.vocab/);

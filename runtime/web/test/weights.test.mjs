@@ -115,6 +115,10 @@ test('truncated and malformed safetensors give errors that say what is wrong', a
   cases.push(['F64', withHeader({ ...header, [name]: { ...header[name], dtype: 'F64' } }), /unsupported dtype 'F64' for tensor/]);
   const [b0, b1] = header[name].data_offsets;
   cases.push(['overlap', withHeader({ ...header, [name]: { ...header[name], data_offsets: [0, b1 - b0] } }), /tensors '.*' \[\d+,\d+\] and '.*' \[\d+,\d+\] overlap/]);
+  // a key given twice (JSON.parse would keep the last one), as the C reader refuses it
+  const dupText = file.subarray(8, 8 + hlen).toString('latin1').replace('{"format":"pt"}', '{"a":"","a":""}');
+  cases.push(['duplicate key', Buffer.concat([file.subarray(0, 8), Buffer.from(dupText, 'latin1'), file.subarray(8 + hlen)]),
+              /header: the key 'a' is given twice in the object at __metadata__/]);
   cases.push(['not JSON', Buffer.concat([file.subarray(0, 8), Buffer.from('{'.padEnd(hlen, 'x')), file.subarray(8 + hlen)]), /header is not valid JSON/]);
   for (const [what, bytes, re] of cases) {
     const d = join(dir, what.replace(/\W/g, '_'));
@@ -154,4 +158,40 @@ test("weights that do not fit the bundle: the tensor is named", async () => {
                        new RegExp(`tensor 'backbone.norm_f.weight' not found in ${miss}`));
   await ck.close();
   await ck2.close();
+});
+
+// Stacked expert weights: 'name.{*}.x' is the parts name.0.x, name.1.x, ...
+// placed one after another, the first dim counting them (ssm_st_read's
+// rule), read the same from a file and over HTTP; a missing or misshapen
+// part is named, and a stored name holding "{*}" is refused at open.
+test('stacked weights ({*}): the parts one after another, from a file and over HTTP', async () => {
+  const moe = join(ROOT, 'tests/data/jamba_moe');
+  const bytes = readFileSync(join(moe, 'model.safetensors'));
+  const s = await serve({ 'model.safetensors': bytes });
+  servers.push(s);
+  const local = await openCheckpoint(dirFiles(moe), moe);
+  const remote = await openCheckpoint(httpFiles(s.base, ['model.safetensors']), s.base);
+  const stacked = 'model.layers.1.feed_forward.experts.{*}.down_proj.weight';
+  const part = (k) => stacked.replace('{*}', String(k));
+  const shape = local.tensors.get(part(0)).shape;
+  let parts = 0;
+  while (local.tensors.has(part(parts))) parts++;
+  assert.ok(parts >= 2, `${parts} experts`);
+  const want = new Float32Array(parts * shape[0] * shape[1]);
+  for (let k = 0; k < parts; k++) want.set(await local.readF32(part(k), shape), k * shape[0] * shape[1]);
+  const got = await local.readF32(stacked, [parts, ...shape]);
+  assert.deepEqual(got, want);
+  assert.notDeepEqual(got.subarray(0, want.length / parts), got.subarray(want.length / parts, 2 * want.length / parts));
+  assert.deepEqual(await remote.readF32(stacked, [parts, ...shape]), want);
+  await assert.rejects(local.readF32(stacked, [parts + 1, ...shape]),
+                       new RegExp(`part ${parts} of stacked tensor '${stacked.replace(/[.{}*]/g, '\\$&')}': tensor '${part(parts).replace(/\./g, '\\.')}' not found`));
+  await assert.rejects(local.readF32(stacked, [parts, shape[1], shape[0]]),
+                       /part 0 of stacked tensor '.*': tensor '.*experts\.0\.down_proj\.weight' has shape \[\d+,\d+\] in the checkpoint but the model expects/);
+  await assert.rejects(local.readF32(stacked, [parts * shape[0] * shape[1]]), /stacked tensor '.*' needs a shape \[parts, \.\.\.\], not rank 1/);
+  await local.close();
+  // a stored name with the hole in it (same length, so the header keeps its size)
+  const d = join(dir, 'holed');
+  mkdirSync(d);
+  writeFileSync(join(d, 'model.safetensors'), Buffer.from(bytes.toString('latin1').replace('experts.1.down_proj', 'experts{*}down_proj'), 'latin1'));
+  await assert.rejects(openCheckpoint(dirFiles(d), d), /tensor '.*experts\{\*\}down_proj.weight': the name holds "\{\*\}"/);
 });
