@@ -62,8 +62,13 @@ typedef struct {
   const char *name;   /* "k3_matmul" */
   const char *family; /* the template it was made from */
   const char *params; /* the fused ops and knobs, for people */
-  int nbindings;      /* storage buffers at set 0, bindings 0..n-1 */
+  int nbindings;      /* tensors: storage buffers at set 0, bindings 0..n-1 */
   ssm_blob spirv, glsl;
+  /* Vulkan (codegen.h, ssm_cg_glsl_split): tensor i is bound as
+   * glsl_windows[i] windows of the manifest's wgsl_window bytes or more
+   * (specialization constant SSM_CG_GLSL_WINDOW_ID, in words): window 0 at
+   * binding i, the others at bindings nbindings.. in order. */
+  int glsl_windows[SSM_BUNDLE_MAX_BINDINGS];
   /* WebGPU (codegen.h): the WGSL module; binding i of a step is read
    * through memory slot slot[i] (slot 0 holds binding 0); slot s is bound as
    * windows[s] windows of the manifest's wgsl_window bytes, starting at the
@@ -121,7 +126,8 @@ typedef struct {
   int64_t eos;     /* config.json's eos_token_id; -1 when it has none */
   ssm_dtype dtype; /* of the matmul and embed weights (ssm_compile_opts.dtype) */
   uint32_t align;  /* every region offset is a multiple of it */
-  uint64_t wgsl_window; /* bytes of a WGSL storage window (ssm_compile_opts) */
+  uint64_t wgsl_window; /* bytes of a WGSL storage window (ssm_compile_opts); also
+                           the size GLSL kernels' windows are counted in */
   int nbuffers;
   ssm_mf_buffer *buffers;
   int nweights;
@@ -195,8 +201,9 @@ typedef struct {
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
   ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
                             the program's; may cancel */
-  uint64_t wgsl_window; /* bytes of a WGSL storage window (0: SSM_CG_WGSL_WINDOW;
-                           smaller ones test the window split on small models) */
+  uint64_t wgsl_window; /* bytes of a WGSL storage window, and of the GLSL windows
+                           of larger tensors (0: SSM_CG_WGSL_WINDOW; smaller ones
+                           test the window split on small models) */
 } ssm_compile_opts;
 
 /* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs

@@ -8,7 +8,9 @@
  * one activation buffer sized for the larger plan. Every fused group becomes
  * a kernel (codegen); kernels with identical source are kept once and
  * compiled to SPIR-V. Each program is its dispatches in order, with a
- * barrier where schedule asks for one. Once every dispatch is laid out, each
+ * barrier where schedule asks for one. A tensor that a GLSL kernel only reads
+ * and that is larger than the window is bound as several windows of it
+ * (codegen.h: ssm_cg_glsl_split). Once every dispatch is laid out, each
  * kernel's WGSL gets its memory slots' windows: as many as its widest
  * dispatch needs.
  */
@@ -140,6 +142,25 @@ static int same_wgsl(const ssm_cg_kernel *a, const ssm_cg_kernel *b) {
          !memcmp(a->slot_writable, b->slot_writable, sizeof a->slot_writable);
 }
 
+/* The windows of each tensor of GLSL kernel `k` (codegen.h): a tensor it
+ * only reads is split into windows of the bundle's window size; one it
+ * writes never is, nor one that would need more windows than a kernel may
+ * bind (the Vulkan runtime refuses those on a device that cannot bind them
+ * whole, before reading weights). */
+static void glsl_windows(const compiler *c, const ssm_cg_kernel *k, int *out) {
+  int total = 0;
+  for (int i = 0; i < SSM_BUNDLE_MAX_BINDINGS; i++) out[i] = 1;
+  for (int i = 1; i < k->nbindings; i++) {
+    uint64_t bytes = (type_bytes(&k->bind[i]->type) + 3) & ~(uint64_t)3;
+    uint64_t n = (bytes + c->window - 1) / c->window;
+    if (k->bind[i]->def->op != SSM_OP_STATE && n > 1 && n <= SSM_CG_MAX_WINDOWS) out[i] = (int)n;
+    total += out[i];
+  }
+  /* more windows than a kernel may bind: whole, for devices that bind it so */
+  if (total + 1 > SSM_CG_GLSL_MAX_BINDINGS)
+    for (int i = 0; i < SSM_BUNDLE_MAX_BINDINGS; i++) out[i] = 1;
+}
+
 /* The kernel with these sources (GLSL and WGSL), made once; GLSL is
  * compiled to SPIR-V once even when two kernels share it. */
 static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
@@ -158,12 +179,17 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
   if (same_glsl >= 0) {
     mk.spirv = c->kernels.items[same_glsl].spirv;
     mk.glsl = c->kernels.items[same_glsl].glsl;
+    memcpy(mk.glsl_windows, c->kernels.items[same_glsl].glsl_windows, sizeof mk.glsl_windows);
   } else {
     uint32_t *words;
     size_t nwords;
-    SSM_TRY(ssm_cg_compile_glsl(k->glsl, name, &words, &nwords));
+    const char *glsl;
+    glsl_windows(c, k, mk.glsl_windows);
+    SSM_TRY(ssm_status_wrap(ssm_cg_glsl_split(k, mk.glsl_windows, c->window, c->tmp, &glsl),
+                            "%s", name));
+    SSM_TRY(ssm_cg_compile_glsl(glsl, name, &words, &nwords));
     mk.spirv = add_blob(c, words, nwords * 4);
-    mk.glsl = add_blob(c, k->glsl, strlen(k->glsl));
+    mk.glsl = add_blob(c, glsl, strlen(glsl));
     free(words);
   }
   mk.nslots = k->nslots;

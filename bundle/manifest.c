@@ -131,6 +131,13 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
     for (int w = 0; w < k->nslots; w++) windows[w] = k->windows[w];
     cJSON_AddItemToObject(jk, "wgsl_slots", jnums(k->nbindings, slots));
     cJSON_AddItemToObject(jk, "wgsl_windows", jnums(k->nslots, windows));
+    int split = 0;
+    for (int b = 0; b < k->nbindings; b++) split |= k->glsl_windows[b] > 1;
+    if (split) {
+      double gw[SSM_BUNDLE_MAX_BINDINGS];
+      for (int b = 0; b < k->nbindings; b++) gw[b] = k->glsl_windows[b];
+      cJSON_AddItemToObject(jk, "glsl_windows", jnums(k->nbindings, gw));
+    }
     cJSON_AddItemToArray(ks, jk);
   }
   cJSON *ps = cJSON_AddObjectToObject(j, "programs");
@@ -401,6 +408,24 @@ static ssm_status wgsl_slots(reader *r, const cJSON *e, ssm_mf_kernel *k) {
   return s;
 }
 
+/* A kernel's GLSL windows (optional: one each without it): a count per
+ * binding, one for binding 0 (the result), SSM_CG_GLSL_MAX_BINDINGS in all. */
+static ssm_status glsl_windows(reader *r, const cJSON *e, ssm_mf_kernel *k) {
+  for (int b = 0; b < SSM_BUNDLE_MAX_BINDINGS; b++) k->glsl_windows[b] = 1;
+  const cJSON *jw = cJSON_GetObjectItemCaseSensitive(e, "glsl_windows");
+  if (!jw) return NULL;
+  double v[SSM_BUNDLE_MAX_BINDINGS];
+  size_t n = enter(r, "glsl_windows", 0);
+  ssm_status s = nums_of(r, jw, k->nbindings, 1, SSM_CG_MAX_WINDOWS, v,
+                         "is not a list of one window count per binding");
+  int total = 0;
+  for (int b = 0; b < k->nbindings && !s; b++) total += k->glsl_windows[b] = (int)v[b];
+  if (!s && (v[0] != 1 || total > SSM_CG_GLSL_MAX_BINDINGS))
+    s = bad(r, "splits the result or binds too many windows");
+  leave(r, n);
+  return s;
+}
+
 static ssm_status kernels(reader *r, const cJSON *root) {
   const cJSON *arr;
   ssm_manifest *m = r->m;
@@ -424,6 +449,7 @@ static ssm_status kernels(reader *r, const cJSON *root) {
       s = bad(r, "has a malformed SPIR-V blob");
     if (!s && !k->wgsl.size) s = bad(r, "has an empty WGSL blob");
     if (!s) s = wgsl_slots(r, e, k);
+    if (!s) s = glsl_windows(r, e, k);
     leave(r, n);
     SSM_TRY(s);
   }

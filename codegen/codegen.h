@@ -41,6 +41,21 @@
  * than its adapter allows, naming the limit. */
 #define SSM_CG_WGSL_MAX_WINDOWS 65536
 
+/* Vulkan: a GLSL kernel binds one storage buffer per tensor, and a device
+ * binds at most maxStorageBufferRange bytes (at least 128 MiB, the same as
+ * WebGPU's window) of one. A tensor that the kernel only reads and that is
+ * larger than the bundle's window (ssm_compile_opts.wgsl_window) is bound as
+ * several windows (ssm_cg_glsl_split): its reads pick the window by index,
+ * and the window's size in 32-bit words is specialization constant
+ * SSM_CG_GLSL_WINDOW_ID, which the runtime sets from the device's limit at
+ * load time (larger windows than the bundle's leave the last ones unused).
+ * A tensor that a kernel writes is never split. */
+#define SSM_CG_GLSL_WINDOW_ID 0
+/* The most windows of one GLSL tensor, and of storage bindings of one GLSL
+ * kernel with its windows (the Vulkan runtime's descriptor set layout). */
+#define SSM_CG_MAX_WINDOWS 32
+#define SSM_CG_GLSL_MAX_BINDINGS 64
+
 /* A generated kernel. Strings live in the arena passed to the generator. */
 typedef struct {
   const char *family;   /* template name, e.g. "matmul" */
@@ -59,6 +74,7 @@ typedef struct {
   int slot[SSM_CG_MAX_BINDINGS];
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
+  unsigned glsl_vec4; /* GLSL: bit i when tensor i is also read through a uvec4 view */
 } ssm_cg_kernel;
 
 /* The type flags: none is f32; 16-bit weights are read two per u32 word. */
@@ -80,6 +96,15 @@ ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
  * [1, SSM_CG_WGSL_MAX_WINDOWS] is an error. */
 ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
                               ssm_arena *a, const char **out);
+
+/* The GLSL of `k` with tensor i bound as windows[i] windows of `window`
+ * bytes (the default of specialization constant SSM_CG_GLSL_WINDOW_ID):
+ * window 0 at binding i, the others at bindings k->nbindings.. in order of
+ * tensor and window. All ones give k->glsl itself. A split tensor that the
+ * kernel writes, a count outside [1, SSM_CG_MAX_WINDOWS], or more than
+ * SSM_CG_GLSL_MAX_BINDINGS bindings in all is an error. */
+ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_t window,
+                             ssm_arena *a, const char **out);
 
 /* Expands template `family` in `lang` (templates/<family>.glsl.in or
  * .wgsl.in) with `kv`, a NULL-terminated list of key, value pairs replacing

@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "codegen/codegen.h"
@@ -50,6 +51,7 @@ typedef struct {
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS];
   int nslots;
+  unsigned vec4; /* GLSL: bindings also read through a uvec4 view (bit i) */
   ssm_status err;
 } gctx;
 
@@ -165,17 +167,18 @@ static void const_fn(const gctx *c, ssm_sb *b, const char *name, const char *par
 /* Element `idx` of binding b as a float (or int). 16-bit weights are read
  * as the u32 word holding two of them: bf16 is the high half of an f32
  * (shifted into place), f16 is unpacked; the math stays f32. In WGSL the
- * tensor's accessor b<b>_ld does the same (ssm_cg_wgsl_module). */
+ * tensor's accessor b<b>_ld does the same (ssm_cg_wgsl_module). In GLSL
+ * ld<b>(i) reads word i: b<b>.v[i], or a window of it (ssm_cg_glsl_split). */
 static void mem_load(const gctx *c, ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
   if (is_wgsl(c))
     ssm_sb_printf(out, "b%d_ld(%s)", b, idx);
   else if (dt == SSM_BF16)
-    ssm_sb_printf(out, "uintBitsToFloat(((b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
+    ssm_sb_printf(out, "uintBitsToFloat(((ld%d((%s) >> 1u) >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
                   b, idx, idx);
   else if (dt == SSM_F16)
-    ssm_sb_printf(out, "unpackHalf2x16(b%d.v[(%s) >> 1u] >> (((%s) & 1u) << 4u)).x", b, idx, idx);
+    ssm_sb_printf(out, "unpackHalf2x16(ld%d((%s) >> 1u) >> (((%s) & 1u) << 4u)).x", b, idx, idx);
   else
-    ssm_sb_printf(out, "b%d.v[%s]", b, idx);
+    ssm_sb_printf(out, "ld%d(%s)", b, idx);
 }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
@@ -389,7 +392,53 @@ static void assign_slots(gctx *c) {
   }
 }
 
-/* GLSL: one storage buffer per tensor. WGSL: the per-dispatch offsets;
+/* GLSL: one storage buffer per tensor, read through ld<i>(word) (and
+ * ldq<i>(uvec4 index) for bit i of `vec4`). With `windows` (ssm_cg_glsl_split)
+ * a tensor of windows[i] > 1 is bound as that many windows of SSM_WIN words,
+ * a specialization constant: the first at binding i, the others after the
+ * kernel's n bindings in order, and ld<i> picks the window by index. */
+static void glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigned vec4,
+                         const int *windows, uint64_t window) {
+  int extra = n, split = 0;
+  for (int i = 0; i < n && windows; i++) split |= windows[i] > 1;
+  if (split)
+    ssm_sb_printf(b, "layout(constant_id = %d) const uint SSM_WIN = %lluu; // words of a window\n",
+                  SSM_CG_GLSL_WINDOW_ID, (unsigned long long)(window / 4));
+  for (int i = 0; i < n; i++) {
+    const ssm_value *v = bind[i];
+    int state = v->def->op == SSM_OP_STATE, nw = windows ? windows[i] : 1, q = vec4 >> i & 1;
+    const char *t = v->type.dtype == SSM_I32 ? "int" : v->type.dtype == SSM_F32 ? "float" : "uint";
+    for (int w = 0; w < nw; w++) {
+      int at = w ? extra++ : i;
+      char name[32];
+      if (w) snprintf(name, sizeof name, "b%dw%d", i, w);
+      else snprintf(name, sizeof name, "b%d", i);
+      ssm_sb_printf(b, "layout(std430, binding = %d) %sbuffer B%s { %s v[]; } %s;\n", at,
+                    i == 0 ? "writeonly " : state ? "" : "readonly ", name + 1, t, name);
+      if (q)
+        ssm_sb_printf(b, "layout(std430, binding = %d) readonly buffer B%sq { uvec4 v[]; } %sq;\n",
+                      at, name + 1, name);
+    }
+    for (int view = 0; view <= q; view++) {
+      const char *sfx = view ? "q" : "";
+      if (nw == 1) {
+        ssm_sb_printf(b, "#define ld%s%d(e) b%d%s.v[e]\n", sfx, i, i, sfx);
+        continue;
+      }
+      ssm_sb_printf(b, "%s ld%s%d(uint e) {\n  uint win = SSM_WIN%s, w = e / win, r = e - w * win;\n",
+                    view ? "uvec4" : t, sfx, i, view ? " / 4u" : "");
+      for (int w = 0; w < nw; w++) {
+        char name[32];
+        if (w) snprintf(name, sizeof name, "b%dw%d%s", i, w, sfx);
+        else snprintf(name, sizeof name, "b%d%s", i, sfx);
+        if (w + 1 < nw) ssm_sb_printf(b, "  if (w == %du) return %s.v[r];\n", w, name);
+        else ssm_sb_printf(b, "  return %s.v[r];\n}\n", name);
+      }
+    }
+  }
+}
+
+/* WGSL: the per-dispatch offsets;
  * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) come with the slots'
  * bindings (ssm_cg_wgsl_module). */
 static const char *buffers_decl(gctx *c) {
@@ -408,13 +457,7 @@ static const char *buffers_decl(gctx *c) {
                   SSM_CG_MAX_BINDINGS / 4);
     return sb_take(&b, c->a);
   }
-  for (int i = 0; i < c->nbind; i++) {
-    const ssm_value *v = c->bind[i];
-    int state = v->def->op == SSM_OP_STATE, i32 = v->type.dtype == SSM_I32;
-    ssm_sb_printf(&b, "layout(std430, binding = %d) %sbuffer B%d { %s v[]; } b%d;\n", i,
-                  i == 0 ? "writeonly " : state ? "" : "readonly ", i,
-                  i32 ? "int" : v->type.dtype == SSM_F32 ? "float" : "uint", i);
-  }
+  glsl_buffers(&b, c->nbind, c->bind, c->vec4, NULL, 0);
   return sb_take(&b, c->a);
 }
 
@@ -461,6 +504,7 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
                                       LANG(c, "glsl", "wgsl"), out->params, src);
   if (is_wgsl(c)) out->wgsl = text;
   else out->glsl = text;
+  out->glsl_vec4 = c->vec4;
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
   out->nslots = c->nslots;
@@ -556,17 +600,17 @@ static void load8(ssm_sb *loads, const char *name, const char *params, const cha
 }
 
 /* load_w for a weight read straight from memory, 16 bytes at a time through
- * a uvec4 view of its binding (declared into `bufs`): k is a multiple of 8. */
-static void load8_weight(gctx *c, ssm_sb *loads, ssm_sb *bufs, const ssm_value *w, int64_t K) {
+ * a uvec4 view of its binding (ldq<b>, declared with the buffers): k is a
+ * multiple of 8. */
+static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) {
   int b = binding_of(c, w);
-  ssm_sb_printf(bufs, "layout(std430, binding = %d) readonly buffer B%dq { uvec4 v[]; } b%dq;\n",
-                b, b, b);
+  c->vec4 |= 1u << b;
   ssm_sb_printf(loads, "void load_w(uint n, uint k, out vec4 a, out vec4 b) {\n");
   if (w->type.dtype == SSM_F32) {
-    ssm_sb_printf(loads, "  uint i = (n * %lldu + k) >> 2u;\n  a = uintBitsToFloat(b%dq.v[i]);\n"
-                  "  b = uintBitsToFloat(b%dq.v[i + 1u]);\n", (long long)K, b, b);
+    ssm_sb_printf(loads, "  uint i = (n * %lldu + k) >> 2u;\n  a = uintBitsToFloat(ldq%d(i));\n"
+                  "  b = uintBitsToFloat(ldq%d(i + 1u));\n", (long long)K, b, b);
   } else {
-    ssm_sb_printf(loads, "  uvec4 q = b%dq.v[(n * %lldu + k) >> 3u];\n", b, (long long)K);
+    ssm_sb_printf(loads, "  uvec4 q = ldq%d((n * %lldu + k) >> 3u);\n", b, (long long)K);
     if (w->type.dtype == SSM_F16)
       ssm_sb_printf(loads, "  a = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));\n"
                     "  b = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));\n");
@@ -590,7 +634,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   if (is_wgsl(c)) return matmul_kernel(c, rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
-  ssm_sb loads = {0}, bufs = {0};
+  ssm_sb loads = {0};
   load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
   load8(&loads, "load_x", "uint m, ", "m, ", "in_x", K);
   if (norm && norm->nargs > 1) {
@@ -600,7 +644,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   }
   int direct = wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0;
   if (direct) {
-    load8_weight(c, &loads, &bufs, wv, K);
+    load8_weight(c, &loads, wv, K);
   } else {
     coords wk = {.rank = 2, .c = {"n", "k"}};
     load_fn(c, &loads, "in_w", "n k", wv, &wk);
@@ -611,8 +655,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   epilogue_fn(c, &loads);
   uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
   grid_per_item((N + rows - 1) / rows, out->groups);
-  const char *buffers = ssm_arena_printf(c->a, "%s%s", buffers_decl(c), ssm_sb_str(&bufs));
-  ssm_sb_free(&bufs);
+  const char *buffers = buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
                       I64(rows), "NORM", norm ? "1" : "0", "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
@@ -901,7 +944,7 @@ static ssm_status pos_binding(gctx *c, int i, const char **out) {
   if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: pos must be a tensor in memory",
                           ssm_op_info_get(c->anchor->op)->name);
-  *out = ssm_arena_printf(c->a, LANG(c, "b%d.v[0]", "b%d_ld(0u)"), binding_of(c, c->anchor->args[i]));
+  *out = ssm_arena_printf(c->a, LANG(c, "ld%d(0u)", "b%d_ld(0u)"), binding_of(c, c->anchor->args[i]));
   return NULL;
 }
 
@@ -1252,6 +1295,40 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
     else
       ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t, s, at);
   }
+  *out = sb_take(&b, a);
+  return NULL;
+}
+
+/* ---- GLSL storage windows ------------------------------------------------- */
+
+ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_t window,
+                             ssm_arena *a, const char **out) {
+  *out = k->glsl;
+  int extra = 0;
+  for (int i = 0; i < k->nbindings; i++) {
+    if (windows[i] < 1 || windows[i] > SSM_CG_MAX_WINDOWS)
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL tensor would need %d windows of %llu "
+                            "bytes (at most %d)", windows[i], (unsigned long long)window,
+                            SSM_CG_MAX_WINDOWS);
+    if (windows[i] > 1 && (i == 0 || k->bind[i]->def->op == SSM_OP_STATE))
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL kernel writes a tensor split into "
+                            "windows");
+    extra += windows[i] - 1;
+  }
+  if (!extra) return NULL;
+  if (k->nbindings + extra > SSM_CG_GLSL_MAX_BINDINGS)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL kernel would bind %d storage windows of "
+                          "%llu bytes (at most %d): use larger windows", k->nbindings + extra,
+                          (unsigned long long)window, SSM_CG_GLSL_MAX_BINDINGS);
+  ssm_sb old = {0}, split = {0}, b = {0};
+  glsl_buffers(&old, k->nbindings, k->bind, k->glsl_vec4, NULL, 0);
+  glsl_buffers(&split, k->nbindings, k->bind, k->glsl_vec4, windows, window);
+  const char *at = strstr(k->glsl, ssm_sb_str(&old));
+  SSM_ASSERT(at && !strstr(at + 1, ssm_sb_str(&old)));
+  ssm_sb_append(&b, k->glsl, (size_t)(at - k->glsl));
+  ssm_sb_printf(&b, "%s%s", ssm_sb_str(&split), at + old.n);
+  ssm_sb_free(&old);
+  ssm_sb_free(&split);
   *out = sb_take(&b, a);
   return NULL;
 }

@@ -179,6 +179,23 @@ static void test_wgsl_slots_and_windows(void) {
   /* the lm_head reads the tied embedding at the start of the weights and
    * the final norm's gain at their end: 517888 bytes, 8 windows of 64 KiB */
   CU_ASSERT_EQUAL(most, 8);
+  /* GLSL (codegen.h): the same window splits the embedding table (256000
+   * bytes, 4 windows) of the embed kernel; its result is never split; the
+   * window is specialization constant 0, in words */
+  int embeds = 0;
+  for (int i = 0; i < m->nkernels; i++) {
+    const ssm_mf_kernel *k = &m->kernels[i];
+    if (strcmp(k->family, "embed")) continue;
+    embeds++;
+    CU_ASSERT_EQUAL(k->glsl_windows[0], 1);
+    CU_ASSERT_EQUAL(k->glsl_windows[1], 4);
+    char *glsl = strndup(ssm_bundle_blob(b, k->glsl), (size_t)k->glsl.size);
+    CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "layout(constant_id = 0) const uint SSM_WIN = 16384u;"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "float ld1(uint e) {"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "return b1w3.v[r];"));
+    free(glsl);
+  }
+  CU_ASSERT_EQUAL(embeds, 2); /* decode and prefill */
   ssm_bundle_close(b);
   /* fusion off: many kernels of one source read their operands through
    * different slots (an add of two activations, an add of a bias); each
@@ -309,6 +326,14 @@ static void test_manifest_refuses_lies(void) {
       {"\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1,1]", "\"wgsl_slots\":[0,1,0],\"wgsl_windows\":[1]",
        "is not a list of one window count per slot"},
       {"\"wgsl_slots\":[0,1,0]", "\"wgsl_slotz\":[0,1,0]", "kernels[0].wgsl_slots is missing"},
+      {"\"wgsl_windows\":[1,1]", "\"wgsl_windows\":[1,1],\"glsl_windows\":[2,1,1]",
+       "kernels[0].glsl_windows splits the result or binds too many windows"},
+      {"\"wgsl_windows\":[1,1]", "\"wgsl_windows\":[1,1],\"glsl_windows\":[1,32,32]",
+       "kernels[0].glsl_windows splits the result or binds too many windows"},
+      {"\"wgsl_windows\":[1,1]", "\"wgsl_windows\":[1,1],\"glsl_windows\":[1,0,1]",
+       "kernels[0].glsl_windows is not an integer"},
+      {"\"wgsl_windows\":[1,1]", "\"wgsl_windows\":[1,1],\"glsl_windows\":[1,1]",
+       "kernels[0].glsl_windows is not a list of one window count per binding"},
       {"[2,256000,256],[2,256256,65536]]", "[2,256000,256],[0,0,256]]",
        "programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers"},
       {"[[1,2048,144],[1,1536,512],[2,324352,18432]]", "[[2,2048,144],[2,1536,512],[2,324352,18432]]",

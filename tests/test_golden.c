@@ -18,6 +18,9 @@
 #include <math.h>
 #include <string.h>
 
+#include <stdlib.h>
+
+#include "bundle/bundle.h"
 #include "runtime/ssmc.h"
 #include "testutil.h"
 
@@ -108,11 +111,20 @@ static int keep_row(const float *logits, int64_t vocab, int64_t position, void *
 /* Opens fixture `name` through the library with `o` and generates greedily
  * on the host (its logits every step); checks the ids against
  * transformers'; returns the logits of every position (rows*vocab) or NULL. */
+static float *run_model(const char *model, const char *name, const golden *g,
+                        const ssmc_options *o);
+
 static float *run_fixture(const char *name, const golden *g, const ssmc_options *o) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  return run_model(dir, name, g, o);
+}
+
+/* run_fixture with `model` a bundle or the fixture's directory. */
+static float *run_model(const char *model, const char *name, const golden *g,
+                        const ssmc_options *o) {
   ssmc_session *s = NULL;
-  SSM_ASSERT_OK(ssmc_session_open(dir, o, &s));
+  SSM_ASSERT_OK(ssmc_session_open(model, o, &s));
   if (!s) return NULL;
   rows r = {0};
   ssmc_generate_options gen;
@@ -363,6 +375,149 @@ static void test_half_weights(void) {
   }
 }
 
+/* ---- tensors larger than the device's storage range ------------------------- */
+
+/* Fixture `name` compiled (prefill chunks of 4, its own dtype, `max_seq`
+ * positions when not 0) with storage windows of `window` bytes into a
+ * bundle file in the temp dir; its path, or NULL. */
+static const char *window_bundle(const char *name, uint64_t window, int max_seq) {
+  static char outs[4][600];
+  static int next;
+  char dir[512], cfg[600], *out = outs[next++ % 4];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_open(dir, cfg, &m));
+  if (!m) return NULL;
+  if (max_seq) SSM_ASSERT_OK(ssm_model_set_param(m, "max_seq", max_seq));
+  ssm_compile_opts co = {.prefill_tokens = 4, .dtype = SSM_F32, .wgsl_window = window};
+  if (!strcmp(name, "falcon_bf16_untied")) co.dtype = SSM_BF16;
+  if (!strcmp(name, "mamba1_f16_sharded")) co.dtype = SSM_F16;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_compile(m, &co, &b));
+  ssm_model_close(m);
+  if (!b) return NULL;
+  snprintf(out, sizeof outs[0], "%s/%s-w%llu.ssmb", ssm_test_tmpdir(), name, (unsigned long long)window);
+  SSM_ASSERT_OK(ssm_bundle_save(b, out));
+  ssm_bundle_close(b);
+  return out;
+}
+
+/* The kernels of bundle `path` that read a tensor through several windows,
+ * and whether the embedding (the first embed kernel's table) is one. */
+static int split_kernels(const char *path, int *embed_split) {
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_bundle_open(path, &b));
+  if (!b) return 0;
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int n = 0;
+  *embed_split = 0;
+  for (int i = 0; i < m->nkernels; i++) {
+    int split = 0;
+    for (int j = 0; j < m->kernels[i].nbindings; j++) split |= m->kernels[i].glsl_windows[j] > 1;
+    n += split;
+    if (!strcmp(m->kernels[i].family, "embed") && split) *embed_split = 1;
+  }
+  ssm_bundle_close(b);
+  return n;
+}
+
+/* With the device's maxStorageBufferRange capped (SSM_VK_MAX_STORAGE_RANGE)
+ * below the embedding, lm_head and projection weights, a bundle whose
+ * kernels read them through windows gives transformers' logits on Vulkan:
+ * f32 (tied lm_head), f16 and bf16 (untied) weights, the latter two read 16
+ * bytes at a time by the decode gemv. Without the cap (windows as large as
+ * the device allows) the same bundle gives the same logits. */
+static void test_split_windows(void) {
+  static const struct { const char *name; uint64_t window; } cases[] = {
+      {"mamba1_tiny", 16384}, {"mamba1_f16_sharded", 8192}, {"falcon_bf16_untied", 16384}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    golden g = {0};
+    CU_ASSERT_FATAL(load_golden(cases[i].name, &g));
+    const char *bundle = window_bundle(cases[i].name, cases[i].window, 0);
+    CU_ASSERT_FATAL(bundle != NULL);
+    int embed_split = 0, nsplit = split_kernels(bundle, &embed_split);
+    fprintf(stderr, "\n  %s: %d kernels read through windows of %llu bytes", cases[i].name, nsplit,
+            (unsigned long long)cases[i].window);
+    CU_ASSERT(nsplit >= 4); /* embed and lm_head in both programs, at least */
+    CU_ASSERT(embed_split);
+    char dir[512], cap[32];
+    snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), cases[i].name);
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.weights = dir;
+    snprintf(cap, sizeof cap, "%llu", (unsigned long long)cases[i].window);
+    setenv("SSM_VK_MAX_STORAGE_RANGE", cap, 1);
+    float *capped = run_model(bundle, cases[i].name, &g, &o);
+    unsetenv("SSM_VK_MAX_STORAGE_RANGE");
+    float *whole = run_model(bundle, cases[i].name, &g, &o);
+    check_pair(cases[i].name, &g, capped, whole, "vulkan in windows");
+    free(g.logits);
+  }
+}
+
+static int note_stage(const char *stage, uint64_t done, uint64_t total, void *user) {
+  (void)done, (void)total;
+  if (strstr(stage, "loading")) *(int *)user = 1;
+  return 0;
+}
+
+/* Opens `model` (with the fixture's weights) with the device capped at
+ * `cap` bytes per binding: the open fails before any weight is loaded, with
+ * a message holding each of `needles` (NULL-terminated). */
+static void expect_no_fit(const char *model, const char *fixture, const char *cap,
+                          const char *const *needles) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), fixture);
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.weights = dir;
+  int loading = 0;
+  o.progress = note_stage;
+  o.progress_user = &loading;
+  setenv("SSM_VK_MAX_STORAGE_RANGE", cap, 1);
+  ssmc_session *s = NULL;
+  ssmc_status st = ssmc_session_open(model, &o, &s);
+  unsetenv("SSM_VK_MAX_STORAGE_RANGE");
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT_PTR_NOT_NULL(st);
+  CU_ASSERT_FALSE(loading);
+  for (int i = 0; st && needles[i]; i++) {
+    if (!strstr(ssmc_status_message(st), needles[i]))
+      fprintf(stderr, "\n  message '%s' lacks '%s'\n", ssmc_status_message(st), needles[i]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(ssmc_status_message(st), needles[i]));
+  }
+  ssmc_status_free(st);
+  ssmc_session_close(s);
+}
+
+/* What does not fit fails before the weights are loaded, naming the tensor,
+ * the limit and the way out: a weight that needs more windows than its
+ * kernels have (a bundle of 16 KiB windows on 8 KiB bindings, or one of the
+ * default windows on 4 KiB ones), and a KV cache, which attention writes
+ * and so cannot split. A bad cap is refused. */
+static void test_split_refused(void) {
+  const char *w16 = window_bundle("mamba1_tiny", 16384, 0);
+  CU_ASSERT_FATAL(w16 != NULL);
+  expect_no_fit(w16, "mamba1_tiny", "8192",
+                (const char *const[]){"tensor 'backbone.embeddings.weight' (256000 bytes",
+                                      "at most 8192 bytes (maxStorageBufferRange)",
+                                      "reads it through 16 window(s)", "--backend cpu",
+                                      "--wgsl-window", NULL});
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/mamba1_tiny", ssm_test_path("tests/data"));
+  expect_no_fit(dir, "mamba1_tiny", "4096",
+                (const char *const[]){"'backbone.embeddings.weight'", "at most 4096 bytes",
+                                      "--backend cpu", NULL});
+  const char *jamba = window_bundle("jamba_tiny", 16384, 2048);
+  CU_ASSERT_FATAL(jamba != NULL);
+  expect_no_fit(jamba, "jamba_tiny", "16384",
+                (const char *const[]){"_cache", "writes it, so it cannot be split",
+                                      "at most 16384 bytes", "--backend cpu", NULL});
+  expect_no_fit(dir, "mamba1_tiny", "12x",
+                (const char *const[]){"SSM_VK_MAX_STORAGE_RANGE=12x: expected a number", NULL});
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
                          {"mamba1_untied", test_mamba1_untied},
@@ -389,6 +544,8 @@ int main(void) {
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          {"half_weights", test_half_weights},
+                         {"split_windows", test_split_windows},
+                         {"split_refused", test_split_refused},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }

@@ -93,7 +93,8 @@ static const char usage_compile[] =
     "                       checkpoint's own; activations and state are f32)\n"
     "  --no-fuse            every op a kernel of its own\n"
     "  --dump-ir DIR        the IR after every pass, of both programs\n"
-    "  --wgsl-window BYTES  WGSL kernels' storage window (default 128 MiB; smaller: tests)\n"
+    "  --wgsl-window BYTES  storage window of WGSL slots and of tensors Vulkan kernels\n"
+    "                       read in pieces (default 128 MiB; smaller: tests)\n"
     "  -q, --quiet          no progress bar\n";
 
 static const char usage_ir[] =

@@ -21,6 +21,7 @@
 #include <dlfcn.h>
 #include <stdarg.h>
 #include <stdbool.h>
+#include <errno.h>
 #include <string.h>
 #include <vulkan/vulkan.h>
 
@@ -607,6 +608,19 @@ ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out) {
   if (env && env[0] && strcmp(env, "0") != 0) validation = 1;
   env = getenv("SSM_VK_FORCE_STAGING");
   vk->force_staging = env && env[0] && strcmp(env, "0") != 0;
+  uint64_t range_cap = 0;
+  env = getenv("SSM_VK_MAX_STORAGE_RANGE");
+  if (env && env[0]) {
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(env, &end, 10);
+    if (errno || *end || env[0] == '-' || v < 256) {
+      free(vk);
+      return ssm_status_new(SSM_ERR_INVALID, "SSM_VK_MAX_STORAGE_RANGE=%s: expected a number of "
+                            "bytes, at least 256", env);
+    }
+    range_cap = v;
+  }
 
   uint32_t api;
   VkPhysicalDevice *pds = NULL;
@@ -653,6 +667,11 @@ ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out) {
     vk->phys = pds[device_index];
     vk->info = infos[device_index];
     vk->api = min_u32(api, vk->info.api_version);
+    if (range_cap && range_cap < vk->info.max_storage_buffer_range) {
+      vk->info.max_storage_buffer_range = range_cap;
+      ssm_log("vulkan: maxStorageBufferRange capped at %llu bytes (SSM_VK_MAX_STORAGE_RANGE)",
+              (unsigned long long)range_cap);
+    }
     s = device_create(vk);
   }
   free(pds);

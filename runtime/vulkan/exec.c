@@ -18,6 +18,7 @@
  * first copies the state buffers aside, and the stop restores the copy of
  * its batch and replays the steps up to the stop.
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "runtime/vulkan/vulkan.h"
@@ -49,6 +50,7 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
+  uint64_t window;             /* bytes of a storage window of split tensors (fit_bindings) */
 } vk_backend;
 
 static ssm_status upload(vk_backend *v, ssm_region r, const void *data) {
@@ -102,14 +104,125 @@ static ssm_status upload_weights(vk_backend *v, ssm_st *st) {
   return s;
 }
 
+/* Storage bindings of kernel k: its tensors' windows (codegen.h). */
+static int kernel_bindings(const ssm_mf_kernel *k) {
+  int n = 0;
+  for (int b = 0; b < k->nbindings; b++) n += k->glsl_windows[b];
+  return n;
+}
+
 static ssm_status load_kernels(vk_backend *v) {
   v->kernels = ssm_xcalloc((size_t)v->m->nkernels + 1, sizeof *v->kernels);
+  _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
+  uint32_t window_words = (uint32_t)(v->window / 4);
   for (int i = 0; i < v->m->nkernels; i++) {
     const ssm_mf_kernel *k = &v->m->kernels[i];
+    int n = kernel_bindings(k);
     ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, k->spirv),
-                            .words = (size_t)k->spirv.size / 4, .n_bindings = k->nbindings};
+                            .words = (size_t)k->spirv.size / 4, .n_bindings = n,
+                            .spec_values = &window_words, .n_spec = n > k->nbindings};
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->kernels[i]));
   }
+  return NULL;
+}
+
+/* The weight or state at region r, or NULL (activations). */
+static const char *tensor_at(const ssm_manifest *m, const ssm_region *r) {
+  for (int i = 0; i < m->nweights; i++)
+    if (m->weights[i].region.buffer == r->buffer && m->weights[i].region.offset == r->offset)
+      return m->weights[i].name;
+  for (int i = 0; i < m->nstates; i++)
+    if (m->states[i].region.buffer == r->buffer && m->states[i].region.offset == r->offset)
+      return m->states[i].name;
+  return NULL;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1 << 20); }
+
+/* Binding b of step st cannot be bound on this device: the error names the
+ * tensor, the limit and the ways out. */
+static ssm_status too_large(vk_backend *v, const ssm_mf_step *st, int b) {
+  const ssm_mf_kernel *k = &v->m->kernels[st->kernel];
+  const ssm_region *r = &st->bindings[b];
+  const char *name = tensor_at(v->m, r);
+  const ssm_vk_device_info *d = ssm_vk_info(v->vk);
+  int writes = b == 0 || v->m->buffers[r->buffer].usage == SSM_BUFFER_STATE;
+  char how[128];
+  if (writes) snprintf(how, sizeof how, "writes it, so it cannot be split into windows");
+  else snprintf(how, sizeof how, "reads it through %d window(s) of at most %llu bytes",
+                k->glsl_windows[b], (unsigned long long)v->window);
+  return ssm_status_new(
+      SSM_ERR_UNSUPPORTED,
+      "%s: %s%s%s (%llu bytes, %.1f MiB) does not fit device '%s': one binding holds at most "
+      "%llu bytes (maxStorageBufferRange) and kernel %s %s; run it with --backend cpu%s",
+      ssm_bundle_name(v->bundle), name ? "tensor '" : "an activation of kernel ",
+      name ? name : k->name, name ? "'" : "", (unsigned long long)r->bytes, mib(r->bytes), d->name,
+      (unsigned long long)d->max_storage_buffer_range, k->name,
+      how, writes ? "" : ", or compile the bundle with --wgsl-window at most that limit");
+}
+
+/* The device buffers of the manifest's; a refused one names its largest
+ * tensor and the way out. */
+static ssm_status make_buffers(vk_backend *v) {
+  const ssm_manifest *m = v->m;
+  for (int i = 0; i < m->nbuffers; i++) {
+    ssm_status s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
+                                        &v->buffers[i]);
+    if (!s) continue;
+    const ssm_mf_tensor *big = NULL;
+    for (int k = 0; k < m->nweights + m->nstates; k++) {
+      const ssm_mf_tensor *t = k < m->nweights ? &m->weights[k] : &m->states[k - m->nweights];
+      if (t->region.buffer == i && (!big || t->region.bytes > big->region.bytes)) big = t;
+    }
+    ssm_status e = ssm_status_new(ssm_status_code(s), "%s: the buffer holding %s%s%s (%.1f MiB) "
+                                  "does not fit device '%s': %s; run it with --backend cpu",
+                                  ssm_bundle_name(v->bundle), big ? "tensor '" : "activations",
+                                  big ? big->name : "", big ? "'" : "", mib(m->buffers[i].bytes),
+                                  ssm_vk_info(v->vk)->name, ssm_status_message(s));
+    ssm_status_free(s);
+    return e;
+  }
+  return NULL;
+}
+
+/* Whether the bundle's buffers together fit the device's memory. */
+static ssm_status fit_memory(vk_backend *v) {
+  const ssm_vk_device_info *d = ssm_vk_info(v->vk);
+  const ssm_manifest *m = v->m;
+  uint64_t total = 0, largest = 0;
+  for (int i = 0; i < m->nbuffers; i++) {
+    total += m->buffers[i].bytes;
+    if (m->buffers[i].bytes > largest) largest = m->buffers[i].bytes;
+  }
+  /* one buffer beyond the device's limits: ssm_vk_buffer_create names the
+   * limit (make_buffers) */
+  if (d->device_local_bytes && largest <= d->device_local_bytes && total > d->device_local_bytes)
+    return ssm_status_new(SSM_ERR_DEVICE, "%s: the model needs %.1f MiB of device memory "
+                          "(%.1f MiB of weights), more than device '%s' has (%.1f MiB, its "
+                          "largest device-local heap); run it with --backend cpu",
+                          ssm_bundle_name(v->bundle), mib(total), mib(ssm_manifest_weight_bytes(m)),
+                          d->name, mib(d->device_local_bytes));
+  return NULL;
+}
+
+/* Every binding of every dispatch fits the windows its kernel splits it
+ * into (codegen.h), the window being the largest power of two within the
+ * device's maxStorageBufferRange (read now, not assumed). */
+static ssm_status fit_bindings(vk_backend *v) {
+  const ssm_manifest *m = v->m;
+  uint64_t range = ssm_vk_info(v->vk)->max_storage_buffer_range;
+  v->window = 256;
+  while (v->window * 2 <= range && v->window < ((uint64_t)1 << 31)) v->window *= 2;
+  const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
+  for (int p = 0; p < 2; p++)
+    for (int i = 0; i < progs[p]->nsteps; i++) {
+      const ssm_mf_step *st = &progs[p]->steps[i];
+      for (int b = 0; b < st->nbindings; b++) {
+        uint64_t bytes = (st->bindings[b].bytes + 3) & ~(uint64_t)3;
+        int n = m->kernels[st->kernel].glsl_windows[b];
+        if (n == 1 ? bytes > range : bytes > (uint64_t)n * v->window) return too_large(v, st, b);
+      }
+    }
   return NULL;
 }
 
@@ -120,7 +233,8 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nstep
   size_t align = ssm_vk_storage_alignment(v->vk);
   for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
-    ssm_vk_binding vb[SSM_BUNDLE_MAX_BINDINGS];
+    ssm_vk_binding vb[SSM_CG_GLSL_MAX_BINDINGS];
+    int extra = st->nbindings;
     for (int b = 0; b < st->nbindings; b++) {
       const ssm_region *r = &st->bindings[b];
       if (r->offset % align)
@@ -129,8 +243,21 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nstep
                               ssm_bundle_name(v->bundle), (unsigned long long)r->offset, align);
       /* whole u32 words: 16-bit tensors are read two elements to a word, and
        * regions start on `align` boundaries, so the padding is there */
-      vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset,
-                               ((size_t)r->bytes + 3) & ~(size_t)3};
+      size_t bytes = ((size_t)r->bytes + 3) & ~(size_t)3;
+      int n = v->m->kernels[st->kernel].glsl_windows[b];
+      if (n == 1) {
+        vb[b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset, bytes};
+        continue;
+      }
+      /* windows past the tensor's end (the device's are larger than the
+       * bundle's) are never read: they repeat the first */
+      for (int w = 0; w < n; w++) {
+        size_t at = (size_t)v->window * (size_t)w;
+        if (at >= bytes) at = 0;
+        size_t left = bytes - at;
+        vb[w ? extra++ : b] = (ssm_vk_binding){v->buffers[r->buffer], (size_t)r->offset + at,
+                                               left < v->window ? left : (size_t)v->window};
+      }
     }
     if (st->barrier) ssm_vk_program_add_barrier(prog);
     SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, NULL, st->groups[0],
@@ -576,9 +703,10 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   if (!s) s = check_weights(m, st);
   if (!s) s = ssm_vk_open(opts ? opts->device : -1, opts ? opts->validation : 0, &v->vk);
   if (!s) b->device = ssm_vk_info(v->vk)->name;
-  for (int i = 0; i < m->nbuffers && !s; i++)
-    s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
-                             &v->buffers[i]);
+  /* what does not fit is refused before any weight is read */
+  if (!s) s = fit_memory(v);
+  if (!s) s = make_buffers(v);
+  if (!s) s = fit_bindings(v);
   if (!s) s = upload_weights(v, st);
   ssm_st_close(st);
   if (!s) s = vk_reset(b);

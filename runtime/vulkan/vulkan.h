@@ -84,7 +84,10 @@ char *ssm_vk_format_devices(const ssm_vk_device_info *devices, int count);
  * shaderInt16, 8-bit storage/arith where the device has them and logs the
  * ones it lacks. An index out of range is an error that says how many
  * devices exist. Env SSM_VK_FORCE_STAGING=1 makes device buffers go through
- * the staging path even on unified-memory devices (for tests). */
+ * the staging path even on unified-memory devices (for tests). Env
+ * SSM_VK_MAX_STORAGE_RANGE=BYTES lowers the device's maxStorageBufferRange
+ * as ssm_vk_info reports and checks it (for tests of the split of large
+ * tensors into windows); a value below 256 or not a number is an error. */
 ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out);
 /* Waits for the device to be idle, then frees everything the context owns
  * except buffers, kernels and programs, which must be destroyed first. */
