@@ -109,6 +109,11 @@ int ssm_size_add(size_t a, size_t b, size_t *out);
  * An overflowing size or exhausted host memory is an SSM_ERR_NOMEM status
  * that names the size; callers add what it was for with ssm_status_wrap. */
 ssm_status ssm_alloc(size_t count, size_t size, void **out);
+/* For tests of the out-of-memory paths: the n-th ssm_alloc from now (n >= 1)
+ * fails as exhausted memory would; 0 turns it off. Not thread-safe. */
+void ssm_alloc_fail_at(long n);
+/* Whether the failure set by ssm_alloc_fail_at is still to come. */
+int ssm_alloc_fail_pending(void);
 
 /* Bookkeeping allocators: never NULL (see the top of this file). */
 void *ssm_xmalloc(size_t n);

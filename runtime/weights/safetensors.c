@@ -479,7 +479,11 @@ static ssm_status read_tensor(const ssm_st *st, size_t ti,
   SSM_TRY(ssm_status_wrap(ssm_alloc(t->nbytes < step ? t->nbytes : step, 1, (void **)&buf),
                           "tensor '%s'", t->name));
   XXH3_state_t *h = XXH3_createState();
-  if (!h) ssm_fatal_nomem(0);
+  if (!h) {
+    free(buf);
+    return ssm_status_new(SSM_ERR_NOMEM, "tensor '%s': out of host memory for its hash state",
+                          t->name);
+  }
   XXH3_64bits_reset(h);
   ssm_status s = NULL;
   struct st_progress *pr = st->hashed[ti] ? NULL : st->progress;
@@ -606,7 +610,10 @@ void ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {
 uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err) {
   *out_err = NULL;
   XXH3_state_t *h = XXH3_createState();
-  if (!h) ssm_fatal_nomem(0);
+  if (!h) {
+    *out_err = ssm_status_new(SSM_ERR_NOMEM, "out of host memory for the weights' hash state");
+    return 0;
+  }
   XXH3_64bits_reset(h);
   for (size_t i = 0; i < st->tensors.n && !*out_err; i++) {
     const ssm_st_tensor *t = &st->tensors.items[i];
