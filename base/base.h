@@ -222,9 +222,11 @@ ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
 ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
                           const size_t *sizes);
 /* The two halves of ssm_file_write, for writers that stream: a new file
- * ".NAME.XXXXXX" beside `path` (mkostemp, mode as the umask allows), and
- * its end: flushed and renamed over `path`, or (with `failed`, or when
- * flushing fails) removed. Both take ownership of `tmp` and `fd`. */
+ * beside `path`, anonymous where the file system allows (O_TMPFILE: a
+ * process killed while writing leaves nothing), else ".NAME.XXXXXX"
+ * (mkostemp), mode as the umask allows; and its end: flushed, linked as
+ * ".NAME.XXXXXX" if anonymous, and renamed over `path`, or (with `failed`,
+ * or when flushing fails) removed. Both take ownership of `tmp` and `fd`. */
 ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
 /* 1 when `a` and `b` name the same existing file (one device, one inode). */
