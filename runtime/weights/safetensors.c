@@ -397,6 +397,8 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
       if (!s) s = sort_and_check(st);
     } else if (is_regular(index)) {
       s = load_index(st, index);
+    } else if (!stat(single, &sb)) { /* a FIFO, a device...: load_file names what it is */
+      s = load_file(st, single);
     } else {
       s = ssm_status_new(SSM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json",
                          path);
