@@ -109,6 +109,11 @@ int ssm_size_add(size_t a, size_t b, size_t *out);
  * An overflowing size or exhausted host memory is an SSM_ERR_NOMEM status
  * that names the size; callers add what it was for with ssm_status_wrap. */
 ssm_status ssm_alloc(size_t count, size_t size, void **out);
+/* For tests of the out-of-memory paths: the n-th ssm_alloc from now (n >= 1)
+ * fails as exhausted memory would; 0 turns it off. Not thread-safe. */
+void ssm_alloc_fail_at(long n);
+/* Whether the failure set by ssm_alloc_fail_at is still to come. */
+int ssm_alloc_fail_pending(void);
 
 /* Bookkeeping allocators: never NULL (see the top of this file). */
 void *ssm_xmalloc(size_t n);
@@ -217,9 +222,11 @@ ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,
 ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
                           const size_t *sizes);
 /* The two halves of ssm_file_write, for writers that stream: a new file
- * ".NAME.XXXXXX" beside `path` (mkostemp, mode as the umask allows), and
- * its end: flushed and renamed over `path`, or (with `failed`, or when
- * flushing fails) removed. Both take ownership of `tmp` and `fd`. */
+ * beside `path`, anonymous where the file system allows (O_TMPFILE: a
+ * process killed while writing leaves nothing), else ".NAME.XXXXXX"
+ * (mkostemp), mode as the umask allows; and its end: flushed, linked as
+ * ".NAME.XXXXXX" if anonymous, and renamed over `path`, or (with `failed`,
+ * or when flushing fails) removed. Both take ownership of `tmp` and `fd`. */
 ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
 /* 1 when `a` and `b` name the same existing file (one device, one inode). */

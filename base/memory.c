@@ -20,12 +20,20 @@ int ssm_size_add(size_t a, size_t b, size_t *out) {
 
 /* ---- checked allocation ---------------------------------------------------- */
 
+static long alloc_fail_countdown; /* ssm_alloc_fail_at: 0 is off */
+
+void ssm_alloc_fail_at(long n) { alloc_fail_countdown = n > 0 ? n : 0; }
+
+int ssm_alloc_fail_pending(void) { return alloc_fail_countdown > 0; }
+
 ssm_status ssm_alloc(size_t count, size_t size, void **out) {
   size_t bytes;
   *out = NULL;
   if (!ssm_size_mul(count, size, &bytes))
     return ssm_status_new(SSM_ERR_NOMEM, "%zu elements of %zu bytes do not fit in memory",
                           count, size);
+  if (alloc_fail_countdown > 0 && --alloc_fail_countdown == 0)
+    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);
   *out = calloc(bytes ? bytes : 1, 1);
   if (!*out)
     return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);

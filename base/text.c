@@ -149,32 +149,72 @@ static int write_all(int fd, int n, const void *const *parts, const size_t *size
   return 0;
 }
 
+/* A temporary file is anonymous where the file system allows (O_TMPFILE):
+ * it has no name until ssm_file_commit links it, so a process killed while
+ * it writes leaves nothing behind. Its `tmp` is then ANON followed by the
+ * template of the name it is linked under; otherwise `tmp` names it. */
+#define ANON '\x01'
+
 ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd) {
   *out_tmp = NULL;
   *out_fd = -1;
   const char *slash = strrchr(path, '/');
   ssm_sb t = {0};
+  int fd = -1;
+#ifdef O_TMPFILE
+  ssm_sb dir = {0};
+  ssm_sb_printf(&dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
+  fd = open(dir.s, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666); /* the mode as the umask allows */
+  ssm_sb_free(&dir);
+  if (fd >= 0) ssm_sb_append(&t, (char[]){ANON}, 1);
+#endif
   if (slash) ssm_sb_printf(&t, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
   else ssm_sb_printf(&t, ".%s.XXXXXX", path);
-  int fd = mkostemp(t.s, O_CLOEXEC);
   if (fd < 0) {
-    int err = errno;
-    ssm_sb_free(&t);
-    return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+    fd = mkostemp(t.s, O_CLOEXEC);
+    if (fd < 0) {
+      int err = errno;
+      ssm_sb_free(&t);
+      return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
+    }
+    mode_t mask = umask(0); /* what open(..., 0666) would give */
+    umask(mask);
+    fchmod(fd, 0666 & ~mask);
   }
-  mode_t mask = umask(0); /* what open(..., 0666) would give */
-  umask(mask);
-  fchmod(fd, 0666 & ~mask);
   *out_tmp = ssm_sb_take(&t);
   *out_fd = fd;
   return NULL;
 }
 
+/* Links the anonymous file `fd` under `name`, a template ending in
+ * XXXXXX that is filled in (a fresh name each try); 0 or an errno. */
+static int link_anonymous(int fd, char *name) {
+  static unsigned counter;
+  char proc[64];
+  snprintf(proc, sizeof proc, "/proc/self/fd/%d", fd);
+  char *x = name + strlen(name) - 6;
+  for (int attempt = 0; attempt < 100; attempt++) {
+    uint64_t h = ssm_fnv1a(SSM_FNV_INIT, &fd, sizeof fd);
+    unsigned pid = (unsigned)getpid(), k = counter++;
+    h = ssm_fnv1a(h, &pid, sizeof pid);
+    h = ssm_fnv1a(h, &k, sizeof k);
+    for (int i = 0; i < 6; i++, h >>= 6)
+      x[i] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_"[h & 63];
+    if (!linkat(AT_FDCWD, proc, AT_FDCWD, name, AT_SYMLINK_FOLLOW)) return 0;
+    if (errno != EEXIST) return errno;
+  }
+  return EEXIST;
+}
+
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed) {
+  int anon = tmp[0] == ANON;
+  char *name = tmp + anon;
   int err = failed ? 0 : fsync(fd) ? errno : 0;
+  int linked = !anon;
+  if (!err && !failed && anon) linked = !(err = link_anonymous(fd, name));
   if (close(fd) && !err && !failed) err = errno;
-  if (!err && !failed && rename(tmp, path)) err = errno;
-  if (err || failed) unlink(tmp);
+  if (!err && !failed && rename(name, path)) err = errno;
+  if ((err || failed) && linked) unlink(name);
   free(tmp);
   if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
   return NULL;

@@ -146,7 +146,7 @@ typedef struct {
   ssm_mf_source_file *source_files;
 } ssm_manifest;
 
-/* The manifest as JSON (malloc'd). */
+/* The manifest as JSON (malloc'd); NULL when host memory is exhausted. */
 char *ssm_manifest_to_json(const ssm_manifest *m);
 /* Reads and checks a manifest: every field present with the right type and
  * in range (see the top of this file). `name` (the bundle) starts every

@@ -65,6 +65,8 @@ ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *ou
   *out_data = NULL;
   *out_size = 0;
   char *json = ssm_manifest_to_json(&b->manifest);
+  if (!json)
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the manifest text", b->name);
   size_t mlen = strlen(json);
   size_t blobs_off = (HEADER_SIZE + mlen + 15) & ~(size_t)15;
   size_t total = blobs_off + b->blobs_size;

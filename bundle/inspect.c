@@ -19,6 +19,7 @@ char *ssm_bundle_describe(const ssm_bundle *b, int json) {
   if (json) {
     ssm_sb t = {0};
     char *j = ssm_manifest_summary_json(m);
+    if (!j) ssm_fatal_nomem(0); /* a loaded manifest's summary: bookkeeping-sized */
     ssm_sb_printf(&t, "%s\n", j);
     free(j);
     return ssm_sb_take(&t);

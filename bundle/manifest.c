@@ -163,8 +163,8 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
 static char *print_json(cJSON *j, int formatted) {
   char *text = formatted ? cJSON_Print(j) : cJSON_PrintUnformatted(j);
   cJSON_Delete(j);
-  if (!text) ssm_fatal_nomem(0);
-  char *out = ssm_xstrdup(text); /* one allocator for the caller to free() with */
+  if (!text) return NULL;
+  char *out = strdup(text); /* one allocator for the caller to free() with */
   cJSON_free(text);
   return out;
 }

@@ -1344,7 +1344,8 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
   for (yaml_node_item_t *it = types ? types->data.sequence.items.start : NULL; types && it < types->data.sequence.items.top; it++)
     SSM_TRY(expect_type(m, ynode(m, *it), YAML_SCALAR_NODE, "a model type"));
   char *cfg_text = cJSON_PrintUnformatted(cfg);
-  if (!cfg_text) ssm_fatal_nomem(0);
+  if (!cfg_text)
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the config text", m->config_path);
   m->source_hash = ssm_fnv1a(m->source_hash, cfg_text, strlen(cfg_text) + 1);
   cJSON_free(cfg_text);
   yaml_node_t *params = map_get(m, root, "params");

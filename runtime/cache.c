@@ -84,11 +84,11 @@ static int find_build_id(struct dl_phdr_info *info, size_t size, void *user) {
 
 /* ---- the cache ------------------------------------------------------------------ */
 
-static void key_of(const ssm_model *m, const ssm_compile_opts *co, char out[33]) {
+static ssm_status key_of(const ssm_model *m, const ssm_compile_opts *co, char out[33]) {
   build_id id = {.addr = (uintptr_t)&key_of};
   dl_iterate_phdr(find_build_id, &id);
   XXH3_state_t *h = XXH3_createState();
-  if (!h) ssm_fatal_nomem(0);
+  if (!h) return ssm_status_new(SSM_ERR_NOMEM, "compile cache: out of host memory for a hash state");
   XXH3_128bits_reset(h);
   const char *const texts[] = {"ssmc compile cache 1", SSM_VERSION, ssm_revision()};
   for (int i = 0; i < 3; i++) XXH3_128bits_update(h, texts[i], strlen(texts[i]) + 1);
@@ -99,6 +99,7 @@ static void key_of(const ssm_model *m, const ssm_compile_opts *co, char out[33])
   XXH128_hash_t k = XXH3_128bits_digest(h);
   XXH3_freeState(h);
   snprintf(out, 33, "%016llx%016llx", (unsigned long long)k.high64, (unsigned long long)k.low64);
+  return NULL;
 }
 
 /* mkdir -p, private to the user (0700) where it creates. */
@@ -142,7 +143,7 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   *out_hit = 0;
   *out_compile_s = 0;
   char key[33];
-  key_of(m, co, key);
+  SSM_TRY(key_of(m, co, key));
   ssm_sb path = {0};
   ssm_sb_printf(&path, "%s/%s.ssmb", dir, key);
   *out_path = ssm_sb_take(&path);

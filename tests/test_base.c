@@ -3,7 +3,12 @@
  * checked allocation, growable arrays, the string builder, FNV-1a and
  * reading files.
  */
+#include <dirent.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -120,6 +125,72 @@ static void test_alloc(void) {
   SSM_ASSERT_OK(ssm_alloc(0, 8, &p));
   CU_ASSERT_PTR_NOT_NULL(p);
   free(p);
+
+  /* the failure injected for tests: the 2nd allocation from now, once */
+  ssm_alloc_fail_at(2);
+  SSM_ASSERT_OK(ssm_alloc(10, 1, &p));
+  free(p);
+  CU_ASSERT(ssm_alloc_fail_pending());
+  s = ssm_alloc(10, 4, &p);
+  CU_ASSERT_EQUAL(ssm_status_code(s), SSM_ERR_NOMEM);
+  CU_ASSERT_PTR_NULL(p);
+  CU_ASSERT_STRING_EQUAL(ssm_status_message(s), "out of host memory (40 bytes wanted)");
+  ssm_status_free(s);
+  CU_ASSERT(!ssm_alloc_fail_pending());
+  SSM_ASSERT_OK(ssm_alloc(10, 1, &p));
+  free(p);
+}
+
+static int dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d));) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+/* A process killed while it streams a file (ssm_file_temp) leaves the old
+ * file whole and no temporary beside it; a commit then replaces the file. */
+static void test_file_temp_killed(void) {
+  char dir[512], path[600];
+  snprintf(dir, sizeof dir, "%s/killed", ssm_test_tmpdir());
+  CU_ASSERT_EQUAL_FATAL(mkdir(dir, 0755), 0);
+  snprintf(path, sizeof path, "%s/out", dir);
+  const void *parts[1] = {"old"};
+  size_t sizes[1] = {3};
+  SSM_ASSERT_OK(ssm_file_write(path, 1, parts, sizes));
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    char *tmp;
+    int fd;
+    ssm_status s = ssm_file_temp(path, &tmp, &fd);
+    if (!s && write(fd, "new, half-written", 17) == 17) raise(SIGKILL);
+    _exit(3);
+  }
+  int status = 0;
+  CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  CU_ASSERT_EQUAL(dir_entries(dir), 1);
+  char *data = NULL;
+  size_t n = 0;
+  SSM_ASSERT_OK(ssm_file_read(path, 0, &data, &n));
+  CU_ASSERT(n == 3 && data && !memcmp(data, "old", 3));
+  free(data);
+  char *tmp;
+  int fd;
+  SSM_ASSERT_OK(ssm_file_temp(path, &tmp, &fd));
+  CU_ASSERT_EQUAL(write(fd, "new", 3), 3);
+  SSM_ASSERT_OK(ssm_file_commit(tmp, fd, path, 0));
+  CU_ASSERT_EQUAL(dir_entries(dir), 1);
+  SSM_ASSERT_OK(ssm_file_read(path, 0, &data, &n));
+  CU_ASSERT(n == 3 && data && !memcmp(data, "new", 3));
+  free(data);
+  struct stat st;
+  mode_t mask = umask(0);
+  umask(mask);
+  CU_ASSERT(!stat(path, &st) && (st.st_mode & 0777) == (0666 & ~mask));
 }
 
 static void test_file_read_directory(void) {
@@ -145,6 +216,7 @@ int main(void) {
                          {"fnv1a", test_fnv1a},
                          {"alloc", test_alloc},
                          {"file_read_directory", test_file_read_directory},
+                         {"file_temp_killed", test_file_temp_killed},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("base", tests);
 }

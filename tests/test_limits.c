@@ -19,36 +19,11 @@
 #include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define SSM_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define SSM_ASAN 1
-#endif
-#endif
-
-#ifdef SSM_ASAN
-/* ASan keeps freed memory in a quarantine (256 MB by default), which would
- * read as growth; a small one keeps the RSS check meaningful. */
-const char *__asan_default_options(void) { return "quarantine_size_mb=4"; }
-#endif
+SSM_TEST_SMALL_ASAN_QUARANTINE
 
 #define FIX "tests/data/mamba1_tiny"
 #define WARMUP 200
 #define MAX_GROWTH_KIB 2048 /* growth allowed after the warm-up */
-
-/* VmRSS of this process in KiB, from /proc/self/status. */
-static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  char line[256];
-  long kib = -1;
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
-  fclose(f);
-  CU_ASSERT(kib > 0);
-  return kib;
-}
 
 static int32_t argmax(const float *row, int64_t n) {
   int32_t best = 0;
@@ -89,7 +64,7 @@ static void test_cpu_long_run(void) {
   long before = 0;
   int k = 0, ok = 1;
   for (; k < STEPS && ok; k++) {
-    if (k == WARMUP) before = rss_kib();
+    if (k == WARMUP) before = ssm_test_rss_kib();
     ssm_status s = ssm_cpu_run(cpu, g, &tok, logits, (size_t)vocab);
     ok = !s && all_finite(logits, vocab);
     SSM_ASSERT_OK(s);
@@ -97,7 +72,7 @@ static void test_cpu_long_run(void) {
   }
   CU_ASSERT_EQUAL(k, STEPS);
   CU_ASSERT(ok);
-  check_growth("cpu", before, rss_kib(), k);
+  check_growth("cpu", before, ssm_test_rss_kib(), k);
   free(logits);
   ssm_cpu_destroy(cpu);
   ssm_st_close(st);
@@ -125,7 +100,7 @@ static void test_vulkan_long_run(void) {
   long before = 0;
   int k = 0, ok = 1;
   for (; k < STEPS && ok; k++) {
-    if (k == WARMUP) before = rss_kib();
+    if (k == WARMUP) before = ssm_test_rss_kib();
     ssm_status s = ssm_backend_run(rt, &tok, 1, logits);
     ok = !s && all_finite(logits, vocab);
     SSM_ASSERT_OK(s);
@@ -133,7 +108,7 @@ static void test_vulkan_long_run(void) {
   }
   CU_ASSERT_EQUAL(k, STEPS);
   CU_ASSERT(ok);
-  check_growth(rt->device, before, rss_kib(), k);
+  check_growth(rt->device, before, ssm_test_rss_kib(), k);
   free(logits);
   ssm_backend_close(rt);
 }

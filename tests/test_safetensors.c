@@ -256,6 +256,12 @@ static void test_directory(void) {
   snprintf(msg, sizeof msg, "%s: no model.safetensors or model.safetensors.index.json", d);
   SSM_ASSERT_ERR(ssm_st_open(d, &st), msg);
   CU_ASSERT_PTR_NULL(st);
+  /* a FIFO named model.safetensors is said to be one, and not opened (no hang) */
+  snprintf(msg, sizeof msg, "%s/model.safetensors", d);
+  CU_ASSERT_EQUAL_FATAL(mkfifo(msg, 0644), 0);
+  snprintf(msg, sizeof msg, "%s/model.safetensors: is a FIFO, not a regular file", d);
+  SSM_ASSERT_ERR(ssm_st_open(d, &st), msg);
+  CU_ASSERT_PTR_NULL(st);
   SSM_ASSERT_ERR(ssm_st_open("/nonexistent/m.safetensors", &st), "/nonexistent/m.safetensors");
 }
 

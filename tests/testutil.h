@@ -61,6 +61,27 @@ const char *ssm_test_write_safetensors(const char *name, int n, const char *cons
  * with 0: for tests of writes that fail half-way. */
 void ssm_test_limit_file_size(size_t bytes);
 
+/* VmRSS of this process in KiB, from /proc/self/status (asserts it is read). */
+long ssm_test_rss_kib(void);
+
+/* In a suite that measures its resident set: under ASan, a small
+ * quarantine (ASan keeps 256 MB of freed memory by default, which would
+ * read as growth). Write it once at file scope. */
+#if defined(__SANITIZE_ADDRESS__)
+#define SSM_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SSM_TEST_ASAN 1
+#endif
+#endif
+#ifdef SSM_TEST_ASAN
+#define SSM_TEST_SMALL_ASAN_QUARANTINE                                          \
+  const char *__asan_default_options(void);                                     \
+  const char *__asan_default_options(void) { return "quarantine_size_mb=4"; }
+#else
+#define SSM_TEST_SMALL_ASAN_QUARANTINE
+#endif
+
 /* Runs a shell command, captures stdout+stderr into a malloc'd string;
  * returns the exit status. */
 int ssm_test_sh(const char *cmd, char **out_output);

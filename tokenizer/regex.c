@@ -81,7 +81,9 @@ ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
   out->n = 0;
   const OnigUChar *str = (const OnigUChar *)s, *end = str + n;
   OnigRegion *region = onig_region_new();
-  if (!region) ssm_fatal_nomem(sizeof(OnigRegion));
+  if (!region)
+    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory for a regular expression match "
+                          "(%zu bytes)", sizeof(OnigRegion));
   size_t from = 0, prev = 0, last_match_end = 0;
   int have_last = 0;
   ssm_status st = NULL;

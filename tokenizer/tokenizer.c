@@ -324,16 +324,15 @@ static ssm_status load_vocab(tok_load *L, const cJSON *root, const cJSON *model,
                    (long long)defined);
   t->vocab_size = (int32_t)(max_id + 1);
   size_t n = (size_t)t->vocab_size;
-  t->str = calloc(n, sizeof *t->str);
-  t->len = calloc(n, sizeof *t->len);
-  t->dec = calloc(n, sizeof *t->dec);
-  t->dec_len = calloc(n, sizeof *t->dec_len);
-  t->kind = calloc(n, 1);
-  t->special = calloc(n, 1);
   for (t->vocab_cap = 16; t->vocab_cap < 2 * (size_t)n_vocab;) t->vocab_cap *= 2;
-  t->vocab_hash = malloc(t->vocab_cap * sizeof *t->vocab_hash);
-  if (!t->str || !t->len || !t->dec || !t->dec_len || !t->kind || !t->special || !t->vocab_hash)
-    return TOK_ERR(L, SSM_ERR_NOMEM, "out of memory for a vocab of %zu ids", n);
+  ssm_status as = ssm_alloc(n, sizeof *t->str, (void **)&t->str);
+  if (!as) as = ssm_alloc(n, sizeof *t->len, (void **)&t->len);
+  if (!as) as = ssm_alloc(n, sizeof *t->dec, (void **)&t->dec);
+  if (!as) as = ssm_alloc(n, sizeof *t->dec_len, (void **)&t->dec_len);
+  if (!as) as = ssm_alloc(n, 1, (void **)&t->kind);
+  if (!as) as = ssm_alloc(n, 1, (void **)&t->special);
+  if (!as) as = ssm_alloc(t->vocab_cap, sizeof *t->vocab_hash, (void **)&t->vocab_hash);
+  if (as) return ssm_status_wrap(as, "%s: the vocabulary of %zu ids", L->path, n);
   memset(t->vocab_hash, 0xFF, t->vocab_cap * sizeof *t->vocab_hash);
   cJSON_ArrayForEach(e, vocab) {
     int32_t id = (int32_t)e->valuedouble;
@@ -404,8 +403,8 @@ static ssm_status load_merges(tok_load *L, const cJSON *model, ssm_tok *t) {
     return TOK_ERR(L, SSM_ERR_INVALID, "model.merges: expected an array");
   int n = cJSON_GetArraySize(merges);
   for (t->merges_cap = 16; t->merges_cap < 2 * (size_t)n;) t->merges_cap *= 2;
-  t->merges = calloc(t->merges_cap, sizeof *t->merges);
-  if (!t->merges) return TOK_ERR(L, SSM_ERR_NOMEM, "out of memory for %d merges", n);
+  SSM_TRY(ssm_status_wrap(ssm_alloc(t->merges_cap, sizeof *t->merges, (void **)&t->merges),
+                          "%s: %d merges", L->path, n));
   ssm_sb joined = {0};
   int rank = 0;
   const cJSON *e;

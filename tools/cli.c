@@ -392,6 +392,8 @@ const char *ssm_cli_usage(const char *cmd) {
 
 int main(int argc, char **argv) {
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
+  /* for tests of exhausted memory (tests/test_nomem.c): the N-th input-sized allocation fails */
+  if (getenv("SSMC_TEST_ALLOC_FAIL_AT")) ssm_alloc_fail_at(atol(getenv("SSMC_TEST_ALLOC_FAIL_AT")));
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
     fputs(usage, argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;

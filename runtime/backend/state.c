@@ -71,7 +71,11 @@ ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerpri
   cJSON_AddItemToObject(h, "tensors", arr);
   char *json = cJSON_PrintUnformatted(h);
   cJSON_Delete(h);
-  if (!json) ssm_fatal_nomem(0);
+  if (!json) {
+    free(parts);
+    free(sizes);
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the state header", path);
+  }
   unsigned char head[PREFIX];
   uint64_t hl = strlen(json), sum = ssm_fnv1a(SSM_FNV_INIT, json, hl);
   for (int i = 2; i < nparts; i++) sum = ssm_fnv1a(sum, parts[i], sizes[i]);

@@ -397,6 +397,8 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
       if (!s) s = sort_and_check(st);
     } else if (is_regular(index)) {
       s = load_index(st, index);
+    } else if (!stat(single, &sb)) { /* a FIFO, a device...: load_file names what it is */
+      s = load_file(st, single);
     } else {
       s = ssm_status_new(SSM_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json",
                          path);
@@ -479,7 +481,11 @@ static ssm_status read_tensor(const ssm_st *st, size_t ti,
   SSM_TRY(ssm_status_wrap(ssm_alloc(t->nbytes < step ? t->nbytes : step, 1, (void **)&buf),
                           "tensor '%s'", t->name));
   XXH3_state_t *h = XXH3_createState();
-  if (!h) ssm_fatal_nomem(0);
+  if (!h) {
+    free(buf);
+    return ssm_status_new(SSM_ERR_NOMEM, "tensor '%s': out of host memory for its hash state",
+                          t->name);
+  }
   XXH3_64bits_reset(h);
   ssm_status s = NULL;
   struct st_progress *pr = st->hashed[ti] ? NULL : st->progress;
@@ -606,7 +612,10 @@ void ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {
 uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err) {
   *out_err = NULL;
   XXH3_state_t *h = XXH3_createState();
-  if (!h) ssm_fatal_nomem(0);
+  if (!h) {
+    *out_err = ssm_status_new(SSM_ERR_NOMEM, "out of host memory for the weights' hash state");
+    return 0;
+  }
   XXH3_64bits_reset(h);
   for (size_t i = 0; i < st->tensors.n && !*out_err; i++) {
     const ssm_st_tensor *t = &st->tensors.items[i];

@@ -64,7 +64,10 @@ ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *o
     const ssm_st_tensor *t = ssm_st_at(st, i);
     XXH3_state_t **hf = &h[t->file_index];
     if (!*hf) {
-      if (!(*hf = XXH3_createState())) ssm_fatal_nomem(0);
+      if (!(*hf = XXH3_createState())) {
+        s = ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for a hash state", dir);
+        break;
+      }
       XXH3_64bits_reset(*hf);
       names[t->file_index] = base_name(t->file);
     }
