@@ -150,6 +150,11 @@ ssm_status ssm_manifest_parse(const char *json, size_t len, const char *name,
                               uint64_t blobs_size, ssm_arena *arena, ssm_manifest *out);
 /* Bytes of all weights (the sum of their regions). */
 uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m);
+/* The steps of `p` a run must dispatch when its logits are not wanted: up
+ * to the last step that binds state memory. Activations do not outlive a
+ * run, so what comes after (the last layer's output projection, the final
+ * norm, the lm_head) only makes the logits. */
+int ssm_manifest_state_steps(const ssm_manifest *m, const ssm_mf_program *p);
 
 /* ---- the container (container.c) ---------------------------------------- */
 

@@ -172,6 +172,14 @@ uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m) {
   return n;
 }
 
+int ssm_manifest_state_steps(const ssm_manifest *m, const ssm_mf_program *p) {
+  int n = 0;
+  for (int i = 0; i < p->nsteps; i++)
+    for (int b = 0; b < p->steps[i].nbindings; b++)
+      if (m->buffers[p->steps[i].bindings[b].buffer].usage == SSM_BUFFER_STATE) n = i + 1;
+  return n;
+}
+
 /* ---- reading ------------------------------------------------------------- */
 
 typedef struct {

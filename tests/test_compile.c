@@ -496,10 +496,46 @@ static void test_compile_time_linear(void) {
 
 /* Profiling: one time per dispatch of the program, each non-negative,
  * summing to more than nothing, with the kernel and op of the manifest. */
+/* A prompt's runs (no logits wanted) dispatch the prefill steps up to the
+ * last that binds state, skipping the lm_head; the state they leave is the
+ * state a run with logits leaves: the next token's logits are the same
+ * bits. */
+static void test_prompt_without_logits(void) {
+  const char *fixtures[] = {"mamba1_tiny", "jamba_tiny"};
+  for (int f = 0; f < 2; f++) {
+    ssm_bundle *b = compile(fixtures[f], 4);
+    const ssm_manifest *m = ssm_bundle_manifest(b);
+    int k = ssm_manifest_state_steps(m, &m->prefill);
+    CU_ASSERT(k > 0 && k < m->prefill.nsteps);
+    for (int i = k; i < m->prefill.nsteps; i++)
+      for (int j = 0; j < m->prefill.steps[i].nbindings; j++)
+        CU_ASSERT_NOT_EQUAL(m->buffers[m->prefill.steps[i].bindings[j].buffer].usage,
+                            SSM_BUFFER_STATE);
+    ssm_backend *be = open_vk(b, fixtures[f]);
+    size_t V = (size_t)be->vocab;
+    float *rows = malloc(sizeof(float) * V * 4), *x = malloc(sizeof(float) * V),
+          *y = malloc(sizeof(float) * V);
+    int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    for (int with = 0; with < 2; with++) {
+      SSM_ASSERT_OK(ssm_backend_reset(be));
+      SSM_ASSERT_OK(ssm_backend_run(be, toks, 4, with ? rows : NULL));
+      SSM_ASSERT_OK(ssm_backend_run(be, toks + 4, 4, with ? rows : NULL));
+      SSM_ASSERT_OK(ssm_backend_run(be, toks + 8, 1, with ? y : x));
+    }
+    CU_ASSERT_EQUAL(memcmp(x, y, sizeof(float) * V), 0);
+    CU_ASSERT_EQUAL(be->position, 9);
+    free(rows);
+    free(x);
+    free(y);
+    ssm_backend_close(be);
+  }
+}
+
 static void test_profile(void) {
   ssm_bundle *b = compile("jamba_tiny", 4);
   const ssm_manifest *m = ssm_bundle_manifest(b);
-  int nsteps[2] = {m->decode.nsteps, m->prefill.nsteps};
+  /* prefill as a prompt runs it: without the lm_head */
+  int nsteps[2] = {m->decode.nsteps, ssm_manifest_state_steps(m, &m->prefill)};
   ssm_backend *be = open_vk(b, "jamba_tiny");
   for (int prefill = 0; prefill < 2; prefill++) {
     ssm_step_time *t = NULL;
@@ -533,6 +569,7 @@ int main(void) {
                          {"position_and_max_seq", test_position_and_max_seq},
                          {"doubling_chain_compiles", test_doubling_chain_compiles},
                          {"compile_time_linear", test_compile_time_linear},
+                         {"prompt_without_logits", test_prompt_without_logits},
                          {"profile", test_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);

@@ -47,8 +47,9 @@ typedef struct {
   void (*close)(ssm_backend *b);
   /* Feeds `count` tokens (1 or b->chunk; the CPU takes any count) at
    * b->position and advances it; copies count*vocab logits to `logits`
-   * unless it is NULL. Ids out of range and runs past max_seq are refused
-   * before anything runs. */
+   * unless it is NULL (then the backend may skip what only makes them).
+   * Ids out of range and runs past max_seq are refused before anything
+   * runs. */
   ssm_status (*run)(ssm_backend *b, const int32_t *tokens, int count, float *logits);
   /* Zeroes the state and the position; the sampler keeps its settings and
    * restarts at step 0. */
@@ -66,7 +67,8 @@ typedef struct {
   /* Problems seen while running that are not errors of one call (Vulkan
    * validation messages); NULL when none. May be NULL. */
   ssm_status (*check)(ssm_backend *b);
-  /* Runs the decode (or, with `prefill`, the prefill) program `runs` times
+  /* Runs the decode (or, with `prefill`, the prefill program as a prompt
+   * runs it, without the logits: ssm_manifest_state_steps) `runs` times
    * with a timestamp around each dispatch and gives each step's mean time
    * (*out: malloc'd, *out_n steps); resets the state after. NULL when the
    * backend cannot time its work. */

@@ -114,9 +114,11 @@ static ssm_status load_kernels(vk_backend *v) {
 }
 
 /* Appends the dispatches of program `p` to `prog`. */
-static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, ssm_vk_program *prog) {
+/* Records the first `nsteps` steps of p. */
+static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nsteps,
+                               ssm_vk_program *prog) {
   size_t align = ssm_vk_storage_alignment(v->vk);
-  for (int i = 0; i < p->nsteps; i++) {
+  for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
     ssm_vk_binding vb[SSM_BUNDLE_MAX_BINDINGS];
     for (int b = 0; b < st->nbindings; b++) {
@@ -143,7 +145,7 @@ static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs
 }
 
 /* run[prefill][logits]: io's tokens (and position) in, the steps, the
- * logits out. */
+ * logits out; without logits, only the steps that update the state. */
 static ssm_status record_run(vk_backend *v, int prefill, int logits) {
   const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
   ssm_vk_program **out = &v->run[prefill][logits];
@@ -153,7 +155,7 @@ static ssm_status record_run(vk_backend *v, int prefill, int logits) {
                    (size_t)p->tokens_in.bytes));
   if (p->has_pos)
     SSM_TRY(add_copy(*out, v->io, IO_POS(v) * 4, v->buffers[p->pos.buffer], (size_t)p->pos.offset, 4));
-  SSM_TRY(record_steps(v, p, *out));
+  SSM_TRY(record_steps(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p), *out));
   if (logits)
     SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset, v->out, 0,
                      (size_t)p->output.bytes));
@@ -177,7 +179,7 @@ static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
     if (d->has_pos)
       SSM_TRY(add_copy(*p, v->io, IO_GEN_POS(v, h, j) * 4, v->buffers[d->pos.buffer],
                        (size_t)d->pos.offset, 4));
-    SSM_TRY(record_steps(v, d, *p));
+    SSM_TRY(record_steps(v, d, d->nsteps, *p));
     SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->buffers[d->tokens_in.buffer],
                      (size_t)d->tokens_in.offset, 4));
     SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->io, IO_GEN_ID(v, h, j) * 4, 4));
@@ -479,12 +481,14 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
                              int *out_n) {
   vk_backend *v = (vk_backend *)b;
   const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  /* prefill as a prompt runs it: without the logits */
+  int nsteps = prefill ? ssm_manifest_state_steps(v->m, p) : p->nsteps;
   *out = NULL;
   *out_n = 0;
   if (!v->timed[prefill]) {
     SSM_TRY(ssm_vk_program_create(v->vk, &v->timed[prefill]));
     SSM_TRY(ssm_vk_program_profile(v->timed[prefill]));
-    SSM_TRY(record_steps(v, p, v->timed[prefill]));
+    SSM_TRY(record_steps(v, p, nsteps, v->timed[prefill]));
     SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
   }
   int32_t *tokens = ssm_xcalloc((size_t)p->tokens, sizeof *tokens);
@@ -499,9 +503,9 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
     if (!s) s = ssm_vk_program_run(v->vk, v->timed[prefill]);
     if (!s) s = ssm_vk_program_times(v->vk, v->timed[prefill], us);
     b->position += p->tokens;
-    for (int i = 0; i < p->nsteps && !s; i++) t[i].us += us[i] / runs;
+    for (int i = 0; i < nsteps && !s; i++) t[i].us += us[i] / runs;
   }
-  for (int i = 0; i < p->nsteps; i++) {
+  for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
     t[i].kernel = v->m->kernels[st->kernel].name;
     t[i].family = v->m->kernels[st->kernel].family;
@@ -516,7 +520,7 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
     return s;
   }
   *out = t;
-  *out_n = p->nsteps;
+  *out_n = nsteps;
   return NULL;
 }
 
