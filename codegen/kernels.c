@@ -519,8 +519,10 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
 #define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
 #define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
 
-/* Matmuls of at most this many rows (decode) get the gemv kernel. */
+/* Matmuls of at most this many rows (decode) get the gemv kernel; of more
+ * than MATMUL_ROWS (chunked prefill), the tiled gemm kernel. */
 #define GEMV_ROWS 4
+#define MATMUL_ROWS 8
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -550,6 +552,29 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   return finish(c, "pointwise", ssm_arena_printf(c->a, "N=%lld", (long long)count), kv, out);
 }
 
+/* The loads of the matmul and gemm templates: in_x(m,k), gain(k),
+ * in_w(n,k), epilogue(acc,i); the rmsnorm prologue's node or NULL. */
+static const ssm_node *matmul_loads(gctx *c, ssm_sb *loads) {
+  const ssm_node *mm = c->anchor;
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  load_rows(c, loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  /* the gain before the weight: bindings in gemv's order (gen_gemv) */
+  if (norm && norm->nargs > 1) {
+    coords gk = {.rank = 1, .c = {"k"}};
+    load_fn(c, loads, "gain", "k", norm->args[1], &gk);
+  } else {
+    const_fn(c, loads, "gain", "k", "1.0");
+  }
+  coords wk = {.rank = 2, .c = {"n", "k"}};
+  load_fn(c, loads, "in_w", "n k", mm->args[1], &wk);
+  epilogue_fn(c, loads);
+  return norm;
+}
+
+static const char *norm_eps(gctx *c, const ssm_node *norm) {
+  return norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0";
+}
+
 /* `cols` columns per workgroup (WGSL only: its gemv, below; GLSL has 1). */
 static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
@@ -558,23 +583,11 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   int64_t TT = M < 8 ? M : 8;
   ssm_sb loads = {0};
-  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
-  load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
-  /* the gain before the weight: bindings in gemv's order (gen_gemv) */
-  if (norm && norm->nargs > 1) {
-    coords gk = {.rank = 1, .c = {"k"}};
-    load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
-  } else {
-    const_fn(c, &loads, "gain", "k", "1.0");
-  }
-  coords wk = {.rank = 2, .c = {"n", "k"}};
-  load_fn(c, &loads, "in_w", "n k", mm->args[1], &wk);
-  epilogue_fn(c, &loads);
+  const ssm_node *norm = matmul_loads(c, &loads);
   uint32_t local = pow2_threads(K, 32, 256);
   grid_per_item((N + cols - 1) / cols, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
-                      "NORM", norm ? "1" : "0", "EPS",
-                      norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                       "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), is_wgsl(c) ? "COLS" : NULL, I64(cols), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
@@ -582,6 +595,44 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
 }
 
 static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
+
+/* Many rows (chunked prefill): the tiled gemm template, the same loads and
+ * epilogue as matmul. Blocks of BM x 64 outputs, 4 x 4 (2 x 4 when BM is
+ * 32) a thread, k in slices of 16. An output's f32 sum is in three levels
+ * (8 k as two vec4 dots like gemv's, 2 of those a slice, the slices in
+ * order): not gemv's order (whose last levels are subgroup and workgroup
+ * reductions), but accurate enough that chunked prefill stays within 1e-6
+ * of token-by-token decode (test_golden's gemm_chunks).
+ *
+ * The hook for a VK_KHR_cooperative_matrix variant (f16/bf16 operands, f32
+ * accumulation; not written: lavapipe has no such extension to test it
+ * on): a template gemm_coop.glsl.in fed the same knobs and LOADS, compiled
+ * as a second SPIR-V for this kernel, and picked over this one by the
+ * Vulkan runtime at load time when the device reports the extension with a
+ * matching tile shape. WGSL keeps this variant. */
+static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
+  const ssm_type *w = &c->anchor->args[1]->type;
+  int64_t N = w->dims[0], K = w->dims[1];
+  int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
+  const int64_t BN = 64, BK = 16, TN = 4, BM = M <= 32 ? 32 : 64, TM = BM / 16;
+  const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
+  if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return gen_matmul(c, out);
+  ssm_sb loads = {0};
+  const ssm_node *norm = matmul_loads(c, &loads);
+  out->groups[0] = (uint32_t)((N + BN - 1) / BN);
+  out->groups[1] = (uint32_t)((M + BM - 1) / BM);
+  out->groups[2] = 1;
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
+                      "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
+                      "PX", I64(BM + 1), "PW", I64(BN + 1), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
+                      loads_text(c, &loads), NULL};
+  return finish(c, "gemm", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld "
+                                            "TM=%lld TN=%lld LOCAL=%u", (long long)M, (long long)K,
+                                            (long long)N, (long long)BM, (long long)BN,
+                                            (long long)BK, (long long)TM, (long long)TN, local),
+                kv, out);
+}
 
 /* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
  * k..k+7, zero past K when K is not a multiple of 8. */
@@ -1172,10 +1223,12 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   ssm_status s;
   if (!c->anchor) s = gen_pointwise(c, out);
   else switch (c->anchor->op) {
-    case SSM_OP_MATMUL:
-      s = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1] <= GEMV_ROWS
-              ? gen_gemv(c, out) : gen_matmul(c, out);
+    case SSM_OP_MATMUL: {
+      int64_t rows = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1];
+      s = rows <= GEMV_ROWS ? gen_gemv(c, out) : rows <= MATMUL_ROWS ? gen_matmul(c, out)
+                                                                      : gen_gemm(c, out);
       break;
+    }
     case SSM_OP_SCAN: s = gen_scan(c, out); break;
     case SSM_OP_CONV1D: s = gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = gen_attention(c, out); break;

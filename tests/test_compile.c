@@ -25,6 +25,29 @@ static ssm_bundle *compile(const char *name, int chunk) {
   return b;
 }
 
+/* The number of the prefill program's dispatches of template `family`. */
+static int prefill_family(const ssm_manifest *m, const char *family) {
+  int n = 0;
+  for (int i = 0; i < m->prefill.nsteps; i++)
+    n += !strcmp(m->kernels[m->prefill.steps[i].kernel].family, family);
+  return n;
+}
+
+/* A matmul of up to 4 rows is gemv, up to 8 the matmul template, of more
+ * the tiled gemm: the same matmuls (3 layers of 4, and the head) in each. */
+static void test_matmul_family_by_rows(void) {
+  static const struct { int chunk; const char *family; } cases[] = {
+      {4, "gemv"}, {8, "matmul"}, {9, "gemm"}, {64, "gemm"}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ssm_bundle *b = compile("mamba1_untied", cases[i].chunk);
+    const ssm_manifest *m = ssm_bundle_manifest(b);
+    CU_ASSERT_EQUAL(prefill_family(m, cases[i].family), 3 * 4 + 1);
+    int all = prefill_family(m, "gemv") + prefill_family(m, "matmul") + prefill_family(m, "gemm");
+    CU_ASSERT_EQUAL(all, 3 * 4 + 1);
+    ssm_bundle_close(b);
+  }
+}
+
 /* Every state and weight region used by the prefill program is the one the
  * decode program uses: both programs share one model state. */
 static void test_shared_weights_and_state(void) {
@@ -561,6 +584,7 @@ static void test_profile(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
+                         {"matmul_family_by_rows", test_matmul_family_by_rows},
                          {"describe", test_describe},
                          {"kernel_sources_name_their_template", test_kernel_sources_name_their_template},
                          {"wgsl_slots_and_windows", test_wgsl_slots_and_windows},

@@ -257,8 +257,18 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
     s = ssm_vk_buffer_create(g_vk, bytes, SSM_VK_BUFFER_DEVICE, &bufs[b]);
     float scratch;
     const void *data = b ? operand_data(kc, v, &scratch) : NULL;
+    uint16_t *half = NULL; /* a 16-bit weight goes up as its 16-bit values */
+    if (data && (v->type.dtype == SSM_F16 || v->type.dtype == SSM_BF16)) {
+      half = calloc(bytes / 4 + 2, 2);
+      for (size_t e = 0; e < bytes / 4; e++)
+        half[e] = v->type.dtype == SSM_F16 ? ssm_f32_to_f16(((const float *)data)[e])
+                                           : ssm_f32_to_bf16(((const float *)data)[e]);
+      data = half;
+      bytes = (bytes / 2 + 3) / 4 * 4;
+    }
     if (!s && data) s = ssm_vk_buffer_upload(g_vk, bufs[b], 0, data, bytes);
     else if (!s) s = ssm_vk_buffer_fill(g_vk, bufs[b], 0, bytes, b ? 0 : 0x7fc00000u /* NaN */);
+    free(half);
     binds[b] = (ssm_vk_binding){bufs[b], 0, 0};
   }
   if (!s) s = ssm_vk_program_create(g_vk, &p);
@@ -446,12 +456,19 @@ static void test_binary(void) {
   end_list();
 }
 
-static void matmul(const char *label, ssm_type tx, int64_t N, int64_t K) {
+/* x [.., K] times W [N, K] transposed, W held in `wdt` (the interpreter
+ * reads the f32 data rounded to it; the device gets the 16-bit values). */
+static void matmul_dt(const char *label, ssm_type tx, int64_t N, int64_t K, ssm_dtype wdt) {
   kcase kc;
   kc_begin(&kc, label);
   ssm_value *x = kc_weight(&kc, tx, -1, 1);
   ssm_value *w = kc_weight(&kc, F32(N, K), -1, 1);
+  w->type.dtype = wdt;
   kc_check(&kc, kc_op(&kc, SSM_OP_MATMUL, 2, x, w, NULL, NULL), TOL_ACCUM);
+}
+
+static void matmul(const char *label, ssm_type tx, int64_t N, int64_t K) {
+  matmul_dt(label, tx, N, K, SSM_F32);
 }
 
 static void test_matmul(void) {
@@ -464,6 +481,13 @@ static void test_matmul(void) {
   matmul("matmul M=4 K=24 N=515 (gemv, 2 columns a group)", F32(4, 24), 515, 24);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
   matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
+  /* more than 8 rows: the tiled gemm, its blocks cut by every edge */
+  matmul("gemm M=33 K=131 N=97 (blocks of 64 rows)", F32(33, 131), 97, 131);
+  matmul_dt("gemm M=33 K=131 N=97 bf16 weights", F32(33, 131), 97, 131, SSM_BF16);
+  matmul_dt("gemm M=33 K=131 N=97 f16 weights", F32(33, 131), 97, 131, SSM_F16);
+  matmul("gemm M=9 K=16 N=64 (one block of 32 rows)", F32(9, 16), 64, 16);
+  matmul("gemm M=130 K=1000 N=129 (3x3 blocks)", F32(130, 1000), 129, 1000);
+  matmul("gemm x [3,11,67] W [65,67]", F32(3, 11, 67), 65, 67);
   end_list();
 }
 

@@ -17,6 +17,18 @@ const char *__lsan_default_options(void) {
   return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp:print_suppressions=0";
 }
 
+/* Whether `name` holds one of the comma-separated parts of `list`. */
+static int name_in(const char *name, const char *list) {
+  for (const char *p = list; *p;) {
+    size_t n = strcspn(p, ",");
+    char part[256];
+    snprintf(part, sizeof part, "%.*s", (int)(n < 255 ? n : 255), p);
+    if (n && strstr(name, part)) return 1;
+    p += n + (p[n] == ',');
+  }
+  return 0;
+}
+
 int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   /* child processes (ssmc) of a sanitizer build: driver/layer leaks are
    * suppressed as in tests/lsan.supp */
@@ -36,23 +48,14 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
   snprintf(dir, sizeof dir, "%s/cache", ssm_test_tmpdir());
   setenv("XDG_CACHE_HOME", dir, 1);
   if (CU_initialize_registry() != CUE_SUCCESS) return 2;
-  /* SSM_TEST_ONLY=a,b runs only the tests whose names hold a or b */
-  const char *only = getenv("SSM_TEST_ONLY");
-  if (only && *only) {
-    int kept = 0;
-    for (int i = 0; tests[i].pName; i++) {
-      int want = 0;
-      for (const char *p = only; *p && !want;) {
-        size_t n = strcspn(p, ",");
-        char part[256];
-        snprintf(part, sizeof part, "%.*s", (int)(n < 255 ? n : 255), p);
-        want = n && strstr(tests[i].pName, part);
-        p += n + (p[n] == ',');
-      }
-      if (want) tests[kept++] = tests[i];
-    }
-    tests[kept] = (CU_TestInfo)CU_TEST_INFO_NULL;
-  }
+  /* SSM_TEST_ONLY=a,b runs only the tests whose names hold a or b;
+   * SSM_TEST_SKIP=a,b all but those (ctest splits long suites with them) */
+  const char *only = getenv("SSM_TEST_ONLY"), *skip = getenv("SSM_TEST_SKIP");
+  int kept = 0;
+  for (int i = 0; tests[i].pName; i++)
+    if ((!only || !*only || name_in(tests[i].pName, only)) && (!skip || !name_in(tests[i].pName, skip)))
+      tests[kept++] = tests[i];
+  tests[kept] = (CU_TestInfo)CU_TEST_INFO_NULL;
   CU_SuiteInfo suites[] = {{(char *)suite, NULL, NULL, NULL, NULL, tests}, CU_SUITE_INFO_NULL};
   if (CU_register_suites(suites) != CUE_SUCCESS) return 2;
   CU_basic_set_mode(CU_BRM_VERBOSE);
