@@ -718,6 +718,12 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
                 kv, out);
 }
 
+/* scan: state elements per row one workgroup takes (WebGPU's default
+ * maxComputeInvocationsPerWorkgroup), and the floats of its shared
+ * products (16 KiB: WebGPU's default maxComputeWorkgroupStorageSize). */
+#define SCAN_MAX_N 256
+#define SCAN_SHARED 4096
+
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *sc = c->anchor;
   const ssm_type *h = &sc->args[3]->type;
@@ -742,15 +748,24 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   }
   int state = binding_of(c, sc->args[3]);
   epilogue_fn(c, &loads);
-  uint32_t local = 64;
-  out->groups[0] = groups_for(S, local);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "S", I64(S), "N", I64(N), "STATE",
-                      ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c), "LOADS",
+  if (N > SCAN_MAX_N) {
+    ssm_sb_free(&loads);
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "scan: a state of %lld elements per row exceeds "
+                          "the %d of one workgroup", (long long)N, SCAN_MAX_N);
+  }
+  /* one thread per state element, ROWS rows per workgroup; the TC time
+   * steps' products c*h that one pass keeps take SCAN_SHARED floats */
+  int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
+  int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
+  grid_per_item((S + rows - 1) / rows, out->groups);
+  const char *kv[] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
+                      I64(tc * local), "T", I64(T), "S",
+                      I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
+                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                       loads_text(c, &loads), NULL};
-  return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld", (long long)T, (long long)S,
-                               (long long)N), kv, out);
+  return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
+                                            (long long)T, (long long)S, (long long)N,
+                                            (long long)rows, (long long)tc), kv, out);
 }
 
 static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
