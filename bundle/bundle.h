@@ -64,6 +64,10 @@ typedef struct {
   const char *params; /* the fused ops and knobs, for people */
   int nbindings;      /* tensors: storage buffers at set 0, bindings 0..n-1 */
   ssm_blob spirv, glsl;
+  /* optional (size 0 without): the variant on cooperative matrices
+   * (codegen.h, glsl_coop), same bindings and windows, which a Vulkan
+   * runtime runs instead where the device has them */
+  ssm_blob spirv_coop, glsl_coop;
   /* Vulkan (codegen.h, ssm_cg_glsl_split): tensor i is bound as
    * glsl_windows[i] windows of the manifest's wgsl_window bytes or more
    * (specialization constant SSM_CG_GLSL_WINDOW_ID, in words): window 0 at

@@ -179,6 +179,8 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
   if (same_glsl >= 0) {
     mk.spirv = c->kernels.items[same_glsl].spirv;
     mk.glsl = c->kernels.items[same_glsl].glsl;
+    mk.spirv_coop = c->kernels.items[same_glsl].spirv_coop;
+    mk.glsl_coop = c->kernels.items[same_glsl].glsl_coop;
     memcpy(mk.glsl_windows, c->kernels.items[same_glsl].glsl_windows, sizeof mk.glsl_windows);
   } else {
     uint32_t *words;
@@ -191,6 +193,16 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
     mk.spirv = add_blob(c, words, nwords * 4);
     mk.glsl = add_blob(c, glsl, strlen(glsl));
     free(words);
+    if (k->glsl_coop) { /* the same windows, on cooperative matrices */
+      ssm_cg_kernel kc = *k;
+      kc.glsl = k->glsl_coop;
+      SSM_TRY(ssm_status_wrap(ssm_cg_glsl_split(&kc, mk.glsl_windows, c->window, c->tmp, &glsl),
+                              "%s", name));
+      SSM_TRY(ssm_cg_compile_glsl(glsl, name, &words, &nwords));
+      mk.spirv_coop = add_blob(c, words, nwords * 4);
+      mk.glsl_coop = add_blob(c, glsl, strlen(glsl));
+      free(words);
+    }
   }
   mk.nslots = k->nslots;
   memcpy(mk.slot, k->slot, sizeof mk.slot);

@@ -126,6 +126,10 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
     cJSON_AddItemToObject(jk, "spirv", jblob(k->spirv));
     cJSON_AddItemToObject(jk, "glsl", jblob(k->glsl));
     cJSON_AddItemToObject(jk, "wgsl", jblob(k->wgsl));
+    if (k->spirv_coop.size) {
+      cJSON_AddItemToObject(jk, "spirv_coop", jblob(k->spirv_coop));
+      cJSON_AddItemToObject(jk, "glsl_coop", jblob(k->glsl_coop));
+    }
     double slots[SSM_BUNDLE_MAX_BINDINGS], windows[SSM_BUNDLE_MAX_BINDINGS];
     for (int b = 0; b < k->nbindings; b++) slots[b] = k->slot[b];
     for (int w = 0; w < k->nslots; w++) windows[w] = k->windows[w];
@@ -447,6 +451,13 @@ static ssm_status kernels(reader *r, const cJSON *root) {
     if (!s) s = field_blob(r, e, "wgsl", &k->wgsl);
     if (!s && (k->spirv.size % 4 || k->spirv.offset % 4 || k->spirv.size < 20))
       s = bad(r, "has a malformed SPIR-V blob");
+    /* the cooperative-matrix variant: optional, both blobs or neither */
+    int coop = cJSON_HasObjectItem(e, "spirv_coop") || cJSON_HasObjectItem(e, "glsl_coop");
+    if (!s && coop) s = field_blob(r, e, "spirv_coop", &k->spirv_coop);
+    if (!s && coop) s = field_blob(r, e, "glsl_coop", &k->glsl_coop);
+    if (!s && coop &&
+        (k->spirv_coop.size % 4 || k->spirv_coop.offset % 4 || k->spirv_coop.size < 20))
+      s = bad(r, "has a malformed cooperative-matrix SPIR-V blob");
     if (!s && !k->wgsl.size) s = bad(r, "has an empty WGSL blob");
     if (!s) s = wgsl_slots(r, e, k);
     if (!s) s = glsl_windows(r, e, k);

@@ -61,6 +61,10 @@ typedef struct {
   const char *family;   /* template name, e.g. "matmul" */
   const char *params;   /* "matmul+add+softplus M=1 K=64 N=256 ...", also in the source */
   const char *glsl;     /* the complete GLSL source */
+  /* a variant of glsl on cooperative matrices (GL_NV_cooperative_matrix),
+   * or NULL: same bindings, grid and results within f32 rounding; the
+   * Vulkan runtime runs it instead where the device has them */
+  const char *glsl_coop;
   const char *wgsl;     /* the WGSL source but its slots' storage bindings
                            (ssm_cg_wgsl_module adds them) */
   int nbindings;

@@ -523,6 +523,8 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
  * than MATMUL_ROWS (chunked prefill), the tiled gemm kernel. */
 #define GEMV_ROWS 4
 #define MATMUL_ROWS 8
+/* the gemm kernel's smallest grid before its blocks shrink (gen_gemm) */
+#define GEMM_GROUPS 512
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -597,24 +599,35 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
 static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
 
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
- * epilogue as matmul. Blocks of BM x 64 outputs, 4 x 4 (2 x 4 when BM is
- * 32) a thread, k in slices of 16. An output's f32 sum is in three levels
- * (8 k as two vec4 dots like gemv's, 2 of those a slice, the slices in
- * order): not gemv's order (whose last levels are subgroup and workgroup
- * reductions), but accurate enough that chunked prefill stays within 1e-6
- * of token-by-token decode (test_golden's gemm_chunks).
+ * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
+ * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is in two levels
+ * (the 16 k of a slice in order, then the slices in order): not gemv's
+ * order (whose last levels are subgroup and workgroup reductions), but
+ * accurate enough that chunked prefill stays within 1e-6 of token-by-token
+ * decode (test_golden's gemm_chunks).
  *
- * The hook for a VK_KHR_cooperative_matrix variant (f16/bf16 operands, f32
- * accumulation; not written: lavapipe has no such extension to test it
- * on): a template gemm_coop.glsl.in fed the same knobs and LOADS, compiled
- * as a second SPIR-V for this kernel, and picked over this one by the
- * Vulkan runtime at load time when the device reports the extension with a
- * matching tile shape. WGSL keeps this variant. */
+ * When the weight is stored 16-bit, GLSL also gets a variant on
+ * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
+ * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
+ * grid and epilogue, which the Vulkan runtime picks at load time where the
+ * device has them. Debian 12's glslang knows GL_NV_cooperative_matrix,
+ * not yet GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the
+ * portable variant. */
 static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   const ssm_type *w = &c->anchor->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
   int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
-  const int64_t BN = 64, BK = 16, TN = 4, BM = M <= 32 ? 32 : 64, TM = BM / 16;
+  /* blocks of 64 x 64, halved (rows first) while the grid has fewer than
+   * GEMM_GROUPS workgroups: thin matmuls (x_proj, out_proj at a chunk)
+   * otherwise leave most of a large GPU idle */
+  int64_t BM = M <= 32 ? 32 : 64, BN = 64;
+  for (;;) {
+    int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    if (groups >= GEMM_GROUPS || (BM == 32 && BN == 32)) break;
+    if (BM > 32) BM = 32;
+    else BN = 32;
+  }
+  const int64_t BK = 16, TN = 4, TM = BM / 16;
   const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
   if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return gen_matmul(c, out);
   ssm_sb loads = {0};
@@ -622,16 +635,33 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   out->groups[0] = (uint32_t)((N + BN - 1) / BN);
   out->groups[1] = (uint32_t)((M + BM - 1) / BM);
   out->groups[2] = 1;
+  const char *buffers = buffers_decl(c), *com = common(c), *ld = loads_text(c, &loads);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
                       "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
-                      "PX", I64(BM + 1), "PW", I64(BN + 1), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
-                      loads_text(c, &loads), NULL};
-  return finish(c, "gemm", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld "
-                                            "TM=%lld TN=%lld LOCAL=%u", (long long)M, (long long)K,
-                                            (long long)N, (long long)BM, (long long)BN,
-                                            (long long)BK, (long long)TM, (long long)TN, local),
-                kv, out);
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
+                      /* the WGSL template's padded rows */
+                      is_wgsl(c) ? "PX" : NULL, I64(BM + 1), "PW", I64(BN + 1), NULL};
+  SSM_TRY(finish(c, "gemm", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld "
+                                             "TM=%lld TN=%lld LOCAL=%u", (long long)M, (long long)K,
+                                             (long long)N, (long long)BM, (long long)BN,
+                                             (long long)BK, (long long)TM, (long long)TN, local),
+                 kv, out));
+  ssm_dtype wt = c->anchor->args[1]->type.dtype;
+  if (is_wgsl(c) || (wt != SSM_BF16 && wt != SSM_F16) || BN != 64) return NULL;
+  const int64_t CBK = 32;
+  const int64_t SGM = 2, SGN = 4; /* 8 subgroups of 32 */
+  const char *kvc[] = {"LOCAL", I64(32 * SGM * SGN), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
+                       "BN", I64(BN), "BK", I64(CBK), "BKP", I64(CBK + 8), "SGM", I64(SGM),
+                       "SGN", I64(SGN), "FM", I64(BM / 16 / SGM), "FN", I64(BN / 16 / SGN),
+                       "G", I64(BM / 16), "CS", I64(BN + 4), "NORM", norm ? "1" : "0",
+                       "EPS", norm_eps(c, norm), "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
+                       NULL};
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
+  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s\n%s",
+                                    out->params, src);
+  return NULL;
 }
 
 /* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at

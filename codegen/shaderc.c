@@ -23,7 +23,12 @@ ssm_status ssm_cg_compile_glsl(const char *source, const char *name, uint32_t **
   shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan,
                                          shaderc_env_version_vulkan_1_1);
   shaderc_compile_options_set_target_spirv(opts, shaderc_spirv_version_1_3);
-  shaderc_compile_options_set_optimization_level(opts, shaderc_optimization_level_performance);
+  /* Debian 12's SPIRV-Tools (2023.1) crashes folding arithmetic on
+   * cooperative matrices: those kernels go to the driver unoptimized (its
+   * own compiler does the work either way) */
+  shaderc_compile_options_set_optimization_level(
+      opts, strstr(source, "GL_NV_cooperative_matrix") ? shaderc_optimization_level_zero
+                                                       : shaderc_optimization_level_performance);
   shaderc_compilation_result_t res =
       shaderc_compile_into_spv(compiler, source, strlen(source), shaderc_compute_shader, name,
                                "main", opts);

@@ -362,6 +362,12 @@ static void test_manifest_refuses_lies(void) {
       {"[[1,2048,144],[1,1536,512],[2,324352,18432]]", "[[2,2048,144],[2,1536,512],[2,324352,18432]]",
        "programs.decode.steps[3] writes its result into a weights buffer"},
       {"\"wgsl\":[", "\"wgsl\":[0,0],\"wgsl0\":[", "kernels[0] has an empty WGSL blob"},
+      /* the cooperative-matrix variant: both blobs or neither, SPIR-V words */
+      {"\"spirv\":[0,", "\"spirv_coop\":[0,20],\"spirv\":[0,", "kernels[0].glsl_coop is missing"},
+      {"\"spirv\":[0,", "\"spirv_coop\":[0,22],\"glsl_coop\":[0,1],\"spirv\":[0,",
+       "kernels[0] has a malformed cooperative-matrix SPIR-V blob"},
+      {"\"spirv\":[0,", "\"glsl_coop\":[0,1],\"spirv_coop\":[99999999999,20],\"spirv\":[0,",
+       "kernels[0].spirv_coop lies outside the blob section"},
       {"\"sampler\":{\"next\"", "\"samplez\":{\"next\"", "lie.ssmb: corrupt manifest: programs.decode"},
   };
   for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {

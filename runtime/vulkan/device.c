@@ -294,8 +294,11 @@ typedef struct {
   VkPhysicalDevice16BitStorageFeatures s16;
   VkPhysicalDeviceShaderFloat16Int8Features f16i8;
   VkPhysicalDevice8BitStorageFeatures s8;
-  bool has_f16i8, has_s8;         /* the struct may be chained */
-  bool ext_f16i8, ext_s8;         /* ...through an extension (Vulkan 1.1) */
+  VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
+  VkPhysicalDeviceCooperativeMatrixFeaturesNV coop;
+  bool has_f16i8, has_s8, has_vmm; /* the struct may be chained */
+  bool ext_f16i8, ext_s8, ext_vmm; /* ...through an extension (Vulkan 1.1) */
+  bool has_coop;                   /* VK_NV_cooperative_matrix */
 } feature_chain;
 
 static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t api) {
@@ -304,15 +307,22 @@ static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t 
   fc->s16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
   fc->f16i8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   fc->s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  fc->vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
+  fc->coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
   bool v12 = api >= VK_API_VERSION_1_2;
   fc->ext_f16i8 = !v12 && has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   fc->ext_s8 = !v12 && has_device_ext(pd, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
+  fc->ext_vmm = !v12 && has_device_ext(pd, VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME);
   fc->has_f16i8 = v12 || fc->ext_f16i8;
   fc->has_s8 = v12 || fc->ext_s8;
+  fc->has_vmm = v12 || fc->ext_vmm;
+  fc->has_coop = has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
   void **tail = &fc->core.pNext;
   *tail = &fc->s16, tail = &fc->s16.pNext;
   if (fc->has_f16i8) *tail = &fc->f16i8, tail = &fc->f16i8.pNext;
   if (fc->has_s8) *tail = &fc->s8, tail = &fc->s8.pNext;
+  if (fc->has_vmm) *tail = &fc->vmm, tail = &fc->vmm.pNext;
+  if (fc->has_coop) *tail = &fc->coop, tail = &fc->coop.pNext;
 }
 
 static unsigned feature_bits(const feature_chain *fc) {
@@ -323,12 +333,36 @@ static unsigned feature_bits(const feature_chain *fc) {
   if (fc->core.features.shaderInt16) f |= SSM_VK_INT16;
   if (fc->s8.storageBuffer8BitAccess) f |= SSM_VK_INT8_STORAGE;
   if (fc->f16i8.shaderInt8) f |= SSM_VK_INT8;
+  if (fc->coop.cooperativeMatrix && fc->vmm.vulkanMemoryModel && fc->f16i8.shaderFloat16)
+    f |= SSM_VK_COOPMAT; /* and the tile shape: coop_shape() */
   return f;
+}
+
+/* Whether the device multiplies 16 x 16 x 16 tiles of f16 into f32 with
+ * subgroup scope (VK_NV_cooperative_matrix's list of shapes). */
+static bool coop_shape(VkInstance inst, VkPhysicalDevice pd) {
+  PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV get =
+      (PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV)vkGetInstanceProcAddr(
+          inst, "vkGetPhysicalDeviceCooperativeMatrixPropertiesNV");
+  uint32_t n = 0;
+  if (!get || get(pd, &n, NULL) != VK_SUCCESS || !n) return false;
+  VkCooperativeMatrixPropertiesNV *p = calloc(n, sizeof *p);
+  if (!p) return false;
+  for (uint32_t i = 0; i < n; i++) p[i].sType = VK_STRUCTURE_TYPE_COOPERATIVE_MATRIX_PROPERTIES_NV;
+  bool ok = false;
+  if (get(pd, &n, p) == VK_SUCCESS)
+    for (uint32_t i = 0; i < n && !ok; i++)
+      ok = p[i].MSize == 16 && p[i].NSize == 16 && p[i].KSize == 16 &&
+           p[i].AType == VK_COMPONENT_TYPE_FLOAT16_NV && p[i].BType == VK_COMPONENT_TYPE_FLOAT16_NV &&
+           p[i].CType == VK_COMPONENT_TYPE_FLOAT32_NV && p[i].DType == VK_COMPONENT_TYPE_FLOAT32_NV &&
+           p[i].scope == VK_SCOPE_SUBGROUP_NV;
+  free(p);
+  return ok;
 }
 
 static uint32_t min_u32(uint32_t a, uint32_t b) { return a < b ? a : b; }
 
-static void device_info(VkPhysicalDevice pd, int index, uint32_t instance_api,
+static void device_info(VkInstance inst, VkPhysicalDevice pd, int index, uint32_t instance_api,
                         ssm_vk_device_info *out) {
   memset(out, 0, sizeof *out);
   out->index = index;
@@ -402,6 +436,8 @@ static void device_info(VkPhysicalDevice pd, int index, uint32_t instance_api,
   if ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
       (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
     out->features |= SSM_VK_SUBGROUP_ARITH;
+  if ((out->features & SSM_VK_COOPMAT) && (sg.subgroupSize != 32 || !coop_shape(inst, pd)))
+    out->features &= ~(unsigned)SSM_VK_COOPMAT;
 }
 
 /* Enumerates into a malloc'd array; zero devices is the no-device error. */
@@ -426,7 +462,7 @@ static ssm_status enumerate(VkInstance inst, uint32_t api, VkPhysicalDevice **ou
     free(pds), free(infos);
     return s;
   }
-  for (uint32_t i = 0; i < n; i++) device_info(pds[i], (int)i, api, &infos[i]);
+  for (uint32_t i = 0; i < n; i++) device_info(inst, pds[i], (int)i, api, &infos[i]);
   *out_pds = pds, *out_infos = infos, *out_count = (int)n;
   return NULL;
 }
@@ -474,6 +510,7 @@ static const struct {
     {SSM_VK_INT8_STORAGE, "storageBuffer8BitAccess", "int8-storage"},
     {SSM_VK_INT8, "shaderInt8", "int8"},
     {SSM_VK_SUBGROUP_ARITH, "subgroup arithmetic", "subgroup-arith"},
+    {SSM_VK_COOPMAT, "cooperativeMatrix (NV, 16x16x16 f16 to f32)", "coopmat"},
 };
 #define N_FEATURES (sizeof feature_names / sizeof feature_names[0])
 
@@ -545,14 +582,20 @@ static ssm_status device_create(ssm_vk *vk) {
   want.s8.storageBuffer8BitAccess = have.s8.storageBuffer8BitAccess;
   want.s8.uniformAndStorageBuffer8BitAccess = have.s8.uniformAndStorageBuffer8BitAccess;
   want.s8.storagePushConstant8 = have.s8.storagePushConstant8;
+  /* cooperative matrices where the device has the whole set (feature_bits) */
+  bool coop = vk->info.features & SSM_VK_COOPMAT;
+  want.vmm.vulkanMemoryModel = coop;
+  want.coop.cooperativeMatrix = coop;
   vk->features = feature_bits(&want) | (vk->info.features & SSM_VK_SUBGROUP_ARITH);
 
-  const char *exts[3];
+  const char *exts[6];
   uint32_t n_exts = 0;
   if (has_device_ext(vk->phys, "VK_KHR_portability_subset"))
     exts[n_exts++] = "VK_KHR_portability_subset"; /* required where present (MoltenVK) */
   if (want.ext_f16i8) exts[n_exts++] = VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME;
   if (want.ext_s8) exts[n_exts++] = VK_KHR_8BIT_STORAGE_EXTENSION_NAME;
+  if (coop) exts[n_exts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
+  if (coop && want.ext_vmm) exts[n_exts++] = VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME;
 
   char missing[256] = "";
   for (size_t k = 0; k < N_FEATURES; k++)
@@ -1002,6 +1045,9 @@ static unsigned spirv_needs(const uint32_t *w, size_t words) {
     if (!n || i + n > words) break;
     if (op == 17 /* OpCapability */ && n == 2) {
       if (w[i + 1] == 63 /* GroupNonUniformArithmetic */) need |= SSM_VK_SUBGROUP_ARITH;
+      if (w[i + 1] == 9 /* Float16 */) need |= SSM_VK_F16;
+      if (w[i + 1] == 5357 /* CooperativeMatrixNV */ || w[i + 1] == 5345 /* VulkanMemoryModel */)
+        need |= SSM_VK_COOPMAT;
     } else if (op != 11 && op != 14 && op != 10) { /* ExtInstImport, MemoryModel, Extension */
       break;                                       /* capabilities come first */
     }

@@ -111,15 +111,22 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
   return n;
 }
 
+/* Kernels with a cooperative-matrix variant run it where the device has
+ * cooperative matrices and env SSM_VK_COOPMAT=1 asks for it: not by
+ * default, because on the H200 it is not yet faster than the portable
+ * gemm (README, "Prefill"). */
 static ssm_status load_kernels(vk_backend *v) {
   v->kernels = ssm_xcalloc((size_t)v->m->nkernels + 1, sizeof *v->kernels);
   _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
   uint32_t window_words = (uint32_t)(v->window / 4);
+  const char *env = getenv("SSM_VK_COOPMAT");
+  int coop = (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && env && !strcmp(env, "1");
   for (int i = 0; i < v->m->nkernels; i++) {
     const ssm_mf_kernel *k = &v->m->kernels[i];
     int n = kernel_bindings(k);
-    ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, k->spirv),
-                            .words = (size_t)k->spirv.size / 4, .n_bindings = n,
+    ssm_blob spirv = coop && k->spirv_coop.size ? k->spirv_coop : k->spirv;
+    ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, spirv),
+                            .words = (size_t)spirv.size / 4, .n_bindings = n,
                             .spec_values = &window_words, .n_spec = n > k->nbindings};
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->kernels[i]));
   }

@@ -38,7 +38,11 @@ enum {
   SSM_VK_INT16 = 1 << 3,         /* shaderInt16 */
   SSM_VK_INT8_STORAGE = 1 << 4,  /* storageBuffer8BitAccess */
   SSM_VK_INT8 = 1 << 5,          /* shaderInt8 */
-  SSM_VK_SUBGROUP_ARITH = 1 << 6 /* subgroup arithmetic in compute shaders */
+  SSM_VK_SUBGROUP_ARITH = 1 << 6, /* subgroup arithmetic in compute shaders */
+  /* VK_NV_cooperative_matrix with 16 x 16 x 16 f16 x f16 + f32 tiles on
+   * 32-wide subgroups, shaderFloat16 and vulkanMemoryModel: what the
+   * cooperative-matrix kernel variants (codegen.h, glsl_coop) need */
+  SSM_VK_COOPMAT = 1 << 7
 };
 
 /* What `ssmc devices` shows about one physical device. */
