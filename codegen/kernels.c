@@ -523,6 +523,8 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
  * than MATMUL_ROWS (chunked prefill), the tiled gemm kernel. */
 #define GEMV_ROWS 4
 #define MATMUL_ROWS 8
+/* time steps of one conv1d thread (gen_conv1d) */
+#define CONV_STEPS 16
 /* the gemm kernel's smallest grid before its blocks shrink (gen_gemm) */
 #define GEMM_GROUPS 512
 
@@ -811,15 +813,22 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   else const_fn(c, &loads, "in_bias", "c", "0.0");
   int state = binding_of(c, cv->args[1]);
   epilogue_fn(c, &loads);
+  /* blocks of TB steps (at least K-1, the window's reach into the past),
+   * doubled while the grid would pass 65535 workgroups */
   uint32_t local = 64;
-  out->groups[0] = groups_for(C, local);
+  int64_t TB = K - 1 > CONV_STEPS ? K - 1 : CONV_STEPS;
+  while ((C * ((T + TB - 1) / TB) + local - 1) / local > 65535 && TB < T) TB *= 2;
+  int64_t NB = (T + TB - 1) / TB;
+  if ((C * NB + local - 1) / local > 65535)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "conv1d: %lld channels need more than 65535 "
+                          "workgroups", (long long)C);
+  out->groups[0] = groups_for(C * NB, local);
   out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "STATE",
-                      ssm_arena_printf(c->a, "b%d", state), "BUFFERS", buffers_decl(c), "COMMON",
-                      common(c), "LOADS",
-                      loads_text(c, &loads), NULL};
-  return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld", (long long)T, (long long)C,
-                                 (long long)K), kv, out);
+  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "TB", I64(TB),
+                      "NB", I64(NB), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
+                      buffers_decl(c), "COMMON", common(c), "LOADS", loads_text(c, &loads), NULL};
+  return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld TB=%lld", (long long)T,
+                                              (long long)C, (long long)K, (long long)TB), kv, out);
 }
 
 static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
