@@ -45,6 +45,8 @@ void ssm_job_free(ssm_job *j) {
   ssmc_snapshot_free(j->parked);
   ssm_sb_free(&j->text);
   ssm_sb_free(&j->out);
+  ssm_vec_free(&j->lps);
+  free(j->row);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
   free(j);
@@ -89,7 +91,7 @@ static int number(body *b, const char *name, double lo, double hi, int open_lo, 
 }
 
 /* Parameters this server takes only at their neutral value. */
-static int neutral(body *b) {
+static int neutral(body *b, int chat) {
   static const struct {
     const char *name;
     double value; /* the accepted number; NAN: only false / null */
@@ -97,7 +99,7 @@ static int neutral(body *b) {
               {"echo", NAN}, {"logprobs", NAN}, {"top_logprobs", 0}};
   for (size_t i = 0; i < sizeof only / sizeof only[0]; i++) {
     const cJSON *f = field(b, only[i].name);
-    if (!f) continue;
+    if (!f || (!chat && !strcmp(only[i].name, "logprobs"))) continue; /* logprobs_field */
     int ok = isnan(only[i].value) ? cJSON_IsFalse(f) || (cJSON_IsNumber(f) && f->valuedouble == 0)
                                   : cJSON_IsNumber(f) && f->valuedouble == only[i].value;
     if (!ok) {
@@ -116,6 +118,17 @@ static int neutral(body *b) {
   const cJSON *rf = field(b, "response_format"), *t = rf ? cJSON_GetObjectItemCaseSensitive(rf, "type") : NULL;
   if (rf && !(cJSON_IsString(t) && !strcmp(t->valuestring, "text")))
     return bad(b, "response_format", "only {\"type\": \"text\"} is supported by ssmc serve");
+  return 1;
+}
+
+/* /v1/completions' `logprobs`: the number of alternatives listed with each
+ * generated token's log-probability (0 to 5), not with stream. */
+static int logprobs_field(body *b, ssm_job *j, int stream) {
+  double v = -1;
+  j->logprobs = -1;
+  if (!number(b, "logprobs", 0, SSM_MAX_LOGPROBS, 0, 1, &v)) return 0;
+  if (v >= 0 && stream) return bad(b, "logprobs", "not supported with stream by ssmc serve");
+  j->logprobs = (int)v;
   return 1;
 }
 
@@ -227,7 +240,10 @@ ssm_job *ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t le
   ok = ok && number(&b, "top_p", 0, 1, 1, 0, &top_p);
   ok = ok && number(&b, "top_k", 0, 1e9, 0, 1, &top_k);
   ok = ok && number(&b, "seed", -9.2e18, 9.2e18, 0, 1, &seed);
-  ok = ok && neutral(&b) && stops(&b, j);
+  ok = ok && neutral(&b, chat) && stops(&b, j);
+  ok = ok && (chat || logprobs_field(&b, j, cJSON_IsTrue(stream)));
+  if (chat) j->logprobs = -1;
+  j->tok = api->tok;
   const cJSON *so = ok ? field(&b, "stream_options") : NULL;
   if (ok && so) {
     const cJSON *iu = cJSON_GetObjectItemCaseSensitive(so, "include_usage");
@@ -324,6 +340,37 @@ void ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, 
   emit(j, r);
 }
 
+/* OpenAI's completions logprobs: tokens (each one's text), token_logprobs,
+ * top_logprobs ({text: logprob} of the `logprobs` likeliest) and
+ * text_offset, for the tokens whose text is in the response. */
+static cJSON *logprobs(const ssm_job *j) {
+  cJSON *r = cJSON_CreateObject(), *tokens = cJSON_AddArrayToObject(r, "tokens"),
+        *lps = cJSON_AddArrayToObject(r, "token_logprobs"), *tops = cJSON_AddArrayToObject(r, "top_logprobs"),
+        *offsets = cJSON_AddArrayToObject(r, "text_offset");
+  for (size_t i = 0; i < j->lps.n && (j->lps.items[i].offset < j->text.n ||
+                                      (j->lps.items[i].offset == j->text.n && !j->stopped)); i++) {
+    const ssm_logprob *l = &j->lps.items[i];
+    size_t end = i + 1 < j->lps.n ? j->lps.items[i + 1].offset : j->text.n;
+    if (end > j->text.n) end = j->text.n;
+    char *piece = ssm_xstrndup(j->text.s ? j->text.s + l->offset : "", end > l->offset ? end - l->offset : 0);
+    cJSON_AddItemToArray(tokens, cJSON_CreateString(piece));
+    free(piece);
+    cJSON_AddItemToArray(lps, cJSON_CreateNumber(l->lp));
+    cJSON *top = cJSON_CreateObject();
+    for (int k = 0; k < j->logprobs; k++) {
+      char *t = NULL;
+      size_t n;
+      ssm_status s = ssmc_tokenizer_decode(j->tok, &l->top_id[k], 1, 0, &t, &n);
+      if (!s && !cJSON_GetObjectItemCaseSensitive(top, t)) cJSON_AddNumberToObject(top, t, l->top_lp[k]);
+      ssmc_status_free(s);
+      free(t);
+    }
+    cJSON_AddItemToArray(tops, top);
+    cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)l->offset));
+  }
+  return r;
+}
+
 void ssm_api_final(ssm_job *j) {
   cJSON *r = envelope(j, 0), *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
   cJSON_AddNumberToObject(c, "index", 0);
@@ -336,7 +383,8 @@ void ssm_api_final(ssm_job *j) {
     cJSON_AddStringToObject(c, "text", text);
   }
   free(text);
-  cJSON_AddNullToObject(c, "logprobs");
+  if (j->logprobs >= 0) cJSON_AddItemToObject(c, "logprobs", logprobs(j));
+  else cJSON_AddNullToObject(c, "logprobs");
   cJSON_AddStringToObject(c, "finish_reason", j->finish ? j->finish : "stop");
   cJSON_AddItemToArray(choices, c);
   cJSON_AddItemToObject(r, "usage", usage(j));

@@ -35,12 +35,24 @@ typedef struct {
   uint64_t requests, failed, rejected_busy;
   uint64_t prompt_tokens, cached_tokens, prefilled_tokens, generated_tokens;
   uint64_t cache_hits, cache_misses, cache_entries, cache_bytes, cache_evictions;
+  uint64_t aligned_tokens; /* prefilled again to cache exchanges at chunk boundaries */
   uint64_t active, queued;
 } ssm_serve_stats;
 
 /* ---- a request --------------------------------------------------------------- */
 
 typedef struct ssm_job ssm_job;
+
+#define SSM_MAX_LOGPROBS 5
+
+/* A generated token's log-probability (/v1/completions' `logprobs`). */
+typedef struct {
+  int32_t id;
+  double lp;
+  size_t offset; /* where its text starts in ssm_job.text */
+  int32_t top_id[SSM_MAX_LOGPROBS];
+  double top_lp[SSM_MAX_LOGPROBS];
+} ssm_logprob;
 
 struct ssm_job {
   /* what was asked (set by the HTTP side before it is queued) */
@@ -56,6 +68,8 @@ struct ssm_job {
   char id[64];
   long created;
   const char *model_id;
+  int logprobs; /* the top alternatives to list per token; -1: no logprobs */
+  const ssmc_tokenizer *tok;
 
   /* the device thread's */
   int started, decoding;
@@ -70,6 +84,9 @@ struct ssm_job {
   const char *finish;
   int stopped;      /* a stop string ended it */
   ssm_status failed; /* its state could not be parked */
+  SSM_VEC(ssm_logprob) lps; /* with logprobs: one per generated token */
+  ssm_logprob pending;      /* the step whose id is not drawn yet */
+  float *row;               /* its logits */
 
   /* shared, under mu */
   pthread_mutex_t mu;

@@ -5,11 +5,26 @@
  * Before a slice the request's state is made the session's: the one there
  * is parked in its own device snapshot, and the request's is restored (or,
  * for a new request, the longest cached prefix of its prompt is restored
- * and only the rest is prefilled). The prompt cache gets snapshots at
- * `cache_every` boundaries of the prompt, after the prompt, and after the
- * whole exchange. The HTTP threads only queue requests and read their
- * output (ssm_job.out) under the job's lock.
+ * and only the rest is prefilled). The HTTP threads only queue requests
+ * and read their output (ssm_job.out) under the job's lock.
+ *
+ * A cache hit gives the same bits as a miss. A prompt prefilled from
+ * position 0 runs as whole chunks of the prefill program from 0 up to the
+ * last multiple C of the chunk, then the rest token by token through the
+ * decode program; the two round differently, so the state at a position
+ * depends on how it was reached. The cache therefore holds only states at
+ * multiples of the chunk that were reached by whole chunks from 0 (at
+ * `cache_every` boundaries and at the last chunk boundary of the prompt):
+ * after restoring one, the rest of a prompt splits into exactly the chunks
+ * and single tokens it splits into from 0. A conversation's generated
+ * tokens went through the decode program, so its state is not cacheable as
+ * it is; at the end of a request the tokens after its last cached boundary
+ * are prefilled again in whole chunks up to the last chunk boundary of the
+ * exchange, and that state is cached (ssmc_cache_aligned_tokens_total
+ * counts those tokens). A hit then reprocesses at most chunk - 1 tokens
+ * more than the longest cached prefix would have needed.
  */
+#include <math.h>
 #include <string.h>
 
 #include "serve/internal.h"
@@ -100,6 +115,31 @@ static void cache_insert(ssm_server *srv, const int32_t *tokens, size_t n) {
   ssm_pcache_insert(srv->cache, tokens, n, snap);
 }
 
+/* Caches the state after the exchange's last whole chunk: the session goes
+ * back to the longest cached prefix of the exchange, at or after the
+ * prompt's last chunk boundary, and prefills the tokens from there in
+ * whole chunks (see the top of the file). Nothing when that prefix is
+ * gone (evicted) or a step fails: the cache only misses it. */
+static void cache_exchange(ssm_server *srv, ssm_job *j) {
+  int64_t covered = ssmc_session_position(srv->session);
+  size_t c = (size_t)srv->chunk, from = 0;
+  if (!srv->cache || covered <= 0 || (size_t)covered > j->tokens.n) return;
+  size_t end = (size_t)covered / c * c, prompt_end = (j->nprompt - 1) / c * c;
+  if (!end || ssm_pcache_has(srv->cache, j->tokens.items, end)) return;
+  const ssmc_snapshot *snap = ssm_pcache_lookup(srv->cache, j->tokens.items, end, end, &from);
+  if (from < prompt_end) return;
+  ssm_status s = snap ? ssmc_session_restore(srv->session, snap) : ssmc_session_reset(srv->session);
+  if (!s) s = ssmc_session_feed(srv->session, j->tokens.items + from, end - from, NULL, NULL);
+  if (s) {
+    ssmc_status_free(s);
+    return;
+  }
+  cache_insert(srv, j->tokens.items, end);
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.aligned_tokens += end - from;
+  pthread_mutex_unlock(&srv->mu);
+}
+
 static void finish(ssm_server *srv, ssm_job *j) {
   if (j->dec && !j->stopped) {
     const char *rest;
@@ -107,8 +147,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     ssmc_decoder_flush(j->dec, &rest, &n);
     ssm_sb_append(&j->text, rest, n);
   }
-  int64_t covered = ssmc_session_position(srv->session);
-  if (covered > 0 && (size_t)covered <= j->tokens.n) cache_insert(srv, j->tokens.items, (size_t)covered);
+  cache_exchange(srv, j);
   /* counted before the client can see the end (as in finish_error) */
   pthread_mutex_lock(&srv->mu);
   srv->stats.requests++;
@@ -151,22 +190,26 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
   return NULL;
 }
 
+/* Feeds the next part of the prompt: at most slice_chunks chunks, ending
+ * at a `cache_every` boundary or at the prompt's last chunk boundary,
+ * where the state is cached. j->fed is a multiple of the chunk until that
+ * last boundary, so every feed but the last is whole chunks. */
 static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
-  size_t target = j->nprompt - 1, every = (size_t)srv->cache_every;
-  size_t n = target - j->fed, most = (size_t)srv->o.slice_chunks * (size_t)srv->chunk;
+  size_t target = j->nprompt - 1, every = (size_t)srv->cache_every, c = (size_t)srv->chunk;
+  size_t n = target - j->fed, most = (size_t)srv->o.slice_chunks * c, last = target / c * c;
   if (n > most) n = most;
   if (every && srv->cache) {
     size_t next = (j->fed / every + 1) * every;
     if (next <= target && j->fed + n > next) n = next - j->fed;
   }
+  if (j->fed < last && j->fed + n > last) n = last - j->fed;
   if (n) SSM_TRY(ssmc_session_feed(srv->session, j->prompt + j->fed, n, NULL, NULL));
   j->fed += n;
   pthread_mutex_lock(&srv->mu);
   srv->stats.prefilled_tokens += n;
   pthread_mutex_unlock(&srv->mu);
-  if (every && j->fed % every == 0) cache_insert(srv, j->prompt, j->fed);
+  if ((every && j->fed % every == 0) || j->fed == last) cache_insert(srv, j->prompt, j->fed);
   if (j->fed < target) return NULL;
-  cache_insert(srv, j->prompt, target);
   j->decoding = 1;
   j->next = j->prompt[j->nprompt - 1];
   return ssmc_decoder_create(srv->tok, 1, &j->dec);
@@ -186,6 +229,40 @@ static int cut_at_stop(ssm_job *j, size_t from) {
   return 1;
 }
 
+/* With logprobs: each step's logits, then its id (ssmc_generate_options). */
+static int lp_logits(const float *logits, int64_t vocab, int64_t position, void *user) {
+  ssm_job *j = user;
+  (void)position;
+  if (!j->row) j->row = ssm_xreallocarray(NULL, (size_t)vocab, sizeof *j->row);
+  memcpy(j->row, logits, sizeof *j->row * (size_t)vocab);
+  double most = logits[0], sum = 0;
+  for (int64_t i = 1; i < vocab; i++) most = logits[i] > most ? logits[i] : most;
+  for (int64_t i = 0; i < vocab; i++) sum += exp((double)logits[i] - most);
+  double lse = most + log(sum);
+  ssm_logprob *p = &j->pending;
+  int k = 0;
+  for (int64_t i = 0; i < vocab && j->logprobs > 0; i++) { /* the `logprobs` likeliest, in order */
+    if (k == j->logprobs && logits[i] <= logits[p->top_id[k - 1]]) continue;
+    int at = k < j->logprobs ? k++ : k - 1;
+    while (at > 0 && logits[p->top_id[at - 1]] < logits[i]) {
+      p->top_id[at] = p->top_id[at - 1];
+      at--;
+    }
+    p->top_id[at] = (int32_t)i;
+  }
+  for (int i = 0; i < k; i++) p->top_lp[i] = (double)logits[p->top_id[i]] - lse;
+  p->lp = lse; /* until the id is known */
+  return 0;
+}
+
+static int lp_token(int32_t id, void *user) {
+  ssm_job *j = user;
+  j->pending.id = id;
+  j->pending.lp = (double)j->row[id] - j->pending.lp;
+  ssm_vec_push(&j->lps, j->pending);
+  return 0;
+}
+
 static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   int k = j->max_tokens - j->ngen;
   if (k > srv->o.slice_tokens) k = srv->o.slice_tokens;
@@ -202,9 +279,17 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   g.seed = j->seed;
   g.step = (uint32_t)j->ngen;
   g.stop_at_eos = srv->eos >= 0;
+  if (j->logprobs >= 0) {
+    g.on_logits = lp_logits;
+    g.on_token = lp_token;
+    g.user = j;
+  }
   int32_t ids[256];
-  size_t got = 0;
+  size_t got = 0, lp0 = j->lps.n;
   SSM_TRY(ssmc_session_generate(srv->session, &j->next, 1, k, &g, ids, &got));
+  if (j->logprobs >= 0 && j->lps.n != lp0 + got)
+    return ssm_status_new(SSM_ERR_INTERNAL, "logprobs: %zu log-probabilities for %zu tokens",
+                          j->lps.n - lp0, got);
   size_t longest = 0;
   for (int i = 0; i < j->nstop; i++)
     if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
@@ -213,6 +298,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
     const char *piece;
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
     SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
+    if (j->logprobs >= 0) j->lps.items[lp0 + i].offset = j->text.n;
     ssm_sb_append(&j->text, piece, n);
     j->ngen++;
     if (cut_at_stop(j, from)) j->stopped = 1;

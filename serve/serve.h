@@ -14,9 +14,11 @@
  * snapshots (ssmc_session_snapshot_into / restore), so requests progress
  * together and fairly. A prompt cache keeps snapshots of the state after
  * prompts (and after whole conversations, and every `cache_every` prompt
- * tokens) under a byte budget with LRU eviction: a request whose prompt
- * starts with a cached token sequence prefills only the rest
- * (usage.prompt_tokens_details.cached_tokens says how many were reused).
+ * tokens), each at the last multiple of the prefill chunk, under a byte
+ * budget with LRU eviction: a request whose prompt starts with a cached
+ * token sequence prefills only the rest
+ * (usage.prompt_tokens_details.cached_tokens says how many were reused),
+ * and gets the same bits as without the cache (sched.c says how).
  */
 #ifndef SSM_SERVE_H
 #define SSM_SERVE_H

@@ -31,7 +31,7 @@ js() { "$PY" -c 'import json,sys; print(json.dumps(sys.argv[1]))' "$1"; }
 run_text() {
   local prompt=$1
   shift
-  "$SSMC" run models/pymamba --weights models/pymamba --backend "$BACKEND" --prompt "$prompt" "$@" >"$TMP/run.out" 2>"$TMP/run.err" ||
+  "$SSMC" run models/pymamba --weights models/pymamba --backend "$BACKEND" ${CHUNK:+--chunk "$CHUNK"} --prompt "$prompt" "$@" >"$TMP/run.out" 2>"$TMP/run.err" ||
     { cat "$TMP/run.err" >&2; fail "ssmc run $*" >&2; }
   "$PY" -c 'import sys; t=open(sys.argv[1]).read(); p=sys.argv[2]; assert t.startswith(p) and t.endswith("\n"), t; print(t[len(p):-1], end="")' \
     "$TMP/run.out" "$prompt"
@@ -52,14 +52,41 @@ got=$(j "b['choices'][0]['text']")
 [ "$(j "b['usage']['completion_tokens'] + b['usage']['prompt_tokens'] == b['usage']['total_tokens']")" = True ] && ok "usage adds up" || fail "usage adds up"
 
 # the same prompt again: its state comes from the cache, the text is the same
-[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 0}")" = 200 ] || fail "repeat"
-[ "$(j "b['choices'][0]['text']")" = "$want" ] && [ "$(j "b['usage']['prompt_tokens_details']['cached_tokens'] == b['usage']['prompt_tokens'] - 1")" = True ] &&
-  ok "a repeated prompt is restored from the cache and generates the same" || fail "repeated prompt from the cache"
+# (a prompt's state is cached at its last chunk boundary, see serve/sched.c, so
+# this one is longer than two chunks)
+chunk=$(metric ssmc_prefill_chunk)
+PR=$("$PY" -c 'print("# " + " ".join("repeated prompt line %d" % i for i in range(12)) + "\ndef add(a, b):")')
+want=$(run_text "$PR" -n 24)
+[ "$(post /v1/completions "{\"prompt\": $(js "$PR"), \"max_tokens\": 24, \"temperature\": 0}")" = 200 ] &&
+  [ "$(j "b['choices'][0]['text']")" = "$want" ] || fail "a longer prompt"
+[ "$(post /v1/completions "{\"prompt\": $(js "$PR"), \"max_tokens\": 24, \"temperature\": 0}")" = 200 ] || fail "repeat"
+[ "$(j "b['choices'][0]['text']")" = "$want" ] && [ "$(j "b['usage']['prompt_tokens_details']['cached_tokens'] == (b['usage']['prompt_tokens'] - 1) // $chunk * $chunk > 0")" = True ] &&
+  ok "a repeated prompt is restored from the cache (at its last multiple of the chunk, $chunk) and generates the same" || fail "repeated prompt from the cache"
 
 if [ "${1:-}" = smoke ]; then
   echo "curl checks ($BACKEND smoke): $PASSES passed, $FAILS failed"
   exit 0
 fi
+
+# logprobs: each generated token's log-probability and its likeliest alternatives
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 12, \"temperature\": 0, \"logprobs\": 3}")" = 200 ] || fail "logprobs"
+"$PY" - "$TMP/body" "$(run_text "$P" -n 12)" <<'EOF' && ok "logprobs: tokens join to the text; greedy picks the likeliest; offsets; 3 alternatives" || fail "logprobs"
+import json, sys
+b = json.load(open(sys.argv[1]))
+c = b["choices"][0]
+lp = c["logprobs"]
+assert c["text"] == sys.argv[2] and "".join(lp["tokens"]) == c["text"], lp["tokens"]
+n = b["usage"]["completion_tokens"]
+assert len(lp["token_logprobs"]) == len(lp["top_logprobs"]) == len(lp["text_offset"]) == n == 12
+for t, l, top, off in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"], lp["text_offset"]):
+    assert l <= 0 and len(top) == 3 and max(top.values()) == l, (t, l, top)
+    assert sorted(top.values(), reverse=True) == list(top.values()), top
+    assert c["text"][off:off + len(t)] == t, (off, t)
+EOF
+[ "$(post /v1/completions '{"prompt": "x", "logprobs": 6}')" = 400 ] && [ "$(j "b['error']['param']")" = logprobs ] &&
+  [ "$(post /v1/completions '{"prompt": "x", "logprobs": 1, "stream": true}')" = 400 ] &&
+  [ "$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "logprobs": true}')" = 400 ] &&
+  ok "logprobs: over 5, with stream, or on chat is a 400" || fail "logprobs errors"
 
 # sampling with a seed: streamed deltas = the whole text = ssmc run with that seed
 want=$(run_text "$P" -n 20 --temperature 0.9 --seed 42)
