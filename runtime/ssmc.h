@@ -120,7 +120,9 @@ ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_
  * session that owns it). */
 void ssmc_decoder_destroy(ssmc_decoder *d);
 /* Adds one id; *out_text (owned by the decoder, valid until its next call)
- * gets the *out_len bytes now complete, maybe none. */
+ * gets the *out_len bytes now complete, maybe none. An id past the
+ * tokenizer's vocabulary (a model's padding) gives none, as transformers'
+ * tokenizers decode it; a negative id is an error. */
 ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text,
                               size_t *out_len);
 /* What is still held back (an incomplete character becomes U+FFFD); the

@@ -287,6 +287,13 @@ static void test_stream_utf8(void) {
   CU_ASSERT_EQUAL(k, 0);
   expect_chunk(st, byte_token(tok, 'c'), "c");
   SSM_ASSERT_ERR(ssm_tok_stream_feed(st, -1, &chunk, &k), "token id -1 is not in the vocabulary");
+  /* ids past the tokenizer (a model's padded vocabulary): no text, as
+   * transformers' tokenizers decode them, and the stream goes on */
+  SSM_ASSERT_OK(ssm_tok_stream_feed(st, ssm_tok_vocab_size(tok), &chunk, &k));
+  CU_ASSERT_EQUAL(k, 0);
+  SSM_ASSERT_OK(ssm_tok_stream_feed(st, ssm_tok_vocab_size(tok) + 1000, &chunk, &k));
+  CU_ASSERT_EQUAL(k, 0);
+  expect_chunk(st, byte_token(tok, 'd'), "d");
   ssm_tok_stream_destroy(st);
   ssm_tok_close(tok);
 }

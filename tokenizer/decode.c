@@ -379,9 +379,10 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
   const ssm_tok *t = s->t;
   *out_text = "";
   *out_len = 0;
-  if (id < 0 || id >= t->vocab_size || !t->str[id])
+  if (id < 0)
     return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)", id,
                           t->vocab_size);
+  if (id >= t->vocab_size || !t->str[id]) return NULL; /* tokenizer.h: no text */
   if (s->skip_special && t->special[id]) return NULL;
   ssm_sb_clear(&s->out);
   const char *x = t->dec[id] ? t->dec[id] : t->str[id];
@@ -407,6 +408,11 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
                           char **out_text, size_t *out_len) {
   *out_text = NULL;
   *out_len = 0;
+  /* strict, unlike the stream: these ids were asked for, not sampled */
+  for (size_t i = 0; i < n; i++)
+    if (ids[i] < 0 || ids[i] >= t->vocab_size || !t->str[ids[i]])
+      return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)",
+                            ids[i], t->vocab_size);
   ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
   ssm_sb text = {0};
   const char *chunk;

@@ -79,7 +79,11 @@ ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special);
 void ssm_tok_stream_destroy(ssm_tok_stream *s);
 /* Adds token `id`; *out_text (owned by the stream, valid until its next
  * call) gets the bytes that are now complete, *out_len of them (maybe 0).
- * An unknown id is an error and changes nothing. */
+ * An id the tokenizer lacks (past its vocabulary, or a hole in it) gives
+ * no text and changes nothing, as transformers' tokenizers decode it: a
+ * model's vocabulary is often padded past its tokenizer's (Mamba: 50,280
+ * logits for 50,277 tokens), and a sampled padding id is not an error. A
+ * negative id is. */
 ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_text,
                                size_t *out_len);
 /* Ends the stream: returns what is still held back (an incomplete sequence

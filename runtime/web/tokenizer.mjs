@@ -670,6 +670,9 @@ export class Tokenizer {
   // The text of `ids` (the library's decode(ids, skipSpecial)); an unknown
   // id is an error.
   decode(ids, skipSpecial = false) {
+    for (const id of ids)
+      if (!(Number.isInteger(id) && id >= 0 && id < this.vocabSize) || this.str[id] === undefined)
+        throw new TokenizerError(`token id ${id} is not in the vocabulary (size ${this.vocabSize})`);
     const d = new StreamDecoder(this, skipSpecial);
     return ids.map((id) => d.feed(id)).join('') + d.flush();
   }
@@ -710,10 +713,14 @@ export class StreamDecoder {
     this.stripLeft = tokenizer.decoder.stripStart; // leading spaces still to strip
   }
 
+  // An id past the tokenizer's vocabulary, or a hole in it (a model's
+  // padding), gives no text, as transformers' tokenizers decode it (the
+  // library's stream decoder does the same); a negative id is an error.
   feed(id) {
     const t = this.t;
-    if (!(Number.isInteger(id) && id >= 0 && id < t.vocabSize) || t.str[id] === undefined)
+    if (!(Number.isInteger(id) && id >= 0))
       throw new TokenizerError(`token id ${id} is not in the vocabulary (size ${t.vocabSize})`);
+    if (id >= t.vocabSize || t.str[id] === undefined) return '';
     if (this.skipSpecial && t.special[id]) return '';
     const fb = t.fallbackByte[id];
     if (fb >= 0) {

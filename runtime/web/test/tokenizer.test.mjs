@@ -57,7 +57,10 @@ test('a character split across tokens is held back until it is whole', () => {
   assert.equal(e.flush(), '\ufffd');
   // a byte that cannot start a character is U+FFFD at once
   assert.equal(e.feed(tok.byteId[0xff]), '\ufffd');
-  assert.throws(() => e.feed(tok.vocabSize + 5), /token id \d+ is not in the vocabulary/);
+  assert.throws(() => e.feed(-1), /token id -1 is not in the vocabulary/);
+  // a model's padding ids (past the tokenizer) decode to nothing, as in transformers
+  assert.equal(e.feed(tok.vocabSize + 5), '');
+  assert.throws(() => tok.decode([tok.vocabSize + 5]), /token id \d+ is not in the vocabulary/);
 });
 
 test("pymamba's tokenizer gives the ids `ssmc tokenize` gives", () => {
