@@ -740,7 +740,8 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   grid_per_item((N + rows - 1) / rows, out->groups);
   const char *buffers = buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
-                      I64(rows), "NORM", norm ? "1" : "0", "EPS",
+                      I64(rows), "ITERS", I64((K + local * 8 - 1) / (local * 8)), "NORM",
+                      norm ? "1" : "0", "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers, "COMMON", common(c), "LOADS", loads_text(c, &loads),
                       NULL};
