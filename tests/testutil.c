@@ -3,9 +3,11 @@
  */
 #include "testutil.h"
 
+#include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +17,20 @@
 const char *__lsan_default_options(void);
 const char *__lsan_default_options(void) {
   return "suppressions=" SSM_SOURCE_DIR "/tests/lsan.supp:print_suppressions=0";
+}
+
+/* mkdir -p: whether `path` is (now) a directory. */
+static int make_dirs(const char *path) {
+  char p[4096];
+  snprintf(p, sizeof p, "%s", path);
+  for (char *s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      if (mkdir(p, 0755) && errno != EEXIST) return 0;
+      *s = '/';
+    }
+  struct stat st;
+  return (!mkdir(p, 0755) || errno == EEXIST) && !stat(p, &st) && S_ISDIR(st.st_mode);
 }
 
 /* Whether `name` holds one of the comma-separated parts of `list`. */
@@ -37,13 +53,18 @@ int ssm_test_main(const char *suite, CU_TestInfo *tests) {
            ssm_test_source_dir());
   setenv("LSAN_OPTIONS", supp, 0);
   /* ssmc's compile cache goes to a directory of this run, never the user's;
-   * Mesa's shader cache stays where it was (it too follows XDG_CACHE_HOME) */
+   * Mesa's shader cache stays where it was (it too follows XDG_CACHE_HOME).
+   * Mesa creates only the last component of MESA_SHADER_CACHE_DIR and says
+   * so on stderr when it cannot (a fresh machine has no ~/.cache), which
+   * would mix into the output tests compare: it is made here first, and
+   * the cache is off when it cannot be. */
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   char dir[4096];
   if (!getenv("MESA_SHADER_CACHE_DIR") && (xdg || home)) {
     snprintf(dir, sizeof dir, xdg ? "%s/mesa_shader_cache" : "%s/.cache/mesa_shader_cache",
              xdg ? xdg : home);
-    setenv("MESA_SHADER_CACHE_DIR", dir, 1);
+    if (make_dirs(dir)) setenv("MESA_SHADER_CACHE_DIR", dir, 1);
+    else setenv("MESA_SHADER_CACHE_DISABLE", "true", 1);
   }
   snprintf(dir, sizeof dir, "%s/cache", ssm_test_tmpdir());
   setenv("XDG_CACHE_HOME", dir, 1);
