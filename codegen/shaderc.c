@@ -36,11 +36,16 @@ ssm_status ssm_cg_compile_glsl(const char *source, const char *name, uint32_t **
   shaderc_compilation_status st = res ? shaderc_result_get_compilation_status(res)
                                       : shaderc_compilation_status_internal_error;
   if (st != shaderc_compilation_status_success) {
-    const char *msg = res ? shaderc_result_get_error_message(res) : "";
-    size_t len = strlen(msg);
+    const char *msg = res ? shaderc_result_get_error_message(res) : NULL;
+    size_t len = msg ? strlen(msg) : 0;
     while (len && (msg[len - 1] == '\n' || msg[len - 1] == ' ')) len--;
-    s = ssm_status_new(SSM_ERR_INVALID, "compiling '%s': %.*s", name, (int)len,
-                       len ? msg : "shaderc failed without a message");
+    if (len)
+      s = ssm_status_new(SSM_ERR_INVALID, "compiling '%s': %.*s", name, (int)len, msg);
+    else /* no message: glslang gave up inside (seen when host memory runs out) */
+      s = ssm_status_new(st == shaderc_compilation_status_compilation_error ? SSM_ERR_INVALID
+                                                                             : SSM_ERR_INTERNAL,
+                         "compiling '%s': shaderc failed without a message (status %d; is host "
+                         "memory exhausted?)", name, (int)st);
   } else {
     if (shaderc_result_get_num_warnings(res))
       ssm_log("compiling '%s': %s", name, shaderc_result_get_error_message(res));
