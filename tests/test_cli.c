@@ -810,6 +810,25 @@ static void test_signals(void) {
 
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
+/* Under a file-size limit (ulimit -f) a write that cannot finish is an
+ * error naming the file, exit 1 (not death by SIGXFSZ), and the good file it
+ * was to replace is untouched, with no temporary left beside it. */
+static void test_file_size_limit(void) {
+  const char *d = fresh_dir("fsize");
+  free(sh(0, "$SSMC compile " FIX " -o %s/b.ssmb -q && cp %s/b.ssmb %s/b.keep && "
+          "$SSMC run " PY " --backend cpu --tokens 1,2 -n 1 -q --state-out %s/s.state >/dev/null && "
+          "cp %s/s.state %s/s.keep", d, d, d, d, d, d));
+  char *out = sh(1, "ulimit -f 64 && $SSMC compile tests/data/jamba_tiny -o %s/b.ssmb -q", d);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "b.ssmb: cannot write (File too large)"));
+  free(out);
+  out = sh(1, "ulimit -f 64 && $SSMC run " PY " --backend cpu --tokens 3,4 -n 1 -q "
+           "--state-out %s/s.state >/dev/null", d);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "s.state: cannot write (File too large)"));
+  free(out);
+  free(sh(0, "cmp %s/b.ssmb %s/b.keep && cmp %s/s.state %s/s.keep && "
+          "test $(ls -A %s | wc -l) -eq 4", d, d, d, d, d));
+}
+
 static void test_outputs_are_not_inputs(void) {
   char dir[512], cmd[4096], *out;
   snprintf(dir, sizeof dir, "%s/io", ssm_test_tmpdir());
@@ -881,6 +900,7 @@ int main(void) {
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
+                         {"file_size_limit", test_file_size_limit},
                          {"bench_profile", test_bench_profile},
                          {"help", test_help},
                          {"version", test_version},

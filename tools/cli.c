@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -392,6 +393,9 @@ const char *ssm_cli_usage(const char *cmd) {
 
 int main(int argc, char **argv) {
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
+  /* a write past the file-size limit (ulimit -f) fails with EFBIG, and is
+   * reported with the file's name, instead of killing the process */
+  signal(SIGXFSZ, SIG_IGN);
   /* for tests of exhausted memory (tests/test_nomem.c): the N-th input-sized allocation fails */
   if (getenv("SSMC_TEST_ALLOC_FAIL_AT")) ssm_alloc_fail_at(atol(getenv("SSMC_TEST_ALLOC_FAIL_AT")));
   if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
