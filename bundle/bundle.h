@@ -110,6 +110,12 @@ typedef struct {
   ssm_region next, sampler;
   int nsteps;
   ssm_mf_step *steps;
+  /* runs may also take 2..tokens-1 tokens (the first count ids at
+   * tokens_in, the rest ignored, and only those rows of the output
+   * meaningful): the kernels that need it read the count as a u32 push
+   * constant, which a Vulkan runtime gives every dispatch of the bundle
+   * (codegen.h, run_count; the WGSL kernels always run whole programs) */
+  int any_count;
   uint64_t activation_bytes;           /* the planned activation pool */
   uint64_t activation_bytes_unplanned; /* one buffer per value */
   ssm_blob ir;                         /* the graph after every pass */

@@ -332,6 +332,9 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
   s = ssm_groups_collect(g, a, &gs, &ng);
   SSM_VEC(ssm_mf_step) steps = {0};
   char *stage = ssm_arena_printf(a, "compiling %s", name);
+  /* a run may take fewer tokens than the program's when every kernel that
+   * writes state does only the first count tokens' work (codegen.h) */
+  int any_count = p->tokens > 1;
   for (int i = 0; i < ng && !s; i++) {
     ssm_cg_kernel k;
     if ((s = ssm_progress_report(&o->progress, stage, (uint64_t)i, (uint64_t)ng))) break;
@@ -341,12 +344,16 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
     memcpy(st.groups, k.groups, sizeof st.groups);
     st.nbindings = k.nbindings;
     for (int j = 0; j < k.nbindings && !s; j++) s = region_of(c, k.bind[j], &st.bindings[j]);
+    for (int j = 0; j < k.nbindings && !s; j++)
+      if (c->buffers.items[st.bindings[j].buffer].usage == SSM_BUFFER_STATE && !k.run_count)
+        any_count = 0;
     st.op = ssm_arena_strdup(c->b->arena, k.params);
     ssm_vec_push(&steps, st);
   }
   if (!s) s = ssm_progress_report(&o->progress, stage, (uint64_t)ng, (uint64_t)ng);
   ssm_arena_destroy(a);
   if (!s) {
+    p->any_count = any_count;
     p->nsteps = (int)steps.n;
     p->steps = ssm_arena_alloc(c->b->arena, sizeof *p->steps * (steps.n ? steps.n : 1));
     if (steps.n) memcpy(p->steps, steps.items, sizeof *p->steps * steps.n);

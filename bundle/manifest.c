@@ -65,6 +65,7 @@ static cJSON *jprogram(const ssm_mf_program *p, int with_steps) {
     cJSON_AddItemToObject(s, "next", jregion(p->next));
     cJSON_AddItemToObject(s, "state", jregion(p->sampler));
   }
+  if (p->any_count) cJSON_AddTrueToObject(j, "any_count");
   cJSON_AddNumberToObject(j, "dispatches", p->nsteps);
   cJSON_AddNumberToObject(j, "activation_bytes", (double)p->activation_bytes);
   cJSON_AddNumberToObject(j, "activation_bytes_unplanned", (double)p->activation_bytes_unplanned);
@@ -579,6 +580,10 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
       s = bad(r, "has regions of the wrong size (or a program of more than one token)");
     leave(r, k);
   }
+  const cJSON *ac = cJSON_GetObjectItemCaseSensitive(jp, "any_count");
+  p->any_count = ac != NULL;
+  if (!s && ac && (!cJSON_IsTrue(ac) || p->tokens < 2))
+    s = bad(r, "has an any_count that is not true, or runs one token");
   if (!s) s = field_num(r, jp, "activation_bytes", 0, MAX_BYTES, &b[0]);
   if (!s) s = field_num(r, jp, "activation_bytes_unplanned", 0, MAX_BYTES, &b[1]);
   p->activation_bytes = (uint64_t)b[0];

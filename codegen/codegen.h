@@ -79,7 +79,14 @@ typedef struct {
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
   unsigned glsl_vec4; /* GLSL: bit i when tensor i is also read through a uvec4 view */
+  /* GLSL: the kernel reads the run's token count n (a u32 push constant of
+   * SSM_CG_RUN_PUSH_BYTES) and does only the work of the first min(n, T)
+   * tokens of its program's T; the other kernels of a run of n < T tokens
+   * compute rows no one reads */
+  int run_count;
 } ssm_cg_kernel;
+
+#define SSM_CG_RUN_PUSH_BYTES 4
 
 /* The type flags: none is f32; 16-bit weights are read two per u32 word. */
 enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16 };

@@ -52,6 +52,7 @@ typedef struct {
   unsigned access[SSM_CG_MAX_BINDINGS];
   int nslots;
   unsigned vec4; /* GLSL: bindings also read through a uvec4 view (bit i) */
+  int counted;   /* GLSL: reads the run's token count (run_count) */
   ssm_status err;
 } gctx;
 
@@ -505,6 +506,7 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
   if (is_wgsl(c)) out->wgsl = text;
   else out->glsl = text;
   out->glsl_vec4 = c->vec4;
+  out->run_count = c->counted;
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
   out->nslots = c->nslots;
@@ -518,6 +520,41 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
 
 #define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
 #define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
+
+/* The tokens per run of the kernel's program (its "tokens" input), 0 when
+ * it has none. */
+static int64_t program_tokens(const ssm_graph *g) {
+  for (const ssm_node *n = g ? g->first : NULL; n; n = n->next)
+    if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens"))
+      return n->result->type.dims[0];
+  return 0;
+}
+
+/* The knobs NT and RUN of a kernel that carries something over time (or
+ * only writes rows per token) along an axis of T steps: a GLSL kernel of a
+ * program of T > 1 tokens per run reads the run's token count n from a push
+ * constant (SSM_CG_RUN_PUSH_BYTES) and runs min(n, T) steps, so that a run
+ * of fewer tokens than the program's leaves the state as those tokens
+ * alone would; otherwise NT is T. */
+static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
+  size_t n = 0;
+  while (kv[n]) n += 2;
+  SSM_ASSERT(n + 5 <= cap);
+  kv += n;
+  if (!is_wgsl(c) && T > 1 && T == program_tokens(c->g)) {
+    c->counted = 1;
+    *kv++ = "NT";
+    *kv++ = ssm_arena_printf(c->a, "min(run.n, %lldu)", (long long)T);
+    *kv++ = "RUN";
+    *kv++ = "layout(push_constant) uniform Run { uint n; } run;";
+  } else {
+    *kv++ = "NT";
+    *kv++ = ssm_arena_printf(c->a, "%lldu", (long long)T);
+    *kv++ = "RUN";
+    *kv++ = "";
+  }
+  *kv = NULL;
+}
 
 /* Matmuls of at most this many rows (decode) get the gemv kernel; of more
  * than MATMUL_ROWS (chunked prefill), the tiled gemm kernel. */
@@ -638,9 +675,18 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   out->groups[1] = (uint32_t)((M + BM - 1) / BM);
   out->groups[2] = 1;
   const char *buffers = buffers_decl(c), *com = common(c), *ld = loads_text(c, &loads);
+  /* with the run's token count: the rows of its tokens, when the program's
+   * tokens T cover the rows evenly (x is [T, ..., K]) */
+  int64_t T = program_tokens(c->g);
+  int counted = !is_wgsl(c) && T > 1 && M % T == 0;
+  c->counted |= counted;
+  const char *live = counted ? ssm_arena_printf(c->a, "min(run.n, %lldu) * %lldu", (long long)T,
+                                                (long long)(M / T))
+                             : ssm_arena_printf(c->a, "%lldu", (long long)M);
+  const char *run = counted ? "layout(push_constant) uniform Run { uint n; } run;" : "";
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
                       "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
-                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
                       "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
                       /* the WGSL template's padded rows */
                       is_wgsl(c) ? "PX" : NULL, I64(BM + 1), "PW", I64(BN + 1), NULL};
@@ -791,11 +837,12 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
   int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
   grid_per_item((S + rows - 1) / rows, out->groups);
-  const char *kv[] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
-                      I64(tc * local), "T", I64(T), "S",
-                      I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
-                      "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
-                      loads_text(c, &loads), NULL};
+  const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
+                        I64(tc * local), "S",
+                        I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
+                        "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
+                        loads_text(c, &loads), NULL};
+  run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
                                             (long long)T, (long long)S, (long long)N,
                                             (long long)rows, (long long)tc), kv, out);
@@ -825,9 +872,10 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
                           "workgroups", (long long)C);
   out->groups[0] = groups_for(C * NB, local);
   out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "C", I64(C), "K", I64(K), "TB", I64(TB),
-                      "NB", I64(NB), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
-                      buffers_decl(c), "COMMON", common(c), "LOADS", loads_text(c, &loads), NULL};
+  const char *kv[32] = {"LOCAL", U32(local), "C", I64(C), "K", I64(K), "TB", I64(TB),
+                        "NB", I64(NB), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
+                        buffers_decl(c), "COMMON", common(c), "LOADS", loads_text(c, &loads), NULL};
+  run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "conv1d", ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld TB=%lld", (long long)T,
                                               (long long)C, (long long)K, (long long)TB), kv, out);
 }
@@ -850,13 +898,14 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   epilogue_fn(c, &loads);
   uint32_t local = 64;
   grid_per_item(T * HQ, out->groups);
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
+  const char *kv[40] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
                       float_lit(c, ssm_node_float(at, "scale", 1)), "WINDOW",
                       I64(ssm_node_int(at, "window", 0)), "KCACHE",
                       ssm_arena_printf(c->a, "b%d", kb), "VCACHE", ssm_arena_printf(c->a, "b%d", vb), "POS",
                       ssm_arena_printf(c->a, "b%d", pb), "BUFFERS", buffers_decl(c), "COMMON", common(c),
                       "LOADS", loads_text(c, &loads), NULL};
+  run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "attention", ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld WINDOW=%lld",
                                     (long long)T, (long long)HQ, (long long)HKV, (long long)D,
                                     (long long)MAXS, (long long)ssm_node_int(at, "window", 0)), kv, out);
@@ -957,11 +1006,12 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   uint32_t local = 256;
   out->groups[0] = groups_for(T * H, local);
   out->groups[1] = out->groups[2] = 1;
-  const char *kv[] = {"LOCAL", U32(local), "T", I64(T), "H", I64(H), "V", I64(V), "STRIDE",
+  const char *kv[32] = {"LOCAL", U32(local), "H", I64(H), "V", I64(V), "STRIDE",
                       U32(out->groups[0] * local), "BUFFERS", buffers_decl(c), "COMMON",
                       common(c), "LOADS",
                       loads_text(c, &loads), "IDS",
                       ssm_arena_printf(c->a, "b%d", ib), NULL};
+  run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "embed", ssm_arena_printf(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
                                 (long long)V), kv, out);
 }

@@ -345,7 +345,9 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
   *out_stopped = 0;
   if (want_rows) SSM_TRY(rows_for(s, chunk));
   for (size_t at = 0; at < count;) {
-    int len = count - at >= (size_t)chunk ? chunk : 1;
+    /* whole chunks, then the rest in one run where the backend takes any
+     * count up to a chunk (else one token at a time, through decode) */
+    int len = count - at >= (size_t)chunk ? chunk : b->any_count ? (int)(count - at) : 1;
     int64_t pos = b->position;
     SSM_TRY(ssm_backend_run(b, tokens + at, len, want_rows ? s->rows : NULL));
     at += (size_t)len;

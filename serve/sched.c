@@ -10,9 +10,10 @@
  *
  * A cache hit gives the same bits as a miss. A prompt prefilled from
  * position 0 runs as whole chunks of the prefill program from 0 up to the
- * last multiple C of the chunk, then the rest token by token through the
- * decode program; the two round differently, so the state at a position
- * depends on how it was reached. The cache therefore holds only states at
+ * last multiple C of the chunk, then the rest in one shorter run (or token
+ * by token through the decode program, with a backend that takes only
+ * whole chunks); runs of different lengths round differently, so the state
+ * at a position depends on how it was reached. The cache therefore holds only states at
  * multiples of the chunk that were reached by whole chunks from 0 (at
  * `cache_every` boundaries and at the last chunk boundary of the prompt):
  * after restoring one, the rest of a prompt splits into exactly the chunks

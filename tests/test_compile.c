@@ -4,6 +4,7 @@
  * that lie about themselves, and the Vulkan backend running a bundle.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 #include <time.h>
 
@@ -329,6 +330,9 @@ static void test_manifest_refuses_lies(void) {
       {"\"bytes\":19712", "\"bytes\":\"big\"", "buffers[0].bytes is not an integer"},
       {"\"tokens\":1,", "\"tokens\":0,", "programs.decode.tokens is not an integer"},
       {"\"tokens\":1,", "\"tokens\":4,", "programs.decode does not run one token"},
+      {"\"any_count\":true", "\"any_count\":1", "prefill has an any_count that is not true"},
+      {"\"dispatches\":15", "\"any_count\":true,\"dispatches\":15",
+       "programs.decode has an any_count that is not true, or runs one token"},
       {"\"groups\":[1,1,1]", "\"groups\":[1,1,70000]", "programs.decode.steps[0].groups is not an integer"},
       {"\"groups\":[1,1,1]", "\"groups\":[1,1]", "groups is not three workgroup counts"},
       {"\"bindings\":[[", "\"bindings\":[[1,0,256],[", "does not give one region per binding"},
@@ -398,7 +402,10 @@ static void test_backend_refuses_bad_input(void) {
   ssm_backend *be = open_vk(compile("mamba1_tiny", 4), "mamba1_tiny");
   int32_t bad[4] = {1, 2, 1000, 3};
   SSM_ASSERT_ERR(ssm_backend_run(be, bad, 4, NULL), "token id 1000 out of range [0, 1000)");
-  SSM_ASSERT_ERR(ssm_backend_run(be, bad, 3, NULL), "runs take 1 or 4 tokens, not 3");
+  SSM_ASSERT_ERR(ssm_backend_run(be, bad, 3, NULL), "token id 1000 out of range [0, 1000)");
+  int32_t five[5] = {1, 2, 3, 4, 5};
+  SSM_ASSERT_ERR(ssm_backend_run(be, five, 5, NULL), "runs take 1 to 4 tokens, not 5");
+  SSM_ASSERT_ERR(ssm_backend_run(be, five, 0, NULL), "runs take 1 to 4 tokens, not 0");
   CU_ASSERT_EQUAL(be->position, 0);
   int32_t out[4];
   int n = 0;
@@ -562,6 +569,57 @@ static void test_prompt_without_logits(void) {
   }
 }
 
+/* A prefill run of fewer tokens than the chunk (the bundle's prefill runs
+ * take any count): for models with conv, scan and attention state, a whole
+ * chunk and then a part of `tail` tokens give every row's logits as one
+ * token at a time through decode does, within f32 rounding, and leave the
+ * state so that the next token's logits agree too; rows past the run's are
+ * not written. Chunk 64 has GEMMs of several row blocks, of which a short
+ * run skips all but the first. */
+static void test_partial_runs(void) {
+  static const struct { const char *fixture; int chunk, tails[3]; } cases[] = {
+      {"mamba1_tiny", 16, {2, 5, 15}},  {"jamba_tiny", 16, {2, 5, 15}},
+      {"mamba2_tiny", 16, {2, 5, 15}},  {"lfm2_tiny", 16, {2, 5, 15}},
+      {"recurrent_gemma_tiny", 16, {2, 5, 15}}, {"mamba1_tiny", 64, {5, 40, 63}},
+      {"jamba_tiny", 64, {5, 40, 63}},
+  };
+  for (size_t f = 0; f < sizeof cases / sizeof *cases; f++) {
+    int chunk = cases[f].chunk;
+    ssm_bundle *b = compile(cases[f].fixture, chunk);
+    CU_ASSERT(ssm_bundle_manifest(b)->prefill.any_count);
+    ssm_backend *be = open_vk(b, cases[f].fixture);
+    CU_ASSERT_EQUAL(be->any_count, 1);
+    size_t V = (size_t)be->vocab, rows = (size_t)2 * (size_t)chunk + 1;
+    float *chunked = malloc(sizeof(float) * V * rows), *single = malloc(sizeof(float) * V * rows);
+    int32_t *toks = malloc(sizeof(int32_t) * rows);
+    for (int t = 0; t < 3; t++) {
+      int tail = cases[f].tails[t], n = chunk + tail;
+      for (int i = 0; i <= n; i++) toks[i] = (int32_t)((i * 37 + 11) % (int)V);
+      SSM_ASSERT_OK(ssm_backend_reset(be));
+      for (size_t i = 0; i < V * rows; i++) chunked[i] = 12345.0f; /* not a logit */
+      SSM_ASSERT_OK(ssm_backend_run(be, toks, chunk, chunked));
+      SSM_ASSERT_OK(ssm_backend_run(be, toks + chunk, tail, chunked + (size_t)chunk * V));
+      CU_ASSERT_EQUAL(be->position, n);
+      CU_ASSERT_EQUAL(chunked[(size_t)n * V], 12345.0f); /* the row after the run's */
+      SSM_ASSERT_OK(ssm_backend_run(be, toks + n, 1, chunked + (size_t)n * V));
+      SSM_ASSERT_OK(ssm_backend_reset(be));
+      for (int i = 0; i <= n; i++) SSM_ASSERT_OK(ssm_backend_run(be, toks + i, 1, single + (size_t)i * V));
+      double big = 0, diff = 0;
+      for (size_t i = 0; i < (size_t)(n + 1) * V; i++) {
+        big = fmax(big, fabs(single[i]));
+        diff = fmax(diff, fabs((double)chunked[i] - single[i]));
+      }
+      fprintf(stderr, "\n  %s: %d + %d tokens, then one: max |d| %.2e of max |logit| %.3g",
+              cases[f].fixture, chunk, tail, diff, big);
+      CU_ASSERT(big > 0 && diff <= 1e-4 * big);
+    }
+    free(chunked);
+    free(single);
+    free(toks);
+    ssm_backend_close(be);
+  }
+}
+
 static void test_profile(void) {
   ssm_bundle *b = compile("jamba_tiny", 4);
   const ssm_manifest *m = ssm_bundle_manifest(b);
@@ -601,6 +659,7 @@ int main(void) {
                          {"doubling_chain_compiles", test_doubling_chain_compiles},
                          {"compile_time_linear", test_compile_time_linear},
                          {"prompt_without_logits", test_prompt_without_logits},
+                         {"partial_runs", test_partial_runs},
                          {"profile", test_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);

@@ -248,7 +248,8 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
   }
   if (!s) {
     ssm_vk_kernel_desc d = {.name = kc->label, .spirv = words, .words = nwords,
-                            .n_bindings = kern.nbindings};
+                            .n_bindings = kern.nbindings,
+                            .push_bytes = kern.run_count ? SSM_CG_RUN_PUSH_BYTES : 0};
     s = ssm_vk_kernel_create_desc(g_vk, &d, &k);
   }
   for (int b = 0; !s && b < kern.nbindings; b++) {
@@ -272,8 +273,9 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
     binds[b] = (ssm_vk_binding){bufs[b], 0, 0};
   }
   if (!s) s = ssm_vk_program_create(g_vk, &p);
-  if (!s) s = ssm_vk_program_add_dispatch(p, k, binds, NULL, kern.groups[0], kern.groups[1],
-                                          kern.groups[2]);
+  uint32_t run_tokens = (uint32_t)kc->ntokens; /* a whole run (kernels with run_count) */
+  if (!s) s = ssm_vk_program_add_dispatch(p, k, binds, kern.run_count ? &run_tokens : NULL,
+                                          kern.groups[0], kern.groups[1], kern.groups[2]);
   if (!s) s = ssm_vk_program_end(p);
   size_t count = (size_t)ssm_type_numel(&n->result->type);
   int32_t *ints = malloc(count * 4);
@@ -845,7 +847,8 @@ static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const fl
       return 0;
     }
     CU_ASSERT_EQUAL_FATAL(kern.nbindings, 3);
-    ssm_vk_kernel_desc d = {.name = label, .spirv = words, .words = nwords, .n_bindings = 3};
+    ssm_vk_kernel_desc d = {.name = label, .spirv = words, .words = nwords, .n_bindings = 3,
+                            .push_bytes = kern.run_count ? SSM_CG_RUN_PUSH_BYTES : 0};
     s = ssm_vk_kernel_create_desc(g_vk, &d, &t->k);
   }
   free(words);
@@ -859,7 +862,8 @@ static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const fl
     binds[b] = (ssm_vk_binding){t->bufs[b], 0, 0};
   }
   if (!s) s = ssm_vk_program_create(g_vk, &t->p);
-  if (!s) s = ssm_vk_program_add_dispatch(t->p, t->k, binds, NULL, 1, 1, 1);
+  uint32_t whole = UINT32_MAX; /* the run count of a whole run: min(n, T) = T */
+  if (!s) s = ssm_vk_program_add_dispatch(t->p, t->k, binds, kern.run_count ? &whole : NULL, 1, 1, 1);
   if (!s) s = ssm_vk_program_end(t->p);
   SSM_ASSERT_OK(s);
   CU_ASSERT_EQUAL(kern.bind[0], t->n->result);

@@ -45,7 +45,8 @@ typedef struct ssm_step_time {
 typedef struct {
   const char *name; /* "cpu", "vulkan" */
   void (*close)(ssm_backend *b);
-  /* Feeds `count` tokens (1 or b->chunk; the CPU takes any count) at
+  /* Feeds `count` tokens (1 or b->chunk, or up to b->chunk with
+   * b->any_count; the CPU takes any count) at
    * b->position and advances it; copies count*vocab logits to `logits`
    * unless it is NULL (then the backend may skip what only makes them).
    * Ids out of range and runs past max_seq are refused before anything
@@ -94,6 +95,7 @@ struct ssm_backend {
   const ssm_backend_ops *ops;
   int64_t vocab;
   int chunk;            /* the tokens of a prefill run */
+  int any_count;        /* runs may also take 2..chunk-1 tokens */
   int64_t position;     /* tokens fed since the last reset */
   int64_t max_seq;      /* positions a KV cache holds; 0: no bound */
   int64_t eos;          /* the model's end-of-text id, or -1 */

@@ -40,6 +40,7 @@ typedef struct {
   ssm_vk *vk;
   ssm_vk_buffer *buffers[SSM_BUNDLE_MAX_BUFFERS];
   ssm_vk_kernel **kernels;
+  unsigned char *counted; /* per kernel: gets the run's token count (record_steps) */
   ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*) */
   ssm_vk_buffer *out; /* host-visible: logits rows (run: rows 0..; generate: half*GEN_BATCH + step) */
   size_t chunk_words;
@@ -117,6 +118,12 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
  * gemm (README, "Prefill"). */
 static ssm_status load_kernels(vk_backend *v) {
   v->kernels = ssm_xcalloc((size_t)v->m->nkernels + 1, sizeof *v->kernels);
+  /* the prefill program's kernels take the run's token count (those that
+   * need it read it); the others get no push constant, so that decode
+   * records none (lavapipe's memory grows with every push it replays) */
+  v->counted = ssm_xcalloc((size_t)v->m->nkernels + 1, 1);
+  for (int i = 0; v->m->prefill.any_count && i < v->m->prefill.nsteps; i++)
+    v->counted[v->m->prefill.steps[i].kernel] = 1;
   _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
   uint32_t window_words = (uint32_t)(v->window / 4);
   const char *env = getenv("SSM_VK_COOPMAT");
@@ -127,7 +134,8 @@ static ssm_status load_kernels(vk_backend *v) {
     ssm_blob spirv = coop && k->spirv_coop.size ? k->spirv_coop : k->spirv;
     ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, spirv),
                             .words = (size_t)spirv.size / 4, .n_bindings = n,
-                            .spec_values = &window_words, .n_spec = n > k->nbindings};
+                            .spec_values = &window_words, .n_spec = n > k->nbindings,
+                            .push_bytes = v->counted[i] ? SSM_CG_RUN_PUSH_BYTES : 0};
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->kernels[i]));
   }
   return NULL;
@@ -233,13 +241,16 @@ static ssm_status fit_bindings(vk_backend *v) {
   return NULL;
 }
 
-/* Appends the dispatches of program `p` to `prog`. */
-/* Records the first `nsteps` steps of p. */
-static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nsteps,
-                               ssm_vk_program *prog) {
+/* The dispatches of p's first nsteps steps but those of kernel template
+ * `skip` (NULL: none); with a bundle whose prefill runs may take fewer
+ * tokens, the prefill program's kernels get `count` (the run's tokens) as
+ * their push constant (load_kernels). */
+static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int nsteps,
+                                   uint32_t count, const char *skip, ssm_vk_program *prog) {
   size_t align = ssm_vk_storage_alignment(v->vk);
   for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
+    if (skip && !strcmp(v->m->kernels[st->kernel].family, skip)) continue;
     ssm_vk_binding vb[SSM_CG_GLSL_MAX_BINDINGS];
     int extra = st->nbindings;
     for (int b = 0; b < st->nbindings; b++) {
@@ -267,10 +278,16 @@ static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nstep
       }
     }
     if (st->barrier) ssm_vk_program_add_barrier(prog);
-    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, NULL, st->groups[0],
+    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb,
+                                        v->counted[st->kernel] ? &count : NULL, st->groups[0],
                                         st->groups[1], st->groups[2]));
   }
   return NULL;
+}
+
+static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nsteps,
+                               uint32_t count, ssm_vk_program *prog) {
+  return record_steps_but(v, p, nsteps, count, NULL, prog);
 }
 
 static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs,
@@ -278,22 +295,37 @@ static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs
   return ssm_vk_program_add_copy(p, src, src_ofs, dst, dst_ofs, bytes);
 }
 
-/* run[prefill][logits]: io's tokens (and position) in, the steps, the
- * logits out; without logits, only the steps that update the state. */
-static ssm_status record_run(vk_backend *v, int prefill, int logits) {
+/* A run of `count` tokens of the prefill (or decode) program into `out`:
+ * io's tokens (and position) in, the steps, the count rows of logits out;
+ * without logits, only the steps that update the state. */
+static ssm_status record_count(vk_backend *v, int prefill, int logits, int count,
+                               ssm_vk_program **out) {
   const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
-  ssm_vk_program **out = &v->run[prefill][logits];
-  if (*out) return NULL;
   SSM_TRY(ssm_vk_program_create(v->vk, out));
   SSM_TRY(add_copy(*out, v->io, 0, v->buffers[p->tokens_in.buffer], (size_t)p->tokens_in.offset,
                    (size_t)p->tokens_in.bytes));
   if (p->has_pos)
     SSM_TRY(add_copy(*out, v->io, IO_POS(v) * 4, v->buffers[p->pos.buffer], (size_t)p->pos.offset, 4));
-  SSM_TRY(record_steps(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p), *out));
+  /* a run feeds tokens and does not draw: the sampler's step counts
+   * generated tokens only, however a prompt was split into runs */
+  SSM_TRY(record_steps_but(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p),
+                           (uint32_t)count, "sample", *out));
   if (logits)
     SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset, v->out, 0,
-                     (size_t)p->output.bytes));
+                     (size_t)p->output.bytes / (size_t)p->tokens * (size_t)count));
   return ssm_vk_program_end(*out);
+}
+
+/* run[prefill][logits]: a whole run of the program, recorded once. */
+static ssm_status record_run(vk_backend *v, int prefill, int logits) {
+  if (v->run[prefill][logits]) return NULL;
+  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  ssm_status s = record_count(v, prefill, logits, p->tokens, &v->run[prefill][logits]);
+  if (s) { /* not kept half-recorded */
+    ssm_vk_program_destroy(v->vk, v->run[prefill][logits]);
+    v->run[prefill][logits] = NULL;
+  }
+  return s;
 }
 
 /* gen[batch][h][logits]: the state buffers copied aside into backup[h],
@@ -313,7 +345,7 @@ static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
     if (d->has_pos)
       SSM_TRY(add_copy(*p, v->io, IO_GEN_POS(v, h, j) * 4, v->buffers[d->pos.buffer],
                        (size_t)d->pos.offset, 4));
-    SSM_TRY(record_steps(v, d, d->nsteps, *p));
+    SSM_TRY(record_steps(v, d, d->nsteps, 1, *p));
     SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->buffers[d->tokens_in.buffer],
                      (size_t)d->tokens_in.offset, 4));
     SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->io, IO_GEN_ID(v, h, j) * 4, 4));
@@ -409,18 +441,31 @@ static ssm_status vk_run(ssm_backend *b, const int32_t *tokens, int count, float
   vk_backend *v = (vk_backend *)b;
   int prefill = count != 1;
   const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
-  if (prefill && count != b->chunk)
-    return ssm_status_new(SSM_ERR_INVALID, "%s: runs take 1 or %d tokens, not %d",
+  int whole = !prefill || count == b->chunk;
+  if (prefill && (count < 1 || count > b->chunk || (!whole && !b->any_count)))
+    return ssm_status_new(SSM_ERR_INVALID, b->any_count ? "%s: runs take 1 to %d tokens, not %d"
+                                                        : "%s: runs take 1 or %d tokens, not %d",
                           ssm_bundle_name(v->bundle), b->chunk, count);
   SSM_TRY(check_tokens(b, tokens, count));
   if (p->has_pos) SSM_TRY(ssm_backend_check_room(b, count));
-  SSM_TRY(record_run(v, prefill, logits != NULL));
-  int32_t *io = ssm_vk_buffer_map(v->io);
-  memcpy(io, tokens, sizeof *tokens * (size_t)count);
-  io[IO_POS(v)] = (int32_t)b->position;
-  SSM_TRY(ssm_vk_program_run(v->vk, v->run[prefill][logits != NULL]));
+  /* a part of a chunk: a program recorded for its count, used once */
+  ssm_vk_program *part = NULL;
+  if (whole) SSM_TRY(record_run(v, prefill, logits != NULL));
+  ssm_status s = whole ? NULL : record_count(v, prefill, logits != NULL, count, &part);
+  if (!s) {
+    int32_t *io = ssm_vk_buffer_map(v->io);
+    memcpy(io, tokens, sizeof *tokens * (size_t)count);
+    /* the ids past count are read (valid ids) but change nothing kept */
+    memset(io + count, 0, sizeof *io * (size_t)(p->tokens - count));
+    io[IO_POS(v)] = (int32_t)b->position;
+    s = ssm_vk_program_run(v->vk, whole ? v->run[prefill][logits != NULL] : part);
+  }
+  ssm_vk_program_destroy(v->vk, part);
+  SSM_TRY(s);
   b->position += count;
-  if (logits) memcpy(logits, ssm_vk_buffer_map(v->out), (size_t)p->output.bytes);
+  if (logits)
+    memcpy(logits, ssm_vk_buffer_map(v->out),
+           (size_t)p->output.bytes / (size_t)p->tokens * (size_t)count);
   return NULL;
 }
 
@@ -622,7 +667,7 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
   if (!v->timed[prefill]) {
     SSM_TRY(ssm_vk_program_create(v->vk, &v->timed[prefill]));
     SSM_TRY(ssm_vk_program_profile(v->timed[prefill]));
-    SSM_TRY(record_steps(v, p, nsteps, v->timed[prefill]));
+    SSM_TRY(record_steps(v, p, nsteps, (uint32_t)p->tokens, v->timed[prefill]));
     SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
   }
   int32_t *tokens = ssm_xcalloc((size_t)p->tokens, sizeof *tokens);
@@ -677,6 +722,7 @@ static void vk_close(ssm_backend *b) {
     ssm_vk_close(v->vk);
   }
   free(v->kernels);
+  free(v->counted);
   free(v->states);
   ssm_bundle_close(v->bundle);
   free(v);
@@ -696,6 +742,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   ssm_backend *b = &v->base;
   const ssm_manifest *m = v->m;
   *b = (ssm_backend){.ops = &vk_ops, .vocab = m->vocab, .chunk = m->prefill.tokens,
+                     .any_count = m->prefill.any_count,
                      .max_seq = m->max_seq, .eos = m->eos, .arch = m->architecture,
                      .weight_bytes = ssm_manifest_weight_bytes(m), .dtype = m->dtype,
                      .nstates = m->nstates};

@@ -284,6 +284,10 @@ export class Runtime {
     device.queue.writeBuffer(this.uniform, 0, all);
     this.bindGroupCount = groups.size;
     this.decodeSteps = dispatches.slice(0, m.decode.steps.length);
+    // a run feeds tokens and does not draw: the sampler's step counts
+    // generated tokens only, however the prompt was fed (as the Vulkan
+    // runtime, whose prompts end in a run of any length)
+    this.runDecodeSteps = this.decodeSteps.filter((d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample');
     this.prefillSteps = dispatches.slice(m.decode.steps.length);
     // host-visible readback: logits of one run, and the ring of drawn ids
     const maxOut = Math.max(m.decode.output.bytes, m.prefill.output.bytes);
@@ -359,7 +363,7 @@ export class Runtime {
     this.#write(p.tokensIn, Int32Array.from(tokens));
     if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
     const enc = this.device.createCommandEncoder();
-    this.#encode(enc, count === 1 ? this.decodeSteps : this.prefillSteps);
+    this.#encode(enc, count === 1 ? this.runDecodeSteps : this.prefillSteps);
     if (wantLogits) enc.copyBufferToBuffer(this.buffers[p.output.buffer], p.output.offset, this.logitsRead, 0, p.output.bytes);
     this.device.queue.submit([enc.finish()]);
     this.position += count;
