@@ -316,6 +316,45 @@ static ssm_status program_io(compiler *c, ssm_graph *g, ssm_mf_program *p) {
   return NULL;
 }
 
+/* Whether the graph's T tokens meet only in the ops that carry state over
+ * time (scan, conv1d_causal, attention), so that a run may stop after its
+ * first n: every value computed from the tokens is token-major ([T, ...]),
+ * and no op mixes its rows (reduce, concat and slice not along axis 0, a
+ * transpose keeping axis 0 first, a matmul whose weight does not depend on
+ * the tokens, no sampler). Values made from states and weights alone are
+ * the same whatever n is. */
+static int rows_independent(ssm_graph *g, int64_t T) {
+  ssm_graph_number(g);
+  unsigned char *dep = calloc((size_t)g->nvalues + 1, 1);
+  if (!dep) return 0;
+  int ok = 1;
+  for (ssm_node *n = g->first; n && ok; n = n->next) {
+    if (!n->result) continue;
+    int d = n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens");
+    for (int i = 0; i < n->nargs; i++) d |= dep[n->args[i]->id];
+    dep[n->result->id] = (unsigned char)d;
+    if (!d) continue;
+    const ssm_type *t = &n->result->type;
+    if (t->rank < 1 || t->dims[0] != T) ok = 0;
+    switch (n->op) {
+      case SSM_OP_REDUCE:
+      case SSM_OP_CONCAT:
+      case SSM_OP_SLICE: ok &= ssm_node_int(n, "axis", 0) != 0; break;
+      case SSM_OP_TRANSPOSE: {
+        const ssm_attr *perm = ssm_node_attr(n, "perm");
+        ok &= perm && perm->n > 0 && perm->ints[0] == 0;
+        break;
+      }
+      case SSM_OP_MATMUL:
+      case SSM_OP_MATMUL_SEL: ok &= !dep[n->args[1]->id]; break;
+      case SSM_OP_SAMPLE: ok = 0; break;
+      default: break;
+    }
+  }
+  free(dep);
+  return ok;
+}
+
 /* Runs the passes on one graph and makes it a program: one dispatch per
  * fused group, in order. */
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
@@ -334,7 +373,7 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
   char *stage = ssm_arena_printf(a, "compiling %s", name);
   /* a run may take fewer tokens than the program's when every kernel that
    * writes state does only the first count tokens' work (codegen.h) */
-  int any_count = p->tokens > 1;
+  int any_count = p->tokens > 1 && rows_independent(g, p->tokens);
   for (int i = 0; i < ng && !s; i++) {
     ssm_cg_kernel k;
     if ((s = ssm_progress_report(&o->progress, stage, (uint64_t)i, (uint64_t)ng))) break;

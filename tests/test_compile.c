@@ -620,6 +620,38 @@ static void test_partial_runs(void) {
   }
 }
 
+/* A model whose tokens meet outside scan, conv and attention (here a mean
+ * over the tokens added to every row) gets no any_count: its prompts end
+ * token by token through decode, and a part of a chunk is refused. */
+static void test_rows_that_mix_take_whole_chunks(void) {
+  char *yaml = NULL;
+  size_t n = 0;
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path("models/mamba1.yaml"), 1 << 20, &yaml, &n));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(yaml);
+  const char *at = "  - x = rmsnorm(x, norm_f, eps=eps)";
+  char *cut = strstr(yaml, at);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cut);
+  char *mixed = malloc(n + 100);
+  snprintf(mixed, n + 100, "%.*s  - x = add(x, reduce(x, kind=mean, axis=0))\n%s", (int)(cut - yaml),
+           yaml, cut);
+  const char *path = ssm_test_write("mixed.yaml", mixed, strlen(mixed));
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(path, ssm_test_path("tests/data/mamba1_tiny/config.json"), &m));
+  ssm_compile_opts o = {.prefill_tokens = 4};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  ssm_model_close(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_FALSE(ssm_bundle_manifest(b)->prefill.any_count);
+  ssm_backend *be = open_vk(b, "mamba1_tiny");
+  CU_ASSERT_EQUAL(be->any_count, 0);
+  int32_t toks[3] = {1, 2, 3};
+  SSM_ASSERT_ERR(ssm_backend_run(be, toks, 3, NULL), "runs take 1 or 4 tokens, not 3");
+  ssm_backend_close(be);
+  free(mixed);
+  free(yaml);
+}
+
 static void test_profile(void) {
   ssm_bundle *b = compile("jamba_tiny", 4);
   const ssm_manifest *m = ssm_bundle_manifest(b);
@@ -660,6 +692,7 @@ int main(void) {
                          {"compile_time_linear", test_compile_time_linear},
                          {"prompt_without_logits", test_prompt_without_logits},
                          {"partial_runs", test_partial_runs},
+                         {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
                          {"profile", test_profile},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
