@@ -46,8 +46,9 @@ typedef struct {
   const char *name; /* "cpu", "vulkan" */
   void (*close)(ssm_backend *b);
   /* Feeds `count` tokens (1 or b->chunk, or up to b->chunk with
-   * b->any_count; the CPU takes any count) at
-   * b->position and advances it; copies count*vocab logits to `logits`
+   * b->any_count; the CPU takes any count, but builds and keeps a graph
+   * per count, so it does not set any_count and prompts end token by
+   * token there) at b->position and advances it; copies count*vocab logits to `logits`
    * unless it is NULL (then the backend may skip what only makes them).
    * Ids out of range and runs past max_seq are refused before anything
    * runs. */

@@ -241,7 +241,7 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   c->model = model;
   c->dtype = dtype;
   ssm_backend *b = &c->base;
-  *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .any_count = 1, .eos = ssm_model_eos(model),
+  *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .eos = ssm_model_eos(model),
                      .arch = ssm_model_arch(model), .device = "cpu", .dtype = dtype};
   ssm_graph *decode = NULL;
   ssm_status s = NULL;
