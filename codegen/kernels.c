@@ -536,24 +536,26 @@ static int64_t program_tokens(const ssm_graph *g) {
  * constant (SSM_CG_RUN_PUSH_BYTES) and runs min(n, T) steps, so that a run
  * of fewer tokens than the program's leaves the state as those tokens
  * alone would; otherwise NT is T. */
+#define RUN_DECL "layout(push_constant) uniform Run { uint n; } run;"
+
+/* Whether the kernel reads the run's count for an axis of T steps (a GLSL
+ * kernel of a program of T > 1 tokens per run); marks it when so. */
+static int reads_count(gctx *c, int64_t T) {
+  int yes = !is_wgsl(c) && T > 1 && T == program_tokens(c->g);
+  c->counted |= yes;
+  return yes;
+}
+
 static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
   size_t n = 0;
   while (kv[n]) n += 2;
   SSM_ASSERT(n + 5 <= cap);
-  kv += n;
-  if (!is_wgsl(c) && T > 1 && T == program_tokens(c->g)) {
-    c->counted = 1;
-    *kv++ = "NT";
-    *kv++ = ssm_arena_printf(c->a, "min(run.n, %lldu)", (long long)T);
-    *kv++ = "RUN";
-    *kv++ = "layout(push_constant) uniform Run { uint n; } run;";
-  } else {
-    *kv++ = "NT";
-    *kv++ = ssm_arena_printf(c->a, "%lldu", (long long)T);
-    *kv++ = "RUN";
-    *kv++ = "";
-  }
-  *kv = NULL;
+  int yes = reads_count(c, T);
+  kv[n++] = "NT";
+  kv[n++] = ssm_arena_printf(c->a, yes ? "min(run.n, %lldu)" : "%lldu", (long long)T);
+  kv[n++] = "RUN";
+  kv[n++] = yes ? RUN_DECL : "";
+  kv[n] = NULL;
 }
 
 /* Matmuls of at most this many rows (decode) get the gemv kernel; of more
@@ -678,12 +680,11 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   /* with the run's token count: the rows of its tokens, when the program's
    * tokens T cover the rows evenly (x is [T, ..., K]) */
   int64_t T = program_tokens(c->g);
-  int counted = !is_wgsl(c) && T > 1 && M % T == 0;
-  c->counted |= counted;
+  int counted = T > 1 && M % T == 0 && reads_count(c, T);
   const char *live = counted ? ssm_arena_printf(c->a, "min(run.n, %lldu) * %lldu", (long long)T,
                                                 (long long)(M / T))
                              : ssm_arena_printf(c->a, "%lldu", (long long)M);
-  const char *run = counted ? "layout(push_constant) uniform Run { uint n; } run;" : "";
+  const char *run = counted ? RUN_DECL : "";
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
                       "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,

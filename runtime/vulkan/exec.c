@@ -295,6 +295,11 @@ static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs
   return ssm_vk_program_add_copy(p, src, src_ofs, dst, dst_ofs, bytes);
 }
 
+/* The bytes of `count` rows of p's logits. */
+static size_t rows_bytes(const ssm_mf_program *p, int count) {
+  return (size_t)p->output.bytes / (size_t)p->tokens * (size_t)count;
+}
+
 /* A run of `count` tokens of the prefill (or decode) program into `out`:
  * io's tokens (and position) in, the steps, the count rows of logits out;
  * without logits, only the steps that update the state. */
@@ -312,7 +317,7 @@ static ssm_status record_count(vk_backend *v, int prefill, int logits, int count
                            (uint32_t)count, "sample", *out));
   if (logits)
     SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset, v->out, 0,
-                     (size_t)p->output.bytes / (size_t)p->tokens * (size_t)count));
+                     rows_bytes(p, count)));
   return ssm_vk_program_end(*out);
 }
 
@@ -463,9 +468,7 @@ static ssm_status vk_run(ssm_backend *b, const int32_t *tokens, int count, float
   ssm_vk_program_destroy(v->vk, part);
   SSM_TRY(s);
   b->position += count;
-  if (logits)
-    memcpy(logits, ssm_vk_buffer_map(v->out),
-           (size_t)p->output.bytes / (size_t)p->tokens * (size_t)count);
+  if (logits) memcpy(logits, ssm_vk_buffer_map(v->out), rows_bytes(p, count));
   return NULL;
 }
 
