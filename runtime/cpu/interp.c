@@ -6,7 +6,11 @@
  * double arithmetic inside each element and double accumulation in every
  * sum. A run numbers the graph, gives each value one buffer of 4-byte
  * elements (float, or int32_t for i32 values), walks the nodes in order and
- * frees each buffer after its last use.
+ * gives each buffer back after its last use. Buffers given back are kept as
+ * spares and taken again, zeroed, by the next value of the same size (a
+ * decode step of a small model makes a few hundred of them, and a fresh
+ * calloc for each was most of what a served request allocated); a spare that
+ * two runs in a row did not take is freed.
  *
  * The interpreter object keeps what outlives a run: weights converted to f32
  * (read on first use, keyed by name, transform and declared type) and state
@@ -32,11 +36,22 @@ typedef struct {
 
 typedef SSM_VEC(cpu_tensor) cpu_tensor_list;
 
+/* A run's buffer given back: `bytes` long, last given back by run `run`. */
+typedef struct {
+  void *data;
+  size_t bytes;
+  uint64_t run;
+} cpu_spare;
+
+typedef SSM_VEC(cpu_spare) cpu_spare_list;
+
 struct ssm_cpu {
   const ssm_st *weights;
   cpu_tensor_list weight_cache;
   cpu_tensor_list states;
   int64_t position; /* tokens run since the last reset: the next run's input "pos" */
+  cpu_spare_list spares;
+  uint64_t runs; /* runs started: stamps the spares */
 };
 
 /* ---- persistent tensors -------------------------------------------------- */
@@ -78,6 +93,8 @@ void ssm_cpu_destroy(ssm_cpu *c) {
   if (!c) return;
   tensor_list_free(&c->weight_cache);
   tensor_list_free(&c->states);
+  for (size_t i = 0; i < c->spares.n; i++) free(c->spares.items[i].data);
+  ssm_vec_free(&c->spares);
   free(c);
 }
 
@@ -185,6 +202,35 @@ ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, flo
 }
 
 /* ---- a run's buffers ------------------------------------------------------ */
+
+static size_t elems_bytes(int64_t count) { return (size_t)(count ? count : 1) * 4; }
+
+/* Zeroed storage for `count` elements: a spare of that size, or fresh. */
+static ssm_status take_elems(ssm_cpu *c, int64_t count, void **out) {
+  for (size_t i = 0; count >= 0 && i < c->spares.n; i++)
+    if (c->spares.items[i].bytes == elems_bytes(count)) {
+      *out = c->spares.items[i].data;
+      c->spares.items[i] = c->spares.items[--c->spares.n];
+      memset(*out, 0, elems_bytes(count));
+      return NULL;
+    }
+  return alloc_elems(count, out);
+}
+
+static void give_elems(ssm_cpu *c, void *data, int64_t count) {
+  ssm_vec_push(&c->spares, ((cpu_spare){data, elems_bytes(count), c->runs}));
+}
+
+/* Frees the spares that neither this run nor the one before took. */
+static void drop_stale_spares(ssm_cpu *c) {
+  for (size_t i = 0; i < c->spares.n;)
+    if (c->spares.items[i].run + 1 < c->runs) {
+      free(c->spares.items[i].data);
+      c->spares.items[i] = c->spares.items[--c->spares.n];
+    } else {
+      i++;
+    }
+}
 
 typedef struct {
   void *data;
@@ -916,7 +962,7 @@ static ssm_status bind_result(const cpu_run *r, const ssm_node *n) {
   }
   if (n->op == SSM_OP_STATE) return state_get(r->c, n, &b->data);
   b->owned = 1;
-  return alloc_elems(numel(n->result), &b->data);
+  return take_elems(r->c, numel(n->result), &b->data);
 }
 
 static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
@@ -1008,6 +1054,7 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
   cpu_run r = {c, tokens, output, nouts, outs, counts, ssm_xcalloc(nvalues, sizeof(cpu_buf))};
   int *last_use = ssm_xcalloc(nvalues, sizeof(int));
   ssm_status s = NULL;
+  c->runs++;
 
   int step = 0;
   for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
@@ -1020,13 +1067,15 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
     for (int i = 0; i < n->nargs; i++) {
       cpu_buf *b = &r.bufs[n->args[i]->id];
       if (last_use[n->args[i]->id] == step && b->owned) {
-        free(b->data);
+        give_elems(c, b->data, numel(n->args[i]));
         *b = (cpu_buf){0};
       }
     }
   }
-  for (size_t i = 0; i < nvalues; i++)
-    if (r.bufs[i].owned) free(r.bufs[i].data);
+  for (const ssm_node *n = g->first; n; n = n->next)
+    if (n->result && r.bufs[n->result->id].owned)
+      give_elems(c, r.bufs[n->result->id].data, numel(n->result));
+  drop_stale_spares(c);
   free(r.bufs);
   free(last_use);
   if (!s) c->position += count;
