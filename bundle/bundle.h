@@ -25,7 +25,7 @@
 #include "codegen/codegen.h"
 #include "frontend/frontend.h"
 
-#define SSM_BUNDLE_VERSION 3
+#define SSM_BUNDLE_VERSION 4
 #define SSM_BUNDLE_MAX_BUFFERS 64
 #define SSM_BUNDLE_MAX_BINDINGS SSM_CG_MAX_BINDINGS
 

@@ -79,8 +79,9 @@ typedef struct {
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
   unsigned glsl_vec4; /* GLSL: bit i when tensor i is also read through a uvec4 view */
-  /* GLSL: the kernel reads the run's token count n (a u32 push constant of
-   * SSM_CG_RUN_PUSH_BYTES) and does only the work of the first min(n, T)
+  /* the kernel reads the run's token count n (GLSL: a u32 push constant of
+   * SSM_CG_RUN_PUSH_BYTES; WGSL: n.x of the per-dispatch uniform, after the
+   * offsets) and does only the work of the first min(n, T)
    * tokens of its program's T; the other kernels of a run of n < T tokens
    * compute rows no one reads */
   int run_count;

@@ -52,7 +52,7 @@ typedef struct {
   unsigned access[SSM_CG_MAX_BINDINGS];
   int nslots;
   unsigned vec4; /* GLSL: bindings also read through a uvec4 view (bit i) */
-  int counted;   /* GLSL: reads the run's token count (run_count) */
+  int counted;   /* reads the run's token count (run_count) */
   ssm_status err;
 } gctx;
 
@@ -452,8 +452,9 @@ static const char *buffers_decl(gctx *c) {
                       : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
                       : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
     _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
-    ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch\n"
-                  "struct SsmOffsets { o: array<vec4<u32>, %d> }\n"
+    ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch, and\n"
+                  "// the run's token count (n.x; kernels of a prefill program read it)\n"
+                  "struct SsmOffsets { o: array<vec4<u32>, %d>, n: vec4<u32> }\n"
                   "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
                   SSM_CG_MAX_BINDINGS / 4);
     return sb_take(&b, c->a);
@@ -531,19 +532,25 @@ static int64_t program_tokens(const ssm_graph *g) {
 }
 
 /* The knobs NT and RUN of a kernel that carries something over time (or
- * only writes rows per token) along an axis of T steps: a GLSL kernel of a
- * program of T > 1 tokens per run reads the run's token count n from a push
- * constant (SSM_CG_RUN_PUSH_BYTES) and runs min(n, T) steps, so that a run
- * of fewer tokens than the program's leaves the state as those tokens
- * alone would; otherwise NT is T. */
+ * only writes rows per token) along an axis of T steps: a kernel of a
+ * program of T > 1 tokens per run reads the run's token count n (GLSL: a
+ * push constant of SSM_CG_RUN_PUSH_BYTES; WGSL: the word after the offsets
+ * in the per-dispatch uniform) and runs min(n, T) steps, so that a run of
+ * fewer tokens than the program's leaves the state as those tokens alone
+ * would; otherwise NT is T. */
 #define RUN_DECL "layout(push_constant) uniform Run { uint n; } run;"
 
-/* Whether the kernel reads the run's count for an axis of T steps (a GLSL
- * kernel of a program of T > 1 tokens per run); marks it when so. */
+/* Whether the kernel reads the run's count for an axis of T steps (a kernel
+ * of a program of T > 1 tokens per run); marks it when so. */
 static int reads_count(gctx *c, int64_t T) {
-  int yes = !is_wgsl(c) && T > 1 && T == program_tokens(c->g);
+  int yes = T > 1 && T == program_tokens(c->g);
   c->counted |= yes;
   return yes;
+}
+
+/* min(n, T) for a kernel that reads the run's count n */
+static const char *run_min(gctx *c, int64_t T) {
+  return ssm_arena_printf(c->a, "min(%s, %lldu)", LANG(c, "run.n", "ssm_u.n.x"), (long long)T);
 }
 
 static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
@@ -552,9 +559,9 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
   SSM_ASSERT(n + 5 <= cap);
   int yes = reads_count(c, T);
   kv[n++] = "NT";
-  kv[n++] = ssm_arena_printf(c->a, yes ? "min(run.n, %lldu)" : "%lldu", (long long)T);
+  kv[n++] = yes ? run_min(c, T) : ssm_arena_printf(c->a, "%lldu", (long long)T);
   kv[n++] = "RUN";
-  kv[n++] = yes ? RUN_DECL : "";
+  kv[n++] = yes && !is_wgsl(c) ? RUN_DECL : "";
   kv[n] = NULL;
 }
 
@@ -681,10 +688,9 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
    * tokens T cover the rows evenly (x is [T, ..., K]) */
   int64_t T = program_tokens(c->g);
   int counted = T > 1 && M % T == 0 && reads_count(c, T);
-  const char *live = counted ? ssm_arena_printf(c->a, "min(run.n, %lldu) * %lldu", (long long)T,
-                                                (long long)(M / T))
+  const char *live = counted ? ssm_arena_printf(c->a, "%s * %lldu", run_min(c, T), (long long)(M / T))
                              : ssm_arena_printf(c->a, "%lldu", (long long)M);
-  const char *run = counted ? RUN_DECL : "";
+  const char *run = counted && !is_wgsl(c) ? RUN_DECL : "";
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
                       "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
@@ -1368,7 +1374,7 @@ static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
   c.lang = SSM_LANG_WGSL;
   SSM_TRY(generate(&c, &w));
   SSM_ASSERT(w.nbindings == out->nbindings && !memcmp(w.bind, out->bind, sizeof w.bind) &&
-             !memcmp(w.groups, out->groups, sizeof w.groups));
+             !memcmp(w.groups, out->groups, sizeof w.groups) && w.run_count == out->run_count);
   out->wgsl = w.wgsl;
   out->nslots = w.nslots;
   memcpy(out->slot, w.slot, sizeof out->slot);

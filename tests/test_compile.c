@@ -12,6 +12,10 @@
 #include "runtime/vulkan/vulkan.h"
 #include "testutil.h"
 
+/* the bundle format version as the manifest writes it */
+#define VERSION_TEXT_(v) #v
+#define VERSION_TEXT(v) VERSION_TEXT_(v)
+
 /* Fixture `name` compiled with prefill chunk `chunk` (in memory). */
 static ssm_bundle *compile(const char *name, int chunk) {
   char dir[512];
@@ -336,7 +340,7 @@ static void test_manifest_refuses_lies(void) {
       {"\"groups\":[1,1,1]", "\"groups\":[1,1,70000]", "programs.decode.steps[0].groups is not an integer"},
       {"\"groups\":[1,1,1]", "\"groups\":[1,1]", "groups is not three workgroup counts"},
       {"\"bindings\":[[", "\"bindings\":[[1,0,256],[", "does not give one region per binding"},
-      {"\"ssmb\":3", "\"ssmb\":1", "ssmb differs from the version in the header"},
+      {"\"ssmb\":" VERSION_TEXT(SSM_BUNDLE_VERSION), "\"ssmb\":1", "ssmb differs from the version in the header"},
       {"\"align\":256", "\"align\":100", "align is not a power of two"},
       {"\"spirv\":[0,", "\"spirv\":[1,", "has a malformed SPIR-V blob"},
       {"\"ir\":[", "\"ir\":[99999999999,1],\"ir0\":[", "decode.ir lies outside the blob section"},

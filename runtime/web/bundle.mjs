@@ -9,7 +9,7 @@
 
 import { parseJson, JsonError } from './json.mjs';
 
-export const BUNDLE_VERSION = 3;
+export const BUNDLE_VERSION = 4;
 export const SAMPLER_STATE_LEN = 8;
 const HEADER_SIZE = 64;
 const MAX_BYTES = 1e15;
@@ -282,6 +282,9 @@ function program(r, m, progs, which) {
       if (p.next.bytes !== 4 || p.sampler.bytes !== SAMPLER_STATE_LEN * 4 || p.tokens !== 1)
         throw r.bad('has regions of the wrong size (or a program of more than one token)');
     });
+    p.anyCount = jp.any_count !== undefined;
+    if (p.anyCount && (jp.any_count !== true || p.tokens < 2))
+      throw r.bad('has an any_count that is not true, or runs one token');
     p.activation_bytes = r.num(jp, 'activation_bytes', 0, MAX_BYTES);
     p.activation_bytes_unplanned = r.num(jp, 'activation_bytes_unplanned', 0, MAX_BYTES);
     p.ir = fieldBlob(r, jp, 'ir');

@@ -8,12 +8,15 @@
 // f32 and transformed at load, as the CPU interpreter does); one pipeline
 // per kernel; and, per dispatch, a bind group (made once, shared by
 // dispatches that bind the same memory) and 256 bytes of one uniform buffer
-// holding its tensors' element offsets, chosen by a dynamic offset.
+// holding its tensors' element offsets and the run's token count, chosen by
+// a dynamic offset.
 // Memory is bound by WGSL slot (codegen/codegen.h): each slot's tensors lie
 // in one buffer, bound as windows of the manifest's wgsl_window bytes from
 // their lowest offset.
 // Run: write the ids (and the position), encode the program, read the
-// logits back when asked. Generate: the decode program, then copies of the
+// logits back when asked. When the prefill program says any_count, a run
+// may take 2 to chunk - 1 tokens too: its kernels read the count from the
+// uniform and do only those tokens' work. Generate: the decode program, then copies of the
 // id its sampler drew into a ring and from there into its own input; up to
 // GEN_BATCH steps are queued before the ring, the only thing mapped back,
 // is read.
@@ -23,7 +26,8 @@ import { applyTransform, toHalf } from './transform.mjs';
 
 export const GEN_BATCH = 16;
 const UNIFORM_STRIDE = 256; // a dynamic uniform offset's alignment on every adapter
-const OFFSETS_BYTES = 128; // 32 u32: SsmOffsets in the WGSL
+const OFFSETS_BYTES = 144; // SsmOffsets in the WGSL: 32 u32 offsets, then the run's count (a vec4)
+const COUNT_WORD = 32; // the count's u32 index in it
 const STORAGE = 0x80, COPY_SRC = 0x04, COPY_DST = 0x08, UNIFORM = 0x40, MAP_READ = 0x01;
 const MAP_MODE_READ = 0x1;
 
@@ -198,6 +202,7 @@ export class Runtime {
     rt.name = bundle.name;
     rt.vocab = m.vocab;
     rt.chunk = m.prefill.tokens;
+    rt.anyCount = m.prefill.anyCount;
     rt.position = 0;
     rt.sampler = samplerState(0, 0, 1, 0);
     if (!gpu) throw new GpuError('WebGPU is not available here (no navigator.gpu)');
@@ -260,7 +265,9 @@ export class Runtime {
     this.uniform = device.createBuffer({ size: Math.max(1, p.steps.length) * UNIFORM_STRIDE, usage: UNIFORM | COPY_DST });
     const all = new Uint8Array(Math.max(1, p.steps.length) * UNIFORM_STRIDE);
     const groups = new Map();
+    const decodeCount = m.decode.steps.length;
     const dispatches = p.steps.map((d, i) => {
+      d.offsets[COUNT_WORD] = i < decodeCount ? 1 : m.prefill.tokens;
       all.set(new Uint8Array(d.offsets.buffer), i * UNIFORM_STRIDE);
       const key = `${d.st.kernel}:${JSON.stringify(d.slots.map((s) => s.windows))}`;
       let bg = groups.get(key);
@@ -282,6 +289,8 @@ export class Runtime {
       return { pipeline: this.pipelines[d.st.kernel], group: bg, offset: i * UNIFORM_STRIDE, g: d.st.groups };
     });
     device.queue.writeBuffer(this.uniform, 0, all);
+    this.uniformWords = new Uint32Array(all.buffer);
+    this.runCount = m.prefill.tokens; // the count the prefill dispatches' uniforms hold
     this.bindGroupCount = groups.size;
     this.decodeSteps = dispatches.slice(0, m.decode.steps.length);
     // a run feeds tokens and does not draw: the sampler's step counts
@@ -350,21 +359,38 @@ export class Runtime {
     this.#write(this.m.decode.sampler, state);
   }
 
-  // Feeds `tokens` (1 or chunk of them) at the position; resolves to their
-  // logits (Float32Array, tokens x vocab) when `wantLogits`.
+  // Sets the token count that the prefill dispatches' uniforms hold.
+  #setRunCount(count) {
+    if (count === this.runCount) return;
+    const first = this.m.decode.steps.length, n = this.m.prefill.steps.length, words = UNIFORM_STRIDE / 4;
+    for (let i = first; i < first + n; i++) this.uniformWords[i * words + COUNT_WORD] = count;
+    this.device.queue.writeBuffer(this.uniform, first * UNIFORM_STRIDE, this.uniformWords, first * words, n * words);
+    this.runCount = count;
+  }
+
+  // Feeds `tokens` at the position: 1 or chunk of them, or (when the
+  // bundle's prefill runs take any count) any number up to the chunk;
+  // resolves to their logits (Float32Array, tokens x vocab) when
+  // `wantLogits`.
   async run(tokens, wantLogits) {
     const count = tokens.length;
-    const p = count === 1 ? this.m.decode : count === this.chunk ? this.m.prefill : null;
-    if (!p) throw new GpuError(`${this.name}: runs take 1 or ${this.chunk} tokens, not ${count}`);
+    const prefill = count > 1 && (count === this.chunk || (this.anyCount && count < this.chunk));
+    const p = count === 1 ? this.m.decode : prefill ? this.m.prefill : null;
+    if (!p)
+      throw new GpuError(this.anyCount ? `${this.name}: runs take 1 to ${this.chunk} tokens, not ${count}`
+                                       : `${this.name}: runs take 1 or ${this.chunk} tokens, not ${count}`);
     for (const t of tokens)
       if (!(Number.isInteger(t) && t >= 0 && t < this.vocab))
         throw new GpuError(`token id ${t} out of range [0, ${this.vocab})`);
     if (p.hasPos) this.#checkRoom(count);
     this.#write(p.tokensIn, Int32Array.from(tokens));
     if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
+    if (prefill) this.#setRunCount(count);
     const enc = this.device.createCommandEncoder();
     this.#encode(enc, count === 1 ? this.runDecodeSteps : this.prefillSteps);
-    if (wantLogits) enc.copyBufferToBuffer(this.buffers[p.output.buffer], p.output.offset, this.logitsRead, 0, p.output.bytes);
+    // the first `count` rows: the rows past them are no token's
+    const bytes = count * this.vocab * 4;
+    if (wantLogits) enc.copyBufferToBuffer(this.buffers[p.output.buffer], p.output.offset, this.logitsRead, 0, bytes);
     this.device.queue.submit([enc.finish()]);
     this.position += count;
     if (!wantLogits) {
@@ -372,7 +398,7 @@ export class Runtime {
       this.#check();
       return null;
     }
-    return new Float32Array(await this.#read(this.logitsRead, p.output.bytes));
+    return new Float32Array(await this.#read(this.logitsRead, bytes));
   }
 
   // Up to n decode steps from `first`: each feeds its input and draws the

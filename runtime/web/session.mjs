@@ -1,6 +1,7 @@
 // session.mjs — generation over a WebGPU runtime (gpu.mjs), as
 // runtime/session.c does it over a backend: the prompt is fed in chunks of
-// the prefill program's size (the rest token by token); then either the
+// the prefill program's size, and the rest in one run when the bundle's
+// prefill runs take any count (else token by token); then either the
 // device sampler draws every token (its last prompt token is the first
 // input, ids stay on the GPU) or, with hostGreedy, the logits come back and
 // the argmax is taken here. Also bench(), the measurements of
@@ -33,7 +34,8 @@ export class Session {
   async feed(tokens, wantRows, onLogits) {
     const rt = this.rt, V = rt.vocab, chunk = rt.chunk > 0 ? rt.chunk : 1;
     for (let at = 0; at < tokens.length;) {
-      const len = tokens.length - at >= chunk ? chunk : 1;
+      const rest = tokens.length - at;
+      const len = rest >= chunk ? chunk : rt.anyCount ? rest : 1;
       const pos = rt.position;
       const rows = await rt.run(tokens.slice(at, at + len), wantRows);
       at += len;

@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { execFileSync } from 'node:child_process';
 import { compile, scratch, SSMC, ROOT } from './helpers.mjs';
-import { readBundle, fnv1a64 } from '../bundle.mjs';
+import { readBundle, fnv1a64, BUNDLE_VERSION } from '../bundle.mjs';
 
 const dir = scratch();
 const path = compile(join(ROOT, 'tests/data/mamba1_tiny'), dir, 'good', ['--chunk', '4']);
@@ -79,7 +79,7 @@ test('bad container bytes: the same refusal as the C reader', () => {
   cases.push(['a flipped byte', flip, 'checksum mismatch']);
   const ver = good.slice();
   ver[4] = 7;
-  cases.push(['version 7', ver, 'format version 7, but this ssmc reads version 3']);
+  cases.push(['version 7', ver, `format version 7, but this ssmc reads version ${BUNDLE_VERSION}`]);
   const res = good.slice();
   res[50] = 1;
   cases.push(['reserved bytes', res, 'reserved header bytes are not zero']);
@@ -101,7 +101,7 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     ['"shape":[1000,64]', '"shape":[1,2,3,4,5,6,7]', 'weights[0].shape is not a list of at most 6'],
     ['"groups":[1,1,1]', '"groups":[1,1]', 'groups is not three workgroup counts'],
     ['"bindings":[[', '"bindings":[[1,0,256],[', 'does not give one region per binding'],
-    ['"ssmb":3', '"ssmb":1', 'ssmb differs from the version in the header'],
+    [`"ssmb":${BUNDLE_VERSION}`, '"ssmb":1', 'ssmb differs from the version in the header'],
     ['"tokens":1,', '"tokens":4,', 'programs.decode does not run one token'],
     ['"wgsl_window":134217728', '"wgsl_window":1000', 'wgsl_window is not a power of two'],
     ['"wgsl_window":134217728', '"wgsl_window":256', "programs.decode.steps[0] has a WGSL slot wider than its kernel's windows"],

@@ -147,3 +147,53 @@ test('WGSL that does not compile is an error naming the kernel', async () => {
                        /broken\.ssmb: kernel k2_conv1d: WGSL does not compile: \d+:\d+: /);
   await checkpoint.close();
 });
+
+// A prefill run of fewer tokens than the chunk (tests/test_compile.c's
+// partial_runs on WebGPU): the bundle's prefill runs take any count, a whole
+// chunk and then a part of `tail` tokens give every row's logits as one
+// token at a time through decode does, within f32 rounding, and leave the
+// state so that the next token's logits agree too. A second whole chunk
+// after a part must run all of its tokens again (the count in the uniform is
+// set back). Chunk 64 has GEMMs of several row blocks, of which a short run
+// skips all but the first.
+for (const [name, chunk, tails] of [['mamba1_tiny', 16, [2, 5, 15]], ['jamba_tiny', 16, [2, 15]],
+                                    ['mamba2_tiny', 16, [5]], ['lfm2_tiny', 16, [5]],
+                                    ['recurrent_gemma_tiny', 16, [5]], ['mamba1_tiny', 64, [5, 63]]]) {
+  test(`${name} chunk ${chunk}: runs of ${tails.join(', ')} tokens after a chunk match decode`, async () => {
+    const g = golden(name);
+    const bundle = readBundle(readFileSync(compile(g.dir, dir, `${name}.any${chunk}`, ['--chunk', String(chunk)])), name);
+    assert.equal(bundle.manifest.prefill.anyCount, true);
+    const checkpoint = await openCheckpoint(dirFiles(g.dir), g.dir);
+    const rt = await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint });
+    await checkpoint.close();
+    try {
+      assert.equal(rt.anyCount, true);
+      const V = rt.vocab;
+      await assert.rejects(rt.run(new Array(chunk + 1).fill(0), true), /runs take 1 to \d+ tokens, not \d+/);
+      for (const tail of tails) {
+        const n = chunk + tail;
+        const toks = Array.from({ length: 2 * chunk + tail + 1 }, (_, i) => (i * 37 + 11) % V);
+        await rt.reset();
+        const rows = [await rt.run(toks.slice(0, chunk), true), await rt.run(toks.slice(chunk, n), true),
+                      await rt.run(toks.slice(n, n + chunk), true), await rt.run(toks.slice(n + chunk, n + chunk + 1), true)];
+        assert.equal(rows[1].length, tail * V);
+        assert.equal(rt.position, n + chunk + 1);
+        const chunked = new Float32Array((n + chunk + 1) * V);
+        let at = 0;
+        for (const r of rows) { chunked.set(r, at); at += r.length; }
+        await rt.reset();
+        const single = new Float32Array((n + chunk + 1) * V);
+        for (let i = 0; i <= n + chunk; i++) single.set(await rt.run([toks[i]], true), i * V);
+        let big = 0, diff = 0;
+        for (let i = 0; i < single.length; i++) {
+          big = Math.max(big, Math.abs(single[i]));
+          diff = Math.max(diff, Math.abs(chunked[i] - single[i]));
+        }
+        console.log(`# ${name}: ${chunk} + ${tail} + ${chunk} + 1 tokens: max |d| ${diff.toExponential(2)} of max |logit| ${big.toPrecision(3)}`);
+        assert.ok(big > 0 && diff <= 1e-4 * big, `${chunk} + ${tail}: max |d| ${diff} of ${big}`);
+      }
+    } finally {
+      rt.destroy();
+    }
+  });
+}
