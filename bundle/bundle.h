@@ -203,8 +203,15 @@ ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path);
 
 /* ---- compiling a model (compile.c) --------------------------------------- */
 
+/* The prefill program's T when none is asked for: 512, the chunk the
+ * README's GPU prefill figures were measured at (a prompt's last part is one
+ * run of any length up to T, so a short prompt does not pay for a large T),
+ * or the model's max_seq when that is smaller (a KV cache holds a whole
+ * chunk). */
+#define SSM_DEFAULT_CHUNK 512
+
 typedef struct {
-  int prefill_tokens;   /* T of the prefill program (0: 32) */
+  int prefill_tokens;   /* T of the prefill program (0: ssm_compile_chunk's default) */
   ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
                          * pass); the rest, activations and state are f32 */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */
@@ -219,6 +226,10 @@ typedef struct {
 /* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs
  * the passes, generates and compiles the kernels, and lays out the
  * buffers: an in-memory bundle. */
+/* The prefill program's T that ssm_compile gives `m` with `opts`:
+ * prefill_tokens, or when that is 0, SSM_DEFAULT_CHUNK or max_seq if smaller. */
+int ssm_compile_chunk(const ssm_model *m, const ssm_compile_opts *opts);
+
 ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out);
 
 /* ---- describing a bundle (inspect.c) ------------------------------------- */

@@ -450,10 +450,18 @@ static void finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   c->b->blobs = c->b->data;
 }
 
+int ssm_compile_chunk(const ssm_model *m, const ssm_compile_opts *opts) {
+  if (opts && opts->prefill_tokens > 0) return opts->prefill_tokens;
+  int64_t max_seq = 0;
+  if (ssm_model_param(m, "max_seq", &max_seq) && max_seq > 0 && max_seq < SSM_DEFAULT_CHUNK)
+    return (int)max_seq;
+  return SSM_DEFAULT_CHUNK;
+}
+
 ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out) {
   *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
-  if (o.prefill_tokens <= 0) o.prefill_tokens = 32;
+  o.prefill_tokens = ssm_compile_chunk(m, opts);
   if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16)
     return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16 or bf16",
                           ssm_dtype_name(o.dtype));

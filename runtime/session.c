@@ -201,10 +201,10 @@ static ssm_status open_backend(ssmc_session *s, const char *model, const ssmc_op
   ssm_model *m;
   SSM_TRY(ssm_model_open(model, o->config, &m));
   st = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
-  if (!st && o->backend == SSMC_BACKEND_CPU)
-    return ssm_cpu_backend_open(m, weights, o->chunk, dtype, &progress, &s->b);
   ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse,
                          .progress = progress};
+  if (!st && o->backend == SSMC_BACKEND_CPU)
+    return ssm_cpu_backend_open(m, weights, ssm_compile_chunk(m, &co), dtype, &progress, &s->b);
   if (!st && o->cache_dir) {
     int hit;
     st = ssm_cache_compile(m, &co, o->cache_dir, &bd, &hit, &s->cache_file, &s->stats.compile_s);

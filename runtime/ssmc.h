@@ -161,7 +161,8 @@ typedef struct {
   const char *weights;   /* the checkpoint: a directory or .safetensors; NULL: MODEL when it is a directory */
   const char *config;    /* config.json, for a MODEL that is an architecture YAML */
   const char *tokenizer; /* tokenizer.json or its directory; NULL: the weights directory's, if any */
-  int chunk;             /* prompt tokens per prefill run when compiling (0: 32) */
+  int chunk;             /* prompt tokens per prefill run when compiling (0: 512, or
+                          * max_seq when that is smaller) */
   int max_seq;           /* positions an attention KV cache holds when compiling (0: 2048) */
   int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
   ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
@@ -177,7 +178,8 @@ typedef struct {
   void *progress_user;
 } ssmc_options;
 
-/* The defaults: Vulkan, device -1, chunk 32, eos -1, the rest 0/NULL. */
+/* The defaults: Vulkan, device -1, eos -1, the rest 0/NULL (chunk 0: 512, or
+ * max_seq when that is smaller). */
 void ssmc_options_init(ssmc_options *o);
 
 /* $XDG_CACHE_HOME/ssmc, else $HOME/.cache/ssmc (malloc'd; free() it); NULL
@@ -223,7 +225,8 @@ typedef int (*ssmc_logits_fn)(const float *logits, int64_t vocab, int64_t positi
 /* Called with each generated id; a non-zero return stops generation. */
 typedef int (*ssmc_token_fn)(int32_t id, void *user);
 
-/* Feeds `count` tokens: whole prefill chunks, then one at a time. With
+/* Feeds `count` tokens: whole prefill chunks, then the rest in one run when
+ * the bundle's prefill runs take any count (else one at a time). With
  * `on_logits`, their logits come back to the host (else they stay on the
  * device). Ids out of range, and positions past max_seq, are refused
  * before they run; logits that are not finite are an error. */

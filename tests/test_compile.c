@@ -624,6 +624,38 @@ static void test_partial_runs(void) {
   }
 }
 
+/* Without a chunk, the prefill program runs SSM_DEFAULT_CHUNK tokens, or
+ * max_seq when that is smaller (an attention cache of 100 rows cannot hold a
+ * chunk of 512: asked for explicitly, that is an error naming both). */
+static void test_default_chunk(void) {
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  ssm_compile_opts o = {0};
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, &o), SSM_DEFAULT_CHUNK);
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, NULL), SSM_DEFAULT_CHUNK);
+  SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->prefill.tokens, 512);
+  CU_ASSERT(ssm_bundle_manifest(b)->prefill.any_count);
+  ssm_bundle_close(b);
+  b = NULL;
+  SSM_ASSERT_OK(ssm_model_set_param(m, "max_seq", 100));
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, &o), 100);
+  SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->prefill.tokens, 100);
+  ssm_bundle_close(b);
+  b = NULL;
+  o.prefill_tokens = 512;
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, &o), 512);
+  ssm_status s = ssm_compile(m, &o, &b);
+  CU_ASSERT_PTR_NULL(b);
+  CU_ASSERT_PTR_NOT_NULL(strstr(s ? ssm_status_message(s) : "",
+                                "attention cache of 100 rows cannot hold 512 tokens"));
+  ssm_status_free(s);
+  ssm_model_close(m);
+}
+
 /* A model whose tokens meet outside scan, conv and attention (here a mean
  * over the tokens added to every row) gets no any_count: its prompts end
  * token by token through decode, and a part of a chunk is refused. */
@@ -696,6 +728,7 @@ int main(void) {
                          {"compile_time_linear", test_compile_time_linear},
                          {"prompt_without_logits", test_prompt_without_logits},
                          {"partial_runs", test_partial_runs},
+                         {"default_chunk", test_default_chunk},
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
                          {"profile", test_profile},
                          CU_TEST_INFO_NULL};

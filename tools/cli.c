@@ -67,7 +67,8 @@ static const char usage_run[] =
     "  --backend vulkan|cpu the GPU (or lavapipe), or the reference interpreter\n"
     "  --device N           the Vulkan device (see `ssmc devices`)\n"
     "  --validate           run under VK_LAYER_KHRONOS_validation\n"
-    "  --chunk T            prompt tokens per prefill run (default 32)\n"
+    "  --chunk T            prompt tokens per prefill run (default 512, or --max-seq\n"
+    "                       when that is smaller)\n"
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
     "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
     "                       checkpoint's own)\n"
@@ -88,7 +89,8 @@ static const char usage_compile[] =
     "  --config FILE        config.json of an architecture YAML\n"
     "  --weights DIR        the weights directory to record in the bundle (default:\n"
     "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
-    "  --chunk T            prompt tokens per prefill run (default 32)\n"
+    "  --chunk T            prompt tokens per prefill run (default 512, or --max-seq\n"
+    "                       when that is smaller)\n"
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
     "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
     "                       checkpoint's own; activations and state are f32)\n"
@@ -284,7 +286,7 @@ static ssm_status record_weights(ssm_bundle *b, const char *model, const char *w
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
-  long chunk = 32, max_seq = 0, window = 0;
+  long chunk = 0, max_seq = 0, window = 0; /* 0: the default (ssm_compile_chunk) */
   int no_fuse = 0, quiet = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),

@@ -253,7 +253,7 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
 /* The dump goes to a temporary file renamed over FILE once the run
  * succeeded, so a failed run leaves whatever FILE was. */
 int ssm_cli_run(int argc, char **argv) {
-  run_args r = {.n = 16, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
+  run_args r = {.n = 16, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
   ssmc_options_init(&r.o);
   opt opts[] = {SESSION_OPTS(&r),
                 O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt),
@@ -383,7 +383,7 @@ static void print_bench(ssmc_session *s, const ssmc_bench_result *v, int reps, i
 }
 
 int ssm_cli_bench(int argc, char **argv) {
-  run_args r = {.n = 128, .chunk = 32, .device = -1, .eos = -1, .backend = "vulkan", .reps = 1};
+  run_args r = {.n = 128, .device = -1, .eos = -1, .backend = "vulkan", .reps = 1};
   ssmc_options_init(&r.o);
   int profile = 0;
   opt opts[] = {SESSION_OPTS(&r), O_FLAG("--profile", &profile),

@@ -237,11 +237,12 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
                                 ssm_dtype dtype, const ssm_progress *progress,
                                 ssm_backend **out) {
   *out = NULL;
+  SSM_ASSERT(chunk >= 1);
   cpu_backend *c = ssm_xcalloc(1, sizeof *c);
   c->model = model;
   c->dtype = dtype;
   ssm_backend *b = &c->base;
-  *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk > 0 ? chunk : 32, .eos = ssm_model_eos(model),
+  *b = (ssm_backend){.ops = &cpu_ops, .chunk = chunk, .eos = ssm_model_eos(model),
                      .arch = ssm_model_arch(model), .device = "cpu", .dtype = dtype};
   ssm_graph *decode = NULL;
   ssm_status s = NULL;

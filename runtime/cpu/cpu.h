@@ -71,8 +71,8 @@ double ssm_sample_uniform(uint32_t seed, uint32_t step);
 
 /* A backend (backend.h) that interprets `model`'s graphs (owned by the
  * backend from now on, also when opening fails) on the checkpoint at
- * `weights`. Runs take any number of tokens; `chunk` (0: 32) is what it
- * reports as its prefill size. With `dtype` f16 or bf16, matmul and embed
+ * `weights`. Runs take any number of tokens; `chunk` (at least 1) is what
+ * it reports as its prefill size. With `dtype` f16 or bf16, matmul and embed
  * weights are rounded to it as they load (what a bundle of that dtype
  * keeps); f32 keeps them as the checkpoint has them. `progress` (may be
  * NULL) hears of the weights being read (ssm_st_set_progress) and may
