@@ -52,6 +52,10 @@ struct ssm_cpu {
   int64_t position; /* tokens run since the last reset: the next run's input "pos" */
   cpu_spare_list spares;
   uint64_t runs; /* runs started: stamps the spares */
+  /* a run's bookkeeping by value id, kept for the next run */
+  struct cpu_buf *bufs;
+  int *last_use;
+  size_t nscratch; /* the entries of both */
 };
 
 /* ---- persistent tensors -------------------------------------------------- */
@@ -95,6 +99,8 @@ void ssm_cpu_destroy(ssm_cpu *c) {
   tensor_list_free(&c->states);
   for (size_t i = 0; i < c->spares.n; i++) free(c->spares.items[i].data);
   ssm_vec_free(&c->spares);
+  free(c->bufs);
+  free(c->last_use);
   free(c);
 }
 
@@ -232,7 +238,7 @@ static void drop_stale_spares(ssm_cpu *c) {
     }
 }
 
-typedef struct {
+typedef struct cpu_buf {
   void *data;
   int owned; /* 0 for weights and states, which the interpreter keeps */
 } cpu_buf;
@@ -581,7 +587,7 @@ static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
     bias = fbuf(r, n->args[3]);
   }
   void *mem;
-  SSM_TRY(alloc_elems((kw - 1 + steps) * chans, &mem));
+  SSM_TRY(take_elems(r->c, (kw - 1 + steps) * chans, &mem));
   float *xin = mem;
   float *state = fbuf(r, sv);
   memcpy(xin, state, (size_t)((kw - 1) * chans) * sizeof(float));
@@ -595,7 +601,7 @@ static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
       y[t * chans + c] = (float)acc;
     }
   memcpy(state, xin + steps * chans, (size_t)((kw - 1) * chans) * sizeof(float));
-  free(xin);
+  give_elems(r->c, xin, (kw - 1 + steps) * chans);
   return NULL;
 }
 
@@ -658,7 +664,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   int64_t window = ssm_node_int(n, "window", 0);
   int64_t len = pos + steps;
   void *mem;
-  SSM_TRY(ssm_alloc((size_t)(len + d), sizeof(double), &mem));
+  SSM_TRY(take_elems(r->c, 2 * (len + d), &mem)); /* doubles: two elements each */
   double *score = mem, *acc = score + len;
   for (int64_t t = 0; t < steps; t++)
     for (int64_t h = 0; h < hq; h++) {
@@ -682,7 +688,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
       }
       for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
     }
-  free(score);
+  give_elems(r->c, score, 2 * (len + d));
   return NULL;
 }
 
@@ -726,13 +732,15 @@ static void op_positions(const cpu_run *r, const ssm_node *n) {
 
 /* The k largest of each row by repeated selection: largest first, the lower
  * index first among equals (NaN counts as the largest, as in torch). */
-static void op_topk(const cpu_run *r, const ssm_node *n) {
+static ssm_status op_topk(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0];
   int64_t width = last_dim(xv), rows = width ? numel(xv) / width : 0, k = last_dim(n->result);
   SSM_ASSERT(k <= width && numel(n->result) == rows * k);
   const float *x = fbuf(r, xv);
   int32_t *y = ibuf(r, n->result);
-  unsigned char *taken = ssm_xcalloc((size_t)width, 1);
+  void *mem;
+  SSM_TRY(take_elems(r->c, (width + 3) / 4, &mem)); /* bytes, four to an element */
+  unsigned char *taken = mem;
   for (int64_t m = 0; m < rows; m++) {
     const float *xr = x + m * width;
     memset(taken, 0, (size_t)width);
@@ -746,7 +754,8 @@ static void op_topk(const cpu_run *r, const ssm_node *n) {
       y[m * k + j] = (int32_t)best;
     }
   }
-  free(taken);
+  give_elems(r->c, taken, (width + 3) / 4);
+  return NULL;
 }
 
 static ssm_status op_gather(const cpu_run *r, const ssm_node *n) {
@@ -983,7 +992,7 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_MATMUL_SEL: return op_matmul_sel(r, n);
   case SSM_OP_ROPE: op_rope(r, n); return NULL;
   case SSM_OP_POSITIONS: op_positions(r, n); return NULL;
-  case SSM_OP_TOPK: op_topk(r, n); return NULL;
+  case SSM_OP_TOPK: return op_topk(r, n);
   case SSM_OP_GATHER: return op_gather(r, n);
   case SSM_OP_REDUCE: return op_reduce(r, n);
   case SSM_OP_RMSNORM: op_rmsnorm(r, n); return NULL;
@@ -1051,8 +1060,15 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
   }
 
   size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
-  cpu_run r = {c, tokens, output, nouts, outs, counts, ssm_xcalloc(nvalues, sizeof(cpu_buf))};
-  int *last_use = ssm_xcalloc(nvalues, sizeof(int));
+  if (nvalues > c->nscratch) {
+    c->bufs = ssm_xreallocarray(c->bufs, nvalues, sizeof *c->bufs);
+    c->last_use = ssm_xreallocarray(c->last_use, nvalues, sizeof *c->last_use);
+    c->nscratch = nvalues;
+  }
+  memset(c->bufs, 0, nvalues * sizeof *c->bufs);
+  memset(c->last_use, 0, nvalues * sizeof *c->last_use);
+  cpu_run r = {c, tokens, output, nouts, outs, counts, c->bufs};
+  int *last_use = c->last_use;
   ssm_status s = NULL;
   c->runs++;
 
@@ -1076,8 +1092,7 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
     if (n->result && r.bufs[n->result->id].owned)
       give_elems(c, r.bufs[n->result->id].data, numel(n->result));
   drop_stale_spares(c);
-  free(r.bufs);
-  free(last_use);
+
   if (!s) c->position += count;
   return s;
 }
