@@ -662,10 +662,11 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   memcpy(vc + pos * row, v, (size_t)(steps * row) * sizeof(float));
   double scale = ssm_node_float(n, "scale", 1);
   int64_t window = ssm_node_int(n, "window", 0);
-  int64_t len = pos + steps;
   void *mem;
-  SSM_TRY(take_elems(r->c, 2 * (len + d), &mem)); /* doubles: two elements each */
-  double *score = mem, *acc = score + len;
+  /* sized by the cache, not by len, so that every step takes the same spare;
+   * doubles: two elements each */
+  SSM_TRY(take_elems(r->c, 2 * (maxs + d), &mem));
+  double *score = mem, *acc = score + maxs;
   for (int64_t t = 0; t < steps; t++)
     for (int64_t h = 0; h < hq; h++) {
       int64_t g = h / (hq / hkv), last = pos + t;
@@ -688,7 +689,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
       }
       for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
     }
-  give_elems(r->c, score, 2 * (len + d));
+  give_elems(r->c, score, 2 * (maxs + d));
   return NULL;
 }
 
