@@ -93,6 +93,7 @@ test('bad container bytes: the same refusal as the C reader', () => {
 test('lying manifests: the same refusal, naming the field, as the C reader', () => {
   const lies = [
     ['"kernel":3', '"kernel":999', 'programs.decode.steps[3].kernel is not an integer'],
+    ['"any_count":true', '"any_count":1', 'prefill has an any_count that is not true'],
     ['"vocab":1000', '"vocab":-5', 'corrupt manifest: vocab is not an integer'],
     ['"programs"', '"programz"', 'corrupt manifest: programs is missing'],
     ['"region":[2,0,256000]', '"region":[2,0,99999999]', 'weights[0].region lies outside its buffer'],
