@@ -86,6 +86,7 @@ typedef struct {
   int nstates;
   char sname[2][8];
   int runs; /* 0: 2 for stateful ops, else 1 */
+  ssm_node *norm; /* an rmsnorm that the node under test applies as its prologue */
 } kcase;
 
 static const ssm_type k_scalar = {SSM_F32, 0, {0}};
@@ -230,7 +231,16 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
   uint32_t *words = NULL;
   size_t nwords = 0;
   ssm_cg_kernel kern;
-  ssm_status s = ssm_cg_kernel_for_node(kc->g, n, arena, &kern);
+  ssm_status s;
+  if (kc->norm) { /* the two as one fused group, as passes/fuse.c makes them */
+    ssm_node_set_int(kc->g, kc->norm, "group", 0);
+    ssm_node_set_int(kc->g, (ssm_node *)n, "group", 0);
+    ssm_group gr = {.id = 0, .first = kc->norm, .root = (ssm_node *)n, .anchor = (ssm_node *)n,
+                    .norm = kc->norm};
+    s = ssm_cg_kernel_for_group(kc->g, &gr, arena, &kern);
+  } else {
+    s = ssm_cg_kernel_for_node(kc->g, n, arena, &kern);
+  }
   const ssm_vk_device_info *info = ssm_vk_info(g_vk);
   if (!s) {
     const char *ls = strstr(kern.glsl, "local_size_x = ");
@@ -473,6 +483,22 @@ static void matmul(const char *label, ssm_type tx, int64_t N, int64_t K) {
   matmul_dt(label, tx, N, K, SSM_F32);
 }
 
+/* rmsnorm(x) * gain, then the matmul: the rmsnorm joins the matmul's
+ * kernel as its prologue. */
+static void norm_matmul(const char *label, ssm_type tx, int64_t N, int64_t K, ssm_dtype wdt) {
+  kcase kc;
+  kc_begin(&kc, label);
+  ssm_value *x = kc_weight(&kc, tx, -1, 1);
+  ssm_value *g = kc_weight(&kc, F32(K), 0.5, 1.5);
+  ssm_value *w = kc_weight(&kc, F32(N, K), -1, 1);
+  w->type.dtype = wdt;
+  ssm_node *norm = kc_op(&kc, SSM_OP_RMSNORM, 2, x, g, NULL, NULL);
+  ssm_node_set_float(kc.g, norm, "eps", 1e-5);
+  SSM_ASSERT_OK(ssm_op_infer(norm, &norm->result->type));
+  kc.norm = norm;
+  kc_check(&kc, kc_op(&kc, SSM_OP_MATMUL, 2, norm->result, w, NULL, NULL), TOL_ACCUM);
+}
+
 static void test_matmul(void) {
   NEED_VK();
   matmul("matmul M=1 K=1537 N=67", F32(1, 1537), 67, 1537);
@@ -481,6 +507,15 @@ static void test_matmul(void) {
   matmul("matmul M=1 K=64 N=2051 (gemv, 4 columns a group, last group short)", F32(1, 64), 2051,
          64);
   matmul("matmul M=4 K=24 N=515 (gemv, 2 columns a group)", F32(4, 24), 515, 24);
+  /* 8192 columns and more: gemv's COLS columns a workgroup, x in registers */
+  matmul("matmul M=2 K=2056 N=8197 (gemv, 8 columns a workgroup, last one short, "
+         "threads past K)", F32(2, 2056), 8197, 2056);
+  matmul_dt("matmul M=1 K=264 N=16389 bf16 (gemv, 16 columns a workgroup)", F32(1, 264), 16389,
+            264, SSM_BF16);
+  norm_matmul("rmsnorm + matmul M=1 K=520 N=9000 f16 (gemv's norm prologue, 8 columns)",
+              F32(1, 520), 9000, 520, SSM_F16);
+  norm_matmul("rmsnorm + matmul M=3 K=64 N=2051 (gemv's norm prologue, 4 columns)", F32(3, 64),
+              2051, 64, SSM_F32);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
   matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
   /* more than 8 rows: the tiled gemm, its blocks cut by every edge */

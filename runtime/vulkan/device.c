@@ -433,8 +433,9 @@ static void device_info(VkInstance inst, VkPhysicalDevice pd, int index, uint32_
   feature_chain_init(&fc, pd, api);
   vkGetPhysicalDeviceFeatures2(pd, &fc.core);
   out->features = feature_bits(&fc);
+  /* the gemv kernel keeps a partial sum per subgroup for LOCAL / 4 of them */
   if ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT))
+      (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 4)
     out->features |= SSM_VK_SUBGROUP_ARITH;
   if ((out->features & SSM_VK_COOPMAT) && (sg.subgroupSize != 32 || !coop_shape(inst, pd)))
     out->features &= ~(unsigned)SSM_VK_COOPMAT;
