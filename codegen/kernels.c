@@ -47,6 +47,8 @@ typedef struct {
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
   ssm_sb helpers;
   int nhelpers;
+  const ssm_node *mm_node[8]; /* matmul members written as helpers, and their ids */
+  int mm_id[8], nmm;
   int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS];
@@ -215,6 +217,45 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   return id;
 }
 
+/* A generated function returning element (c0.., n) of matmul member `n`
+ * (fuse.c's small matmuls): the dot product of x's row c0.. with W's row n,
+ * k in order. Returns the helper's id. */
+static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
+  for (int i = 0; i < c->nmm; i++)
+    if (c->mm_node[i] == n) return c->mm_id[i];
+  const ssm_type *t = &n->args[0]->type;
+  int r = t->rank;
+  int64_t K = t->dims[r - 1];
+  coords kx = coords_named("c", r, c->a);
+  kx.c[r - 1] = "j";
+  coords kw = {.rank = 2, .c = {"n", "j"}};
+  ssm_sb x = {0}, w = {0}, params = {0};
+  emit(c, n->args[0], &kx, &x, depth + 1);
+  emit(c, n->args[1], &kw, &w, depth + 1);
+  int id = c->nhelpers++;
+  if (c->nmm < 8) {
+    c->mm_node[c->nmm] = n;
+    c->mm_id[c->nmm++] = id;
+  }
+  for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "c%d ", d);
+  ssm_sb_printf(&params, "n");
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mm%d", id), ssm_sb_str(&params));
+  if (is_wgsl(c))
+    ssm_sb_printf(&c->helpers,
+                  "{\n  var s = 0.0;\n  for (var j = 0u; j < %lldu; j++) {\n"
+                  "    s += %s * %s;\n  }\n  return s;\n}\n",
+                  (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
+  else
+    ssm_sb_printf(&c->helpers,
+                  "{\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+                  "    s += %s * %s;\n  }\n  return s;\n}\n",
+                  (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
+  ssm_sb_free(&x);
+  ssm_sb_free(&w);
+  ssm_sb_free(&params);
+  return id;
+}
+
 /* Concat `d`'s operands i.. at coordinates k: a select on the axis
  * coordinate per operand boundary, `off` being operand i's start. */
 static void emit_concat(gctx *c, const ssm_node *d, const coords *k, ssm_sb *out, int depth,
@@ -293,6 +334,13 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     }
     if (d->op == SSM_OP_CONCAT) {
       emit_concat(c, d, k, out, depth, 0, 0);
+      return;
+    }
+    if (d->op == SSM_OP_MATMUL) {
+      int h = matmul_helper(c, d, depth);
+      ssm_sb_printf(out, "mm%d(", h);
+      for (int i = 0; i < k->rank; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
+      ssm_sb_printf(out, ")");
       return;
     }
     if (d->op == SSM_OP_RMSNORM && d != c->norm) {

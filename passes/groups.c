@@ -19,10 +19,12 @@ int ssm_node_is_pointwise(const ssm_node *n) {
   return 0;
 }
 
-/* Priority of a member as the kernel's anchor. */
+/* Priority of a member as the kernel's anchor: a matmul yields to another
+ * anchor op (a scan that computes a small matmul where it reads it). */
 static int anchor_rank(const ssm_node *n) {
   if (n->op == SSM_OP_RMSNORM) return ssm_node_is_pointwise(n) ? 0 : 1;
-  return ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? 0 : 2;
+  if (n->op == SSM_OP_MATMUL) return 2;
+  return ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? 0 : 3;
 }
 
 ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *out_count) {
@@ -49,7 +51,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
       gr->anchor = n;
     } else if (r == 1 && gr->anchor) {
       gr->norm = n;
-    } else if (r == 2 && gr->anchor) {
+    } else if (r == 3 && gr->anchor) {
       return ssm_status_new(SSM_ERR_INTERNAL, "group %d has two anchors (%s and %s)", k,
                             ssm_op_info_get(gr->anchor->op)->name, ssm_op_info_get(n->op)->name);
     }
