@@ -49,6 +49,11 @@ typedef struct {
   int nhelpers;
   const ssm_node *mm_node[8]; /* matmul members written as helpers, and their ids */
   int mm_id[8], nmm;
+  /* a scan kernel's [T, S] matmul members computed before its time loop
+   * (matmul_helper): the scan's T and S, its rows per workgroup (0: none),
+   * and the helpers' ids */
+  int64_t pre_t, pre_s, pre_rows;
+  int pre_id[8], npre;
   int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS];
@@ -217,13 +222,16 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   return id;
 }
 
-/* A generated function returning element (c0.., n) of matmul member `n`
- * (fuse.c's small matmuls): the dot product of x's row c0.. with W's row n,
- * k in order. Returns the helper's id. */
+/* The helpers of matmul member `n` (fuse.c's small matmuls, in a scan
+ * kernel over their rows: c->pre_rows): mmp<id>(c0, n, k0, ks), the dot
+ * product of x's row c0 with W's row n over k = k0, k0 + ks, ... in order,
+ * which the scan's prologue runs for its rows (pre<id>, [T][ROWS] in
+ * shared memory); and mm<id>(c0, n), the element, read from there.
+ * Returns the id. */
 static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
   for (int i = 0; i < c->nmm; i++)
     if (c->mm_node[i] == n) return c->mm_id[i];
-  const ssm_type *t = &n->args[0]->type;
+  const ssm_type *t = &n->args[0]->type, *rt = &n->result->type;
   int r = t->rank;
   int64_t K = t->dims[r - 1];
   coords kx = coords_named("c", r, c->a);
@@ -239,17 +247,35 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
   }
   for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "c%d ", d);
   ssm_sb_printf(&params, "n");
-  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mm%d", id), ssm_sb_str(&params));
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mmp%d", id),
+          ssm_arena_printf(c->a, "%s k0 ks", ssm_sb_str(&params)));
   if (is_wgsl(c))
     ssm_sb_printf(&c->helpers,
-                  "{\n  var s = 0.0;\n  for (var j = 0u; j < %lldu; j++) {\n"
+                  "{\n  var s = 0.0;\n  for (var j = k0; j < %lldu; j += ks) {\n"
                   "    s += %s * %s;\n  }\n  return s;\n}\n",
                   (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
   else
     ssm_sb_printf(&c->helpers,
-                  "{\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
+                  "{\n  float s = 0.0;\n  for (uint j = k0; j < %lldu; j += ks) {\n"
                   "    s += %s * %s;\n  }\n  return s;\n}\n",
                   (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
+  int pre = c->pre_rows && r == 2 && rt->rank == 2 && rt->dims[0] == c->pre_t &&
+            rt->dims[1] == c->pre_s && c->npre < 8;
+  if (pre) {
+    int64_t size = c->pre_t * c->pre_rows;
+    if (!c->npre) /* the workgroup's first row, set by the prologue */
+      ssm_sb_printf(&c->helpers, LANG(c, "uint g_row0;\n", "var<private> g_row0: u32;\n"));
+    ssm_sb_printf(&c->helpers, LANG(c, "shared float pre%d[%lld];\n",
+                                    "var<workgroup> pre%d: array<f32, %lld>;\n"),
+                  id, (long long)size);
+    fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mm%d", id), "c0 n");
+    ssm_sb_printf(&c->helpers, "{\n  return pre%d[c0 * %lldu + n - g_row0];\n}\n", id,
+                  (long long)c->pre_rows);
+    c->pre_id[c->npre++] = id;
+  } else if (!c->err) {
+    c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a matmul is fused into a kernel that is "
+                            "not a scan over its rows");
+  }
   ssm_sb_free(&x);
   ssm_sb_free(&w);
   ssm_sb_free(&params);
@@ -881,6 +907,20 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   k.c[0] = "t";
   for (int d = 0; d < srows.rank; d++) k.c[d + 1] = sk.c[d];
   k.c[full.rank - 1] = "n";
+  if (N > SCAN_MAX_N)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "scan: a state of %lld elements per row exceeds "
+                          "the %d of one workgroup", (long long)N, SCAN_MAX_N);
+  /* one thread per state element, ROWS rows per workgroup; the TC time
+   * steps' products c*h that one pass keeps take SCAN_SHARED floats */
+  int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
+  int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
+  /* matmul members over [T, S] (decode's dt_proj) are computed once per
+   * row and step before the time loop, each row's N threads splitting k */
+  if (srows.rank == 1) {
+    c->pre_t = T;
+    c->pre_s = S;
+    c->pre_rows = rows;
+  }
   ssm_sb loads = {0};
   static const char *names[3] = {"in_a", "in_b", "in_c"};
   for (int i = 0; i < 3; i++) {
@@ -889,21 +929,34 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   }
   int state = binding_of(c, sc->args[3]);
   epilogue_fn(c, &loads);
-  if (N > SCAN_MAX_N) {
-    ssm_sb_free(&loads);
-    return ssm_status_new(SSM_ERR_UNSUPPORTED, "scan: a state of %lld elements per row exceeds "
-                          "the %d of one workgroup", (long long)N, SCAN_MAX_N);
+  ssm_sb pre = {0};
+  if (c->npre) ssm_sb_printf(&pre, "  g_row0 = row0;\n");
+  for (int i = 0; i < c->npre; i++) {
+    int id = c->pre_id[i];
+    if (is_wgsl(c))
+      ssm_sb_printf(&pre,
+                    "  for (var j = 0u; j < nt; j++) {\n    var p = 0.0;\n"
+                    "    if (live) { p = mmp%d(j, s, n, %lldu); }\n    part[l] = p;\n"
+                    "    workgroupBarrier();\n    if (n == 0u && live) {\n      var q = 0.0;\n"
+                    "      for (var i = 0u; i < %lldu; i++) { q += part[l + i]; }\n"
+                    "      pre%d[j * %lldu + l / %lldu] = q;\n    }\n"
+                    "    workgroupBarrier();\n  }\n",
+                    id, (long long)N, (long long)N, id, (long long)rows, (long long)N);
+    else
+      ssm_sb_printf(&pre,
+                    "  for (uint j = 0u; j < nt; j++) {\n"
+                    "    part[l] = live ? mmp%d(j, s, n, %lldu) : 0.0;\n    barrier();\n"
+                    "    if (n == 0u && live) {\n      float q = 0.0;\n"
+                    "      for (uint i = 0u; i < %lldu; i++) q += part[l + i];\n"
+                    "      pre%d[j * %lldu + l / %lldu] = q;\n    }\n    barrier();\n  }\n",
+                    id, (long long)N, (long long)N, id, (long long)rows, (long long)N);
   }
-  /* one thread per state element, ROWS rows per workgroup; the TC time
-   * steps' products c*h that one pass keeps take SCAN_SHARED floats */
-  int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
-  int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
   grid_per_item((S + rows - 1) / rows, out->groups);
   const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
                         I64(tc * local), "S",
                         I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
-                        loads_text(c, &loads), NULL};
+                        loads_text(c, &loads), "PRE", sb_take(&pre, c->a), NULL};
   run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
                                             (long long)T, (long long)S, (long long)N,

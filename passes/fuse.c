@@ -38,10 +38,9 @@
 #define MAX_MEMBERS 64
 #define MAX_EVALS 8
 #define SMALL_ROWS 4
-/* measured on an H200: inlining dt_proj saved 4% of mamba-130m's decode
- * (K = 48) and cost 7% of mamba-1.4b's (K = 96: each of a row's 16 state
- * threads repeats the dot product, twice) */
-#define SMALL_K 64
+/* a scan computes such a matmul once per row and step before its time loop
+ * (codegen's matmul_helper), so K up to dt_proj's 256 of falcon-mamba-7b */
+#define SMALL_K 256
 
 typedef SSM_VEC(int) int_vec;
 
@@ -130,20 +129,31 @@ static int join(fuser *f, int k, int gr) {
 }
 
 /* Whether every use of node k, through views and pointwise ops, ends in a
- * scan (decode's dt_proj: add the bias, softplus, then the scan's dt). */
-static int feeds_scan(const fuser *f, int k, int depth) {
+ * scan over S rows of state (a state [S, N]; decode's dt_proj: add the bias,
+ * softplus, then the scan's dt), the scan kernel's rows being what it
+ * computes such a matmul for (codegen's matmul_helper). */
+static int feeds_scan(const fuser *f, int k, int64_t S, int depth) {
   const ssm_node *n = f->nodes[k];
   const int_vec *users = &f->users[n->result->id];
   if (!users->n || depth > 16) return 0;
   for (size_t u = 0; u < users->n; u++) {
     int j = users->items[u];
     const ssm_node *user = f->nodes[j];
-    if (user->op == SSM_OP_SCAN) continue;
+    if (user->op == SSM_OP_SCAN && user->nargs > 3 && user->args[3]->type.rank == 2 &&
+        user->args[3]->type.dims[0] == S)
+      continue;
     if (!(ssm_op_is_view(user->op) || ssm_node_is_pointwise(user)) || !user->result ||
-        !feeds_scan(f, j, depth + 1))
+        !feeds_scan(f, j, S, depth + 1))
       return 0;
   }
   return 1;
+}
+
+/* A small matmul [T, K] x [S, K] whose uses all end in a scan over S rows. */
+static int scan_operand(const fuser *f, int k) {
+  const ssm_node *n = f->nodes[k];
+  return small_matmul(n) && n->result->type.rank == 2 && n->args[0]->type.rank == 2 &&
+         feeds_scan(f, k, n->result->type.dims[1], 0);
 }
 
 static ssm_status build(fuser *f, ssm_graph *g) {
@@ -200,7 +210,7 @@ static void assign(fuser *f, int no_fuse) {
     int prologue = n->op == SSM_OP_MATMUL && n->args[0]->def->result &&
                    norm_of[index_of(f, n->args[0]->def)] == k;
     if (no_fuse ||
-        (!ssm_node_is_pointwise(n) && (!small_matmul(n) || prologue || !feeds_scan(f, k, 0))))
+        (!ssm_node_is_pointwise(n) && (prologue || !scan_operand(f, k))))
       join(f, k, -1);
   }
   for (int k = 0; k < f->count; k++)
