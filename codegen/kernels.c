@@ -845,8 +845,9 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
    * workgroup, x held in registers across them (measured on an H200:
    * mamba-1.4b bf16 in_proj 17.1 -> 14.5 us, lm_head 77 -> 59 us); the
    * others keep one group of ROWS columns, which measured faster there
-   * (falcon-mamba-7b's dt_proj, K = 256: 7.2 against 8.4 us) */
-  int64_t cols = N >= 8192 && K >= 1024 ? (N / 1024 < 16 ? N / 1024 : 16) : 0;
+   * (falcon-mamba-7b's dt_proj, K = 256: 7.2 against 8.4 us). COLS is a
+   * multiple of ROWS (4): the template steps through COLS by ROWS. */
+  int64_t cols = N >= 8192 && K >= 1024 ? (N >= 16384 ? 16 : 8) : 0;
   if (is_wgsl(c)) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;

@@ -510,10 +510,11 @@ static void test_matmul(void) {
   /* 8192 columns and more: gemv's COLS columns a workgroup, x in registers */
   matmul("matmul M=2 K=2056 N=8197 (gemv, 8 columns a workgroup, last one short, "
          "threads past K)", F32(2, 2056), 8197, 2056);
-  matmul_dt("matmul M=1 K=264 N=16389 bf16 (gemv, 16 columns a workgroup)", F32(1, 264), 16389,
-            264, SSM_BF16);
-  norm_matmul("rmsnorm + matmul M=1 K=520 N=9000 f16 (gemv's norm prologue, 8 columns)",
-              F32(1, 520), 9000, 520, SSM_F16);
+  matmul_dt("matmul M=1 K=1032 N=16389 bf16 (gemv, 16 columns a workgroup)", F32(1, 1032),
+            16389, 1032, SSM_BF16);
+  matmul("matmul M=1 K=1024 N=10243 (gemv, 8 columns a workgroup)", F32(1, 1024), 10243, 1024);
+  norm_matmul("rmsnorm + matmul M=1 K=1040 N=9000 f16 (gemv's norm prologue, 8 columns)",
+              F32(1, 1040), 9000, 1040, SSM_F16);
   norm_matmul("rmsnorm + matmul M=3 K=64 N=2051 (gemv's norm prologue, 4 columns)", F32(3, 64),
               2051, 64, SSM_F32);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
