@@ -54,6 +54,9 @@ typedef struct {
    * and the helpers' ids */
   int64_t pre_t, pre_s, pre_rows;
   int pre_id[8], npre;
+  const ssm_node *pre_norm[8]; /* the rmsnorm of a pre matmul's x, or NULL */
+  const ssm_node *conv_done[16]; /* decode convs written into an epilogue */
+  int nconv;
   int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
   int slot_writable[SSM_CG_MAX_BINDINGS];
   unsigned access[SSM_CG_MAX_BINDINGS];
@@ -227,18 +230,37 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
  * product of x's row c0 with W's row n over k = k0, k0 + ks, ... in order,
  * which the scan's prologue runs for its rows (pre<id>, [T][ROWS] in
  * shared memory); and mm<id>(c0, n), the element, read from there.
- * Returns the id. */
+ * When x is an rmsnorm member (Falcon-Mamba's dt norm), mmp<id> takes the
+ * row's rsqrt(mean square + eps) as a fifth argument (named acc: fn_head's
+ * float), which the prologue computes first, once per row, and sums
+ * (in * rsqrt * gain) * w, the arithmetic of the norm evaluated where it
+ * is read: the same order as prefill's kernels. The mean square of a small
+ * row (a pointwise norm) is rms<id>'s sequential sum, as there; of a large
+ * row, the row's threads sum mmq<id>(c0, k0, ks), the squares of in over
+ * their k. Returns the id. */
 static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
   for (int i = 0; i < c->nmm; i++)
     if (c->mm_node[i] == n) return c->mm_id[i];
   const ssm_type *t = &n->args[0]->type, *rt = &n->result->type;
   int r = t->rank;
   int64_t K = t->dims[r - 1];
+  const ssm_node *norm = n->args[0]->def;
+  if (norm->op != SSM_OP_RMSNORM || !member(c, norm)) norm = NULL;
   coords kx = coords_named("c", r, c->a);
   kx.c[r - 1] = "j";
-  coords kw = {.rank = 2, .c = {"n", "j"}};
-  ssm_sb x = {0}, w = {0}, params = {0};
-  emit(c, n->args[0], &kx, &x, depth + 1);
+  coords kw = {.rank = 2, .c = {"n", "j"}}, kg = {.rank = 1, .c = {"j"}};
+  ssm_sb x = {0}, w = {0}, params = {0}, in = {0};
+  if (norm) { /* (in * rsqrt * gain), rsqrt the argument acc */
+    emit(c, norm->args[0], &kx, &in, depth + 1);
+    ssm_sb_printf(&x, "(%s * acc", ssm_sb_str(&in));
+    if (norm->nargs > 1) {
+      ssm_sb_printf(&x, " * ");
+      emit(c, norm->args[1], &kg, &x, depth + 1);
+    }
+    ssm_sb_printf(&x, ")");
+  } else {
+    emit(c, n->args[0], &kx, &x, depth + 1);
+  }
   emit(c, n->args[1], &kw, &w, depth + 1);
   int id = c->nhelpers++;
   if (c->nmm < 8) {
@@ -246,19 +268,20 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
     c->mm_id[c->nmm++] = id;
   }
   for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "c%d ", d);
+  const char *loop = LANG(c, "{\n  float s = 0.0;\n  for (uint j = k0; j < %lldu; j += ks) {\n",
+                          "{\n  var s = 0.0;\n  for (var j = k0; j < %lldu; j += ks) {\n");
+  if (norm && K > SSM_SMALL_ROW) { /* the squares of the norm's input over the same k */
+    fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mmq%d", id),
+            ssm_arena_printf(c->a, "%sk0 ks", ssm_sb_str(&params)));
+    ssm_sb_printf(&c->helpers, loop, (long long)K);
+    ssm_sb_printf(&c->helpers, LANG(c, "    float v = %s;\n", "    let v = %s;\n"), ssm_sb_str(&in));
+    ssm_sb_printf(&c->helpers, "    s += v * v;\n  }\n  return s;\n}\n");
+  }
   ssm_sb_printf(&params, "n");
   fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mmp%d", id),
-          ssm_arena_printf(c->a, "%s k0 ks", ssm_sb_str(&params)));
-  if (is_wgsl(c))
-    ssm_sb_printf(&c->helpers,
-                  "{\n  var s = 0.0;\n  for (var j = k0; j < %lldu; j += ks) {\n"
-                  "    s += %s * %s;\n  }\n  return s;\n}\n",
-                  (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
-  else
-    ssm_sb_printf(&c->helpers,
-                  "{\n  float s = 0.0;\n  for (uint j = k0; j < %lldu; j += ks) {\n"
-                  "    s += %s * %s;\n  }\n  return s;\n}\n",
-                  (long long)K, ssm_sb_str(&x), ssm_sb_str(&w));
+          ssm_arena_printf(c->a, "%s k0 ks%s", ssm_sb_str(&params), norm ? " acc" : ""));
+  ssm_sb_printf(&c->helpers, loop, (long long)K);
+  ssm_sb_printf(&c->helpers, "    s += %s * %s;\n  }\n  return s;\n}\n", ssm_sb_str(&x), ssm_sb_str(&w));
   int pre = c->pre_rows && r == 2 && rt->rank == 2 && rt->dims[0] == c->pre_t &&
             rt->dims[1] == c->pre_s && c->npre < 8;
   if (pre) {
@@ -271,6 +294,7 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
     fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mm%d", id), "c0 n");
     ssm_sb_printf(&c->helpers, "{\n  return pre%d[c0 * %lldu + n - g_row0];\n}\n", id,
                   (long long)c->pre_rows);
+    c->pre_norm[c->npre] = norm;
     c->pre_id[c->npre++] = id;
   } else if (!c->err) {
     c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a matmul is fused into a kernel that is "
@@ -278,7 +302,63 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
   }
   ssm_sb_free(&x);
   ssm_sb_free(&w);
+  ssm_sb_free(&in);
   ssm_sb_free(&params);
+  return id;
+}
+
+/* The helper of decode conv member `n` (fuse.c's fold into a matmul's
+ * epilogue, one token): cv<id>(cc, acc) returns the conv at channel cc of
+ * input acc, and shifts acc into column cc of the state, the sum in the
+ * conv1d template's order (bias, then k in order). Written once, for the
+ * one evaluation the epilogue does per element; a channel past C (WGSL's
+ * select evaluates every operand of a concat) does nothing. */
+static int conv_helper(gctx *c, const ssm_node *n, int depth) {
+  for (int i = 0; i < c->nconv; i++)
+    if (c->conv_done[i] == n) {
+      if (!c->err)
+        c->err = ssm_status_new(SSM_ERR_INTERNAL, "a decode conv is evaluated twice in one kernel");
+      return 0;
+    }
+  if (c->nconv == 16 || !c->in_epilogue) {
+    if (!c->err)
+      c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a decode conv is fused outside an epilogue");
+    return 0;
+  }
+  c->conv_done[c->nconv++] = n;
+  int64_t C = n->args[0]->type.dims[1], K = n->args[2]->type.dims[1];
+  const char *klast = ssm_arena_printf(c->a, "%lldu", (long long)(K - 1));
+  coords wk = {.rank = 2, .c = {"cc", "kk"}}, wl = {.rank = 2, .c = {"cc", klast}},
+         sk = {.rank = 2, .c = {"kk", "cc"}}, bk = {.rank = 1, .c = {"cc"}};
+  ssm_sb w = {0}, wlast = {0}, st = {0}, bias = {0};
+  emit(c, n->args[2], &wk, &w, depth + 1);
+  emit(c, n->args[2], &wl, &wlast, depth + 1);
+  emit(c, n->args[1], &sk, &st, depth + 1);
+  if (n->nargs > 3) emit(c, n->args[3], &bk, &bias, depth + 1);
+  else ssm_sb_printf(&bias, "0.0");
+  int sb = binding_of(c, n->args[1]);
+  int id = c->nhelpers++;
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "cv%d", id), "cc acc");
+  /* the state's column cc shifted by one, acc last */
+  const char *st_old = ssm_arena_printf(c->a, LANG(c, "b%d.v[(kk - 1u) * %lldu + cc] = o",
+                                                   "b%d_st((kk - 1u) * %lldu + cc, o)"),
+                                        sb, (long long)C);
+  ssm_sb_printf(&c->helpers,
+                LANG(c, "{\n  if (cc >= %lldu) return 0.0;\n  float y = %s;\n"
+                        "  for (uint kk = 0u; kk < %lldu; kk++) {\n    float o = %s;\n",
+                     "{\n  if (cc >= %lldu) { return 0.0; }\n  var y = %s;\n"
+                     "  for (var kk = 0u; kk < %lldu; kk++) {\n    let o = %s;\n"),
+                (long long)C, ssm_sb_str(&bias), (long long)(K - 1), ssm_sb_str(&st));
+  ssm_sb_printf(&c->helpers, "    y += %s * o;\n    if (kk > 0u) { %s; }\n  }\n  y += %s * acc;\n",
+                ssm_sb_str(&w), st_old, ssm_sb_str(&wlast));
+  if (K > 1)
+    ssm_sb_printf(&c->helpers, LANG(c, "  b%d.v[%lldu + cc] = acc;\n", "  b%d_st(%lldu + cc, acc);\n"),
+                  sb, (long long)((K - 2) * C));
+  ssm_sb_printf(&c->helpers, "  return y;\n}\n");
+  ssm_sb_free(&w);
+  ssm_sb_free(&wlast);
+  ssm_sb_free(&st);
+  ssm_sb_free(&bias);
   return id;
 }
 
@@ -366,6 +446,13 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       int h = matmul_helper(c, d, depth);
       ssm_sb_printf(out, "mm%d(", h);
       for (int i = 0; i < k->rank; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
+      ssm_sb_printf(out, ")");
+      return;
+    }
+    if (d->op == SSM_OP_CONV1D) { /* a decode conv in a matmul's epilogue */
+      int h = conv_helper(c, d, depth);
+      ssm_sb_printf(out, "cv%d(%s, ", h, k->c[1]);
+      emit(c, d->args[0], k, out, depth + 1);
       ssm_sb_printf(out, ")");
       return;
     }
@@ -892,6 +979,28 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
 #define SCAN_MAX_N 256
 #define SCAN_SHARED 4096
 
+/* The scan prologue's loop over the run's steps j: each state thread's
+ * `value` into part[l], then the first thread of each row sums its row's N
+ * parts in order of n into q and does `store`. */
+static void pre_reduce(gctx *c, ssm_sb *pre, const char *value, int64_t N, const char *store) {
+  if (is_wgsl(c))
+    ssm_sb_printf(pre,
+                  "  for (var j = 0u; j < nt; j++) {\n    var p = 0.0;\n"
+                  "    if (live) { p = %s; }\n    part[l] = p;\n"
+                  "    workgroupBarrier();\n    if (n == 0u && live) {\n      var q = 0.0;\n"
+                  "      for (var i = 0u; i < %lldu; i++) { q += part[l + i]; }\n"
+                  "      %s;\n    }\n    workgroupBarrier();\n  }\n",
+                  value, (long long)N, store);
+  else
+    ssm_sb_printf(pre,
+                  "  for (uint j = 0u; j < nt; j++) {\n"
+                  "    part[l] = live ? %s : 0.0;\n    barrier();\n"
+                  "    if (n == 0u && live) {\n      float q = 0.0;\n"
+                  "      for (uint i = 0u; i < %lldu; i++) q += part[l + i];\n"
+                  "      %s;\n    }\n    barrier();\n  }\n",
+                  value, (long long)N, store);
+}
+
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *sc = c->anchor;
   const ssm_type *h = &sc->args[3]->type;
@@ -934,23 +1043,33 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   if (c->npre) ssm_sb_printf(&pre, "  g_row0 = row0;\n");
   for (int i = 0; i < c->npre; i++) {
     int id = c->pre_id[i];
-    if (is_wgsl(c))
-      ssm_sb_printf(&pre,
-                    "  for (var j = 0u; j < nt; j++) {\n    var p = 0.0;\n"
-                    "    if (live) { p = mmp%d(j, s, n, %lldu); }\n    part[l] = p;\n"
-                    "    workgroupBarrier();\n    if (n == 0u && live) {\n      var q = 0.0;\n"
-                    "      for (var i = 0u; i < %lldu; i++) { q += part[l + i]; }\n"
-                    "      pre%d[j * %lldu + l / %lldu] = q;\n    }\n"
-                    "    workgroupBarrier();\n  }\n",
-                    id, (long long)N, (long long)N, id, (long long)rows, (long long)N);
-    else
-      ssm_sb_printf(&pre,
-                    "  for (uint j = 0u; j < nt; j++) {\n"
-                    "    part[l] = live ? mmp%d(j, s, n, %lldu) : 0.0;\n    barrier();\n"
-                    "    if (n == 0u && live) {\n      float q = 0.0;\n"
-                    "      for (uint i = 0u; i < %lldu; i++) q += part[l + i];\n"
-                    "      pre%d[j * %lldu + l / %lldu] = q;\n    }\n    barrier();\n  }\n",
-                    id, (long long)N, (long long)N, id, (long long)rows, (long long)N);
+    const char *at = ssm_arena_printf(c->a, "j * %lldu + l / %lldu", (long long)rows, (long long)N);
+    const char *dot = ssm_arena_printf(c->a, "mmp%d(j, s, n, %lldu)", id, (long long)N);
+    const ssm_node *norm = c->pre_norm[i];
+    if (norm) { /* the row's rsqrt first (matmul_helper) */
+      const ssm_type *xt = &norm->args[0]->type;
+      int64_t K = xt->dims[xt->rank - 1];
+      ssm_sb_printf(&c->helpers, LANG(c, "shared float prr%d[%lld];\n",
+                                      "var<workgroup> prr%d: array<f32, %lld>;\n"),
+                    id, (long long)(c->pre_t * rows));
+      if (K <= SSM_SMALL_ROW) {
+        int rh = rms_helper(c, norm, 0);
+        ssm_sb_printf(&pre, LANG(c, "  for (uint j = 0u; j < nt; j++)\n"
+                                    "    if (n == 0u && live) prr%d[%s] = rms%d(j);\n  barrier();\n",
+                                 "  for (var j = 0u; j < nt; j++) {\n"
+                                 "    if (n == 0u && live) { prr%d[%s] = rms%d(j); }\n  }\n"
+                                 "  workgroupBarrier();\n"),
+                      id, at, rh);
+      } else {
+        pre_reduce(c, &pre, ssm_arena_printf(c->a, "mmq%d(j, n, %lldu)", id, (long long)N), N,
+                   ssm_arena_printf(c->a, "prr%d[%s] = %s(q / %s + %s)", id, at,
+                                    LANG(c, "inversesqrt", "inverseSqrt"),
+                                    float_lit(c, (double)K),
+                                    float_lit(c, ssm_node_float(norm, "eps", 0))));
+      }
+      dot = ssm_arena_printf(c->a, "mmp%d(j, s, n, %lldu, prr%d[%s])", id, (long long)N, id, at);
+    }
+    pre_reduce(c, &pre, dot, N, ssm_arena_printf(c->a, "pre%d[%s] = q", id, at));
   }
   grid_per_item((S + rows - 1) / rows, out->groups);
   const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",

@@ -3,15 +3,20 @@
  * group=N on every node that does work.
  *
  * The patterns, in the order they are applied:
- *   1. norm prologue: an rmsnorm whose only use is a matmul's x joins that
- *      matmul (the kernel normalizes rows as it reads them);
+ *   1. norm prologue: a large-row rmsnorm whose only use is a matmul's x
+ *      joins that matmul (the kernel normalizes rows as it reads them); so
+ *      does an rmsnorm of any row before a small matmul that a scan computes
+ *      (4: Falcon-Mamba's dt norm, whose scale the scan's prologue takes out
+ *      of the dot product), going wherever that matmul goes;
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
  *      attention, embed, reduce, softmax, argmax, sample, large-row rmsnorm) starts a
  *      group (the state operands of scan, conv1d_causal and attention must be
  *      state tensors: the kernel updates them in place);
  *   3. epilogues: an elementwise op that is the only use of a group's result,
  *      with that result's shape, joins the group (bias, softplus, residual
- *      add, SiLU after conv, the scan's D skip and gate);
+ *      add, SiLU after conv, the scan's D skip and gate); and a decode
+ *      conv (one token) joins the matmul that computes its input, which
+ *      does it in its epilogue (fold_convs, below);
  *   4. operands: walking backwards, a pointwise op (elementwise, concat,
  *      small-row rmsnorm) all of whose uses — looking through views — are in
  *      one group joins it, so it is computed where it is read (the scan's
@@ -44,6 +49,15 @@
 
 typedef SSM_VEC(int) int_vec;
 
+/* A decode conv folded into the matmul before it (fold_convs). */
+#define FOLD_NODES 32
+typedef struct {
+  const ssm_node *r;                /* the matmul's value the slices cut */
+  const ssm_node *nodes[FOLD_NODES]; /* the convs and the ops after them, then the concat */
+  int n;
+} fold;
+typedef SSM_VEC(fold) fold_vec;
+
 typedef struct {
   ssm_graph *g;
   ssm_node **nodes; /* in order */
@@ -54,6 +68,8 @@ typedef struct {
   int *evals;       /* per node index: times its group's kernel evaluates it */
   int_vec members;  /* per group: ops in it (grown as groups are made) */
   int_vec anchor;   /* per group: the node index of its anchor, -1 none */
+  fold_vec folds;   /* decode convs folded into matmuls (fold_convs) */
+  int *folded;      /* per node index: 1 + the fold it belongs to, 0 none */
 } fuser;
 
 /* A matmul that may be computed where it is read (4): few rows, small K. */
@@ -156,6 +172,195 @@ static int scan_operand(const fuser *f, int k) {
          feeds_scan(f, k, n->result->type.dims[1], 0);
 }
 
+/* ---- decode convs folded into the matmul before them ----------------------
+ *
+ * With one token, a causal conv's output at channel c needs only its input
+ * at c and column c of its state, so the kernel of the matmul computing that
+ * input (in_proj) can do the conv in its epilogue, on the thread that
+ * finishes column c, and update column c of the state there: a dispatch
+ * less per layer. A kernel has one result, so the matmul's value R, read
+ * only through slices that cut its last axis in order ([x | z] in Mamba-1,
+ * [z | xBC | dt] in Mamba-2), is rewritten as C = concat of one piece per
+ * slice: for a slice that a conv reads, the conv and the elementwise ops
+ * after it (its SiLU); for another, the slice itself. Every other reader
+ * then reads a slice of C at the same place. assign() puts the conv chains
+ * and C into R's group (3b); codegen evaluates the conv in the epilogue. */
+
+#define MAX_PIECES 16
+
+/* The uses of every value of the graph as it was before any fold (values
+ * and nodes a fold adds are never asked about), with the node positions:
+ * built once, so folding a graph of any depth takes linear time. */
+typedef struct {
+  ssm_node *node;
+  int pos;
+} use;
+typedef SSM_VEC(use) use_vec;
+typedef struct {
+  use_vec *users; /* per value id */
+  int *pos;       /* per value id: its node's position */
+  int nvalues;
+} folder;
+
+/* The nodes that use v (up to max stored), and how many uses there are;
+ * more than max for a value the index does not know. */
+static int users_of(const folder *fo, const ssm_value *v, use *out, int max) {
+  if (v->id < 0 || v->id >= fo->nvalues) return max + 1;
+  const use_vec *u = &fo->users[v->id];
+  for (size_t i = 0; i < u->n && (int)i < max; i++) out[i] = u->items[i];
+  return (int)u->n;
+}
+
+static int pos_of(const folder *fo, const ssm_node *n) { return fo->pos[n->result->id]; }
+
+/* Whether v is a weight or a constant, read through views. */
+static int fixed_value(const ssm_value *v) {
+  while (ssm_op_is_view(v->def->op)) v = v->def->args[0];
+  return v->def->op == SSM_OP_WEIGHT || v->def->op == SSM_OP_CONST;
+}
+
+static int elementwise(const ssm_node *n) {
+  ssm_op_kind k = ssm_op_info_get(n->op)->kind;
+  return k == SSM_KIND_UNARY || k == SSM_KIND_BINARY;
+}
+
+/* The operand of elementwise n that is not a weight or constant (the one a
+ * chain runs through), or NULL when there is not exactly one. */
+static ssm_value *chain_operand(const ssm_node *n) {
+  ssm_value *v = NULL;
+  for (int i = 0; i < n->nargs; i++) {
+    if (fixed_value(n->args[i])) continue;
+    if (v) return NULL;
+    v = n->args[i];
+  }
+  return v;
+}
+
+/* Whether R's value is a matmul's, maybe through an epilogue chain (ops
+ * used once, of the same shape) that step 3 will join to it. */
+static int matmul_value(const folder *fo, const ssm_node *r) {
+  for (int d = 0; d < 8; d++) {
+    if (r->op == SSM_OP_MATMUL) return 1;
+    use u[2];
+    const ssm_value *v = elementwise(r) ? chain_operand(r) : NULL;
+    if (!v || users_of(fo, v, u, 2) != 1 || !same_shape(&v->type, &r->result->type)) return 0;
+    r = v->def;
+  }
+  return 0;
+}
+
+/* A decode conv reading slice s as its input, or NULL. */
+static ssm_node *decode_conv(const folder *fo, const ssm_node *s) {
+  use u[2];
+  if (users_of(fo, s->result, u, 2) != 1) return NULL;
+  ssm_node *cv = u[0].node;
+  if (cv->op != SSM_OP_CONV1D || cv->args[0] != s->result) return NULL;
+  const ssm_type *t = &cv->result->type;
+  return t->rank == 2 && t->dims[0] == 1 && cv->args[1]->def->op == SSM_OP_STATE ? cv : NULL;
+}
+
+/* Folds the decode convs reading slices of R's value (see above); adds the
+ * fold to `out` when it does. */
+static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) {
+  const ssm_type *rt = &r->result->type;
+  if (rt->rank != 2 || rt->dims[0] != 1 || !matmul_value(fo, r)) return;
+  use cu[MAX_PIECES + 1];
+  ssm_node *cut[MAX_PIECES];
+  int ncut = users_of(fo, r->result, cu, MAX_PIECES + 1);
+  if (ncut < 2 || ncut > MAX_PIECES) return;
+  /* slices of the last axis, put in order of start, cutting it exactly */
+  for (int i = 0; i < ncut; i++) {
+    cut[i] = cu[i].node;
+    if (cut[i]->op != SSM_OP_SLICE || ssm_node_int(cut[i], "axis", -1) != 1) return;
+  }
+  for (int i = 1; i < ncut; i++)
+    for (int j = i; j > 0 && ssm_node_int(cut[j], "start", 0) < ssm_node_int(cut[j - 1], "start", 0); j--) {
+      ssm_node *t = cut[j];
+      cut[j] = cut[j - 1];
+      cut[j - 1] = t;
+    }
+  int64_t at = 0;
+  for (int i = 0; i < ncut; i++) {
+    if (ssm_node_int(cut[i], "start", -1) != at) return;
+    at += ssm_node_int(cut[i], "len", 0);
+  }
+  if (at != rt->dims[1]) return;
+  /* each piece: the slice, or its conv and the ops after it */
+  fold fd = {.r = r};
+  ssm_value *piece[MAX_PIECES];
+  ssm_node *last = cut[0];
+  for (int i = 0; i < ncut; i++)
+    if (pos_of(fo, cut[i]) > pos_of(fo, last)) last = cut[i];
+  int convs = 0;
+  for (int i = 0; i < ncut; i++) {
+    ssm_node *p = decode_conv(fo, cut[i]);
+    piece[i] = cut[i]->result;
+    if (!p || fd.n + 1 >= FOLD_NODES) continue;
+    convs++;
+    fd.nodes[fd.n++] = p;
+    for (;;) {
+      use u[2];
+      if (users_of(fo, p->result, u, 2) != 1 || !elementwise(u[0].node) || fd.n + 1 >= FOLD_NODES ||
+          chain_operand(u[0].node) != p->result ||
+          !same_shape(&u[0].node->result->type, &p->result->type))
+        break;
+      p = u[0].node;
+      fd.nodes[fd.n++] = p;
+    }
+    piece[i] = p->result;
+    if (pos_of(fo, p) > pos_of(fo, last)) last = p;
+  }
+  if (!convs) return;
+  /* every other reader of a piece must come after the concat */
+  for (int i = 0; i < ncut; i++) {
+    use u[64];
+    int nu = users_of(fo, piece[i], u, 64);
+    if (nu > 64) return;
+    for (int j = 0; j < nu; j++)
+      if (u[j].pos <= pos_of(fo, last)) return;
+  }
+  ssm_node *concat = ssm_graph_insert(g, last->next, SSM_OP_CONCAT, rt, ncut, piece);
+  ssm_node_set_int(g, concat, "axis", 1);
+  ssm_node *before = concat->next;
+  for (int i = 0; i < ncut; i++) {
+    use u[64];
+    int nu = users_of(fo, piece[i], u, 64);
+    ssm_node *s = ssm_graph_insert(g, before, SSM_OP_SLICE, &piece[i]->type, 1, &concat->result);
+    ssm_node_set_int(g, s, "axis", 1);
+    ssm_node_set_int(g, s, "start", ssm_node_int(cut[i], "start", 0));
+    ssm_node_set_int(g, s, "len", ssm_node_int(cut[i], "len", 0));
+    for (int j = 0; j < nu; j++)
+      for (int a = 0; a < u[j].node->nargs; a++)
+        if (u[j].node->args[a] == piece[i]) u[j].node->args[a] = s->result;
+  }
+  fd.nodes[fd.n++] = concat;
+  ssm_vec_push(out, fd);
+}
+
+static void fold_convs(ssm_graph *g, fold_vec *out) {
+  ssm_graph_number(g);
+  folder fo = {.nvalues = g->nvalues};
+  fo.users = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *fo.users);
+  fo.pos = ssm_xcalloc((size_t)g->nvalues + 1, sizeof(int));
+  int pos = 0;
+  for (ssm_node *n = g->first; n; n = n->next, pos++) {
+    if (n->result) fo.pos[n->result->id] = pos;
+    for (int i = 0; i < n->nargs; i++) ssm_vec_push(&fo.users[n->args[i]->id], ((use){n, pos}));
+  }
+  const ssm_node *done = NULL; /* the R last folded (its other convs went with it) */
+  for (ssm_node *n = g->first; n; n = n->next) {
+    if (n->op != SSM_OP_CONV1D || !n->result || n->result->id < 0) continue;
+    const ssm_node *s = n->args[0]->def;
+    if (s->op != SSM_OP_SLICE || decode_conv(&fo, s) != n || s->args[0]->def == done) continue;
+    size_t before = out->n;
+    fold_at(g, &fo, s->args[0]->def, out);
+    if (out->n > before) done = s->args[0]->def;
+  }
+  for (int i = 0; i <= g->nvalues; i++) ssm_vec_free(&fo.users[i]);
+  free(fo.users);
+  free(fo.pos);
+}
+
 static ssm_status build(fuser *f, ssm_graph *g) {
   ssm_graph_number(g);
   f->g = g;
@@ -164,6 +369,7 @@ static ssm_status build(fuser *f, ssm_graph *g) {
   f->group = ssm_xcalloc((size_t)f->count, sizeof(int));
   f->evals = ssm_xcalloc((size_t)f->count, sizeof(int));
   f->idx_of = ssm_xcalloc((size_t)g->nvalues + 1, sizeof(int));
+  f->folded = ssm_xcalloc((size_t)f->count, sizeof(int));
   f->users = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *f->users);
   int k = 0;
   for (ssm_node *n = g->first; n; n = n->next, k++) {
@@ -176,6 +382,9 @@ static ssm_status build(fuser *f, ssm_graph *g) {
     const ssm_node *n = f->nodes[k];
     for (int i = 0; i < n->nargs; i++) ssm_vec_push(&f->users[n->args[i]->id], k);
   }
+  for (size_t i = 0; i < f->folds.n; i++)
+    for (int j = 0; j < f->folds.items[i].n; j++)
+      f->folded[index_of(f, f->folds.items[i].nodes[j])] = (int)i + 1;
   return NULL;
 }
 
@@ -186,6 +395,8 @@ static void release(fuser *f) {
   free(f->idx_of);
   free(f->group);
   free(f->evals);
+  free(f->folded);
+  ssm_vec_free(&f->folds);
   ssm_vec_free(&f->members);
   ssm_vec_free(&f->anchor);
   free(f->nodes);
@@ -194,29 +405,32 @@ static void release(fuser *f) {
 static void assign(fuser *f, int no_fuse) {
   int *norm_of = ssm_xcalloc((size_t)f->count, sizeof(int));
   for (int k = 0; k < f->count; k++) norm_of[k] = -1;
-  /* 1. norm prologues */
+  /* 1. norm prologues: of a large row; or of any row, before a matmul that
+   * a scan computes (Falcon-Mamba's dt norm), which goes where it goes */
   for (int k = 0; k < f->count && !no_fuse; k++) {
     const ssm_node *m = f->nodes[k];
     if (m->op != SSM_OP_MATMUL) continue;
     const ssm_node *x = m->args[0]->def;
-    if (x->op == SSM_OP_RMSNORM && !ssm_node_is_pointwise(x) && f->users[x->result->id].n == 1)
+    if (x->op == SSM_OP_RMSNORM && f->users[x->result->id].n == 1 &&
+        (!ssm_node_is_pointwise(x) || scan_operand(f, k)))
       norm_of[index_of(f, x)] = k;
   }
   /* 2. anchors (and, with no_fuse, every op that does work) */
   for (int k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
-    if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || norm_of[k] >= 0) continue;
-    /* a matmul with a norm prologue is always an anchor */
-    int prologue = n->op == SSM_OP_MATMUL && n->args[0]->def->result &&
-                   norm_of[index_of(f, n->args[0]->def)] == k;
-    if (no_fuse ||
-        (!ssm_node_is_pointwise(n) && (prologue || !scan_operand(f, k))))
-      join(f, k, -1);
+    if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || norm_of[k] >= 0 ||
+        (f->folded[k] && !no_fuse))
+      continue;
+    /* a matmul that a scan computes (with its norm prologue, if any) is
+     * not an anchor: it joins the scan in 4 */
+    if (no_fuse || (!ssm_node_is_pointwise(n) && !scan_operand(f, k))) join(f, k, -1);
   }
-  for (int k = 0; k < f->count; k++)
-    if (norm_of[k] >= 0) join(f, k, f->group[norm_of[k]]);
-  free(norm_of);
-  if (no_fuse) return;
+  for (int k = 0; k < f->count; k++) /* the others' join them in 4 */
+    if (norm_of[k] >= 0 && f->group[norm_of[k]] >= 0) join(f, k, f->group[norm_of[k]]);
+  if (no_fuse) {
+    free(norm_of);
+    return;
+  }
   /* 3. epilogues */
   for (int k = 0; k < f->count; k++) {
     const ssm_node *a = f->nodes[k];
@@ -244,10 +458,31 @@ static void assign(fuser *f, int no_fuse) {
       r = u;
     }
   }
+  /* 3b. decode convs into the matmul's epilogue: R must end its group as
+   * step 3 left it; else the conv is a kernel of its own after all */
+  for (size_t i = 0; i < f->folds.n; i++) {
+    const fold *fd = &f->folds.items[i];
+    int r = index_of(f, fd->r), gr = f->group[r];
+    int ok = gr >= 0 && f->anchor.items[gr] >= 0 &&
+             f->nodes[f->anchor.items[gr]]->op == SSM_OP_MATMUL &&
+             f->members.items[gr] + fd->n <= MAX_MEMBERS;
+    for (int k = r + 1; k < f->count && ok; k++) ok = f->group[k] != gr;
+    for (int j = 0; j < fd->n; j++) {
+      int k = index_of(f, fd->nodes[j]);
+      const ssm_node *n = f->nodes[k];
+      if (ok) join(f, k, gr);
+      else if (n->op == SSM_OP_CONV1D) join(f, k, -1);
+      else if (n->op != SSM_OP_CONCAT) join(f, k, f->group[index_of(f, chain_operand(n)->def)]);
+    }
+  }
   /* 4. operands, backwards; 5. the rest */
   for (int k = f->count - 1; k >= 0; k--) {
     const ssm_node *n = f->nodes[k];
     if (is_data(n) || is_sink(n) || ssm_op_is_view(n->op) || f->group[k] >= 0) continue;
+    if (norm_of[k] >= 0) { /* its matmul's prologue, wherever that went */
+      join(f, k, f->group[norm_of[k]]);
+      continue;
+    }
     int ug = users_group(f, k, 0), evals = ug >= 0 ? users_evals(f, k, 0) : 1;
     if (ug >= 0 && n->op == SSM_OP_MATMUL &&
         (f->anchor.items[ug] < 0 || f->nodes[f->anchor.items[ug]]->op != SSM_OP_SCAN))
@@ -259,6 +494,7 @@ static void assign(fuser *f, int no_fuse) {
       f->evals[k] = evals;
     }
   }
+  free(norm_of);
 }
 
 /* Views that a sink reads get materialized by a copy kernel of their own. */
@@ -289,6 +525,7 @@ static ssm_status check_state_operands(const fuser *f) {
 
 ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *note, size_t note_size) {
   fuser f = {0};
+  if (!(o && o->no_fuse)) fold_convs(g, &f.folds);
   ssm_status s = build(&f, g);
   if (!s) s = check_state_operands(&f);
   if (s) {

@@ -20,11 +20,14 @@ int ssm_node_is_pointwise(const ssm_node *n) {
 }
 
 /* Priority of a member as the kernel's anchor: a matmul yields to another
- * anchor op (a scan that computes a small matmul where it reads it). */
+ * anchor op (a scan that computes a small matmul where it reads it), and a
+ * decode conv (one token) to the matmul whose epilogue does it (fuse.c). */
+enum { RANK_NONE, RANK_NORM, RANK_DECODE_CONV, RANK_MATMUL, RANK_OTHER };
 static int anchor_rank(const ssm_node *n) {
-  if (n->op == SSM_OP_RMSNORM) return ssm_node_is_pointwise(n) ? 0 : 1;
-  if (n->op == SSM_OP_MATMUL) return 2;
-  return ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? 0 : 3;
+  if (n->op == SSM_OP_RMSNORM) return ssm_node_is_pointwise(n) ? RANK_NONE : RANK_NORM;
+  if (n->op == SSM_OP_MATMUL) return RANK_MATMUL;
+  if (n->op == SSM_OP_CONV1D && n->result->type.dims[0] == 1) return RANK_DECODE_CONV;
+  return ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? RANK_NONE : RANK_OTHER;
 }
 
 ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *out_count) {
@@ -49,9 +52,9 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
     if (r > (gr->anchor ? anchor_rank(gr->anchor) : 0)) {
       if (gr->anchor && gr->anchor->op == SSM_OP_RMSNORM) gr->norm = gr->anchor;
       gr->anchor = n;
-    } else if (r == 1 && gr->anchor) {
+    } else if (r == RANK_NORM && gr->anchor) {
       gr->norm = n;
-    } else if (r == 3 && gr->anchor) {
+    } else if (r == RANK_OTHER && gr->anchor) {
       return ssm_status_new(SSM_ERR_INTERNAL, "group %d has two anchors (%s and %s)", k,
                             ssm_op_info_get(gr->anchor->op)->name, ssm_op_info_get(n->op)->name);
     }

@@ -47,10 +47,12 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
     spans r = {0}, w = {0};
     for (int k = 0; k < nl; k++) ssm_vec_push(&r, span_of(leaves[k], align));
     ssm_vec_push(&w, span_of(gs[i].root->result, align));
-    const ssm_node *an = gs[i].anchor;
-    int si[2], ns = an ? ssm_op_state_operands(an->op, si) : 0;
-    for (int j = 0; j < ns; j++) /* updates its state */
-      ssm_vec_push(&w, span_of(an->args[si[j]], align));
+    /* the states its members update (the anchor's, a conv in a matmul's
+     * epilogue) */
+    for (const ssm_node *m = gs[i].first; m; m = m == gs[i].root ? NULL : m->next) {
+      int si[SSM_MAX_STATE_OPERANDS], ns = ssm_node_group(m) == gs[i].id ? ssm_op_state_operands(m->op, si) : 0;
+      for (int j = 0; j < ns; j++) ssm_vec_push(&w, span_of(m->args[si[j]], align));
+    }
     int need = 0;
     for (size_t k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.items[k]);
     for (size_t k = 0; k < w.n && !need; k++)

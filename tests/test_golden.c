@@ -33,7 +33,9 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        "bamba_tiny", "nemotron_h_tiny", "falcon_h1_tiny",
                                        "falcon_h1_rmsnorm", "falcon_h1_normfirst",
                                        "granitemoe_hybrid_dense", "granitemoe_hybrid_moe",
-                                       "zamba2_tiny", "lfm2_tiny", "recurrent_gemma_tiny"};
+                                       "zamba2_tiny", "lfm2_tiny", "recurrent_gemma_tiny",
+                                       /* a dt norm of a large row (decode: in the scan) */
+                                       "falcon_wide_dt"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -304,6 +306,7 @@ FIXTURE_TEST(21, lfm2_tiny)
 FIXTURE_TEST(22, recurrent_gemma_tiny)
 FIXTURE_TEST(18, granitemoe_hybrid_dense)
 FIXTURE_TEST(19, granitemoe_hybrid_moe)
+FIXTURE_TEST(23, falcon_wide_dt)
 /* Prefill programs of 9 tokens, whose matmuls are the tiled gemm kernel
  * (more than 8 rows; a chunk of 4 gets the gemv kernel): every fixture's
  * prompt and generated tokens fed through Vulkan (one chunk of 9, the rest
@@ -326,7 +329,8 @@ static void test_gemm_chunks(void) {
       {7, 1e-6, SSMC_DTYPE_BF16}, {8, 1e-5, SSMC_DTYPE_BF16}, {13, 1e-5, SSMC_DTYPE_BF16},
       {0, 1e-6, 0},  {1, 1e-6, 0},  {3, 1e-6, 0},  {5, 1e-6, 0},
       {6, 1e-6, 0},  {7, 1e-6, 0},  {10, 1e-6, 0}, {8, 1e-5, 0},  {9, 1e-5, 0},  {11, 1e-5, 0},
-      {12, 1e-5, 0}, {13, 1e-5, 0}, {14, 1e-5, 0}, {21, 1e-5, 0}, {18, 1e-5, 0}, {19, 1e-5, 0}};
+      {12, 1e-5, 0}, {13, 1e-5, 0}, {14, 1e-5, 0}, {21, 1e-5, 0}, {18, 1e-5, 0}, {19, 1e-5, 0},
+      {23, 1e-6, 0}};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
     const char *name = fixtures[which[i].fixture];
     golden g = {0};
@@ -592,6 +596,7 @@ int main(void) {
                          {"recurrent_gemma_tiny", test_recurrent_gemma_tiny},
                          {"granitemoe_hybrid_dense", test_granitemoe_hybrid_dense},
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
+                         {"falcon_wide_dt", test_falcon_wide_dt},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          {"half_weights", test_half_weights},
                          {"split_windows", test_split_windows},

@@ -132,6 +132,23 @@ FIXTURES = [
             layer_norm_epsilon=1e-5,
         ),
     ),
+    # Falcon-Mamba with a dt rank above SSM_SMALL_ROW (64): its dt norm is a
+    # large-row rmsnorm, which decode computes in the scan's prologue with
+    # dt_proj (passes/fuse.c), as falcon-mamba-7b's rank of 256 does.
+    dict(
+        name="falcon_wide_dt",
+        cls="falcon",
+        seed=1006,
+        prompt_len=9,
+        new_tokens=8,
+        dtype="f32",
+        shard=None,
+        config=dict(
+            vocab_size=503, hidden_size=48, state_size=8, time_step_rank=80,
+            conv_kernel=4, num_hidden_layers=2, expand=2, tie_word_embeddings=True,
+            use_bias=False, use_conv_bias=True, mixer_rms_eps=1e-6,
+        ),
+    ),
     # Mamba-2: num_heads * head_dim must equal expand * hidden_size.
     dict(
         name="mamba2_tiny",
