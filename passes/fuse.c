@@ -274,7 +274,8 @@ static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) 
     if (cut[i]->op != SSM_OP_SLICE || ssm_node_int(cut[i], "axis", -1) != 1) return;
   }
   for (int i = 1; i < ncut; i++)
-    for (int j = i; j > 0 && ssm_node_int(cut[j], "start", 0) < ssm_node_int(cut[j - 1], "start", 0); j--) {
+    for (int j = i; j > 0 && ssm_node_int(cut[j], "start", 0) <
+                                 ssm_node_int(cut[j - 1], "start", 0); j--) {
       ssm_node *t = cut[j];
       cut[j] = cut[j - 1];
       cut[j - 1] = t;

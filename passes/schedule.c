@@ -50,7 +50,8 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
     /* the states its members update (the anchor's, a conv in a matmul's
      * epilogue) */
     for (const ssm_node *m = gs[i].first; m; m = m == gs[i].root ? NULL : m->next) {
-      int si[SSM_MAX_STATE_OPERANDS], ns = ssm_node_group(m) == gs[i].id ? ssm_op_state_operands(m->op, si) : 0;
+      int si[SSM_MAX_STATE_OPERANDS];
+      int ns = ssm_node_group(m) == gs[i].id ? ssm_op_state_operands(m->op, si) : 0;
       for (int j = 0; j < ns; j++) ssm_vec_push(&w, span_of(m->args[si[j]], align));
     }
     int need = 0;

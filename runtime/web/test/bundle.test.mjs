@@ -108,7 +108,7 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     ['"wgsl_window":134217728', '"wgsl_window":256', "programs.decode.steps[0] has a WGSL slot wider than its kernel's windows"],
     ['"wgsl_slots":[0,1,0]', '"wgsl_slots":[0,2,0]', 'kernels[0].wgsl_slots does not number the slots in order of first use'],
     ['"wgsl_slots":[0,1,0],"wgsl_windows":[1,1]', '"wgsl_slots":[0,1,0],"wgsl_windows":[1]', 'is not a list of one window count per slot'],
-    ['[2,256000,256],[2,256256,65536]]', '[2,256000,256],[0,0,256]]', 'programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers'],
+    ['[2,256000,256],[2,256256,65536],', '[2,256000,256],[0,0,256],', 'programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers'],
     ['"wgsl":[', '"wgsl":[0,0],"wgsl0":[', 'kernels[0] has an empty WGSL blob'],
     ['"wgsl":[', '"wgsl":[99999999999,1],"wgsl0":[', 'kernels[0].wgsl lies outside the blob section'],
     // a key given twice (JSON.parse would keep the last one silently)
