@@ -144,7 +144,7 @@ test('WGSL that does not compile is an error naming the kernel', async () => {
   b.text = (blob) => (blob === b.manifest.kernels[2].wgsl ? text(blob).replace('fn main(', 'fn main(oops ') : text(blob));
   const checkpoint = await openCheckpoint(dirFiles(g.dir), g.dir);
   await assert.rejects(Runtime.open({ gpu: await nodeGpu(), bundle: b, checkpoint }),
-                       /broken\.ssmb: kernel k2_conv1d: WGSL does not compile: \d+:\d+: /);
+                       /broken\.ssmb: kernel k2_gemv: WGSL does not compile: \d+:\d+: /);
   await checkpoint.close();
 });
 
