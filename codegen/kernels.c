@@ -322,7 +322,9 @@ static int conv_helper(gctx *c, const ssm_node *n, int depth) {
     }
   if (c->nconv == 16 || !c->in_epilogue) {
     if (!c->err)
-      c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a decode conv is fused outside an epilogue");
+      c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, c->in_epilogue
+                                  ? "a kernel would do more than 16 decode convs"
+                                  : "a decode conv is fused outside an epilogue");
     return 0;
   }
   c->conv_done[c->nconv++] = n;
