@@ -736,6 +736,8 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 #define CONV_STEPS 16
 /* the gemm kernel's smallest grid before its blocks shrink (gen_gemm) */
 #define GEMM_GROUPS 512
+/* the fewest 128 x 128 blocks for which GLSL's gemm takes them (gen_gemm) */
+#define GEMM_BIG_GROUPS 256
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -809,79 +811,6 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
 
 static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
 
-/* Many rows (chunked prefill): the tiled gemm template, the same loads and
- * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
- * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is in two levels
- * (the 16 k of a slice in order, then the slices in order): not gemv's
- * order (whose last levels are subgroup and workgroup reductions), but
- * accurate enough that chunked prefill stays within 1e-6 of token-by-token
- * decode (test_golden's gemm_chunks).
- *
- * When the weight is stored 16-bit, GLSL also gets a variant on
- * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
- * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
- * grid and epilogue, which the Vulkan runtime picks at load time where the
- * device has them. Debian 12's glslang knows GL_NV_cooperative_matrix,
- * not yet GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the
- * portable variant. */
-static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
-  const ssm_type *w = &c->anchor->args[1]->type;
-  int64_t N = w->dims[0], K = w->dims[1];
-  int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
-  /* blocks of 64 x 64, halved (rows first) while the grid has fewer than
-   * GEMM_GROUPS workgroups: thin matmuls (x_proj, out_proj at a chunk)
-   * otherwise leave most of a large GPU idle */
-  int64_t BM = M <= 32 ? 32 : 64, BN = 64;
-  for (;;) {
-    int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-    if (groups >= GEMM_GROUPS || (BM == 32 && BN == 32)) break;
-    if (BM > 32) BM = 32;
-    else BN = 32;
-  }
-  const int64_t BK = 16, TN = 4, TM = BM / 16;
-  const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
-  if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return gen_matmul(c, out);
-  ssm_sb loads = {0};
-  const ssm_node *norm = matmul_loads(c, &loads);
-  out->groups[0] = (uint32_t)((N + BN - 1) / BN);
-  out->groups[1] = (uint32_t)((M + BM - 1) / BM);
-  out->groups[2] = 1;
-  const char *buffers = buffers_decl(c), *com = common(c), *ld = loads_text(c, &loads);
-  /* with the run's token count: the rows of its tokens, when the program's
-   * tokens T cover the rows evenly (x is [T, ..., K]) */
-  int64_t T = program_tokens(c->g);
-  int counted = T > 1 && M % T == 0 && reads_count(c, T);
-  const char *live = counted ? ssm_arena_printf(c->a, "%s * %lldu", run_min(c, T), (long long)(M / T))
-                             : ssm_arena_printf(c->a, "%lldu", (long long)M);
-  const char *run = counted && !is_wgsl(c) ? RUN_DECL : "";
-  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
-                      "BN", I64(BN), "BK", I64(BK), "TM", I64(TM), "TN", I64(TN),
-                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
-                      "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
-                      /* the WGSL template's padded rows */
-                      is_wgsl(c) ? "PX" : NULL, I64(BM + 1), "PW", I64(BN + 1), NULL};
-  SSM_TRY(finish(c, "gemm", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld "
-                                             "TM=%lld TN=%lld LOCAL=%u", (long long)M, (long long)K,
-                                             (long long)N, (long long)BM, (long long)BN,
-                                             (long long)BK, (long long)TM, (long long)TN, local),
-                 kv, out));
-  ssm_dtype wt = c->anchor->args[1]->type.dtype;
-  if (is_wgsl(c) || (wt != SSM_BF16 && wt != SSM_F16) || BN != 64) return NULL;
-  const int64_t CBK = 32;
-  const int64_t SGM = 2, SGN = 4; /* 8 subgroups of 32 */
-  const char *kvc[] = {"LOCAL", I64(32 * SGM * SGN), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(BM),
-                       "BN", I64(BN), "BK", I64(CBK), "BKP", I64(CBK + 8), "SGM", I64(SGM),
-                       "SGN", I64(SGN), "FM", I64(BM / 16 / SGM), "FN", I64(BN / 16 / SGN),
-                       "G", I64(BM / 16), "CS", I64(BN + 4), "NORM", norm ? "1" : "0",
-                       "EPS", norm_eps(c, norm), "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
-                       NULL};
-  char *src;
-  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
-  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s\n%s",
-                                    out->params, src);
-  return NULL;
-}
-
 /* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
  * k..k+7, zero past K when K is not a multiple of 8. */
 static void load8(ssm_sb *loads, const char *name, const char *params, const char *args,
@@ -919,6 +848,120 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
                     "q.z & 0xffff0000u, q.w << 16u, q.w & 0xffff0000u));\n");
   }
   ssm_sb_printf(loads, "}\n");
+}
+
+/* Many rows (chunked prefill): the tiled gemm template, the same loads and
+ * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
+ * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is in two levels
+ * (16 k in order, then those sums in order): not gemv's
+ * order (whose last levels are subgroup and workgroup reductions), but
+ * accurate enough that chunked prefill stays within 1e-6 of token-by-token
+ * decode (test_golden's gemm_chunks).
+ *
+ * In GLSL, a matmul large enough for GEMM_BIG_GROUPS blocks of 128 x 128
+ * (a prefill chunk's in_proj) takes those, 8 x 8 a thread, k in slices of
+ * 32, on the same grid (the template's REMAP): the same matmul sums, bit
+ * for bit (a fused rmsnorm's squares add in another order). Measured on an
+ * H200 (chunk 512) with each slice summed in one piece: mamba-1.4b bf16's
+ * in_proj 829 -> 683 us, falcon-mamba-7b's 3,268 -> 2,619 us; summed in two
+ * pieces of 16, as committed, not re-timed. WGSL keeps the grid's blocks:
+ * its workgroup memory is 16 KiB.
+ *
+ * When the weight is stored 16-bit, GLSL also gets a variant on
+ * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
+ * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
+ * grid and epilogue, which the Vulkan runtime picks at load time where the
+ * device has them and SSM_VK_COOPMAT=1 asks for it (exec.c: on the H200
+ * it is still slower than the portable kernel). Debian 12's glslang knows
+ * GL_NV_cooperative_matrix, not yet GL_KHR_cooperative_matrix, hence the
+ * NV form. WGSL keeps the portable variant. */
+static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
+  const ssm_type *w = &c->anchor->args[1]->type;
+  int64_t N = w->dims[0], K = w->dims[1];
+  int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
+  /* blocks of 64 x 64, halved (rows first) while the grid has fewer than
+   * GEMM_GROUPS workgroups: thin matmuls (x_proj, out_proj at a chunk)
+   * otherwise leave most of a large GPU idle */
+  int64_t BM = M <= 32 ? 32 : 64, BN = 64;
+  for (;;) {
+    int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    if (groups >= GEMM_GROUPS || (BM == 32 && BN == 32)) break;
+    if (BM > 32) BM = 32;
+    else BN = 32;
+  }
+  const int64_t BK = 16, TN = 4, TM = BM / 16;
+  const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
+  if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return gen_matmul(c, out);
+  ssm_sb loads = {0};
+  const ssm_node *norm = matmul_loads(c, &loads);
+  /* the cooperative-matrix variant: for 16-bit weights, in GLSL, except
+   * thin matmuls of a long k (x_proj), whose few tiles of 128 rows would
+   * leave most of a large GPU idle */
+  const ssm_value *wv = c->anchor->args[1];
+  int64_t CBN = 128, tiles_m = (M + 127) / 128;
+  if (tiles_m * ((N + CBN - 1) / CBN) < GEMM_BIG_GROUPS) CBN = 64;
+  int64_t tiles = tiles_m * ((N + CBN - 1) / CBN);
+  int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
+             !(tiles < 64 && K >= 1024);
+  /* its 8-wide loads, after the portable ones they call; w straight from
+   * memory 16 bytes at a time where it can be (declared with the buffers) */
+  ssm_sb wide = {0};
+  if (coop) {
+    load8(&wide, "load_x", "uint m, ", "m, ", "in_x", K);
+    load8(&wide, "load_g", "", "", "gain", K);
+    if (wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0)
+      load8_weight(c, &wide, wv, K);
+    else
+      load8(&wide, "load_w", "uint n, ", "n, ", "in_w", K);
+  }
+  out->groups[0] = (uint32_t)((N + BN - 1) / BN);
+  out->groups[1] = (uint32_t)((M + BM - 1) / BM);
+  out->groups[2] = 1;
+  const char *buffers = buffers_decl(c), *com = common(c), *ld = loads_text(c, &loads);
+  /* with the run's token count: the rows of its tokens, when the program's
+   * tokens T cover the rows evenly (x is [T, ..., K]) */
+  int64_t T = program_tokens(c->g);
+  int counted = T > 1 && M % T == 0 && reads_count(c, T);
+  const char *live = counted ? ssm_arena_printf(c->a, "%s * %lldu", run_min(c, T), (long long)(M / T))
+                             : ssm_arena_printf(c->a, "%lldu", (long long)M);
+  const char *run = counted && !is_wgsl(c) ? RUN_DECL : "";
+  /* GLSL, where 128 x 128 blocks still make GEMM_BIG_GROUPS: those, 8 x 8 a
+   * thread (half the shared-memory reads and loop overhead per product), on
+   * the same grid (REMAP); WGSL keeps the grid's blocks (its workgroup
+   * memory is 16 KiB) */
+  int64_t kbm = BM, kbn = BN, ktm = TM, ktn = TN, kbk = BK;
+  uint32_t klocal = local;
+  int big = ((M + 127) / 128) * ((N + 127) / 128) >= GEMM_BIG_GROUPS, remap = big && !is_wgsl(c);
+  if (remap) kbm = kbn = 128, ktm = ktn = 8, klocal = 256, kbk = 32;
+  const char *kv[] = {"LOCAL", U32(klocal), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(kbm),
+                      "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
+                      "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
+                      /* GLSL's REMAP; the WGSL template's padded rows */
+                      is_wgsl(c) ? "PX" : "REMAP", is_wgsl(c) ? I64(BM + 1) : remap ? "1" : "0",
+                      is_wgsl(c) ? "PW" : NULL, I64(BN + 1), NULL};
+  const char *params = ssm_arena_printf(
+      c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld TM=%lld TN=%lld LOCAL=%u%s",
+      (long long)M, (long long)K, (long long)N, (long long)BM, (long long)BN, (long long)BK,
+      (long long)TM, (long long)TN, local, big ? " (GLSL: BM=BN=128 BK=32 TM=TN=8 LOCAL=256)" : "");
+  SSM_TRY(finish(c, "gemm", params, kv, out));
+  if (!coop) {
+    ssm_sb_free(&wide);
+    return NULL;
+  }
+  const int64_t SGN = 2, split = 3;
+  const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN), "SGN", I64(SGN),
+                       "FM", I64(128 / 16 / (8 / SGN)), "FN", I64(CBN / 16 / SGN),
+                       "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                       "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
+                       "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
+  ssm_sb_free(&wide);
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
+  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
+                                    "(cooperative: BM=128 BN=%lld SPLIT=%lld)\n%s",
+                                    out->params, (long long)CBN, (long long)split, src);
+  return NULL;
 }
 
 /* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k

@@ -726,6 +726,45 @@ static void test_profile(void) {
   ssm_backend_close(be);
 }
 
+/* The source of kernel k (GLSL, or WGSL with `wgsl`), malloc'd. */
+static char *kernel_source(ssm_bundle *b, const ssm_mf_kernel *k, int wgsl) {
+  ssm_blob blob = wgsl ? k->wgsl : k->glsl;
+  return strndup(ssm_bundle_blob(b, blob), (size_t)blob.size);
+}
+
+/* A gemm with at least 256 blocks of 128 x 128 (the lm_head of a chunk of
+ * 4096 tokens of a vocabulary of 1000: 32 x 8 blocks) takes them in GLSL,
+ * 8 x 8 a thread, on the grid of the smaller blocks (REMAP); WGSL keeps
+ * those blocks; a smaller gemm (the in_proj: 32 x 2) keeps them in GLSL too.
+ * test_golden's gemm_big_blocks runs it. */
+static void test_gemm_big_blocks(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 4096);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  const ssm_mf_kernel *first = NULL, *last = NULL;
+  for (int i = 0; i < m->prefill.nsteps; i++) {
+    const ssm_mf_kernel *k = &m->kernels[m->prefill.steps[i].kernel];
+    if (strcmp(k->family, "gemm")) continue;
+    if (!first) first = k;
+    last = k;
+  }
+  CU_ASSERT_PTR_NOT_NULL_FATAL(first);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(last);
+  CU_ASSERT_PTR_NOT_NULL(strstr(last->params, "N=1000"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(last->params, "(GLSL: BM=BN=128 BK=32 TM=TN=8 LOCAL=256)"));
+  CU_ASSERT_PTR_NULL(strstr(first->params, "GLSL:"));
+  char *big = kernel_source(b, last, 0), *big_wgsl = kernel_source(b, last, 1);
+  char *small = kernel_source(b, first, 0);
+  CU_ASSERT_PTR_NOT_NULL(strstr(big, "#define REMAP 1"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(big, "#define TM 8"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(big, "layout(local_size_x = 256)"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(big_wgsl, "const BM: u32 = 64u;"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(small, "#define REMAP 0"));
+  free(big);
+  free(big_wgsl);
+  free(small);
+  ssm_bundle_close(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -744,6 +783,7 @@ int main(void) {
                          {"default_chunk", test_default_chunk},
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
                          {"profile", test_profile},
+                         {"gemm_big_blocks", test_gemm_big_blocks},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

@@ -358,6 +358,38 @@ static void test_gemm_chunks(void) {
   }
 }
 
+/* A prompt fed as one run of a 4096-token program: its lm_head (every
+ * row's logits, here; a vocabulary of 1000) has 256 blocks of 128 x 128 and
+ * takes GLSL's 8 x 8 gemm on the grid of the smaller blocks (test_compile's
+ * gemm_big_blocks), its rows past the run's tokens idle. The bounds of
+ * gemm_chunks: f32 (mamba1_tiny; falcon_tiny, whose prefill scan also keeps
+ * its B and C norms per pass) against transformers and token by token, and
+ * bf16 weights against token by token with the same weights. */
+static void test_gemm_big_blocks(void) {
+  static const struct { const char *name; ssmc_dtype dt; } which[] = {
+      {"mamba1_tiny", 0}, {"mamba1_tiny", SSMC_DTYPE_BF16}, {"falcon_tiny", 0}};
+  for (size_t i = 0; i < sizeof which / sizeof *which; i++) {
+    golden g = {0};
+    CU_ASSERT_FATAL(load_golden(which[i].name, &g));
+    ssmc_options big = opts(SSMC_BACKEND_VULKAN, 4096), o1 = opts(SSMC_BACKEND_VULKAN, 1);
+    big.dtype = o1.dtype = which[i].dt;
+    const char *dt = which[i].dt ? "bf16" : NULL;
+    float *chunked = feed_rows(which[i].name, &g, &big, dt);
+    float *stepwise = feed_rows(which[i].name, &g, &o1, dt);
+    int row = -1;
+    if (chunked && stepwise) {
+      double e = rel_err(chunked, g.logits, &g, &row), ed = rel_err(chunked, stepwise, &g, &row);
+      fprintf(stderr, "\n  %s%s vulkan chunk 4096: vs transformers %.3g, vs token by token %.3g",
+              which[i].name, dt ? " bf16" : "", e, ed);
+      if (!dt) CU_ASSERT(e <= 1e-4);
+      CU_ASSERT(ed <= 1e-6);
+    }
+    free(chunked);
+    free(stepwise);
+    free(g.logits);
+  }
+}
+
 /* Reads tests/data/<name>/<file> as rows*vocab floats, or NULL. */
 static float *read_rows(const char *name, const char *file, const golden *g) {
   char rel[256], *text;
@@ -602,6 +634,7 @@ int main(void) {
                          {"split_windows", test_split_windows},
                          {"split_refused", test_split_refused},
                          {"gemm_chunks", test_gemm_chunks},
+                         {"gemm_big_blocks", test_gemm_big_blocks},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);
 }
