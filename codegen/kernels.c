@@ -55,6 +55,12 @@ typedef struct {
   int64_t pre_t, pre_s, pre_rows;
   int pre_id[8], npre;
   const ssm_node *pre_norm[8]; /* the rmsnorm of a pre matmul's x, or NULL */
+  /* a prefill scan's rmsnorm members over rows of t (Falcon-Mamba's B and
+   * C norms): each row's rsqrt computed once per time chunk into shared
+   * memory (rmc<id>), not by every state thread at every step */
+  int64_t scan_cache; /* the scan's T when it is more than 1, else 0 */
+  const ssm_node *rmc_node[8];
+  int rmc_id[8], nrmc;
   const ssm_node *conv_done[16]; /* decode convs written into an epilogue */
   int nconv;
   int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
@@ -459,10 +465,35 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       return;
     }
     if (d->op == SSM_OP_RMSNORM && d != c->norm) {
-      int h = rms_helper(c, d, depth);
+      const ssm_type *xt = &d->args[0]->type;
+      int cached = c->scan_cache && xt->rank == 2 && xt->dims[0] == c->scan_cache, h = -1;
+      for (int i = 0; cached && i < c->nrmc; i++)
+        if (c->rmc_node[i] == d) h = c->rmc_id[i];
+      if (cached && h < 0 && c->nrmc < 8) {
+        /* rmc<h>(row): this pass's rsqrt of row t0 + i from shared memory,
+         * other rows (none, where the norm's rows are the scan's steps)
+         * computed as uncached */
+        h = rms_helper(c, d, depth);
+        if (!c->nrmc) /* the pass's first step and steps, set by CHUNK (gen_scan) */
+          ssm_sb_printf(&c->helpers, LANG(c, "uint g_t0, g_tn;\n", "var<private> g_t0: u32;\n"
+                                             "var<private> g_tn: u32;\n"));
+        if (is_wgsl(c))
+          ssm_sb_printf(&c->helpers, "var<workgroup> rmc%d_: array<f32, SSM_SCAN_TC>;\n"
+                        "fn rmc%d(c0: u32) -> f32 {\n  let i = c0 - g_t0;\n"
+                        "  if (i < g_tn) { return rmc%d_[i]; }\n  return rms%d(c0);\n}\n",
+                        h, h, h, h);
+        else
+          ssm_sb_printf(&c->helpers, "shared float rmc%d_[SSM_SCAN_TC];\n"
+                        "float rmc%d(uint c0) {\n  uint i = c0 - g_t0;\n"
+                        "  return i < g_tn ? rmc%d_[i] : rms%d(c0);\n}\n", h, h, h, h);
+        c->rmc_node[c->nrmc] = d;
+        c->rmc_id[c->nrmc++] = h;
+      }
       ssm_sb_printf(out, "(");
       emit(c, d->args[0], k, out, depth + 1);
-      ssm_sb_printf(out, " * rms%d(", h);
+      int from_cache = h >= 0;
+      if (!from_cache) h = rms_helper(c, d, depth);
+      ssm_sb_printf(out, " * %s%d(", from_cache ? "rmc" : "rms", h);
       for (int i = 0; i < k->rank - 1; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
       ssm_sb_printf(out, ")");
       if (d->nargs > 1) {
@@ -1068,7 +1099,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   /* one thread per state element, ROWS rows per workgroup; the TC time
    * steps' products c*h that one pass keeps take SCAN_SHARED floats */
   int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
-  int64_t tc = SCAN_SHARED / local < T ? SCAN_SHARED / local : T;
+  c->scan_cache = T > 1 ? T : 0;
   /* matmul members over [T, S] (decode's dt_proj) are computed once per
    * row and step before the time loop, each row's N threads splitting k */
   if (srows.rank == 1) {
@@ -1116,12 +1147,25 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
     }
     pre_reduce(c, &pre, dot, N, ssm_arena_printf(c->a, "pre%d[%s] = q", id, at));
   }
+  /* a time step keeps LOCAL products and a row rsqrt of each cached norm;
+   * at the start of each pass of TC steps the cached norms' rows are
+   * computed, one a thread (rms<id>, the sums the uncached form does) */
+  int64_t tc = SCAN_SHARED / (local + c->nrmc) < T ? SCAN_SHARED / (local + c->nrmc) : T;
+  ssm_sb chunk = {0};
+  if (c->nrmc) ssm_sb_printf(&chunk, "    g_t0 = t0;\n    g_tn = tn;\n");
+  for (int i = 0; i < c->nrmc; i++)
+    ssm_sb_printf(&chunk,
+                  LANG(c, "    for (uint i = l; i < tn; i += %lldu) rmc%d_[i] = rms%d(t0 + i);\n",
+                       "    for (var i = l; i < tn; i += %lldu) { rmc%d_[i] = rms%d(t0 + i); }\n"),
+                  (long long)local, c->rmc_id[i], c->rmc_id[i]);
+  if (c->nrmc) ssm_sb_printf(&chunk, LANG(c, "    barrier();\n", "    workgroupBarrier();\n"));
   grid_per_item((S + rows - 1) / rows, out->groups);
   const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
                         I64(tc * local), "S",
                         I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
-                        loads_text(c, &loads), "PRE", sb_take(&pre, c->a), NULL};
+                        loads_text(c, &loads), "PRE", sb_take(&pre, c->a),
+                        "CHUNK", sb_take(&chunk, c->a), NULL};
   run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
                                             (long long)T, (long long)S, (long long)N,

@@ -765,6 +765,37 @@ static void test_gemm_big_blocks(void) {
   ssm_bundle_close(b);
 }
 
+/* A prefill scan computes Falcon-Mamba's B and C norms once per step at
+ * the start of each pass (rmc<id>, in both languages); decode's scan (one
+ * step) keeps them inline. */
+static void test_scan_caches_norms(void) {
+  ssm_bundle *b = compile("falcon_tiny", 8);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
+  for (int p = 0; p < 2; p++) {
+    int scans = 0;
+    for (int i = 0; i < progs[p]->nsteps; i++) {
+      const ssm_mf_kernel *k = &m->kernels[progs[p]->steps[i].kernel];
+      if (strcmp(k->family, "scan")) continue;
+      scans++;
+      for (int w = 0; w < 2; w++) {
+        char *src = kernel_source(b, k, w);
+        if (p) {
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "rmc0_[i] = rms0(t0 + i);"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "rmc1_[i] = rms1(t0 + i);"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "* rmc0("));
+        } else {
+          CU_ASSERT_PTR_NULL(strstr(src, "rmc0_"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, " * rms")); /* inline */
+        }
+        free(src);
+      }
+    }
+    CU_ASSERT(scans > 0);
+  }
+  ssm_bundle_close(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -784,6 +815,7 @@ int main(void) {
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
                          {"profile", test_profile},
                          {"gemm_big_blocks", test_gemm_big_blocks},
+                         {"scan_caches_norms", test_scan_caches_norms},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }
