@@ -858,6 +858,12 @@ static void load8(ssm_sb *loads, const char *name, const char *params, const cha
   ssm_sb_printf(loads, "}\n");
 }
 
+/* Whether load_w can read weight w straight from memory (load8_weight):
+ * a weight the kernel does not compute, k a multiple of 8. */
+static int weight_direct(const gctx *c, const ssm_value *w, int64_t K) {
+  return w->def->op == SSM_OP_WEIGHT && !member(c, w->def) && K % 8 == 0;
+}
+
 /* load_w for a weight read straight from memory, 16 bytes at a time through
  * a uvec4 view of its binding (ldq<b>, declared with the buffers): k is a
  * multiple of 8. */
@@ -929,9 +935,9 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
    * thin matmuls of a long k (x_proj), whose few tiles of 128 rows would
    * leave most of a large GPU idle */
   const ssm_value *wv = c->anchor->args[1];
-  int64_t CBN = 128, tiles_m = (M + 127) / 128;
-  if (tiles_m * ((N + CBN - 1) / CBN) < GEMM_BIG_GROUPS) CBN = 64;
-  int64_t tiles = tiles_m * ((N + CBN - 1) / CBN);
+  int64_t big_blocks = ((M + 127) / 128) * ((N + 127) / 128);
+  int big = big_blocks >= GEMM_BIG_GROUPS; /* GLSL's blocks of 128 x 128 (below) */
+  int64_t CBN = big ? 128 : 64, tiles = big ? big_blocks : ((M + 127) / 128) * ((N + 63) / 64);
   int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
              !(tiles < 64 && K >= 1024);
   /* its 8-wide loads, after the portable ones they call; w straight from
@@ -940,7 +946,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   if (coop) {
     load8(&wide, "load_x", "uint m, ", "m, ", "in_x", K);
     load8(&wide, "load_g", "", "", "gain", K);
-    if (wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0)
+    if (weight_direct(c, wv, K))
       load8_weight(c, &wide, wv, K);
     else
       load8(&wide, "load_w", "uint n, ", "n, ", "in_w", K);
@@ -962,7 +968,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
    * memory is 16 KiB) */
   int64_t kbm = BM, kbn = BN, ktm = TM, ktn = TN, kbk = BK;
   uint32_t klocal = local;
-  int big = ((M + 127) / 128) * ((N + 127) / 128) >= GEMM_BIG_GROUPS, remap = big && !is_wgsl(c);
+  int remap = big && !is_wgsl(c);
   if (remap) kbm = kbn = 128, ktm = ktn = 8, klocal = 256, kbk = 32;
   const char *kv[] = {"LOCAL", U32(klocal), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(kbm),
                       "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
@@ -1022,7 +1028,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
     load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
     load8(&loads, "load_g", "", "", "gain", K);
   }
-  int direct = wv->def->op == SSM_OP_WEIGHT && !member(c, wv->def) && K % 8 == 0;
+  int direct = weight_direct(c, wv, K);
   if (direct) {
     load8_weight(c, &loads, wv, K);
   } else {
