@@ -333,7 +333,10 @@ static unsigned feature_bits(const feature_chain *fc) {
   if (fc->core.features.shaderInt16) f |= SSM_VK_INT16;
   if (fc->s8.storageBuffer8BitAccess) f |= SSM_VK_INT8_STORAGE;
   if (fc->f16i8.shaderInt8) f |= SSM_VK_INT8;
-  if (fc->coop.cooperativeMatrix && fc->vmm.vulkanMemoryModel && fc->f16i8.shaderFloat16)
+  /* the memory model at device scope too: with the model enabled, the
+   * atomics of every other kernel (the sampler's) need it */
+  if (fc->coop.cooperativeMatrix && fc->vmm.vulkanMemoryModel &&
+      fc->vmm.vulkanMemoryModelDeviceScope && fc->f16i8.shaderFloat16)
     f |= SSM_VK_COOPMAT; /* and the tile shape: coop_shape() */
   return f;
 }
@@ -585,7 +588,7 @@ static ssm_status device_create(ssm_vk *vk) {
   want.s8.storagePushConstant8 = have.s8.storagePushConstant8;
   /* cooperative matrices where the device has the whole set (feature_bits) */
   bool coop = vk->info.features & SSM_VK_COOPMAT;
-  want.vmm.vulkanMemoryModel = coop;
+  want.vmm.vulkanMemoryModel = want.vmm.vulkanMemoryModelDeviceScope = coop;
   want.coop.cooperativeMatrix = coop;
   vk->features = feature_bits(&want) | (vk->info.features & SSM_VK_SUBGROUP_ARITH);
 
