@@ -901,15 +901,18 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
  * for bit (a fused rmsnorm's squares add in another order). Measured on an
  * H200 (chunk 512) with each slice summed in one piece: mamba-1.4b bf16's
  * in_proj 829 -> 683 us, falcon-mamba-7b's 3,268 -> 2,619 us; summed in two
- * pieces of 16, as committed, not re-timed. WGSL keeps the grid's blocks:
+ * pieces of 16, as committed, 770 and 2,968 us. WGSL keeps the grid's blocks:
  * its workgroup memory is 16 KiB.
  *
  * When the weight is stored 16-bit, GLSL also gets a variant on
  * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
  * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
  * grid and epilogue, which the Vulkan runtime picks at load time where the
- * device has them and SSM_VK_COOPMAT=1 asks for it (exec.c: on the H200
- * it is still slower than the portable kernel). Debian 12's glslang knows
+ * device has them (exec.c; SSM_VK_COOPMAT=0 keeps the portable kernel).
+ * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
+ * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
+ * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
+ * Debian 12's glslang knows
  * GL_NV_cooperative_matrix, not yet GL_KHR_cooperative_matrix, hence the
  * NV form. WGSL keeps the portable variant. */
 static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {

@@ -113,9 +113,9 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
 }
 
 /* Kernels with a cooperative-matrix variant run it where the device has
- * cooperative matrices and env SSM_VK_COOPMAT=1 asks for it: not by
- * default, because on the H200 it is not yet faster than the portable
- * gemm (README, "Prefill"). */
+ * cooperative matrices (on the H200 it is the faster GEMM: docs/
+ * performance.md), unless env SSM_VK_COOPMAT=0 asks for the portable
+ * kernels. */
 static ssm_status load_kernels(vk_backend *v) {
   v->kernels = ssm_xcalloc((size_t)v->m->nkernels + 1, sizeof *v->kernels);
   /* the prefill program's kernels take the run's token count (those that
@@ -127,7 +127,7 @@ static ssm_status load_kernels(vk_backend *v) {
   _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
   uint32_t window_words = (uint32_t)(v->window / 4);
   const char *env = getenv("SSM_VK_COOPMAT");
-  int coop = (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && env && !strcmp(env, "1");
+  int coop = (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && !(env && !strcmp(env, "0"));
   for (int i = 0; i < v->m->nkernels; i++) {
     const ssm_mf_kernel *k = &v->m->kernels[i];
     int n = kernel_bindings(k);
