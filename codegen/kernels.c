@@ -1063,6 +1063,9 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
  * products (16 KiB: WebGPU's default maxComputeWorkgroupStorageSize). */
 #define SCAN_MAX_N 256
 #define SCAN_SHARED 4096
+/* and the time steps whose inputs a thread reads before it advances by
+ * them: each step's loads otherwise wait for the step before */
+#define SCAN_UNROLL 8
 
 /* The scan prologue's loop over the run's steps j: each state thread's
  * `value` into part[l], then the first thread of each row sums its row's N
@@ -1169,7 +1172,10 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
                   (long long)local, c->rmc_id[i], c->rmc_id[i]);
   if (c->nrmc) ssm_sb_printf(&chunk, LANG(c, "    barrier();\n", "    workgroupBarrier();\n"));
   grid_per_item((S + rows - 1) / rows, out->groups);
-  const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "PART",
+  /* steps whose inputs a thread reads at once (scan.glsl.in) */
+  int64_t unroll = tc < SCAN_UNROLL ? tc : SCAN_UNROLL;
+  const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "UNROLL",
+                        I64(unroll), "PART",
                         I64(tc * local), "S",
                         I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",

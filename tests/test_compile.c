@@ -768,16 +768,26 @@ static void test_gemm_big_blocks(void) {
 /* A prefill scan computes Falcon-Mamba's B and C norms once per step at
  * the start of each pass (rmc<id>, in both languages); decode's scan (one
  * step) keeps them inline. */
+/* The scan kernels of program p (0: decode, 1: prefill) in step order, at
+ * most 16; asserts there is one. */
+static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out) {
+  const ssm_mf_program *prog = p ? &m->prefill : &m->decode;
+  int n = 0;
+  for (int i = 0; i < prog->nsteps && n < 16; i++)
+    if (!strcmp(m->kernels[prog->steps[i].kernel].family, "scan"))
+      out[n++] = &m->kernels[prog->steps[i].kernel];
+  CU_ASSERT(n > 0);
+  return n;
+}
+
 static void test_scan_caches_norms(void) {
   ssm_bundle *b = compile("falcon_tiny", 8);
   const ssm_manifest *m = ssm_bundle_manifest(b);
-  const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
   for (int p = 0; p < 2; p++) {
-    int scans = 0;
-    for (int i = 0; i < progs[p]->nsteps; i++) {
-      const ssm_mf_kernel *k = &m->kernels[progs[p]->steps[i].kernel];
-      if (strcmp(k->family, "scan")) continue;
-      scans++;
+    const ssm_mf_kernel *ks[16];
+    int scans = scan_kernels(m, p, ks);
+    for (int i = 0; i < scans; i++) {
+      const ssm_mf_kernel *k = ks[i];
       for (int w = 0; w < 2; w++) {
         char *src = kernel_source(b, k, w);
         if (p) {
@@ -791,7 +801,32 @@ static void test_scan_caches_norms(void) {
         free(src);
       }
     }
-    CU_ASSERT(scans > 0);
+  }
+  ssm_bundle_close(b);
+}
+
+/* A prefill scan reads the inputs of 8 time steps (SCAN_UNROLL) before it
+ * advances its state by them, and the rest of a pass (a chunk of 12: one
+ * group of 8, then 4) one at a time; the decode scan (one step) reads one.
+ * test_golden runs both forms (chunks of 9, 4 and 4096). */
+static void test_scan_reads_ahead(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 12);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  static const char *const knob[2][2] = {{"#define U 1u", "const SSM_SCAN_U: u32 = 1u;"},
+                                         {"#define U 8u", "const SSM_SCAN_U: u32 = 8u;"}};
+  for (int p = 0; p < 2; p++) {
+    const ssm_mf_kernel *ks[16];
+    int scans = scan_kernels(m, p, ks);
+    for (int i = 0; i < scans; i++) {
+      const ssm_mf_kernel *k = ks[i];
+      const char *tc = strstr(k->params, "TC=");
+      CU_ASSERT(tc && atoi(tc + 3) == (p ? 12 : 1));
+      for (int w = 0; w < 2; w++) {
+        char *src = kernel_source(b, k, w);
+        CU_ASSERT_PTR_NOT_NULL(strstr(src, knob[p][w]));
+        free(src);
+      }
+    }
   }
   ssm_bundle_close(b);
 }
@@ -816,6 +851,7 @@ int main(void) {
                          {"profile", test_profile},
                          {"gemm_big_blocks", test_gemm_big_blocks},
                          {"scan_caches_norms", test_scan_caches_norms},
+                         {"scan_reads_ahead", test_scan_reads_ahead},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }
