@@ -1165,11 +1165,20 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   int64_t tc = SCAN_SHARED / (local + c->nrmc) < T ? SCAN_SHARED / (local + c->nrmc) : T;
   ssm_sb chunk = {0};
   if (c->nrmc) ssm_sb_printf(&chunk, "    g_t0 = t0;\n    g_tn = tn;\n");
-  for (int i = 0; i < c->nrmc; i++)
+  /* every cached norm's rows in one loop, a row a thread (rather than one
+   * norm after the other): a thread waits for one row's loads */
+  if (c->nrmc)
     ssm_sb_printf(&chunk,
-                  LANG(c, "    for (uint i = l; i < tn; i += %lldu) rmc%d_[i] = rms%d(t0 + i);\n",
-                       "    for (var i = l; i < tn; i += %lldu) { rmc%d_[i] = rms%d(t0 + i); }\n"),
-                  (long long)local, c->rmc_id[i], c->rmc_id[i]);
+                  LANG(c, "    for (uint i = l; i < tn * %du; i += %lldu) {\n"
+                          "      uint r = i %% tn, q = i / tn;\n",
+                       "    for (var i = l; i < tn * %du; i += %lldu) {\n"
+                       "      let r = i %% tn;\n      let q = i / tn;\n"),
+                  c->nrmc, (long long)local);
+  for (int i = 0; i < c->nrmc; i++)
+    ssm_sb_printf(&chunk, LANG(c, "      %sif (q == %du) rmc%d_[r] = rms%d(t0 + r);\n",
+                               "      %sif (q == %du) { rmc%d_[r] = rms%d(t0 + r); }\n"),
+                  i ? "else " : "", i, c->rmc_id[i], c->rmc_id[i]);
+  if (c->nrmc) ssm_sb_printf(&chunk, "    }\n");
   if (c->nrmc) ssm_sb_printf(&chunk, LANG(c, "    barrier();\n", "    workgroupBarrier();\n"));
   grid_per_item((S + rows - 1) / rows, out->groups);
   /* steps whose inputs a thread reads at once (scan.glsl.in) */

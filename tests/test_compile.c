@@ -765,9 +765,6 @@ static void test_gemm_big_blocks(void) {
   ssm_bundle_close(b);
 }
 
-/* A prefill scan computes Falcon-Mamba's B and C norms once per step at
- * the start of each pass (rmc<id>, in both languages); decode's scan (one
- * step) keeps them inline. */
 /* The scan kernels of program p (0: decode, 1: prefill) in step order, at
  * most 16; asserts there is one. */
 static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out) {
@@ -780,6 +777,10 @@ static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out)
   return n;
 }
 
+/* A prefill scan computes Falcon-Mamba's B and C norms once per step at
+ * the start of each pass (rmc<id>, in both languages); decode's scan (one
+ * step) keeps them inline. The pass's rows of both norms are computed in one loop, a row
+ * a thread. */
 static void test_scan_caches_norms(void) {
   ssm_bundle *b = compile("falcon_tiny", 8);
   const ssm_manifest *m = ssm_bundle_manifest(b);
@@ -791,8 +792,12 @@ static void test_scan_caches_norms(void) {
       for (int w = 0; w < 2; w++) {
         char *src = kernel_source(b, k, w);
         if (p) {
-          CU_ASSERT_PTR_NOT_NULL(strstr(src, "rmc0_[i] = rms0(t0 + i);"));
-          CU_ASSERT_PTR_NOT_NULL(strstr(src, "rmc1_[i] = rms1(t0 + i);"));
+          /* both norms' rows in one loop over tn * 2 */
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "i < tn * 2u;"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "if (q == 0u) rmc0_[r] = rms0(t0 + r);") ||
+                                 strstr(src, "if (q == 0u) { rmc0_[r] = rms0(t0 + r); }"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "else if (q == 1u) rmc1_[r] = rms1(t0 + r);") ||
+                                 strstr(src, "else if (q == 1u) { rmc1_[r] = rms1(t0 + r); }"));
           CU_ASSERT_PTR_NOT_NULL(strstr(src, "* rmc0("));
         } else {
           CU_ASSERT_PTR_NULL(strstr(src, "rmc0_"));
