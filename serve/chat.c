@@ -98,7 +98,7 @@ ssm_status ssm_chat_open(const char *dir, const char *template_file, ssm_chat **
   ssm_chat *c = NULL;
   if (!s && text) {
     c = ssm_xcalloc(1, sizeof *c);
-    c->source = ssm_sb_take(&path);
+    c->source = ssm_sb_xtake(&path);
     c->tokens = cJSON_CreateObject();
     static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token", NULL};
     for (int i = 0; names[i]; i++) {

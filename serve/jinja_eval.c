@@ -1491,7 +1491,7 @@ ssm_status ssm_jinja_render(const ssm_jinja *t, const cJSON *vars, char **out, s
   *out_len = 0;
   ssm_sb b = {0};
   ssm_sb_append(&b, "", 0);
-  ctx c = {.t = t, .a = ssm_arena_create(), .out = &b};
+  ctx c = {.t = t, .a = ssm_arena_xcreate(), .out = &b};
   frame *globals = frame_new(&c, NULL);
   for (const cJSON *e = vars ? vars->child : NULL; e; e = e->next) frame_set(&c, globals, e->string, from_json(&c, e));
   c.root = c.cur = frame_new(&c, globals);
@@ -1502,7 +1502,7 @@ ssm_status ssm_jinja_render(const ssm_jinja *t, const cJSON *vars, char **out, s
     return s;
   }
   *out_len = b.n;
-  *out = ssm_sb_take(&b);
+  *out = ssm_sb_xtake(&b);
   return NULL;
 }
 

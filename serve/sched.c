@@ -183,7 +183,7 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
   else SSM_TRY(ssmc_session_reset(srv->session));
   j->fed = j->reused = len;
   j->started = 1;
-  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_push(&j->tokens, j->prompt[i]);
+  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_xpush(&j->tokens, j->prompt[i]);
   pthread_mutex_lock(&srv->mu);
   if (snap) srv->stats.cache_hits++;
   else srv->stats.cache_misses++;
@@ -260,7 +260,7 @@ static int lp_token(int32_t id, void *user) {
   ssm_job *j = user;
   j->pending.id = id;
   j->pending.lp = (double)j->row[id] - j->pending.lp;
-  ssm_vec_push(&j->lps, j->pending);
+  ssm_vec_xpush(&j->lps, j->pending);
   return 0;
 }
 
@@ -294,7 +294,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   size_t longest = 0;
   for (int i = 0; i < j->nstop; i++)
     if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
-  for (size_t i = 0; i < got; i++) ssm_vec_push(&j->tokens, ids[i]);
+  for (size_t i = 0; i < got; i++) ssm_vec_xpush(&j->tokens, ids[i]);
   for (size_t i = 0; i < got && !j->stopped; i++) {
     const char *piece;
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
@@ -363,7 +363,7 @@ void *ssm_sched_main(void *arg) {
       if (!srv->head) srv->tail = NULL;
       srv->nqueued--;
       srv->nactive++;
-      ssm_vec_push(&active, j);
+      ssm_vec_xpush(&active, j);
     }
     pthread_mutex_unlock(&srv->mu);
     size_t at = rr % active.n;
@@ -387,7 +387,7 @@ void *ssm_sched_main(void *arg) {
   while (srv->head) {
     ssm_job *j = srv->head;
     srv->head = j->next_in_queue;
-    ssm_vec_push(&active, j);
+    ssm_vec_xpush(&active, j);
   }
   srv->tail = NULL;
   srv->nqueued = 0;

@@ -131,7 +131,7 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
     ssm_sb_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
                   strstr(names[i][0], "_total") ? "counter" : "gauge", names[i][0],
                   (unsigned long long)v[i]);
-  return reply(c, 200, "text/plain; version=0.0.4", ssm_sb_take(&b));
+  return reply(c, 200, "text/plain; version=0.0.4", ssm_sb_xtake(&b));
 }
 
 static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const char *url,

@@ -78,7 +78,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
                    "decoded text at once)",
                    where, ty);
   dec_step step = {.kind = kinds[k].kind, .fused = ctx->fused};
-  ssm_vec_push(out, step);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(out, step), "%s: %s", L->path, where));
   dec_step *d = &out->items[out->n - 1];
   switch (d->kind) {
   case DEC_BYTELEVEL:
@@ -99,7 +99,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     const char *content;
     SSM_TRY(ssm_tok_json_string(L, j, "content", where, &content));
     SSM_TRY(ssm_tok_json_pattern(L, j, "pattern", where, &d->re));
-    d->content = ssm_xstrdup(content);
+    SSM_TRY(ssm_status_wrap(ssm_strdup(content, "content", &d->content), "%s: %s", L->path, where));
     break;
   }
   case DEC_STRIP:
@@ -343,7 +343,7 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
   case DEC_BYTEFALLBACK: {
     int b = byte_of_token(x, n);
     if (b >= 0) {
-      ssm_vec_push(&st->run, (char)b);
+      ssm_vec_xpush(&st->run, (char)b);
       return NULL;
     }
     SSM_TRY(flush_run(s, k));
@@ -413,6 +413,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
     if (ids[i] < 0 || ids[i] >= t->vocab_size || !t->str[ids[i]])
       return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)",
                             ids[i], t->vocab_size);
+  unsigned long mark = ssm_nomem_mark(); /* the stream's builders, and text */
   ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
   ssm_sb text = {0};
   const char *chunk;
@@ -431,7 +432,11 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
     ssm_sb_append(&text, chunk, k);
   }
   ssm_tok_stream_destroy(s);
+  ssm_status st = ssm_nomem_since(mark, "decoded text");
+  if (st) {
+    ssm_sb_free(&text);
+    return st;
+  }
   *out_len = text.n;
-  *out_text = ssm_sb_take(&text);
-  return NULL;
+  return ssm_sb_take(&text, "decoded text", out_text);
 }

@@ -30,8 +30,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
   for (size_t i = 0; i < sizeof simple / sizeof *simple; i++)
     if (!strcmp(ty, simple[i].name)) {
       s.kind = simple[i].kind;
-      ssm_vec_push(out, s);
-      return NULL;
+      return ssm_status_wrap(ssm_vec_push(out, s), "%s: %s", L->path, where);
     }
   if (!strcmp(ty, "Sequence"))
     return ssm_tok_json_sequence(L, j, "normalizers", where, depth, parse_one, out);
@@ -39,8 +38,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     s.kind = NORM_STRIP;
     SSM_TRY(ssm_tok_json_bool_required(L, j, "strip_left", where, &s.left));
     SSM_TRY(ssm_tok_json_bool_required(L, j, "strip_right", where, &s.right));
-    ssm_vec_push(out, s);
-    return NULL;
+    return ssm_status_wrap(ssm_vec_push(out, s), "%s: %s", L->path, where);
   }
   int prepend = !strcmp(ty, "Prepend");
   if (prepend || !strcmp(ty, "Replace")) {
@@ -48,10 +46,14 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     SSM_TRY(ssm_tok_json_string(L, j, prepend ? "prepend" : "content", where, &text));
     s.kind = prepend ? NORM_PREPEND : NORM_REPLACE;
     if (!prepend) SSM_TRY(ssm_tok_json_pattern(L, j, "pattern", where, &s.re));
-    s.text = ssm_xstrdup(text);
+    ssm_status e = ssm_strdup(text, "its text", &s.text);
     s.text_len = strlen(text);
-    ssm_vec_push(out, s);
-    return NULL;
+    if (!e) e = ssm_vec_push(out, s);
+    if (e) {
+      free(s.text);
+      ssm_tok_regex_free(s.re);
+    }
+    return ssm_status_wrap(e, "%s: %s", L->path, where);
   }
   return TOK_ERR(L, SSM_ERR_UNSUPPORTED, "%s.type '%s' is not supported (%s)", where, ty,
                  supported);

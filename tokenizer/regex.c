@@ -44,6 +44,11 @@ ssm_status ssm_tok_regex_new(const char *pattern, int literal, tok_regex **out) 
       ssm_sb_append(&esc, p, 1);
     }
     pattern = ssm_sb_str(&esc);
+    ssm_status s = ssm_sb_status(&esc, "a literal pattern");
+    if (s) {
+      ssm_sb_free(&esc);
+      return s;
+    }
   }
   OnigRegex re = NULL;
   OnigErrorInfo einfo;
@@ -59,7 +64,12 @@ ssm_status ssm_tok_regex_new(const char *pattern, int literal, tok_regex **out) 
     return ssm_status_new(r == ONIGERR_MEMORY ? SSM_ERR_NOMEM : SSM_ERR_INVALID, "%s",
                           (const char *)msg);
   }
-  tok_regex *t = ssm_xcalloc(1, sizeof *t);
+  tok_regex *t;
+  ssm_status s = ssm_alloc(1, sizeof *t, (void **)&t);
+  if (s) {
+    onig_free(re);
+    return ssm_status_wrap(s, "a pattern");
+  }
   t->re = re;
   *out = t;
   return NULL;
@@ -73,7 +83,7 @@ void ssm_tok_regex_free(tok_regex *re) {
 
 static void seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
   tok_segment sg = {start, end, match};
-  ssm_vec_push(v, sg);
+  ssm_vec_xpush(v, sg);
 }
 
 ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
