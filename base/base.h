@@ -149,6 +149,9 @@ void *ssm_realloc_(void *p, size_t n);
 void ssm_alloc_fail_at(long n);
 /* Whether the failure set by ssm_alloc_fail_at is still to come. */
 int ssm_alloc_fail_pending(void);
+/* How many allocations ssm_alloc_fail_at could have failed so far (for
+ * tests that count a path's allocation points). Not thread-safe. */
+unsigned long ssm_alloc_calls(void);
 
 /* Allocators that abort on exhausted memory (ssm_fatal_nomem): for tools/
  * and code not yet converted to statuses; never NULL. */

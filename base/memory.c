@@ -21,14 +21,18 @@ int ssm_size_add(size_t a, size_t b, size_t *out) {
 /* ---- checked allocation ---------------------------------------------------- */
 
 static long alloc_fail_countdown; /* ssm_alloc_fail_at: 0 is off */
+static _Atomic unsigned long alloc_calls; /* ssm_alloc_calls */
 
 void ssm_alloc_fail_at(long n) { alloc_fail_countdown = n > 0 ? n : 0; }
 
 int ssm_alloc_fail_pending(void) { return alloc_fail_countdown > 0; }
 
+unsigned long ssm_alloc_calls(void) { return alloc_calls; }
+
 /* Whether this allocation is the one ssm_alloc_fail_at asked to fail. Every
  * allocator of this file asks, so one count reaches them all. */
 static int injected_failure(void) {
+  alloc_calls++;
   return alloc_fail_countdown > 0 && --alloc_fail_countdown == 0;
 }
 

@@ -81,9 +81,9 @@ void ssm_tok_regex_free(tok_regex *re) {
   free(re);
 }
 
-static void seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
+static ssm_status seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
   tok_segment sg = {start, end, match};
-  ssm_vec_xpush(v, sg);
+  return ssm_status_wrap(ssm_vec_push(v, sg), "the matches of a pattern");
 }
 
 ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
@@ -97,7 +97,7 @@ ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
   size_t from = 0, prev = 0, last_match_end = 0;
   int have_last = 0;
   ssm_status st = NULL;
-  while (from <= n) {
+  while (!st && from <= n) {
     onig_region_clear(region);
     int r = onig_search(re->re, str, end, str + from, end, region, ONIG_OPTION_NONE);
     if (r == ONIG_MISMATCH) break;
@@ -118,11 +118,11 @@ ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
     }
     from = last_match_end = me;
     have_last = 1;
-    if (prev != ms) seg_push(out, prev, ms, 0);
-    seg_push(out, ms, me, 1);
+    if (prev != ms) st = seg_push(out, prev, ms, 0);
+    if (!st) st = seg_push(out, ms, me, 1);
     prev = me;
   }
-  if (!st && prev != n) seg_push(out, prev, n, 0);
+  if (!st && prev != n) st = seg_push(out, prev, n, 0);
   onig_region_free(region, 1);
   return st;
 }

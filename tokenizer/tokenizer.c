@@ -346,9 +346,10 @@ static ssm_status load_vocab(tok_load *L, const cJSON *root, const cJSON *model,
     t->kind[id] = ID_MODEL;
     vocab_insert(t, id);
   }
-  t->n_added = cJSON_GetArraySize(added);
-  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)t->n_added + 1, sizeof *t->added, (void **)&t->added),
+  int n_added = cJSON_GetArraySize(added);
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)n_added + 1, sizeof *t->added, (void **)&t->added),
                           "%s: added_tokens", L->path));
+  t->n_added = n_added;
   i = 0;
   cJSON_ArrayForEach(e, added) {
     added_token *a = &t->added[i];

@@ -73,7 +73,9 @@ static ssm_status cpu_run_tokens(ssm_backend *b, const int32_t *tokens, int coun
   SSM_TRY(graph_for(c, count, &g));
   ssm_cpu_set_position(c->cpu, b->position);
   float *out = logits;
-  if (!out) SSM_TRY(ssm_alloc((size_t)count * (size_t)b->vocab, sizeof(float), (void **)&out));
+  if (!out)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)count * (size_t)b->vocab, sizeof(float), (void **)&out),
+                            "the logits of %d tokens", count));
   ssm_status s = ssm_cpu_run(c->cpu, g, tokens, out, (size_t)count * (size_t)b->vocab);
   if (out != logits) free(out);
   if (!s) b->position = ssm_cpu_position(c->cpu);
@@ -101,7 +103,9 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
     SSM_TRY(build(c, 1, &c->sampled));
     SSM_TRY(ssm_graph_add_sampler(c->sampled));
   }
-  if (!c->logits) SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits));
+  if (!c->logits)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits),
+                            "a row of logits"));
   float id;
   float *outs[2] = {c->logits, &id};
   size_t counts[2] = {(size_t)b->vocab, 1};

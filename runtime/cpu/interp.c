@@ -229,7 +229,7 @@ static ssm_status take_elems(ssm_cpu *c, int64_t count, void **out) {
       memset(*out, 0, elems_bytes(count));
       return NULL;
     }
-  return alloc_elems(count, out);
+  return ssm_status_wrap(alloc_elems(count, out), "a tensor of %lld elements", (long long)count);
 }
 
 /* Keeps `data` for a later take_elems; frees it when the list of spares

@@ -394,6 +394,7 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *st, (void **)&st), "%s", path));
   ssm_status s = ssm_arena_create(&st->arena);
   if (!s) st->path = ssm_arena_strdup(st->arena, path);
+  if (!s) s = ssm_status_wrap(ssm_arena_status(st->arena, "the weights' path"), "%s", path);
   struct stat sb;
   if (s) {
   } else if (stat(path, &sb) != 0) {
