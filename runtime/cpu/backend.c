@@ -254,7 +254,11 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   *out = NULL;
   SSM_ASSERT(chunk >= 1);
   cpu_backend *c;
-  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *c, (void **)&c), "the CPU backend"));
+  ssm_status as = ssm_alloc(1, sizeof *c, (void **)&c);
+  if (as) {
+    ssm_model_close(model); /* it is the backend's, even when opening fails */
+    return ssm_status_wrap(as, "the CPU backend");
+  }
   c->model = model;
   c->dtype = dtype;
   ssm_backend *b = &c->base;
