@@ -236,9 +236,12 @@ ssm_status ssm_sb_status(const ssm_sb *b, const char *what);
 /* Hands the malloc'd text to the caller in *out and empties `b`; if an
  * append failed, frees it instead and returns ssm_sb_status. */
 ssm_status ssm_sb_take(ssm_sb *b, const char *what, char **out) SSM_MUST_CHECK;
-/* ssm_sb_take that aborts (ssm_fatal_nomem) when an append failed: for
- * tools/ and code not yet converted. Never NULL. */
+/* ssm_sb_take, ssm_sb_printf and ssm_sb_append that abort
+ * (ssm_fatal_nomem) when an append fails: for tools/ and code not yet
+ * converted (serve, the tokenizer's streams). Never NULL. */
 char *ssm_sb_xtake(ssm_sb *b);
+void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
+void ssm_sb_xappend(ssm_sb *b, const void *data, size_t n);
 /* Empties `b`, keeping its memory (and a failure) for the next appends. */
 void ssm_sb_clear(ssm_sb *b);
 void ssm_sb_free(ssm_sb *b);

@@ -132,7 +132,7 @@ static void sweep(const char *dir) {
     ssm_sb p = {0};
     ssm_sb_printf(&p, "%s/%s", dir, e->d_name);
     struct stat sb;
-    if (!lstat(p.s, &sb) && S_ISREG(sb.st_mode) && now - sb.st_mtime > STALE_TEMP_S) unlink(p.s);
+    if (!p.failed && !lstat(p.s, &sb) && S_ISREG(sb.st_mode) && now - sb.st_mtime > STALE_TEMP_S) unlink(p.s);
     ssm_sb_free(&p);
   }
   if (d) closedir(d);

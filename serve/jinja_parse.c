@@ -56,7 +56,7 @@ static ssm_status error_at(const parser *p, int line, int col, const char *fmt, 
   va_list ap;
   va_start(ap, fmt);
   ssm_sb b = {0};
-  ssm_sb_printf(&b, "%s:%d:%d: ", p->name, line, col);
+  ssm_sb_xprintf(&b, "%s:%d:%d: ", p->name, line, col);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
   ssm_status s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s", ssm_sb_str(&b));
@@ -303,11 +303,11 @@ static const char **to_names(parser *p, name_vec *v) {
  * \UNNNNNNNN, and others kept as written). */
 static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
   ssm_sb b = {0};
-  ssm_sb_append(&b, "", 0);
+  ssm_sb_xappend(&b, "", 0);
   for (size_t i = 1; i + 1 < t->n; i++) {
     char c = t->s[i];
     if (c != '\\') {
-      ssm_sb_append(&b, &c, 1);
+      ssm_sb_xappend(&b, &c, 1);
       continue;
     }
     char e = t->s[++i];
@@ -315,13 +315,13 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     if (simple && e) {
       static const char to[] = "\n\t\r\\'\"\a\b\f\v";
       char o = e == '0' ? '\0' : to[simple - "ntr\\'\"abfv0"];
-      ssm_sb_append(&b, &o, 1);
+      ssm_sb_xappend(&b, &o, 1);
       continue;
     }
     int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (!digits || i + (size_t)digits >= t->n - 1) {
       char two[2] = {'\\', e};
-      ssm_sb_append(&b, two, 2);
+      ssm_sb_xappend(&b, two, 2);
       continue;
     }
     uint32_t cp = 0;
@@ -340,7 +340,7 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     else if (m == 2) u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63));
     else if (m == 3) u[0] = (char)(0xe0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63));
     else u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63));
-    ssm_sb_append(&b, u, (size_t)m);
+    ssm_sb_xappend(&b, u, (size_t)m);
   }
   n->len = b.n;
   n->str = ssm_arena_strndup(p->arena, b.s, b.n);
@@ -423,11 +423,11 @@ static ssm_status parse_primary(parser *p, jnode **out) {
     n = mk(p, J_CONST_STR, t);
     SSM_TRY(unescape(p, t, n));
     ssm_sb b = {0}; /* adjacent literals join */
-    ssm_sb_append(&b, n->str, n->len);
+    ssm_sb_xappend(&b, n->str, n->len);
     while (peek(p)->kind == 's') {
       jnode more;
       SSM_TRY(unescape(p, next_tok(p), &more));
-      ssm_sb_append(&b, more.str, more.len);
+      ssm_sb_xappend(&b, more.str, more.len);
     }
     n->len = b.n;
     n->str = ssm_arena_strndup(p->arena, b.s, b.n);

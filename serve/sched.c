@@ -76,8 +76,8 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
   srv->stats.failed++;
   pthread_mutex_unlock(&srv->mu);
   pthread_mutex_lock(&j->mu);
-  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
-  else ssm_sb_printf(&j->out, "%s", e);
+  if (j->stream) ssm_sb_xprintf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
+  else ssm_sb_xprintf(&j->out, "%s", e);
   j->status = invalid ? 400 : 500;
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
@@ -146,7 +146,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     const char *rest;
     size_t n;
     ssmc_decoder_flush(j->dec, &rest, &n);
-    ssm_sb_append(&j->text, rest, n);
+    ssm_sb_xappend(&j->text, rest, n);
   }
   cache_exchange(srv, j);
   /* counted before the client can see the end (as in finish_error) */
@@ -163,7 +163,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     pthread_mutex_lock(&j->mu);
     ssm_api_chunk(j, NULL, 0, j->finish, 0);
     if (j->include_usage) ssm_api_chunk(j, NULL, 0, NULL, 1);
-    ssm_sb_printf(&j->out, "data: [DONE]\n\n");
+    ssm_sb_xprintf(&j->out, "data: [DONE]\n\n");
   } else {
     ssm_api_final(j);
   }
@@ -300,7 +300,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
     SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
     if (j->logprobs >= 0) j->lps.items[lp0 + i].offset = j->text.n;
-    ssm_sb_append(&j->text, piece, n);
+    ssm_sb_xappend(&j->text, piece, n);
     j->ngen++;
     if (cut_at_stop(j, from)) j->stopped = 1;
   }

@@ -117,7 +117,7 @@ ssm_status ssm_tok_normalize(const norm_steps *steps, const char *s, size_t n, s
                              int *io_first) {
   if (!steps->n) {
     ssm_sb_append(out, s, n);
-    return NULL;
+    return ssm_sb_status(out, "normalized text");
   }
   /* each step reads `in` and writes `buf[k % 2]`; the last writes `out` */
   ssm_sb buf[2] = {{0}, {0}};
@@ -146,6 +146,9 @@ ssm_status ssm_tok_normalize(const norm_steps *steps, const char *s, size_t n, s
     in = o->s ? o->s + mark : "";
     in_n = o->n - mark;
   }
+  if (!err) err = ssm_sb_status(&buf[0], "normalized text");
+  if (!err) err = ssm_sb_status(&buf[1], "normalized text");
+  if (!err) err = ssm_sb_status(out, "normalized text");
   ssm_sb_free(&buf[0]);
   ssm_sb_free(&buf[1]);
   ssm_vec_free(&segs);

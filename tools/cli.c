@@ -224,7 +224,7 @@ static int cmd_ir(int argc, char **argv) {
     while (p->name && strcmp(p->name, after)) p++;
     if (!p->name) {
       ssm_sb names = {0};
-      for (p = ssm_passes; p->name; p++) ssm_sb_printf(&names, "%s, ", p->name);
+      for (p = ssm_passes; p->name; p++) ssm_sb_xprintf(&names, "%s, ", p->name);
       ssm_cli_usage_error("ir", "--after: unknown pass '%s' (passes: %sall)", after, names.s);
       ssm_sb_free(&names);
       return 2;

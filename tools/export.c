@@ -36,7 +36,7 @@ static const char *const site_files[] = {"index.html",    "page.mjs",      "bund
 
 static char *join(const char *dir, const char *name) {
   ssm_sb b = {0};
-  ssm_sb_printf(&b, "%s/%s", dir, name);
+  ssm_sb_xprintf(&b, "%s/%s", dir, name);
   return ssm_sb_xtake(&b);
 }
 
@@ -47,7 +47,7 @@ static ssm_status copy_file(const char *src, const char *dst, int link) {
     char abs[PATH_MAX];
     if (!realpath(src, abs)) return ssm_status_new(SSM_ERR_IO, "%s: %s", src, strerror(errno));
     ssm_sb tmp = {0};
-    ssm_sb_printf(&tmp, "%s.tmp-%ld", dst, (long)getpid());
+    ssm_sb_xprintf(&tmp, "%s.tmp-%ld", dst, (long)getpid());
     int err = symlink(abs, tmp.s) ? errno : rename(tmp.s, dst) ? errno : 0;
     if (err) unlink(tmp.s);
     ssm_sb_free(&tmp);
