@@ -8,11 +8,17 @@
  * propagate with SSM_TRY and add context with ssm_status_wrap. Broken internal
  * invariants are asserts (SSM_ASSERT), never statuses.
  *
- * Memory: an allocation whose size comes from the input (a tensor, a file, a
- * vocabulary) goes through ssm_alloc, which returns SSM_ERR_NOMEM; small
- * bookkeeping (nodes, names, lists) goes through the ssm_x* allocators, the
- * arena, growable arrays and the string builder, which never return NULL: on
- * exhausted host memory they report it once and abort (ssm_fatal_nomem).
+ * Memory: exhausted host memory is a status, SSM_ERR_NOMEM, whose message says
+ * what the memory was for and how much was wanted ("IR text: out of host
+ * memory (4096 bytes wanted)"), never an abort. ssm_alloc, ssm_realloc and
+ * ssm_strdup return it; a growable array's push returns it; the string
+ * builder and the arena remember their first failure (appends after it are
+ * dropped, arena strings become "", ssm_arena_alloc returns NULL) and report
+ * it through ssm_sb_status and ssm_arena_status, which the code that owns
+ * them checks before it uses what they built. Every allocator counts toward
+ * ssm_alloc_fail_at, so a test can fail each allocation of a path in turn.
+ * The ssm_x* allocators, which abort instead, are for tools/ and for code
+ * not yet converted (grep ssm_x to find it).
  *
  * Lifecycle verbs, the same across the tree: an object made from a file or
  * a device is opened and closed (ssm_st_open/ssm_st_close); any other is
@@ -105,17 +111,50 @@ int ssm_size_add(size_t a, size_t b, size_t *out);
 
 /* ---- checked allocation (memory.c) -------------------------------------- */
 
+#if defined(__GNUC__)
+#define SSM_MUST_CHECK __attribute__((warn_unused_result))
+#else
+#define SSM_MUST_CHECK
+#endif
+
 /* `count` zeroed elements of `size` bytes (at least one byte is allocated).
  * An overflowing size or exhausted host memory is an SSM_ERR_NOMEM status
  * that names the size; callers add what it was for with ssm_status_wrap. */
-ssm_status ssm_alloc(size_t count, size_t size, void **out);
-/* For tests of the out-of-memory paths: the n-th ssm_alloc from now (n >= 1)
+ssm_status ssm_alloc(size_t count, size_t size, void **out) SSM_MUST_CHECK;
+/* Resizes *p (NULL: a new block) to `count` elements of `size`; on failure
+ * *p is left as it was and the status says "WHAT: out of host memory (N
+ * bytes wanted)". */
+ssm_status ssm_realloc(void **p, size_t count, size_t size, const char *what) SSM_MUST_CHECK;
+/* A malloc'd copy of `s` (of its first `n` bytes, then a NUL). */
+ssm_status ssm_strdup(const char *s, const char *what, char **out) SSM_MUST_CHECK;
+ssm_status ssm_strndup(const char *s, size_t n, const char *what, char **out) SSM_MUST_CHECK;
+/* The SSM_ERR_NOMEM status "WHAT: out of host memory (BYTES bytes wanted)". */
+ssm_status ssm_nomem(size_t bytes, const char *what);
+/* For code that builds much from many builders (codegen's kernel text): a
+ * mark of this thread's allocation failures so far, and, when one failed
+ * since `mark`, "WHAT: out of host memory (N bytes wanted)" with the size
+ * the last one wanted. */
+unsigned long ssm_nomem_mark(void);
+ssm_status ssm_nomem_since(unsigned long mark, const char *what);
+/* `s` when no allocation failed since `mark` or `s` is NOMEM already;
+ * else `s` is freed and ssm_nomem_since's status returned instead (see
+ * ssm_arena_check). */
+ssm_status ssm_nomem_check(unsigned long mark, ssm_status s, const char *what);
+/* malloc and realloc that count toward ssm_alloc_fail_at; NULL on failure. */
+void *ssm_malloc_(size_t n);
+void *ssm_realloc_(void *p, size_t n);
+/* For tests of the out-of-memory paths: the n-th allocation from now (n >=
+ * 1), by any allocator of this file, the string builder or the arena,
  * fails as exhausted memory would; 0 turns it off. Not thread-safe. */
 void ssm_alloc_fail_at(long n);
 /* Whether the failure set by ssm_alloc_fail_at is still to come. */
 int ssm_alloc_fail_pending(void);
+/* How many allocations ssm_alloc_fail_at could have failed so far (for
+ * tests that count a path's allocation points). Not thread-safe. */
+unsigned long ssm_alloc_calls(void);
 
-/* Bookkeeping allocators: never NULL (see the top of this file). */
+/* Allocators that abort on exhausted memory (ssm_fatal_nomem): for tools/
+ * and code not yet converted to statuses; never NULL. */
 void *ssm_xmalloc(size_t n);
 void *ssm_xcalloc(size_t count, size_t size);
 void *ssm_xrealloc(void *p, size_t n);
@@ -130,16 +169,31 @@ void ssm_fatal_nomem(size_t bytes);
 
 /* A growable array is any struct with `items` (T *), `n` and `cap`
  * (size_t), zero-initialized; SSM_VEC(T) declares one. Storage grows by
- * doubling through ssm_xrealloc. */
+ * doubling. */
 #define SSM_VEC(T) struct { T *items; size_t n, cap; }
-/* Makes room for `extra` more items. */
+/* Makes room for `extra` more items: NULL, or the NOMEM status (the array
+ * is left as it was). */
 #define ssm_vec_reserve(v, extra)                                               \
-  ((v)->items = ssm_vec_grow_((v)->items, &(v)->cap, (v)->n + (extra), sizeof *(v)->items))
-/* Appends `x`. */
-#define ssm_vec_push(v, x) (ssm_vec_reserve(v, 1), (v)->items[(v)->n++] = (x))
+  (ssm_vec_room_(&(v)->items, &(v)->cap, (v)->n + (extra), sizeof *(v)->items) \
+       ? (ssm_status)NULL : ssm_vec_nomem_())
+/* Appends `x`: NULL, or the NOMEM status (the array is left as it was). */
+#define ssm_vec_push(v, x)                                                     \
+  (ssm_vec_room_(&(v)->items, &(v)->cap, (v)->n + 1, sizeof *(v)->items)       \
+       ? ((v)->items[(v)->n++] = (x), (ssm_status)NULL) : ssm_vec_nomem_())
+/* ssm_vec_reserve and ssm_vec_push that abort on exhausted memory, like
+ * the ssm_x* allocators: for tools/ and code not yet converted. */
+#define ssm_vec_xreserve(v, extra)                                              \
+  ((void)(ssm_vec_room_(&(v)->items, &(v)->cap, (v)->n + (extra), sizeof *(v)->items) || \
+          (ssm_vec_fatal_(), 0)))
+#define ssm_vec_xpush(v, x) (ssm_vec_xreserve(v, 1), (v)->items[(v)->n++] = (x))
+void ssm_vec_fatal_(void);
 /* Frees the storage and empties the array. */
 #define ssm_vec_free(v) (free((v)->items), (v)->items = NULL, (v)->n = (v)->cap = 0)
-void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem);
+/* For the macros above: grows the array whose `items` field is at
+ * `items_field` to hold `need`; 0 when that fails, whose status
+ * ssm_vec_nomem_ then makes (per thread). */
+int ssm_vec_room_(void *items_field, size_t *cap, size_t need, size_t elem);
+ssm_status ssm_vec_nomem_(void);
 
 /* ---- string maps (memory.c) ------------------------------------------------ */
 
@@ -151,9 +205,11 @@ typedef struct {
   size_t n, cap;
 } ssm_strmap;
 
-/* The value slot of `key`, created (NULL) when absent; *out_found says
- * whether it was there. The pointer is valid until the next insertion. */
-void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found);
+/* The value slot of `key` in *out_slot, created (NULL) when absent;
+ * *out_found says whether it was there. The pointer is valid until the
+ * next insertion. Growing the map can fail (NOMEM; the map is unchanged). */
+ssm_status ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found,
+                           void ***out_slot) SSM_MUST_CHECK;
 /* The value of `key`, or NULL. */
 void *ssm_strmap_get(const ssm_strmap *m, const char *key);
 void ssm_strmap_free(ssm_strmap *m);
@@ -161,10 +217,13 @@ void ssm_strmap_free(ssm_strmap *m);
 /* ---- string builder (text.c) ---------------------------------------------- */
 
 /* Appends formatted text to a growing NUL-terminated string. Zero-initialize
- * (ssm_sb b = {0}); `s` is NULL until the first append. */
+ * (ssm_sb b = {0}); `s` is NULL until the first append. When growing fails,
+ * `failed` keeps the size wanted, that append and every later one are
+ * dropped (the text so far stays valid), and ssm_sb_status reports it. */
 typedef struct {
   char *s;
   size_t n, cap;
+  size_t failed; /* bytes the failed growth wanted; 0: none failed */
 } ssm_sb;
 
 void ssm_sb_printf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
@@ -172,9 +231,18 @@ void ssm_sb_vprintf(ssm_sb *b, const char *fmt, va_list ap);
 void ssm_sb_append(ssm_sb *b, const void *data, size_t n);
 /* The text so far ("" before the first append). */
 const char *ssm_sb_str(const ssm_sb *b);
-/* Hands the malloc'd text to the caller (never NULL) and empties `b`. */
-char *ssm_sb_take(ssm_sb *b);
-/* Empties `b`, keeping its memory for the next appends. */
+/* NULL, or when an append failed "WHAT: out of host memory (N bytes wanted)". */
+ssm_status ssm_sb_status(const ssm_sb *b, const char *what);
+/* Hands the malloc'd text to the caller in *out and empties `b`; if an
+ * append failed, frees it instead and returns ssm_sb_status. */
+ssm_status ssm_sb_take(ssm_sb *b, const char *what, char **out) SSM_MUST_CHECK;
+/* ssm_sb_take, ssm_sb_printf and ssm_sb_append that abort
+ * (ssm_fatal_nomem) when an append fails: for tools/ and code not yet
+ * converted (serve, the tokenizer's streams). Never NULL. */
+char *ssm_sb_xtake(ssm_sb *b);
+void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
+void ssm_sb_xappend(ssm_sb *b, const void *data, size_t n);
+/* Empties `b`, keeping its memory (and a failure) for the next appends. */
 void ssm_sb_clear(ssm_sb *b);
 void ssm_sb_free(ssm_sb *b);
 
@@ -186,16 +254,29 @@ uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n);
 
 /* ---- arena (memory.c) ----------------------------------------------------- */
 
-/* An arena hands out memory that is freed all at once by ssm_arena_destroy. */
+/* An arena hands out memory that is freed all at once by ssm_arena_destroy.
+ * Its first failure is remembered: from then on ssm_arena_alloc returns
+ * NULL, the string functions return "" (a shared empty string, not to be
+ * written), and ssm_arena_status reports it. */
 typedef struct ssm_arena ssm_arena;
 
-ssm_arena *ssm_arena_create(void);
+ssm_status ssm_arena_create(ssm_arena **out) SSM_MUST_CHECK;
+/* An arena whose failures abort (ssm_fatal_nomem), never NULL: for code
+ * not yet converted to statuses (serve's templates). */
+ssm_arena *ssm_arena_xcreate(void);
 void ssm_arena_destroy(ssm_arena *a);
-/* Zeroed, 16-byte aligned memory (bookkeeping: never NULL). */
+/* Zeroed, 16-byte aligned memory; NULL when out of memory. */
 void *ssm_arena_alloc(ssm_arena *a, size_t size);
 char *ssm_arena_strdup(ssm_arena *a, const char *s);
 char *ssm_arena_strndup(ssm_arena *a, const char *s, size_t n);
 char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) SSM_PRINTF(2, 3);
+/* NULL, or when an allocation failed "WHAT: out of host memory (N bytes wanted)". */
+ssm_status ssm_arena_status(const ssm_arena *a, const char *what);
+/* `s` when no allocation of `a` failed or `s` is NOMEM already; else `s`
+ * is freed and the arena's NOMEM status returned instead (what was built
+ * from a failed arena, and any error that came of it, is not to be
+ * trusted). */
+ssm_status ssm_arena_check(const ssm_arena *a, ssm_status s, const char *what);
 
 /* ---- JSON (json.c) ---------------------------------------------------------- */
 

@@ -21,23 +21,92 @@ int ssm_size_add(size_t a, size_t b, size_t *out) {
 /* ---- checked allocation ---------------------------------------------------- */
 
 static long alloc_fail_countdown; /* ssm_alloc_fail_at: 0 is off */
+static _Atomic unsigned long alloc_calls; /* ssm_alloc_calls */
 
 void ssm_alloc_fail_at(long n) { alloc_fail_countdown = n > 0 ? n : 0; }
 
 int ssm_alloc_fail_pending(void) { return alloc_fail_countdown > 0; }
 
+unsigned long ssm_alloc_calls(void) { return alloc_calls; }
+
+/* Whether this allocation is the one ssm_alloc_fail_at asked to fail. Every
+ * allocator of this file asks, so one count reaches them all. */
+static int injected_failure(void) {
+  alloc_calls++;
+  return alloc_fail_countdown > 0 && --alloc_fail_countdown == 0;
+}
+
+/* This thread's failed allocations so far, and the size the last one wanted. */
+static _Thread_local unsigned long nomem_count;
+static _Thread_local size_t nomem_bytes;
+
+static void *failed(size_t bytes) {
+  nomem_count++;
+  nomem_bytes = bytes;
+  return NULL;
+}
+
+unsigned long ssm_nomem_mark(void) { return nomem_count; }
+
+ssm_status ssm_nomem_since(unsigned long mark, const char *what) {
+  return nomem_count != mark ? ssm_nomem(nomem_bytes, what) : NULL;
+}
+
+ssm_status ssm_nomem_check(unsigned long mark, ssm_status s, const char *what) {
+  if (nomem_count == mark || ssm_status_code(s) == SSM_ERR_NOMEM) return s;
+  ssm_status_free(s);
+  return ssm_nomem(nomem_bytes, what);
+}
+
+void *ssm_malloc_(size_t n) {
+  void *p = injected_failure() ? NULL : malloc(n ? n : 1);
+  return p ? p : failed(n);
+}
+
+void *ssm_realloc_(void *p, size_t n) {
+  void *q = injected_failure() ? NULL : realloc(p, n ? n : 1);
+  return q ? q : failed(n);
+}
+
+ssm_status ssm_nomem(size_t bytes, const char *what) {
+  if (bytes == SIZE_MAX)
+    return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory (more than %zu bytes wanted)",
+                          what, SIZE_MAX / 2);
+  return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory (%zu bytes wanted)", what, bytes);
+}
+
 ssm_status ssm_alloc(size_t count, size_t size, void **out) {
   size_t bytes;
   *out = NULL;
   if (!ssm_size_mul(count, size, &bytes))
-    return ssm_status_new(SSM_ERR_NOMEM, "%zu elements of %zu bytes do not fit in memory",
+    return failed(SIZE_MAX), ssm_status_new(SSM_ERR_NOMEM, "%zu elements of %zu bytes do not fit in memory",
                           count, size);
-  if (alloc_fail_countdown > 0 && --alloc_fail_countdown == 0)
-    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);
-  *out = calloc(bytes ? bytes : 1, 1);
+  *out = injected_failure() ? NULL : calloc(bytes ? bytes : 1, 1);
+  if (!*out) failed(bytes);
   if (!*out)
     return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);
   return NULL;
+}
+
+ssm_status ssm_realloc(void **p, size_t count, size_t size, const char *what) {
+  size_t bytes;
+  if (!ssm_size_mul(count, size, &bytes)) return failed(SIZE_MAX), ssm_nomem(SIZE_MAX, what);
+  void *q = ssm_realloc_(*p, bytes);
+  if (!q) return ssm_nomem(bytes, what);
+  *p = q;
+  return NULL;
+}
+
+ssm_status ssm_strndup(const char *s, size_t n, const char *what, char **out) {
+  *out = n == SIZE_MAX ? failed(n) : ssm_malloc_(n + 1);
+  if (!*out) return ssm_nomem(n == SIZE_MAX ? n : n + 1, what);
+  memcpy(*out, s, n);
+  (*out)[n] = 0;
+  return NULL;
+}
+
+ssm_status ssm_strdup(const char *s, const char *what, char **out) {
+  return ssm_strndup(s, strlen(s), what, out);
 }
 
 void ssm_fatal_nomem(size_t bytes) {
@@ -46,21 +115,23 @@ void ssm_fatal_nomem(size_t bytes) {
 }
 
 void *ssm_xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
+  void *p = ssm_malloc_(n);
   if (!p) ssm_fatal_nomem(n);
   return p;
 }
 
 void *ssm_xcalloc(size_t count, size_t size) {
-  size_t bytes;
-  if (!ssm_size_mul(count, size, &bytes)) ssm_fatal_nomem(SIZE_MAX);
-  void *p = calloc(bytes ? bytes : 1, 1);
-  if (!p) ssm_fatal_nomem(bytes);
+  void *p;
+  ssm_status s = ssm_alloc(count, size, &p);
+  if (s) {
+    ssm_status_free(s);
+    ssm_fatal_nomem(count && size > SIZE_MAX / count ? SIZE_MAX : count * size);
+  }
   return p;
 }
 
 void *ssm_xrealloc(void *p, size_t n) {
-  void *q = realloc(p, n ? n : 1);
+  void *q = ssm_realloc_(p, n);
   if (!q) ssm_fatal_nomem(n);
   return q;
 }
@@ -80,17 +151,27 @@ char *ssm_xstrndup(const char *s, size_t n) {
 
 char *ssm_xstrdup(const char *s) { return ssm_xstrndup(s, strlen(s)); }
 
-void *ssm_vec_grow_(void *items, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return items;
-  size_t c = *cap ? *cap : 8;
-  while (c < need) {
-    if (c > SIZE_MAX / 2) ssm_fatal_nomem(SIZE_MAX);
-    c *= 2;
+/* ---- growable arrays ----------------------------------------------------------- */
+
+int ssm_vec_room_(void *items_field, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  size_t c = *cap ? *cap : 8, bytes = SIZE_MAX;
+  while (c < need && c <= SIZE_MAX / 2) c *= 2;
+  void *items, *q = NULL;
+  memcpy(&items, items_field, sizeof items);
+  if (c >= need && ssm_size_mul(c, elem, &bytes)) q = ssm_realloc_(items, bytes);
+  if (!q) {
+    if (bytes == SIZE_MAX) failed(bytes);
+    return 0;
   }
-  items = ssm_xreallocarray(items, c, elem);
+  memcpy(items_field, &q, sizeof q);
   *cap = c;
-  return items;
+  return 1;
 }
+
+void ssm_vec_fatal_(void) { ssm_fatal_nomem(nomem_bytes); }
+
+ssm_status ssm_vec_nomem_(void) { return ssm_nomem(nomem_bytes, "growing a list"); }
 
 /* ---- string maps --------------------------------------------------------------- */
 
@@ -100,11 +181,19 @@ static size_t strmap_find(const char *const *keys, size_t cap, const char *key) 
   return h;
 }
 
-void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found) {
+ssm_status ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found, void ***out_slot) {
+  *out_found = 0;
+  *out_slot = NULL;
   if ((m->n + 1) * 2 > m->cap) {
     size_t cap = m->cap ? m->cap * 2 : 64;
-    const char **keys = ssm_xcalloc(cap, sizeof *keys);
-    void **vals = ssm_xcalloc(cap, sizeof *vals);
+    const char **keys;
+    void **vals;
+    SSM_TRY(ssm_status_wrap(ssm_alloc(cap, sizeof *keys, (void **)&keys), "a map of %zu names", cap));
+    ssm_status s = ssm_alloc(cap, sizeof *vals, (void **)&vals);
+    if (s) {
+      free(keys);
+      return ssm_status_wrap(s, "a map of %zu names", cap);
+    }
     for (size_t k = 0; k < m->cap; k++)
       if (m->keys[k]) {
         size_t h = strmap_find(keys, cap, m->keys[k]);
@@ -123,7 +212,8 @@ void **ssm_strmap_slot(ssm_strmap *m, const char *key, int *out_found) {
     m->keys[h] = key;
     m->n++;
   }
-  return &m->vals[h];
+  *out_slot = &m->vals[h];
+  return NULL;
 }
 
 void *ssm_strmap_get(const ssm_strmap *m, const char *key) {
@@ -148,9 +238,19 @@ typedef struct chunk {
 
 struct ssm_arena {
   chunk *head;
+  size_t failed; /* the bytes the first failed allocation wanted; 0: none failed */
+  int fatal;     /* ssm_arena_xcreate: a failure aborts */
 };
 
-ssm_arena *ssm_arena_create(void) { return ssm_xcalloc(1, sizeof(ssm_arena)); }
+ssm_status ssm_arena_create(ssm_arena **out) {
+  return ssm_status_wrap(ssm_alloc(1, sizeof(ssm_arena), (void **)out), "an arena");
+}
+
+ssm_arena *ssm_arena_xcreate(void) {
+  ssm_arena *a = ssm_xcalloc(1, sizeof *a);
+  a->fatal = 1;
+  return a;
+}
 
 void ssm_arena_destroy(ssm_arena *a) {
   if (!a) return;
@@ -161,12 +261,21 @@ void ssm_arena_destroy(ssm_arena *a) {
   free(a);
 }
 
+static void *arena_failed(ssm_arena *a, size_t size) {
+  if (a->fatal) ssm_fatal_nomem(size);
+  if (size == SIZE_MAX) failed(size);
+  if (!a->failed) a->failed = size ? size : 1;
+  return NULL;
+}
+
 void *ssm_arena_alloc(ssm_arena *a, size_t size) {
-  if (size > SIZE_MAX - 65536) ssm_fatal_nomem(size);
+  if (a->failed) return NULL;
+  if (size > SIZE_MAX - 65536 - sizeof(chunk)) return arena_failed(a, SIZE_MAX);
   size = (size + 15) & ~(size_t)15;
   if (!a->head || a->head->cap - a->head->used < size) {
     size_t cap = size > 65536 ? size : 65536;
-    chunk *c = ssm_xmalloc(sizeof(chunk) + cap);
+    chunk *c = ssm_malloc_(sizeof(chunk) + cap);
+    if (!c) return arena_failed(a, sizeof(chunk) + cap);
     c->next = a->head;
     c->used = 0;
     c->cap = cap;
@@ -178,8 +287,22 @@ void *ssm_arena_alloc(ssm_arena *a, size_t size) {
   return p;
 }
 
+ssm_status ssm_arena_status(const ssm_arena *a, const char *what) {
+  return a->failed ? ssm_nomem(a->failed, what) : NULL;
+}
+
+ssm_status ssm_arena_check(const ssm_arena *a, ssm_status s, const char *what) {
+  if (!a->failed || ssm_status_code(s) == SSM_ERR_NOMEM) return s;
+  ssm_status_free(s);
+  return ssm_arena_status(a, what);
+}
+
+/* What the string functions give once the arena has failed. */
+static char arena_no_text[1];
+
 char *ssm_arena_strndup(ssm_arena *a, const char *s, size_t n) {
-  char *d = ssm_arena_alloc(a, n + 1);
+  char *d = n < SIZE_MAX ? ssm_arena_alloc(a, n + 1) : arena_failed(a, SIZE_MAX);
+  if (!d) return arena_no_text;
   memcpy(d, s, n);
   d[n] = 0;
   return d;
@@ -190,12 +313,13 @@ char *ssm_arena_strdup(ssm_arena *a, const char *s) {
 }
 
 char *ssm_arena_printf(ssm_arena *a, const char *fmt, ...) {
-  ssm_sb b = {0};
-  va_list ap;
+  va_list ap, ap2;
   va_start(ap, fmt);
-  ssm_sb_vprintf(&b, fmt, ap);
+  va_copy(ap2, ap);
+  int k = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  char *d = k < 0 ? NULL : ssm_arena_alloc(a, (size_t)k + 1);
+  if (d) vsnprintf(d, (size_t)k + 1, fmt, ap);
   va_end(ap);
-  char *d = ssm_arena_strndup(a, ssm_sb_str(&b), b.n);
-  ssm_sb_free(&b);
-  return d;
+  return d ? d : arena_no_text;
 }

@@ -12,32 +12,59 @@ struct ssm_status_s {
   char *msg;
 };
 
+/* Statuses allocate with plain malloc, outside the count of
+ * ssm_alloc_fail_at: reporting a failure must not be the next failure.
+ * When even that fails, the status is this one, which is never freed. */
+static char nomem_msg[] = "out of host memory (while reporting an error)";
+static struct ssm_status_s nomem_status = {SSM_ERR_NOMEM, nomem_msg};
+
+/* The text of `fmt`, malloc'd; NULL when out of memory. */
 static char *vformat(const char *fmt, va_list ap) {
-  ssm_sb b = {0};
-  ssm_sb_vprintf(&b, fmt, ap);
-  return ssm_sb_take(&b);
+  va_list ap2;
+  va_copy(ap2, ap);
+  int k = vsnprintf(NULL, 0, fmt, ap2);
+  va_end(ap2);
+  if (k < 0) k = 0;
+  char *m = malloc((size_t)k + 1);
+  if (m) vsnprintf(m, (size_t)k + 1, fmt, ap);
+  return m;
 }
 
 ssm_status ssm_status_new(ssm_code code, const char *fmt, ...) {
-  ssm_status s = ssm_xmalloc(sizeof *s);
+  ssm_status s = malloc(sizeof *s);
+  if (!s) return &nomem_status;
   va_list ap;
   va_start(ap, fmt);
   s->msg = vformat(fmt, ap);
   va_end(ap);
+  if (!s->msg) {
+    free(s);
+    return &nomem_status;
+  }
   s->code = code == SSM_OK ? SSM_ERR_INTERNAL : code;
   return s;
 }
 
-ssm_status ssm_status_wrap(ssm_status s, const char *fmt, ...) {
-  if (!s) return NULL;
-  ssm_sb b = {0};
+static char *format(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  ssm_sb_vprintf(&b, fmt, ap);
+  char *m = vformat(fmt, ap);
   va_end(ap);
-  ssm_sb_printf(&b, ": %s", s->msg);
-  free(s->msg);
-  s->msg = ssm_sb_take(&b);
+  return m;
+}
+
+ssm_status ssm_status_wrap(ssm_status s, const char *fmt, ...) {
+  if (!s || s == &nomem_status) return s;
+  va_list ap;
+  va_start(ap, fmt);
+  char *context = vformat(fmt, ap);
+  va_end(ap);
+  char *m = context ? format("%s: %s", context, s->msg) : NULL;
+  free(context);
+  if (m) {
+    free(s->msg);
+    s->msg = m;
+  }
   return s;
 }
 
@@ -45,7 +72,7 @@ ssm_code ssm_status_code(ssm_status s) { return s ? s->code : SSM_OK; }
 const char *ssm_status_message(ssm_status s) { return s ? s->msg : "ok"; }
 
 void ssm_status_free(ssm_status s) {
-  if (!s) return;
+  if (!s || s == &nomem_status) return;
   free(s->msg);
   free(s);
 }
@@ -70,6 +97,7 @@ void ssm_log(const char *fmt, ...) {
   va_start(ap, fmt);
   char *m = vformat(fmt, ap);
   va_end(ap);
+  if (!m) return;
   g_log_fn(m, g_log_user);
   free(m);
 }

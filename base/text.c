@@ -9,13 +9,26 @@
 
 #include "base/base.h"
 
+/* Room for `more` bytes and a NUL after the text; 0 when the growth fails,
+ * which is remembered and drops every later append. */
+static int sb_room(ssm_sb *b, size_t more) {
+  if (b->failed) return 0;
+  if (more < SIZE_MAX - b->n) {
+    if (ssm_vec_room_(&b->s, &b->cap, b->n + more + 1, 1)) return 1;
+    b->failed = b->n + more + 1;
+  } else {
+    b->failed = SIZE_MAX;
+  }
+  return 0;
+}
+
 void ssm_sb_vprintf(ssm_sb *b, const char *fmt, va_list ap) {
   va_list ap2;
   va_copy(ap2, ap);
   int k = vsnprintf(NULL, 0, fmt, ap2);
   va_end(ap2);
   if (k < 0) k = 0;
-  b->s = ssm_vec_grow_(b->s, &b->cap, b->n + (size_t)k + 1, 1);
+  if (!sb_room(b, (size_t)k)) return;
   vsnprintf(b->s + b->n, (size_t)k + 1, fmt, ap);
   b->n += (size_t)k;
 }
@@ -28,7 +41,7 @@ void ssm_sb_printf(ssm_sb *b, const char *fmt, ...) {
 }
 
 void ssm_sb_append(ssm_sb *b, const void *data, size_t n) {
-  b->s = ssm_vec_grow_(b->s, &b->cap, b->n + n + 1, 1);
+  if (!sb_room(b, n)) return;
   if (n) memcpy(b->s + b->n, data, n);
   b->n += n;
   b->s[b->n] = 0;
@@ -36,7 +49,35 @@ void ssm_sb_append(ssm_sb *b, const void *data, size_t n) {
 
 const char *ssm_sb_str(const ssm_sb *b) { return b->s ? b->s : ""; }
 
-char *ssm_sb_take(ssm_sb *b) {
+ssm_status ssm_sb_status(const ssm_sb *b, const char *what) {
+  return b->failed ? ssm_nomem(b->failed, what) : NULL;
+}
+
+ssm_status ssm_sb_take(ssm_sb *b, const char *what, char **out) {
+  *out = NULL;
+  ssm_status s = ssm_sb_status(b, what);
+  if (!s && !b->s) s = ssm_strdup("", what, out);
+  else if (!s) *out = b->s;
+  else free(b->s);
+  *b = (ssm_sb){0};
+  return s;
+}
+
+void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ssm_sb_vprintf(b, fmt, ap);
+  va_end(ap);
+  if (b->failed) ssm_fatal_nomem(b->failed);
+}
+
+void ssm_sb_xappend(ssm_sb *b, const void *data, size_t n) {
+  ssm_sb_append(b, data, n);
+  if (b->failed) ssm_fatal_nomem(b->failed);
+}
+
+char *ssm_sb_xtake(ssm_sb *b) {
+  if (b->failed) ssm_fatal_nomem(b->failed);
   char *s = b->s ? b->s : ssm_xstrdup("");
   *b = (ssm_sb){0};
   return s;
@@ -164,12 +205,20 @@ ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd) {
 #ifdef O_TMPFILE
   ssm_sb dir = {0};
   ssm_sb_printf(&dir, "%.*s", slash ? (int)(slash - path) + 1 : 1, slash ? path : ".");
-  fd = open(dir.s, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666); /* the mode as the umask allows */
+  ssm_status ds = ssm_sb_status(&dir, path);
+  if (!ds) fd = open(dir.s, O_TMPFILE | O_WRONLY | O_CLOEXEC, 0666); /* the mode as the umask allows */
   ssm_sb_free(&dir);
+  SSM_TRY(ds);
   if (fd >= 0) ssm_sb_append(&t, (char[]){ANON}, 1);
 #endif
   if (slash) ssm_sb_printf(&t, "%.*s/.%s.XXXXXX", (int)(slash - path), path, slash + 1);
   else ssm_sb_printf(&t, ".%s.XXXXXX", path);
+  ssm_status s = ssm_sb_status(&t, path);
+  if (s) {
+    if (fd >= 0) close(fd);
+    ssm_sb_free(&t);
+    return s;
+  }
   if (fd < 0) {
     fd = mkostemp(t.s, O_CLOEXEC);
     if (fd < 0) {
@@ -181,7 +230,7 @@ ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd) {
     umask(mask);
     fchmod(fd, 0666 & ~mask);
   }
-  *out_tmp = ssm_sb_take(&t);
+  *out_tmp = t.s;
   *out_fd = fd;
   return NULL;
 }

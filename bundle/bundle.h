@@ -192,9 +192,10 @@ const ssm_manifest *ssm_bundle_manifest(const ssm_bundle *b);
 /* The bytes of a blob of the manifest (checked when the bundle was read). */
 const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob);
 /* Records the weights directory `dir` (absolute) and its files'
- * fingerprints in the manifest (copied; see ssm_manifest.source_dir). */
-void ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
-                           int n);
+ * fingerprints in the manifest (copied; see ssm_manifest.source_dir). NOMEM
+ * when the copies do not fit. */
+ssm_status ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
+                                 int n) SSM_MUST_CHECK;
 /* The file's bytes (malloc'd). */
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size);
 /* Writes the file: to a temporary file next to `path`, then renamed over
@@ -238,7 +239,7 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
  * with its fused ops, and each program with its dispatches and activation
  * bytes. With `json`: one JSON object, the manifest without the dispatch
  * lists plus programs.<name>.dispatches, programs.<name>.dispatches_by_op
- * and weight_bytes. malloc'd. */
-char *ssm_bundle_describe(const ssm_bundle *b, int json);
+ * and weight_bytes. malloc'd in *out. */
+ssm_status ssm_bundle_describe(const ssm_bundle *b, int json, char **out) SSM_MUST_CHECK;
 
 #endif

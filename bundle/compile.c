@@ -69,32 +69,40 @@ static ssm_mf_tensor *find(compiler *c, ssm_mf_tensor *v, const char *name) {
   return i ? &v[i - 1] : NULL;
 }
 
-static void remember(compiler *c, const char *name, size_t index) {
+static ssm_status remember(compiler *c, const char *name, size_t index) {
   int found;
-  *ssm_strmap_slot(&c->by_name, name, &found) = (void *)(uintptr_t)(index + 1);
+  void **slot;
+  SSM_TRY(ssm_status_wrap(ssm_strmap_slot(&c->by_name, name, &found, &slot),
+                          "the weights and states by name"));
+  *slot = (void *)(uintptr_t)(index + 1);
+  return NULL;
 }
 
 /* Weights go to buffers of at most 1 GiB (a larger tensor gets one alone).
  * The small ones, which WGSL kernels read through one shared slot
  * (codegen.h), fill buffers of their own, so that the small weights of one
  * dispatch lie close together whatever large weights sit between them. */
-static ssm_region place_weight(compiler *c, const ssm_node *n) {
+static ssm_status place_weight(compiler *c, const ssm_node *n, ssm_region *out) {
   const char *name = ssm_node_str(n, "name", "");
   ssm_mf_tensor *w = find(c, c->weights.items, name);
-  if (w) return w->region;
+  if (w) {
+    *out = w->region;
+    return NULL;
+  }
   uint64_t bytes = type_bytes(&n->result->type);
   int *buf = bytes < SSM_CG_WGSL_OWN_SLOT_BYTES ? &c->small_weights : &c->big_weights;
   if (*buf < 0 || (c->buffers.items[*buf].bytes &&
                    align_up(c->buffers.items[*buf].bytes) + bytes > WEIGHT_BUFFER_MAX)) {
-    ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_WEIGHTS, 0}));
+    SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_WEIGHTS, 0})),
+                            "the bundle's buffers"));
     *buf = (int)c->buffers.n - 1;
   }
   ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type,
                      ssm_arena_strdup(c->b->arena, ssm_node_str(n, "transform", "")),
                      alloc_in(c, *buf, bytes)};
-  ssm_vec_push(&c->weights, t);
-  remember(c, t.name, c->weights.n - 1);
-  return t.region;
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->weights, t), "the bundle's weights"));
+  *out = t.region;
+  return remember(c, t.name, c->weights.n - 1);
 }
 
 static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
@@ -109,19 +117,15 @@ static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   }
   ssm_mf_tensor t = {ssm_arena_strdup(c->b->arena, name), n->result->type, "",
                      alloc_in(c, BUF_STATE, type_bytes(&n->result->type))};
-  ssm_vec_push(&c->states, t);
-  remember(c, t.name, c->states.n - 1);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->states, t), "the bundle's states"));
   *out = t.region;
-  return NULL;
+  return remember(c, t.name, c->states.n - 1);
 }
 
 /* Where a bound value lives: a weight, a state, or planned activations. */
 static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   const ssm_node *d = v->def;
-  if (d->op == SSM_OP_WEIGHT) {
-    *out = place_weight(c, d);
-    return NULL;
-  }
+  if (d->op == SSM_OP_WEIGHT) return place_weight(c, d, out);
   if (d->op == SSM_OP_STATE) return place_state(c, d, out);
   int64_t ofs = ssm_node_int(d, "ofs", -1);
   if (ofs < 0)
@@ -206,11 +210,17 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
   }
   mk.nslots = k->nslots;
   memcpy(mk.slot, k->slot, sizeof mk.slot);
-  ssm_vec_push(&c->kernels, mk);
-  ssm_vec_push(&c->kernel_src, *k);
-  ssm_vec_push(&c->kernel_prev, same_glsl);
+  ssm_status s = ssm_vec_reserve(&c->kernels, 1);
+  if (!s) s = ssm_vec_reserve(&c->kernel_src, 1);
+  if (!s) s = ssm_vec_reserve(&c->kernel_prev, 1);
   int found;
-  *ssm_strmap_slot(&c->kernel_by_glsl, k->glsl, &found) = (void *)(uintptr_t)(index + 1);
+  void **slot;
+  if (!s) s = ssm_strmap_slot(&c->kernel_by_glsl, k->glsl, &found, &slot);
+  SSM_TRY(ssm_status_wrap(s, "the bundle's kernels"));
+  *slot = (void *)(uintptr_t)(index + 1);
+  c->kernels.items[c->kernels.n++] = mk;
+  c->kernel_src.items[c->kernel_src.n++] = *k;
+  c->kernel_prev.items[c->kernel_prev.n++] = same_glsl;
   *out = index;
   return NULL;
 }
@@ -265,11 +275,15 @@ static void dump_after(const char *pass, ssm_graph *g, const char *note, void *u
   if (d->err) return;
   ssm_sb path = {0}, text = {0};
   ssm_sb_printf(&path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
-  char *ir = ssm_graph_print(g);
-  ssm_sb_printf(&text, "# after %s: %s\n%s", pass, note && *note ? note : "", ir);
+  char *ir;
+  d->err = ssm_graph_print(g, &ir);
+  if (!d->err) ssm_sb_printf(&text, "# after %s: %s\n%s", pass, note && *note ? note : "", ir);
   free(ir);
-  d->err = ssm_status_wrap(ssm_file_write(path.s, 1, (const void *const[]){text.s}, &text.n),
-                           "--dump-ir");
+  if (!d->err) d->err = ssm_sb_status(&path, "--dump-ir");
+  if (!d->err) d->err = ssm_sb_status(&text, "--dump-ir");
+  if (!d->err)
+    d->err = ssm_status_wrap(ssm_file_write(path.s, 1, (const void *const[]){text.s}, &text.n),
+                             "--dump-ir");
   ssm_sb_free(&path);
   ssm_sb_free(&text);
 }
@@ -357,6 +371,14 @@ static int rows_independent(ssm_graph *g, int64_t T) {
 
 /* Runs the passes on one graph and makes it a program: one dispatch per
  * fused group, in order. */
+/* Copies a growable array into the bundle's arena; NULL when that fails
+ * (the arena says so). */
+static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
+  void *p = ssm_arena_alloc(c->b->arena, elem * (n ? n : 1));
+  if (p && n) memcpy(p, items, elem * n);
+  return p;
+}
+
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
   ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype};
@@ -365,7 +387,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
   if (!s) s = d.err;
   if (!s) s = program_io(c, g, p);
   if (s) return s;
-  ssm_arena *a = ssm_arena_create();
+  ssm_arena *a;
+  SSM_TRY(ssm_arena_create(&a));
   ssm_group *gs;
   int ng;
   s = ssm_groups_collect(g, a, &gs, &ng);
@@ -387,15 +410,14 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
       if (c->buffers.items[st.bindings[j].buffer].usage == SSM_BUFFER_STATE && !k.run_count)
         any_count = 0;
     st.op = ssm_arena_strdup(c->b->arena, k.params);
-    ssm_vec_push(&steps, st);
+    if (!s) s = ssm_status_wrap(ssm_vec_push(&steps, st), "the dispatches of %s", name);
   }
   if (!s) s = ssm_progress_report(&o->progress, stage, (uint64_t)ng, (uint64_t)ng);
   ssm_arena_destroy(a);
   if (!s) {
     p->any_count = any_count;
     p->nsteps = (int)steps.n;
-    p->steps = ssm_arena_alloc(c->b->arena, sizeof *p->steps * (steps.n ? steps.n : 1));
-    if (steps.n) memcpy(p->steps, steps.items, sizeof *p->steps * steps.n);
+    p->steps = to_arena(c, steps.items, steps.n, sizeof *p->steps);
     for (ssm_node *n = g->first; n; n = n->next) {
       if (!n->result) continue;
       uint64_t bytes = align_up(type_bytes(&n->result->type));
@@ -405,22 +427,16 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
       if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
         p->activation_bytes_unplanned += bytes;
     }
-    char *ir = ssm_graph_print(g);
-    p->ir = add_blob(c, ir, strlen(ir));
+    char *ir;
+    s = ssm_graph_print(g, &ir);
+    if (!s) p->ir = add_blob(c, ir, strlen(ir));
     free(ir);
   }
   ssm_vec_free(&steps);
   return s;
 }
 
-/* Copies a growable array into the bundle's arena. */
-static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
-  void *p = ssm_arena_alloc(c->b->arena, elem * (n ? n : 1));
-  if (n) memcpy(p, items, elem * n);
-  return p;
-}
-
-static void finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
+static ssm_status finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   ssm_manifest *mf = c->m;
   int64_t v = 0;
   mf->generator = "ssmc " SSM_VERSION;
@@ -440,14 +456,18 @@ static void finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   mf->weights = to_arena(c, c->weights.items, c->weights.n, sizeof *mf->weights);
   /* the sampler is settings, not model state: programs.decode.sampler has it */
   mf->states = ssm_arena_alloc(c->b->arena, sizeof *mf->states * (c->states.n + 1));
-  for (size_t i = 0; i < c->states.n; i++)
+  for (size_t i = 0; i < c->states.n && mf->states; i++)
     if (strcmp(c->states.items[i].name, SSM_SAMPLER_STATE))
       mf->states[mf->nstates++] = c->states.items[i];
   mf->nkernels = (int)c->kernels.n;
   mf->kernels = to_arena(c, c->kernels.items, c->kernels.n, sizeof *mf->kernels);
+  SSM_TRY(ssm_arena_status(c->b->arena, "the bundle's manifest"));
   c->b->blobs_size = c->blobs.n;
-  c->b->data = (unsigned char *)ssm_sb_take(&c->blobs);
+  char *blobs;
+  SSM_TRY(ssm_sb_take(&c->blobs, "the bundle's kernels", &blobs));
+  c->b->data = (unsigned char *)blobs;
   c->b->blobs = c->b->data;
+  return NULL;
 }
 
 int ssm_compile_chunk(const ssm_model *m, const ssm_compile_opts *opts) {
@@ -473,12 +493,15 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   if (!ssm_model_param(m, "vocab", &vocab) || vocab < 1)
     return ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
                           ssm_model_arch(m));
-  compiler c = {.b = ssm_bundle_new_("(compiled)"), .tmp = ssm_arena_create(),
-                .small_weights = -1, .big_weights = -1, .window = o.wgsl_window};
+  /* every allocation of a compile is checked at its end, once more: kernel
+   * text and blobs are built by builders that remember a failure */
+  unsigned long mark = ssm_nomem_mark();
+  compiler c = {.small_weights = -1, .big_weights = -1, .window = o.wgsl_window};
+  SSM_TRY(ssm_bundle_new_("(compiled)", &c.b));
+  ssm_status s = ssm_arena_create(&c.tmp);
   c.m = &c.b->manifest;
-  ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_STATE, 0}));
-  ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_ACTIVATIONS, 0}));
-  ssm_status s = NULL;
+  if (!s) s = ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_STATE, 0}));
+  if (!s) s = ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_ACTIVATIONS, 0}));
   const char *names[2] = {"decode", "prefill"};
   ssm_mf_program *progs[2] = {&c.m->decode, &c.m->prefill};
   int tokens[2] = {1, o.prefill_tokens};
@@ -491,7 +514,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
     ssm_graph_destroy(g);
   }
   if (!s) s = wgsl_modules(&c);
-  if (!s) finish(&c, m, &o);
+  if (!s) s = finish(&c, m, &o);
+  s = ssm_nomem_check(mark, s, "compiling");
   ssm_vec_free(&c.buffers);
   ssm_vec_free(&c.weights);
   ssm_vec_free(&c.states);

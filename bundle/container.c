@@ -28,11 +28,19 @@ static uint64_t get_u64(const unsigned char *p) {
   return v;
 }
 
-ssm_bundle *ssm_bundle_new_(const char *name) {
-  ssm_bundle *b = ssm_xcalloc(1, sizeof *b);
-  b->arena = ssm_arena_create();
-  b->name = ssm_arena_strdup(b->arena, name);
-  return b;
+ssm_status ssm_bundle_new_(const char *name, ssm_bundle **out) {
+  ssm_bundle *b;
+  *out = NULL;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *b, (void **)&b), "%s", name));
+  ssm_status s = ssm_arena_create(&b->arena);
+  if (!s) b->name = ssm_arena_strdup(b->arena, name);
+  if (!s) s = ssm_arena_status(b->arena, "the bundle");
+  if (s) {
+    ssm_bundle_close(b);
+    return ssm_status_wrap(s, "%s", name);
+  }
+  *out = b;
+  return NULL;
 }
 
 void ssm_bundle_close(ssm_bundle *b) {
@@ -50,15 +58,19 @@ const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob) {
   return b->blobs + blob.offset;
 }
 
-void ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
-                           int n) {
+ssm_status ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
+                                 int n) {
   ssm_manifest *m = &b->manifest;
-  m->source_dir = ssm_arena_strdup(b->arena, dir);
+  const char *sdir = ssm_arena_strdup(b->arena, dir);
+  ssm_mf_source_file *sf = ssm_arena_alloc(b->arena, sizeof *files * (size_t)(n ? n : 1));
+  if (!sf) return ssm_arena_status(b->arena, "the bundle's source files");
+  m->source_dir = sdir;
   m->nsource_files = n;
-  m->source_files = ssm_arena_alloc(b->arena, sizeof *files * (size_t)(n ? n : 1));
+  m->source_files = sf;
   for (int i = 0; i < n; i++)
     m->source_files[i] = (ssm_mf_source_file){ssm_arena_strdup(b->arena, files[i].name),
                                               files[i].hash};
+  return ssm_arena_status(b->arena, "the bundle's source files");
 }
 
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size) {
@@ -135,12 +147,18 @@ static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
     free(data);
     return s;
   }
-  ssm_bundle *b = ssm_bundle_new_(name);
+  ssm_bundle *b;
+  s = ssm_bundle_new_(name, &b);
+  if (s) {
+    free(data);
+    return s;
+  }
   b->data = data;
   b->blobs = data + boff;
   b->blobs_size = blen;
   s = ssm_manifest_parse((const char *)p + moff, (size_t)mlen, b->name, blen, b->arena,
                          &b->manifest);
+  s = ssm_arena_check(b->arena, s, "the bundle's manifest");
   if (s) {
     ssm_bundle_close(b);
     return s;

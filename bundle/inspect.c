@@ -14,15 +14,16 @@ static void program_line(ssm_sb *t, const char *name, const ssm_mf_program *p) {
                 (unsigned long long)p->activation_bytes_unplanned);
 }
 
-char *ssm_bundle_describe(const ssm_bundle *b, int json) {
+ssm_status ssm_bundle_describe(const ssm_bundle *b, int json, char **out) {
   const ssm_manifest *m = &b->manifest;
+  *out = NULL;
   if (json) {
     ssm_sb t = {0};
     char *j = ssm_manifest_summary_json(m);
-    if (!j) ssm_fatal_nomem(0); /* a loaded manifest's summary: bookkeeping-sized */
+    if (!j) return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the summary", b->name);
     ssm_sb_printf(&t, "%s\n", j);
     free(j);
-    return ssm_sb_take(&t);
+    return ssm_sb_take(&t, "the bundle's summary", out);
   }
   ssm_sb t = {0};
   ssm_sb_printf(&t, "bundle %s: architecture %s, vocab %lld, dtype %s, format %d, made by %s\n",
@@ -42,5 +43,5 @@ char *ssm_bundle_describe(const ssm_bundle *b, int json) {
   ssm_sb_printf(&t, "\nprograms:\n");
   program_line(&t, "decode", &m->decode);
   program_line(&t, "prefill", &m->prefill);
-  return ssm_sb_take(&t);
+  return ssm_sb_take(&t, "the bundle's description", out);
 }

@@ -16,7 +16,7 @@ struct ssm_bundle {
 };
 
 /* An empty bundle named `name`. */
-ssm_bundle *ssm_bundle_new_(const char *name);
+ssm_status ssm_bundle_new_(const char *name, ssm_bundle **out);
 /* The manifest as `ssmc inspect --json` shows it (manifest.c). */
 char *ssm_manifest_summary_json(const ssm_manifest *m);
 /* The bytes [*lo, *hi) of buffer *buffer that the bindings of WGSL slot

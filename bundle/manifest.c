@@ -321,8 +321,9 @@ static ssm_status list(reader *r, const cJSON *obj, const char *key, int min, in
     leave(r, k);
     return s;
   }
-  *out_count = n;
   *out_items = ssm_arena_alloc(r->arena, elem * (size_t)(n ? n : 1));
+  if (!*out_items) return ssm_arena_status(r->arena, "the manifest");
+  *out_count = n;
   return NULL;
 }
 

@@ -660,8 +660,10 @@ static const char *buffers_decl(gctx *c) {
 static const char *common(gctx *c) {
   char *s;
   ssm_status st = ssm_cg_template_expand(c->a, "common", c->lang, (const char *const[]){NULL}, &s);
-  SSM_ASSERT(!st);
-  return s;
+  int failed = st != NULL;
+  SSM_ASSERT(!failed || ssm_status_code(st) == SSM_ERR_NOMEM);
+  ssm_status_free(st); /* out of memory: generate_both reports it */
+  return failed ? "" : s;
 }
 
 static uint32_t groups_for(int64_t items, uint32_t local) {
@@ -1707,13 +1709,16 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
 /* The kernel in both languages: the generator runs once for GLSL and once
  * for WGSL over the same group, which must give the same bindings and grid. */
 static ssm_status generate_both(const gctx *proto, ssm_cg_kernel *out) {
+  /* the text is built by many builders that feed each other: one check of
+   * every allocation they made, before anything reads what they built */
+  unsigned long mark = ssm_nomem_mark();
   gctx c = *proto;
   c.lang = SSM_LANG_GLSL;
-  SSM_TRY(generate(&c, out));
+  SSM_TRY(ssm_nomem_check(mark, generate(&c, out), "GLSL kernel text"));
   ssm_cg_kernel w;
   c = *proto;
   c.lang = SSM_LANG_WGSL;
-  SSM_TRY(generate(&c, &w));
+  SSM_TRY(ssm_nomem_check(mark, generate(&c, &w), "WGSL kernel text"));
   SSM_ASSERT(w.nbindings == out->nbindings && !memcmp(w.bind, out->bind, sizeof w.bind) &&
              !memcmp(w.groups, out->groups, sizeof w.groups) && w.run_count == out->run_count);
   out->wgsl = w.wgsl;
@@ -1743,6 +1748,7 @@ ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
 ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
                               ssm_arena *a, const char **out) {
   *out = NULL;
+  unsigned long mark = ssm_nomem_mark();
   ssm_sb b = {0};
   ssm_sb_printf(&b, "%s// memory: binding 0 holds the offsets; the slots' windows of SSM_WIN "
                 "words follow\nconst SSM_WIN: u32 = %lluu;\n", k->wgsl,
@@ -1802,7 +1808,7 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
       ssm_sb_printf(&b, "fn b%d_st(e: u32, v: %s) { s%d_st(%s, bitcast<u32>(v)); }\n", i, t, s, at);
   }
   *out = sb_take(&b, a);
-  return NULL;
+  return ssm_nomem_since(mark, "a WGSL module");
 }
 
 /* ---- GLSL storage windows ------------------------------------------------- */
@@ -1826,9 +1832,16 @@ ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL kernel would bind %d storage windows of "
                           "%llu bytes (at most %d): use larger windows", k->nbindings + extra,
                           (unsigned long long)window, SSM_CG_GLSL_MAX_BINDINGS);
+  unsigned long mark = ssm_nomem_mark();
   ssm_sb old = {0}, split = {0}, b = {0};
   glsl_buffers(&old, k->nbindings, k->bind, k->glsl_vec4, NULL, 0);
   glsl_buffers(&split, k->nbindings, k->bind, k->glsl_vec4, windows, window);
+  ssm_status s = ssm_nomem_since(mark, "a GLSL kernel's storage windows");
+  if (s) {
+    ssm_sb_free(&old);
+    ssm_sb_free(&split);
+    return s;
+  }
   const char *at = strstr(k->glsl, ssm_sb_str(&old));
   SSM_ASSERT(at && !strstr(at + 1, ssm_sb_str(&old)));
   ssm_sb_append(&b, k->glsl, (size_t)(at - k->glsl));
@@ -1836,5 +1849,5 @@ ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_
   ssm_sb_free(&old);
   ssm_sb_free(&split);
   *out = sb_take(&b, a);
-  return NULL;
+  return ssm_nomem_since(mark, "a GLSL kernel's storage windows");
 }

@@ -50,6 +50,7 @@ ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family, ssm_lang lan
     if (!used[k])
       s = ssm_status_new(SSM_ERR_INTERNAL, "template %s: value for {{%s}} is never used", file,
                          kv[2 * k]);
+  if (!s) s = ssm_sb_status(&buf, file);
   if (!s) *out = ssm_arena_strdup(a, ssm_sb_str(&buf));
   ssm_sb_free(&buf);
   return s;

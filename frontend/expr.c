@@ -604,6 +604,7 @@ ssm_status ssm_expr_template(ssm_src at, const char *src, size_t len,
     if (!s && buf.n > SSM_FE_MAX_TEMPLATE)
       s = ssm_lex_error(&pos, 0, "expanded name longer than %d characters", SSM_FE_MAX_TEMPLATE);
   }
+  if (!s) s = ssm_sb_status(&buf, "a name template's expansion");
   if (!s) *out = ssm_arena_strndup(arena, ssm_sb_str(&buf), buf.n);
   ssm_sb_free(&buf);
   return s;

@@ -340,6 +340,7 @@ static int json_scalar(ssm_model *m, const cJSON *j, ssm_scalar *out, int depth)
     int n = cJSON_GetArraySize(j);
     if (n > MAX_LIST) return 0;
     ssm_scalar *items = ssm_arena_alloc(m->arena, sizeof *items * (size_t)(n ? n : 1));
+    if (!items) return 0; /* the model's arena says why */
     int k = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, j) if (!json_scalar(m, it, &items[k++], depth + 1)) return 0;
@@ -384,6 +385,7 @@ static ssm_status param_expr(ssm_model *m, yaml_node_t *expr, ssm_scalar *out) {
     int n = (int)(expr->data.sequence.items.top - expr->data.sequence.items.start);
     if (n > MAX_LIST) return ssm_src_error(node_pos(m, expr), "a list longer than %d", MAX_LIST);
     ssm_scalar *items = ssm_arena_alloc(m->arena, sizeof *items * (size_t)(n ? n : 1));
+    if (!items) return ssm_arena_status(m->arena, "the model's params");
     for (int k = 0; k < n; k++) SSM_TRY(param_expr(m, ynode(m, expr->data.sequence.items.start[k]), &items[k]));
     *out = (ssm_scalar){.kind = SSM_SC_LIST, .i = n, .items = items};
     return NULL;
@@ -397,6 +399,7 @@ static ssm_status bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
   int count = (int)(params->data.mapping.pairs.top - params->data.mapping.pairs.start);
   if (count > MAX_PARAMS) return ssm_src_error(node_pos(m, params), "more than %d params", MAX_PARAMS);
   m->params = ssm_arena_alloc(m->arena, sizeof(param) * (size_t)(count ? count : 1));
+  if (!m->params) return ssm_arena_status(m->arena, "the model's params");
   static const char *const keys[] = {"key", "default", "value", NULL};
   for (yaml_node_pair_t *p = params->data.mapping.pairs.start; p < params->data.mapping.pairs.top; p++) {
     yaml_node_t *k = ynode(m, p->key), *v = ynode(m, p->value);
@@ -619,7 +622,9 @@ static ssm_status decls_make(scope *sc, yaml_node_t *weights, yaml_node_t *state
     SSM_TRY(check_map(m, state, "state", NULL, NULL));
     n += (int)(state->data.mapping.pairs.top - state->data.mapping.pairs.start);
   }
-  decl *ds = ssm_xcalloc((size_t)(n ? n : 1), sizeof *ds);
+  decl *ds;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)(n ? n : 1), sizeof *ds, (void **)&ds),
+                          "%d weight and state declarations", n));
   *out = ds;
   for (yaml_node_pair_t *p = weights ? weights->data.mapping.pairs.start : NULL;
        weights && p < weights->data.mapping.pairs.top; p++)
@@ -639,7 +644,9 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
     return NULL;
   }
   int found;
-  void **slot = ssm_strmap_slot(&b->made, d->name, &found);
+  void **slot;
+  SSM_TRY(ssm_status_wrap(ssm_strmap_slot(&b->made, d->name, &found, &slot),
+                          "the weights and states made so far"));
   if (found && d->is_state && ((ssm_value *)*slot)->def->op == SSM_OP_STATE)
     return ssm_src_error(at, "state '%s' is declared twice in one layer (a block and a block it calls?)",
                          d->name);
@@ -655,6 +662,7 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
   } else {
     SSM_TRY(count_node(b, at));
     ssm_node *n = ssm_graph_append(b->g, d->is_state ? SSM_OP_STATE : SSM_OP_WEIGHT, &d->type, 0, NULL);
+    if (!n) return ssm_graph_status(b->g);
     ssm_node_set_str(b->g, n, "name", d->name);
     if (d->transform) ssm_node_set_str(b->g, n, "transform", d->transform);
     *slot = n->result;
@@ -670,14 +678,15 @@ static decl *decl_find(decl *ds, int n, const char *name, size_t len) {
   return NULL;
 }
 
-static void scope_bind(scope *sc, const char *name, size_t n, ssm_value *v) {
+static ssm_status scope_bind(scope *sc, const char *name, size_t n, ssm_value *v) {
   for (size_t k = 0; k < sc->locals.n; k++)
     if (strlen(sc->locals.items[k].name) == n && !memcmp(sc->locals.items[k].name, name, n)) {
       sc->locals.items[k].v = v;
-      return;
+      return NULL;
     }
   binding bd = {ssm_arena_strndup(sc->b->g->arena, name, n), v};
-  ssm_vec_push(&sc->locals, bd);
+  SSM_TRY(ssm_graph_status(sc->b->g));
+  return ssm_status_wrap(ssm_vec_push(&sc->locals, bd), "the names of a scope");
 }
 
 static void scope_free(scope *sc) {
@@ -691,6 +700,7 @@ static ssm_status builtin_input(builder *b, const char *name, ssm_type t, ssm_sr
   if (!*slot) {
     SSM_TRY(count_node(b, at));
     ssm_node *in = ssm_graph_append(b->g, SSM_OP_INPUT, &t, 0, NULL);
+    if (!in) return ssm_graph_status(b->g);
     ssm_node_set_str(b->g, in, "name", name);
     *slot = in->result;
   }
@@ -752,6 +762,7 @@ static ssm_status make_const(stmt_parser *p, size_t off, ssm_value **out) {
   SSM_TRY(count_node(b, ssm_lex_pos(&p->lx, off)));
   ssm_type t = {.dtype = SSM_F32, .rank = 0};
   ssm_node *n = ssm_graph_append(b->g, SSM_OP_CONST, &t, 0, NULL);
+  if (!n) return ssm_graph_status(b->g);
   ssm_node_set_float(b->g, n, "value", v.kind == SSM_SC_INT ? (double)v.i : v.f);
   *out = n->result;
   return NULL;
@@ -935,6 +946,7 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   ssm_type t = reshape_type;
   if (op == SSM_OP_RESHAPE) t.dtype = args[0]->type.dtype;
   ssm_node *n = ssm_graph_append(b->g, op, info->kind == SSM_KIND_SINK ? NULL : &t, nargs, args);
+  if (!n) return ssm_graph_status(b->g);
   for (int k = 0; k < info->nattrs; k++) {
     if (!vals[k].set) continue;
     const char *key = info->attrs[k].key;
@@ -986,7 +998,7 @@ static ssm_status exec_string(scope *sc, yaml_node_t *stmt) {
     return ssm_lex_error(lx, lx->off, "unexpected '%.*s' after the call", (int)(lx->tlen > 40 ? 40 : lx->tlen), lx->text);
   if (name) {
     if (!v) return ssm_lex_error(lx, call_off, "this op defines no value to assign to '%.*s'", (int)name_len, name);
-    scope_bind(sc, name, name_len, v);
+    SSM_TRY(scope_bind(sc, name, name_len, v));
   }
   return NULL;
 }
@@ -1031,7 +1043,7 @@ static ssm_status check_block_choice(ssm_model *m, yaml_node_t *block, int depth
  * a string as it is, a number or bool as written); NULL when none does.
  * Lists the cases into `known`. */
 static yaml_node_t *switch_case(ssm_model *m, yaml_node_t *cases, const ssm_scalar *v, ssm_sb *known) {
-  ssm_sb text = {0};
+  ssm_sb text = {0}; /* a failure to build it fails `known` too (see pick_block) */
   if (v->kind == SSM_SC_STR) ssm_sb_append(&text, v->s, (size_t)v->i);
   else ssm_scalar_format(&text, v);
   yaml_node_t *hit = NULL;
@@ -1040,6 +1052,7 @@ static yaml_node_t *switch_case(ssm_model *m, yaml_node_t *cases, const ssm_scal
     ssm_sb_printf(known, "%s'%s'", known->n ? ", " : "", stext(k));
     if (!hit && slen(k) == text.n && !memcmp(stext(k), ssm_sb_str(&text), text.n)) hit = ynode(m, p->value);
   }
+  if (text.failed && !known->failed) known->failed = text.failed;
   ssm_sb_free(&text);
   return hit;
 }
@@ -1060,6 +1073,11 @@ static ssm_status pick_block(builder *b, yaml_node_t *block, int64_t i, yaml_nod
     SSM_TRY(ssm_expr_eval_str(text_pos(m, sw), stext(sw), slen(sw), lookup_scope, &at_i, &v));
     ssm_sb known = {0};
     yaml_node_t *next = switch_case(m, map_get(m, block, "cases"), &v, &known);
+    ssm_status ks = ssm_sb_status(&known, "a switch's cases");
+    if (ks) {
+      ssm_sb_free(&known);
+      return ks;
+    }
     if (!next) {
       char vb[160];
       ssm_src at = text_pos(m, sw);
@@ -1105,7 +1123,7 @@ static ssm_status exec_repeat(scope *sc, yaml_node_t *stmt) {
     SSM_TRY(pick_block(b, block, i, &name));
     SSM_TRY(run_block(sc, name, i, v, &v));
   }
-  scope_bind(sc, stext(carry), slen(carry), v);
+  SSM_TRY(scope_bind(sc, stext(carry), slen(carry), v));
   return NULL;
 }
 
@@ -1166,7 +1184,7 @@ static ssm_status exec_list(scope *sc, yaml_node_t *list, int depth) {
 static ssm_status bind_inputs(scope *sc, scope *caller, yaml_node_t *in_spec, ssm_value *in) {
   ssm_model *m = sc->b->m;
   if (in_spec->type == YAML_SCALAR_NODE) {
-    scope_bind(sc, stext(in_spec), slen(in_spec), in);
+    SSM_TRY(scope_bind(sc, stext(in_spec), slen(in_spec), in));
     return NULL;
   }
   for (yaml_node_item_t *it = in_spec->data.sequence.items.start; it < in_spec->data.sequence.items.top; it++) {
@@ -1180,7 +1198,7 @@ static ssm_status bind_inputs(scope *sc, scope *caller, yaml_node_t *in_spec, ss
         return ssm_src_error(node_pos(m, nm), "block input '%s' is not a value where the block is repeated",
                              stext(nm));
     }
-    scope_bind(sc, stext(nm), slen(nm), v);
+    SSM_TRY(scope_bind(sc, stext(nm), slen(nm), v));
   }
   return NULL;
 }
@@ -1202,18 +1220,22 @@ static ssm_status run_block_in(scope *sc, scope *caller, yaml_node_t *name, yaml
 }
 
 /* The number of earlier runs of block `name` (its `use`), counting this one. */
-static int64_t next_use(builder *b, yaml_node_t *name) {
+static ssm_status next_use(builder *b, yaml_node_t *name, int64_t *out) {
   int found;
-  void **uses = ssm_strmap_slot(&b->uses, stext(name), &found);
+  void **uses;
+  SSM_TRY(ssm_status_wrap(ssm_strmap_slot(&b->uses, stext(name), &found, &uses),
+                          "the runs of each block"));
   intptr_t use = (intptr_t)*uses;
   *uses = (void *)(use + 1);
-  return use;
+  *out = use;
+  return NULL;
 }
 
 static ssm_status run_block(scope *caller, yaml_node_t *name, int64_t layer, ssm_value *in,
                             ssm_value **out) {
   builder *b = caller->b;
-  scope sc = {.b = b, .has_layer = 1, .layer = layer, .abs_layer = b->layers_run++, .use = next_use(b, name)};
+  scope sc = {.b = b, .has_layer = 1, .layer = layer, .abs_layer = b->layers_run++};
+  SSM_TRY(next_use(b, name, &sc.use));
   ssm_status s = run_block_in(&sc, caller, name, map_get(b->m, b->m->blocks, stext(name)), in, out);
   scope_free(&sc);
   return s;
@@ -1245,13 +1267,14 @@ static ssm_status call_block(stmt_parser *p, yaml_node_t *name, size_t off, ssm_
   p->depth--;
   if (nargs != want)
     return ssm_lex_error(lx, off, "block '%s' takes %d input%s, got %d", stext(name), want, want == 1 ? "" : "s", nargs);
-  scope sc = {.b = b, .has_layer = 1, .use = next_use(b, name)};
+  scope sc = {.b = b, .has_layer = 1};
+  SSM_TRY(next_use(b, name, &sc.use));
   sc.layer = caller->has_layer ? caller->layer : 0;
   sc.abs_layer = caller->has_layer ? caller->abs_layer : b->layers_run++;
   ssm_status s = decls_make(&sc, map_get(m, spec, "weights"), map_get(m, spec, "state"), &sc.decls, &sc.ndecls);
   for (int k = 0; k < nargs && !s; k++) {
     yaml_node_t *nm = in->type == YAML_SEQUENCE_NODE ? ynode(m, in->data.sequence.items.start[k]) : in;
-    scope_bind(&sc, stext(nm), slen(nm), args[k]);
+    s = scope_bind(&sc, stext(nm), slen(nm), args[k]);
   }
   if (!s) s = exec_list(&sc, map_get(m, spec, "body"), 0);
   yaml_node_t *out_name = map_get(m, spec, "out");
@@ -1279,7 +1302,7 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
   if (tokens < 1 || tokens > (1 << 24))
     return ssm_status_new(SSM_ERR_INVALID, "%s: tokens per run must be in 1..%d, got %d", m->file, 1 << 24, tokens);
   builder b = {.m = m, .T = tokens};
-  b.g = ssm_graph_create(tokens == 1 ? "decode" : "prefill");
+  SSM_TRY(ssm_graph_create(tokens == 1 ? "decode" : "prefill", &b.g));
   b.g->file = ssm_arena_strdup(b.g->arena, m->file);
   scope sc = {.b = &b};
   ssm_status s = build_in(&b, &sc);
@@ -1287,6 +1310,7 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
   free(b.top);
   ssm_strmap_free(&b.made);
   ssm_strmap_free(&b.uses);
+  s = ssm_arena_check(b.g->arena, s, "the IR graph");
   if (!s) s = ssm_graph_verify(b.g);
   if (s) {
     ssm_graph_destroy(b.g);
@@ -1368,15 +1392,22 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
   return NULL;
 }
 
-static ssm_model *model_new(const char *file, const char *config_path) {
-  ssm_arena *a = ssm_arena_create();
+static ssm_status model_new(const char *file, const char *config_path, ssm_model **out) {
+  ssm_arena *a;
+  SSM_TRY(ssm_status_wrap(ssm_arena_create(&a), "%s", file));
   ssm_model *m = ssm_arena_alloc(a, sizeof *m);
+  if (!m) {
+    ssm_status s = ssm_arena_status(a, "the model");
+    ssm_arena_destroy(a);
+    return ssm_status_wrap(s, "%s", file);
+  }
   m->arena = a;
   m->file = ssm_arena_strdup(a, file);
   m->config_path = ssm_arena_strdup(a, config_path ? config_path : "");
   m->max_seq = DEFAULT_MAX_SEQ;
   m->eos = -1;
-  return m;
+  *out = m;
+  return NULL;
 }
 
 void ssm_model_close(ssm_model *m) {
@@ -1388,7 +1419,8 @@ void ssm_model_close(ssm_model *m) {
 /* Reads YAML text into a new model (no config bound yet). */
 static ssm_status model_read(const char *file, const char *text, size_t len, const char *config_path,
                              ssm_model **out) {
-  ssm_model *m = model_new(file, config_path);
+  ssm_model *m = NULL;
+  SSM_TRY(model_new(file, config_path, &m));
   ssm_status s = yaml_read(file, text, len, &m->doc);
   if (s) {
     ssm_model_close(m);
@@ -1456,7 +1488,8 @@ ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model 
     ssm_sb path = {0};
     if (!config_path) ssm_sb_printf(&path, "%s/config.json", model);
     const char *cp = config_path ? config_path : ssm_sb_str(&path);
-    s = json_read(cp, &cfg);
+    s = ssm_sb_status(&path, model);
+    if (!s) s = json_read(cp, &cfg);
     if (!s) s = pick_embedded(cp, cfg, &m);
     ssm_sb_free(&path);
   } else {
@@ -1478,6 +1511,7 @@ ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model 
     }
   }
   if (!s) s = model_init(m, cfg);
+  if (m) s = ssm_arena_check(m->arena, s, "the model");
   cJSON_Delete(cfg);
   if (s) {
     ssm_model_close(m);
@@ -1498,6 +1532,7 @@ ssm_status ssm_model_open_text(const char *yaml_name, const char *yaml, size_t y
   ssm_model *m = NULL;
   ssm_status s = model_read(yaml_name, yaml, yaml_len, config_name, &m);
   if (!s) s = model_init(m, cfg);
+  if (m) s = ssm_arena_check(m->arena, s, "the model");
   cJSON_Delete(cfg);
   if (s) {
     ssm_model_close(m);

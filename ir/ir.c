@@ -230,13 +230,23 @@ int ssm_op_is_view(ssm_op op) { return ssm_op_info_get(op)->view; }
 
 /* ---- graphs ------------------------------------------------------------ */
 
-ssm_graph *ssm_graph_create(const char *name) {
-  ssm_arena *a = ssm_arena_create();
+ssm_status ssm_graph_create(const char *name, ssm_graph **out) {
+  *out = NULL;
+  ssm_arena *a;
+  SSM_TRY(ssm_status_wrap(ssm_arena_create(&a), "a graph"));
   ssm_graph *g = ssm_arena_alloc(a, sizeof *g);
+  if (!g) {
+    ssm_status s = ssm_arena_status(a, "a graph");
+    ssm_arena_destroy(a);
+    return s;
+  }
   g->arena = a;
   g->name = ssm_arena_strdup(a, name ? name : "main");
-  return g;
+  *out = g;
+  return NULL;
 }
+
+ssm_status ssm_graph_status(const ssm_graph *g) { return ssm_arena_status(g->arena, "the IR graph"); }
 
 void ssm_graph_destroy(ssm_graph *g) {
   if (g) ssm_arena_destroy(g->arena);
@@ -245,12 +255,15 @@ void ssm_graph_destroy(ssm_graph *g) {
 static ssm_node *new_node(ssm_graph *g, ssm_op op, const ssm_type *result_type,
                           int nargs, ssm_value *const *args) {
   ssm_node *n = ssm_arena_alloc(g->arena, sizeof *n);
+  ssm_value **a = ssm_arena_alloc(g->arena, sizeof(ssm_value *) * (size_t)(nargs ? nargs : 1));
+  ssm_value *r = result_type ? ssm_arena_alloc(g->arena, sizeof *n->result) : NULL;
+  if (!n || !a || (result_type && !r)) return NULL;
   n->op = op;
   n->nargs = nargs;
-  n->args = ssm_arena_alloc(g->arena, sizeof(ssm_value *) * (size_t)(nargs ? nargs : 1));
+  n->args = a;
   for (int i = 0; i < nargs; i++) n->args[i] = args[i];
   if (result_type) {
-    n->result = ssm_arena_alloc(g->arena, sizeof *n->result);
+    n->result = r;
     n->result->type = *result_type;
     n->result->def = n;
     n->result->id = -1;
@@ -262,6 +275,7 @@ ssm_node *ssm_graph_insert(ssm_graph *g, ssm_node *before, ssm_op op,
                            const ssm_type *result_type, int nargs,
                            ssm_value *const *args) {
   ssm_node *n = new_node(g, op, result_type, nargs, args);
+  if (!n) return NULL;
   if (!before) {
     n->prev = g->last;
     if (g->last) g->last->next = n;
@@ -337,6 +351,7 @@ void ssm_node_set_ints(ssm_graph *g, ssm_node *n, const char *key, int count,
                        const int64_t *v) {
   ssm_attr *a = attr_slot(n, key);
   int64_t *copy = ssm_arena_alloc(g->arena, sizeof(int64_t) * (size_t)(count ? count : 1));
+  if (!copy) count = 0; /* the arena failed: ssm_graph_status says so */
   for (int i = 0; i < count; i++) copy[i] = v[i];
   *a = (ssm_attr){.key = ssm_arena_strdup(g->arena, key), .kind = SSM_ATTR_INTS,
                   .n = count, .ints = copy};
@@ -376,14 +391,17 @@ ssm_status ssm_graph_add_sampler(ssm_graph *g) {
   ssm_type st = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
   ssm_type id = ssm_type_make(SSM_I32, 1, (int64_t[]){1});
   ssm_node *state = ssm_graph_insert(g, out, SSM_OP_STATE, &st, 0, NULL);
+  if (!state) return ssm_graph_status(g);
   ssm_node_set_str(g, state, "name", SSM_SAMPLER_STATE);
   ssm_value *sa[2] = {logits, state->result};
   ssm_node *next = ssm_graph_insert(g, out, SSM_OP_SAMPLE, &id, 2, sa);
+  if (!next) return ssm_graph_status(g);
   ssm_value *args[16];
   int nargs = out->nargs;
   for (int i = 0; i < nargs; i++) args[i] = out->args[i];
   args[nargs++] = next->result;
+  ssm_node *outputs = ssm_graph_insert(g, out, SSM_OP_OUTPUT, NULL, nargs, args);
+  if (!outputs) return ssm_graph_status(g);
   ssm_graph_remove(g, out);
-  ssm_graph_append(g, SSM_OP_OUTPUT, NULL, nargs, args);
-  return NULL;
+  return ssm_graph_status(g);
 }

@@ -170,17 +170,23 @@ typedef struct {
   int nvalues; /* after ssm_graph_number */
 } ssm_graph;
 
-ssm_graph *ssm_graph_create(const char *name);
+/* An empty graph. Its arena (g->arena) holds every node and attribute;
+ * when one of its allocations fails the graph is incomplete and
+ * ssm_graph_status reports it (see ssm_arena_status). */
+ssm_status ssm_graph_create(const char *name, ssm_graph **out) SSM_MUST_CHECK;
 void ssm_graph_destroy(ssm_graph *g);
 
 /* Appends a node. `result_type` is NULL for SINK ops. Operands are copied.
- * The result type is taken as given; ssm_graph_verify checks it. */
+ * The result type is taken as given; ssm_graph_verify checks it. NULL when
+ * out of memory (then ssm_graph_status says so). */
 ssm_node *ssm_graph_append(ssm_graph *g, ssm_op op, const ssm_type *result_type,
                            int nargs, ssm_value *const *args);
 /* Inserts a new node before `before` (or appends when NULL). */
 ssm_node *ssm_graph_insert(ssm_graph *g, ssm_node *before, ssm_op op,
                            const ssm_type *result_type, int nargs,
                            ssm_value *const *args);
+/* NULL, or the NOMEM status of the graph's first failed allocation. */
+ssm_status ssm_graph_status(const ssm_graph *g);
 /* Unlinks `n` (its memory stays in the arena). */
 void ssm_graph_remove(ssm_graph *g, ssm_node *n);
 /* Replaces every use of `from` by `to` in nodes after from's definition. */
@@ -225,7 +231,7 @@ ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type);
 ssm_status ssm_graph_verify(ssm_graph *g);
 
 /* The text form of `g` (numbers it first). malloc'd; the caller frees. */
-char *ssm_graph_print(ssm_graph *g);
+ssm_status ssm_graph_print(ssm_graph *g, char **out) SSM_MUST_CHECK;
 
 /* Parses the text form. `file` names the source in messages
  * ("f.ssmir:3:14: undefined value %7"). Does not verify. */

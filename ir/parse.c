@@ -247,8 +247,9 @@ static int tok_float(const token *t, double *out) {
 }
 
 /* Decodes a string token (validated by the lexer) into malloc'd memory. */
-static char *tok_string(const token *t) {
-  char *s = ssm_xmalloc(t->n + 1);
+static ssm_status tok_string(const token *t, char **out) {
+  char *s;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(t->n + 1, 1, (void **)&s), "a string of the IR"));
   size_t k = 0;
   for (size_t i = 0; i < t->n; i++) {
     char c = t->s[i];
@@ -265,7 +266,8 @@ static char *tok_string(const token *t) {
     s[k++] = c;
   }
   s[k] = 0;
-  return s;
+  *out = s;
+  return NULL;
 }
 
 /* ---- value names ------------------------------------------------------- */
@@ -281,12 +283,14 @@ static sym *sym_find(parser *P, const char *s, size_t n) {
   }
 }
 
-static void sym_add(parser *P, const token *t, ssm_value *v) {
+static ssm_status sym_add(parser *P, const token *t, ssm_value *v) {
   if (2 * (P->nsyms + 1) > P->cap) {
     size_t cap = P->cap ? P->cap * 2 : 64;
-    sym *old = P->syms;
+    sym *old = P->syms, *bigger;
     size_t old_cap = P->cap;
-    P->syms = ssm_xcalloc(cap, sizeof *P->syms);
+    SSM_TRY(ssm_status_wrap(ssm_alloc(cap, sizeof *P->syms, (void **)&bigger),
+                            "the value names of the IR"));
+    P->syms = bigger;
     P->cap = cap;
     for (size_t j = 0; j < old_cap; j++) {
       if (!old[j].name) continue;
@@ -300,6 +304,7 @@ static void sym_add(parser *P, const token *t, ssm_value *v) {
   while (P->syms[i].name) i = (i + 1) & (P->cap - 1);
   P->syms[i] = (sym){t->s, t->n, v, t->line, t->col};
   P->nsyms++;
+  return NULL;
 }
 
 /* ---- grammar ----------------------------------------------------------- */
@@ -359,7 +364,8 @@ static ssm_status parse_attr_value(parser *P, ssm_node *n, const ssm_attr_spec *
   case SSM_ATTR_STR: {
     if (t->kind != TK_STR)
       return err_at(P, line, col, "attribute '%s' of '%s' must be a \"string\"", spec->key, opname);
-    char *s = tok_string(t);
+    char *s;
+    SSM_TRY(tok_string(t, &s));
     ssm_node_set_str(P->g, n, spec->key, s);
     free(s);
     return lex(P);
@@ -369,7 +375,8 @@ static ssm_status parse_attr_value(parser *P, ssm_node *n, const ssm_attr_spec *
       return err_at(P, line, col, "attribute '%s' of '%s' must be a list like [1,0,2]",
                     spec->key, opname);
     SSM_TRY(lex(P));
-    int64_t *vals = ssm_xcalloc(MAX_LIST, sizeof *vals);
+    int64_t *vals;
+    SSM_TRY(ssm_status_wrap(ssm_alloc(MAX_LIST, sizeof *vals, (void **)&vals), "an IR list"));
     int count = 0;
     ssm_status s = NULL;
     while (!s && !is_punct(t, ']')) {
@@ -462,6 +469,7 @@ static ssm_status parse_stmt(parser *P) {
   }
 
   ssm_node *n = ssm_graph_append(P->g, op, res.s ? &type : NULL, nargs, args);
+  if (!n) return ssm_graph_status(P->g);
   n->line = line;
   n->col = col;
   int seen[SSM_MAX_ATTRS] = {0};
@@ -485,7 +493,7 @@ static ssm_status parse_stmt(parser *P) {
       return err_at(P, optok.line, optok.col, "op '%s' needs attribute '%s'", info->name,
                     info->attrs[k].key);
   normalize_axis(n);
-  if (res.s) sym_add(P, &res, n->result);
+  if (res.s) SSM_TRY(sym_add(P, &res, n->result));
   return NULL;
 }
 
@@ -508,7 +516,7 @@ static ssm_status parse_graph(parser *P, const char *file) {
   char name[MAX_NAME + 1];
   memcpy(name, t->s, t->n);
   name[t->n] = 0;
-  P->g = ssm_graph_create(name);
+  SSM_TRY(ssm_graph_create(name, &P->g));
   if (file) P->g->file = ssm_arena_strdup(P->g->arena, file);
   SSM_TRY(lex(P));
   SSM_TRY(expect_punct(P, '{', "after the graph name"));
@@ -533,6 +541,7 @@ ssm_status ssm_graph_parse(const char *text, const char *file, ssm_graph **out) 
   P.line_start = P.p;
   ssm_status s = parse_graph(&P, file);
   free(P.syms);
+  if (P.g) s = ssm_arena_check(P.g->arena, s, "the IR graph");
   if (s) {
     ssm_graph_destroy(P.g);
     return s;

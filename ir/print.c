@@ -92,11 +92,11 @@ static void put_node(ssm_sb *b, const ssm_node *n) {
   buf_puts(b, "\n");
 }
 
-char *ssm_graph_print(ssm_graph *g) {
+ssm_status ssm_graph_print(ssm_graph *g, char **out) {
   ssm_sb b = {0};
   ssm_graph_number(g);
   ssm_sb_printf(&b, "graph %s {\n", g->name ? g->name : "main");
   for (const ssm_node *n = g->first; n; n = n->next) put_node(&b, n);
   buf_puts(&b, "}\n");
-  return ssm_sb_take(&b);
+  return ssm_sb_take(&b, "IR text", out);
 }

@@ -35,12 +35,14 @@ static int ptrset_has(const ptrset *s, const void *p) {
   return 0;
 }
 
-static void ptrset_add(ptrset *s, const void *p) {
+static ssm_status ptrset_add(ptrset *s, const void *p) {
   if (2 * (s->n + 1) > s->cap) {
     size_t cap = s->cap ? s->cap * 2 : 64;
-    ptrset bigger = {ssm_xcalloc(cap, sizeof(void *)), cap, 0};
+    ptrset bigger = {NULL, cap, 0};
+    SSM_TRY(ssm_status_wrap(ssm_alloc(cap, sizeof(void *), (void **)&bigger.slots),
+                            "the verifier's set of values"));
     for (size_t i = 0; i < s->cap; i++)
-      if (s->slots[i]) ptrset_add(&bigger, s->slots[i]);
+      if (s->slots[i]) (void)ptrset_add(&bigger, s->slots[i]); /* no growth: cap is ample */
     free(s->slots);
     *s = bigger;
   }
@@ -48,6 +50,7 @@ static void ptrset_add(ptrset *s, const void *p) {
   while (s->slots[i]) i = (i + 1) & (s->cap - 1);
   s->slots[i] = p;
   s->n++;
+  return NULL;
 }
 
 typedef struct {
@@ -120,8 +123,7 @@ static ssm_status check_names(verifier *V, const ssm_node *n) {
   for (size_t i = 0; i < V->states.n; i++)
     if (!strcmp(V->states.items[i], name))
       return node_err(V, n, "state name '%s' used twice", name);
-  ssm_vec_push(&V->states, name);
-  return NULL;
+  return ssm_status_wrap(ssm_vec_push(&V->states, name), "the verifier's list of states");
 }
 
 static ssm_status verify_node(verifier *V, const ssm_node *n) {
@@ -174,7 +176,7 @@ static ssm_status verify_node(verifier *V, const ssm_node *n) {
                     ssm_type_format(&n->result->type, b1, sizeof b1), info->name,
                     ssm_type_format(&want, b2, sizeof b2));
   }
-  if (n->result) ptrset_add(&V->defined, n->result);
+  if (n->result) return ptrset_add(&V->defined, n->result);
   return NULL;
 }
 

@@ -70,6 +70,8 @@ typedef struct {
   int_vec anchor;   /* per group: the node index of its anchor, -1 none */
   fold_vec folds;   /* decode convs folded into matmuls (fold_convs) */
   int *folded;      /* per node index: 1 + the fold it belongs to, 0 none */
+  int *norm_of;     /* per node index: the matmul whose prologue it is, -1 none (assign) */
+  ssm_status nomem; /* the first failure to grow members or anchor (join) */
 } fuser;
 
 /* A matmul that may be computed where it is read (4): few rows, small K. */
@@ -131,17 +133,23 @@ static int users_evals(const fuser *f, int k, int depth) {
   return sum;
 }
 
-/* Puts node k into group `gr` (-1: a new group); returns the group. */
-static int join(fuser *f, int k, int gr) {
+/* Puts node k into group `gr` (-1: a new group). Out of memory for a new
+ * group, it stays out of any and f->nomem says so. */
+static void join(fuser *f, int k, int gr) {
   if (gr < 0) {
-    gr = (int)f->members.n;
-    ssm_vec_push(&f->members, 0);
     const ssm_node *n = f->nodes[k];
-    ssm_vec_push(&f->anchor, ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? -1 : k);
+    ssm_status s = ssm_vec_reserve(&f->members, 1);
+    if (!s) s = ssm_vec_push(&f->anchor, ssm_node_is_pointwise(n) || ssm_op_is_view(n->op) ? -1 : k);
+    if (s) {
+      if (f->nomem) ssm_status_free(s);
+      else f->nomem = ssm_status_wrap(s, "the kernel groups");
+      return;
+    }
+    gr = (int)f->members.n;
+    f->members.items[f->members.n++] = 0;
   }
   f->group[k] = gr;
   f->members.items[gr]++;
-  return gr;
 }
 
 /* Whether every use of node k, through views and pointwise ops, ends in a
@@ -261,17 +269,17 @@ static ssm_node *decode_conv(const folder *fo, const ssm_node *s) {
 
 /* Folds the decode convs reading slices of R's value (see above); adds the
  * fold to `out` when it does. */
-static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) {
+static ssm_status fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) {
   const ssm_type *rt = &r->result->type;
-  if (rt->rank != 2 || rt->dims[0] != 1 || !matmul_value(fo, r)) return;
+  if (rt->rank != 2 || rt->dims[0] != 1 || !matmul_value(fo, r)) return NULL;
   use cu[MAX_PIECES + 1];
   ssm_node *cut[MAX_PIECES];
   int ncut = users_of(fo, r->result, cu, MAX_PIECES + 1);
-  if (ncut < 2 || ncut > MAX_PIECES) return;
+  if (ncut < 2 || ncut > MAX_PIECES) return NULL;
   /* slices of the last axis, put in order of start, cutting it exactly */
   for (int i = 0; i < ncut; i++) {
     cut[i] = cu[i].node;
-    if (cut[i]->op != SSM_OP_SLICE || ssm_node_int(cut[i], "axis", -1) != 1) return;
+    if (cut[i]->op != SSM_OP_SLICE || ssm_node_int(cut[i], "axis", -1) != 1) return NULL;
   }
   for (int i = 1; i < ncut; i++)
     for (int j = i; j > 0 && ssm_node_int(cut[j], "start", 0) <
@@ -282,10 +290,10 @@ static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) 
     }
   int64_t at = 0;
   for (int i = 0; i < ncut; i++) {
-    if (ssm_node_int(cut[i], "start", -1) != at) return;
+    if (ssm_node_int(cut[i], "start", -1) != at) return NULL;
     at += ssm_node_int(cut[i], "len", 0);
   }
-  if (at != rt->dims[1]) return;
+  if (at != rt->dims[1]) return NULL;
   /* each piece: the slice, or its conv and the ops after it */
   fold fd = {.r = r};
   ssm_value *piece[MAX_PIECES];
@@ -311,22 +319,26 @@ static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) 
     piece[i] = p->result;
     if (pos_of(fo, p) > pos_of(fo, last)) last = p;
   }
-  if (!convs) return;
+  if (!convs) return NULL;
   /* every other reader of a piece must come after the concat */
   for (int i = 0; i < ncut; i++) {
     use u[64];
     int nu = users_of(fo, piece[i], u, 64);
-    if (nu > 64) return;
+    if (nu > 64) return NULL;
     for (int j = 0; j < nu; j++)
-      if (u[j].pos <= pos_of(fo, last)) return;
+      if (u[j].pos <= pos_of(fo, last)) return NULL;
   }
+  /* the reserve first: past the graph's first change, nothing may fail */
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(out, 1), "the folded convolutions"));
   ssm_node *concat = ssm_graph_insert(g, last->next, SSM_OP_CONCAT, rt, ncut, piece);
+  if (!concat) return ssm_graph_status(g);
   ssm_node_set_int(g, concat, "axis", 1);
   ssm_node *before = concat->next;
   for (int i = 0; i < ncut; i++) {
     use u[64];
     int nu = users_of(fo, piece[i], u, 64);
     ssm_node *s = ssm_graph_insert(g, before, SSM_OP_SLICE, &piece[i]->type, 1, &concat->result);
+    if (!s) return ssm_graph_status(g);
     ssm_node_set_int(g, s, "axis", 1);
     ssm_node_set_int(g, s, "start", ssm_node_int(cut[i], "start", 0));
     ssm_node_set_int(g, s, "len", ssm_node_int(cut[i], "len", 0));
@@ -335,43 +347,49 @@ static void fold_at(ssm_graph *g, const folder *fo, ssm_node *r, fold_vec *out) 
         if (u[j].node->args[a] == piece[i]) u[j].node->args[a] = s->result;
   }
   fd.nodes[fd.n++] = concat;
-  ssm_vec_push(out, fd);
+  out->items[out->n++] = fd;
+  return NULL;
 }
 
-static void fold_convs(ssm_graph *g, fold_vec *out) {
+static ssm_status fold_convs(ssm_graph *g, fold_vec *out) {
   ssm_graph_number(g);
   folder fo = {.nvalues = g->nvalues};
-  fo.users = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *fo.users);
-  fo.pos = ssm_xcalloc((size_t)g->nvalues + 1, sizeof(int));
+  ssm_status st = ssm_alloc((size_t)g->nvalues + 1, sizeof *fo.users, (void **)&fo.users);
+  if (!st) st = ssm_alloc((size_t)g->nvalues + 1, sizeof(int), (void **)&fo.pos);
   int pos = 0;
-  for (ssm_node *n = g->first; n; n = n->next, pos++) {
+  for (ssm_node *n = g->first; n && !st; n = n->next, pos++) {
     if (n->result) fo.pos[n->result->id] = pos;
-    for (int i = 0; i < n->nargs; i++) ssm_vec_push(&fo.users[n->args[i]->id], ((use){n, pos}));
+    for (int i = 0; i < n->nargs && !st; i++) st = ssm_vec_push(&fo.users[n->args[i]->id], ((use){n, pos}));
   }
+  st = ssm_status_wrap(st, "the uses of values");
   const ssm_node *done = NULL; /* the R last folded (its other convs went with it) */
-  for (ssm_node *n = g->first; n; n = n->next) {
+  for (ssm_node *n = g->first; n && !st; n = n->next) {
     if (n->op != SSM_OP_CONV1D || !n->result || n->result->id < 0) continue;
     const ssm_node *s = n->args[0]->def;
     if (s->op != SSM_OP_SLICE || decode_conv(&fo, s) != n || s->args[0]->def == done) continue;
     size_t before = out->n;
-    fold_at(g, &fo, s->args[0]->def, out);
+    st = fold_at(g, &fo, s->args[0]->def, out);
     if (out->n > before) done = s->args[0]->def;
   }
-  for (int i = 0; i <= g->nvalues; i++) ssm_vec_free(&fo.users[i]);
+  for (int i = 0; fo.users && i <= g->nvalues; i++) ssm_vec_free(&fo.users[i]);
   free(fo.users);
   free(fo.pos);
+  return st;
 }
 
 static ssm_status build(fuser *f, ssm_graph *g) {
   ssm_graph_number(g);
   f->g = g;
   for (ssm_node *n = g->first; n; n = n->next) f->count++;
-  f->nodes = ssm_xcalloc((size_t)f->count, sizeof *f->nodes);
-  f->group = ssm_xcalloc((size_t)f->count, sizeof(int));
-  f->evals = ssm_xcalloc((size_t)f->count, sizeof(int));
-  f->idx_of = ssm_xcalloc((size_t)g->nvalues + 1, sizeof(int));
-  f->folded = ssm_xcalloc((size_t)f->count, sizeof(int));
-  f->users = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *f->users);
+  size_t count = (size_t)f->count, nv = (size_t)g->nvalues + 1;
+  ssm_status s = ssm_alloc(count, sizeof *f->nodes, (void **)&f->nodes);
+  if (!s) s = ssm_alloc(count, sizeof(int), (void **)&f->group);
+  if (!s) s = ssm_alloc(count, sizeof(int), (void **)&f->evals);
+  if (!s) s = ssm_alloc(nv, sizeof(int), (void **)&f->idx_of);
+  if (!s) s = ssm_alloc(count, sizeof(int), (void **)&f->folded);
+  if (!s) s = ssm_alloc(count, sizeof(int), (void **)&f->norm_of);
+  if (!s) s = ssm_alloc(nv, sizeof *f->users, (void **)&f->users);
+  SSM_TRY(ssm_status_wrap(s, "the fusion pass's tables of %d ops", f->count));
   int k = 0;
   for (ssm_node *n = g->first; n; n = n->next, k++) {
     f->nodes[k] = n;
@@ -381,7 +399,8 @@ static ssm_status build(fuser *f, ssm_graph *g) {
   }
   for (k = 0; k < f->count; k++) {
     const ssm_node *n = f->nodes[k];
-    for (int i = 0; i < n->nargs; i++) ssm_vec_push(&f->users[n->args[i]->id], k);
+    for (int i = 0; i < n->nargs; i++)
+      SSM_TRY(ssm_status_wrap(ssm_vec_push(&f->users[n->args[i]->id], k), "the uses of values"));
   }
   for (size_t i = 0; i < f->folds.n; i++)
     for (int j = 0; j < f->folds.items[i].n; j++)
@@ -397,6 +416,8 @@ static void release(fuser *f) {
   free(f->group);
   free(f->evals);
   free(f->folded);
+  free(f->norm_of);
+  ssm_status_free(f->nomem);
   ssm_vec_free(&f->folds);
   ssm_vec_free(&f->members);
   ssm_vec_free(&f->anchor);
@@ -404,7 +425,7 @@ static void release(fuser *f) {
 }
 
 static void assign(fuser *f, int no_fuse) {
-  int *norm_of = ssm_xcalloc((size_t)f->count, sizeof(int));
+  int *norm_of = f->norm_of;
   for (int k = 0; k < f->count; k++) norm_of[k] = -1;
   /* 1. norm prologues: of a large row; or of any row, before a matmul that
    * a scan computes (Falcon-Mamba's dt norm), which goes where it goes */
@@ -429,7 +450,6 @@ static void assign(fuser *f, int no_fuse) {
   for (int k = 0; k < f->count; k++) /* the others' join them in 4 */
     if (norm_of[k] >= 0 && f->group[norm_of[k]] >= 0) join(f, k, f->group[norm_of[k]]);
   if (no_fuse) {
-    free(norm_of);
     return;
   }
   /* 3. epilogues */
@@ -495,7 +515,6 @@ static void assign(fuser *f, int no_fuse) {
       f->evals[k] = evals;
     }
   }
-  free(norm_of);
 }
 
 /* Views that a sink reads get materialized by a copy kernel of their own. */
@@ -526,8 +545,8 @@ static ssm_status check_state_operands(const fuser *f) {
 
 ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *note, size_t note_size) {
   fuser f = {0};
-  if (!(o && o->no_fuse)) fold_convs(g, &f.folds);
-  ssm_status s = build(&f, g);
+  ssm_status s = o && o->no_fuse ? NULL : fold_convs(g, &f.folds);
+  if (!s) s = build(&f, g);
   if (!s) s = check_state_operands(&f);
   if (s) {
     release(&f);
@@ -542,8 +561,16 @@ ssm_status ssm_pass_fuse(ssm_graph *g, const ssm_pass_opts *o, char *note, size_
   materialize_sink_views(&f);
   /* number groups in the order their roots (last members) run */
   int ngroups = (int)f.members.n;
-  int *root = ssm_xcalloc((size_t)ngroups + 1, sizeof(int));
-  int *renum = ssm_xcalloc((size_t)ngroups + 1, sizeof(int));
+  int *root = NULL, *renum = NULL;
+  s = f.nomem;
+  f.nomem = NULL;
+  if (!s) s = ssm_alloc((size_t)ngroups + 1, sizeof(int), (void **)&root);
+  if (!s) s = ssm_alloc((size_t)ngroups + 1, sizeof(int), (void **)&renum);
+  if (s) {
+    free(root);
+    release(&f);
+    return ssm_status_wrap(s, "numbering the kernel groups");
+  }
   for (int i = 0; i < ngroups; i++) root[i] = -1;
   for (int k = 0; k < f.count; k++)
     if (f.group[k] >= 0) root[f.group[k]] = k;

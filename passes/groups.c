@@ -39,6 +39,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
     if (k > max) max = k;
   }
   ssm_group *gs = ssm_arena_alloc(a, sizeof *gs * (size_t)(max + 2));
+  if (!gs) return ssm_arena_status(a, "the kernel groups");
   for (int i = 0; i <= max; i++) gs[i].id = -1;
   for (ssm_node *n = g->first; n; n = n->next) {
     int k = ssm_node_group(n);
@@ -73,6 +74,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
     }
   /* in root order: the order the kernels run in */
   ssm_group *ordered = ssm_arena_alloc(a, sizeof *ordered * (size_t)(max + 2));
+  if (!ordered) return ssm_arena_status(a, "the kernel groups");
   int n = 0;
   for (ssm_node *x = g->first; x; x = x->next) {
     int k = ssm_node_group(x);

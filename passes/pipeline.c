@@ -44,7 +44,7 @@ ssm_status ssm_passes_run_list(const ssm_pass *list, ssm_graph *g, const ssm_pas
   if (!o) o = &defaults;
   for (const ssm_pass *p = list; p->name; p++) {
     char note[512] = "";
-    SSM_TRY(p->fn(g, o, note, sizeof note));
+    SSM_TRY(ssm_arena_check(g->arena, p->fn(g, o, note, sizeof note), "the IR graph"));
     if (after) after(p->name, g, note, user);
     if (verify_between) {
       ssm_status s = ssm_graph_verify(g);

@@ -28,7 +28,7 @@ typedef struct {
 } pool;
 
 static void pool_add(pool *p, uint64_t off, uint64_t size, const ssm_value *owner) {
-  ssm_vec_reserve(p, 1);
+  SSM_ASSERT(p->n < p->cap); /* reserved for every value up front */
   size_t i = p->n++;
   while (i > 0 && p->items[i - 1].off > off) {
     p->items[i] = p->items[i - 1];
@@ -70,7 +70,8 @@ static int pool_take_over(pool *p, const ssm_value *from, const ssm_value *to) {
 ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *note,
                                  size_t note_size) {
   uint32_t align = o && o->align ? o->align : 256;
-  ssm_arena *a = ssm_arena_create();
+  ssm_arena *a;
+  SSM_TRY(ssm_arena_create(&a));
   ssm_group *gs;
   int ng;
   ssm_status s = ssm_groups_collect(g, a, &gs, &ng);
@@ -80,8 +81,16 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
   }
   ssm_graph_number(g);
   int nv = g->nvalues;
-  int *last = ssm_xcalloc((size_t)nv + 1, sizeof(int)); /* last step that reads the value */
-  int *defined = ssm_xcalloc((size_t)nv + 1, sizeof(int));
+  int *last = NULL; /* last step that reads the value */
+  int *defined = NULL;
+  pool p = {0};
+  s = ssm_alloc((size_t)nv + 1, sizeof(int), (void **)&last);
+  if (!s) s = ssm_alloc((size_t)nv + 1, sizeof(int), (void **)&defined);
+  if (!s) s = ssm_vec_reserve(&p, (size_t)nv + 1); /* a block per value at most */
+  if (s) {
+    s = ssm_status_wrap(s, "planning buffers for %d values", nv);
+    goto done;
+  }
   for (int i = 0; i <= nv; i++) last[i] = defined[i] = -1;
   /* steps: 0 = inputs, 1..ng = kernels, ng+1 = the graph's outputs */
   uint64_t naive = 0;
@@ -106,7 +115,6 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
     for (int k = 0; k < nl; k++)
       if (last[leaves[k]->id] < i + 1) last[leaves[k]->id] = i + 1;
   }
-  pool p = {0};
   for (ssm_node *n = g->first; n; n = n->next)
     if (n->op == SSM_OP_INPUT) {
       uint64_t off = pool_alloc(&p, ssm_value_bytes(n->result, align), n->result);
@@ -142,8 +150,8 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
            "value (%.1fx less); %d kernels write in place",
            (unsigned long long)p.top, (unsigned long long)naive,
            p.top ? (double)naive / (double)p.top : 0.0, inplace);
-  ssm_vec_free(&p);
 done:
+  ssm_vec_free(&p);
   free(last);
   free(defined);
   ssm_arena_destroy(a);

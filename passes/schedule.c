@@ -31,7 +31,8 @@ static span span_of(const ssm_value *v, uint32_t align) {
 
 ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, size_t note_size) {
   uint32_t align = o && o->align ? o->align : 256;
-  ssm_arena *a = ssm_arena_create();
+  ssm_arena *a;
+  SSM_TRY(ssm_arena_create(&a));
   ssm_group *gs;
   int ng;
   ssm_status s = ssm_groups_collect(g, a, &gs, &ng);
@@ -42,17 +43,17 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
   spans rd = {0}, wr = {0};
   int barriers = 0;
   const ssm_value *leaves[64];
-  for (int i = 0; i < ng; i++) {
+  for (int i = 0; i < ng && !s; i++) {
     int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
     spans r = {0}, w = {0};
-    for (int k = 0; k < nl; k++) ssm_vec_push(&r, span_of(leaves[k], align));
-    ssm_vec_push(&w, span_of(gs[i].root->result, align));
+    for (int k = 0; k < nl && !s; k++) s = ssm_vec_push(&r, span_of(leaves[k], align));
+    if (!s) s = ssm_vec_push(&w, span_of(gs[i].root->result, align));
     /* the states its members update (the anchor's, a conv in a matmul's
      * epilogue) */
     for (const ssm_node *m = gs[i].first; m; m = m == gs[i].root ? NULL : m->next) {
       int si[SSM_MAX_STATE_OPERANDS];
       int ns = ssm_node_group(m) == gs[i].id ? ssm_op_state_operands(m->op, si) : 0;
-      for (int j = 0; j < ns; j++) ssm_vec_push(&w, span_of(m->args[si[j]], align));
+      for (int j = 0; j < ns && !s; j++) s = ssm_vec_push(&w, span_of(m->args[si[j]], align));
     }
     int need = 0;
     for (size_t k = 0; k < r.n && !need; k++) need = spans_hit(&wr, r.items[k]);
@@ -65,8 +66,8 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
     } else {
       ssm_node_set_int(g, gs[i].root, "sync", 0);
     }
-    for (size_t k = 0; k < r.n; k++) ssm_vec_push(&rd, r.items[k]);
-    for (size_t k = 0; k < w.n; k++) ssm_vec_push(&wr, w.items[k]);
+    for (size_t k = 0; k < r.n && !s; k++) s = ssm_vec_push(&rd, r.items[k]);
+    for (size_t k = 0; k < w.n && !s; k++) s = ssm_vec_push(&wr, w.items[k]);
     ssm_vec_free(&r);
     ssm_vec_free(&w);
   }
@@ -74,5 +75,5 @@ ssm_status ssm_pass_schedule(ssm_graph *g, const ssm_pass_opts *o, char *note, s
   ssm_vec_free(&rd);
   ssm_vec_free(&wr);
   ssm_arena_destroy(a);
-  return s;
+  return ssm_status_wrap(s, "scheduling kernels");
 }

@@ -36,13 +36,13 @@ typedef struct {
   int cap, next_id;
 } forwards;
 
-static forwards fwd_begin(ssm_graph *g) {
+static ssm_status fwd_begin(ssm_graph *g, forwards *out) {
   ssm_graph_number(g);
   int count = 0;
   for (const ssm_node *n = g->first; n; n = n->next) count++;
-  forwards f = {ssm_xcalloc((size_t)(g->nvalues + count + 1), sizeof(ssm_value *)),
-                g->nvalues + count + 1, g->nvalues};
-  return f;
+  *out = (forwards){NULL, g->nvalues + count + 1, g->nvalues};
+  return ssm_status_wrap(ssm_alloc((size_t)out->cap, sizeof(ssm_value *), (void **)&out->to),
+                         "the replacements of %d values", out->cap);
 }
 
 static void fwd_new_value(forwards *f, ssm_value *v) {
@@ -57,9 +57,10 @@ static void fwd_apply(const forwards *f, ssm_node *n) {
 
 /* ---- fold ----------------------------------------------------------------- */
 
-static int fold_weight_transforms(ssm_graph *g) {
+static ssm_status fold_weight_transforms(ssm_graph *g, int *out_folded) {
   int folded = 0;
-  forwards f = fwd_begin(g);
+  forwards f;
+  SSM_TRY(fwd_begin(g, &f));
   for (ssm_node *n = g->first; n; n = n->next) {
     fwd_apply(&f, n);
     if (ssm_op_info_get(n->op)->kind != SSM_KIND_UNARY || n->nargs != 1 || !n->result)
@@ -70,6 +71,7 @@ static int fold_weight_transforms(ssm_graph *g) {
     const char *old = ssm_node_str(w, "transform", "");
     const char *chain = old[0] ? ssm_arena_printf(g->arena, "%s,%s", old, op) : op;
     ssm_node *nw = ssm_graph_insert(g, n, SSM_OP_WEIGHT, &n->result->type, 0, NULL);
+    if (!nw) break; /* ssm_graph_status says so */
     ssm_node_set_str(g, nw, "name", ssm_node_str(w, "name", ""));
     ssm_node_set_str(g, nw, "transform", chain);
     nw->line = n->line;
@@ -81,7 +83,8 @@ static int fold_weight_transforms(ssm_graph *g) {
     folded++;
   }
   free(f.to);
-  return folded;
+  *out_folded = folded;
+  return ssm_graph_status(g);
 }
 
 /* ---- CSE ------------------------------------------------------------------ */
@@ -148,13 +151,19 @@ static int cse_candidate(const ssm_node *n) {
   return 1;
 }
 
-static int eliminate_common(ssm_graph *g) {
+static ssm_status eliminate_common(ssm_graph *g, int *out_merged) {
   size_t count = 0, cap = 16;
   for (const ssm_node *n = g->first; n; n = n->next) count++;
   while (cap < 2 * count) cap *= 2;
-  ssm_node **table = ssm_xcalloc(cap, sizeof *table);
+  ssm_node **table;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(cap, sizeof *table, (void **)&table), "the CSE table"));
   int merged = 0;
-  forwards f = fwd_begin(g);
+  forwards f;
+  ssm_status s = fwd_begin(g, &f);
+  if (s) {
+    free(table);
+    return s;
+  }
   for (ssm_node *n = g->first, *next; n; n = next) {
     next = n->next;
     fwd_apply(&f, n);
@@ -171,14 +180,17 @@ static int eliminate_common(ssm_graph *g) {
   }
   free(f.to);
   free(table);
-  return merged;
+  *out_merged = merged;
+  return NULL;
 }
 
 /* ---- DCE ------------------------------------------------------------------ */
 
-static int eliminate_dead(ssm_graph *g) {
+static ssm_status eliminate_dead(ssm_graph *g, int *out_removed) {
   ssm_graph_number(g);
-  int *uses = ssm_xcalloc((size_t)g->nvalues + 1, sizeof *uses);
+  int *uses;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)g->nvalues + 1, sizeof *uses, (void **)&uses),
+                          "the use counts of %d values", g->nvalues));
   for (const ssm_node *n = g->first; n; n = n->next)
     for (int i = 0; i < n->nargs; i++) {
       SSM_ASSERT(n->args[i]->id >= 0 && n->args[i]->id < g->nvalues);
@@ -193,7 +205,8 @@ static int eliminate_dead(ssm_graph *g) {
     removed++;
   }
   free(uses);
-  return removed;
+  *out_removed = removed;
+  return NULL;
 }
 
 /* ---- the pass ------------------------------------------------------------- */
@@ -202,9 +215,10 @@ ssm_status ssm_pass_simplify(ssm_graph *g, const ssm_pass_opts *o, char *out_not
   if (n) out_note[0] = 0;
   int folded = 0, merged = 0, removed = 0;
   for (;;) {
-    int f = fold_weight_transforms(g);
-    int m = eliminate_common(g);
-    int d = eliminate_dead(g);
+    int f, m, d;
+    SSM_TRY(fold_weight_transforms(g, &f));
+    SSM_TRY(eliminate_common(g, &m));
+    SSM_TRY(eliminate_dead(g, &d));
     folded += f;
     merged += m;
     removed += d;

@@ -34,7 +34,9 @@ ssm_status ssm_pass_weights(ssm_graph *g, const ssm_pass_opts *o, char *out_note
                           ssm_dtype_name(to));
   ssm_graph_number(g);
   /* per value: 1 used, 2 some use cannot read 16 bits */
-  char *use = ssm_xcalloc((size_t)g->nvalues + 1, 1);
+  char *use;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)g->nvalues + 1, 1, (void **)&use),
+                          "the uses of %d values", g->nvalues));
   for (ssm_node *x = g->last; x; x = x->prev) /* a view's users come after it */
     for (int i = 0; i < x->nargs; i++)
       use[x->args[i]->id] |= reads_16bit(x, i) ? 1 : ssm_op_is_view(x->op) ? use[x->result->id] : 2;

@@ -33,13 +33,14 @@ double ssm_rt_now(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-char *ssmc_cache_dir_default(void) {
+ssm_status ssmc_cache_dir_default(char **out) {
+  *out = NULL;
   const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
   ssm_sb b = {0};
   if (xdg && xdg[0] == '/') ssm_sb_printf(&b, "%s/ssmc", xdg);
   else if (home && home[0] == '/') ssm_sb_printf(&b, "%s/.cache/ssmc", home);
   else return NULL;
-  return ssm_sb_take(&b);
+  return ssm_sb_take(&b, "the cache directory's name", out);
 }
 
 /* ---- the build id ------------------------------------------------------------- */
@@ -104,7 +105,8 @@ static ssm_status key_of(const ssm_model *m, const ssm_compile_opts *co, char ou
 
 /* mkdir -p, private to the user (0700) where it creates. */
 static ssm_status make_dir(const char *dir) {
-  char *p = ssm_xstrdup(dir);
+  char *p;
+  SSM_TRY(ssm_strdup(dir, "the cache directory's name", &p));
   int err = 0;
   for (char *c = p + 1; !err; c++) {
     if (*c && *c != '/') continue;
@@ -130,7 +132,7 @@ static void sweep(const char *dir) {
     ssm_sb p = {0};
     ssm_sb_printf(&p, "%s/%s", dir, e->d_name);
     struct stat sb;
-    if (!lstat(p.s, &sb) && S_ISREG(sb.st_mode) && now - sb.st_mtime > STALE_TEMP_S) unlink(p.s);
+    if (!p.failed && !lstat(p.s, &sb) && S_ISREG(sb.st_mode) && now - sb.st_mtime > STALE_TEMP_S) unlink(p.s);
     ssm_sb_free(&p);
   }
   if (d) closedir(d);
@@ -146,7 +148,7 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   SSM_TRY(key_of(m, co, key));
   ssm_sb path = {0};
   ssm_sb_printf(&path, "%s/%s.ssmb", dir, key);
-  *out_path = ssm_sb_take(&path);
+  SSM_TRY(ssm_sb_take(&path, "a cache entry's name", out_path));
   struct stat sb;
   if (!stat(*out_path, &sb)) {
     ssm_status s = ssm_bundle_open(*out_path, out);

@@ -75,14 +75,15 @@ static int exists(const char *path) {
 }
 
 /* `path`, or path/tokenizer.json when it is a directory (malloc'd). */
-static char *tokenizer_file(const char *path) {
+static ssm_status tokenizer_file(const char *path, char **out) {
   ssm_sb b = {0};
   ssm_sb_printf(&b, is_dir(path) ? "%s/tokenizer.json" : "%s", path);
-  return ssm_sb_take(&b);
+  return ssm_sb_take(&b, "the tokenizer's file name", out);
 }
 
 ssmc_status ssmc_tokenizer_open(const char *path, ssmc_tokenizer **out) {
-  char *file = tokenizer_file(path);
+  char *file;
+  SSM_TRY(tokenizer_file(path, &file));
   ssm_status s = ssm_tok_open(file, out);
   free(file);
   return s;
@@ -186,13 +187,17 @@ static ssm_status open_backend(ssmc_session *s, const char *model, const ssmc_op
       ssm_bundle_close(bd);
       return st;
     }
-    s->weights = ssm_xstrdup(weights);
+    st = ssm_strdup(weights, "the weights' path", &s->weights);
+    if (st) {
+      ssm_bundle_close(bd);
+      return st;
+    }
     return ssm_vk_backend_open(bd, s->weights, &vo, &s->b);
   }
   if (!weights)
     return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
                           "(--weights DIR)", model);
-  s->weights = ssm_xstrdup(weights);
+  SSM_TRY(ssm_strdup(weights, "the weights' path", &s->weights));
   static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
                                       [SSMC_DTYPE_BF16] = SSM_BF16};
   ssm_dtype dtype = SSM_F32;
@@ -229,18 +234,19 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
   else ssmc_options_init(&o);
   int bundle = is_bundle(model);
   SSM_TRY(check_options(model, &o, bundle));
-  ssmc_session *s = ssm_xcalloc(1, sizeof *s);
+  ssmc_session *s;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a session"));
   ssm_status st = open_backend(s, model, &o, bundle);
+  if (!st) st = ssm_status_wrap(ssm_alloc(1, sizeof *s->model, (void **)&s->model), "a session");
   if (st) {
     ssmc_session_close(s);
     return st;
   }
-  s->model = ssm_xcalloc(1, sizeof *s->model);
   *s->model = (ssm_loaded){s->b, 1, s};
   s->eos_option = o.eos;
   const char *weights = s->weights;
   if (o.tokenizer) {
-    s->tok_path = tokenizer_file(o.tokenizer);
+    st = tokenizer_file(o.tokenizer, &s->tok_path);
     s->tok_explicit = 1;
   } else {
     ssm_sb p = {0};
@@ -250,7 +256,11 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
       ssm_sb_printf(&p, "%.*s/tokenizer.json", slash ? (int)(slash - weights) : 1,
                     slash ? weights : ".");
     }
-    s->tok_path = ssm_sb_take(&p);
+    st = ssm_sb_take(&p, "the tokenizer's file name", &s->tok_path);
+  }
+  if (st) {
+    ssmc_session_close(s);
+    return st;
   }
   s->stats.open_s = ssm_rt_now() - t0;
   *out = s;

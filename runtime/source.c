@@ -46,6 +46,11 @@ ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir) {
     if (!known) ssm_sb_printf(&what, "%s%s is new", what.n ? ", " : "", now[i].name);
   }
   free(now);
+  ssm_status ws = ssm_sb_status(&what, "the weights' changes");
+  if (ws) {
+    ssm_sb_free(&what);
+    return ssm_status_wrap(ws, "%s", name);
+  }
   if (what.n) {
     ssm_status s = ssm_status_new(SSM_ERR_INVALID, "%s: the weights in %s changed since it was "
                                   "compiled (%s): compile it again, or give --weights DIR to "

@@ -182,9 +182,9 @@ typedef struct {
  * max_seq when that is smaller). */
 void ssmc_options_init(ssmc_options *o);
 
-/* $XDG_CACHE_HOME/ssmc, else $HOME/.cache/ssmc (malloc'd; free() it); NULL
- * when neither variable is set to an absolute path. */
-char *ssmc_cache_dir_default(void);
+/* $XDG_CACHE_HOME/ssmc, else $HOME/.cache/ssmc in *out (malloc'd; free()
+ * it); NULL when neither variable is set to an absolute path. */
+ssmc_status ssmc_cache_dir_default(char **out);
 
 /* Opens `model`: a Hugging Face model directory (its config.json's
  * model_type picks the architecture), an architecture YAML with

@@ -69,7 +69,7 @@ static int bad(body *b, const char *param, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   ssm_sb m = {0};
-  ssm_sb_printf(&m, "%s: ", param);
+  ssm_sb_xprintf(&m, "%s: ", param);
   ssm_sb_vprintf(&m, fmt, ap);
   va_end(ap);
   b->err = ssm_api_error(400, "invalid_request_error", param, "%s", ssm_sb_str(&m));
@@ -309,7 +309,7 @@ static cJSON *envelope(const ssm_job *j, int chunk) {
 
 static void emit(ssm_job *j, cJSON *r) {
   char *s = cJSON_PrintUnformatted(r);
-  ssm_sb_printf(&j->out, "data: %s\n\n", s);
+  ssm_sb_xprintf(&j->out, "data: %s\n\n", s);
   free(s);
   cJSON_Delete(r);
 }
@@ -389,7 +389,7 @@ void ssm_api_final(ssm_job *j) {
   cJSON_AddItemToArray(choices, c);
   cJSON_AddItemToObject(r, "usage", usage(j));
   char *s = cJSON_PrintUnformatted(r);
-  ssm_sb_printf(&j->out, "%s", s);
+  ssm_sb_xprintf(&j->out, "%s", s);
   free(s);
   cJSON_Delete(r);
 }

@@ -108,7 +108,7 @@ void ssm_pcache_insert(ssm_pcache *c, const int32_t *tokens, size_t n, ssmc_snap
   }
   entry e = {ssm_xmalloc(n * 4 + 4), n, h, ++c->tick, snap, bytes};
   memcpy(e.tokens, tokens, n * 4);
-  ssm_vec_push(&c->e, e);
+  ssm_vec_xpush(&c->e, e);
   c->held += bytes;
 }
 

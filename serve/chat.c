@@ -31,7 +31,7 @@ static const char *token_text(const cJSON *j) {
 static ssm_status read_config(const char *dir, cJSON **out) {
   *out = NULL;
   ssm_sb p = {0};
-  ssm_sb_printf(&p, "%s/tokenizer_config.json", dir);
+  ssm_sb_xprintf(&p, "%s/tokenizer_config.json", dir);
   ssm_status s = NULL;
   if (exists(p.s)) {
     char *text;
@@ -84,21 +84,21 @@ ssm_status ssm_chat_open(const char *dir, const char *template_file, ssm_chat **
   size_t file_len = 0;
   const char *text = NULL;
   ssm_status s = NULL;
-  ssm_sb_printf(&path, "%s", template_file ? template_file : dir);
-  if (!template_file) ssm_sb_printf(&path, "/chat_template.jinja");
+  ssm_sb_xprintf(&path, "%s", template_file ? template_file : dir);
+  if (!template_file) ssm_sb_xprintf(&path, "/chat_template.jinja");
   if (template_file || exists(path.s)) {
     s = ssm_file_read(path.s, MAX_CONFIG, &file_text, &file_len);
     if (s && template_file) s = ssm_status_wrap(s, "--chat-template");
     text = file_text;
   } else {
     ssm_sb_clear(&path);
-    ssm_sb_printf(&path, "%s/tokenizer_config.json", dir);
+    ssm_sb_xprintf(&path, "%s/tokenizer_config.json", dir);
     s = config_template(config, path.s, &text);
   }
   ssm_chat *c = NULL;
   if (!s && text) {
     c = ssm_xcalloc(1, sizeof *c);
-    c->source = ssm_sb_take(&path);
+    c->source = ssm_sb_xtake(&path);
     c->tokens = cJSON_CreateObject();
     static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token", NULL};
     for (int i = 0; names[i]; i++) {

@@ -87,7 +87,7 @@ static ssm_status err(const ctx *c, const jnode *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   ssm_sb b = {0};
-  ssm_sb_printf(&b, "%s:%d:%d: ", c->t->name, n ? n->line : 0, n ? n->col : 0);
+  ssm_sb_xprintf(&b, "%s:%d:%d: ", c->t->name, n ? n->line : 0, n ? n->col : 0);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
   ssm_status s = ssm_status_new(SSM_ERR_INVALID, "%s", ssm_sb_str(&b));
@@ -217,11 +217,11 @@ static const char *type_name(jv v) {
 /* Python's repr of a float: the shortest digits that read back the same. */
 static void put_float(ssm_sb *b, double f) {
   if (isnan(f)) {
-    ssm_sb_printf(b, "nan");
+    ssm_sb_xprintf(b, "nan");
     return;
   }
   if (isinf(f)) {
-    ssm_sb_printf(b, f < 0 ? "-inf" : "inf");
+    ssm_sb_xprintf(b, f < 0 ? "-inf" : "inf");
     return;
   }
   char buf[64];
@@ -238,25 +238,25 @@ static void put_float(ssm_sb *b, double f) {
     if (*q != '.') digits[nd++] = *q;
   int exp = atoi(q + 1);
   while (nd > 1 && digits[nd - 1] == '0') nd--;
-  if (neg) ssm_sb_append(b, "-", 1);
+  if (neg) ssm_sb_xappend(b, "-", 1);
   if (exp >= -4 && exp < 16) {
     if (exp < 0) {
-      ssm_sb_append(b, "0.", 2);
-      for (int k = 0; k < -exp - 1; k++) ssm_sb_append(b, "0", 1);
-      ssm_sb_append(b, digits, (size_t)nd);
+      ssm_sb_xappend(b, "0.", 2);
+      for (int k = 0; k < -exp - 1; k++) ssm_sb_xappend(b, "0", 1);
+      ssm_sb_xappend(b, digits, (size_t)nd);
     } else {
-      for (int k = 0; k <= exp; k++) ssm_sb_append(b, k < nd ? &digits[k] : "0", 1);
-      ssm_sb_append(b, ".", 1);
-      if (nd > exp + 1) ssm_sb_append(b, digits + exp + 1, (size_t)(nd - exp - 1));
-      else ssm_sb_append(b, "0", 1);
+      for (int k = 0; k <= exp; k++) ssm_sb_xappend(b, k < nd ? &digits[k] : "0", 1);
+      ssm_sb_xappend(b, ".", 1);
+      if (nd > exp + 1) ssm_sb_xappend(b, digits + exp + 1, (size_t)(nd - exp - 1));
+      else ssm_sb_xappend(b, "0", 1);
     }
   } else {
-    ssm_sb_append(b, digits, 1);
+    ssm_sb_xappend(b, digits, 1);
     if (nd > 1) {
-      ssm_sb_append(b, ".", 1);
-      ssm_sb_append(b, digits + 1, (size_t)(nd - 1));
+      ssm_sb_xappend(b, ".", 1);
+      ssm_sb_xappend(b, digits + 1, (size_t)(nd - 1));
     }
-    ssm_sb_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    ssm_sb_xprintf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
   }
 }
 
@@ -265,15 +265,15 @@ static void put_repr(ssm_sb *b, jv v);
 static void put_str(ssm_sb *b, jv v) {
   switch (v.k) {
   case V_UNDEF: break;
-  case V_NONE: ssm_sb_append(b, "None", 4); break;
-  case V_BOOL: ssm_sb_printf(b, v.u.i ? "True" : "False"); break;
-  case V_INT: ssm_sb_printf(b, "%lld", (long long)v.u.i); break;
+  case V_NONE: ssm_sb_xappend(b, "None", 4); break;
+  case V_BOOL: ssm_sb_xprintf(b, v.u.i ? "True" : "False"); break;
+  case V_INT: ssm_sb_xprintf(b, "%lld", (long long)v.u.i); break;
   case V_FLOAT: put_float(b, v.u.f); break;
-  case V_STR: ssm_sb_append(b, v.u.s.p, v.u.s.n); break;
-  case V_NS: ssm_sb_printf(b, "<Namespace>"); break;
-  case V_MACRO: ssm_sb_printf(b, "<Macro '%s'>", v.u.m->str); break;
-  case V_FUNC: ssm_sb_printf(b, "<function>"); break;
-  case V_LOOP: ssm_sb_printf(b, "<LoopContext>"); break;
+  case V_STR: ssm_sb_xappend(b, v.u.s.p, v.u.s.n); break;
+  case V_NS: ssm_sb_xprintf(b, "<Namespace>"); break;
+  case V_MACRO: ssm_sb_xprintf(b, "<Macro '%s'>", v.u.m->str); break;
+  case V_FUNC: ssm_sb_xprintf(b, "<function>"); break;
+  case V_LOOP: ssm_sb_xprintf(b, "<LoopContext>"); break;
   default: put_repr(b, v);
   }
 }
@@ -282,33 +282,33 @@ static void put_repr(ssm_sb *b, jv v) {
   if (v.k == V_STR) {
     int has_sq = memchr(v.u.s.p, '\'', v.u.s.n) != NULL, has_dq = memchr(v.u.s.p, '"', v.u.s.n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    ssm_sb_append(b, &q, 1);
+    ssm_sb_xappend(b, &q, 1);
     for (size_t i = 0; i < v.u.s.n; i++) {
       unsigned char ch = (unsigned char)v.u.s.p[i];
-      if (ch == '\\' || ch == (unsigned char)q) ssm_sb_printf(b, "\\%c", ch);
-      else if (ch == '\n') ssm_sb_append(b, "\\n", 2);
-      else if (ch == '\r') ssm_sb_append(b, "\\r", 2);
-      else if (ch == '\t') ssm_sb_append(b, "\\t", 2);
-      else if (ch < 0x20 || ch == 0x7f) ssm_sb_printf(b, "\\x%02x", ch);
-      else ssm_sb_append(b, &v.u.s.p[i], 1);
+      if (ch == '\\' || ch == (unsigned char)q) ssm_sb_xprintf(b, "\\%c", ch);
+      else if (ch == '\n') ssm_sb_xappend(b, "\\n", 2);
+      else if (ch == '\r') ssm_sb_xappend(b, "\\r", 2);
+      else if (ch == '\t') ssm_sb_xappend(b, "\\t", 2);
+      else if (ch < 0x20 || ch == 0x7f) ssm_sb_xprintf(b, "\\x%02x", ch);
+      else ssm_sb_xappend(b, &v.u.s.p[i], 1);
     }
-    ssm_sb_append(b, &q, 1);
+    ssm_sb_xappend(b, &q, 1);
   } else if (v.k == V_LIST) {
-    ssm_sb_append(b, "[", 1);
+    ssm_sb_xappend(b, "[", 1);
     for (size_t i = 0; i < v.u.l->n; i++) {
-      if (i) ssm_sb_append(b, ", ", 2);
+      if (i) ssm_sb_xappend(b, ", ", 2);
       put_repr(b, v.u.l->v[i]);
     }
-    ssm_sb_append(b, "]", 1);
+    ssm_sb_xappend(b, "]", 1);
   } else if (v.k == V_DICT) {
-    ssm_sb_append(b, "{", 1);
+    ssm_sb_xappend(b, "{", 1);
     for (size_t i = 0; i < v.u.d->n; i++) {
-      if (i) ssm_sb_append(b, ", ", 2);
+      if (i) ssm_sb_xappend(b, ", ", 2);
       put_repr(b, v.u.d->keys[i]);
-      ssm_sb_append(b, ": ", 2);
+      ssm_sb_xappend(b, ": ", 2);
       put_repr(b, v.u.d->vals[i]);
     }
-    ssm_sb_append(b, "}", 1);
+    ssm_sb_xappend(b, "}", 1);
   } else {
     put_str(b, v);
   }
@@ -326,25 +326,25 @@ static jv to_str(ctx *c, jv v) {
 /* json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort) */
 static ssm_status put_json(ctx *c, const jnode *at, ssm_sb *b, jv v, int indent, int level, int sort) {
   switch (v.k) {
-  case V_NONE: ssm_sb_append(b, "null", 4); return NULL;
-  case V_BOOL: ssm_sb_printf(b, v.u.i ? "true" : "false"); return NULL;
+  case V_NONE: ssm_sb_xappend(b, "null", 4); return NULL;
+  case V_BOOL: ssm_sb_xprintf(b, v.u.i ? "true" : "false"); return NULL;
   case V_INT: case V_FLOAT: put_str(b, v); return NULL;
   case V_STR:
-    ssm_sb_append(b, "\"", 1);
+    ssm_sb_xappend(b, "\"", 1);
     for (size_t i = 0; i < v.u.s.n; i++) {
       unsigned char ch = (unsigned char)v.u.s.p[i];
       const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r"
                       : ch == '\t' ? "\\t" : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
-      if (e) ssm_sb_printf(b, "%s", e);
-      else if (ch < 0x20) ssm_sb_printf(b, "\\u%04x", ch);
-      else ssm_sb_append(b, &v.u.s.p[i], 1);
+      if (e) ssm_sb_xprintf(b, "%s", e);
+      else if (ch < 0x20) ssm_sb_xprintf(b, "\\u%04x", ch);
+      else ssm_sb_xappend(b, &v.u.s.p[i], 1);
     }
-    ssm_sb_append(b, "\"", 1);
+    ssm_sb_xappend(b, "\"", 1);
     return NULL;
   case V_LIST: case V_DICT: case V_NS: {
     int is_list = v.k == V_LIST;
     size_t n = is_list ? v.u.l->n : v.u.d->n;
-    ssm_sb_append(b, is_list ? "[" : "{", 1);
+    ssm_sb_xappend(b, is_list ? "[" : "{", 1);
     size_t *order = ssm_arena_alloc(c->a, sizeof(size_t) * (n + 1));
     for (size_t i = 0; i < n; i++) order[i] = i;
     if (!is_list && sort) /* insertion sort by key bytes: dicts here are small */
@@ -360,24 +360,24 @@ static ssm_status put_json(ctx *c, const jnode *at, ssm_sb *b, jv v, int indent,
         }
     for (size_t k = 0; k < n; k++) {
       size_t i = order[k];
-      if (k) ssm_sb_append(b, indent >= 0 ? "," : ", ", indent >= 0 ? 1 : 2);
+      if (k) ssm_sb_xappend(b, indent >= 0 ? "," : ", ", indent >= 0 ? 1 : 2);
       if (indent >= 0) {
-        ssm_sb_append(b, "\n", 1);
-        for (int s = 0; s < indent * (level + 1); s++) ssm_sb_append(b, " ", 1);
+        ssm_sb_xappend(b, "\n", 1);
+        for (int s = 0; s < indent * (level + 1); s++) ssm_sb_xappend(b, " ", 1);
       }
       if (!is_list) {
         jv key = v.u.d->keys[i];
         if (key.k != V_STR) return err(c, at, "tojson: a dict key of type %s", type_name(key));
         SSM_TRY(put_json(c, at, b, key, indent, level + 1, sort));
-        ssm_sb_append(b, ": ", 2);
+        ssm_sb_xappend(b, ": ", 2);
       }
       SSM_TRY(put_json(c, at, b, is_list ? v.u.l->v[i] : v.u.d->vals[i], indent, level + 1, sort));
     }
     if (indent >= 0 && n) {
-      ssm_sb_append(b, "\n", 1);
-      for (int s = 0; s < indent * level; s++) ssm_sb_append(b, " ", 1);
+      ssm_sb_xappend(b, "\n", 1);
+      for (int s = 0; s < indent * level; s++) ssm_sb_xappend(b, " ", 1);
     }
-    ssm_sb_append(b, is_list ? "]" : "}", 1);
+    ssm_sb_xappend(b, is_list ? "]" : "}", 1);
     return NULL;
   }
   default: return err(c, at, "tojson: a value of type %s is not JSON serializable", type_name(v));
@@ -615,24 +615,24 @@ static jv change_case(ctx *c, jv s, char how) { /* 'u'pper, 'l'ower, 't'itle, 'c
 
 static jv replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
   ssm_sb b = {0};
-  ssm_sb_append(&b, "", 0);
+  ssm_sb_xappend(&b, "", 0);
   size_t i = 0;
   int64_t done = 0;
   if (!old.u.s.n) { /* Python: inserts between characters */
     for (size_t k = 0; k <= s.u.s.n; k++) {
-      if (count < 0 || done < count) ssm_sb_append(&b, new_.u.s.p, new_.u.s.n), done++;
-      if (k < s.u.s.n) ssm_sb_append(&b, s.u.s.p + k, 1);
+      if (count < 0 || done < count) ssm_sb_xappend(&b, new_.u.s.p, new_.u.s.n), done++;
+      if (k < s.u.s.n) ssm_sb_xappend(&b, s.u.s.p + k, 1);
     }
   } else {
     while (i < s.u.s.n) {
       const char *hit = (count < 0 || done < count) ? memmem(s.u.s.p + i, s.u.s.n - i, old.u.s.p, old.u.s.n) : NULL;
       if (!hit) break;
-      ssm_sb_append(&b, s.u.s.p + i, (size_t)(hit - s.u.s.p) - i);
-      ssm_sb_append(&b, new_.u.s.p, new_.u.s.n);
+      ssm_sb_xappend(&b, s.u.s.p + i, (size_t)(hit - s.u.s.p) - i);
+      ssm_sb_xappend(&b, new_.u.s.p, new_.u.s.n);
       i = (size_t)(hit - s.u.s.p) + old.u.s.n;
       done++;
     }
-    ssm_sb_append(&b, s.u.s.p + i, s.u.s.n - i);
+    ssm_sb_xappend(&b, s.u.s.p + i, s.u.s.n - i);
   }
   jv r = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
   ssm_sb_free(&b);
@@ -685,9 +685,9 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
   jlist *l;
   SSM_TRY(iterable(c, n, seq, &l));
   ssm_sb b = {0};
-  ssm_sb_append(&b, "", 0);
+  ssm_sb_xappend(&b, "", 0);
   for (size_t i = 0; i < l->n; i++) {
-    if (i && sep.k == V_STR) ssm_sb_append(&b, sep.u.s.p, sep.u.s.n);
+    if (i && sep.k == V_STR) ssm_sb_xappend(&b, sep.u.s.p, sep.u.s.n);
     jv item = l->v[i];
     if (attr && attr->k == V_STR && (item.k == V_DICT || item.k == V_NS)) {
       jv *f = dict_find(item.u.d, attr->u.s.p, attr->u.s.n);
@@ -864,13 +864,13 @@ static ssm_status slice(ctx *c, const jnode *n, jv obj, jv *out) {
   else e = st > 0 ? len : -1;
   jlist *l = list_new(c, 0);
   ssm_sb s = {0};
-  ssm_sb_append(&s, "", 0);
+  ssm_sb_xappend(&s, "", 0);
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
     if (obj.k == V_LIST) {
       list_push(c, l, obj.u.l->v[i]);
     } else {
       size_t x = u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i), y = u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i + 1);
-      ssm_sb_append(&s, obj.u.s.p + x, y - x);
+      ssm_sb_xappend(&s, obj.u.s.p + x, y - x);
     }
   }
   *out = obj.k == V_LIST ? v_list(l) : v_str(ssm_arena_strndup(c->a, s.s, s.n), s.n);
@@ -960,7 +960,7 @@ static ssm_status apply_filter(ctx *c, const jnode *n, const char *name, jv v, c
     if (truthy(ea)) return err(c, n, "tojson: ensure_ascii=True is not supported");
     if (indent.k != V_NONE && indent.k != V_INT) return err(c, n, "tojson: indent must be an integer");
     ssm_sb b = {0};
-    ssm_sb_append(&b, "", 0);
+    ssm_sb_xappend(&b, "", 0);
     ssm_status s = put_json(c, n, &b, v, indent.k == V_INT ? (int)indent.u.i : -1, 0,
                             truthy(arg(a, 99, "sort_keys", v_bool(0))));
     *out = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
@@ -1070,12 +1070,12 @@ static ssm_status apply_filter(ctx *c, const jnode *n, const char *name, jv v, c
   } else if (!strcmp(name, "escape") || !strcmp(name, "e")) {
     jv s = to_str(c, v);
     ssm_sb b = {0};
-    ssm_sb_append(&b, "", 0);
+    ssm_sb_xappend(&b, "", 0);
     for (size_t i = 0; i < s.u.s.n; i++) {
       char ch = s.u.s.p[i];
       const char *e = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
-      if (e) ssm_sb_printf(&b, "%s", e);
-      else ssm_sb_append(&b, &ch, 1);
+      if (e) ssm_sb_xprintf(&b, "%s", e);
+      else ssm_sb_xappend(&b, &ch, 1);
     }
     *out = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
     ssm_sb_free(&b);
@@ -1196,10 +1196,10 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
     jv s = a.k == V_STR ? a : b;
     int64_t k = a.k == V_INT ? a.u.i : b.u.i;
     ssm_sb r = {0};
-    ssm_sb_append(&r, "", 0);
+    ssm_sb_xappend(&r, "", 0);
     for (int64_t i = 0; i < k; i++) {
       SSM_TRY(step(c, n));
-      ssm_sb_append(&r, s.u.s.p, s.u.s.n);
+      ssm_sb_xappend(&r, s.u.s.p, s.u.s.n);
       if (r.n > MAX_OUTPUT) {
         ssm_sb_free(&r);
         return err(c, n, "a string longer than %zu bytes", MAX_OUTPUT);
@@ -1423,7 +1423,7 @@ static ssm_status exec(ctx *c, const jnode *n) {
   jv v;
   switch (n->kind) {
   case J_BODY: return exec_list(c, &n->list);
-  case J_TEXT: ssm_sb_append(c->out, n->str, n->len); return step(c, n);
+  case J_TEXT: ssm_sb_xappend(c->out, n->str, n->len); return step(c, n);
   case J_OUT:
     SSM_TRY(eval(c, n->a, &v));
     put_str(c->out, v);
@@ -1490,8 +1490,8 @@ ssm_status ssm_jinja_render(const ssm_jinja *t, const cJSON *vars, char **out, s
   *out = NULL;
   *out_len = 0;
   ssm_sb b = {0};
-  ssm_sb_append(&b, "", 0);
-  ctx c = {.t = t, .a = ssm_arena_create(), .out = &b};
+  ssm_sb_xappend(&b, "", 0);
+  ctx c = {.t = t, .a = ssm_arena_xcreate(), .out = &b};
   frame *globals = frame_new(&c, NULL);
   for (const cJSON *e = vars ? vars->child : NULL; e; e = e->next) frame_set(&c, globals, e->string, from_json(&c, e));
   c.root = c.cur = frame_new(&c, globals);
@@ -1502,7 +1502,7 @@ ssm_status ssm_jinja_render(const ssm_jinja *t, const cJSON *vars, char **out, s
     return s;
   }
   *out_len = b.n;
-  *out = ssm_sb_take(&b);
+  *out = ssm_sb_xtake(&b);
   return NULL;
 }
 

@@ -56,7 +56,7 @@ static ssm_status error_at(const parser *p, int line, int col, const char *fmt, 
   va_list ap;
   va_start(ap, fmt);
   ssm_sb b = {0};
-  ssm_sb_printf(&b, "%s:%d:%d: ", p->name, line, col);
+  ssm_sb_xprintf(&b, "%s:%d:%d: ", p->name, line, col);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
   ssm_status s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s", ssm_sb_str(&b));
@@ -70,7 +70,7 @@ static void add_piece(parser *p, piece_kind k, const char *s, size_t n) {
   if (k == P_TEXT && !n) return;
   piece pc = {k, s, n, 0, 0};
   pos_of(p, s, &pc.line, &pc.col);
-  ssm_vec_push(&p->pieces, pc);
+  ssm_vec_xpush(&p->pieces, pc);
 }
 
 /* The end of the tag whose inside starts at `i` ("}}" or "%}", after
@@ -303,11 +303,11 @@ static const char **to_names(parser *p, name_vec *v) {
  * \UNNNNNNNN, and others kept as written). */
 static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
   ssm_sb b = {0};
-  ssm_sb_append(&b, "", 0);
+  ssm_sb_xappend(&b, "", 0);
   for (size_t i = 1; i + 1 < t->n; i++) {
     char c = t->s[i];
     if (c != '\\') {
-      ssm_sb_append(&b, &c, 1);
+      ssm_sb_xappend(&b, &c, 1);
       continue;
     }
     char e = t->s[++i];
@@ -315,13 +315,13 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     if (simple && e) {
       static const char to[] = "\n\t\r\\'\"\a\b\f\v";
       char o = e == '0' ? '\0' : to[simple - "ntr\\'\"abfv0"];
-      ssm_sb_append(&b, &o, 1);
+      ssm_sb_xappend(&b, &o, 1);
       continue;
     }
     int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (!digits || i + (size_t)digits >= t->n - 1) {
       char two[2] = {'\\', e};
-      ssm_sb_append(&b, two, 2);
+      ssm_sb_xappend(&b, two, 2);
       continue;
     }
     uint32_t cp = 0;
@@ -340,7 +340,7 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     else if (m == 2) u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63));
     else if (m == 3) u[0] = (char)(0xe0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63));
     else u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63));
-    ssm_sb_append(&b, u, (size_t)m);
+    ssm_sb_xappend(&b, u, (size_t)m);
   }
   n->len = b.n;
   n->str = ssm_arena_strndup(p->arena, b.s, b.n);
@@ -373,18 +373,18 @@ static ssm_status parse_args(parser *p, jnode *call) {
         break;
       }
       call->i = (int64_t)pos.n;
-      if (!(s = parse_expr(p, &v))) ssm_vec_push(&pos, v);
+      if (!(s = parse_expr(p, &v))) ssm_vec_xpush(&pos, v);
     } else if (t->kind == 'n' && is_tok(&p->toks[p->tp + 1], 'o', "=")) {
       next_tok(p);
       next_tok(p);
-      ssm_vec_push(&names, tok_str(p, t));
-      if (!(s = parse_expr(p, &v))) ssm_vec_push(&kw, v);
+      ssm_vec_xpush(&names, tok_str(p, t));
+      if (!(s = parse_expr(p, &v))) ssm_vec_xpush(&kw, v);
     } else if (is_tok(t, 'o', "**")) {
       s = error_at(p, t->line, t->col, "**kwargs in a call is not supported");
     } else if (kw.n) {
       s = error_at(p, t->line, t->col, "a positional argument after keyword arguments");
     } else if (!(s = parse_expr(p, &v))) {
-      ssm_vec_push(&pos, v);
+      ssm_vec_xpush(&pos, v);
     }
     if (!s && peek(p)->kind == 'e') s = expect(p, 'o', ")");
   }
@@ -423,11 +423,11 @@ static ssm_status parse_primary(parser *p, jnode **out) {
     n = mk(p, J_CONST_STR, t);
     SSM_TRY(unescape(p, t, n));
     ssm_sb b = {0}; /* adjacent literals join */
-    ssm_sb_append(&b, n->str, n->len);
+    ssm_sb_xappend(&b, n->str, n->len);
     while (peek(p)->kind == 's') {
       jnode more;
       SSM_TRY(unescape(p, next_tok(p), &more));
-      ssm_sb_append(&b, more.str, more.len);
+      ssm_sb_xappend(&b, more.str, more.len);
     }
     n->len = b.n;
     n->str = ssm_arena_strndup(p->arena, b.s, b.n);
@@ -444,10 +444,10 @@ static ssm_status parse_primary(parser *p, jnode **out) {
         return NULL;
       }
       node_vec items = {0};
-      ssm_vec_push(&items, e);
+      ssm_vec_xpush(&items, e);
       while (accept(p, 'o', ",") && !is_tok(peek(p), 'o', ")")) {
         SSM_TRY(parse_expr(p, &e));
-        ssm_vec_push(&items, e);
+        ssm_vec_xpush(&items, e);
       }
       n = mk(p, J_TUPLE, t);
       n->list = to_nodes(p, &items);
@@ -461,7 +461,7 @@ static ssm_status parse_primary(parser *p, jnode **out) {
       if (accept(p, 'o', "]")) break;
       jnode *e;
       SSM_TRY(parse_expr(p, &e));
-      ssm_vec_push(&items, e);
+      ssm_vec_xpush(&items, e);
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', "]"));
     }
     n->list = to_nodes(p, &items);
@@ -475,8 +475,8 @@ static ssm_status parse_primary(parser *p, jnode **out) {
       SSM_TRY(parse_expr(p, &k));
       SSM_TRY(expect(p, 'o', ":"));
       SSM_TRY(parse_expr(p, &v));
-      ssm_vec_push(&keys, k);
-      ssm_vec_push(&vals, v);
+      ssm_vec_xpush(&keys, k);
+      ssm_vec_xpush(&vals, v);
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', "}"));
     }
     n->list = to_nodes(p, &keys);
@@ -527,7 +527,7 @@ static ssm_status parse_postfix(parser *p, jnode *n, jnode **out) {
       SSM_TRY(parse_args(p, c));
       if (n->kind == J_ATTR && !ssm_jinja_has_method(n->str))
         return error_at(p, n->line, n->col, "unsupported method '%s'", n->str);
-      if (n->kind == J_NAME) ssm_vec_push(&p->calls, c);
+      if (n->kind == J_NAME) ssm_vec_xpush(&p->calls, c);
       n = c;
     } else {
       *out = n;
@@ -752,11 +752,11 @@ static ssm_status parse_tuple(parser *p, jnode **out) {
   SSM_TRY(parse_expr(p, out));
   if (!is_tok(peek(p), 'o', ",")) return NULL;
   node_vec items = {0};
-  ssm_vec_push(&items, *out);
+  ssm_vec_xpush(&items, *out);
   while (accept(p, 'o', ",") && peek(p)->kind != 'e') {
     jnode *e;
     SSM_TRY(parse_expr(p, &e));
-    ssm_vec_push(&items, e);
+    ssm_vec_xpush(&items, e);
   }
   jnode *n = mk(p, J_TUPLE, t);
   n->list = to_nodes(p, &items);
@@ -778,12 +778,12 @@ static ssm_status parse_targets(parser *p, name_vec *names) {
   do {
     struct tok *t = next_tok(p);
     if (t->kind != 'n') return error_at(p, t->line, t->col, "expected a variable name");
-    ssm_vec_push(names, tok_str(p, t));
+    ssm_vec_xpush(names, tok_str(p, t));
   } while (accept(p, 'o', ","));
   return NULL;
 }
 
-static void note_assigned(parser *p, const char *name) { ssm_vec_push(&p->assigned, name); }
+static void note_assigned(parser *p, const char *name) { ssm_vec_xpush(&p->assigned, name); }
 
 static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
   struct tok *kw = next_tok(p);
@@ -874,7 +874,7 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     struct tok *name = next_tok(p);
     if (name->kind != 'n') return error_at(p, name->line, name->col, "expected a macro name");
     n->str = tok_str(p, name);
-    ssm_vec_push(&p->macros, n->str);
+    ssm_vec_xpush(&p->macros, n->str);
     SSM_TRY(expect(p, 'o', "("));
     name_vec params = {0};
     node_vec defaults = {0};
@@ -882,10 +882,10 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
       if (params.n) SSM_TRY(expect(p, 'o', ","));
       struct tok *t = next_tok(p);
       if (t->kind != 'n') return error_at(p, t->line, t->col, "expected a parameter name");
-      ssm_vec_push(&params, tok_str(p, t));
+      ssm_vec_xpush(&params, tok_str(p, t));
       jnode *d = NULL;
       if (accept(p, 'o', "=")) SSM_TRY(parse_expr(p, &d));
-      ssm_vec_push(&defaults, d);
+      ssm_vec_xpush(&defaults, d);
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', ")"));
     }
     SSM_TRY(expect_end(p));
@@ -955,7 +955,7 @@ static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, c
         if (!s) s = parse_statement(p, pc, &n);
       }
     }
-    if (!s && n) ssm_vec_push(&items, n);
+    if (!s && n) ssm_vec_xpush(&items, n);
   }
   body->list = to_nodes(p, &items);
   *out = body;
@@ -978,7 +978,7 @@ static ssm_status check_calls(parser *p) {
 
 ssm_status ssm_jinja_parse(const char *name, const char *text, size_t len, ssm_jinja **out) {
   *out = NULL;
-  ssm_arena *a = ssm_arena_create();
+  ssm_arena *a = ssm_arena_xcreate();
   /* newlines normalized to \n, as Jinja's lexer does */
   char *src = ssm_arena_alloc(a, len + 1);
   size_t n = 0;

@@ -76,8 +76,8 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
   srv->stats.failed++;
   pthread_mutex_unlock(&srv->mu);
   pthread_mutex_lock(&j->mu);
-  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
-  else ssm_sb_printf(&j->out, "%s", e);
+  if (j->stream) ssm_sb_xprintf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
+  else ssm_sb_xprintf(&j->out, "%s", e);
   j->status = invalid ? 400 : 500;
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
@@ -146,7 +146,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     const char *rest;
     size_t n;
     ssmc_decoder_flush(j->dec, &rest, &n);
-    ssm_sb_append(&j->text, rest, n);
+    ssm_sb_xappend(&j->text, rest, n);
   }
   cache_exchange(srv, j);
   /* counted before the client can see the end (as in finish_error) */
@@ -163,7 +163,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     pthread_mutex_lock(&j->mu);
     ssm_api_chunk(j, NULL, 0, j->finish, 0);
     if (j->include_usage) ssm_api_chunk(j, NULL, 0, NULL, 1);
-    ssm_sb_printf(&j->out, "data: [DONE]\n\n");
+    ssm_sb_xprintf(&j->out, "data: [DONE]\n\n");
   } else {
     ssm_api_final(j);
   }
@@ -183,7 +183,7 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
   else SSM_TRY(ssmc_session_reset(srv->session));
   j->fed = j->reused = len;
   j->started = 1;
-  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_push(&j->tokens, j->prompt[i]);
+  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_xpush(&j->tokens, j->prompt[i]);
   pthread_mutex_lock(&srv->mu);
   if (snap) srv->stats.cache_hits++;
   else srv->stats.cache_misses++;
@@ -260,7 +260,7 @@ static int lp_token(int32_t id, void *user) {
   ssm_job *j = user;
   j->pending.id = id;
   j->pending.lp = (double)j->row[id] - j->pending.lp;
-  ssm_vec_push(&j->lps, j->pending);
+  ssm_vec_xpush(&j->lps, j->pending);
   return 0;
 }
 
@@ -294,13 +294,13 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   size_t longest = 0;
   for (int i = 0; i < j->nstop; i++)
     if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
-  for (size_t i = 0; i < got; i++) ssm_vec_push(&j->tokens, ids[i]);
+  for (size_t i = 0; i < got; i++) ssm_vec_xpush(&j->tokens, ids[i]);
   for (size_t i = 0; i < got && !j->stopped; i++) {
     const char *piece;
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
     SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
     if (j->logprobs >= 0) j->lps.items[lp0 + i].offset = j->text.n;
-    ssm_sb_append(&j->text, piece, n);
+    ssm_sb_xappend(&j->text, piece, n);
     j->ngen++;
     if (cut_at_stop(j, from)) j->stopped = 1;
   }
@@ -363,7 +363,7 @@ void *ssm_sched_main(void *arg) {
       if (!srv->head) srv->tail = NULL;
       srv->nqueued--;
       srv->nactive++;
-      ssm_vec_push(&active, j);
+      ssm_vec_xpush(&active, j);
     }
     pthread_mutex_unlock(&srv->mu);
     size_t at = rr % active.n;
@@ -387,7 +387,7 @@ void *ssm_sched_main(void *arg) {
   while (srv->head) {
     ssm_job *j = srv->head;
     srv->head = j->next_in_queue;
-    ssm_vec_push(&active, j);
+    ssm_vec_xpush(&active, j);
   }
   srv->tail = NULL;
   srv->nqueued = 0;

@@ -128,10 +128,10 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
                   s.cache_entries, s.cache_bytes, s.cache_evictions, s.aligned_tokens,
                   (uint64_t)srv->chunk, s.active, s.queued};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-    ssm_sb_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
+    ssm_sb_xprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
                   strstr(names[i][0], "_total") ? "counter" : "gauge", names[i][0],
                   (unsigned long long)v[i]);
-  return reply(c, 200, "text/plain; version=0.0.4", ssm_sb_take(&b));
+  return reply(c, 200, "text/plain; version=0.0.4", ssm_sb_xtake(&b));
 }
 
 static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const char *url,
@@ -193,7 +193,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       rq->too_large = 1;
       ssm_sb_free(&rq->body);
     }
-    if (!rq->too_large) ssm_sb_append(&rq->body, upload, *upload_size);
+    if (!rq->too_large) ssm_sb_xappend(&rq->body, upload, *upload_size);
     *upload_size = 0;
     return MHD_YES;
   }

@@ -31,7 +31,7 @@ static void test_size_math(void) {
 }
 
 static void test_arena(void) {
-  ssm_arena *a = ssm_arena_create();
+  ssm_arena *a = ssm_test_arena();
   char *big = ssm_arena_alloc(a, 200000);
   CU_ASSERT_EQUAL(((uintptr_t)big) % 16, 0);
   CU_ASSERT_EQUAL(big[199999], 0);
@@ -53,7 +53,7 @@ static void test_file_read_limit(void) {
 static void test_sb(void) {
   ssm_sb b = {0};
   CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b), "");
-  char *empty = ssm_sb_take(&b);
+  char *empty = ssm_test_take(&b);
   CU_ASSERT_PTR_NOT_NULL_FATAL(empty);
   CU_ASSERT_STRING_EQUAL(empty, "");
   free(empty);
@@ -63,7 +63,7 @@ static void test_sb(void) {
   CU_ASSERT_EQUAL(b.n, strlen(ssm_sb_str(&b)));
   CU_ASSERT_NSTRING_EQUAL(ssm_sb_str(&b), "0,1,2,", 6);
   CU_ASSERT_STRING_EQUAL(ssm_sb_str(&b) + b.n - 8, "998,999,");
-  char *big = ssm_sb_take(&b);
+  char *big = ssm_test_take(&b);
   CU_ASSERT_PTR_NULL(b.s);
   CU_ASSERT_EQUAL(b.n, 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(big, ",500,501,"));
@@ -81,17 +81,17 @@ static void test_sb(void) {
 
 static void test_vec(void) {
   SSM_VEC(int64_t) v = {0};
-  for (int64_t i = 0; i < 100000; i++) ssm_vec_push(&v, i * 3);
+  for (int64_t i = 0; i < 100000; i++) CU_ASSERT_PTR_NULL(ssm_vec_push(&v, i * 3));
   CU_ASSERT_EQUAL_FATAL(v.n, 100000);
   CU_ASSERT(v.cap >= v.n);
   int ok = 1;
   for (size_t i = 0; i < v.n; i++) ok &= v.items[i] == (int64_t)i * 3;
   CU_ASSERT_TRUE(ok);
 
-  ssm_vec_reserve(&v, 50000);
+  CU_ASSERT_PTR_NULL(ssm_vec_reserve(&v, 50000));
   CU_ASSERT(v.cap >= v.n + 50000);
   int64_t *before = v.items;
-  for (int i = 0; i < 50000; i++) ssm_vec_push(&v, -1);
+  for (int i = 0; i < 50000; i++) CU_ASSERT_PTR_NULL(ssm_vec_push(&v, -1));
   CU_ASSERT_PTR_EQUAL(v.items, before); /* reserved: no move */
   CU_ASSERT_EQUAL(v.n, 150000);
   CU_ASSERT_EQUAL(v.items[99999], 299997);

@@ -192,7 +192,7 @@ static void test_source(void) {
   CU_ASSERT_PTR_NULL(ssm_bundle_manifest(b)->source_dir);
   const ssm_mf_source_file files[] = {{"config.json", 0x0123456789abcdefull},
                                       {"model.safetensors", 0xfedcba9876543210ull}};
-  ssm_bundle_set_source(b, "/w/model dir", files, 2);
+  SSM_ASSERT_OK(ssm_bundle_set_source(b, "/w/model dir", files, 2));
   void *data;
   size_t size;
   SSM_ASSERT_OK(ssm_bundle_serialize(b, &data, &size));
@@ -205,7 +205,8 @@ static void test_source(void) {
     CU_ASSERT_STRING_EQUAL(m->source_files[i].name, files[i].name);
     CU_ASSERT_EQUAL(m->source_files[i].hash, files[i].hash);
   }
-  char *summary = ssm_bundle_describe(c, 1);
+  char *summary = NULL;
+  SSM_ASSERT_OK(ssm_bundle_describe(c, 1, &summary));
   CU_ASSERT_PTR_NOT_NULL(strstr(summary, "\"xxh3\":\t\"0123456789abcdef\""));
   free(summary);
   ssm_bundle_close(c);

@@ -125,7 +125,8 @@ static void test_fusion_and_planning_targets(void) {
 
 static void test_describe(void) {
   ssm_bundle *b = compile("falcon_tiny", 8);
-  char *text = ssm_bundle_describe(b, 1);
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_bundle_describe(b, 1, &text));
   cJSON *j = cJSON_Parse(text);
   CU_ASSERT_PTR_NOT_NULL_FATAL(j);
   const cJSON *progs = cJSON_GetObjectItem(j, "programs");
@@ -140,7 +141,7 @@ static void test_describe(void) {
                   (double)ssm_manifest_weight_bytes(ssm_bundle_manifest(b)));
   cJSON_Delete(j);
   free(text);
-  text = ssm_bundle_describe(b, 0);
+  SSM_ASSERT_OK(ssm_bundle_describe(b, 0, &text));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "k0_embed"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "scan"));
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "architecture falcon_mamba"));

@@ -171,31 +171,31 @@ static ssm_st *common_st(const char *file) {
 
 static void test_binary_broadcast(void) {
   ssm_st *st = common_st("binary.safetensors");
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *v = op2(g, SSM_OP_ADD, f32(DIMS(2, 3)), weight(g, "x23", f32(DIMS(2, 3))),
                      weight(g, "v3", f32(DIMS(3))));
   EXPECT(st, g, v, 11, 22, 33, 14, 25, 36);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_MUL, f32(DIMS(2, 3)), weight(g, "c21", f32(DIMS(2, 1))),
           weight(g, "r13", f32(DIMS(1, 3))));
   EXPECT(st, g, v, 10, 14, 22, 15, 21, 33);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_SUB, f32(DIMS(2, 3)), weight(g, "x23", f32(DIMS(2, 3))), constant(g, 1.5));
   EXPECT(st, g, v, -0.5, 0.5, 1.5, 2.5, 3.5, 4.5);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_DIV, f32(DIMS(3)), constant(g, 3), weight(g, "v3", f32(DIMS(3))));
   EXPECT(st, g, v, 0.3, 0.15, 0.1);
 
   /* both operands stretched, and a rank-3 result from rank-2 operands */
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_SUB, f32(DIMS(1, 2, 3)), weight(g, "r13", f32(DIMS(1, 3))),
           weight(g, "c21", f32(DIMS(2, 1))));
   EXPECT(st, g, v, 3, 5, 9, 2, 4, 8);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_MUL, scalar, constant(g, 2), constant(g, -4));
   EXPECT(st, g, v, -8);
   ssm_st_close(st);
@@ -230,7 +230,7 @@ static void test_unary(void) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     int len = cases[i].positive ? 4 : 5;
-    ssm_graph *g = ssm_graph_create("t");
+    ssm_graph *g = ssm_test_graph("t");
     ssm_type t = f32((int64_t[]){len}, 1);
     ssm_value *x = weight(g, cases[i].positive ? "p" : "u", t);
     /* relative 1e-6 even for tiny values such as softplus(-30) */
@@ -238,7 +238,7 @@ static void test_unary(void) {
               __LINE__);
   }
   /* past 20 softplus is x, which matters where exp overflows */
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *big = op1(g, SSM_OP_SOFTPLUS, scalar, constant(g, 1000));
   EXPECT(st, g, big, 1000);
   ssm_st_close(st);
@@ -265,12 +265,12 @@ static void test_reduce(void) {
       {"m23", "max", 0, {-1, -5, 3}},      {"m23", "max", 1, {3, -4}},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    ssm_graph *g = ssm_graph_create("t");
+    ssm_graph *g = ssm_test_graph("t");
     ssm_value *v = reduce(g, weight(g, cases[i].tensor, f32(DIMS(2, 3))), cases[i].kind,
                           cases[i].axis);
     expect_on(NULL, st, g, v, NULL, cases[i].want, cases[i].axis ? 2 : 3, 0, __LINE__);
   }
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   output(g, reduce(g, weight(g, "x23", f32(DIMS(2, 3))), "median", 0));
   SSM_ASSERT_ERR(run_fresh(st, g, NULL, NULL, 0), "unknown reduce kind 'median'");
   ssm_st_close(st);
@@ -282,7 +282,7 @@ static void test_rmsnorm(void) {
   st_add("x", DIMS(2, 4), x);
   st_add("w", DIMS(4), w);
   ssm_st *st = st_write("rmsnorm.safetensors");
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_node *n = node(g, SSM_OP_RMSNORM, f32(DIMS(2, 4)), 1, weight(g, "x", f32(DIMS(2, 4))),
                      NULL, NULL, NULL);
   ssm_node_set_float(g, n, "eps", 1e-5);
@@ -290,7 +290,7 @@ static void test_rmsnorm(void) {
   EXPECT(st, g, n->result, 0.3651481282381064, 0.7302962564762128, 1.0954443847143192,
          1.4605925129524255, -0.8164959005147592, 0, 0.8164959005147592, 1.6329918010295184);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_RMSNORM, f32(DIMS(2, 4)), 2, weight(g, "x", f32(DIMS(2, 4))),
            weight(g, "w", f32(DIMS(4))), NULL, NULL);
   ssm_node_set_float(g, n, "eps", 0.5); /* large enough to matter */
@@ -308,7 +308,7 @@ static void test_data_movement(void) {
   st_add("r13", DIMS(1, 3), r13);
   ssm_st *st = st_write("movement.safetensors");
 
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_node *n = node(g, SSM_OP_SLICE, f32(DIMS(2, 2)), 1, weight(g, "x23", f32(DIMS(2, 3))),
                      NULL, NULL, NULL);
   ssm_node_set_int(g, n, "axis", 1);
@@ -316,7 +316,7 @@ static void test_data_movement(void) {
   ssm_node_set_int(g, n, "len", 2);
   EXPECT(st, g, n->result, 2, 3, 5, 6);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_SLICE, f32(DIMS(1, 3)), 1, weight(g, "x23", f32(DIMS(2, 3))), NULL,
            NULL, NULL);
   ssm_node_set_int(g, n, "axis", 0);
@@ -324,31 +324,31 @@ static void test_data_movement(void) {
   ssm_node_set_int(g, n, "len", 1);
   EXPECT(st, g, n->result, 4, 5, 6);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_CONCAT, f32(DIMS(2, 4)), 2, weight(g, "x23", f32(DIMS(2, 3))),
            weight(g, "c21", f32(DIMS(2, 1))), NULL, NULL);
   ssm_node_set_int(g, n, "axis", 1);
   EXPECT(st, g, n->result, 1, 2, 3, 2, 4, 5, 6, 3);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_CONCAT, f32(DIMS(4, 3)), 3, weight(g, "r13", f32(DIMS(1, 3))),
            weight(g, "x23", f32(DIMS(2, 3))), weight(g, "r13", f32(DIMS(1, 3))), NULL);
   ssm_node_set_int(g, n, "axis", 0);
   EXPECT(st, g, n->result, 5, 7, 11, 1, 2, 3, 4, 5, 6, 5, 7, 11);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   ssm_value *v = op1(g, SSM_OP_RESHAPE, f32(DIMS(3, 1, 2)), weight(g, "x23", f32(DIMS(2, 3))));
   v = op2(g, SSM_OP_ADD, f32(DIMS(3, 1, 2)), v, constant(g, 0)); /* uses the shape */
   EXPECT(st, g, v, 1, 2, 3, 4, 5, 6);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_TRANSPOSE, f32(DIMS(3, 2)), 1, weight(g, "x23", f32(DIMS(2, 3))), NULL,
            NULL, NULL);
   ssm_node_set_ints(g, n, "perm", 2, (int64_t[]){1, 0});
   EXPECT(st, g, n->result, 1, 4, 2, 5, 3, 6);
 
   /* perm [2,0,1]: y[i,j,k] = x[j,k,i] */
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   n = node(g, SSM_OP_TRANSPOSE, f32(DIMS(4, 2, 3)), 1, weight(g, "t234", f32(DIMS(2, 3, 4))),
            NULL, NULL, NULL);
   ssm_node_set_ints(g, n, "perm", 3, (int64_t[]){2, 0, 1});
@@ -367,14 +367,14 @@ static void test_embed(void) {
   st_add("big", DIMS(1000, 2), big);
   ssm_st *st = st_write("embed.safetensors");
 
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *ids = src(g, SSM_OP_INPUT, "tokens", i32(DIMS(3)));
   ssm_value *v = op2(g, SSM_OP_EMBED, f32(DIMS(3, 3)), weight(g, "e", f32(DIMS(4, 3))), ids);
   expect_on(NULL, st, g, v, (int32_t[]){2, 0, 3},
             (double[]){20, 21, 22, 0, 1, 2, 30, 31, 32}, 9, 0, __LINE__);
 
   for (int k = 0; k < 2; k++) {
-    g = ssm_graph_create("t");
+    g = ssm_test_graph("t");
     ids = src(g, SSM_OP_INPUT, "tokens", i32(DIMS(2)));
     output(g, op2(g, SSM_OP_EMBED, f32(DIMS(2, 2)), weight(g, "big", f32(DIMS(1000, 2))), ids));
     float out[4];
@@ -394,11 +394,11 @@ static void test_matmul(void) {
   st_add("w", DIMS(4, 5), w);
   st_add("x3", DIMS(1, 3, 5), x);
   ssm_st *st = st_write("matmul.safetensors");
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *v = op2(g, SSM_OP_MATMUL, f32(DIMS(3, 4)), weight(g, "x", f32(DIMS(3, 5))),
                      weight(g, "w", f32(DIMS(4, 5))));
   EXPECT(st, g, v, -20, -12.5, -5, 2.5, -45, -25, -5, 15, -70, -37.5, -5, 27.5);
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op2(g, SSM_OP_MATMUL, f32(DIMS(1, 3, 4)), weight(g, "x3", f32(DIMS(1, 3, 5))),
           weight(g, "w", f32(DIMS(4, 5))));
   EXPECT(st, g, v, -20, -12.5, -5, 2.5, -45, -25, -5, 15, -70, -37.5, -5, 27.5);
@@ -426,7 +426,7 @@ static void conv_direct(int with_bias, double y[5][2]) {
 static void conv_run(ssm_cpu *c, int from, int len, int with_bias, float *out) {
   char name[32];
   snprintf(name, sizeof name, "x%d%d", from, from + len);
-  ssm_graph *g = ssm_graph_create("conv");
+  ssm_graph *g = ssm_test_graph("conv");
   ssm_value *x = weight(g, name, f32((int64_t[]){len, 2}, 2));
   ssm_value *s = state(g, "conv", f32(DIMS(2, 2)));
   ssm_value *w = weight(g, "w", f32(DIMS(2, 3)));
@@ -439,7 +439,7 @@ static void conv_run(ssm_cpu *c, int from, int len, int with_bias, float *out) {
 
 /* A graph whose output is state `name` of type t. */
 static void read_state(ssm_cpu *c, const char *name, ssm_type t, float *out) {
-  ssm_graph *g = ssm_graph_create("peek");
+  ssm_graph *g = ssm_test_graph("peek");
   output(g, state(g, name, t));
   SSM_ASSERT_OK(ssm_cpu_run(c, g, NULL, out, (size_t)ssm_type_numel(&t)));
   ssm_graph_destroy(g);
@@ -495,7 +495,7 @@ static float scan_a[ST][SD][SN], scan_b[ST][1][SN], scan_c[ST][1][SN];
 static void scan_run(ssm_cpu *c, int from, int len, double a_const, float *out) {
   static const char *an[] = {"a0", "a1", "a2", "a3"}, *bn[] = {"b0", "b1", "b2", "b3"},
                     *cn[] = {"c0", "c1", "c2", "c3"};
-  ssm_graph *g = ssm_graph_create("scan");
+  ssm_graph *g = ssm_test_graph("scan");
   int all = len == ST;
   ssm_value *a = a_const ? constant(g, a_const)
                          : weight(g, all ? "a" : an[from], f32((int64_t[]){len, SD, SN}, 3));
@@ -583,7 +583,7 @@ static const float att_v[3][1][2] = {{{1, 2}}, {{5, -2}}, {{-3, 6}}};
 static char att_names[3][4][3][8]; /* [from][len][q,k,v] */
 
 static ssm_status att_run(ssm_cpu *c, int from, int len, float *out) {
-  ssm_graph *g = ssm_graph_create("attention");
+  ssm_graph *g = ssm_test_graph("attention");
   int heads[3] = {2, 1, 1};
   ssm_value *args[6];
   for (int i = 0; i < 3; i++)
@@ -652,11 +652,11 @@ static void test_softmax_argmax(void) {
   st_add("s", DIMS(2, 3), s);
   st_add("m", DIMS(2, 4), m);
   ssm_st *st = st_write("softmax.safetensors");
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *v = op1(g, SSM_OP_SOFTMAX, f32(DIMS(2, 3)), weight(g, "s", f32(DIMS(2, 3))));
   EXPECT(st, g, v, 0.09003057317038046, 0.24472847105479767, 0.6652409557748219,
          0.09003057317038046, 0.24472847105479767, 0.6652409557748219);
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = op1(g, SSM_OP_ARGMAX, i32(DIMS(2)), weight(g, "m", f32(DIMS(2, 4))));
   EXPECT(st, g, v, 1, 0);
   ssm_st_close(st);
@@ -672,34 +672,34 @@ static void test_weights(void) {
   ssm_cpu *c;
   SSM_ASSERT_OK(ssm_cpu_create(st, &c));
 
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_value *v = weight(g, "A_log", f32(DIMS(2, 2)));
   ssm_node_set_str(g, v->def, "transform", "exp,neg");
   expect_on(c, st, g, v, NULL, (double[]){-1, -2.718281828459045, -0.36787944117144233, -2},
             4, 0, __LINE__);
   /* the untransformed tensor is kept apart from the transformed one */
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   expect_on(c, st, g, weight(g, "A_log", f32(DIMS(2, 2))), NULL,
             (double[]){0, 1, -1, 0.6931471805599453}, 4, 0, __LINE__);
   /* declared bf16: read at that dtype; the f32 declaration stays exact */
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   expect_on(c, st, g, weight(g, "h", ssm_type_make(SSM_BF16, 1, (int64_t[]){3})), NULL,
             (double[]){1, 3, -2}, 3, 1, __LINE__);
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   expect_on(c, st, g, weight(g, "h", f32(DIMS(3))), NULL, (double[]){1.00390625, 3, -2}, 3, 1,
             __LINE__);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   output(g, weight(g, "x23", f32(DIMS(3, 2))));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, NULL, 0), "'x23'");
   ssm_graph_destroy(g);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   output(g, weight(g, "missing.weight", f32(DIMS(3, 2))));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, NULL, 0), "missing.weight");
   ssm_graph_destroy(g);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   v = weight(g, "A_log", f32(DIMS(2, 2)));
   ssm_node_set_str(g, v->def, "transform", "exp,cube");
   output(g, v);
@@ -707,7 +707,7 @@ static void test_weights(void) {
   ssm_graph_destroy(g);
   ssm_cpu_destroy(c);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   output(g, weight(g, "x23", f32(DIMS(2, 3))));
   SSM_ASSERT_ERR(run_fresh(NULL, g, NULL, NULL, 0), "no checkpoint");
   ssm_st_close(st);
@@ -716,23 +716,23 @@ static void test_weights(void) {
 static void test_run_errors(void) {
   ssm_cpu *c;
   SSM_ASSERT_OK(ssm_cpu_create(NULL, &c));
-  ssm_graph *g = ssm_graph_create("one");
+  ssm_graph *g = ssm_test_graph("one");
   output(g, state(g, "s", f32(DIMS(2, 2))));
   float out[6];
   SSM_ASSERT_OK(ssm_cpu_run(c, g, NULL, out, 4));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, out, 6), "output has 4 elements");
   ssm_graph_destroy(g);
-  g = ssm_graph_create("two");
+  g = ssm_test_graph("two");
   output(g, state(g, "s", f32(DIMS(3, 2))));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, out, 6), "state 's' is declared f32[3,2] here but f32[2,2]");
   ssm_graph_destroy(g);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   output(g, src(g, SSM_OP_INPUT, "positions", i32(DIMS(1))));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, (int32_t[]){0}, out, 1), "unknown input 'positions'");
   ssm_graph_destroy(g);
 
-  g = ssm_graph_create("t");
+  g = ssm_test_graph("t");
   output(g, src(g, SSM_OP_INPUT, "tokens", i32(DIMS(2))));
   SSM_ASSERT_ERR(ssm_cpu_run(c, g, NULL, out, 2), "none were given");
   SSM_ASSERT_OK(ssm_cpu_run(c, g, (int32_t[]){7, -3}, out, 2));
@@ -772,7 +772,7 @@ static ssm_value *mrmsnorm(mb *m, ssm_value *x, ssm_value *w) {
 /* Mamba-1 with H=64, I=128, N=16, R=4, K=4, V=1000, 2 layers, tied, conv bias. */
 static ssm_graph *mamba1_graph(int64_t T) {
   enum { H = 64, I = 128, N = 16, R = 4, K = 4, V = 1000, L = 2 };
-  mb m = {ssm_graph_create("mamba1"), T};
+  mb m = {ssm_test_graph("mamba1"), T};
   ssm_graph *g = m.g;
   ssm_value *emb = weight(g, "backbone.embeddings.weight", mt(2, V, H, 0));
   ssm_value *x = op2(g, SSM_OP_EMBED, mt(2, T, H, 0), emb,

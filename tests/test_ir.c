@@ -25,7 +25,7 @@ static void check_roundtrip(const char *text) {
   SSM_ASSERT_OK(s);
   if (!g) return;
   SSM_ASSERT_OK(ssm_graph_verify(g));
-  char *out = ssm_graph_print(g);
+  char *out = ssm_test_print(g);
   if (strcmp(out, text)) fprintf(stderr, "\n--- want\n%s--- got\n%s", text, out);
   CU_ASSERT_STRING_EQUAL(out, text);
   for (ssm_node *n = g->first; n; n = n->next) covered[n->op] = 1;
@@ -300,7 +300,7 @@ static void test_elementwise_table(void) {
 /* ---- (b) builder → print → parse → print ------------------------------- */
 
 static void test_builder_roundtrip(void) {
-  ssm_graph *g = ssm_graph_create("built");
+  ssm_graph *g = ssm_test_graph("built");
   ssm_type tok = ssm_type_make(SSM_I32, 1, (int64_t[]){1});
   ssm_type tab = ssm_type_make(SSM_F32, 2, (int64_t[]){100, 16});
   ssm_type act = ssm_type_make(SSM_F32, 2, (int64_t[]){1, 16});
@@ -320,7 +320,7 @@ static void test_builder_roundtrip(void) {
   ssm_graph_append(g, SSM_OP_OUTPUT, NULL, 1, (ssm_value *[]){t->result});
   SSM_ASSERT_OK(ssm_graph_verify(g));
 
-  char *first = ssm_graph_print(g);
+  char *first = ssm_test_print(g);
   const char *want = "graph built {\n"
                      "  %0:i32[1] = input name=\"tokens\"\n"
                      "  %1:f32[100,16] = weight name=\"emb\" transform=\"t\"\n"
@@ -335,7 +335,7 @@ static void test_builder_roundtrip(void) {
   SSM_ASSERT_OK(ssm_graph_parse(first, NULL, &g2));
   if (g2) {
     SSM_ASSERT_OK(ssm_graph_verify(g2));
-    char *second = ssm_graph_print(g2);
+    char *second = ssm_test_print(g2);
     CU_ASSERT_STRING_EQUAL(second, first);
     CU_ASSERT_PTR_NULL(g2->file);
     CU_ASSERT_EQUAL(g2->first->next->line, 3);
@@ -360,7 +360,7 @@ static void check_float(const char *literal, const char *printed) {
   double want = strtod(literal, NULL);
   double got = ssm_node_float(g->first, "value", 0);
   CU_ASSERT(isnan(want) ? isnan(got) : got == want && signbit(got) == signbit(want));
-  char *out = ssm_graph_print(g);
+  char *out = ssm_test_print(g);
   char expect[256];
   snprintf(expect, sizeof expect, "value=%s\n", printed);
   if (!strstr(out, expect)) fprintf(stderr, "\n  '%s' printed as:\n%s", literal, out);
@@ -406,7 +406,7 @@ static void test_string_escapes(void) {
   SSM_ASSERT_OK(ssm_graph_parse(text, "s.ssmir", &g));
   if (!g) return;
   CU_ASSERT_STRING_EQUAL(ssm_node_str(g->first, "name", ""), "a\"b\\c\nd\te\x01" "f\x7f\xc3\xa9");
-  char *out = ssm_graph_print(g);
+  char *out = ssm_test_print(g);
   CU_ASSERT_STRING_EQUAL(out, text);
   free(out);
   ssm_graph_destroy(g);
@@ -451,7 +451,7 @@ static void test_lenient_input(void) {
   CU_ASSERT_STRING_EQUAL(g->file, "l.ssmir");
   CU_ASSERT_EQUAL(g->first->line, 5);
   CU_ASSERT_EQUAL(g->first->next->col, 2);
-  char *out = ssm_graph_print(g);
+  char *out = ssm_test_print(g);
   CU_ASSERT_STRING_EQUAL(out, canon);
   free(out);
   ssm_graph_destroy(g);
@@ -592,7 +592,7 @@ static void test_verify_errors(void) {
 
 /* Verifier messages for built graphs name the graph, value and op. */
 static void test_verify_built(void) {
-  ssm_graph *g = ssm_graph_create("b");
+  ssm_graph *g = ssm_test_graph("b");
   ssm_type t4 = ssm_type_make(SSM_F32, 1, (int64_t[]){4});
   ssm_type t5 = ssm_type_make(SSM_F32, 1, (int64_t[]){5});
   ssm_node *x = ssm_graph_append(g, SSM_OP_INPUT, &t4, 0, NULL);
@@ -658,7 +658,7 @@ static void survive(const char *text) {
     return;
   }
   ssm_status_free(ssm_graph_verify(g));
-  free(ssm_graph_print(g));
+  free(ssm_test_print(g));
   ssm_graph_destroy(g);
 }
 

@@ -95,7 +95,7 @@ static ssm_type f32(int rank, const int64_t *dims) { return ssm_type_make(SSM_F3
 #define F32(...) f32((int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
 static void kc_begin(kcase *kc, const char *label) {
-  *kc = (kcase){.label = label, .g = ssm_graph_create("kernel_test")};
+  *kc = (kcase){.label = label, .g = ssm_test_graph("kernel_test")};
 }
 
 /* A weight "w<i>" of type t, uniform in [lo, hi]; kc->wdata[i] may be edited. */
@@ -193,7 +193,7 @@ static ssm_status cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int r
   int si[2], ns = ssm_op_state_operands(n->op, si);
   for (int j = 0; j < ns && !s; j++) {
     const ssm_value *sv = n->args[si[j]];
-    ssm_graph *peek = ssm_graph_create("peek");
+    ssm_graph *peek = ssm_test_graph("peek");
     ssm_node *sn = ssm_graph_append(peek, SSM_OP_STATE, &sv->type, 0, NULL);
     ssm_node_set_str(peek, sn, "name", ssm_node_str(sv->def, "name", ""));
     ssm_graph_append(peek, SSM_OP_OUTPUT, NULL, 1, &sn->result);
@@ -223,7 +223,7 @@ static const void *operand_data(kcase *kc, const ssm_value *v, float *scratch) {
  * kernel exceeds is written to `skip` and nothing runs. */
 static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, float *state,
                            char *skip, size_t skip_n) {
-  ssm_arena *arena = ssm_arena_create();
+  ssm_arena *arena = ssm_test_arena();
   ssm_vk_buffer *bufs[1 + MAXW] = {0};
   ssm_vk_binding binds[1 + MAXW] = {{0}};
   ssm_vk_kernel *k = NULL;
@@ -868,7 +868,7 @@ static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const fl
   SSM_ASSERT_OK(ssm_graph_verify(t->kc.g));
   t->st = kc_write_weights(&t->kc, g_cases++);
   SSM_ASSERT_OK(ssm_cpu_create(t->st, &t->cpu));
-  t->arena = ssm_arena_create();
+  t->arena = ssm_test_arena();
   ssm_cg_kernel kern;
   ssm_status s = ssm_cg_kernel_for_node(t->kc.g, t->n, t->arena, &kern);
   uint32_t *words = NULL;

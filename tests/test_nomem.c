@@ -1,54 +1,90 @@
 /*
- * test_nomem.c — exhausted host memory on the paths whose allocations are
- * sized by the input (config.json and the model description, weights on
- * the CPU backend, tokenizer.json, bundles, state files): every
- * allocation made through ssm_alloc is failed in turn (ssm_alloc_fail_at),
+ * test_nomem.c — exhausted host memory on the paths a user reaches with
+ * input (config.json and the model description, its IR, the passes, codegen
+ * and compiling to a bundle, weights on the CPU backend, tokenizer.json,
+ * bundles, state files): the allocations of each path, bookkeeping
+ * included (the arena, the string builder, growable arrays: every
+ * allocator counts toward ssm_alloc_fail_at), are failed one at a time,
  * and each time the call returns SSM_ERR_NOMEM with the size and what it
  * was for, instead of aborting, and leaks nothing (LSan builds). Then the
  * CLI prints such an error and exits 1.
+ *
+ * Which allocations: a path's allocation points are counted first (a run
+ * with none failed, ssm_alloc_calls). A path of at most FULL_SWEEP points
+ * has every one failed in turn. A longer one has its first `contiguous`
+ * points failed in turn, a contiguous range, then every stride-th point
+ * after them (a stride that gives about `strided` more), and its last
+ * point: deterministic, so a failing point is found again by the same run.
+ * Only compiling is that long here: some 2,600 points of which each late
+ * one costs a compile through shaderc (1.7 s), so it fails the first 250
+ * (the model, its decode graph through every pass, the first kernels) and
+ * 20 spread over the rest; every other path fails all of its points.
  */
 #include <string.h>
 #include <sys/stat.h>
 
 #include "bundle/bundle.h"
 #include "frontend/frontend.h"
+#include "passes/passes.h"
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_tiny"
-#define MAX_POINTS 100000
+#define FULL_SWEEP 20000
 
 typedef ssm_status (*op_fn)(void *user);
 
-/* Fails the 1st, 2nd, ... ssm_alloc of `op` until it runs with none left
- * to fail; each failure must come back as NOMEM whose message names the
- * size and, before it, what it was for ("PATH: header of 2208 bytes: out
- * of host memory (2209 bytes wanted)"). Returns how many were failed. */
-static int sweep(const char *name, op_fn op, void *user) {
-  int n = 1;
-  for (; n < MAX_POINTS; n++) {
-    ssm_alloc_fail_at(n);
-    ssm_status s = op(user);
-    int pending = ssm_alloc_fail_pending();
-    ssm_alloc_fail_at(0);
-    if (pending) { /* ran to the end without reaching allocation n */
-      SSM_ASSERT_OK(s);
-      break;
-    }
-    const char *msg = ssm_status_message(s);
-    const char *oom = strstr(msg, "out of host memory (");
-    int ok = ssm_status_code(s) == SSM_ERR_NOMEM && oom && oom > msg + 2 && strstr(oom, " bytes wanted)");
-    if (!ok)
-      fprintf(stderr, "\n  %s, allocation %d failed: %s (want NOMEM with the size and what for)\n",
-              name, n, s ? msg : "it succeeded");
-    CU_ASSERT(ok);
-    ssm_status_free(s);
-    if (!ok) break;
+/* Fails allocation n of `op`: it must come back as NOMEM whose message
+ * names the size and, before it, what it was for ("PATH: header of 2208
+ * bytes: out of host memory (2209 bytes wanted)"). 0 when it did not. */
+static int fail_one(const char *name, op_fn op, void *user, long n) {
+  ssm_alloc_fail_at(n);
+  ssm_status s = op(user);
+  int pending = ssm_alloc_fail_pending();
+  ssm_alloc_fail_at(0);
+  const char *msg = ssm_status_message(s);
+  const char *oom = strstr(msg, "out of host memory (");
+  int ok = !pending && ssm_status_code(s) == SSM_ERR_NOMEM && oom && oom > msg + 2 &&
+           strstr(oom, " bytes wanted)");
+  if (!ok)
+    fprintf(stderr, "\n  %s, allocation %ld failed: %s (want NOMEM with the size and what for)\n",
+            name, n, pending ? "it was never reached" : s ? msg : "it succeeded");
+  CU_ASSERT(ok);
+  ssm_status_free(s);
+  return ok;
+}
+
+/* Counts the allocation points of `op` (it must work), then fails them as
+ * the top of this file says. Returns how many were failed. */
+static long sweep_some(const char *name, op_fn op, void *user, long contiguous, long strided) {
+  unsigned long before = ssm_alloc_calls();
+  SSM_ASSERT_OK(op(user));
+  long total = (long)(ssm_alloc_calls() - before);
+  CU_ASSERT_FATAL(total > 0); /* the path does allocate */
+  long stride = total <= contiguous + strided ? 1 : (total - contiguous + strided - 1) / strided;
+  long failed = 0, n = 1;
+  for (; n <= total; n += n < contiguous ? 1 : stride, failed++)
+    if (!fail_one(name, op, user, n)) return failed;
+  if (n - stride != total && stride > 1) {
+    if (!fail_one(name, op, user, total)) return failed;
+    failed++;
   }
-  fprintf(stderr, "\n  %s: %d allocations failed in turn\n", name, n - 1);
-  CU_ASSERT(n > 1); /* the path does allocate through ssm_alloc */
-  return n - 1;
+  /* past the last point: nothing fails */
+  ssm_alloc_fail_at(total + 1);
+  SSM_ASSERT_OK(op(user));
+  CU_ASSERT(ssm_alloc_fail_pending());
+  ssm_alloc_fail_at(0);
+  if (stride == 1)
+    fprintf(stderr, "\n  %s: all %ld allocations failed in turn\n", name, failed);
+  else
+    fprintf(stderr, "\n  %s: %ld of %ld allocations failed (1..%ld, then every %ld-th, and the "
+            "last)\n", name, failed, total, contiguous, stride);
+  return failed;
+}
+
+static long sweep(const char *name, op_fn op, void *user) {
+  return sweep_some(name, op, user, FULL_SWEEP, 0);
 }
 
 static ssm_status op_model(void *user) {
@@ -60,9 +96,8 @@ static ssm_status op_model(void *user) {
 }
 
 static ssm_status op_tokenizer(void *user) {
-  (void)user;
   ssmc_tokenizer *t = NULL;
-  ssm_status s = ssmc_tokenizer_open(ssm_test_path("models/pymamba/tokenizer.json"), &t);
+  ssm_status s = ssmc_tokenizer_open(ssm_test_path(user), &t);
   ssmc_tokenizer_close(t);
   return s;
 }
@@ -74,6 +109,8 @@ static ssm_status op_cpu_session(void *user) {
   o.backend = SSMC_BACKEND_CPU;
   ssmc_session *s = NULL;
   ssm_status st = ssmc_session_open(ssm_test_path(FIX), &o, &s);
+  int32_t toks[3] = {1, 2, 3};
+  if (!st) st = ssmc_session_feed(s, toks, 3, NULL, NULL);
   ssmc_session_close(s);
   return st;
 }
@@ -98,9 +135,93 @@ static ssm_status op_state(void *user) {
   return ssmc_session_load_state(u[0], u[1]);
 }
 
+static ssm_status op_save_state(void *user) {
+  void **u = user;
+  return ssmc_session_save_state(u[0], u[1]);
+}
+
+/* The decode graph of the fixture: built from YAML, then through every pass. */
+static ssm_status op_passes(void *user) {
+  ssm_model *m = user;
+  ssm_graph *g = NULL;
+  ssm_status s = ssm_model_build(m, 1, &g);
+  if (!s) s = ssm_passes_run(g, NULL, NULL, NULL, NULL);
+  ssm_graph_destroy(g);
+  return s;
+}
+
+/* IR text parsed, verified and printed again. */
+static ssm_status op_ir(void *user) {
+  ssm_graph *g = NULL;
+  char *text = NULL;
+  ssm_status s = ssm_graph_parse(user, "nomem.ssmir", &g);
+  if (!s) s = ssm_graph_verify(g);
+  if (!s) s = ssm_graph_print(g, &text);
+  free(text);
+  ssm_graph_destroy(g);
+  return s;
+}
+
+/* Compiling the fixture to a bundle, saved and described. */
+static ssm_status op_compile(void *user) {
+  ssm_model *m = user;
+  ssm_bundle *b = NULL;
+  ssm_compile_opts co = {.prefill_tokens = 4};
+  char path[600], *text = NULL;
+  snprintf(path, sizeof path, "%s/nomem-compile.ssmb", ssm_test_tmpdir());
+  ssm_status s = ssm_compile(m, &co, &b);
+  if (!s) s = ssm_bundle_save(b, path);
+  if (!s) s = ssm_bundle_describe(b, 1, &text);
+  free(text);
+  ssm_bundle_close(b);
+  return s;
+}
+
 static void test_config(void) { sweep("model", op_model, NULL); }
 
-static void test_tokenizer(void) { sweep("tokenizer", op_tokenizer, NULL); }
+static ssm_model *open_fixture(void) {
+  ssm_model *m = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(FIX), NULL, &m));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+  return m;
+}
+
+static void test_passes(void) {
+  ssm_model *m = open_fixture();
+  sweep("build and passes", op_passes, m);
+  ssm_model_close(m);
+}
+
+static void test_ir(void) {
+  ssm_model *m = open_fixture();
+  ssm_graph *g = NULL;
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_model_build(m, 1, &g));
+  SSM_ASSERT_OK(ssm_graph_print(g, &text));
+  ssm_graph_destroy(g);
+  ssm_model_close(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  sweep("IR text", op_ir, text);
+  free(text);
+}
+
+static void test_compile(void) {
+  ssm_model *m = open_fixture();
+  sweep_some("compile", op_compile, m, 250, 20);
+  ssm_model_close(m);
+}
+
+/* The small fixtures, each with other normalizers, pre-tokenizers and
+ * decoders, fully; pymamba's (50,000 tokens, each an allocation) in part. */
+static void test_tokenizer(void) {
+  static const char *const small[] = {"neox", "normmix", "metaspace"};
+  for (size_t i = 0; i < sizeof small / sizeof *small; i++) {
+    char path[300];
+    snprintf(path, sizeof path, "tests/data/tokenizer/%s/tokenizer.json", small[i]);
+    sweep(path, op_tokenizer, path);
+  }
+  sweep_some("pymamba tokenizer", op_tokenizer, "models/pymamba/tokenizer.json", 300, 30);
+}
 
 static void test_safetensors(void) { sweep("safetensors", op_safetensors, NULL); }
 
@@ -139,11 +260,17 @@ static void test_state(void) {
   sweep("state", op_state, u);
   /* a failed load changed nothing; the last, successful one restored it */
   CU_ASSERT_EQUAL(ssmc_session_position(s), 3);
+  char saved[600];
+  snprintf(saved, sizeof saved, "%s/nomem-saved.state", ssm_test_tmpdir());
+  u[1] = saved;
+  sweep("state save", op_save_state, u);
   ssmc_session_close(s);
 }
 
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
- * N-th allocation), for each allocation of a CPU run with a saved state. */
+ * N-th allocation, bookkeeping included), for allocations of a CPU run with
+ * a saved state: the first 40 in turn, then every 50th up to the 1000th,
+ * then each power of two, until the run works. */
 static void test_cli(void) {
   char state[600], cmd[2048], *out = NULL;
   snprintf(state, sizeof state, "%s/cli.state", ssm_test_tmpdir());
@@ -152,7 +279,7 @@ static void test_cli(void) {
   CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &out), 0);
   free(out);
   int failed = 0, rc = 1;
-  for (int n = 1; n <= 60 && rc == 1; n++) {
+  for (int n = 1; rc == 1; n = n < 40 ? n + 1 : n < 1000 ? (n + 50) / 50 * 50 : 2 * n) {
     snprintf(cmd, sizeof cmd, "cd %s && SSMC_TEST_ALLOC_FAIL_AT=%d %s run " FIX " --backend cpu "
              "--tokens 1,2 -n 2 --state-in %s", ssm_test_source_dir(), n, ssm_test_ssmc(), state);
     rc = ssm_test_sh(cmd, &out);
@@ -169,6 +296,29 @@ static void test_cli(void) {
   }
   fprintf(stderr, "\n  ssmc run: %d allocations failed in turn, each an exit 1\n", failed);
   CU_ASSERT(failed > 2);
+}
+
+/* `ssmc compile` too: a failure in the compiler (the model, the passes,
+ * kernel text, the bundle) is an "ssmc: ... out of host memory (N bytes
+ * wanted)" and an exit 1, and no bundle is left behind. */
+static void test_cli_compile(void) {
+  static const int at[] = {1, 7, 60, 150, 300, 600, 1200, 2400};
+  char out_path[600];
+  snprintf(out_path, sizeof out_path, "%s/cli-nomem.ssmb", ssm_test_tmpdir());
+  for (size_t i = 0; i < sizeof at / sizeof *at; i++) {
+    char cmd[2048], *out = NULL;
+    remove(out_path);
+    snprintf(cmd, sizeof cmd, "cd %s && SSMC_TEST_ALLOC_FAIL_AT=%d %s compile " FIX " -o %s -q",
+             ssm_test_source_dir(), at[i], ssm_test_ssmc(), out_path);
+    int rc = ssm_test_sh(cmd, &out);
+    int ok = rc == 1 && strstr(out, "ssmc: ") && strstr(out, "out of host memory (") &&
+             strstr(out, " bytes wanted)");
+    if (!ok) fprintf(stderr, "\n  compile, allocation %d failed: exit %d, output:\n%s\n", at[i], rc, out);
+    CU_ASSERT(ok);
+    struct stat st;
+    CU_ASSERT(stat(out_path, &st) != 0);
+    free(out);
+  }
 }
 
 /* Address-space limits (ulimit -v) from too small for the program's own
@@ -213,12 +363,16 @@ static void test_address_space_limits(void) {
 
 int main(void) {
   CU_TestInfo tests[] = {{"config", test_config},
+                         {"passes", test_passes},
+                         {"ir", test_ir},
+                         {"compile", test_compile},
                          {"tokenizer", test_tokenizer},
                          {"safetensors", test_safetensors},
                          {"cpu_weights", test_cpu_weights},
                          {"bundle", test_bundle},
                          {"state", test_state},
                          {"cli", test_cli},
+                         {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("nomem", tests);

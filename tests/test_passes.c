@@ -42,7 +42,7 @@ static void check_pass(ssm_pass_fn pass, const char *in, const char *want, const
   char buf[512] = "?";
   SSM_ASSERT_OK(pass(g, NULL, buf, sizeof buf));
   SSM_ASSERT_OK(ssm_graph_verify(g));
-  char *out = ssm_graph_print(g);
+  char *out = ssm_test_print(g);
   if (want && strcmp(out, want)) fprintf(stderr, "\n--- want\n%s--- got\n%s", want, out);
   if (want) CU_ASSERT_STRING_EQUAL(out, want); /* NULL: the note says enough */
   if (!strstr(buf, note)) fprintf(stderr, "\n  note '%s' lacks '%s'\n", buf, note);
@@ -250,7 +250,7 @@ static void test_cse_keeps_effects(void) {
 
 /* Attributes are compared as a set, whatever order they were set in. */
 static void test_cse_attr_order(void) {
-  ssm_graph *g = ssm_graph_create("t");
+  ssm_graph *g = ssm_test_graph("t");
   ssm_type t4 = ssm_type_make(SSM_F32, 1, (int64_t[]){4});
   ssm_node *a = ssm_graph_append(g, SSM_OP_WEIGHT, &t4, 0, NULL);
   ssm_node_set_str(g, a, "name", "w");
@@ -509,7 +509,7 @@ static void test_infer(void) {
                  "t.ssmir:4:3: declared f32[4,4] but add computes f32[2,4]");
   ssm_graph_destroy(g);
   /* built: the place is the value */
-  g = ssm_graph_create("b");
+  g = ssm_test_graph("b");
   ssm_type t24 = ssm_type_make(SSM_F32, 2, (int64_t[]){2, 4});
   ssm_type wrong = ssm_type_make(SSM_F16, 2, (int64_t[]){2, 4});
   ssm_node *x = ssm_graph_append(g, SSM_OP_INPUT, &t24, 0, NULL);
@@ -577,7 +577,7 @@ static void test_pipeline(void) {
   CU_ASSERT_STRING_EQUAL(s.names[1], "infer");
   CU_ASSERT_STRING_EQUAL(s.names[2], "simplify");
   CU_ASSERT_PTR_NOT_NULL(strstr(s.notes[2], "folded 2"));
-  char *text = ssm_graph_print(g);
+  char *text = ssm_test_print(g);
   CU_ASSERT_PTR_NOT_NULL(strstr(text, "transform=\"exp,neg\""));
   free(text);
   ssm_graph_destroy(g);
@@ -719,7 +719,7 @@ static void test_transform_matches_cpu(void) {
     ops++;
     for (int sign = -1; sign <= 1; sign += 2) {
       /* x = tokens * (sign * 0.37), then the op */
-      ssm_graph *g = ssm_graph_create("u");
+      ssm_graph *g = ssm_test_graph("u");
       ssm_type tn = ssm_type_make(SSM_F32, 1, (int64_t[]){N}), ts = {SSM_F32, 0, {0}};
       ssm_node *in = ssm_graph_append(g, SSM_OP_INPUT, &tn, 0, NULL);
       ssm_node_set_str(g, in, "name", "tokens");
@@ -826,7 +826,7 @@ static void check_fixture_simplified(const char *name) {
   size_t n = (size_t)count * (size_t)vocab;
   float *a = calloc(n, sizeof *a), *b = calloc(n, sizeof *b);
   if (before && after && c) {
-    char *text = ssm_graph_print(after);
+    char *text = ssm_test_print(after);
     CU_ASSERT_PTR_NOT_NULL(strstr(text, "transform=\"exp,neg\""));
     free(text);
     SSM_ASSERT_OK(ssm_cpu_run(c, before, tokens, a, n));
@@ -866,7 +866,7 @@ typedef struct {
 static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   dumps *d = user;
   if (d->n >= 16) return;
-  char *graph = ssm_graph_print(g);
+  char *graph = ssm_test_print(g);
   size_t len = strlen(pass) + strlen(note) + strlen(graph) + 16;
   d->text[d->n] = malloc(len);
   snprintf(d->text[d->n], len, "# after %s: %s\n%s", pass, note, graph);
@@ -884,7 +884,7 @@ static void check_parses_back(const char *file, const char *text) {
   SSM_ASSERT_OK(ssm_graph_parse(text, file, &g));
   if (!g) return;
   SSM_ASSERT_OK(ssm_graph_verify(g));
-  char *again = ssm_graph_print(g);
+  char *again = ssm_test_print(g);
   if (strcmp(again, body)) fprintf(stderr, "\n  %s does not print back unchanged\n", file);
   CU_ASSERT_STRING_EQUAL(again, body);
   free(again);

@@ -145,7 +145,8 @@ static void test_cache_and_stats(void) {
   }
   CU_ASSERT_EQUAL(memcmp(out[0], out[1], sizeof out[0]), 0);
   free(entry);
-  char *d = ssmc_cache_dir_default();
+  char *d;
+  SSM_ASSERT_OK(ssmc_cache_dir_default(&d));
   char want[600];
   snprintf(want, sizeof want, "%s/ssmc", getenv("XDG_CACHE_HOME"));
   CU_ASSERT_STRING_EQUAL(d, want);

@@ -208,3 +208,31 @@ long ssm_test_rss_kib(void) {
   CU_ASSERT(kib > 0);
   return kib;
 }
+
+ssm_graph *ssm_test_graph(const char *name) {
+  ssm_graph *g = NULL;
+  SSM_ASSERT_OK(ssm_graph_create(name, &g));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  return g;
+}
+
+char *ssm_test_print(ssm_graph *g) {
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_graph_print(g, &text));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  return text;
+}
+
+ssm_arena *ssm_test_arena(void) {
+  ssm_arena *a = NULL;
+  SSM_ASSERT_OK(ssm_arena_create(&a));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+  return a;
+}
+
+char *ssm_test_take(ssm_sb *b) {
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_sb_take(b, "a test's text", &text));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  return text;
+}

@@ -86,4 +86,11 @@ long ssm_test_rss_kib(void);
  * returns the exit status. */
 int ssm_test_sh(const char *cmd, char **out_output);
 
+/* The status-returning constructors and printers, for tests that expect
+ * them to work: a failure is a failed assertion (fatal for the test). */
+ssm_graph *ssm_test_graph(const char *name);
+char *ssm_test_print(ssm_graph *g);
+ssm_arena *ssm_test_arena(void);
+char *ssm_test_take(ssm_sb *b);
+
 #endif

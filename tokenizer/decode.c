@@ -78,7 +78,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
                    "decoded text at once)",
                    where, ty);
   dec_step step = {.kind = kinds[k].kind, .fused = ctx->fused};
-  ssm_vec_push(out, step);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(out, step), "%s: %s", L->path, where));
   dec_step *d = &out->items[out->n - 1];
   switch (d->kind) {
   case DEC_BYTELEVEL:
@@ -99,7 +99,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     const char *content;
     SSM_TRY(ssm_tok_json_string(L, j, "content", where, &content));
     SSM_TRY(ssm_tok_json_pattern(L, j, "pattern", where, &d->re));
-    d->content = ssm_xstrdup(content);
+    SSM_TRY(ssm_status_wrap(ssm_strdup(content, "content", &d->content), "%s: %s", L->path, where));
     break;
   }
   case DEC_STRIP:
@@ -203,14 +203,14 @@ static void lossy_append(dec_state *st, const unsigned char *in, size_t n, ssm_s
   for (size_t i = 0; i < n;) {
     size_t need, k = utf8_prefix(in + i, n - i, &need);
     if (need && k == need) {
-      ssm_sb_append(out, in + i, k);
+      ssm_sb_xappend(out, in + i, k);
       i += k;
     } else if (need && i + k == n) { /* incomplete so far: hold it back */
       memcpy(st->pending, in + i, k);
       st->n_pending = (int)k;
       break;
     } else {
-      ssm_sb_append(out, replacement_char, 3);
+      ssm_sb_xappend(out, replacement_char, 3);
       i += k ? k : 1;
     }
   }
@@ -242,7 +242,7 @@ static ssm_status flush_run(ssm_tok_stream *s, size_t k) {
   if (!st->run.n) return NULL;
   ssm_sb *o = &st->a;
   ssm_sb_clear(o);
-  ssm_sb_append(o, st->run.items, st->run.n);
+  ssm_sb_xappend(o, st->run.items, st->run.n);
   size_t nbytes = st->run.n;
   st->run.n = 0;
   if (ssm_utf8_valid(o->s, o->n)) return push(s, k + 1, o->s, o->n);
@@ -255,7 +255,7 @@ static void strip_token(const dec_step *d, const char *x, size_t n, ssm_sb *o) {
   size_t cl = strlen(d->ch), b = 0, e = n;
   for (size_t i = 0; i < d->start && b + cl <= n && !memcmp(x + b, d->ch, cl); i++) b += cl;
   for (size_t i = 0; i < d->stop && e >= b + cl && !memcmp(x + e - cl, d->ch, cl); i++) e -= cl;
-  ssm_sb_append(o, x + b, e - b);
+  ssm_sb_xappend(o, x + b, e - b);
 }
 
 /* Strip of a piece of the one token left after a Fuse. */
@@ -272,13 +272,13 @@ static void strip_piece(const dec_step *d, dec_state *st, const char *x, size_t 
     }
     if (cp == d->ch_cp && d->stop) {
       if (++st->held > d->stop) {
-        ssm_sb_append(o, x + i, len);
+        ssm_sb_xappend(o, x + i, len);
         st->held--;
       }
       continue;
     }
-    for (; st->held; st->held--) ssm_sb_append(o, d->ch, strlen(d->ch));
-    ssm_sb_append(o, x + i, len);
+    for (; st->held; st->held--) ssm_sb_xappend(o, d->ch, strlen(d->ch));
+    ssm_sb_xappend(o, x + i, len);
   }
 }
 
@@ -286,7 +286,7 @@ static void strip_piece(const dec_step *d, dec_state *st, const char *x, size_t 
 static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
   const dec_steps *ds = &s->t->dec_steps;
   if (k == ds->n) {
-    ssm_sb_append(&s->out, x, n);
+    ssm_sb_xappend(&s->out, x, n);
     return NULL;
   }
   const dec_step *d = &ds->items[k];
@@ -301,18 +301,18 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
     /* stand-in characters to bytes, unless some character is not one */
     ssm_sb *bytes = &st->b;
     ssm_sb_clear(bytes);
-    ssm_sb_append(bytes, st->pending, (size_t)st->n_pending);
+    ssm_sb_xappend(bytes, st->pending, (size_t)st->n_pending);
     st->n_pending = 0;
     size_t mark = bytes->n;
     for (size_t i = 0; i < n; i += len) {
       uint32_t cp = ssm_tok_cp_at(x, n, i, &len);
       if (cp >= 324 || !ssm_tok_cp_is_byte[cp]) {
         bytes->n = mark;
-        ssm_sb_append(bytes, x, n);
+        ssm_sb_xappend(bytes, x, n);
         break;
       }
       char b = (char)ssm_tok_cp_byte[cp];
-      ssm_sb_append(bytes, &b, 1);
+      ssm_sb_xappend(bytes, &b, 1);
     }
     lossy_append(st, (const unsigned char *)ssm_sb_str(bytes), bytes->n, o);
     break;
@@ -321,8 +321,8 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
     size_t index = d->fused ? 0 : st->index++;
     for (size_t i = 0; i < n; i += len) {
       uint32_t cp = ssm_tok_cp_at(x, n, i, &len);
-      if (cp != d->ch_cp) ssm_sb_append(o, x + i, len);
-      else if (index || !d->prepend) ssm_sb_append(o, " ", 1);
+      if (cp != d->ch_cp) ssm_sb_xappend(o, x + i, len);
+      else if (index || !d->prepend) ssm_sb_xappend(o, " ", 1);
     }
     break;
   }
@@ -332,8 +332,8 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
       ssm_status err = ssm_tok_regex_segments(d->re, x, n, &segs);
       for (size_t i = 0; i < segs.n && !err; i++) {
         const tok_segment *g = &segs.items[i];
-        if (g->match) ssm_sb_append(o, d->content, strlen(d->content));
-        else ssm_sb_append(o, x + g->start, g->end - g->start);
+        if (g->match) ssm_sb_xappend(o, d->content, strlen(d->content));
+        else ssm_sb_xappend(o, x + g->start, g->end - g->start);
       }
       ssm_vec_free(&segs);
       SSM_TRY(err);
@@ -343,7 +343,7 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
   case DEC_BYTEFALLBACK: {
     int b = byte_of_token(x, n);
     if (b >= 0) {
-      ssm_vec_push(&st->run, (char)b);
+      ssm_vec_xpush(&st->run, (char)b);
       return NULL;
     }
     SSM_TRY(flush_run(s, k));
@@ -413,6 +413,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
     if (ids[i] < 0 || ids[i] >= t->vocab_size || !t->str[ids[i]])
       return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)",
                             ids[i], t->vocab_size);
+  unsigned long mark = ssm_nomem_mark(); /* the stream's builders, and text */
   ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
   ssm_sb text = {0};
   const char *chunk;
@@ -428,10 +429,14 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
     } else {
       ssm_tok_stream_flush(s, &chunk, &k);
     }
-    ssm_sb_append(&text, chunk, k);
+    ssm_sb_xappend(&text, chunk, k);
   }
   ssm_tok_stream_destroy(s);
+  ssm_status st = ssm_nomem_since(mark, "decoded text");
+  if (st) {
+    ssm_sb_free(&text);
+    return st;
+  }
   *out_len = text.n;
-  *out_text = ssm_sb_take(&text);
-  return NULL;
+  return ssm_sb_take(&text, "decoded text", out_text);
 }

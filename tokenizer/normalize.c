@@ -30,8 +30,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
   for (size_t i = 0; i < sizeof simple / sizeof *simple; i++)
     if (!strcmp(ty, simple[i].name)) {
       s.kind = simple[i].kind;
-      ssm_vec_push(out, s);
-      return NULL;
+      return ssm_status_wrap(ssm_vec_push(out, s), "%s: %s", L->path, where);
     }
   if (!strcmp(ty, "Sequence"))
     return ssm_tok_json_sequence(L, j, "normalizers", where, depth, parse_one, out);
@@ -39,8 +38,7 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     s.kind = NORM_STRIP;
     SSM_TRY(ssm_tok_json_bool_required(L, j, "strip_left", where, &s.left));
     SSM_TRY(ssm_tok_json_bool_required(L, j, "strip_right", where, &s.right));
-    ssm_vec_push(out, s);
-    return NULL;
+    return ssm_status_wrap(ssm_vec_push(out, s), "%s: %s", L->path, where);
   }
   int prepend = !strcmp(ty, "Prepend");
   if (prepend || !strcmp(ty, "Replace")) {
@@ -48,10 +46,14 @@ static ssm_status parse_one(tok_load *L, const cJSON *j, const char *where, void
     SSM_TRY(ssm_tok_json_string(L, j, prepend ? "prepend" : "content", where, &text));
     s.kind = prepend ? NORM_PREPEND : NORM_REPLACE;
     if (!prepend) SSM_TRY(ssm_tok_json_pattern(L, j, "pattern", where, &s.re));
-    s.text = ssm_xstrdup(text);
+    ssm_status e = ssm_strdup(text, "its text", &s.text);
     s.text_len = strlen(text);
-    ssm_vec_push(out, s);
-    return NULL;
+    if (!e) e = ssm_vec_push(out, s);
+    if (e) {
+      free(s.text);
+      ssm_tok_regex_free(s.re);
+    }
+    return ssm_status_wrap(e, "%s: %s", L->path, where);
   }
   return TOK_ERR(L, SSM_ERR_UNSUPPORTED, "%s.type '%s' is not supported (%s)", where, ty,
                  supported);
@@ -115,7 +117,7 @@ ssm_status ssm_tok_normalize(const norm_steps *steps, const char *s, size_t n, s
                              int *io_first) {
   if (!steps->n) {
     ssm_sb_append(out, s, n);
-    return NULL;
+    return ssm_sb_status(out, "normalized text");
   }
   /* each step reads `in` and writes `buf[k % 2]`; the last writes `out` */
   ssm_sb buf[2] = {{0}, {0}};
@@ -144,6 +146,9 @@ ssm_status ssm_tok_normalize(const norm_steps *steps, const char *s, size_t n, s
     in = o->s ? o->s + mark : "";
     in_n = o->n - mark;
   }
+  if (!err) err = ssm_sb_status(&buf[0], "normalized text");
+  if (!err) err = ssm_sb_status(&buf[1], "normalized text");
+  if (!err) err = ssm_sb_status(out, "normalized text");
   ssm_sb_free(&buf[0]);
   ssm_sb_free(&buf[1]);
   ssm_vec_free(&segs);

@@ -83,7 +83,7 @@ static ssm_status parse_step(tok_load *L, const cJSON *j, const char *where, voi
     return ssm_tok_json_sequence(L, j, "pretokenizers", where, depth, parse_step, out);
   /* pushed first, so that what it owns is freed with the others on error */
   pt_step blank = {0};
-  ssm_vec_push(out, blank);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(out, blank), "%s: %s", L->path, where));
   pt_step *s = &out->items[out->n - 1];
   if (!strcmp(ty, "ByteLevel")) {
     s->kind = PT_BYTELEVEL;
@@ -129,7 +129,7 @@ void ssm_tok_pre_tokenizers_free(pt_steps *steps) {
 
 static void seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
   tok_segment sg = {start, end, match};
-  ssm_vec_push(v, sg);
+  ssm_vec_xpush(v, sg);
 }
 
 static int is_punct(uint32_t cp) {
@@ -222,7 +222,7 @@ static ssm_status byte_level(enc_ctx *c, const pt_step *st, const piece *p, piec
   }
   for (size_t k = 0; k < sv->n; k++) {
     size_t start = c->buf.n, a = sv->items[k].start, b = sv->items[k].end;
-    ssm_vec_reserve(&c->buf, 2 * (b - a)); /* each byte becomes at most 2 */
+    ssm_vec_xreserve(&c->buf, 2 * (b - a)); /* each byte becomes at most 2 */
     for (size_t i = a; i < b; i++) {
       int len = ssm_utf8_encode(ssm_tok_byte_cp[(unsigned char)c->buf.items[off + i]],
                                 c->buf.items + c->buf.n);
@@ -238,7 +238,7 @@ static ssm_status byte_level(enc_ctx *c, const pt_step *st, const piece *p, piec
  * replacement character (MergedWithNext). */
 static void metaspace(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
   size_t rl = strlen(st->repl), n = p->len;
-  ssm_vec_reserve(&c->buf, rl + n * rl); /* the source stays put while writing */
+  ssm_vec_xreserve(&c->buf, rl + n * rl); /* the source stays put while writing */
   const char *s = c->buf.items + p->off;
   int starts = s[0] == ' ' || (n >= rl && !memcmp(s, st->repl, rl));
   int prepend = !starts && (st->prepend == PREPEND_ALWAYS ||

@@ -44,6 +44,11 @@ ssm_status ssm_tok_regex_new(const char *pattern, int literal, tok_regex **out) 
       ssm_sb_append(&esc, p, 1);
     }
     pattern = ssm_sb_str(&esc);
+    ssm_status s = ssm_sb_status(&esc, "a literal pattern");
+    if (s) {
+      ssm_sb_free(&esc);
+      return s;
+    }
   }
   OnigRegex re = NULL;
   OnigErrorInfo einfo;
@@ -59,7 +64,12 @@ ssm_status ssm_tok_regex_new(const char *pattern, int literal, tok_regex **out) 
     return ssm_status_new(r == ONIGERR_MEMORY ? SSM_ERR_NOMEM : SSM_ERR_INVALID, "%s",
                           (const char *)msg);
   }
-  tok_regex *t = ssm_xcalloc(1, sizeof *t);
+  tok_regex *t;
+  ssm_status s = ssm_alloc(1, sizeof *t, (void **)&t);
+  if (s) {
+    onig_free(re);
+    return ssm_status_wrap(s, "a pattern");
+  }
   t->re = re;
   *out = t;
   return NULL;
@@ -71,9 +81,9 @@ void ssm_tok_regex_free(tok_regex *re) {
   free(re);
 }
 
-static void seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
+static ssm_status seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
   tok_segment sg = {start, end, match};
-  ssm_vec_push(v, sg);
+  return ssm_status_wrap(ssm_vec_push(v, sg), "the matches of a pattern");
 }
 
 ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
@@ -87,7 +97,7 @@ ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
   size_t from = 0, prev = 0, last_match_end = 0;
   int have_last = 0;
   ssm_status st = NULL;
-  while (from <= n) {
+  while (!st && from <= n) {
     onig_region_clear(region);
     int r = onig_search(re->re, str, end, str + from, end, region, ONIG_OPTION_NONE);
     if (r == ONIG_MISMATCH) break;
@@ -108,11 +118,11 @@ ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n,
     }
     from = last_match_end = me;
     have_last = 1;
-    if (prev != ms) seg_push(out, prev, ms, 0);
-    seg_push(out, ms, me, 1);
+    if (prev != ms) st = seg_push(out, prev, ms, 0);
+    if (!st) st = seg_push(out, ms, me, 1);
     prev = me;
   }
-  if (!st && prev != n) seg_push(out, prev, n, 0);
+  if (!st && prev != n) st = seg_push(out, prev, n, 0);
   onig_region_free(region, 1);
   return st;
 }

@@ -341,13 +341,15 @@ static ssm_status load_vocab(tok_load *L, const cJSON *root, const cJSON *model,
                      t->str[id], e->string);
     if (vocab_find(t, e->string, strlen(e->string)) >= 0)
       return TOK_ERR(L, SSM_ERR_INVALID, "model.vocab: token '%s' appears twice", e->string);
-    t->str[id] = ssm_xstrdup(e->string);
+    SSM_TRY(ssm_status_wrap(ssm_strdup(e->string, "a token", &t->str[id]), "%s: model.vocab", L->path));
     t->len[id] = (uint32_t)strlen(e->string);
     t->kind[id] = ID_MODEL;
     vocab_insert(t, id);
   }
-  t->n_added = cJSON_GetArraySize(added);
-  t->added = ssm_xcalloc((size_t)t->n_added + 1, sizeof *t->added);
+  int n_added = cJSON_GetArraySize(added);
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)n_added + 1, sizeof *t->added, (void **)&t->added),
+                          "%s: added_tokens", L->path));
+  t->n_added = n_added;
   i = 0;
   cJSON_ArrayForEach(e, added) {
     added_token *a = &t->added[i];
@@ -367,7 +369,8 @@ static ssm_status load_vocab(tok_load *L, const cJSON *root, const cJSON *model,
       return TOK_ERR(L, SSM_ERR_INVALID, "%s: id %d is '%s' in model.vocab but '%s' here", where,
                      a->id, t->str[a->id], content);
     if (!t->str[a->id]) {
-      t->str[a->id] = ssm_xstrdup(content);
+      SSM_TRY(ssm_status_wrap(ssm_strdup(content, "its content", &t->str[a->id]), "%s: %s",
+                              L->path, where));
       t->len[a->id] = (uint32_t)strlen(content);
     }
     t->kind[a->id] |= ID_ADDED;
@@ -386,9 +389,10 @@ static ssm_status load_vocab(tok_load *L, const cJSON *root, const cJSON *model,
       ssm_sb_append(&norm, content, strlen(content));
     }
     a->len = norm.n;
-    a->content = ssm_sb_take(&norm);
+    SSM_TRY(ssm_status_wrap(ssm_sb_take(&norm, "its content", &a->content), "%s: %s", L->path, where));
     if (a->normalized && strcmp(a->content, content)) {
-      t->dec[a->id] = ssm_xstrdup(a->content);
+      SSM_TRY(ssm_status_wrap(ssm_strdup(a->content, "its content", &t->dec[a->id]), "%s: %s",
+                              L->path, where));
       t->dec_len[a->id] = (uint32_t)a->len;
     }
     if (a->len) t->added_first[a->normalized][(unsigned char)a->content[0]] = 1;
@@ -432,6 +436,7 @@ static ssm_status load_merges(tok_load *L, const cJSON *model, ssm_tok *t) {
     ssm_sb_clear(&joined);
     ssm_sb_append(&joined, a, na);
     ssm_sb_append(&joined, b, nb);
+    if ((st = ssm_status_wrap(ssm_sb_status(&joined, "a merge"), "%s", L->path))) break;
     int32_t ij = vocab_find(t, joined.s, joined.n);
     if (ia < 0 || ib < 0 || ij < 0) {
       const char *bad = ia < 0 ? a : ib < 0 ? b : joined.s;
@@ -499,8 +504,15 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
   ssm_status ps = ssm_json_parse(path, text, size, &root);
   free(text);
   if (ps) return ps;
-  ssm_tok *t = ssm_xcalloc(1, sizeof *t);
-  ssm_status s = NULL;
+  /* the text the builders made (normalized added tokens) is checked once
+   * more at the end: a failure inside them is a failure to load */
+  unsigned long mark = ssm_nomem_mark();
+  ssm_tok *t;
+  ssm_status s = ssm_status_wrap(ssm_alloc(1, sizeof *t, (void **)&t), "%s", path);
+  if (s) {
+    cJSON_Delete(root);
+    return s;
+  }
   const cJSON *model = cJSON_GetObjectItemCaseSensitive(root, "model");
   if (!cJSON_IsObject(root)) s = TOK_ERR(&L, SSM_ERR_INVALID, "expected a JSON object");
   else if (!cJSON_IsObject(model))
@@ -514,6 +526,7 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
   if (!s) s = load_merges(&L, model, t);
   if (!s) s = check_bytes(&L, t);
   if (!s) s = find_model_ids(&L, model, t);
+  s = ssm_nomem_check(mark, s, path);
   cJSON_Delete(root);
   if (s) {
     ssm_tok_close(t);
@@ -529,7 +542,7 @@ size_t ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n) {
   size_t from = (size_t)-1;
   if (c->buf.items && s >= c->buf.items && s < c->buf.items + c->buf.n)
     from = (size_t)(s - c->buf.items); /* inside the buffer, which may move */
-  ssm_vec_reserve(&c->buf, n + 1);
+  ssm_vec_xreserve(&c->buf, n + 1);
   if (from != (size_t)-1) s = c->buf.items + from;
   size_t off = c->buf.n;
   memcpy(c->buf.items + off, s, n);
@@ -540,10 +553,10 @@ size_t ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n) {
 void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first) {
   if (!len && id < 0) return;
   piece p = {off, len, id, first};
-  ssm_vec_push(v, p);
+  ssm_vec_xpush(v, p);
 }
 
-static void emit(enc_ctx *c, int32_t id) { ssm_vec_push(&c->ids, id); }
+static void emit(enc_ctx *c, int32_t id) { ssm_vec_xpush(&c->ids, id); }
 
 uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len) {
   uint32_t cp;
@@ -622,7 +635,7 @@ static int merge_less(const bpe_merge *a, const bpe_merge *b) {
 }
 
 static void heap_push(enc_ctx *c, bpe_merge m) {
-  ssm_vec_reserve(&c->heap, 1);
+  ssm_vec_xreserve(&c->heap, 1);
   bpe_merge *h = c->heap.items;
   size_t i = c->heap.n++;
   while (i > 0) {
@@ -662,7 +675,7 @@ static void push_pair(enc_ctx *c, int pos) {
 static void sym_push(enc_ctx *c, int32_t id) {
   int at = (int)c->syms.n;
   bpe_sym sym = {id, at - 1, at + 1, 1};
-  ssm_vec_push(&c->syms, sym);
+  ssm_vec_xpush(&c->syms, sym);
 }
 
 /* The model id of the character s[0..n), or -1. */
@@ -802,7 +815,7 @@ ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_
     ssm_vec_free(&c.ids);
     return s;
   }
-  ssm_vec_reserve(&c.ids, 1); /* never NULL, even for no ids */
+  ssm_vec_xreserve(&c.ids, 1); /* never NULL, even for no ids */
   *out_ids = c.ids.items;
   *out_n = c.ids.n;
   return NULL;
@@ -845,6 +858,5 @@ ssm_status ssm_tok_piece(const ssm_tok *t, int32_t id, char **out_piece, size_t 
     SSM_TRY(s);
   }
   *out_len = b.n;
-  *out_piece = ssm_sb_take(&b);
-  return NULL;
+  return ssm_sb_take(&b, "a token's text", out_piece);
 }

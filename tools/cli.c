@@ -190,7 +190,9 @@ ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, siz
 static void print_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   const char *only = user; /* NULL: every pass */
   if (only && strcmp(only, pass)) return;
-  char *text = ssm_graph_print(g);
+  char *text;
+  ssm_status s = ssm_graph_print(g, &text);
+  if (s) exit(ssm_cli_fail(s)); /* a callback cannot return it */
   printf("# after %s: %s\n%s", pass, note, text);
   free(text);
 }
@@ -222,7 +224,7 @@ static int cmd_ir(int argc, char **argv) {
     while (p->name && strcmp(p->name, after)) p++;
     if (!p->name) {
       ssm_sb names = {0};
-      for (p = ssm_passes; p->name; p++) ssm_sb_printf(&names, "%s, ", p->name);
+      for (p = ssm_passes; p->name; p++) ssm_sb_xprintf(&names, "%s, ", p->name);
       ssm_cli_usage_error("ir", "--after: unknown pass '%s' (passes: %sall)", after, names.s);
       ssm_sb_free(&names);
       return 2;
@@ -247,8 +249,9 @@ static int cmd_ir(int argc, char **argv) {
   int all = after && !strcmp(after, "all");
   if (!s && after) s = ssm_passes_run(g, &po, all ? NULL : after, print_after, all ? NULL : (void *)after);
   if (!s && !after) {
-    char *text = ssm_graph_print(g);
-    fputs(text, stdout);
+    char *text;
+    s = ssm_graph_print(g, &text);
+    if (!s) fputs(text, stdout);
     free(text);
   }
   ssm_graph_destroy(g);
@@ -275,9 +278,10 @@ static ssm_status record_weights(ssm_bundle *b, const char *model, const char *w
   SSM_TRY(ssm_status_wrap(s, "--weights"));
   char abs[PATH_MAX];
   if (!realpath(dir, abs)) s = ssm_status_new(SSM_ERR_IO, "%s: %s", dir, strerror(errno));
-  ssm_mf_source_file *mf = ssm_xcalloc((size_t)n + 1, sizeof *mf);
-  for (int i = 0; i < n; i++) mf[i] = (ssm_mf_source_file){files[i].name, files[i].hash};
-  if (!s) ssm_bundle_set_source(b, abs, mf, n);
+  ssm_mf_source_file *mf = NULL;
+  if (!s) s = ssm_alloc((size_t)n + 1, sizeof *mf, (void **)&mf);
+  for (int i = 0; !s && i < n; i++) mf[i] = (ssm_mf_source_file){files[i].name, files[i].hash};
+  if (!s) s = ssm_bundle_set_source(b, abs, mf, n);
   free(mf);
   free(files);
   return s;
@@ -332,11 +336,12 @@ static int cmd_inspect(int argc, char **argv) {
   ssm_bundle *b;
   ssm_status s = ssm_bundle_open(path, &b);
   if (s) return ssm_cli_fail(s);
-  char *text = ssm_bundle_describe(b, json);
-  fputs(text, stdout);
+  char *text;
+  s = ssm_bundle_describe(b, json, &text);
+  if (!s) fputs(text, stdout);
   free(text);
   ssm_bundle_close(b);
-  return 0;
+  return s ? ssm_cli_fail(s) : 0;
 }
 
 static int cmd_devices(int argc, char **argv) {

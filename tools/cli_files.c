@@ -34,8 +34,7 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
     ssm_sb_append(&b, chunk, r);
   }
   *out_len = b.n;
-  *out = ssm_sb_take(&b);
-  return NULL;
+  return ssm_sb_take(&b, what, out);
 }
 
 ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len) {

@@ -71,7 +71,9 @@ int ssm_cli_parse(const char *cmd, int argc, char **argv, const opt *opts, const
   longs[nl] = (struct option){0};
   shorts[ns] = 0;
   /* argv[0] is the command's name for getopt, which starts at argv[1] */
-  char **args = ssm_xcalloc((size_t)argc + 2, sizeof *args);
+  char **args;
+  ssm_status as = ssm_alloc((size_t)argc + 2, sizeof *args, (void **)&args);
+  if (as) return ssm_cli_fail(ssm_status_wrap(as, "the command line"));
   args[0] = (char *)cmd;
   for (int i = 0; i < argc; i++) args[i + 1] = argv[i];
   int rc = 0, c, index;

@@ -25,7 +25,7 @@ static void add(totals *v, const char *name, size_t len, const ssmc_profile_step
   if (i == v->n) {
     total t = {.n = 0};
     snprintf(t.name, sizeof t.name, "%.*s", (int)(len < 159 ? len : 159), name);
-    ssm_vec_push(v, t);
+    ssm_vec_xpush(v, t);
   }
   v->items[i].us += s->us;
   v->items[i].bytes += s->bytes;

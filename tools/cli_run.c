@@ -87,8 +87,10 @@ static int session_options(run_args *r, const char *cmd) {
 static ssmc_status open_session(run_args *r, ssmc_session **out) {
   ssm_cli_catch_signals();
   free(r->cache_dir); /* freed by the command */
-  r->o.cache_dir = r->cache_dir = r->no_cache ? NULL : ssmc_cache_dir_default();
-  ssmc_status st = ssmc_session_open(r->model, &r->o, out);
+  r->cache_dir = NULL;
+  ssmc_status st = r->no_cache ? NULL : ssmc_cache_dir_default(&r->cache_dir);
+  r->o.cache_dir = r->cache_dir;
+  if (!st) st = ssmc_session_open(r->model, &r->o, out);
   ssm_cli_progress_end(&r->progress);
   return st;
 }

@@ -36,8 +36,8 @@ static const char *const site_files[] = {"index.html",    "page.mjs",      "bund
 
 static char *join(const char *dir, const char *name) {
   ssm_sb b = {0};
-  ssm_sb_printf(&b, "%s/%s", dir, name);
-  return ssm_sb_take(&b);
+  ssm_sb_xprintf(&b, "%s/%s", dir, name);
+  return ssm_sb_xtake(&b);
 }
 
 /* Copies `src` to `dst` (through the mapped file, so a large checkpoint
@@ -47,7 +47,7 @@ static ssm_status copy_file(const char *src, const char *dst, int link) {
     char abs[PATH_MAX];
     if (!realpath(src, abs)) return ssm_status_new(SSM_ERR_IO, "%s: %s", src, strerror(errno));
     ssm_sb tmp = {0};
-    ssm_sb_printf(&tmp, "%s.tmp-%ld", dst, (long)getpid());
+    ssm_sb_xprintf(&tmp, "%s.tmp-%ld", dst, (long)getpid());
     int err = symlink(abs, tmp.s) ? errno : rename(tmp.s, dst) ? errno : 0;
     if (err) unlink(tmp.s);
     ssm_sb_free(&tmp);
@@ -80,7 +80,7 @@ static ssm_status weight_files(const char *dir, name_vec *out) {
   struct stat st;
   ssm_status s = NULL;
   if (!stat(single, &st)) {
-    ssm_vec_push(out, ssm_xstrdup("model.safetensors"));
+    ssm_vec_xpush(out, ssm_xstrdup("model.safetensors"));
   } else if (!stat(index, &st)) {
     char *text;
     size_t n;
@@ -89,11 +89,11 @@ static ssm_status weight_files(const char *dir, name_vec *out) {
     const cJSON *wm = cJSON_GetObjectItemCaseSensitive(root, "weight_map"), *e;
     if (!s && !cJSON_IsObject(wm))
       s = ssm_status_new(SSM_ERR_INVALID, "%s: no \"weight_map\" object", index);
-    ssm_vec_push(out, ssm_xstrdup("model.safetensors.index.json"));
+    ssm_vec_xpush(out, ssm_xstrdup("model.safetensors.index.json"));
     if (!s) cJSON_ArrayForEach(e, wm) {
         size_t k = 1;
         while (cJSON_IsString(e) && k < out->n && strcmp(out->items[k], e->valuestring)) k++;
-        if (cJSON_IsString(e) && k == out->n) ssm_vec_push(out, ssm_xstrdup(e->valuestring));
+        if (cJSON_IsString(e) && k == out->n) ssm_vec_xpush(out, ssm_xstrdup(e->valuestring));
       }
     cJSON_Delete(root);
     if (!s) free(text);

@@ -39,11 +39,17 @@ static uint64_t get_le(const unsigned char *p, int bytes) {
 ssm_status ssm_state_save(const char *path, const char *arch, uint64_t fingerprint,
                           int64_t position, const ssm_state_tensor *t, int n) {
   static const unsigned char zeros[16];
-  cJSON *h = cJSON_CreateObject(), *arr = cJSON_CreateArray();
   /* the parts: the prefix, the header, then each tensor after padding to 16 */
   int nparts = 2 + 2 * n;
-  const void **parts = ssm_xcalloc((size_t)nparts, sizeof *parts);
-  size_t *sizes = ssm_xcalloc((size_t)nparts, sizeof *sizes);
+  const void **parts = NULL;
+  size_t *sizes = NULL;
+  ssm_status as = ssm_alloc((size_t)nparts, sizeof *parts, (void **)&parts);
+  if (!as) as = ssm_alloc((size_t)nparts, sizeof *sizes, (void **)&sizes);
+  if (as) {
+    free(parts);
+    return ssm_status_wrap(as, "%s: the parts of the state file", path);
+  }
+  cJSON *h = cJSON_CreateObject(), *arr = cJSON_CreateArray();
   size_t data_size = 0;
   for (int i = 0; i < n; i++) {
     size_t pad = (16 - data_size % 16) % 16, bytes = tensor_bytes(&t[i].type);
@@ -144,7 +150,12 @@ ssm_status ssm_state_load(const char *path, const char *arch, uint64_t fingerpri
   const unsigned char *p = (const unsigned char *)file;
   ssm_status s = NULL;
   cJSON *h = NULL;
-  size_t *offsets = ssm_xcalloc((size_t)n + 1, sizeof *offsets);
+  size_t *offsets;
+  s = ssm_alloc((size_t)n + 1, sizeof *offsets, (void **)&offsets);
+  if (s) {
+    free(file);
+    return ssm_status_wrap(s, "%s: the offsets of %d tensors", path, n);
+  }
   if (size < PREFIX || memcmp(p, "SSMS", 4)) {
     s = ssm_status_new(SSM_ERR_INVALID, "%s: not an ssmc state file", path);
     goto done;
@@ -219,7 +230,9 @@ done:
 
 /* Host copies of the backend's state tensors (free_tensors frees them). */
 static ssm_status host_tensors(const ssm_backend *b, ssm_state_tensor **out) {
-  ssm_state_tensor *t = ssm_xcalloc((size_t)b->nstates + 1, sizeof *t);
+  ssm_state_tensor *t;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->nstates + 1, sizeof *t, (void **)&t),
+                          "the state tensors"));
   for (int i = 0; i < b->nstates; i++) {
     t[i].name = b->states[i].name;
     t[i].type = b->states[i].type;

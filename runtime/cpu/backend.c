@@ -53,8 +53,12 @@ static ssm_status graph_for(cpu_backend *c, int count, ssm_graph **out) {
       return NULL;
     }
   SSM_TRY(build(c, count, out));
-  ssm_vec_push(&c->graphs, ((sized_graph){count, *out}));
-  return NULL;
+  ssm_status s = ssm_vec_push(&c->graphs, ((sized_graph){count, *out}));
+  if (s) {
+    ssm_graph_destroy(*out);
+    *out = NULL;
+  }
+  return ssm_status_wrap(s, "the CPU backend's graphs");
 }
 
 static ssm_status write_sampler(cpu_backend *c) {
@@ -69,7 +73,9 @@ static ssm_status cpu_run_tokens(ssm_backend *b, const int32_t *tokens, int coun
   SSM_TRY(graph_for(c, count, &g));
   ssm_cpu_set_position(c->cpu, b->position);
   float *out = logits;
-  if (!out) SSM_TRY(ssm_alloc((size_t)count * (size_t)b->vocab, sizeof(float), (void **)&out));
+  if (!out)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)count * (size_t)b->vocab, sizeof(float), (void **)&out),
+                            "the logits of %d tokens", count));
   ssm_status s = ssm_cpu_run(c->cpu, g, tokens, out, (size_t)count * (size_t)b->vocab);
   if (out != logits) free(out);
   if (!s) b->position = ssm_cpu_position(c->cpu);
@@ -97,7 +103,9 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
     SSM_TRY(build(c, 1, &c->sampled));
     SSM_TRY(ssm_graph_add_sampler(c->sampled));
   }
-  if (!c->logits) SSM_TRY(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits));
+  if (!c->logits)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits),
+                            "a row of logits"));
   float id;
   float *outs[2] = {c->logits, &id};
   size_t counts[2] = {(size_t)b->vocab, 1};
@@ -150,7 +158,11 @@ static ssm_status cpu_snapshot_take(ssm_backend *b, ssm_snapshot **inout) {
     uint64_t n = state_floats(b);
     float *data;
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)n, sizeof(float), (void **)&data), "snapshot"));
-    s = ssm_xcalloc(1, sizeof *s);
+    ssm_status e = ssm_alloc(1, sizeof *s, (void **)&s);
+    if (e) {
+      free(data);
+      return ssm_status_wrap(e, "snapshot");
+    }
     *s = (cpu_snapshot){{b, 0, n * 4}, data};
     *inout = &s->base;
   }
@@ -198,12 +210,14 @@ static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_ru
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */
-static void describe(cpu_backend *c, ssm_graph *g) {
+static ssm_status describe(cpu_backend *c, ssm_graph *g) {
   ssm_backend *b = &c->base;
   int64_t max_seq = 0;
   for (ssm_node *n = g->first; n; n = n->next) {
     if (n->op == SSM_OP_STATE)
-      ssm_vec_push(&c->states, ((ssm_backend_state){ssm_node_str(n, "name", ""), n->result->type}));
+      SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->states, ((ssm_backend_state){ssm_node_str(n, "name", ""),
+                                                                             n->result->type})),
+                              "the CPU backend's states"));
     if (n->op == SSM_OP_WEIGHT)
       b->weight_bytes += (uint64_t)ssm_type_numel(&n->result->type) * 4;
     if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "pos") &&
@@ -212,6 +226,7 @@ static void describe(cpu_backend *c, ssm_graph *g) {
   }
   b->nstates = (int)c->states.n;
   b->states = c->states.items;
+  return NULL;
 }
 
 /* Every weight is in the checkpoint with its shape, and the weights (as
@@ -238,7 +253,12 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
                                 ssm_backend **out) {
   *out = NULL;
   SSM_ASSERT(chunk >= 1);
-  cpu_backend *c = ssm_xcalloc(1, sizeof *c);
+  cpu_backend *c;
+  ssm_status as = ssm_alloc(1, sizeof *c, (void **)&c);
+  if (as) {
+    ssm_model_close(model); /* it is the backend's, even when opening fails */
+    return ssm_status_wrap(as, "the CPU backend");
+  }
   c->model = model;
   c->dtype = dtype;
   ssm_backend *b = &c->base;
@@ -250,13 +270,11 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
     s = ssm_status_new(SSM_ERR_INVALID, "%s: the architecture defines no 'vocab' param",
                        ssm_model_arch(model));
   if (!s) s = ssm_st_open(weights, &c->st);
-  if (!s) ssm_st_set_progress(c->st, progress);
+  if (!s) s = ssm_st_set_progress(c->st, progress);
   if (!s) s = ssm_cpu_create(c->st, &c->cpu);
   if (!s) s = graph_for(c, 1, &decode);
-  if (!s) {
-    describe(c, decode);
-    s = fits(c, decode);
-  }
+  if (!s) s = describe(c, decode);
+  if (!s) s = fits(c, decode);
   if (!s) b->fingerprint = ssm_st_fingerprint(c->st, &s);
   if (!s) {
     s = ssm_sampler_state(0, 0, 1, 0, c->sampler);

@@ -69,11 +69,19 @@ static void tensor_list_free(cpu_tensor_list *l) {
   ssm_vec_free(l);
 }
 
-/* Takes ownership of `data`. */
-static void tensor_list_add(cpu_tensor_list *l, const char *name, const char *transform,
-                            const ssm_type *type, float *data) {
-  cpu_tensor t = {ssm_xstrdup(name), ssm_xstrdup(transform), *type, data};
-  ssm_vec_push(l, t);
+/* Takes ownership of `data` (freed when this fails). */
+static ssm_status tensor_list_add(cpu_tensor_list *l, const char *name, const char *transform,
+                                  const ssm_type *type, float *data) {
+  cpu_tensor t = {NULL, NULL, *type, data};
+  ssm_status s = ssm_strdup(name, "a tensor's name", &t.name);
+  if (!s) s = ssm_strdup(transform, "a tensor's transform", &t.transform);
+  if (!s) s = ssm_status_wrap(ssm_vec_push(l, t), "the CPU backend's tensors");
+  if (s) {
+    free(t.name);
+    free(t.transform);
+    free(data);
+  }
+  return s;
 }
 
 /* Zeroed storage for `count` 4-byte elements (at least one). */
@@ -87,7 +95,8 @@ static ssm_status alloc_elems(int64_t count, void **out) {
 
 ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out) {
   *out = NULL;
-  ssm_cpu *c = ssm_xcalloc(1, sizeof *c);
+  ssm_cpu *c;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *c, (void **)&c), "the CPU interpreter"));
   c->weights = weights;
   *out = c;
   return NULL;
@@ -174,7 +183,7 @@ static ssm_status weight_get(ssm_cpu *c, const ssm_node *n, void **out) {
     free(data);
     return s;
   }
-  tensor_list_add(&c->weight_cache, name, transform, type, data);
+  SSM_TRY(tensor_list_add(&c->weight_cache, name, transform, type, data));
   *out = data;
   return NULL;
 }
@@ -202,7 +211,7 @@ ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, flo
   }
   void *data;
   SSM_TRY(ssm_status_wrap(alloc_elems(ssm_type_numel(type), &data), "state '%s'", name));
-  tensor_list_add(&c->states, name, "", type, data);
+  SSM_TRY(tensor_list_add(&c->states, name, "", type, data));
   *out = data;
   return NULL;
 }
@@ -220,11 +229,15 @@ static ssm_status take_elems(ssm_cpu *c, int64_t count, void **out) {
       memset(*out, 0, elems_bytes(count));
       return NULL;
     }
-  return alloc_elems(count, out);
+  return ssm_status_wrap(alloc_elems(count, out), "a tensor of %lld elements", (long long)count);
 }
 
-static void give_elems(ssm_cpu *c, void *data, int64_t count) {
-  ssm_vec_push(&c->spares, ((cpu_spare){data, elems_bytes(count), c->runs}));
+/* Keeps `data` for a later take_elems; frees it when the list of spares
+ * cannot grow. */
+static ssm_status give_elems(ssm_cpu *c, void *data, int64_t count) {
+  ssm_status s = ssm_vec_push(&c->spares, ((cpu_spare){data, elems_bytes(count), c->runs}));
+  if (s) free(data);
+  return ssm_status_wrap(s, "the CPU backend's spare buffers");
 }
 
 /* Frees the spares that neither this run nor the one before took. */
@@ -601,8 +614,7 @@ static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
       y[t * chans + c] = (float)acc;
     }
   memcpy(state, xin + steps * chans, (size_t)((kw - 1) * chans) * sizeof(float));
-  give_elems(r->c, xin, (kw - 1 + steps) * chans);
-  return NULL;
+  return give_elems(r->c, xin, (kw - 1 + steps) * chans);
 }
 
 /* a, b, c broadcast to [T,S..,N]; h[S..,N] is the state:
@@ -689,8 +701,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
       }
       for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
     }
-  give_elems(r->c, score, 2 * (maxs + d));
-  return NULL;
+  return give_elems(r->c, score, 2 * (maxs + d));
 }
 
 /* Rotary embedding as transformers computes it: the inverse frequency
@@ -755,8 +766,7 @@ static ssm_status op_topk(const cpu_run *r, const ssm_node *n) {
       y[m * k + j] = (int32_t)best;
     }
   }
-  give_elems(r->c, taken, (width + 3) / 4);
-  return NULL;
+  return give_elems(r->c, taken, (width + 3) / 4);
 }
 
 static ssm_status op_gather(const cpu_run *r, const ssm_node *n) {
@@ -937,11 +947,13 @@ static void op_sample(const cpu_run *r, const ssm_node *n) {
 
 ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
                                const void *data) {
-  ssm_graph *g = ssm_graph_create("state");
+  ssm_graph *g;
+  SSM_TRY(ssm_graph_create("state", &g));
   ssm_node *n = ssm_graph_append(g, SSM_OP_STATE, type, 0, NULL);
-  ssm_node_set_str(g, n, "name", name);
+  if (n) ssm_node_set_str(g, n, "name", name);
   void *dst;
-  ssm_status s = state_get(c, n, &dst);
+  ssm_status s = ssm_graph_status(g);
+  if (!s) s = state_get(c, n, &dst);
   if (!s) memcpy(dst, data, (size_t)ssm_type_numel(type) * 4);
   ssm_graph_destroy(g);
   return s;
@@ -1062,8 +1074,8 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
 
   size_t nvalues = (size_t)(g->nvalues ? g->nvalues : 1);
   if (nvalues > c->nscratch) {
-    c->bufs = ssm_xreallocarray(c->bufs, nvalues, sizeof *c->bufs);
-    c->last_use = ssm_xreallocarray(c->last_use, nvalues, sizeof *c->last_use);
+    SSM_TRY(ssm_realloc((void **)&c->bufs, nvalues, sizeof *c->bufs, "a run's buffer table"));
+    SSM_TRY(ssm_realloc((void **)&c->last_use, nvalues, sizeof *c->last_use, "a run's buffer table"));
     c->nscratch = nvalues;
   }
   memset(c->bufs, 0, nvalues * sizeof *c->bufs);
@@ -1084,14 +1096,19 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
     for (int i = 0; i < n->nargs; i++) {
       cpu_buf *b = &r.bufs[n->args[i]->id];
       if (last_use[n->args[i]->id] == step && b->owned) {
-        give_elems(c, b->data, numel(n->args[i]));
+        ssm_status e = give_elems(c, b->data, numel(n->args[i]));
+        if (s) ssm_status_free(e);
+        else s = e;
         *b = (cpu_buf){0};
       }
     }
   }
   for (const ssm_node *n = g->first; n; n = n->next)
-    if (n->result && r.bufs[n->result->id].owned)
-      give_elems(c, r.bufs[n->result->id].data, numel(n->result));
+    if (n->result && r.bufs[n->result->id].owned) {
+      ssm_status e = give_elems(c, r.bufs[n->result->id].data, numel(n->result));
+      if (s) ssm_status_free(e);
+      else s = e;
+    }
   drop_stale_spares(c);
 
   if (!s) c->position += count;

@@ -1223,14 +1223,14 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
                  .groups = {gx, gy, gz},
                  .first_binding = (int)p->bindings.n,
                  .push_offset = (int)p->push.n};
-  ssm_vec_push(&p->ops, op);
+  ssm_vec_xpush(&p->ops, op);
   p->barrier_pending = false;
   for (int i = 0; i < k->n_bindings; i++) {
     ssm_vk_binding b = bindings[i];
     if (!b.range) b.range = b.buffer->size - b.offset;
-    ssm_vec_push(&p->bindings, b);
+    ssm_vec_xpush(&p->bindings, b);
   }
-  ssm_vec_reserve(&p->push, k->push_bytes);
+  ssm_vec_xreserve(&p->push, k->push_bytes);
   if (k->push_bytes) memcpy(p->push.items + p->push.n, push, k->push_bytes);
   p->push.n += k->push_bytes;
   return NULL;
@@ -1246,7 +1246,7 @@ ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t
                           src_offset, src->size, dst_offset, dst->size);
   dispatch op = {.copy_src = src, .copy_dst = dst, .copy_src_offset = src_offset,
                  .copy_dst_offset = dst_offset, .copy_bytes = bytes};
-  ssm_vec_push(&p->ops, op);
+  ssm_vec_xpush(&p->ops, op);
   p->barrier_pending = false; /* a copy waits for everything before it */
   return NULL;
 }

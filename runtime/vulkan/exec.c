@@ -756,7 +756,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   ssm_st *st = NULL;
   ssm_status s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
   if (!s) s = ssm_st_open(weights, &st);
-  if (!s && opts) ssm_st_set_progress(st, &opts->progress);
+  if (!s && opts) s = ssm_st_set_progress(st, &opts->progress);
   if (!s) s = check_weights(m, st);
   if (!s) s = ssm_vk_open(opts ? opts->device : -1, opts ? opts->validation : 0, &v->vk);
   if (!s) b->device = ssm_vk_info(v->vk)->name;

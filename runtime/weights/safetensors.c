@@ -104,11 +104,17 @@ static char *format_dims(char *buf, size_t n, int rank, const int64_t *dims) {
 /* Opens `path` (a regular file: no FIFO or device); the descriptor is owned
  * by `st` from then on. */
 static ssm_status open_file(ssm_st *st, const char *path, int *out_index, size_t *out_size) {
+  *out_index = -1;
+  *out_size = 0;
   int fd;
   size_t size;
   SSM_TRY(ssm_file_open(path, &fd, &size));
   st_file f = {fd, size};
-  ssm_vec_push(&st->files, f);
+  ssm_status s = ssm_vec_push(&st->files, f);
+  if (s) {
+    close(fd);
+    return ssm_status_wrap(s, "%s: the open files", path);
+  }
   *out_index = (int)st->files.n - 1;
   *out_size = size;
   if (size < 8)
@@ -210,7 +216,8 @@ static ssm_status parse_entry(ssm_st *st, const char *path, const cJSON *e, int 
                      .nbytes = nbytes,
                      .file = path};
   memcpy(t.shape, dims, sizeof dims);
-  ssm_vec_push(&st->tensors, t);
+  SSM_TRY(ssm_arena_status(st->arena, "the tensor names"));
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(&st->tensors, t), "%s: the tensor table", path));
   *out_range = (st_range){begin, end, t.name};
   return NULL;
 }
@@ -348,11 +355,12 @@ static ssm_status load_index(ssm_st *st, const char *path) {
     if (s) break;
     size_t k = 0;
     while (k < shards.n && strcmp(shards.items[k], e->valuestring)) k++;
-    if (k == shards.n) ssm_vec_push(&shards, e->valuestring);
+    if (k == shards.n) s = ssm_status_wrap(ssm_vec_push(&shards, e->valuestring), "%s: the shards", path);
   }
   for (size_t k = 0; k < shards.n && !s; k++) {
     const char *full = ssm_arena_printf(st->arena, "%.*s/%s", dirlen, dir, shards.items[k]);
-    s = ssm_status_wrap(load_file(st, full), "%s: shard '%s'", path, shards.items[k]);
+    s = ssm_arena_status(st->arena, path);
+    if (!s) s = ssm_status_wrap(load_file(st, full), "%s: shard '%s'", path, shards.items[k]);
   }
   ssm_vec_free(&shards);
   if (!s) s = sort_and_check(st);
@@ -382,17 +390,20 @@ static int ends_with(const char *s, const char *suffix) {
 
 ssm_status ssm_st_open(const char *path, ssm_st **out) {
   *out = NULL;
-  ssm_st *st = ssm_xcalloc(1, sizeof *st);
-  st->arena = ssm_arena_create();
-  st->path = ssm_arena_strdup(st->arena, path);
+  ssm_st *st;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *st, (void **)&st), "%s", path));
+  ssm_status s = ssm_arena_create(&st->arena);
+  if (!s) st->path = ssm_arena_strdup(st->arena, path);
+  if (!s) s = ssm_status_wrap(ssm_arena_status(st->arena, "the weights' path"), "%s", path);
   struct stat sb;
-  ssm_status s = NULL;
-  if (stat(path, &sb) != 0) {
+  if (s) {
+  } else if (stat(path, &sb) != 0) {
     s = ssm_status_new(SSM_ERR_IO, "%s: %s", path, strerror(errno));
   } else if (S_ISDIR(sb.st_mode)) {
     const char *single = ssm_arena_printf(st->arena, "%s/model.safetensors", path);
     const char *index = ssm_arena_printf(st->arena, "%s/model.safetensors.index.json", path);
-    if (is_regular(single)) {
+    if ((s = ssm_arena_status(st->arena, path))) {
+    } else if (is_regular(single)) {
       s = load_file(st, single);
       if (!s) s = sort_and_check(st);
     } else if (is_regular(index)) {
@@ -409,10 +420,11 @@ ssm_status ssm_st_open(const char *path, ssm_st **out) {
     s = load_file(st, st->path);
     if (!s) s = sort_and_check(st);
   }
-  if (!s) {
-    st->hashes = ssm_xcalloc(st->tensors.n + 1, sizeof *st->hashes);
-    st->hashed = ssm_xcalloc(st->tensors.n + 1, 1);
-  }
+  if (!s) s = ssm_status_wrap(ssm_alloc(st->tensors.n + 1, sizeof *st->hashes, (void **)&st->hashes),
+                              "%s: the tensors' hashes", path);
+  if (!s) s = ssm_status_wrap(ssm_alloc(st->tensors.n + 1, 1, (void **)&st->hashed),
+                              "%s: the tensors' hashes", path);
+  if (!s) s = ssm_arena_status(st->arena, "the tensor names");
   if (s) {
     ssm_st_close(st);
     return s;
@@ -575,7 +587,8 @@ static ssm_status each_part(const ssm_st *st, const char *name, const ssm_type *
   for (int64_t k = 0; k < want->dims[0] && !s; k++) {
     ssm_sb_clear(&nm);
     ssm_sb_printf(&nm, "%.*s%lld%s", (int)(hole - name), name, (long long)k, hole + 3);
-    s = fn(st, ssm_sb_str(&nm), &part, dst ? (uint8_t *)dst + (size_t)k * bytes : NULL);
+    s = ssm_sb_status(&nm, "a stacked tensor's part name");
+    if (!s) s = fn(st, ssm_sb_str(&nm), &part, dst ? (uint8_t *)dst + (size_t)k * bytes : NULL);
     if (s) s = ssm_status_wrap(s, "part %lld of stacked tensor '%s'", (long long)k, name);
   }
   ssm_sb_free(&nm);
@@ -599,14 +612,16 @@ ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
   return read_one(st, name, want, dst);
 }
 
-void ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {
+ssm_status ssm_st_set_progress(ssm_st *st, const ssm_progress *p) {
   free(st->progress);
   st->progress = NULL;
-  if (!p || !p->fn) return;
-  st->progress = ssm_xcalloc(1, sizeof *st->progress);
+  if (!p || !p->fn) return NULL;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *st->progress, (void **)&st->progress),
+                          "the progress of reading weights"));
   st->progress->p = *p;
   for (size_t i = 0; i < st->tensors.n; i++)
     if (!st->hashed[i]) st->progress->total += st->tensors.items[i].nbytes;
+  return NULL;
 }
 
 uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err) {

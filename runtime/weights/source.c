@@ -26,13 +26,13 @@ static ssm_status add_whole_file(const char *dir, const char *name, ssm_st_sourc
   ssm_sb path = {0};
   ssm_sb_printf(&path, "%s/%s", dir, name);
   struct stat sb;
-  ssm_status s = NULL;
-  if (!stat(path.s, &sb)) {
+  ssm_status s = ssm_sb_status(&path, dir);
+  if (!s && !stat(path.s, &sb)) {
     char *data;
     size_t size;
     s = ssm_file_read(path.s, MAX_JSON, &data, &size);
+    if (!s) s = ssm_realloc((void **)v, (size_t)*n + 1, sizeof **v, "the weights' source files");
     if (!s) {
-      *v = ssm_xreallocarray(*v, (size_t)*n + 1, sizeof **v);
       ssm_st_source_file *f = &(*v)[(*n)++];
       snprintf(f->name, sizeof f->name, "%s", name);
       f->hash = XXH3_64bits(data, size);
@@ -58,8 +58,11 @@ ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *o
   int nfiles = 0;
   for (int i = 0; i < ssm_st_count(st); i++)
     if (ssm_st_at(st, i)->file_index + 1 > nfiles) nfiles = ssm_st_at(st, i)->file_index + 1;
-  XXH3_state_t **h = ssm_xcalloc((size_t)nfiles + 1, sizeof *h);
-  const char **names = ssm_xcalloc((size_t)nfiles + 1, sizeof *names);
+  XXH3_state_t **h = NULL;
+  const char **names = NULL;
+  if (!s) s = ssm_alloc((size_t)nfiles + 1, sizeof *h, (void **)&h);
+  if (!s) s = ssm_alloc((size_t)nfiles + 1, sizeof *names, (void **)&names);
+  s = ssm_status_wrap(s, "%s: the hashes of %d files", dir, nfiles);
   for (int i = 0; !s && i < ssm_st_count(st); i++) { /* in name order */
     const ssm_st_tensor *t = ssm_st_at(st, i);
     XXH3_state_t **hf = &h[t->file_index];
@@ -78,9 +81,9 @@ ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *o
     XXH3_64bits_update(*hf, t->shape, sizeof t->shape[0] * (size_t)t->rank);
     XXH3_64bits_update(*hf, where, sizeof where);
   }
-  for (int f = 0; f < nfiles; f++) {
+  for (int f = 0; h && f < nfiles; f++) {
+    if (!s && h[f]) s = ssm_realloc((void **)&v, (size_t)n + 1, sizeof *v, "the weights' source files");
     if (!s && h[f]) {
-      v = ssm_xreallocarray(v, (size_t)n + 1, sizeof *v);
       snprintf(v[n].name, sizeof v[n].name, "%s", names[f]);
       v[n++].hash = XXH3_64bits_digest(h[f]);
     }

@@ -67,7 +67,7 @@ uint64_t ssm_st_fingerprint(const ssm_st *st, ssm_status *out_err);
  * the checkpoint hashed so far (each byte counts once, whether ssm_st_read
  * or ssm_st_fingerprint read it) of the bytes not yet hashed. When the
  * callback asks to stop, the read in progress fails with SSM_ERR_CANCELLED. */
-void ssm_st_set_progress(ssm_st *st, const ssm_progress *p);
+ssm_status ssm_st_set_progress(ssm_st *st, const ssm_progress *p) SSM_MUST_CHECK;
 
 /* ---- the files of a weights directory (source.c) ----------------------- */
 

@@ -54,8 +54,9 @@ static void try_bundle(const uint8_t *data, size_t size) {
     }
   }
   for (int json = 0; json < 2; json++) {
-    char *text = ssm_bundle_describe(b, json);
-    if (!text || !*text) fuzz_fail("describe returned no text");
+    char *text;
+    ssm_status e = ssm_bundle_describe(b, json, &text);
+    if (e || !*text) fuzz_fail("describe returned no text");
     free(text);
   }
   void *bytes;

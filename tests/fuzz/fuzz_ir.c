@@ -9,14 +9,22 @@
 #include "ir/ir.h"
 #include "passes/passes.h"
 
+/* The text of g; a failure is a finding. */
+static char *print(ssm_graph *g) {
+  char *text;
+  ssm_status s = ssm_graph_print(g, &text);
+  if (s) fuzz_fail("printing: %s", ssm_status_message(s));
+  return text;
+}
+
 /* print(g) parses, verifies and prints as itself; returns the text. */
 static char *roundtrip(ssm_graph *g, const char *what) {
-  char *p1 = ssm_graph_print(g);
+  char *p1 = print(g);
   ssm_graph *g2 = NULL;
   ssm_status s = ssm_graph_parse(p1, "printed.ssmir", &g2);
   if (!s) s = ssm_graph_verify(g2);
   if (s) fuzz_fail("%s: printed IR does not read back: %s\n%s", what, ssm_status_message(s), p1);
-  char *p2 = ssm_graph_print(g2);
+  char *p2 = print(g2);
   if (strcmp(p1, p2)) fuzz_fail("%s: print(parse(print(g))) differs:\n%s\n---\n%s", what, p1, p2);
   free(p2);
   ssm_graph_destroy(g2);

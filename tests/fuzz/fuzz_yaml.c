@@ -34,7 +34,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     fuzz_check_error(s);
     return 0;
   }
-  char *text = ssm_graph_print(g);
+  char *text;
+  s = ssm_graph_print(g, &text);
+  if (s) fuzz_fail("printing: %s", ssm_status_message(s));
   ssm_graph *g2 = NULL;
   s = ssm_graph_parse(text, "printed.ssmir", &g2);
   if (!s) s = ssm_graph_verify(g2);
