@@ -78,19 +78,23 @@ ssm_status ssm_nomem(size_t bytes, const char *what) {
 ssm_status ssm_alloc(size_t count, size_t size, void **out) {
   size_t bytes;
   *out = NULL;
-  if (!ssm_size_mul(count, size, &bytes))
-    return failed(SIZE_MAX), ssm_status_new(SSM_ERR_NOMEM, "%zu elements of %zu bytes do not fit in memory",
+  if (!ssm_size_mul(count, size, &bytes)) {
+    failed(SIZE_MAX);
+    return ssm_status_new(SSM_ERR_NOMEM, "%zu elements of %zu bytes do not fit in memory",
                           count, size);
+  }
   *out = injected_failure() ? NULL : calloc(bytes ? bytes : 1, 1);
-  if (!*out) failed(bytes);
-  if (!*out)
-    return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);
-  return NULL;
+  if (*out) return NULL;
+  failed(bytes);
+  return ssm_status_new(SSM_ERR_NOMEM, "out of host memory (%zu bytes wanted)", bytes);
 }
 
 ssm_status ssm_realloc(void **p, size_t count, size_t size, const char *what) {
   size_t bytes;
-  if (!ssm_size_mul(count, size, &bytes)) return failed(SIZE_MAX), ssm_nomem(SIZE_MAX, what);
+  if (!ssm_size_mul(count, size, &bytes)) {
+    failed(SIZE_MAX);
+    return ssm_nomem(SIZE_MAX, what);
+  }
   void *q = ssm_realloc_(*p, bytes);
   if (!q) return ssm_nomem(bytes, what);
   *p = q;
