@@ -1014,14 +1014,26 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
   const ssm_value *wv = mm->args[1];
   int64_t N = wv->type.dims[0], K = wv->type.dims[1];
-  int64_t rows = N >= 2048 ? 4 : N >= 512 ? 2 : 1;
+  /* 8 columns a workgroup for a k of 8192 (falcon-mamba-7b's out_proj,
+   * N = 4096: 25.4 -> 20.6 us on an H200; mamba-1.4b's, K = 4096, is
+   * faster with 4: 8.4 against 9.1) */
+  int64_t rows = N >= 2048 ? (K >= 8192 ? 8 : 4) : N >= 512 ? 2 : 1;
   /* wide matmuls of a long k (in_proj, lm_head): COLS columns per
    * workgroup, x held in registers across them (measured on an H200:
    * mamba-1.4b bf16 in_proj 17.1 -> 14.5 us, lm_head 77 -> 59 us); the
    * others keep one group of ROWS columns, which measured faster there
    * (falcon-mamba-7b's dt_proj, K = 256: 7.2 against 8.4 us). COLS is a
-   * multiple of ROWS (4): the template steps through COLS by ROWS. */
-  int64_t cols = N >= 8192 && K >= 1024 ? (N >= 16384 ? 16 : 8) : 0;
+   * multiple of ROWS: the template steps through COLS by ROWS.
+   * Up to 16384 columns of a k of 4096 or more (falcon-mamba-7b's in_proj,
+   * 512 workgroups: about 4 an SM, one wave) take 32, 8 at a time: 42.8
+   * -> 38.9 us; more columns (its lm_head, 8,128 workgroups of 8) are
+   * faster in small workgroups, whose waves leave less of a tail: 157.8
+   * us with 16, 147.2 with 8 (H200, same call). */
+  int64_t cols = 0;
+  if (N >= 8192 && K >= 1024) {
+    cols = N <= 16384 && K >= 4096 ? 32 : 8;
+    if (cols == 32) rows = 8;
+  }
   if (is_wgsl(c)) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;

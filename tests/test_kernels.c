@@ -510,8 +510,13 @@ static void test_matmul(void) {
   /* 8192 columns and more: gemv's COLS columns a workgroup, x in registers */
   matmul("matmul M=2 K=2056 N=8197 (gemv, 8 columns a workgroup, last one short, "
          "threads past K)", F32(2, 2056), 8197, 2056);
-  matmul_dt("matmul M=1 K=1032 N=16389 bf16 (gemv, 16 columns a workgroup)", F32(1, 1032),
+  matmul_dt("matmul M=1 K=1032 N=16389 bf16 (gemv, 8 columns a workgroup)", F32(1, 1032),
             16389, 1032, SSM_BF16);
+  /* (the largest such weight lavapipe's 128 MiB storage range holds) */
+  matmul_dt("matmul M=1 K=4096 N=8192 bf16 (gemv, 32 columns a workgroup 8 at a time)",
+            F32(1, 4096), 8192, 4096, SSM_BF16);
+  matmul("matmul M=2 K=8200 N=2053 (gemv, 8 columns a group, last group short)", F32(2, 8200),
+         2053, 8200);
   matmul("matmul M=1 K=1024 N=10243 (gemv, 8 columns a workgroup)", F32(1, 1024), 10243, 1024);
   norm_matmul("rmsnorm + matmul M=1 K=1040 N=9000 f16 (gemv's norm prologue, 8 columns)",
               F32(1, 1040), 9000, 1040, SSM_F16);
