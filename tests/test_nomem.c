@@ -2,7 +2,7 @@
  * test_nomem.c — exhausted host memory on the paths a user reaches with
  * input (config.json and the model description, its IR, the passes, codegen
  * and compiling to a bundle, weights on the CPU backend, tokenizer.json,
- * bundles, state files): the allocations of each path, bookkeeping
+ * bundles, state files; chat templates): the allocations of each path, bookkeeping
  * included (the arena, the string builder, growable arrays: every
  * allocator counts toward ssm_alloc_fail_at), are failed one at a time,
  * and each time the call returns SSM_ERR_NOMEM with the size and what it
@@ -20,6 +20,7 @@
  * (the model, its decode graph through every pass, the first kernels) and
  * 20 spread over the rest; every other path fails all of its points.
  */
+#include <cjson/cJSON.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -28,6 +29,7 @@
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
+#include "serve/chat.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_tiny"
@@ -267,6 +269,53 @@ static void test_state(void) {
   ssmc_session_close(s);
 }
 
+/* A shipped chat template (tests/data/chat/NAME) read and parsed, then
+ * applied to its golden cases that render, each of which must still give
+ * transformers' text. */
+typedef struct {
+  char dir[600];
+  const cJSON *cases;
+} chat_fixture;
+
+static ssm_status op_chat(void *user) {
+  const chat_fixture *f = user;
+  ssm_chat *chat = NULL;
+  ssm_status s = ssm_chat_open(f->dir, NULL, &chat);
+  for (const cJSON *c = f->cases->child; c && !s; c = c->next) {
+    const cJSON *tools = cJSON_GetObjectItem(c, "tools"), *want = cJSON_GetObjectItem(c, "text");
+    if (!cJSON_IsString(want)) continue; /* the template raises an exception */
+    char *got = NULL;
+    size_t n = 0;
+    s = ssm_chat_render(chat, cJSON_GetObjectItem(c, "messages"), cJSON_IsNull(tools) ? NULL : tools,
+                        NULL, cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")), &got, &n);
+    if (!s && (n != strlen(want->valuestring) || memcmp(got, want->valuestring, n)))
+      s = ssm_status_new(SSM_ERR_INTERNAL, "%s: case '%s' renders differently", f->dir,
+                         cJSON_GetObjectItem(c, "name")->valuestring);
+    free(got);
+  }
+  ssm_chat_close(chat);
+  return s;
+}
+
+static void test_chat(void) {
+  static const char *const names[] = {"granite-4.0-h-micro", "jamba-mini-1.7",
+                                      "nemotron-h-8b-reasoning-128k", "nemotron-nano-9b-v2"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    chat_fixture f;
+    char golden[700], *text = NULL;
+    size_t n;
+    snprintf(f.dir, sizeof f.dir, "%s/%s", ssm_test_path("tests/data/chat"), names[i]);
+    snprintf(golden, sizeof golden, "%s/golden.json", f.dir);
+    SSM_ASSERT_OK(ssm_file_read(golden, 0, &text, &n));
+    cJSON *g = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    f.cases = cJSON_GetObjectItem(g, "cases");
+    CU_ASSERT_FATAL(cJSON_GetArraySize(f.cases) > 0);
+    sweep(names[i], op_chat, &f);
+    cJSON_Delete(g);
+  }
+}
+
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
  * N-th allocation, bookkeeping included), for allocations of a CPU run with
  * a saved state: the first 40 in turn, then every 50th up to the 1000th,
@@ -371,6 +420,7 @@ int main(void) {
                          {"cpu_weights", test_cpu_weights},
                          {"bundle", test_bundle},
                          {"state", test_state},
+                         {"chat", test_chat},
                          {"cli", test_cli},
                          {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},
