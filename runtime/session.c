@@ -106,8 +106,7 @@ ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, s
 }
 
 ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out) {
-  *out = ssm_tok_stream_create(t, skip_special);
-  return NULL;
+  return ssm_tok_stream_create(t, skip_special, out);
 }
 
 void ssmc_decoder_destroy(ssmc_decoder *d) { ssm_tok_stream_destroy(d); }
@@ -117,8 +116,8 @@ ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text
   return ssm_tok_stream_feed(d, id, out_text, out_len);
 }
 
-void ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len) {
-  ssm_tok_stream_flush(d, out_text, out_len);
+ssmc_status ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len) {
+  return ssm_tok_stream_flush(d, out_text, out_len);
 }
 
 /* ---- opening a session ------------------------------------------------------------ */

@@ -104,6 +104,40 @@ static ssm_status op_tokenizer(void *user) {
   return s;
 }
 
+/* A text encoded, and its ids decoded back whole and through a streaming
+ * decoder (one id at a time, then a flush), which must give the same text. */
+typedef struct {
+  const ssmc_tokenizer *tok;
+  const char *text;
+} tok_text;
+
+static ssm_status op_encode_decode(void *user) {
+  const tok_text *u = user;
+  int32_t *ids = NULL;
+  size_t n = 0, whole_len = 0;
+  char *whole = NULL;
+  ssmc_decoder *d = NULL;
+  ssm_sb streamed = {0};
+  ssm_status s = ssmc_tokenizer_encode(u->tok, u->text, strlen(u->text), &ids, &n);
+  if (!s && !n) s = ssm_status_new(SSM_ERR_INTERNAL, "no ids for '%s'", u->text);
+  if (!s) s = ssmc_tokenizer_decode(u->tok, ids, n, 0, &whole, &whole_len);
+  if (!s) s = ssmc_decoder_create(u->tok, 0, &d);
+  for (size_t i = 0; i <= n && !s; i++) {
+    const char *piece;
+    size_t k;
+    s = i < n ? ssmc_decoder_feed(d, ids[i], &piece, &k) : ssmc_decoder_flush(d, &piece, &k);
+    if (!s) ssm_sb_append(&streamed, piece, k);
+  }
+  if (!s) s = ssm_sb_status(&streamed, "the streamed text");
+  if (!s && (streamed.n != whole_len || memcmp(ssm_sb_str(&streamed), whole, whole_len)))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "streamed '%s', decoded '%s'", ssm_sb_str(&streamed), whole);
+  ssm_sb_free(&streamed);
+  ssmc_decoder_destroy(d);
+  free(whole);
+  free(ids);
+  return s;
+}
+
 static ssm_status op_cpu_session(void *user) {
   (void)user;
   ssmc_options o;
@@ -223,6 +257,26 @@ static void test_tokenizer(void) {
     sweep(path, op_tokenizer, path);
   }
   sweep_some("pymamba tokenizer", op_tokenizer, "models/pymamba/tokenizer.json", 300, 30);
+}
+
+/* Encoding and decoding (whole and streamed) with each small fixture's
+ * normalizers, pre-tokenizers and decoders, and pymamba's. */
+static void test_encode_decode(void) {
+  static const char *const paths[] = {"tests/data/tokenizer/neox/tokenizer.json",
+                                      "tests/data/tokenizer/normmix/tokenizer.json",
+                                      "tests/data/tokenizer/metaspace/tokenizer.json",
+                                      "models/pymamba/tokenizer.json"};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+    ssmc_tokenizer *t = NULL;
+    SSM_ASSERT_OK(ssmc_tokenizer_open(ssm_test_path(paths[i]), &t));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    tok_text u = {t, "Hello, World!  def f(x):\n\treturn x + 12345 # caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac "
+                     "\xf0\x9f\x91\x8d <|endoftext|> don't   end "};
+    char name[300];
+    snprintf(name, sizeof name, "%s: encode and decode", paths[i]);
+    sweep(name, op_encode_decode, &u);
+    ssmc_tokenizer_close(t);
+  }
 }
 
 static void test_safetensors(void) { sweep("safetensors", op_safetensors, NULL); }
@@ -416,6 +470,7 @@ int main(void) {
                          {"ir", test_ir},
                          {"compile", test_compile},
                          {"tokenizer", test_tokenizer},
+                         {"encode_decode", test_encode_decode},
                          {"safetensors", test_safetensors},
                          {"cpu_weights", test_cpu_weights},
                          {"bundle", test_bundle},
