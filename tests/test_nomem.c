@@ -2,7 +2,7 @@
  * test_nomem.c — exhausted host memory on the paths a user reaches with
  * input (config.json and the model description, its IR, the passes, codegen
  * and compiling to a bundle, weights on the CPU backend, tokenizer.json,
- * bundles, state files; chat templates): the allocations of each path, bookkeeping
+ * bundles, state files; chat templates and the server's requests): the allocations of each path, bookkeeping
  * included (the arena, the string builder, growable arrays: every
  * allocator counts toward ssm_alloc_fail_at), are failed one at a time,
  * and each time the call returns SSM_ERR_NOMEM with the size and what it
@@ -29,7 +29,7 @@
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
-#include "serve/chat.h"
+#include "serve/internal.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_tiny"
@@ -370,6 +370,57 @@ static void test_chat(void) {
   }
 }
 
+/* A request to the server, turned from its body into a job (the chat
+ * template, the tokenizer, stop strings), and its responses: the whole
+ * one and a stream chunk. */
+typedef struct {
+  const ssm_api *api;
+  int chat;
+  const char *body;
+} api_request;
+
+static ssm_status op_api(void *user) {
+  const api_request *r = user;
+  ssm_job *j = NULL;
+  char *err = NULL;
+  ssm_status s = ssm_api_parse(r->api, r->chat, r->body, strlen(r->body), &j, &err);
+  if (!s && !j) s = ssm_status_new(SSM_ERR_INTERNAL, "the request was refused: %s", err);
+  if (!s && (!j->nprompt || j->nstop != 2 || strcmp(j->stop[1], "\n\n")))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "the job is not the request's");
+  free(err);
+  if (!s) {
+    ssm_sb_printf(&j->text, "Hello there");
+    s = ssm_sb_status(&j->text, "the generated text");
+  }
+  if (!s) s = ssm_api_final(j);
+  if (!s) s = ssm_api_chunk(j, j->text.s, 5, NULL, 0);
+  if (!s && !strstr(ssm_sb_str(&j->out), "\"Hello there\""))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "the response lacks the text: %s", ssm_sb_str(&j->out));
+  ssm_job_free(j);
+  return s;
+}
+
+static void test_api(void) {
+  ssmc_tokenizer *tok = NULL;
+  ssm_chat *chat = NULL;
+  SSM_ASSERT_OK(ssmc_tokenizer_open(ssm_test_path("tests/data/tokenizer/neox/tokenizer.json"), &tok));
+  SSM_ASSERT_OK(ssm_chat_open(ssm_test_path("tests/data/chat/granite-4.0-h-micro"), NULL, &chat));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(tok);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(chat);
+  ssm_serve_options o;
+  ssm_serve_options_init(&o);
+  ssm_api api = {tok, chat, 50000, &o};
+  api_request chat_rq = {&api, 1, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                                  "{\"role\": \"user\", \"content\": \"Hello, how are you?\"}], "
+                                  "\"max_tokens\": 8, \"stop\": [\"</s>\", \"\\n\\n\"]}"};
+  api_request text_rq = {&api, 0, "{\"prompt\": \"def fib(n):\", \"max_tokens\": 4, \"logprobs\": 2, "
+                                  "\"stop\": [\"x\", \"\\n\\n\"]}"};
+  sweep("chat completion request", op_api, &chat_rq);
+  sweep("completion request", op_api, &text_rq);
+  ssm_chat_close(chat);
+  ssmc_tokenizer_close(tok);
+}
+
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
  * N-th allocation, bookkeeping included), for allocations of a CPU run with
  * a saved state: the first 40 in turn, then every 50th up to the 1000th,
@@ -476,6 +527,7 @@ int main(void) {
                          {"bundle", test_bundle},
                          {"state", test_state},
                          {"chat", test_chat},
+                         {"api", test_api},
                          {"cli", test_cli},
                          {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},
