@@ -43,7 +43,12 @@ ssmc_status ssmc_devices(ssmc_device **out_devices, int *out_count) {
   int n;
   SSM_TRY(ssm_vk_list_devices(&info, &n));
   int dflt = ssm_vk_default_device(info, n);
-  ssmc_device *d = ssm_xcalloc((size_t)n + 1, sizeof *d);
+  ssmc_device *d;
+  ssm_status st = ssm_alloc((size_t)n + 1, sizeof *d, (void **)&d);
+  if (st) {
+    free(info);
+    return ssm_status_wrap(st, "the list of devices");
+  }
   for (int i = 0; i < n; i++) {
     d[i].index = info[i].index;
     snprintf(d[i].name, sizeof d[i].name, "%s", info[i].name);

@@ -151,6 +151,28 @@ static ssm_status op_cpu_session(void *user) {
   return st;
 }
 
+/* On an open CPU session: a snapshot, a fork that generates with sampling
+ * (temperature > 0: the sampler's scratch rows), and the snapshot restored. */
+static ssm_status op_cpu_runtime(void *user) {
+  ssmc_session *s = user, *f = NULL;
+  ssmc_snapshot *snap = NULL;
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = 0.8f;
+  g.top_p = 0.9f;
+  g.seed = 7;
+  int32_t first = 1, out[4];
+  size_t n = 0;
+  ssm_status st = ssmc_session_snapshot(s, &snap);
+  if (!st) st = ssmc_session_fork(s, &f);
+  if (!st) st = ssmc_session_generate(f, &first, 1, 3, &g, out, &n);
+  if (!st && n != 3) st = ssm_status_new(SSM_ERR_INTERNAL, "%zu ids generated, not 3", n);
+  if (!st) st = ssmc_session_restore(s, snap);
+  ssmc_session_close(f);
+  ssmc_snapshot_free(snap);
+  return st;
+}
+
 static ssm_status op_safetensors(void *user) {
   (void)user;
   ssm_st *st = NULL;
@@ -283,6 +305,27 @@ static void test_safetensors(void) { sweep("safetensors", op_safetensors, NULL);
 
 static void test_cpu_weights(void) { sweep("cpu session", op_cpu_session, NULL); }
 
+/* A CPU session of the fixture fed 3 tokens. */
+static ssmc_session *fed_cpu_session(void) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  int32_t toks[3] = {1, 2, 3};
+  SSM_ASSERT_OK(ssmc_session_feed(s, toks, 3, NULL, NULL));
+  return s;
+}
+
+static void test_cpu_runtime(void) {
+  ssmc_session *s = fed_cpu_session();
+  SSM_ASSERT_OK(op_cpu_runtime(s)); /* what is made once (the sampling graph) is made */
+  sweep("snapshot, fork, sampling", op_cpu_runtime, s);
+  CU_ASSERT_EQUAL(ssmc_session_position(s), 3); /* the last, successful restore */
+  ssmc_session_close(s);
+}
+
 static void test_bundle(void) {
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
@@ -300,14 +343,7 @@ static void test_bundle(void) {
 }
 
 static void test_state(void) {
-  ssmc_options o;
-  ssmc_options_init(&o);
-  o.backend = SSMC_BACKEND_CPU;
-  ssmc_session *s = NULL;
-  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  int32_t toks[3] = {1, 2, 3};
-  SSM_ASSERT_OK(ssmc_session_feed(s, toks, 3, NULL, NULL));
+  ssmc_session *s = fed_cpu_session();
   char path[600];
   snprintf(path, sizeof path, "%s/nomem.state", ssm_test_tmpdir());
   SSM_ASSERT_OK(ssmc_session_save_state(s, path));
@@ -524,6 +560,7 @@ int main(void) {
                          {"encode_decode", test_encode_decode},
                          {"safetensors", test_safetensors},
                          {"cpu_weights", test_cpu_weights},
+                         {"cpu_runtime", test_cpu_runtime},
                          {"bundle", test_bundle},
                          {"state", test_state},
                          {"chat", test_chat},
