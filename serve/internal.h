@@ -140,7 +140,12 @@ typedef struct {
   const ssm_serve_options *o;
 } ssm_api;
 
-/* An OpenAI error body; *out_status gets the HTTP status. */
+/* The error body of a request when even its own could not be made (503). */
+#define SSM_API_NOMEM_BODY                                                                 \
+  "{\"error\":{\"message\":\"the server is out of host memory\",\"type\":\"server_error\","  \
+  "\"param\":null,\"code\":null}}"
+
+/* An OpenAI error body (NULL when out of host memory: see SSM_API_NOMEM_BODY). */
 char *ssm_api_error(int status, const char *type, const char *param, const char *fmt, ...)
     SSM_PRINTF(4, 5);
 /* Parses a /v1/completions (chat 0) or /v1/chat/completions (chat 1) body

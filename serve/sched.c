@@ -83,9 +83,9 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
     ssm_sb_free(&j->out);
     j->out_read = 0;
   }
-  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
-  else ssm_sb_printf(&j->out, "%s", e);
-  j->status = status;
+  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e ? e : SSM_API_NOMEM_BODY);
+  else ssm_sb_printf(&j->out, "%s", e ? e : SSM_API_NOMEM_BODY);
+  j->status = e ? status : 503;
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);

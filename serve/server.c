@@ -34,9 +34,7 @@ typedef struct {
 /* The state of a request there was no memory for (never written). */
 static request no_request;
 
-/* What a request gets when even its error body cannot be made. */
-static char out_of_memory_body[] = "{\"error\":{\"message\":\"the server is out of host memory\","
-                                   "\"type\":\"server_error\",\"param\":null,\"code\":null}}";
+static char out_of_memory_body[] = SSM_API_NOMEM_BODY;
 
 /* Answers with `text` (malloc'd, taken over; NULL: out of memory, a 503). */
 static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *type, char *text) {
