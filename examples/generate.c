@@ -55,7 +55,9 @@ int main(int argc, char **argv) {
     s = ssmc_session_generate(session, prompt, n_prompt, max_tokens, &g, out, &n_out);
     const char *rest;
     size_t len;
-    ssmc_decoder_flush(decoder, &rest, &len);
+    ssmc_status f = ssmc_decoder_flush(decoder, &rest, &len);
+    if (!s) s = f;
+    else ssmc_status_free(f);
     fwrite(rest, 1, len, stdout);
     putchar('\n');
   }

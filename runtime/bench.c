@@ -88,7 +88,12 @@ ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
   ssm_step_time *t;
   int n;
   SSM_TRY(b->ops->profile(b, prefill, runs, &t, &n));
-  ssmc_profile_step *p = ssm_xcalloc((size_t)n + 1, sizeof *p);
+  ssmc_profile_step *p;
+  ssm_status st = ssm_alloc((size_t)n + 1, sizeof *p, (void **)&p);
+  if (st) {
+    free(t);
+    return ssm_status_wrap(st, "a profile");
+  }
   for (int i = 0; i < n; i++)
     p[i] = (ssmc_profile_step){t[i].kernel, t[i].family, t[i].op, t[i].us, t[i].bytes};
   free(t);

@@ -43,7 +43,12 @@ ssmc_status ssmc_devices(ssmc_device **out_devices, int *out_count) {
   int n;
   SSM_TRY(ssm_vk_list_devices(&info, &n));
   int dflt = ssm_vk_default_device(info, n);
-  ssmc_device *d = ssm_xcalloc((size_t)n + 1, sizeof *d);
+  ssmc_device *d;
+  ssm_status st = ssm_alloc((size_t)n + 1, sizeof *d, (void **)&d);
+  if (st) {
+    free(info);
+    return ssm_status_wrap(st, "the list of devices");
+  }
   for (int i = 0; i < n; i++) {
     d[i].index = info[i].index;
     snprintf(d[i].name, sizeof d[i].name, "%s", info[i].name);
@@ -106,8 +111,7 @@ ssmc_status ssmc_tokenizer_decode(const ssmc_tokenizer *t, const int32_t *ids, s
 }
 
 ssmc_status ssmc_decoder_create(const ssmc_tokenizer *t, int skip_special, ssmc_decoder **out) {
-  *out = ssm_tok_stream_create(t, skip_special);
-  return NULL;
+  return ssm_tok_stream_create(t, skip_special, out);
 }
 
 void ssmc_decoder_destroy(ssmc_decoder *d) { ssm_tok_stream_destroy(d); }
@@ -117,8 +121,8 @@ ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text
   return ssm_tok_stream_feed(d, id, out_text, out_len);
 }
 
-void ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len) {
-  ssm_tok_stream_flush(d, out_text, out_len);
+ssmc_status ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len) {
+  return ssm_tok_stream_flush(d, out_text, out_len);
 }
 
 /* ---- opening a session ------------------------------------------------------------ */

@@ -28,7 +28,12 @@ ssmc_status ssmc_session_snapshot(ssmc_session *s, ssmc_snapshot **out) {
   SSM_TRY(ssm_session_resident(s));
   ssm_snapshot *snap = NULL;
   SSM_TRY(ssm_backend_snapshot(s->b, &snap));
-  ssmc_snapshot *c = ssm_xcalloc(1, sizeof *c);
+  ssmc_snapshot *c;
+  ssm_status st = ssm_status_wrap(ssm_alloc(1, sizeof *c, (void **)&c), "a snapshot");
+  if (st) {
+    ssm_backend_snapshot_free(s->b, snap);
+    return st;
+  }
   *c = (ssmc_snapshot){s->model, snap};
   s->model->refs++;
   *out = c;
@@ -65,15 +70,24 @@ ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out) {
   SSM_TRY(ssm_session_resident(s));
   ssm_snapshot *parked = NULL;
   SSM_TRY(ssm_backend_snapshot(s->b, &parked));
-  ssmc_session *f = ssm_xcalloc(1, sizeof *f);
+  ssmc_session *f;
+  ssm_status st = ssm_status_wrap(ssm_alloc(1, sizeof *f, (void **)&f), "a forked session");
+  if (st) {
+    ssm_backend_snapshot_free(s->b, parked);
+    return st;
+  }
   f->model = s->model;
   f->model->refs++;
   f->parked = parked;
   f->b = s->b;
-  f->weights = ssm_xstrdup(s->weights);
-  f->tok_path = ssm_xstrdup(s->tok_path);
   f->tok_explicit = s->tok_explicit;
   f->eos_option = s->eos_option;
+  st = s->weights ? ssm_strdup(s->weights, "a forked session", &f->weights) : NULL;
+  if (!st && s->tok_path) st = ssm_strdup(s->tok_path, "a forked session", &f->tok_path);
+  if (st) {
+    ssmc_session_close(f);
+    return st;
+  }
   *out = f;
   return NULL;
 }

@@ -126,8 +126,9 @@ void ssmc_decoder_destroy(ssmc_decoder *d);
 ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text,
                               size_t *out_len);
 /* What is still held back (an incomplete character becomes U+FFFD); the
- * decoder is then empty. */
-void ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len);
+ * decoder is then empty. Out of host memory (here or in ssmc_decoder_feed)
+ * is SSMC_ERR_NOMEM: the decoder drops what it held and starts afresh. */
+ssmc_status ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len);
 
 /* ---- sessions -------------------------------------------------------------------- */
 

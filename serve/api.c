@@ -47,6 +47,7 @@ void ssm_job_free(ssm_job *j) {
   ssm_sb_free(&j->out);
   ssm_vec_free(&j->lps);
   free(j->row);
+  ssm_status_free(j->lp_failed);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
   free(j);
@@ -57,7 +58,15 @@ void ssm_job_free(ssm_job *j) {
 typedef struct {
   const cJSON *root;
   char *err;
+  ssm_status nomem; /* out of memory: the request fails with it, not with `err` */
 } body;
+
+/* Records running out of memory (the first time); 0, as bad() returns. */
+static int out_of_memory(body *b, ssm_status s) {
+  if (b->nomem) ssm_status_free(s);
+  else b->nomem = s;
+  return 0;
+}
 
 static const cJSON *field(const body *b, const char *name) {
   const cJSON *f = cJSON_GetObjectItemCaseSensitive(b->root, name);
@@ -69,10 +78,12 @@ static int bad(body *b, const char *param, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   ssm_sb m = {0};
-  ssm_sb_xprintf(&m, "%s: ", param);
+  ssm_sb_printf(&m, "%s: ", param);
   ssm_sb_vprintf(&m, fmt, ap);
   va_end(ap);
-  b->err = ssm_api_error(400, "invalid_request_error", param, "%s", ssm_sb_str(&m));
+  ssm_status s = ssm_sb_status(&m, "an error message");
+  if (s) out_of_memory(b, s);
+  else if (!b->err) b->err = ssm_api_error(400, "invalid_request_error", param, "%s", ssm_sb_str(&m));
   ssm_sb_free(&m);
   return 0;
 }
@@ -137,18 +148,21 @@ static int stops(body *b, ssm_job *j) {
   if (!f) return 1;
   int n = cJSON_IsString(f) ? 1 : cJSON_IsArray(f) ? cJSON_GetArraySize(f) : -1;
   if (n < 0 || n > MAX_STOP) return bad(b, "stop", "expected a string or an array of up to %d strings", MAX_STOP);
-  j->stop = ssm_xcalloc((size_t)n + 1, sizeof *j->stop);
+  ssm_status st = ssm_status_wrap(ssm_alloc((size_t)n + 1, sizeof *j->stop, (void **)&j->stop), "stop");
+  if (st) return out_of_memory(b, st);
   for (int i = 0; i < n; i++) {
     const cJSON *s = cJSON_IsString(f) ? f : cJSON_GetArrayItem(f, i);
     if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > MAX_STOP_BYTES)
       return bad(b, "stop", "item %d: expected a non-empty string of at most %d bytes", i, MAX_STOP_BYTES);
-    j->stop[j->nstop++] = ssm_xstrdup(s->valuestring);
+    if ((st = ssm_strdup(s->valuestring, "stop", &j->stop[j->nstop]))) return out_of_memory(b, st);
+    j->nstop++;
   }
   return 1;
 }
 
 static int tokenize(body *b, const ssm_api *api, const char *param, const char *text, ssm_job *j) {
   ssm_status s = ssmc_tokenizer_encode(api->tok, text, strlen(text), &j->prompt, &j->nprompt);
+  if (ssm_status_code(s) == SSM_ERR_NOMEM) return out_of_memory(b, ssm_status_wrap(s, "%s", param));
   if (s) {
     bad(b, param, "%s", ssmc_status_message(s));
     ssmc_status_free(s);
@@ -165,7 +179,8 @@ static int prompt_field(body *b, const ssm_api *api, ssm_job *j) {
     return bad(b, "prompt", p ? "expected a string, one string in an array, or an array of token ids"
                               : "missing (a string or an array of token ids)");
   size_t n = (size_t)cJSON_GetArraySize(p);
-  j->prompt = ssm_xcalloc(n + 1, sizeof *j->prompt);
+  ssm_status s = ssm_status_wrap(ssm_alloc(n + 1, sizeof *j->prompt, (void **)&j->prompt), "prompt");
+  if (s) return out_of_memory(b, s);
   for (const cJSON *e = p->child; e; e = e->next) {
     if (cJSON_IsString(e)) return bad(b, "prompt", "several prompts in one request are not supported");
     if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
@@ -204,6 +219,7 @@ static int messages_field(body *b, const ssm_api *api, ssm_job *j) {
   char *text = NULL;
   size_t n;
   ssm_status s = ssm_chat_render(api->chat, m, NULL, NULL, 1, &text, &n);
+  if (ssm_status_code(s) == SSM_ERR_NOMEM) return out_of_memory(b, ssm_status_wrap(s, "messages"));
   if (s) {
     bad(b, "messages", "%s", ssmc_status_message(s));
     ssmc_status_free(s);
@@ -214,17 +230,24 @@ static int messages_field(body *b, const ssm_api *api, ssm_job *j) {
   return ok;
 }
 
-ssm_job *ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t len, char **out_error) {
+ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t len, ssm_job **out,
+                         char **out_error) {
+  *out = NULL;
   *out_error = NULL;
   cJSON *root = NULL;
   ssm_status s = ssm_json_parse("request body", text, len, &root);
+  if (ssm_status_code(s) == SSM_ERR_NOMEM) return s;
   if (s) {
     *out_error = ssm_api_error(400, "invalid_request_error", NULL, "%s", ssmc_status_message(s));
     ssmc_status_free(s);
     return NULL;
   }
-  body b = {root, NULL};
-  ssm_job *j = ssm_xcalloc(1, sizeof *j);
+  body b = {root, NULL, NULL};
+  ssm_job *j;
+  if ((s = ssm_status_wrap(ssm_alloc(1, sizeof *j, (void **)&j), "a request"))) {
+    cJSON_Delete(root);
+    return s;
+  }
   pthread_mutex_init(&j->mu, NULL);
   pthread_cond_init(&j->cv, NULL);
   j->refs = 1;
@@ -276,12 +299,18 @@ ssm_job *ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t le
     snprintf(j->id, sizeof j->id, "%s-%016llx", chat ? "chatcmpl" : "cmpl", (unsigned long long)r);
   }
   cJSON_Delete(root);
+  if (b.nomem) {
+    free(b.err);
+    ssm_job_free(j);
+    return b.nomem;
+  }
   if (!ok) {
     *out_error = b.err;
     ssm_job_free(j);
     return NULL;
   }
-  return j;
+  *out = j;
+  return NULL;
 }
 
 /* ---- responses ---------------------------------------------------------------------------- */
@@ -307,23 +336,25 @@ static cJSON *envelope(const ssm_job *j, int chunk) {
   return r;
 }
 
-static void emit(ssm_job *j, cJSON *r) {
+/* Appends `r` (freed) to j->out, as an event when `event`. */
+static ssm_status emit(ssm_job *j, cJSON *r, int event) {
   char *s = cJSON_PrintUnformatted(r);
-  ssm_sb_xprintf(&j->out, "data: %s\n\n", s);
+  ssm_sb_printf(&j->out, event ? "data: %s\n\n" : "%s", s);
   free(s);
   cJSON_Delete(r);
+  return ssm_sb_status(&j->out, "the response");
 }
 
-void ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int with_usage) {
+ssm_status ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int with_usage) {
+  char *text = NULL;
+  if (!with_usage) SSM_TRY(ssm_strndup(delta ? delta : "", delta ? n : 0, "the response", &text));
   cJSON *r = envelope(j, 1), *choices = cJSON_AddArrayToObject(r, "choices");
   if (with_usage) {
     cJSON_AddItemToObject(r, "usage", usage(j));
-    emit(j, r);
-    return;
+    return emit(j, r, 1);
   }
   cJSON *c = cJSON_CreateObject();
   cJSON_AddNumberToObject(c, "index", 0);
-  char *text = ssm_xstrndup(delta ? delta : "", delta ? n : 0);
   if (j->chat) {
     cJSON *d = cJSON_AddObjectToObject(c, "delta");
     if (!j->sent && !finish) cJSON_AddStringToObject(d, "role", "assistant");
@@ -337,13 +368,14 @@ void ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, 
   else cJSON_AddNullToObject(c, "finish_reason");
   cJSON_AddItemToArray(choices, c);
   cJSON_AddNullToObject(r, "usage");
-  emit(j, r);
+  return emit(j, r, 1);
 }
 
 /* OpenAI's completions logprobs: tokens (each one's text), token_logprobs,
  * top_logprobs ({text: logprob} of the `logprobs` likeliest) and
  * text_offset, for the tokens whose text is in the response. */
-static cJSON *logprobs(const ssm_job *j) {
+static ssm_status logprobs(const ssm_job *j, cJSON **out) {
+  *out = NULL;
   cJSON *r = cJSON_CreateObject(), *tokens = cJSON_AddArrayToObject(r, "tokens"),
         *lps = cJSON_AddArrayToObject(r, "token_logprobs"), *tops = cJSON_AddArrayToObject(r, "top_logprobs"),
         *offsets = cJSON_AddArrayToObject(r, "text_offset");
@@ -352,29 +384,47 @@ static cJSON *logprobs(const ssm_job *j) {
     const ssm_logprob *l = &j->lps.items[i];
     size_t end = i + 1 < j->lps.n ? j->lps.items[i + 1].offset : j->text.n;
     if (end > j->text.n) end = j->text.n;
-    char *piece = ssm_xstrndup(j->text.s ? j->text.s + l->offset : "", end > l->offset ? end - l->offset : 0);
+    char *piece;
+    ssm_status s = ssm_strndup(j->text.s ? j->text.s + l->offset : "", end > l->offset ? end - l->offset : 0,
+                               "logprobs", &piece);
+    if (s) {
+      cJSON_Delete(r);
+      return s;
+    }
     cJSON_AddItemToArray(tokens, cJSON_CreateString(piece));
     free(piece);
     cJSON_AddItemToArray(lps, cJSON_CreateNumber(l->lp));
     cJSON *top = cJSON_CreateObject();
+    cJSON_AddItemToArray(tops, top);
     for (int k = 0; k < j->logprobs; k++) {
       char *t = NULL;
       size_t n;
-      ssm_status s = ssmc_tokenizer_decode(j->tok, &l->top_id[k], 1, 0, &t, &n);
+      s = ssmc_tokenizer_decode(j->tok, &l->top_id[k], 1, 0, &t, &n);
       if (!s && !cJSON_GetObjectItemCaseSensitive(top, t)) cJSON_AddNumberToObject(top, t, l->top_lp[k]);
-      ssmc_status_free(s);
       free(t);
+      if (ssm_status_code(s) == SSM_ERR_NOMEM) {
+        cJSON_Delete(r);
+        return ssm_status_wrap(s, "logprobs");
+      }
+      ssmc_status_free(s);
     }
-    cJSON_AddItemToArray(tops, top);
     cJSON_AddItemToArray(offsets, cJSON_CreateNumber((double)l->offset));
   }
-  return r;
+  *out = r;
+  return NULL;
 }
 
-void ssm_api_final(ssm_job *j) {
+ssm_status ssm_api_final(ssm_job *j) {
+  char *text;
+  cJSON *lp = NULL;
+  SSM_TRY(ssm_strndup(ssm_sb_str(&j->text), j->text.n, "the response", &text));
+  ssm_status s = j->logprobs >= 0 ? logprobs(j, &lp) : NULL;
+  if (s) {
+    free(text);
+    return s;
+  }
   cJSON *r = envelope(j, 0), *choices = cJSON_AddArrayToObject(r, "choices"), *c = cJSON_CreateObject();
   cJSON_AddNumberToObject(c, "index", 0);
-  char *text = ssm_xstrndup(ssm_sb_str(&j->text), j->text.n);
   if (j->chat) {
     cJSON *m = cJSON_AddObjectToObject(c, "message");
     cJSON_AddStringToObject(m, "role", "assistant");
@@ -383,15 +433,12 @@ void ssm_api_final(ssm_job *j) {
     cJSON_AddStringToObject(c, "text", text);
   }
   free(text);
-  if (j->logprobs >= 0) cJSON_AddItemToObject(c, "logprobs", logprobs(j));
+  if (lp) cJSON_AddItemToObject(c, "logprobs", lp);
   else cJSON_AddNullToObject(c, "logprobs");
   cJSON_AddStringToObject(c, "finish_reason", j->finish ? j->finish : "stop");
   cJSON_AddItemToArray(choices, c);
   cJSON_AddItemToObject(r, "usage", usage(j));
-  char *s = cJSON_PrintUnformatted(r);
-  ssm_sb_xprintf(&j->out, "%s", s);
-  free(s);
-  cJSON_Delete(r);
+  return emit(j, r, 0);
 }
 
 char *ssm_api_models(const char *model_id) {

@@ -29,10 +29,10 @@ struct ssm_pcache {
 
 static uint64_t mix(uint64_t h, int32_t t) { return ssm_fnv1a(h, &t, sizeof t); }
 
-ssm_pcache *ssm_pcache_create(uint64_t budget) {
-  ssm_pcache *c = ssm_xcalloc(1, sizeof *c);
-  c->budget = budget;
-  return c;
+ssm_status ssm_pcache_create(uint64_t budget, ssm_pcache **out) {
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof **out, (void **)out), "the prompt cache"));
+  (*out)->budget = budget;
+  return NULL;
 }
 
 static void drop(ssm_pcache *c, size_t i) {
@@ -69,7 +69,11 @@ const ssmc_snapshot *ssm_pcache_lookup(ssm_pcache *c, const int32_t *tokens, siz
   if (max_len > n) max_len = n;
   if (!c->e.n || !max_len) return NULL;
   if (c->prefix_cap < max_len + 1) {
-    c->prefix = ssm_xreallocarray(c->prefix, max_len + 1, sizeof *c->prefix);
+    ssm_status s = ssm_realloc((void **)&c->prefix, max_len + 1, sizeof *c->prefix, "the prompt cache");
+    if (s) { /* a miss */
+      ssm_status_free(s);
+      return NULL;
+    }
     c->prefix_cap = max_len + 1;
   }
   c->prefix[0] = SSM_FNV_INIT;
@@ -106,9 +110,15 @@ void ssm_pcache_insert(ssm_pcache *c, const int32_t *tokens, size_t n, ssmc_snap
     drop(c, lru);
     c->evictions++;
   }
-  entry e = {ssm_xmalloc(n * 4 + 4), n, h, ++c->tick, snap, bytes};
+  entry e = {ssm_malloc_(n * 4 + 4), n, h, ++c->tick, snap, bytes};
+  ssm_status s = e.tokens ? ssm_vec_push(&c->e, e) : NULL;
+  if (!e.tokens || s) { /* no room to keep it: the cache only misses it */
+    ssm_status_free(s);
+    free(e.tokens);
+    ssmc_snapshot_free(snap);
+    return;
+  }
   memcpy(e.tokens, tokens, n * 4);
-  ssm_vec_xpush(&c->e, e);
   c->held += bytes;
 }
 

@@ -31,9 +31,9 @@ static const char *token_text(const cJSON *j) {
 static ssm_status read_config(const char *dir, cJSON **out) {
   *out = NULL;
   ssm_sb p = {0};
-  ssm_sb_xprintf(&p, "%s/tokenizer_config.json", dir);
-  ssm_status s = NULL;
-  if (exists(p.s)) {
+  ssm_sb_printf(&p, "%s/tokenizer_config.json", dir);
+  ssm_status s = ssm_sb_status(&p, "the chat template's path");
+  if (!s && exists(p.s)) {
     char *text;
     size_t n;
     s = ssm_file_read(p.s, MAX_CONFIG, &text, &n);
@@ -84,28 +84,33 @@ ssm_status ssm_chat_open(const char *dir, const char *template_file, ssm_chat **
   size_t file_len = 0;
   const char *text = NULL;
   ssm_status s = NULL;
-  ssm_sb_xprintf(&path, "%s", template_file ? template_file : dir);
-  if (!template_file) ssm_sb_xprintf(&path, "/chat_template.jinja");
-  if (template_file || exists(path.s)) {
+  ssm_sb_printf(&path, "%s", template_file ? template_file : dir);
+  if (!template_file) ssm_sb_printf(&path, "/chat_template.jinja");
+  if ((s = ssm_sb_status(&path, "the chat template's path"))) {
+    /* nothing to read */
+  } else if (template_file || exists(path.s)) {
     s = ssm_file_read(path.s, MAX_CONFIG, &file_text, &file_len);
     if (s && template_file) s = ssm_status_wrap(s, "--chat-template");
     text = file_text;
   } else {
     ssm_sb_clear(&path);
-    ssm_sb_xprintf(&path, "%s/tokenizer_config.json", dir);
-    s = config_template(config, path.s, &text);
+    ssm_sb_printf(&path, "%s/tokenizer_config.json", dir);
+    s = ssm_sb_status(&path, "the chat template's path");
+    if (!s) s = config_template(config, path.s, &text);
   }
   ssm_chat *c = NULL;
   if (!s && text) {
-    c = ssm_xcalloc(1, sizeof *c);
-    c->source = ssm_sb_xtake(&path);
-    c->tokens = cJSON_CreateObject();
-    static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token", NULL};
-    for (int i = 0; names[i]; i++) {
-      const char *v = token_text(cJSON_GetObjectItemCaseSensitive(config, names[i]));
-      if (v) cJSON_AddStringToObject(c->tokens, names[i], v);
+    s = ssm_status_wrap(ssm_alloc(1, sizeof *c, (void **)&c), "the chat template");
+    if (!s) s = ssm_sb_take(&path, "the chat template's path", &c->source);
+    if (!s) {
+      c->tokens = cJSON_CreateObject();
+      static const char *const names[] = {"bos_token", "eos_token", "unk_token", "pad_token", NULL};
+      for (int i = 0; names[i]; i++) {
+        const char *v = token_text(cJSON_GetObjectItemCaseSensitive(config, names[i]));
+        if (v) cJSON_AddStringToObject(c->tokens, names[i], v);
+      }
+      s = ssm_jinja_parse(c->source, text, file_text ? file_len : strlen(text), &c->t);
     }
-    s = ssm_jinja_parse(c->source, text, file_text ? file_len : strlen(text), &c->t);
     if (s) {
       ssm_chat_close(c);
       c = NULL;

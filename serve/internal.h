@@ -13,18 +13,20 @@
 
 typedef struct ssm_pcache ssm_pcache;
 
-ssm_pcache *ssm_pcache_create(uint64_t budget);
+ssm_status ssm_pcache_create(uint64_t budget, ssm_pcache **out);
 void ssm_pcache_destroy(ssm_pcache *c);
 /* The longest cached token sequence that is a prefix of tokens[0..n) and no
  * longer than `max_len`: its snapshot (owned by the cache, valid until the
- * next insert) and length, or NULL and 0. */
+ * next insert) and length, or NULL and 0 (also when out of host memory to
+ * look: the cache only misses). */
 const ssmc_snapshot *ssm_pcache_lookup(ssm_pcache *c, const int32_t *tokens, size_t n,
                                        size_t max_len, size_t *out_len);
 /* Whether tokens[0..n) is cached already. */
 int ssm_pcache_has(const ssm_pcache *c, const int32_t *tokens, size_t n);
 /* Adds `snap` (taken over) for tokens[0..n), evicting the least recently
  * used entries to stay under the budget; a snapshot larger than the whole
- * budget is freed at once. */
+ * budget, or one there is no host memory to keep track of, is freed at
+ * once (the cache only misses it). */
 void ssm_pcache_insert(ssm_pcache *c, const int32_t *tokens, size_t n, ssmc_snapshot *snap);
 /* Entries, bytes held, evictions so far. */
 void ssm_pcache_stats(const ssm_pcache *c, uint64_t *entries, uint64_t *bytes, uint64_t *evictions);
@@ -87,6 +89,7 @@ struct ssm_job {
   SSM_VEC(ssm_logprob) lps; /* with logprobs: one per generated token */
   ssm_logprob pending;      /* the step whose id is not drawn yet */
   float *row;               /* its logits */
+  ssm_status lp_failed;     /* the logprobs callbacks ran out of memory */
 
   /* shared, under mu */
   pthread_mutex_t mu;
@@ -137,20 +140,27 @@ typedef struct {
   const ssm_serve_options *o;
 } ssm_api;
 
-/* An OpenAI error body; *out_status gets the HTTP status. */
+/* The error body of a request when even its own could not be made (503). */
+#define SSM_API_NOMEM_BODY                                                                 \
+  "{\"error\":{\"message\":\"the server is out of host memory\",\"type\":\"server_error\","  \
+  "\"param\":null,\"code\":null}}"
+
+/* An OpenAI error body (NULL when out of host memory: see SSM_API_NOMEM_BODY). */
 char *ssm_api_error(int status, const char *type, const char *param, const char *fmt, ...)
     SSM_PRINTF(4, 5);
 /* Parses a /v1/completions (chat 0) or /v1/chat/completions (chat 1) body
- * into a new job (refs 1). On a bad request, NULL and *out_error gets the
- * error body (status 400). */
-ssm_job *ssm_api_parse(const ssm_api *api, int chat, const char *body, size_t len,
-                       char **out_error);
+ * into a new job (refs 1) in *out. A bad request is no error: *out is NULL
+ * and *out_error gets the error body (status 400). Running out of host
+ * memory (templating, tokenizing, the job) is the NOMEM status. */
+ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *body, size_t len, ssm_job **out,
+                         char **out_error);
 void ssm_job_free(ssm_job *j);
 /* Appends to j->out (under j->mu): a stream chunk with `delta` text
- * (NULL: none), the finish reason (NULL: none), or the usage. */
-void ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int usage);
-/* The whole response of a finished non-streamed job. */
-void ssm_api_final(ssm_job *j);
+ * (NULL: none), the finish reason (NULL: none), or the usage. NOMEM when
+ * it could not (j->out may then have failed: see ssm_sb_status). */
+ssm_status ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int usage);
+/* The whole response of a finished non-streamed job, the same way. */
+ssm_status ssm_api_final(ssm_job *j);
 /* The models list. */
 char *ssm_api_models(const char *model_id);
 

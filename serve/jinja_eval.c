@@ -5,6 +5,11 @@
  * negative indices and slices, and transformers' tojson (json.dumps with
  * ensure_ascii=False). Values live in one arena per render.
  *
+ * Out of memory: the arena and the string builders fail stickily, and a
+ * failed container or string is an empty one (no_list, no_dict, ""), so a
+ * render goes on without crashing until its next step, where it stops;
+ * ssm_jinja_render then returns NOMEM whatever the render made of it.
+ *
  * The tables at the end list every filter, test, method and global; the
  * parser refuses any other name.
  */
@@ -72,6 +77,9 @@ typedef struct {
   frame *root, *cur;
   int depth, brk, cont;
   long steps;
+  unsigned long mark;   /* ssm_nomem_mark when the render began */
+  jlist no_list;        /* what list_new gives once the arena failed: empty, never grown */
+  jdict no_dict;        /* and dict_new */
 } ctx;
 
 static const jv UNDEF = {V_UNDEF, {0}, NULL};
@@ -86,8 +94,8 @@ static ssm_status err(const ctx *c, const jnode *n, const char *fmt, ...) SSM_PR
 static ssm_status err(const ctx *c, const jnode *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  ssm_sb b = {0};
-  ssm_sb_xprintf(&b, "%s:%d:%d: ", c->t->name, n ? n->line : 0, n ? n->col : 0);
+  ssm_sb b = {0}; /* a failed append: the render's NOMEM replaces the message */
+  ssm_sb_printf(&b, "%s:%d:%d: ", c->t->name, n ? n->line : 0, n ? n->col : 0);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
   ssm_status s = ssm_status_new(SSM_ERR_INVALID, "%s", ssm_sb_str(&b));
@@ -96,6 +104,7 @@ static ssm_status err(const ctx *c, const jnode *n, const char *fmt, ...) {
 }
 
 static ssm_status step(ctx *c, const jnode *n) {
+  SSM_TRY(ssm_nomem_since(c->mark, c->t->name));
   if (++c->steps > MAX_STEPS) return err(c, n, "the template runs too long (over %ld steps)", MAX_STEPS);
   if (c->out->n > MAX_OUTPUT) return err(c, n, "the template's output passes %zu bytes", MAX_OUTPUT);
   return NULL;
@@ -105,17 +114,22 @@ static ssm_status step(ctx *c, const jnode *n) {
 
 static jlist *list_new(ctx *c, size_t cap) {
   jlist *l = ssm_arena_alloc(c->a, sizeof *l);
-  l->cap = cap ? cap : 4;
-  l->v = ssm_arena_alloc(c->a, sizeof(jv) * l->cap);
+  if (!l) return &c->no_list;
+  cap = cap ? cap : 4;
+  l->v = ssm_arena_alloc(c->a, sizeof(jv) * cap);
+  l->cap = l->v ? cap : 0;
   return l;
 }
 
+/* Appends `v`; dropped when the arena is out of memory (the render fails). */
 static void list_push(ctx *c, jlist *l, jv v) {
   if (l->n == l->cap) {
-    jv *nv = ssm_arena_alloc(c->a, sizeof(jv) * l->cap * 2);
-    memcpy(nv, l->v, sizeof(jv) * l->n);
+    size_t cap = l->cap ? l->cap * 2 : 4;
+    jv *nv = ssm_arena_alloc(c->a, sizeof(jv) * cap);
+    if (!nv) return;
+    if (l->n) memcpy(nv, l->v, sizeof(jv) * l->n);
     l->v = nv;
-    l->cap *= 2;
+    l->cap = cap;
   }
   l->v[l->n++] = v;
 }
@@ -124,9 +138,10 @@ static jv v_list(jlist *l) { return (jv){V_LIST, {.l = l}, NULL}; }
 
 static jdict *dict_new(ctx *c) {
   jdict *d = ssm_arena_alloc(c->a, sizeof *d);
-  d->cap = 4;
+  if (!d) return &c->no_dict;
   d->keys = ssm_arena_alloc(c->a, sizeof(jv) * 4);
   d->vals = ssm_arena_alloc(c->a, sizeof(jv) * 4);
+  d->cap = d->keys && d->vals ? 4 : 0;
   return d;
 }
 
@@ -146,13 +161,14 @@ static void dict_set(ctx *c, jdict *d, jv key, jv val) {
       return;
     }
   }
-  if (d->n == d->cap) {
-    jv *k = ssm_arena_alloc(c->a, sizeof(jv) * d->cap * 2), *v = ssm_arena_alloc(c->a, sizeof(jv) * d->cap * 2);
-    memcpy(k, d->keys, sizeof(jv) * d->n);
-    memcpy(v, d->vals, sizeof(jv) * d->n);
+  if (d->n == d->cap) { /* out of memory: the item is dropped (the render fails) */
+    size_t cap = d->cap ? d->cap * 2 : 4;
+    jv *k = ssm_arena_alloc(c->a, sizeof(jv) * cap), *v = ssm_arena_alloc(c->a, sizeof(jv) * cap);
+    if (!k || !v) return;
+    if (d->n) memcpy(k, d->keys, sizeof(jv) * d->n), memcpy(v, d->vals, sizeof(jv) * d->n);
     d->keys = k;
     d->vals = v;
-    d->cap *= 2;
+    d->cap = cap;
   }
   d->keys[d->n] = key;
   d->vals[d->n++] = val;
@@ -160,10 +176,14 @@ static void dict_set(ctx *c, jdict *d, jv key, jv val) {
 
 /* ---- frames --------------------------------------------------------------------- */
 
-static frame *frame_new(ctx *c, frame *parent) {
-  frame *f = ssm_arena_alloc(c->a, sizeof *f);
+/* The arena's NOMEM status, when it failed. */
+static ssm_status oom(const ctx *c) { return ssm_arena_status(c->a, c->t->name); }
+
+static ssm_status frame_new(ctx *c, frame *parent, frame **out) {
+  frame *f = *out = ssm_arena_alloc(c->a, sizeof *f);
+  if (!f) return oom(c);
   f->parent = parent;
-  return f;
+  return NULL;
 }
 
 static void frame_set(ctx *c, frame *f, const char *name, jv v) {
@@ -176,6 +196,7 @@ static void frame_set(ctx *c, frame *f, const char *name, jv v) {
     size_t cap = f->cap ? f->cap * 2 : 8;
     const char **nn = ssm_arena_alloc(c->a, sizeof(char *) * cap);
     jv *nv = ssm_arena_alloc(c->a, sizeof(jv) * cap);
+    if (!nn || !nv) return; /* dropped: the render fails */
     if (f->n) memcpy(nn, f->names, sizeof(char *) * f->n), memcpy(nv, f->vals, sizeof(jv) * f->n);
     f->names = nn;
     f->vals = nv;
@@ -217,11 +238,11 @@ static const char *type_name(jv v) {
 /* Python's repr of a float: the shortest digits that read back the same. */
 static void put_float(ssm_sb *b, double f) {
   if (isnan(f)) {
-    ssm_sb_xprintf(b, "nan");
+    ssm_sb_printf(b, "nan");
     return;
   }
   if (isinf(f)) {
-    ssm_sb_xprintf(b, f < 0 ? "-inf" : "inf");
+    ssm_sb_printf(b, f < 0 ? "-inf" : "inf");
     return;
   }
   char buf[64];
@@ -238,25 +259,25 @@ static void put_float(ssm_sb *b, double f) {
     if (*q != '.') digits[nd++] = *q;
   int exp = atoi(q + 1);
   while (nd > 1 && digits[nd - 1] == '0') nd--;
-  if (neg) ssm_sb_xappend(b, "-", 1);
+  if (neg) ssm_sb_append(b, "-", 1);
   if (exp >= -4 && exp < 16) {
     if (exp < 0) {
-      ssm_sb_xappend(b, "0.", 2);
-      for (int k = 0; k < -exp - 1; k++) ssm_sb_xappend(b, "0", 1);
-      ssm_sb_xappend(b, digits, (size_t)nd);
+      ssm_sb_append(b, "0.", 2);
+      for (int k = 0; k < -exp - 1; k++) ssm_sb_append(b, "0", 1);
+      ssm_sb_append(b, digits, (size_t)nd);
     } else {
-      for (int k = 0; k <= exp; k++) ssm_sb_xappend(b, k < nd ? &digits[k] : "0", 1);
-      ssm_sb_xappend(b, ".", 1);
-      if (nd > exp + 1) ssm_sb_xappend(b, digits + exp + 1, (size_t)(nd - exp - 1));
-      else ssm_sb_xappend(b, "0", 1);
+      for (int k = 0; k <= exp; k++) ssm_sb_append(b, k < nd ? &digits[k] : "0", 1);
+      ssm_sb_append(b, ".", 1);
+      if (nd > exp + 1) ssm_sb_append(b, digits + exp + 1, (size_t)(nd - exp - 1));
+      else ssm_sb_append(b, "0", 1);
     }
   } else {
-    ssm_sb_xappend(b, digits, 1);
+    ssm_sb_append(b, digits, 1);
     if (nd > 1) {
-      ssm_sb_xappend(b, ".", 1);
-      ssm_sb_xappend(b, digits + 1, (size_t)(nd - 1));
+      ssm_sb_append(b, ".", 1);
+      ssm_sb_append(b, digits + 1, (size_t)(nd - 1));
     }
-    ssm_sb_xprintf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
+    ssm_sb_printf(b, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
   }
 }
 
@@ -265,15 +286,15 @@ static void put_repr(ssm_sb *b, jv v);
 static void put_str(ssm_sb *b, jv v) {
   switch (v.k) {
   case V_UNDEF: break;
-  case V_NONE: ssm_sb_xappend(b, "None", 4); break;
-  case V_BOOL: ssm_sb_xprintf(b, v.u.i ? "True" : "False"); break;
-  case V_INT: ssm_sb_xprintf(b, "%lld", (long long)v.u.i); break;
+  case V_NONE: ssm_sb_append(b, "None", 4); break;
+  case V_BOOL: ssm_sb_printf(b, v.u.i ? "True" : "False"); break;
+  case V_INT: ssm_sb_printf(b, "%lld", (long long)v.u.i); break;
   case V_FLOAT: put_float(b, v.u.f); break;
-  case V_STR: ssm_sb_xappend(b, v.u.s.p, v.u.s.n); break;
-  case V_NS: ssm_sb_xprintf(b, "<Namespace>"); break;
-  case V_MACRO: ssm_sb_xprintf(b, "<Macro '%s'>", v.u.m->str); break;
-  case V_FUNC: ssm_sb_xprintf(b, "<function>"); break;
-  case V_LOOP: ssm_sb_xprintf(b, "<LoopContext>"); break;
+  case V_STR: ssm_sb_append(b, v.u.s.p, v.u.s.n); break;
+  case V_NS: ssm_sb_printf(b, "<Namespace>"); break;
+  case V_MACRO: ssm_sb_printf(b, "<Macro '%s'>", v.u.m->str); break;
+  case V_FUNC: ssm_sb_printf(b, "<function>"); break;
+  case V_LOOP: ssm_sb_printf(b, "<LoopContext>"); break;
   default: put_repr(b, v);
   }
 }
@@ -282,43 +303,51 @@ static void put_repr(ssm_sb *b, jv v) {
   if (v.k == V_STR) {
     int has_sq = memchr(v.u.s.p, '\'', v.u.s.n) != NULL, has_dq = memchr(v.u.s.p, '"', v.u.s.n) != NULL;
     char q = has_sq && !has_dq ? '"' : '\'';
-    ssm_sb_xappend(b, &q, 1);
+    ssm_sb_append(b, &q, 1);
     for (size_t i = 0; i < v.u.s.n; i++) {
       unsigned char ch = (unsigned char)v.u.s.p[i];
-      if (ch == '\\' || ch == (unsigned char)q) ssm_sb_xprintf(b, "\\%c", ch);
-      else if (ch == '\n') ssm_sb_xappend(b, "\\n", 2);
-      else if (ch == '\r') ssm_sb_xappend(b, "\\r", 2);
-      else if (ch == '\t') ssm_sb_xappend(b, "\\t", 2);
-      else if (ch < 0x20 || ch == 0x7f) ssm_sb_xprintf(b, "\\x%02x", ch);
-      else ssm_sb_xappend(b, &v.u.s.p[i], 1);
+      if (ch == '\\' || ch == (unsigned char)q) ssm_sb_printf(b, "\\%c", ch);
+      else if (ch == '\n') ssm_sb_append(b, "\\n", 2);
+      else if (ch == '\r') ssm_sb_append(b, "\\r", 2);
+      else if (ch == '\t') ssm_sb_append(b, "\\t", 2);
+      else if (ch < 0x20 || ch == 0x7f) ssm_sb_printf(b, "\\x%02x", ch);
+      else ssm_sb_append(b, &v.u.s.p[i], 1);
     }
-    ssm_sb_xappend(b, &q, 1);
+    ssm_sb_append(b, &q, 1);
   } else if (v.k == V_LIST) {
-    ssm_sb_xappend(b, "[", 1);
+    ssm_sb_append(b, "[", 1);
     for (size_t i = 0; i < v.u.l->n; i++) {
-      if (i) ssm_sb_xappend(b, ", ", 2);
+      if (i) ssm_sb_append(b, ", ", 2);
       put_repr(b, v.u.l->v[i]);
     }
-    ssm_sb_xappend(b, "]", 1);
+    ssm_sb_append(b, "]", 1);
   } else if (v.k == V_DICT) {
-    ssm_sb_xappend(b, "{", 1);
+    ssm_sb_append(b, "{", 1);
     for (size_t i = 0; i < v.u.d->n; i++) {
-      if (i) ssm_sb_xappend(b, ", ", 2);
+      if (i) ssm_sb_append(b, ", ", 2);
       put_repr(b, v.u.d->keys[i]);
-      ssm_sb_xappend(b, ": ", 2);
+      ssm_sb_append(b, ": ", 2);
       put_repr(b, v.u.d->vals[i]);
     }
-    ssm_sb_xappend(b, "}", 1);
+    ssm_sb_append(b, "}", 1);
   } else {
     put_str(b, v);
   }
+}
+
+/* A copy of n bytes of text in the arena ("" once it failed). */
+static jv v_copy(ctx *c, const char *p, size_t n) {
+  char *d = ssm_arena_alloc(c->a, n + 1);
+  if (!d) return v_str("", 0);
+  memcpy(d, p, n);
+  return v_str(d, n);
 }
 
 static jv to_str(ctx *c, jv v) {
   if (v.k == V_STR) return v;
   ssm_sb b = {0};
   put_str(&b, v);
-  jv r = v_str(ssm_arena_strndup(c->a, ssm_sb_str(&b), b.n), b.n);
+  jv r = v_copy(c, ssm_sb_str(&b), b.n);
   ssm_sb_free(&b);
   return r;
 }
@@ -326,26 +355,27 @@ static jv to_str(ctx *c, jv v) {
 /* json.dumps(v, ensure_ascii=False, indent=indent, sort_keys=sort) */
 static ssm_status put_json(ctx *c, const jnode *at, ssm_sb *b, jv v, int indent, int level, int sort) {
   switch (v.k) {
-  case V_NONE: ssm_sb_xappend(b, "null", 4); return NULL;
-  case V_BOOL: ssm_sb_xprintf(b, v.u.i ? "true" : "false"); return NULL;
+  case V_NONE: ssm_sb_append(b, "null", 4); return NULL;
+  case V_BOOL: ssm_sb_printf(b, v.u.i ? "true" : "false"); return NULL;
   case V_INT: case V_FLOAT: put_str(b, v); return NULL;
   case V_STR:
-    ssm_sb_xappend(b, "\"", 1);
+    ssm_sb_append(b, "\"", 1);
     for (size_t i = 0; i < v.u.s.n; i++) {
       unsigned char ch = (unsigned char)v.u.s.p[i];
       const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\n' ? "\\n" : ch == '\r' ? "\\r"
                       : ch == '\t' ? "\\t" : ch == '\b' ? "\\b" : ch == '\f' ? "\\f" : NULL;
-      if (e) ssm_sb_xprintf(b, "%s", e);
-      else if (ch < 0x20) ssm_sb_xprintf(b, "\\u%04x", ch);
-      else ssm_sb_xappend(b, &v.u.s.p[i], 1);
+      if (e) ssm_sb_printf(b, "%s", e);
+      else if (ch < 0x20) ssm_sb_printf(b, "\\u%04x", ch);
+      else ssm_sb_append(b, &v.u.s.p[i], 1);
     }
-    ssm_sb_xappend(b, "\"", 1);
+    ssm_sb_append(b, "\"", 1);
     return NULL;
   case V_LIST: case V_DICT: case V_NS: {
     int is_list = v.k == V_LIST;
     size_t n = is_list ? v.u.l->n : v.u.d->n;
-    ssm_sb_xappend(b, is_list ? "[" : "{", 1);
+    ssm_sb_append(b, is_list ? "[" : "{", 1);
     size_t *order = ssm_arena_alloc(c->a, sizeof(size_t) * (n + 1));
+    if (!order) return oom(c);
     for (size_t i = 0; i < n; i++) order[i] = i;
     if (!is_list && sort) /* insertion sort by key bytes: dicts here are small */
       for (size_t i = 1; i < n; i++)
@@ -360,24 +390,24 @@ static ssm_status put_json(ctx *c, const jnode *at, ssm_sb *b, jv v, int indent,
         }
     for (size_t k = 0; k < n; k++) {
       size_t i = order[k];
-      if (k) ssm_sb_xappend(b, indent >= 0 ? "," : ", ", indent >= 0 ? 1 : 2);
+      if (k) ssm_sb_append(b, indent >= 0 ? "," : ", ", indent >= 0 ? 1 : 2);
       if (indent >= 0) {
-        ssm_sb_xappend(b, "\n", 1);
-        for (int s = 0; s < indent * (level + 1); s++) ssm_sb_xappend(b, " ", 1);
+        ssm_sb_append(b, "\n", 1);
+        for (int s = 0; s < indent * (level + 1); s++) ssm_sb_append(b, " ", 1);
       }
       if (!is_list) {
         jv key = v.u.d->keys[i];
         if (key.k != V_STR) return err(c, at, "tojson: a dict key of type %s", type_name(key));
         SSM_TRY(put_json(c, at, b, key, indent, level + 1, sort));
-        ssm_sb_xappend(b, ": ", 2);
+        ssm_sb_append(b, ": ", 2);
       }
       SSM_TRY(put_json(c, at, b, is_list ? v.u.l->v[i] : v.u.d->vals[i], indent, level + 1, sort));
     }
     if (indent >= 0 && n) {
-      ssm_sb_xappend(b, "\n", 1);
-      for (int s = 0; s < indent * level; s++) ssm_sb_xappend(b, " ", 1);
+      ssm_sb_append(b, "\n", 1);
+      for (int s = 0; s < indent * level; s++) ssm_sb_append(b, " ", 1);
     }
-    ssm_sb_xappend(b, is_list ? "]" : "}", 1);
+    ssm_sb_append(b, is_list ? "]" : "}", 1);
     return NULL;
   }
   default: return err(c, at, "tojson: a value of type %s is not JSON serializable", type_name(v));
@@ -527,6 +557,7 @@ static ssm_status eval_args(ctx *c, const jnode *n, args *a) {
   a->names = n->names;
   a->nkw = n->nnames;
   a->kw = ssm_arena_alloc(c->a, sizeof(jv) * ((size_t)n->nnames + 1));
+  if (!a->kw) return oom(c);
   for (int i = 0; i < n->nnames; i++) SSM_TRY(eval(c, n->list2.items[i], &a->kw[i]));
   return NULL;
 }
@@ -553,7 +584,8 @@ static ssm_status call_macro(ctx *c, const jnode *at, const jnode *m, const args
   if (a->npos > m->nnames)
     return err(c, at, "macro '%s' takes %d arguments, got %d", m->str, m->nnames, a->npos);
   if (c->depth >= MAX_DEPTH) return err(c, at, "macro calls nested deeper than %d", MAX_DEPTH);
-  frame *f = frame_new(c, c->root), *saved = c->cur;
+  frame *f, *saved = c->cur;
+  SSM_TRY(frame_new(c, c->root, &f));
   for (int k = 0; k < a->nkw; k++) {
     int ok = 0;
     for (int j = 0; j < m->nnames && !ok; j++) ok = !strcmp(m->names[j], a->names[k]);
@@ -579,7 +611,7 @@ static ssm_status call_macro(ctx *c, const jnode *at, const jnode *m, const args
   c->out = outer;
   c->cur = saved;
   c->brk = c->cont = 0;
-  *out = v_str(ssm_arena_strndup(c->a, ssm_sb_str(&body), body.n), body.n);
+  *out = v_copy(c, ssm_sb_str(&body), body.n);
   ssm_sb_free(&body);
   return s;
 }
@@ -600,7 +632,9 @@ static jv strip(jv s, const jv *chars, int left, int right) {
 }
 
 static jv change_case(ctx *c, jv s, char how) { /* 'u'pper, 'l'ower, 't'itle, 'c'apitalize */
-  char *o = ssm_arena_strndup(c->a, s.u.s.p, s.u.s.n);
+  char *o = ssm_arena_alloc(c->a, s.u.s.n + 1);
+  if (!o) return v_str("", 0);
+  memcpy(o, s.u.s.p, s.u.s.n);
   int start = 1;
   for (size_t i = 0; i < s.u.s.n; i++) {
     char ch = o[i];
@@ -615,26 +649,26 @@ static jv change_case(ctx *c, jv s, char how) { /* 'u'pper, 'l'ower, 't'itle, 'c
 
 static jv replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
   ssm_sb b = {0};
-  ssm_sb_xappend(&b, "", 0);
+  ssm_sb_append(&b, "", 0);
   size_t i = 0;
   int64_t done = 0;
   if (!old.u.s.n) { /* Python: inserts between characters */
     for (size_t k = 0; k <= s.u.s.n; k++) {
-      if (count < 0 || done < count) ssm_sb_xappend(&b, new_.u.s.p, new_.u.s.n), done++;
-      if (k < s.u.s.n) ssm_sb_xappend(&b, s.u.s.p + k, 1);
+      if (count < 0 || done < count) ssm_sb_append(&b, new_.u.s.p, new_.u.s.n), done++;
+      if (k < s.u.s.n) ssm_sb_append(&b, s.u.s.p + k, 1);
     }
   } else {
     while (i < s.u.s.n) {
       const char *hit = (count < 0 || done < count) ? memmem(s.u.s.p + i, s.u.s.n - i, old.u.s.p, old.u.s.n) : NULL;
       if (!hit) break;
-      ssm_sb_xappend(&b, s.u.s.p + i, (size_t)(hit - s.u.s.p) - i);
-      ssm_sb_xappend(&b, new_.u.s.p, new_.u.s.n);
+      ssm_sb_append(&b, s.u.s.p + i, (size_t)(hit - s.u.s.p) - i);
+      ssm_sb_append(&b, new_.u.s.p, new_.u.s.n);
       i = (size_t)(hit - s.u.s.p) + old.u.s.n;
       done++;
     }
-    ssm_sb_xappend(&b, s.u.s.p + i, s.u.s.n - i);
+    ssm_sb_append(&b, s.u.s.p + i, s.u.s.n - i);
   }
-  jv r = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
+  jv r = v_copy(c, ssm_sb_str(&b), b.n);
   ssm_sb_free(&b);
   return r;
 }
@@ -685,9 +719,9 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
   jlist *l;
   SSM_TRY(iterable(c, n, seq, &l));
   ssm_sb b = {0};
-  ssm_sb_xappend(&b, "", 0);
+  ssm_sb_append(&b, "", 0);
   for (size_t i = 0; i < l->n; i++) {
-    if (i && sep.k == V_STR) ssm_sb_xappend(&b, sep.u.s.p, sep.u.s.n);
+    if (i && sep.k == V_STR) ssm_sb_append(&b, sep.u.s.p, sep.u.s.n);
     jv item = l->v[i];
     if (attr && attr->k == V_STR && (item.k == V_DICT || item.k == V_NS)) {
       jv *f = dict_find(item.u.d, attr->u.s.p, attr->u.s.n);
@@ -695,7 +729,7 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
     }
     put_str(&b, item);
   }
-  *out = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
+  *out = v_copy(c, ssm_sb_str(&b), b.n);
   ssm_sb_free(&b);
   return NULL;
 }
@@ -864,16 +898,16 @@ static ssm_status slice(ctx *c, const jnode *n, jv obj, jv *out) {
   else e = st > 0 ? len : -1;
   jlist *l = list_new(c, 0);
   ssm_sb s = {0};
-  ssm_sb_xappend(&s, "", 0);
+  ssm_sb_append(&s, "", 0);
   for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
     if (obj.k == V_LIST) {
       list_push(c, l, obj.u.l->v[i]);
     } else {
       size_t x = u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i), y = u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i + 1);
-      ssm_sb_xappend(&s, obj.u.s.p + x, y - x);
+      ssm_sb_append(&s, obj.u.s.p + x, y - x);
     }
   }
-  *out = obj.k == V_LIST ? v_list(l) : v_str(ssm_arena_strndup(c->a, s.s, s.n), s.n);
+  *out = obj.k == V_LIST ? v_list(l) : v_copy(c, ssm_sb_str(&s), s.n);
   ssm_sb_free(&s);
   return NULL;
 }
@@ -960,10 +994,10 @@ static ssm_status apply_filter(ctx *c, const jnode *n, const char *name, jv v, c
     if (truthy(ea)) return err(c, n, "tojson: ensure_ascii=True is not supported");
     if (indent.k != V_NONE && indent.k != V_INT) return err(c, n, "tojson: indent must be an integer");
     ssm_sb b = {0};
-    ssm_sb_xappend(&b, "", 0);
+    ssm_sb_append(&b, "", 0);
     ssm_status s = put_json(c, n, &b, v, indent.k == V_INT ? (int)indent.u.i : -1, 0,
                             truthy(arg(a, 99, "sort_keys", v_bool(0))));
-    *out = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
+    *out = v_copy(c, ssm_sb_str(&b), b.n);
     ssm_sb_free(&b);
     return s;
   } else if (!strcmp(name, "string")) {
@@ -1036,6 +1070,7 @@ static ssm_status apply_filter(ctx *c, const jnode *n, const char *name, jv v, c
     if (v.k != V_DICT) return err(c, n, "dictsort: expected a mapping, got %s", type_name(v));
     jv items;
     SSM_TRY(call_method(c, n, v, "items", a, &items));
+    SSM_TRY(oom(c)); /* the pairs are whole */
     jlist *l = items.u.l;
     for (size_t i = 1; i < l->n; i++)
       for (size_t j = i; j > 0; j--) {
@@ -1070,14 +1105,14 @@ static ssm_status apply_filter(ctx *c, const jnode *n, const char *name, jv v, c
   } else if (!strcmp(name, "escape") || !strcmp(name, "e")) {
     jv s = to_str(c, v);
     ssm_sb b = {0};
-    ssm_sb_xappend(&b, "", 0);
+    ssm_sb_append(&b, "", 0);
     for (size_t i = 0; i < s.u.s.n; i++) {
       char ch = s.u.s.p[i];
       const char *e = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
-      if (e) ssm_sb_xprintf(&b, "%s", e);
-      else ssm_sb_xappend(&b, &ch, 1);
+      if (e) ssm_sb_printf(&b, "%s", e);
+      else ssm_sb_append(&b, &ch, 1);
     }
-    *out = v_str(ssm_arena_strndup(c->a, b.s, b.n), b.n);
+    *out = v_copy(c, ssm_sb_str(&b), b.n);
     ssm_sb_free(&b);
   } else {
     return filter_seq(c, n, name, v, a, out);
@@ -1162,7 +1197,7 @@ static ssm_status call_global(ctx *c, const jnode *n, int fn, const args *a, jv 
     struct tm tm;
     localtime_r(&now, &tm);
     size_t k = strftime(buf, sizeof buf, ssm_arena_strndup(c->a, fmt.u.s.p, fmt.u.s.n), &tm);
-    *out = v_str(ssm_arena_strndup(c->a, buf, k), k);
+    *out = v_copy(c, buf, k);
   }
   return NULL;
 }
@@ -1174,12 +1209,13 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
     ssm_sb s = {0};
     put_str(&s, a);
     put_str(&s, b);
-    *out = v_str(ssm_arena_strndup(c->a, ssm_sb_str(&s), s.n), s.n);
+    *out = v_copy(c, ssm_sb_str(&s), s.n);
     ssm_sb_free(&s);
     return NULL;
   }
   if (op[0] == '+' && a.k == V_STR && b.k == V_STR) {
     char *p = ssm_arena_alloc(c->a, a.u.s.n + b.u.s.n + 1);
+    if (!p) return oom(c);
     memcpy(p, a.u.s.p, a.u.s.n);
     memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
     *out = v_str(p, a.u.s.n + b.u.s.n);
@@ -1196,16 +1232,16 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
     jv s = a.k == V_STR ? a : b;
     int64_t k = a.k == V_INT ? a.u.i : b.u.i;
     ssm_sb r = {0};
-    ssm_sb_xappend(&r, "", 0);
+    ssm_sb_append(&r, "", 0);
     for (int64_t i = 0; i < k; i++) {
       SSM_TRY(step(c, n));
-      ssm_sb_xappend(&r, s.u.s.p, s.u.s.n);
+      ssm_sb_append(&r, s.u.s.p, s.u.s.n);
       if (r.n > MAX_OUTPUT) {
         ssm_sb_free(&r);
         return err(c, n, "a string longer than %zu bytes", MAX_OUTPUT);
       }
     }
-    *out = v_str(ssm_arena_strndup(c->a, r.s, r.n), r.n);
+    *out = v_copy(c, ssm_sb_str(&r), r.n);
     ssm_sb_free(&r);
     return NULL;
   }
@@ -1387,7 +1423,8 @@ static ssm_status exec_for(ctx *c, const jnode *n) {
   jlist *all, *items;
   SSM_TRY(eval(c, n->a, &seq));
   SSM_TRY(iterable(c, n->a, seq, &all));
-  frame *f = frame_new(c, c->cur), *saved = c->cur;
+  frame *f, *saved = c->cur;
+  SSM_TRY(frame_new(c, c->cur, &f));
   c->cur = f;
   items = all;
   ssm_status s = NULL;
@@ -1400,8 +1437,9 @@ static ssm_status exec_for(ctx *c, const jnode *n) {
       if (!s && truthy(cond)) list_push(c, items, all->v[i]);
     }
   }
-  jloop *loop = ssm_arena_alloc(c->a, sizeof *loop);
-  loop->items = items;
+  jloop *loop = s ? NULL : ssm_arena_alloc(c->a, sizeof *loop);
+  if (!s && !loop) s = oom(c);
+  if (loop) loop->items = items;
   for (size_t i = 0; i < items->n && !s; i++) {
     s = step(c, n);
     loop->index0 = i;
@@ -1423,7 +1461,7 @@ static ssm_status exec(ctx *c, const jnode *n) {
   jv v;
   switch (n->kind) {
   case J_BODY: return exec_list(c, &n->list);
-  case J_TEXT: ssm_sb_xappend(c->out, n->str, n->len); return step(c, n);
+  case J_TEXT: ssm_sb_append(c->out, n->str, n->len); return step(c, n);
   case J_OUT:
     SSM_TRY(eval(c, n->a, &v));
     put_str(c->out, v);
@@ -1447,7 +1485,7 @@ static ssm_status exec(ctx *c, const jnode *n) {
     c->out = &body;
     ssm_status s = exec(c, n->a);
     c->out = outer;
-    frame_set(c, c->cur, n->names[0], v_str(ssm_arena_strndup(c->a, ssm_sb_str(&body), body.n), body.n));
+    frame_set(c, c->cur, n->names[0], v_copy(c, ssm_sb_str(&body), body.n));
     ssm_sb_free(&body);
     return s;
   }
@@ -1490,20 +1528,24 @@ ssm_status ssm_jinja_render(const ssm_jinja *t, const cJSON *vars, char **out, s
   *out = NULL;
   *out_len = 0;
   ssm_sb b = {0};
-  ssm_sb_xappend(&b, "", 0);
-  ctx c = {.t = t, .a = ssm_arena_xcreate(), .out = &b};
-  frame *globals = frame_new(&c, NULL);
-  for (const cJSON *e = vars ? vars->child : NULL; e; e = e->next) frame_set(&c, globals, e->string, from_json(&c, e));
-  c.root = c.cur = frame_new(&c, globals);
-  ssm_status s = exec(&c, t->root);
+  ssm_sb_append(&b, "", 0);
+  ctx c = {.t = t, .out = &b, .mark = ssm_nomem_mark()};
+  ssm_status s = ssm_status_wrap(ssm_arena_create(&c.a), "%s", t->name);
+  frame *globals = NULL;
+  if (!s) s = frame_new(&c, NULL, &globals);
+  for (const cJSON *e = vars && !s ? vars->child : NULL; e; e = e->next)
+    frame_set(&c, globals, e->string, from_json(&c, e));
+  if (!s) s = frame_new(&c, globals, &c.root);
+  c.cur = c.root;
+  if (!s) s = exec(&c, t->root);
   ssm_arena_destroy(c.a);
-  if (s) {
-    ssm_sb_free(&b);
-    return s;
-  }
-  *out_len = b.n;
-  *out = ssm_sb_xtake(&b);
-  return NULL;
+  /* whatever a render made of dropped items and cut text is not to be trusted */
+  s = ssm_nomem_check(c.mark, s, t->name);
+  size_t n = b.n;
+  if (!s) s = ssm_sb_take(&b, t->name, out);
+  ssm_sb_free(&b);
+  if (!s) *out_len = n;
+  return s;
 }
 
 /* ---- the tables ------------------------------------------------------------------------ */

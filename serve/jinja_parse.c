@@ -26,7 +26,7 @@ typedef struct {
 typedef struct {
   const char *name, *src;
   size_t n;
-  ssm_arena *arena;
+  ssm_arena *arena; /* the tree's; its first failure is the parse's NOMEM */
   SSM_VEC(piece) pieces;
   size_t at; /* parser: the next piece */
   /* the tokens of the tag being parsed */
@@ -39,7 +39,11 @@ typedef struct {
   int ntoks, tp;
   SSM_VEC(const char *) macros, assigned; /* names a call may use */
   SSM_VEC(jnode *) calls;                    /* J_CALL of a plain name, checked at the end */
+  const char *what; /* the caller's name, for NOMEM */
 } parser;
+
+/* The arena's NOMEM status. */
+static ssm_status oom(const parser *p) { return ssm_arena_status(p->arena, p->what); }
 
 static void pos_of(const parser *p, const char *at, int *line, int *col) {
   int l = 1, c = 1;
@@ -55,8 +59,8 @@ static ssm_status error_at(const parser *p, int line, int col, const char *fmt, 
 static ssm_status error_at(const parser *p, int line, int col, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  ssm_sb b = {0};
-  ssm_sb_xprintf(&b, "%s:%d:%d: ", p->name, line, col);
+  ssm_sb b = {0}; /* a failed append: ssm_jinja_parse reports NOMEM instead */
+  ssm_sb_printf(&b, "%s:%d:%d: ", p->name, line, col);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
   ssm_status s = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s", ssm_sb_str(&b));
@@ -66,11 +70,11 @@ static ssm_status error_at(const parser *p, int line, int col, const char *fmt, 
 
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-static void add_piece(parser *p, piece_kind k, const char *s, size_t n) {
-  if (k == P_TEXT && !n) return;
+static ssm_status add_piece(parser *p, piece_kind k, const char *s, size_t n) {
+  if (k == P_TEXT && !n) return NULL;
   piece pc = {k, s, n, 0, 0};
   pos_of(p, s, &pc.line, &pc.col);
-  ssm_vec_xpush(&p->pieces, pc);
+  return ssm_vec_push(&p->pieces, pc);
 }
 
 /* The end of the tag whose inside starts at `i` ("}}" or "%}", after
@@ -134,7 +138,7 @@ static ssm_status cut(parser *p) {
       while (ds < de && is_ws(p->src[ds])) ds++;
     if (!open) {
       if (de > ds && p->src[de - 1] == '\n') de--; /* keep_trailing_newline off */
-      add_piece(p, P_TEXT, p->src + ds, de - ds);
+      SSM_TRY(add_piece(p, P_TEXT, p->src + ds, de - ds));
       break;
     }
     char kind = open[1], mark = data_end + 2 < p->n ? open[2] : 0;
@@ -148,7 +152,7 @@ static ssm_status cut(parser *p) {
       for (size_t k = l; k < de && blank; k++) blank = p->src[k] == ' ' || p->src[k] == '\t';
       if (line_starting && blank) de = l;
     }
-    add_piece(p, P_TEXT, p->src + ds, de - ds);
+    SSM_TRY(add_piece(p, P_TEXT, p->src + ds, de - ds));
     size_t in = data_end + 2 + (mark == '-' || mark == '+');
     int line, col;
     pos_of(p, open, &line, &col);
@@ -179,11 +183,11 @@ static ssm_status cut(parser *p) {
         rs++;
       if (lminus)
         while (re > rs && is_ws(p->src[re - 1])) re--;
-      add_piece(p, P_TEXT, p->src + rs, re - rs);
+      SSM_TRY(add_piece(p, P_TEXT, p->src + rs, re - rs));
       after = raw_end;
       rstrip = rminus;
     } else if (kind != '#') {
-      add_piece(p, kind == '{' ? P_VAR : P_BLOCK, p->src + in, inner_end - in);
+      SSM_TRY(add_piece(p, kind == '{' ? P_VAR : P_BLOCK, p->src + in, inner_end - in));
     }
     strip_next = rstrip;
     if (!rstrip && kind != '{' && after < p->n && p->src[after] == '\n') after++; /* trim_blocks */
@@ -199,6 +203,7 @@ static const char *const ops2[] = {"**", "//", "==", "!=", "<=", ">=", NULL};
 static ssm_status tokenize(parser *p, const piece *pc) {
   p->ntoks = p->tp = 0;
   p->toks = ssm_arena_alloc(p->arena, sizeof *p->toks * (pc->n + 1));
+  if (!p->toks) return oom(p);
   const char *s = pc->s, *e = pc->s + pc->n;
   while (1) {
     while (s < e && is_ws(*s)) s++;
@@ -270,44 +275,77 @@ static ssm_status expect(parser *p, char kind, const char *s) {
   return error_at(p, t->line, t->col, "expected '%s', got '%.*s'", s, (int)t->n, t->s);
 }
 
-static jnode *mk(parser *p, jnode_kind k, const struct tok *t) {
-  jnode *n = ssm_arena_alloc(p->arena, sizeof *n);
+/* A new node in *out. */
+static ssm_status mk(parser *p, jnode_kind k, const struct tok *t, jnode **out) {
+  jnode *n = *out = ssm_arena_alloc(p->arena, sizeof *n);
+  if (!n) return oom(p);
   n->kind = k;
   n->line = t->line;
   n->col = t->col;
-  return n;
+  return NULL;
 }
 
+/* The token's text ("" once the arena failed: ssm_jinja_parse then reports
+ * NOMEM, whatever the parse made of it). */
 static const char *tok_str(parser *p, const struct tok *t) {
   return ssm_arena_strndup(p->arena, t->s, t->n);
 }
 
+/* Lists of nodes and names grow in the arena (push_node, push_name) as
+ * they are parsed, so an error on the way leaves nothing to free. */
 typedef SSM_VEC(jnode *) node_vec;
 typedef SSM_VEC(const char *) name_vec;
 
-static jnodes to_nodes(parser *p, node_vec *v) {
-  jnodes l = {ssm_arena_alloc(p->arena, sizeof(jnode *) * (v->n + 1)), (int)v->n};
-  if (v->n) memcpy(l.items, v->items, sizeof(jnode *) * v->n);
-  ssm_vec_free(v);
-  return l;
+/* Room for one more of `elem` bytes in *items (n used of *cap). */
+static ssm_status room(parser *p, void *items, size_t n, size_t *cap, size_t elem) {
+  if (n < *cap) return NULL;
+  size_t c = *cap ? *cap * 2 : 4;
+  void *old, *q = ssm_arena_alloc(p->arena, c * elem);
+  if (!q) return oom(p);
+  memcpy(&old, items, sizeof old);
+  if (n) memcpy(q, old, n * elem);
+  memcpy(items, &q, sizeof q);
+  *cap = c;
+  return NULL;
 }
 
-static const char **to_names(parser *p, name_vec *v) {
-  const char **l = ssm_arena_alloc(p->arena, sizeof(char *) * (v->n + 1));
-  if (v->n) memcpy(l, v->items, sizeof(char *) * v->n);
-  ssm_vec_free(v);
-  return l;
+static ssm_status push_node(parser *p, node_vec *v, jnode *x) {
+  SSM_TRY(room(p, &v->items, v->n, &v->cap, sizeof *v->items));
+  v->items[v->n++] = x;
+  return NULL;
+}
+
+static ssm_status push_name(parser *p, name_vec *v, const char *x) {
+  SSM_TRY(room(p, &v->items, v->n, &v->cap, sizeof *v->items));
+  v->items[v->n++] = x;
+  return NULL;
+}
+
+static jnodes to_nodes(node_vec *v) { return (jnodes){v->items, (int)v->n}; }
+
+/* n->str and n->len: a copy of b's text in the arena; `b` is freed. */
+static ssm_status take_text(parser *p, ssm_sb *b, jnode *n) {
+  ssm_status s = ssm_sb_status(b, p->what);
+  char *d = s ? NULL : ssm_arena_alloc(p->arena, b->n + 1);
+  if (!s && !d) s = oom(p);
+  if (!s) {
+    memcpy(d, ssm_sb_str(b), b->n);
+    n->str = d;
+    n->len = b->n;
+  }
+  ssm_sb_free(b);
+  return s;
 }
 
 /* A string literal's value: Python's escapes (\n \t \r \\ \' \" \xNN \uNNNN
  * \UNNNNNNNN, and others kept as written). */
 static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
   ssm_sb b = {0};
-  ssm_sb_xappend(&b, "", 0);
+  ssm_sb_append(&b, "", 0);
   for (size_t i = 1; i + 1 < t->n; i++) {
     char c = t->s[i];
     if (c != '\\') {
-      ssm_sb_xappend(&b, &c, 1);
+      ssm_sb_append(&b, &c, 1);
       continue;
     }
     char e = t->s[++i];
@@ -315,13 +353,13 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     if (simple && e) {
       static const char to[] = "\n\t\r\\'\"\a\b\f\v";
       char o = e == '0' ? '\0' : to[simple - "ntr\\'\"abfv0"];
-      ssm_sb_xappend(&b, &o, 1);
+      ssm_sb_append(&b, &o, 1);
       continue;
     }
     int digits = e == 'x' ? 2 : e == 'u' ? 4 : e == 'U' ? 8 : 0;
     if (!digits || i + (size_t)digits >= t->n - 1) {
       char two[2] = {'\\', e};
-      ssm_sb_xappend(&b, two, 2);
+      ssm_sb_append(&b, two, 2);
       continue;
     }
     uint32_t cp = 0;
@@ -340,12 +378,9 @@ static ssm_status unescape(parser *p, const struct tok *t, jnode *n) {
     else if (m == 2) u[0] = (char)(0xc0 | cp >> 6), u[1] = (char)(0x80 | (cp & 63));
     else if (m == 3) u[0] = (char)(0xe0 | cp >> 12), u[1] = (char)(0x80 | ((cp >> 6) & 63)), u[2] = (char)(0x80 | (cp & 63));
     else u[0] = (char)(0xf0 | cp >> 18), u[1] = (char)(0x80 | ((cp >> 12) & 63)), u[2] = (char)(0x80 | ((cp >> 6) & 63)), u[3] = (char)(0x80 | (cp & 63));
-    ssm_sb_xappend(&b, u, (size_t)m);
+    ssm_sb_append(&b, u, (size_t)m);
   }
-  n->len = b.n;
-  n->str = ssm_arena_strndup(p->arena, b.s, b.n);
-  ssm_sb_free(&b);
-  return NULL;
+  return take_text(p, &b, n);
 }
 
 /* ---- expressions ------------------------------------------------------------------ */
@@ -373,25 +408,24 @@ static ssm_status parse_args(parser *p, jnode *call) {
         break;
       }
       call->i = (int64_t)pos.n;
-      if (!(s = parse_expr(p, &v))) ssm_vec_xpush(&pos, v);
+      if (!(s = parse_expr(p, &v))) s = push_node(p, &pos, v);
     } else if (t->kind == 'n' && is_tok(&p->toks[p->tp + 1], 'o', "=")) {
       next_tok(p);
       next_tok(p);
-      ssm_vec_xpush(&names, tok_str(p, t));
-      if (!(s = parse_expr(p, &v))) ssm_vec_xpush(&kw, v);
+      if (!(s = push_name(p, &names, tok_str(p, t))) && !(s = parse_expr(p, &v))) s = push_node(p, &kw, v);
     } else if (is_tok(t, 'o', "**")) {
       s = error_at(p, t->line, t->col, "**kwargs in a call is not supported");
     } else if (kw.n) {
       s = error_at(p, t->line, t->col, "a positional argument after keyword arguments");
     } else if (!(s = parse_expr(p, &v))) {
-      ssm_vec_xpush(&pos, v);
+      s = push_node(p, &pos, v);
     }
     if (!s && peek(p)->kind == 'e') s = expect(p, 'o', ")");
   }
-  call->list = to_nodes(p, &pos);
-  call->list2 = to_nodes(p, &kw);
+  call->list = to_nodes(&pos);
+  call->list2 = to_nodes(&kw);
   call->nnames = (int)names.n;
-  call->names = to_names(p, &names);
+  call->names = names.items;
   return s;
 }
 
@@ -403,12 +437,12 @@ static ssm_status parse_primary(parser *p, jnode **out) {
                                             {"False", "b0"}, {"none", "n"}, {"None", "n"}};
     for (size_t k = 0; k < sizeof consts / sizeof consts[0]; k++)
       if (is_name(t, consts[k][0])) {
-        n = mk(p, consts[k][1][0] == 'b' ? J_CONST_BOOL : J_CONST_NONE, t);
+        SSM_TRY(mk(p, consts[k][1][0] == 'b' ? J_CONST_BOOL : J_CONST_NONE, t, &n));
         n->i = consts[k][1][1] == '1';
         *out = n;
         return NULL;
       }
-    n = mk(p, J_NAME, t);
+    SSM_TRY(mk(p, J_NAME, t, &n));
     n->str = tok_str(p, t);
   } else if (t->kind == 'i' || t->kind == 'f') {
     char buf[64];
@@ -416,26 +450,28 @@ static ssm_status parse_primary(parser *p, jnode **out) {
     for (size_t i = 0; i < t->n && k + 1 < sizeof buf; i++)
       if (t->s[i] != '_') buf[k++] = t->s[i];
     buf[k] = 0;
-    n = mk(p, t->kind == 'i' ? J_CONST_INT : J_CONST_FLOAT, t);
+    SSM_TRY(mk(p, t->kind == 'i' ? J_CONST_INT : J_CONST_FLOAT, t, &n));
     if (t->kind == 'i') n->i = strtoll(buf, NULL, 10);
     else n->f = strtod(buf, NULL);
   } else if (t->kind == 's') {
-    n = mk(p, J_CONST_STR, t);
+    SSM_TRY(mk(p, J_CONST_STR, t, &n));
     SSM_TRY(unescape(p, t, n));
     ssm_sb b = {0}; /* adjacent literals join */
-    ssm_sb_xappend(&b, n->str, n->len);
-    while (peek(p)->kind == 's') {
+    ssm_sb_append(&b, n->str, n->len);
+    ssm_status s = NULL;
+    while (!s && peek(p)->kind == 's') {
       jnode more;
-      SSM_TRY(unescape(p, next_tok(p), &more));
-      ssm_sb_xappend(&b, more.str, more.len);
+      if (!(s = unescape(p, next_tok(p), &more))) ssm_sb_append(&b, more.str, more.len);
     }
-    n->len = b.n;
-    n->str = ssm_arena_strndup(p->arena, b.s, b.n);
-    ssm_sb_free(&b);
+    if (s) {
+      ssm_sb_free(&b);
+      return s;
+    }
+    SSM_TRY(take_text(p, &b, n));
   } else if (is_tok(t, 'o', "(")) {
     jnode *e;
     if (accept(p, 'o', ")")) {
-      n = mk(p, J_TUPLE, t);
+      SSM_TRY(mk(p, J_TUPLE, t, &n));
     } else {
       SSM_TRY(parse_expr(p, &e));
       if (!is_tok(peek(p), 'o', ",")) {
@@ -444,29 +480,29 @@ static ssm_status parse_primary(parser *p, jnode **out) {
         return NULL;
       }
       node_vec items = {0};
-      ssm_vec_xpush(&items, e);
+      SSM_TRY(push_node(p, &items, e));
       while (accept(p, 'o', ",") && !is_tok(peek(p), 'o', ")")) {
         SSM_TRY(parse_expr(p, &e));
-        ssm_vec_xpush(&items, e);
+        SSM_TRY(push_node(p, &items, e));
       }
-      n = mk(p, J_TUPLE, t);
-      n->list = to_nodes(p, &items);
+      SSM_TRY(mk(p, J_TUPLE, t, &n));
+      n->list = to_nodes(&items);
       SSM_TRY(expect(p, 'o', ")"));
     }
   } else if (is_tok(t, 'o', "[")) {
-    n = mk(p, J_LIST, t);
+    SSM_TRY(mk(p, J_LIST, t, &n));
     node_vec items = {0};
     while (!accept(p, 'o', "]")) {
       if (items.n) SSM_TRY(expect(p, 'o', ","));
       if (accept(p, 'o', "]")) break;
       jnode *e;
       SSM_TRY(parse_expr(p, &e));
-      ssm_vec_xpush(&items, e);
+      SSM_TRY(push_node(p, &items, e));
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', "]"));
     }
-    n->list = to_nodes(p, &items);
+    n->list = to_nodes(&items);
   } else if (is_tok(t, 'o', "{")) {
-    n = mk(p, J_DICT, t);
+    SSM_TRY(mk(p, J_DICT, t, &n));
     node_vec keys = {0}, vals = {0};
     while (!accept(p, 'o', "}")) {
       if (keys.n) SSM_TRY(expect(p, 'o', ","));
@@ -475,12 +511,12 @@ static ssm_status parse_primary(parser *p, jnode **out) {
       SSM_TRY(parse_expr(p, &k));
       SSM_TRY(expect(p, 'o', ":"));
       SSM_TRY(parse_expr(p, &v));
-      ssm_vec_xpush(&keys, k);
-      ssm_vec_xpush(&vals, v);
+      SSM_TRY(push_node(p, &keys, k));
+      SSM_TRY(push_node(p, &vals, v));
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', "}"));
     }
-    n->list = to_nodes(p, &keys);
-    n->list2 = to_nodes(p, &vals);
+    n->list = to_nodes(&keys);
+    n->list2 = to_nodes(&vals);
   } else if (t->kind == 'e') {
     return error_at(p, t->line, t->col, "expected an expression before the end of the tag");
   } else {
@@ -497,7 +533,8 @@ static ssm_status parse_postfix(parser *p, jnode *n, jnode **out) {
       struct tok *name = next_tok(p);
       if (name->kind != 'n' && name->kind != 'i')
         return error_at(p, name->line, name->col, "expected an attribute name after '.'");
-      jnode *a = mk(p, J_ATTR, t);
+      jnode *a;
+      SSM_TRY(mk(p, J_ATTR, t, &a));
       a->a = n;
       a->str = tok_str(p, name);
       n = a;
@@ -510,24 +547,27 @@ static ssm_status parse_postfix(parser *p, jnode *n, jnode **out) {
         else break;
       }
       SSM_TRY(expect(p, 'o', "]"));
-      jnode *s = mk(p, colons ? J_SLICE : J_ITEM, t);
+      jnode *s;
+      SSM_TRY(mk(p, colons ? J_SLICE : J_ITEM, t, &s));
       s->a = n;
       s->b = parts[0];
       if (!colons && !parts[0]) return error_at(p, t->line, t->col, "empty subscript");
       if (colons) { /* start, stop, step (each may be NULL) */
         s->c = parts[1];
         s->list2.items = ssm_arena_alloc(p->arena, sizeof(jnode *));
+        if (!s->list2.items) return oom(p);
         s->list2.items[0] = parts[2];
         s->list2.n = 1;
       }
       n = s;
     } else if (accept(p, 'o', "(")) {
-      jnode *c = mk(p, J_CALL, t);
+      jnode *c;
+      SSM_TRY(mk(p, J_CALL, t, &c));
       c->a = n;
       SSM_TRY(parse_args(p, c));
       if (n->kind == J_ATTR && !ssm_jinja_has_method(n->str))
         return error_at(p, n->line, n->col, "unsupported method '%s'", n->str);
-      if (n->kind == J_NAME) ssm_vec_xpush(&p->calls, c);
+      if (n->kind == J_NAME) SSM_TRY(ssm_vec_push(&p->calls, c));
       n = c;
     } else {
       *out = n;
@@ -539,7 +579,8 @@ static ssm_status parse_postfix(parser *p, jnode *n, jnode **out) {
 /* `is [not] name [(args) | arg]` */
 static ssm_status parse_test(parser *p, jnode *n, jnode **out) {
   struct tok *is = next_tok(p);
-  jnode *t = mk(p, J_TEST, is);
+  jnode *t;
+  SSM_TRY(mk(p, J_TEST, is, &t));
   t->a = n;
   t->i = -1;
   t->flag = accept(p, 'n', "not");
@@ -559,6 +600,7 @@ static ssm_status parse_test(parser *p, jnode *n, jnode **out) {
     SSM_TRY(parse_primary(p, &arg));
     SSM_TRY(parse_postfix(p, arg, &arg));
     t->list.items = ssm_arena_alloc(p->arena, sizeof(jnode *));
+    if (!t->list.items) return oom(p);
     t->list.items[0] = arg;
     t->list.n = 1;
   }
@@ -572,7 +614,8 @@ static ssm_status parse_filter_expr(parser *p, jnode *n, jnode **out) {
     if (accept(p, 'o', "|")) {
       struct tok *name = next_tok(p);
       if (name->kind != 'n') return error_at(p, name->line, name->col, "expected a filter name after '|'");
-      jnode *f = mk(p, J_FILTER, name);
+      jnode *f;
+      SSM_TRY(mk(p, J_FILTER, name, &f));
       f->a = n;
       f->str = tok_str(p, name);
       if (!ssm_jinja_has_filter(f->str))
@@ -584,7 +627,8 @@ static ssm_status parse_filter_expr(parser *p, jnode *n, jnode **out) {
     } else if (is_name(t, "is")) {
       SSM_TRY(parse_test(p, n, &n));
     } else if (accept(p, 'o', "(")) {
-      jnode *c = mk(p, J_CALL, t);
+      jnode *c;
+      SSM_TRY(mk(p, J_CALL, t, &c));
       c->a = n;
       SSM_TRY(parse_args(p, c));
       n = c;
@@ -599,7 +643,7 @@ static ssm_status parse_unary(parser *p, int with_filter, jnode **out) {
   struct tok *t = peek(p);
   jnode *n;
   if (accept(p, 'o', "-") || accept(p, 'o', "+")) {
-    n = mk(p, t->s[0] == '-' ? J_NEG : J_POS, t);
+    SSM_TRY(mk(p, t->s[0] == '-' ? J_NEG : J_POS, t, &n));
     SSM_TRY(parse_unary(p, 0, &n->a));
   } else {
     SSM_TRY(parse_primary(p, &n));
@@ -610,12 +654,15 @@ static ssm_status parse_unary(parser *p, int with_filter, jnode **out) {
   return NULL;
 }
 
-static jnode *binop(parser *p, const struct tok *t, const char *op, jnode *a, jnode *b) {
-  jnode *n = mk(p, J_BINOP, t);
+/* *out = `a op b`. */
+static ssm_status binop(parser *p, const struct tok *t, const char *op, jnode *a, jnode *b, jnode **out) {
+  jnode *n;
+  SSM_TRY(mk(p, J_BINOP, t, &n));
   n->str = op;
   n->a = a;
   n->b = b;
-  return n;
+  *out = n;
+  return NULL;
 }
 
 static ssm_status parse_pow(parser *p, jnode **out) {
@@ -624,7 +671,7 @@ static ssm_status parse_pow(parser *p, jnode **out) {
   while (accept(p, 'o', "**")) {
     jnode *r;
     SSM_TRY(parse_unary(p, 1, &r));
-    *out = binop(p, t, "**", *out, r);
+    SSM_TRY(binop(p, t, "**", *out, r, out));
     t = peek(p);
   }
   return NULL;
@@ -640,7 +687,7 @@ static ssm_status parse_math2(parser *p, jnode **out) {
     next_tok(p);
     jnode *r;
     SSM_TRY(parse_pow(p, &r));
-    *out = binop(p, t, op, *out, r);
+    SSM_TRY(binop(p, t, op, *out, r, out));
   }
 }
 
@@ -651,7 +698,7 @@ static ssm_status parse_concat(parser *p, jnode **out) {
     if (!accept(p, 'o', "~")) return NULL;
     jnode *r;
     SSM_TRY(parse_math2(p, &r));
-    *out = binop(p, t, "~", *out, r);
+    SSM_TRY(binop(p, t, "~", *out, r, out));
   }
 }
 
@@ -664,7 +711,7 @@ static ssm_status parse_math1(parser *p, jnode **out) {
     next_tok(p);
     jnode *r;
     SSM_TRY(parse_concat(p, &r));
-    *out = binop(p, t, op, *out, r);
+    SSM_TRY(binop(p, t, op, *out, r, out));
   }
 }
 
@@ -685,7 +732,8 @@ static ssm_status parse_compare(parser *p, jnode **out) {
     } else {
       return NULL;
     }
-    jnode *r, *n = mk(p, J_CMP, t);
+    jnode *r, *n;
+    SSM_TRY(mk(p, J_CMP, t, &n));
     SSM_TRY(parse_math1(p, &r));
     n->str = op;
     n->a = *out;
@@ -697,7 +745,8 @@ static ssm_status parse_compare(parser *p, jnode **out) {
 static ssm_status parse_not(parser *p, jnode **out) {
   struct tok *t = peek(p);
   if (accept(p, 'n', "not")) {
-    jnode *n = mk(p, J_NOT, t);
+    jnode *n;
+    SSM_TRY(mk(p, J_NOT, t, &n));
     SSM_TRY(parse_not(p, &n->a));
     *out = n;
     return NULL;
@@ -709,7 +758,8 @@ static ssm_status parse_and(parser *p, jnode **out) {
   SSM_TRY(parse_not(p, out));
   struct tok *t = peek(p);
   while (accept(p, 'n', "and")) {
-    jnode *n = mk(p, J_AND, t);
+    jnode *n;
+    SSM_TRY(mk(p, J_AND, t, &n));
     n->a = *out;
     SSM_TRY(parse_not(p, &n->b));
     *out = n;
@@ -722,7 +772,8 @@ static ssm_status parse_or(parser *p, jnode **out) {
   SSM_TRY(parse_and(p, out));
   struct tok *t = peek(p);
   while (accept(p, 'n', "or")) {
-    jnode *n = mk(p, J_OR, t);
+    jnode *n;
+    SSM_TRY(mk(p, J_OR, t, &n));
     n->a = *out;
     SSM_TRY(parse_and(p, &n->b));
     *out = n;
@@ -736,7 +787,8 @@ static ssm_status parse_expr(parser *p, jnode **out) {
   SSM_TRY(parse_or(p, out));
   struct tok *t = peek(p);
   while (accept(p, 'n', "if")) {
-    jnode *n = mk(p, J_COND, t);
+    jnode *n;
+    SSM_TRY(mk(p, J_COND, t, &n));
     n->a = *out;
     SSM_TRY(parse_or(p, &n->b));
     if (accept(p, 'n', "else")) SSM_TRY(parse_expr(p, &n->c));
@@ -752,14 +804,15 @@ static ssm_status parse_tuple(parser *p, jnode **out) {
   SSM_TRY(parse_expr(p, out));
   if (!is_tok(peek(p), 'o', ",")) return NULL;
   node_vec items = {0};
-  ssm_vec_xpush(&items, *out);
+  SSM_TRY(push_node(p, &items, *out));
   while (accept(p, 'o', ",") && peek(p)->kind != 'e') {
     jnode *e;
     SSM_TRY(parse_expr(p, &e));
-    ssm_vec_xpush(&items, e);
+    SSM_TRY(push_node(p, &items, e));
   }
-  jnode *n = mk(p, J_TUPLE, t);
-  n->list = to_nodes(p, &items);
+  jnode *n;
+  SSM_TRY(mk(p, J_TUPLE, t, &n));
+  n->list = to_nodes(&items);
   *out = n;
   return NULL;
 }
@@ -778,12 +831,12 @@ static ssm_status parse_targets(parser *p, name_vec *names) {
   do {
     struct tok *t = next_tok(p);
     if (t->kind != 'n') return error_at(p, t->line, t->col, "expected a variable name");
-    ssm_vec_xpush(names, tok_str(p, t));
+    SSM_TRY(push_name(p, names, tok_str(p, t)));
   } while (accept(p, 'o', ","));
   return NULL;
 }
 
-static void note_assigned(parser *p, const char *name) { ssm_vec_xpush(&p->assigned, name); }
+static ssm_status note_assigned(parser *p, const char *name) { return ssm_vec_push(&p->assigned, name); }
 
 static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
   struct tok *kw = next_tok(p);
@@ -794,7 +847,7 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
       return error_at(p, kw->line, kw->col, "unsupported Jinja statement '%s'", unsupported[k]);
   jnode *n;
   if (is_name(kw, "if")) {
-    n = mk(p, J_IF, kw);
+    SSM_TRY(mk(p, J_IF, kw, &n));
     SSM_TRY(parse_expr(p, &n->a));
     SSM_TRY(expect_end(p));
     static const char *const stops[] = {"elif", "else", "endif", NULL};
@@ -802,7 +855,8 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     SSM_TRY(parse_body(p, stops, &n->b, &stop));
     jnode *cur = n;
     while (!strcmp(stop, "elif")) { /* elif: a nested if in the else branch */
-      jnode *e = mk(p, J_IF, peek(p));
+      jnode *e;
+      SSM_TRY(mk(p, J_IF, peek(p), &e));
       SSM_TRY(parse_expr(p, &e->a));
       SSM_TRY(expect_end(p));
       SSM_TRY(parse_body(p, stops, &e->b, &stop));
@@ -815,11 +869,11 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
       SSM_TRY(parse_body(p, end, &cur->c, &stop));
     }
   } else if (is_name(kw, "for")) {
-    n = mk(p, J_FOR, kw);
+    SSM_TRY(mk(p, J_FOR, kw, &n));
     name_vec names = {0};
     SSM_TRY(parse_targets(p, &names));
     n->nnames = (int)names.n;
-    n->names = to_names(p, &names);
+    n->names = names.items;
     SSM_TRY(expect(p, 'n', "in"));
     SSM_TRY(parse_or(p, &n->a)); /* not parse_expr: `if` filters */
     if (accept(p, 'n', "if")) SSM_TRY(parse_expr(p, &n->b));
@@ -839,42 +893,43 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
   } else if (is_name(kw, "set")) {
     struct tok *t1 = peek(p);
     if (t1->kind == 'n' && is_tok(&p->toks[p->tp + 1], 'o', ".")) { /* ns.attr = */
-      n = mk(p, J_SET, kw);
+      SSM_TRY(mk(p, J_SET, kw, &n));
       next_tok(p);
       next_tok(p);
       struct tok *attr = next_tok(p);
       if (attr->kind != 'n') return error_at(p, attr->line, attr->col, "expected an attribute name");
       n->names = ssm_arena_alloc(p->arena, sizeof(char *) * 2);
+      if (!n->names) return oom(p);
       n->names[0] = tok_str(p, t1);
       n->str = tok_str(p, attr);
       n->nnames = 1;
     } else {
       name_vec names = {0};
       SSM_TRY(parse_targets(p, &names));
-      for (size_t k = 0; k < names.n; k++) note_assigned(p, names.items[k]);
+      for (size_t k = 0; k < names.n; k++) SSM_TRY(note_assigned(p, names.items[k]));
       if (peek(p)->kind == 'e' && names.n == 1) { /* {% set x %}...{% endset %} */
-        n = mk(p, J_SETBLOCK, kw);
+        SSM_TRY(mk(p, J_SETBLOCK, kw, &n));
         n->nnames = 1;
-        n->names = to_names(p, &names);
+        n->names = names.items;
         static const char *const end[] = {"endset", NULL};
         const char *stop;
         SSM_TRY(parse_body(p, end, &n->a, &stop));
         *out = n;
         return NULL;
       }
-      n = mk(p, J_SET, kw);
+      SSM_TRY(mk(p, J_SET, kw, &n));
       n->nnames = (int)names.n;
-      n->names = to_names(p, &names);
+      n->names = names.items;
     }
     SSM_TRY(expect(p, 'o', "="));
     SSM_TRY(parse_tuple(p, &n->a));
     SSM_TRY(expect_end(p));
   } else if (is_name(kw, "macro")) {
-    n = mk(p, J_MACRO, kw);
+    SSM_TRY(mk(p, J_MACRO, kw, &n));
     struct tok *name = next_tok(p);
     if (name->kind != 'n') return error_at(p, name->line, name->col, "expected a macro name");
     n->str = tok_str(p, name);
-    ssm_vec_xpush(&p->macros, n->str);
+    SSM_TRY(ssm_vec_push(&p->macros, n->str));
     SSM_TRY(expect(p, 'o', "("));
     name_vec params = {0};
     node_vec defaults = {0};
@@ -882,16 +937,16 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
       if (params.n) SSM_TRY(expect(p, 'o', ","));
       struct tok *t = next_tok(p);
       if (t->kind != 'n') return error_at(p, t->line, t->col, "expected a parameter name");
-      ssm_vec_xpush(&params, tok_str(p, t));
+      SSM_TRY(push_name(p, &params, tok_str(p, t)));
       jnode *d = NULL;
       if (accept(p, 'o', "=")) SSM_TRY(parse_expr(p, &d));
-      ssm_vec_xpush(&defaults, d);
+      SSM_TRY(push_node(p, &defaults, d));
       if (peek(p)->kind == 'e') SSM_TRY(expect(p, 'o', ")"));
     }
     SSM_TRY(expect_end(p));
     n->nnames = (int)params.n;
-    n->names = to_names(p, &params);
-    n->list2 = to_nodes(p, &defaults);
+    n->names = params.items;
+    n->list2 = to_nodes(&defaults);
     static const char *const end[] = {"endmacro", NULL};
     const char *stop;
     SSM_TRY(parse_body(p, end, &n->a, &stop));
@@ -901,7 +956,7 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     const char *stop;
     SSM_TRY(parse_body(p, end, &n, &stop));
   } else if (is_name(kw, "break") || is_name(kw, "continue")) {
-    n = mk(p, is_name(kw, "break") ? J_BREAK : J_CONTINUE, kw);
+    SSM_TRY(mk(p, is_name(kw, "break") ? J_BREAK : J_CONTINUE, kw, &n));
     SSM_TRY(expect_end(p));
   } else if (kw->kind == 'e') {
     return error_at(p, pc->line, pc->col, "empty {%% %%} tag");
@@ -916,7 +971,8 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
  * tokens left to read), or to the end of the template when stops is NULL. */
 static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, const char **out_stop) {
   node_vec items = {0};
-  jnode *body = mk(p, J_BODY, &(struct tok){0});
+  jnode *body;
+  SSM_TRY(mk(p, J_BODY, &(struct tok){0}, &body));
   const piece *opened = p->at ? &p->pieces.items[p->at - 1] : NULL;
   ssm_status s = NULL;
   while (!s) {
@@ -929,14 +985,13 @@ static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, c
     const piece *pc = &p->pieces.items[p->at++];
     jnode *n = NULL;
     if (pc->kind == P_TEXT) {
-      n = mk(p, J_TEXT, &(struct tok){.line = pc->line, .col = pc->col});
+      if ((s = mk(p, J_TEXT, &(struct tok){.line = pc->line, .col = pc->col}, &n))) break;
       n->str = pc->s;
       n->len = pc->n;
     } else {
       if ((s = tokenize(p, pc))) break;
       if (pc->kind == P_VAR) {
-        n = mk(p, J_OUT, peek(p));
-        if (!(s = parse_tuple(p, &n->a))) s = expect_end(p);
+        if (!(s = mk(p, J_OUT, peek(p), &n)) && !(s = parse_tuple(p, &n->a))) s = expect_end(p);
       } else {
         struct tok *kw = peek(p);
         int stopped = 0;
@@ -955,9 +1010,9 @@ static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, c
         if (!s) s = parse_statement(p, pc, &n);
       }
     }
-    if (!s && n) ssm_vec_xpush(&items, n);
+    if (!s && n) s = push_node(p, &items, n);
   }
-  body->list = to_nodes(p, &items);
+  body->list = to_nodes(&items);
   *out = body;
   return s;
 }
@@ -978,9 +1033,19 @@ static ssm_status check_calls(parser *p) {
 
 ssm_status ssm_jinja_parse(const char *name, const char *text, size_t len, ssm_jinja **out) {
   *out = NULL;
-  ssm_arena *a = ssm_arena_xcreate();
+  unsigned long mark = ssm_nomem_mark();
+  ssm_arena *a;
+  SSM_TRY(ssm_status_wrap(ssm_arena_create(&a), "%s", name));
   /* newlines normalized to \n, as Jinja's lexer does */
-  char *src = ssm_arena_alloc(a, len + 1);
+  char *src = len < SIZE_MAX ? ssm_arena_alloc(a, len + 1) : NULL;
+  jnode *root = NULL;
+  ssm_jinja *t = NULL;
+  parser p = {.name = ssm_arena_strdup(a, name), .src = src, .arena = a, .what = name};
+  if (!src || !(t = ssm_arena_alloc(a, sizeof *t))) {
+    ssm_status s = ssm_arena_status(a, name);
+    ssm_arena_destroy(a);
+    return s;
+  }
   size_t n = 0;
   for (size_t i = 0; i < len; i++) {
     if (text[i] == '\r') {
@@ -990,21 +1055,23 @@ ssm_status ssm_jinja_parse(const char *name, const char *text, size_t len, ssm_j
       src[n++] = text[i];
     }
   }
-  parser p = {.name = ssm_arena_strdup(a, name), .src = src, .n = n, .arena = a};
+  p.n = n;
   ssm_status s = memchr(src, 0, n) ? ssm_status_new(SSM_ERR_INVALID, "%s: contains a NUL byte", name)
                                    : cut(&p);
-  jnode *root = NULL;
   if (!s) s = parse_body(&p, NULL, &root, NULL);
+  /* what was parsed after an allocation failed (a name that became "", a
+   * message cut short) is not to be trusted */
+  s = ssm_nomem_check(mark, s, name);
   if (!s) s = check_calls(&p);
   ssm_vec_free(&p.pieces);
   ssm_vec_free(&p.macros);
   ssm_vec_free(&p.assigned);
   ssm_vec_free(&p.calls);
+  s = ssm_nomem_check(mark, s, name);
   if (s) {
     ssm_arena_destroy(a);
     return s;
   }
-  ssm_jinja *t = ssm_arena_alloc(a, sizeof *t);
   *t = (ssm_jinja){a, p.name, root};
   *out = t;
   return NULL;

@@ -65,9 +65,12 @@ void ssm_sched_stats(ssm_server *srv, ssm_serve_stats *out) {
 
 /* ---- finishing ------------------------------------------------------------------- */
 
+/* Ends `j` with `s` (freed): 400 for a bad request, 503 when out of host
+ * memory, else 500. */
 static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
-  int invalid = ssmc_status_code(s) == SSMC_ERR_INVALID;
-  char *e = ssm_api_error(invalid ? 400 : 500, invalid ? "invalid_request_error" : "server_error", NULL,
+  int invalid = ssmc_status_code(s) == SSMC_ERR_INVALID, nomem = ssmc_status_code(s) == SSMC_ERR_NOMEM;
+  int status = invalid ? 400 : nomem ? 503 : 500;
+  char *e = ssm_api_error(status, invalid ? "invalid_request_error" : "server_error", NULL,
                           "%s", ssmc_status_message(s));
   ssmc_status_free(s);
   /* counted before the client can see the end, so /metrics read after a
@@ -76,9 +79,13 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
   srv->stats.failed++;
   pthread_mutex_unlock(&srv->mu);
   pthread_mutex_lock(&j->mu);
-  if (j->stream) ssm_sb_xprintf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e);
-  else ssm_sb_xprintf(&j->out, "%s", e);
-  j->status = invalid ? 400 : 500;
+  if (j->out.failed) { /* what the client has not read yet gives way to the error */
+    ssm_sb_free(&j->out);
+    j->out_read = 0;
+  }
+  if (j->stream) ssm_sb_printf(&j->out, "data: %s\n\ndata: [DONE]\n\n", e ? e : SSM_API_NOMEM_BODY);
+  else ssm_sb_printf(&j->out, "%s", e ? e : SSM_API_NOMEM_BODY);
+  j->status = e ? status : 503;
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
   pthread_mutex_unlock(&j->mu);
@@ -86,7 +93,7 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
 }
 
 /* Streams text[sent..) except what could still become a stop string. */
-static void stream_text(ssm_job *j, int final) {
+static ssm_status stream_text(ssm_job *j, int final) {
   size_t safe = j->text.n;
   for (int i = 0; !final && i < j->nstop; i++) {
     size_t len = strlen(j->stop[i]), avail = j->text.n - j->sent;
@@ -96,13 +103,15 @@ static void stream_text(ssm_job *j, int final) {
         break;
       }
   }
+  ssm_status s = NULL;
   if (safe > j->sent) {
     pthread_mutex_lock(&j->mu);
-    ssm_api_chunk(j, j->text.s + j->sent, safe - j->sent, NULL, 0);
+    s = ssm_api_chunk(j, j->text.s + j->sent, safe - j->sent, NULL, 0);
     j->sent = safe;
     pthread_cond_broadcast(&j->cv);
     pthread_mutex_unlock(&j->mu);
   }
+  return s;
 }
 
 static void cache_insert(ssm_server *srv, const int32_t *tokens, size_t n) {
@@ -142,13 +151,34 @@ static void cache_exchange(ssm_server *srv, ssm_job *j) {
 }
 
 static void finish(ssm_server *srv, ssm_job *j) {
+  ssm_status s = NULL;
   if (j->dec && !j->stopped) {
     const char *rest;
     size_t n;
-    ssmc_decoder_flush(j->dec, &rest, &n);
-    ssm_sb_xappend(&j->text, rest, n);
+    s = ssmc_decoder_flush(j->dec, &rest, &n);
+    ssm_sb_append(&j->text, rest, n);
   }
-  cache_exchange(srv, j);
+  if (!s) s = ssm_sb_status(&j->text, "the generated text");
+  if (!s) cache_exchange(srv, j);
+  if (!s && j->stream) s = stream_text(j, 1);
+  if (s) {
+    finish_error(srv, j, s);
+    return;
+  }
+  pthread_mutex_lock(&j->mu);
+  if (j->stream) {
+    s = ssm_api_chunk(j, NULL, 0, j->finish, 0);
+    if (!s && j->include_usage) s = ssm_api_chunk(j, NULL, 0, NULL, 1);
+    if (!s) ssm_sb_printf(&j->out, "data: [DONE]\n\n");
+    if (!s) s = ssm_sb_status(&j->out, "the response");
+  } else {
+    s = ssm_api_final(j);
+  }
+  if (s) {
+    pthread_mutex_unlock(&j->mu);
+    finish_error(srv, j, s);
+    return;
+  }
   /* counted before the client can see the end (as in finish_error) */
   pthread_mutex_lock(&srv->mu);
   srv->stats.requests++;
@@ -156,17 +186,6 @@ static void finish(ssm_server *srv, ssm_job *j) {
   srv->stats.cached_tokens += j->reused;
   srv->stats.generated_tokens += (uint64_t)j->ngen;
   pthread_mutex_unlock(&srv->mu);
-  pthread_mutex_lock(&j->mu);
-  if (j->stream) {
-    pthread_mutex_unlock(&j->mu);
-    stream_text(j, 1);
-    pthread_mutex_lock(&j->mu);
-    ssm_api_chunk(j, NULL, 0, j->finish, 0);
-    if (j->include_usage) ssm_api_chunk(j, NULL, 0, NULL, 1);
-    ssm_sb_xprintf(&j->out, "data: [DONE]\n\n");
-  } else {
-    ssm_api_final(j);
-  }
   j->status = 200;
   j->done = 1;
   pthread_cond_broadcast(&j->cv);
@@ -183,7 +202,8 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
   else SSM_TRY(ssmc_session_reset(srv->session));
   j->fed = j->reused = len;
   j->started = 1;
-  for (size_t i = 0; i < j->nprompt; i++) ssm_vec_xpush(&j->tokens, j->prompt[i]);
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&j->tokens, j->nprompt), "the request's tokens"));
+  for (size_t i = 0; i < j->nprompt; i++) j->tokens.items[j->tokens.n++] = j->prompt[i];
   pthread_mutex_lock(&srv->mu);
   if (snap) srv->stats.cache_hits++;
   else srv->stats.cache_misses++;
@@ -234,7 +254,9 @@ static int cut_at_stop(ssm_job *j, size_t from) {
 static int lp_logits(const float *logits, int64_t vocab, int64_t position, void *user) {
   ssm_job *j = user;
   (void)position;
-  if (!j->row) j->row = ssm_xreallocarray(NULL, (size_t)vocab, sizeof *j->row);
+  if (!j->row && !j->lp_failed)
+    j->lp_failed = ssm_realloc((void **)&j->row, (size_t)vocab, sizeof *j->row, "logprobs");
+  if (j->lp_failed) return 1; /* decode_slice ends the request with it */
   memcpy(j->row, logits, sizeof *j->row * (size_t)vocab);
   double most = logits[0], sum = 0;
   for (int64_t i = 1; i < vocab; i++) most = logits[i] > most ? logits[i] : most;
@@ -258,10 +280,11 @@ static int lp_logits(const float *logits, int64_t vocab, int64_t position, void 
 
 static int lp_token(int32_t id, void *user) {
   ssm_job *j = user;
+  if (j->lp_failed) return 1;
   j->pending.id = id;
   j->pending.lp = (double)j->row[id] - j->pending.lp;
-  ssm_vec_xpush(&j->lps, j->pending);
-  return 0;
+  j->lp_failed = ssm_status_wrap(ssm_vec_push(&j->lps, j->pending), "logprobs");
+  return j->lp_failed != NULL;
 }
 
 static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
@@ -288,27 +311,34 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   int32_t ids[256];
   size_t got = 0, lp0 = j->lps.n;
   SSM_TRY(ssmc_session_generate(srv->session, &j->next, 1, k, &g, ids, &got));
+  if (j->lp_failed) {
+    ssm_status s = j->lp_failed;
+    j->lp_failed = NULL;
+    return s;
+  }
   if (j->logprobs >= 0 && j->lps.n != lp0 + got)
     return ssm_status_new(SSM_ERR_INTERNAL, "logprobs: %zu log-probabilities for %zu tokens",
                           j->lps.n - lp0, got);
   size_t longest = 0;
   for (int i = 0; i < j->nstop; i++)
     if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
-  for (size_t i = 0; i < got; i++) ssm_vec_xpush(&j->tokens, ids[i]);
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&j->tokens, got), "the request's tokens"));
+  for (size_t i = 0; i < got; i++) j->tokens.items[j->tokens.n++] = ids[i];
   for (size_t i = 0; i < got && !j->stopped; i++) {
     const char *piece;
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
     SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
     if (j->logprobs >= 0) j->lps.items[lp0 + i].offset = j->text.n;
-    ssm_sb_xappend(&j->text, piece, n);
+    ssm_sb_append(&j->text, piece, n);
     j->ngen++;
     if (cut_at_stop(j, from)) j->stopped = 1;
   }
+  SSM_TRY(ssm_sb_status(&j->text, "the generated text"));
   if (j->stopped || got < (size_t)k) j->finish = "stop";
   else if (j->ngen >= j->max_tokens) j->finish = "length";
   else j->next = ids[got - 1];
   *out_done = j->finish != NULL;
-  if (j->stream && !*out_done) stream_text(j, 0);
+  if (j->stream && !*out_done) return stream_text(j, 0);
   return NULL;
 }
 
@@ -362,9 +392,17 @@ void *ssm_sched_main(void *arg) {
       srv->head = j->next_in_queue;
       if (!srv->head) srv->tail = NULL;
       srv->nqueued--;
+      ssm_status s = ssm_status_wrap(ssm_vec_push(&active, j), "taking a request");
+      if (s) { /* no room to run it: it ends with the error */
+        pthread_mutex_unlock(&srv->mu);
+        finish_error(srv, j, s);
+        ssm_job_release(j);
+        pthread_mutex_lock(&srv->mu);
+        continue;
+      }
       srv->nactive++;
-      ssm_vec_xpush(&active, j);
     }
+    if (!active.n) continue;
     pthread_mutex_unlock(&srv->mu);
     size_t at = rr % active.n;
     ssm_job *j = active.items[at];
@@ -384,17 +422,18 @@ void *ssm_sched_main(void *arg) {
     if (c) ssm_pcache_stats(c, &srv->stats.cache_entries, &srv->stats.cache_bytes, &srv->stats.cache_evictions);
   }
   /* stopping: every request still here ends with an error */
-  while (srv->head) {
-    ssm_job *j = srv->head;
-    srv->head = j->next_in_queue;
-    ssm_vec_xpush(&active, j);
-  }
-  srv->tail = NULL;
+  ssm_job *queued = srv->head;
+  srv->head = srv->tail = NULL;
   srv->nqueued = 0;
   pthread_mutex_unlock(&srv->mu);
   for (size_t i = 0; i < active.n; i++) {
     finish_error(srv, active.items[i], ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
     ssm_job_release(active.items[i]);
+  }
+  for (ssm_job *j = queued, *next; j; j = next) {
+    next = j->next_in_queue;
+    finish_error(srv, j, ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
+    ssm_job_release(j);
   }
   ssm_vec_free(&active);
   return NULL;

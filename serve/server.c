@@ -31,8 +31,22 @@ typedef struct {
   int too_large;
 } request;
 
+/* The state of a request there was no memory for (never written). */
+static request no_request;
+
+static char out_of_memory_body[] = SSM_API_NOMEM_BODY;
+
+/* Answers with `text` (malloc'd, taken over; NULL: out of memory, a 503). */
 static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *type, char *text) {
-  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+  struct MHD_Response *r =
+      text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
+           : MHD_create_response_from_buffer(strlen(out_of_memory_body), out_of_memory_body,
+                                             MHD_RESPMEM_PERSISTENT);
+  if (!r) {
+    free(text);
+    return MHD_NO;
+  }
+  if (!text) status = 503, type = "application/json";
   MHD_add_response_header(r, "Content-Type", type);
   enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
   MHD_destroy_response(r);
@@ -74,7 +88,14 @@ static void stream_closed(void *cls) {
 static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, int chat,
                                    const request *rq) {
   char *err = NULL;
-  ssm_job *j = ssm_api_parse(srv->api, chat, rq->body.s ? rq->body.s : "", rq->body.n, &err);
+  ssm_job *j = NULL;
+  ssm_status s = ssm_sb_status(&rq->body, "the request body");
+  if (!s) s = ssm_api_parse(srv->api, chat, ssm_sb_str(&rq->body), rq->body.n, &j, &err);
+  if (s) { /* out of host memory: the server goes on, the client may try again */
+    enum MHD_Result ok = reply_error(c, 503, "server_error", ssm_status_message(s));
+    ssm_status_free(s);
+    return ok;
+  }
   if (!j) return reply(c, 400, "application/json", err);
   if (ssm_sched_submit(srv, j)) {
     ssm_job_release(j);
@@ -92,10 +113,17 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
   }
   pthread_mutex_lock(&j->mu);
   while (!j->done) pthread_cond_wait(&j->cv, &j->mu);
-  char *body = ssm_xstrndup(ssm_sb_str(&j->out), j->out.n);
+  char *body = NULL;
+  ssm_status s2 = ssm_sb_status(&j->out, "the response");
+  if (!s2) s2 = ssm_strndup(ssm_sb_str(&j->out), j->out.n, "the response", &body);
   int status = j->status;
   pthread_mutex_unlock(&j->mu);
   ssm_job_release(j);
+  if (s2) {
+    enum MHD_Result ok = reply_error(c, 503, "server_error", ssm_status_message(s2));
+    ssm_status_free(s2);
+    return ok;
+  }
   return reply(c, status, "application/json", body);
 }
 
@@ -128,10 +156,13 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
                   s.cache_entries, s.cache_bytes, s.cache_evictions, s.aligned_tokens,
                   (uint64_t)srv->chunk, s.active, s.queued};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
-    ssm_sb_xprintf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
+    ssm_sb_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
                   strstr(names[i][0], "_total") ? "counter" : "gauge", names[i][0],
                   (unsigned long long)v[i]);
-  return reply(c, 200, "text/plain; version=0.0.4", ssm_sb_xtake(&b));
+  char *text = NULL;
+  ssm_status st = ssm_sb_take(&b, "/metrics", &text);
+  ssm_status_free(st); /* NULL text: a 503 */
+  return reply(c, 200, "text/plain; version=0.0.4", text);
 }
 
 static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const char *url,
@@ -147,9 +178,13 @@ static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const ch
     if (strcmp(method, routes[i].method)) {
       char msg[160];
       snprintf(msg, sizeof msg, "%s %s: method not allowed (use %s)", method, url, routes[i].method);
-      struct MHD_Response *r;
       char *body = ssm_api_error(405, "invalid_request_error", NULL, "%s", msg);
-      r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+      if (!body) return reply(c, 503, NULL, NULL);
+      struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+      if (!r) {
+        free(body);
+        return MHD_NO;
+      }
       MHD_add_response_header(r, "Content-Type", "application/json");
       MHD_add_response_header(r, "Allow", routes[i].method);
       enum MHD_Result ok = MHD_queue_response(c, 405, r);
@@ -163,7 +198,11 @@ static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const ch
       return reply_error(c, 413, "invalid_request_error", msg);
     }
     switch (routes[i].what) {
-    case 0: return reply(c, 200, "application/json", ssm_xstrdup("{\"status\":\"ok\"}"));
+    case 0: {
+      char *ok = NULL;
+      ssm_status_free(ssm_strdup("{\"status\":\"ok\"}", "/health", &ok)); /* NULL: a 503 */
+      return reply(c, 200, "application/json", ok);
+    }
     case 1: return reply(c, 200, "application/json", ssm_api_models(srv->o.model_id));
     case 2: return metrics(srv, c);
     default: return completions(srv, c, routes[i].what == 4, rq);
@@ -179,8 +218,21 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
                               size_t *upload_size, void **state) {
   ssm_server *srv = cls;
   request *rq = *state;
+  if (rq == &no_request) { /* out of memory for the request: its body is dropped, then a 503 */
+    if (*upload_size) {
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    return reply(c, 503, NULL, NULL);
+  }
   if (!rq) { /* the headers: refuse a declared oversized body before it comes */
-    rq = *state = ssm_xcalloc(1, sizeof *rq);
+    ssm_status s = ssm_alloc(1, sizeof *rq, (void **)&rq);
+    if (s) {
+      ssm_status_free(s);
+      *state = &no_request;
+      return MHD_YES;
+    }
+    *state = rq;
     const char *len = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (len && strtoull(len, NULL, 10) > srv->o.max_body) {
       rq->too_large = 1;
@@ -193,7 +245,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       rq->too_large = 1;
       ssm_sb_free(&rq->body);
     }
-    if (!rq->too_large) ssm_sb_xappend(&rq->body, upload, *upload_size);
+    if (!rq->too_large) ssm_sb_append(&rq->body, upload, *upload_size); /* a failure: a 503 */
     *upload_size = 0;
     return MHD_YES;
   }
@@ -203,7 +255,10 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
 static void request_done(void *cls, struct MHD_Connection *c, void **state,
                          enum MHD_RequestTerminationCode why) {
   request *rq = *state;
-  if (!rq) return;
+  if (!rq || rq == &no_request) {
+    *state = NULL;
+    return;
+  }
   ssm_sb_free(&rq->body);
   free(rq);
   *state = NULL;
@@ -248,15 +303,23 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
     alen = sizeof *a;
   }
   (void)alen;
-  ssm_server *srv = ssm_xcalloc(1, sizeof *srv);
+  ssm_server *srv;
+  ssm_api *api = NULL;
+  ssm_status st = ssm_status_wrap(ssm_alloc(1, sizeof *srv, (void **)&srv), "the server");
+  if (st) return st;
+  st = ssm_status_wrap(ssm_alloc(1, sizeof *api, (void **)&api), "the server");
+  if (!st && opts->cache_bytes) st = ssm_pcache_create(opts->cache_bytes, &srv->cache);
+  if (st) {
+    free(api);
+    free(srv);
+    return st;
+  }
   srv->o = *opts;
   srv->session = s;
   srv->tok = tok;
   srv->eos = ssmc_session_eos(s);
   srv->chunk = ssmc_session_chunk(s);
   srv->cache_every = opts->cache_every ? (opts->cache_every + srv->chunk - 1) / srv->chunk * srv->chunk : 0;
-  srv->cache = opts->cache_bytes ? ssm_pcache_create(opts->cache_bytes) : NULL;
-  ssm_api *api = ssm_xcalloc(1, sizeof *api);
   *api = (ssm_api){tok, chat, ssmc_session_vocab(s), &srv->o};
   srv->api = api;
   pthread_mutex_init(&srv->mu, NULL);

@@ -2,7 +2,7 @@
  * test_nomem.c — exhausted host memory on the paths a user reaches with
  * input (config.json and the model description, its IR, the passes, codegen
  * and compiling to a bundle, weights on the CPU backend, tokenizer.json,
- * bundles, state files): the allocations of each path, bookkeeping
+ * bundles, state files; chat templates and the server's requests): the allocations of each path, bookkeeping
  * included (the arena, the string builder, growable arrays: every
  * allocator counts toward ssm_alloc_fail_at), are failed one at a time,
  * and each time the call returns SSM_ERR_NOMEM with the size and what it
@@ -20,6 +20,7 @@
  * (the model, its decode graph through every pass, the first kernels) and
  * 20 spread over the rest; every other path fails all of its points.
  */
+#include <cjson/cJSON.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -28,6 +29,7 @@
 #include "passes/passes.h"
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
+#include "serve/internal.h"
 #include "testutil.h"
 
 #define FIX "tests/data/mamba1_tiny"
@@ -102,6 +104,40 @@ static ssm_status op_tokenizer(void *user) {
   return s;
 }
 
+/* A text encoded, and its ids decoded back whole and through a streaming
+ * decoder (one id at a time, then a flush), which must give the same text. */
+typedef struct {
+  const ssmc_tokenizer *tok;
+  const char *text;
+} tok_text;
+
+static ssm_status op_encode_decode(void *user) {
+  const tok_text *u = user;
+  int32_t *ids = NULL;
+  size_t n = 0, whole_len = 0;
+  char *whole = NULL;
+  ssmc_decoder *d = NULL;
+  ssm_sb streamed = {0};
+  ssm_status s = ssmc_tokenizer_encode(u->tok, u->text, strlen(u->text), &ids, &n);
+  if (!s && !n) s = ssm_status_new(SSM_ERR_INTERNAL, "no ids for '%s'", u->text);
+  if (!s) s = ssmc_tokenizer_decode(u->tok, ids, n, 0, &whole, &whole_len);
+  if (!s) s = ssmc_decoder_create(u->tok, 0, &d);
+  for (size_t i = 0; i <= n && !s; i++) {
+    const char *piece;
+    size_t k;
+    s = i < n ? ssmc_decoder_feed(d, ids[i], &piece, &k) : ssmc_decoder_flush(d, &piece, &k);
+    if (!s) ssm_sb_append(&streamed, piece, k);
+  }
+  if (!s) s = ssm_sb_status(&streamed, "the streamed text");
+  if (!s && (streamed.n != whole_len || memcmp(ssm_sb_str(&streamed), whole, whole_len)))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "streamed '%s', decoded '%s'", ssm_sb_str(&streamed), whole);
+  ssm_sb_free(&streamed);
+  ssmc_decoder_destroy(d);
+  free(whole);
+  free(ids);
+  return s;
+}
+
 static ssm_status op_cpu_session(void *user) {
   (void)user;
   ssmc_options o;
@@ -112,6 +148,28 @@ static ssm_status op_cpu_session(void *user) {
   int32_t toks[3] = {1, 2, 3};
   if (!st) st = ssmc_session_feed(s, toks, 3, NULL, NULL);
   ssmc_session_close(s);
+  return st;
+}
+
+/* On an open CPU session: a snapshot, a fork that generates with sampling
+ * (temperature > 0: the sampler's scratch rows), and the snapshot restored. */
+static ssm_status op_cpu_runtime(void *user) {
+  ssmc_session *s = user, *f = NULL;
+  ssmc_snapshot *snap = NULL;
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = 0.8f;
+  g.top_p = 0.9f;
+  g.seed = 7;
+  int32_t first = 1, out[4];
+  size_t n = 0;
+  ssm_status st = ssmc_session_snapshot(s, &snap);
+  if (!st) st = ssmc_session_fork(s, &f);
+  if (!st) st = ssmc_session_generate(f, &first, 1, 3, &g, out, &n);
+  if (!st && n != 3) st = ssm_status_new(SSM_ERR_INTERNAL, "%zu ids generated, not 3", n);
+  if (!st) st = ssmc_session_restore(s, snap);
+  ssmc_session_close(f);
+  ssmc_snapshot_free(snap);
   return st;
 }
 
@@ -223,9 +281,50 @@ static void test_tokenizer(void) {
   sweep_some("pymamba tokenizer", op_tokenizer, "models/pymamba/tokenizer.json", 300, 30);
 }
 
+/* Encoding and decoding (whole and streamed) with each small fixture's
+ * normalizers, pre-tokenizers and decoders, and pymamba's. */
+static void test_encode_decode(void) {
+  static const char *const paths[] = {"tests/data/tokenizer/neox/tokenizer.json",
+                                      "tests/data/tokenizer/normmix/tokenizer.json",
+                                      "tests/data/tokenizer/metaspace/tokenizer.json",
+                                      "models/pymamba/tokenizer.json"};
+  for (size_t i = 0; i < sizeof paths / sizeof *paths; i++) {
+    ssmc_tokenizer *t = NULL;
+    SSM_ASSERT_OK(ssmc_tokenizer_open(ssm_test_path(paths[i]), &t));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    tok_text u = {t, "Hello, World!  def f(x):\n\treturn x + 12345 # caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac "
+                     "\xf0\x9f\x91\x8d <|endoftext|> don't   end "};
+    char name[300];
+    snprintf(name, sizeof name, "%s: encode and decode", paths[i]);
+    sweep(name, op_encode_decode, &u);
+    ssmc_tokenizer_close(t);
+  }
+}
+
 static void test_safetensors(void) { sweep("safetensors", op_safetensors, NULL); }
 
 static void test_cpu_weights(void) { sweep("cpu session", op_cpu_session, NULL); }
+
+/* A CPU session of the fixture fed 3 tokens. */
+static ssmc_session *fed_cpu_session(void) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  int32_t toks[3] = {1, 2, 3};
+  SSM_ASSERT_OK(ssmc_session_feed(s, toks, 3, NULL, NULL));
+  return s;
+}
+
+static void test_cpu_runtime(void) {
+  ssmc_session *s = fed_cpu_session();
+  SSM_ASSERT_OK(op_cpu_runtime(s)); /* what is made once (the sampling graph) is made */
+  sweep("snapshot, fork, sampling", op_cpu_runtime, s);
+  CU_ASSERT_EQUAL(ssmc_session_position(s), 3); /* the last, successful restore */
+  ssmc_session_close(s);
+}
 
 static void test_bundle(void) {
   ssm_model *m = NULL;
@@ -244,14 +343,7 @@ static void test_bundle(void) {
 }
 
 static void test_state(void) {
-  ssmc_options o;
-  ssmc_options_init(&o);
-  o.backend = SSMC_BACKEND_CPU;
-  ssmc_session *s = NULL;
-  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
-  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
-  int32_t toks[3] = {1, 2, 3};
-  SSM_ASSERT_OK(ssmc_session_feed(s, toks, 3, NULL, NULL));
+  ssmc_session *s = fed_cpu_session();
   char path[600];
   snprintf(path, sizeof path, "%s/nomem.state", ssm_test_tmpdir());
   SSM_ASSERT_OK(ssmc_session_save_state(s, path));
@@ -265,6 +357,104 @@ static void test_state(void) {
   u[1] = saved;
   sweep("state save", op_save_state, u);
   ssmc_session_close(s);
+}
+
+/* A shipped chat template (tests/data/chat/NAME) read and parsed, then
+ * applied to its golden cases that render, each of which must still give
+ * transformers' text. */
+typedef struct {
+  char dir[600];
+  const cJSON *cases;
+} chat_fixture;
+
+static ssm_status op_chat(void *user) {
+  const chat_fixture *f = user;
+  ssm_chat *chat = NULL;
+  ssm_status s = ssm_chat_open(f->dir, NULL, &chat);
+  for (const cJSON *c = f->cases->child; c && !s; c = c->next) {
+    const cJSON *tools = cJSON_GetObjectItem(c, "tools"), *want = cJSON_GetObjectItem(c, "text");
+    if (!cJSON_IsString(want)) continue; /* the template raises an exception */
+    char *got = NULL;
+    size_t n = 0;
+    s = ssm_chat_render(chat, cJSON_GetObjectItem(c, "messages"), cJSON_IsNull(tools) ? NULL : tools,
+                        NULL, cJSON_IsTrue(cJSON_GetObjectItem(c, "add_generation_prompt")), &got, &n);
+    if (!s && (n != strlen(want->valuestring) || memcmp(got, want->valuestring, n)))
+      s = ssm_status_new(SSM_ERR_INTERNAL, "%s: case '%s' renders differently", f->dir,
+                         cJSON_GetObjectItem(c, "name")->valuestring);
+    free(got);
+  }
+  ssm_chat_close(chat);
+  return s;
+}
+
+static void test_chat(void) {
+  static const char *const names[] = {"granite-4.0-h-micro", "jamba-mini-1.7",
+                                      "nemotron-h-8b-reasoning-128k", "nemotron-nano-9b-v2"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    chat_fixture f;
+    char golden[700], *text = NULL;
+    size_t n;
+    snprintf(f.dir, sizeof f.dir, "%s/%s", ssm_test_path("tests/data/chat"), names[i]);
+    snprintf(golden, sizeof golden, "%s/golden.json", f.dir);
+    SSM_ASSERT_OK(ssm_file_read(golden, 0, &text, &n));
+    cJSON *g = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    f.cases = cJSON_GetObjectItem(g, "cases");
+    CU_ASSERT_FATAL(cJSON_GetArraySize(f.cases) > 0);
+    sweep(names[i], op_chat, &f);
+    cJSON_Delete(g);
+  }
+}
+
+/* A request to the server, turned from its body into a job (the chat
+ * template, the tokenizer, stop strings), and its responses: the whole
+ * one and a stream chunk. */
+typedef struct {
+  const ssm_api *api;
+  int chat;
+  const char *body;
+} api_request;
+
+static ssm_status op_api(void *user) {
+  const api_request *r = user;
+  ssm_job *j = NULL;
+  char *err = NULL;
+  ssm_status s = ssm_api_parse(r->api, r->chat, r->body, strlen(r->body), &j, &err);
+  if (!s && !j) s = ssm_status_new(SSM_ERR_INTERNAL, "the request was refused: %s", err);
+  if (!s && (!j->nprompt || j->nstop != 2 || strcmp(j->stop[1], "\n\n")))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "the job is not the request's");
+  free(err);
+  if (!s) {
+    ssm_sb_printf(&j->text, "Hello there");
+    s = ssm_sb_status(&j->text, "the generated text");
+  }
+  if (!s) s = ssm_api_final(j);
+  if (!s) s = ssm_api_chunk(j, j->text.s, 5, NULL, 0);
+  if (!s && !strstr(ssm_sb_str(&j->out), "\"Hello there\""))
+    s = ssm_status_new(SSM_ERR_INTERNAL, "the response lacks the text: %s", ssm_sb_str(&j->out));
+  ssm_job_free(j);
+  return s;
+}
+
+static void test_api(void) {
+  ssmc_tokenizer *tok = NULL;
+  ssm_chat *chat = NULL;
+  SSM_ASSERT_OK(ssmc_tokenizer_open(ssm_test_path("tests/data/tokenizer/neox/tokenizer.json"), &tok));
+  SSM_ASSERT_OK(ssm_chat_open(ssm_test_path("tests/data/chat/granite-4.0-h-micro"), NULL, &chat));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(tok);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(chat);
+  ssm_serve_options o;
+  ssm_serve_options_init(&o);
+  ssm_api api = {tok, chat, 50000, &o};
+  api_request chat_rq = {&api, 1, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
+                                  "{\"role\": \"user\", \"content\": \"Hello, how are you?\"}], "
+                                  "\"max_tokens\": 8, \"stop\": [\"</s>\", \"\\n\\n\"]}"};
+  api_request text_rq = {&api, 0, "{\"prompt\": \"def fib(n):\", \"max_tokens\": 4, \"logprobs\": 2, "
+                                  "\"stop\": [\"x\", \"\\n\\n\"]}"};
+  sweep("chat completion request", op_api, &chat_rq);
+  sweep("completion request", op_api, &text_rq);
+  ssm_chat_close(chat);
+  ssmc_tokenizer_close(tok);
 }
 
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
@@ -367,10 +557,14 @@ int main(void) {
                          {"ir", test_ir},
                          {"compile", test_compile},
                          {"tokenizer", test_tokenizer},
+                         {"encode_decode", test_encode_decode},
                          {"safetensors", test_safetensors},
                          {"cpu_weights", test_cpu_weights},
+                         {"cpu_runtime", test_cpu_runtime},
                          {"bundle", test_bundle},
                          {"state", test_state},
+                         {"chat", test_chat},
+                         {"api", test_api},
                          {"cli", test_cli},
                          {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},

@@ -106,7 +106,9 @@ static int check_golden(const char *name, int *out_cases) {
     size_t dlen = 0;
     SSM_ASSERT_OK(ssm_tok_decode(tok, wids, nwant, 0, &dec, &dlen));
     int dec_ok = dec && dlen == strlen(want_text) && !memcmp(dec, want_text, dlen);
-    ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+    ssm_tok_stream *st = NULL;
+    SSM_ASSERT_OK(ssm_tok_stream_create(tok, 0, &st));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st);
     char *cat = malloc(dlen * 3 + 16);
     size_t clen = 0;
     int stream_ok = 1;
@@ -114,7 +116,7 @@ static int check_golden(const char *name, int *out_cases) {
       const char *chunk;
       size_t k;
       if (i < nwant) SSM_ASSERT_OK(ssm_tok_stream_feed(st, wids[i], &chunk, &k));
-      else ssm_tok_stream_flush(st, &chunk, &k);
+      else SSM_ASSERT_OK(ssm_tok_stream_flush(st, &chunk, &k));
       if (!utf8_whole(chunk, k)) stream_ok = 0;
       if (clen + k <= dlen * 3 + 16) memcpy(cat + clen, chunk, k);
       clen += k;
@@ -253,7 +255,9 @@ static void test_stream_utf8(void) {
   ssm_tok *tok;
   SSM_ASSERT_OK(ssm_tok_open(tok_path("gpt2"), &tok));
   if (!tok) return;
-  ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+  ssm_tok_stream *st = NULL;
+  SSM_ASSERT_OK(ssm_tok_stream_create(tok, 0, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
   /* 日 = E6 97 A5 fed byte by byte: nothing, nothing, the character */
   expect_chunk(st, byte_token(tok, 0xE6), "");
   expect_chunk(st, byte_token(tok, 0x97), "");
@@ -280,10 +284,10 @@ static void test_stream_utf8(void) {
   expect_chunk(st, byte_token(tok, 0x9F), "");
   const char *chunk;
   size_t k;
-  ssm_tok_stream_flush(st, &chunk, &k);
+  SSM_ASSERT_OK(ssm_tok_stream_flush(st, &chunk, &k));
   CU_ASSERT_EQUAL(k, 3);
   CU_ASSERT(!memcmp(chunk, "\xEF\xBF\xBD", 3));
-  ssm_tok_stream_flush(st, &chunk, &k);
+  SSM_ASSERT_OK(ssm_tok_stream_flush(st, &chunk, &k));
   CU_ASSERT_EQUAL(k, 0);
   expect_chunk(st, byte_token(tok, 'c'), "c");
   SSM_ASSERT_ERR(ssm_tok_stream_feed(st, -1, &chunk, &k), "token id -1 is not in the vocabulary");
@@ -695,13 +699,15 @@ static void expect_ids(const ssm_tok *tok, const char *text, const int32_t *want
 /* Feeds ids to a new stream one at a time, then flushes it, appending
  * what it hands out to `cat`; returns how many chunks were not whole UTF-8. */
 static int stream_all(const ssm_tok *tok, const int32_t *ids, size_t n, int skip, ssm_sb *cat) {
-  ssm_tok_stream *st = ssm_tok_stream_create(tok, skip);
+  ssm_tok_stream *st = NULL;
+  SSM_ASSERT_OK(ssm_tok_stream_create(tok, skip, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
   int partial = 0;
   for (size_t i = 0; i <= n; i++) {
     const char *chunk;
     size_t k;
     if (i < n) SSM_ASSERT_OK(ssm_tok_stream_feed(st, ids[i], &chunk, &k));
-    else ssm_tok_stream_flush(st, &chunk, &k);
+    else SSM_ASSERT_OK(ssm_tok_stream_flush(st, &chunk, &k));
     partial += !utf8_whole(chunk, k);
     ssm_sb_append(cat, chunk, k);
   }
@@ -1018,7 +1024,9 @@ static void test_sentencepiece_bpe(void) {
                 "\xEF\xBF\xBD\xEF\xBF\xBD hi");
   expect_decode(tok, (int32_t[]){SP_BYTE('a'), SP_BYTE(0xFF)}, 2, 0, "\xEF\xBF\xBD\xEF\xBF\xBD");
   /* the stream holds a run of byte tokens back until it ends */
-  ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+  ssm_tok_stream *st = NULL;
+  SSM_ASSERT_OK(ssm_tok_stream_create(tok, 0, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
   expect_chunk(st, SP_SPHI, "hi");
   expect_chunk(st, SP_BYTE(0xE6), "");
   expect_chunk(st, SP_BYTE(0x97), "");
@@ -1027,7 +1035,7 @@ static void test_sentencepiece_bpe(void) {
   expect_chunk(st, SP_BYTE(0xC3), "");
   const char *chunk;
   size_t k;
-  ssm_tok_stream_flush(st, &chunk, &k);
+  SSM_ASSERT_OK(ssm_tok_stream_flush(st, &chunk, &k));
   CU_ASSERT(k == 3 && !memcmp(chunk, "\xEF\xBF\xBD", 3));
   /* after a flush the stream starts again: the leading space is stripped */
   expect_chunk(st, SP_SPHI, "hi");
@@ -1167,7 +1175,9 @@ static void test_decoders(void) {
     expect_decode(tok, (int32_t[]){SP_SPHI, SP_SP}, 2, 0, "hi");
     expect_decode(tok, (int32_t[]){SP_SP, SP_SPHI, SP_SP, SP_SP}, 4, 0, " hi ");
     expect_decode(tok, (int32_t[]){SP_SP}, 1, 0, "");
-    ssm_tok_stream *st = ssm_tok_stream_create(tok, 0);
+    ssm_tok_stream *st = NULL;
+    SSM_ASSERT_OK(ssm_tok_stream_create(tok, 0, &st));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st);
     expect_chunk(st, SP_SPHI, "hi");
     expect_chunk(st, SP_SP, "");
     expect_chunk(st, SP_SPA, "  a");

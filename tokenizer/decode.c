@@ -155,25 +155,47 @@ static void state_reset(const dec_step *d, dec_state *st) {
   st->held = 0;
 }
 
-ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special) {
-  ssm_tok_stream *s = ssm_xcalloc(1, sizeof *s);
+ssm_status ssm_tok_stream_create(const ssm_tok *t, int skip_special, ssm_tok_stream **out) {
+  ssm_tok_stream *s;
+  *out = NULL;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a streaming decoder"));
+  ssm_status st = ssm_alloc(t->dec_steps.n + 1, sizeof *s->st, (void **)&s->st);
+  if (st) {
+    free(s);
+    return ssm_status_wrap(st, "a streaming decoder");
+  }
   s->t = t;
   s->skip_special = skip_special;
-  s->st = ssm_xcalloc(t->dec_steps.n + 1, sizeof *s->st);
   for (size_t k = 0; k < t->dec_steps.n; k++) state_reset(&t->dec_steps.items[k], &s->st[k]);
-  return s;
+  *out = s;
+  return NULL;
 }
 
-void ssm_tok_stream_destroy(ssm_tok_stream *s) {
-  if (!s) return;
+/* Frees the builders and resets every step: the stream is as new. */
+static void stream_clear(ssm_tok_stream *s) {
   for (size_t k = 0; k < s->t->dec_steps.n; k++) {
     ssm_vec_free(&s->st[k].run);
     ssm_sb_free(&s->st[k].a);
     ssm_sb_free(&s->st[k].b);
+    state_reset(&s->t->dec_steps.items[k], &s->st[k]);
   }
-  free(s->st);
   ssm_sb_free(&s->out);
+}
+
+void ssm_tok_stream_destroy(ssm_tok_stream *s) {
+  if (!s) return;
+  stream_clear(s);
+  free(s->st);
   free(s);
+}
+
+/* `err`, or NOMEM when an allocation failed since `mark` (a builder
+ * dropped text): then what the stream held is dropped with it, and the
+ * stream starts afresh. */
+static ssm_status stream_check(ssm_tok_stream *s, unsigned long mark, ssm_status err) {
+  err = ssm_nomem_check(mark, err, "decoded text");
+  if (ssm_status_code(err) == SSM_ERR_NOMEM) stream_clear(s);
+  return err;
 }
 
 /* How many bytes at s[0..n) (n >= 1) are a well-formed start of a UTF-8
@@ -203,14 +225,14 @@ static void lossy_append(dec_state *st, const unsigned char *in, size_t n, ssm_s
   for (size_t i = 0; i < n;) {
     size_t need, k = utf8_prefix(in + i, n - i, &need);
     if (need && k == need) {
-      ssm_sb_xappend(out, in + i, k);
+      ssm_sb_append(out, in + i, k);
       i += k;
     } else if (need && i + k == n) { /* incomplete so far: hold it back */
       memcpy(st->pending, in + i, k);
       st->n_pending = (int)k;
       break;
     } else {
-      ssm_sb_xappend(out, replacement_char, 3);
+      ssm_sb_append(out, replacement_char, 3);
       i += k ? k : 1;
     }
   }
@@ -242,7 +264,7 @@ static ssm_status flush_run(ssm_tok_stream *s, size_t k) {
   if (!st->run.n) return NULL;
   ssm_sb *o = &st->a;
   ssm_sb_clear(o);
-  ssm_sb_xappend(o, st->run.items, st->run.n);
+  ssm_sb_append(o, st->run.items, st->run.n);
   size_t nbytes = st->run.n;
   st->run.n = 0;
   if (ssm_utf8_valid(o->s, o->n)) return push(s, k + 1, o->s, o->n);
@@ -255,7 +277,7 @@ static void strip_token(const dec_step *d, const char *x, size_t n, ssm_sb *o) {
   size_t cl = strlen(d->ch), b = 0, e = n;
   for (size_t i = 0; i < d->start && b + cl <= n && !memcmp(x + b, d->ch, cl); i++) b += cl;
   for (size_t i = 0; i < d->stop && e >= b + cl && !memcmp(x + e - cl, d->ch, cl); i++) e -= cl;
-  ssm_sb_xappend(o, x + b, e - b);
+  ssm_sb_append(o, x + b, e - b);
 }
 
 /* Strip of a piece of the one token left after a Fuse. */
@@ -272,13 +294,13 @@ static void strip_piece(const dec_step *d, dec_state *st, const char *x, size_t 
     }
     if (cp == d->ch_cp && d->stop) {
       if (++st->held > d->stop) {
-        ssm_sb_xappend(o, x + i, len);
+        ssm_sb_append(o, x + i, len);
         st->held--;
       }
       continue;
     }
-    for (; st->held; st->held--) ssm_sb_xappend(o, d->ch, strlen(d->ch));
-    ssm_sb_xappend(o, x + i, len);
+    for (; st->held; st->held--) ssm_sb_append(o, d->ch, strlen(d->ch));
+    ssm_sb_append(o, x + i, len);
   }
 }
 
@@ -286,7 +308,7 @@ static void strip_piece(const dec_step *d, dec_state *st, const char *x, size_t 
 static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
   const dec_steps *ds = &s->t->dec_steps;
   if (k == ds->n) {
-    ssm_sb_xappend(&s->out, x, n);
+    ssm_sb_append(&s->out, x, n);
     return NULL;
   }
   const dec_step *d = &ds->items[k];
@@ -301,18 +323,18 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
     /* stand-in characters to bytes, unless some character is not one */
     ssm_sb *bytes = &st->b;
     ssm_sb_clear(bytes);
-    ssm_sb_xappend(bytes, st->pending, (size_t)st->n_pending);
+    ssm_sb_append(bytes, st->pending, (size_t)st->n_pending);
     st->n_pending = 0;
     size_t mark = bytes->n;
     for (size_t i = 0; i < n; i += len) {
       uint32_t cp = ssm_tok_cp_at(x, n, i, &len);
       if (cp >= 324 || !ssm_tok_cp_is_byte[cp]) {
         bytes->n = mark;
-        ssm_sb_xappend(bytes, x, n);
+        ssm_sb_append(bytes, x, n);
         break;
       }
       char b = (char)ssm_tok_cp_byte[cp];
-      ssm_sb_xappend(bytes, &b, 1);
+      ssm_sb_append(bytes, &b, 1);
     }
     lossy_append(st, (const unsigned char *)ssm_sb_str(bytes), bytes->n, o);
     break;
@@ -321,8 +343,8 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
     size_t index = d->fused ? 0 : st->index++;
     for (size_t i = 0; i < n; i += len) {
       uint32_t cp = ssm_tok_cp_at(x, n, i, &len);
-      if (cp != d->ch_cp) ssm_sb_xappend(o, x + i, len);
-      else if (index || !d->prepend) ssm_sb_xappend(o, " ", 1);
+      if (cp != d->ch_cp) ssm_sb_append(o, x + i, len);
+      else if (index || !d->prepend) ssm_sb_append(o, " ", 1);
     }
     break;
   }
@@ -332,8 +354,8 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
       ssm_status err = ssm_tok_regex_segments(d->re, x, n, &segs);
       for (size_t i = 0; i < segs.n && !err; i++) {
         const tok_segment *g = &segs.items[i];
-        if (g->match) ssm_sb_xappend(o, d->content, strlen(d->content));
-        else ssm_sb_xappend(o, x + g->start, g->end - g->start);
+        if (g->match) ssm_sb_append(o, d->content, strlen(d->content));
+        else ssm_sb_append(o, x + g->start, g->end - g->start);
       }
       ssm_vec_free(&segs);
       SSM_TRY(err);
@@ -343,8 +365,7 @@ static ssm_status push(ssm_tok_stream *s, size_t k, const char *x, size_t n) {
   case DEC_BYTEFALLBACK: {
     int b = byte_of_token(x, n);
     if (b >= 0) {
-      ssm_vec_xpush(&st->run, (char)b);
-      return NULL;
+      return ssm_vec_push(&st->run, (char)b);
     }
     SSM_TRY(flush_run(s, k));
     return push(s, k + 1, x, n);
@@ -387,21 +408,27 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
   ssm_sb_clear(&s->out);
   const char *x = t->dec[id] ? t->dec[id] : t->str[id];
   size_t n = t->dec[id] ? t->dec_len[id] : t->len[id];
-  SSM_TRY(push(s, 0, x, n));
+  unsigned long mark = ssm_nomem_mark();
+  SSM_TRY(stream_check(s, mark, push(s, 0, x, n)));
   *out_text = ssm_sb_str(&s->out);
   *out_len = s->out.n;
   return NULL;
 }
 
-void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len) {
+ssm_status ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len) {
+  *out_text = "";
+  *out_len = 0;
+  unsigned long mark = ssm_nomem_mark();
   ssm_sb_clear(&s->out);
-  ssm_status err = finish(s, 0);
+  ssm_status err = stream_check(s, mark, finish(s, 0));
+  if (ssm_status_code(err) == SSM_ERR_NOMEM) return err;
   if (err) { /* only a Replace whose regex gives up; what it held is dropped */
     ssm_log("tokenizer: decoding: %s", ssm_status_message(err));
     ssm_status_free(err);
   }
   *out_text = ssm_sb_str(&s->out);
   *out_len = s->out.n;
+  return NULL;
 }
 
 ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int skip_special,
@@ -414,22 +441,20 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
       return ssm_status_new(SSM_ERR_INVALID, "token id %d is not in the vocabulary (size %d)",
                             ids[i], t->vocab_size);
   unsigned long mark = ssm_nomem_mark(); /* the stream's builders, and text */
-  ssm_tok_stream *s = ssm_tok_stream_create(t, skip_special);
+  ssm_tok_stream *s;
+  SSM_TRY(ssm_tok_stream_create(t, skip_special, &s));
   ssm_sb text = {0};
   const char *chunk;
   size_t k;
   for (size_t i = 0; i <= n; i++) {
-    if (i < n) {
-      ssm_status st = ssm_tok_stream_feed(s, ids[i], &chunk, &k);
-      if (st) {
-        ssm_sb_free(&text);
-        ssm_tok_stream_destroy(s);
-        return st;
-      }
-    } else {
-      ssm_tok_stream_flush(s, &chunk, &k);
+    ssm_status st = i < n ? ssm_tok_stream_feed(s, ids[i], &chunk, &k)
+                          : ssm_tok_stream_flush(s, &chunk, &k);
+    if (st) {
+      ssm_sb_free(&text);
+      ssm_tok_stream_destroy(s);
+      return st;
     }
-    ssm_sb_xappend(&text, chunk, k);
+    ssm_sb_append(&text, chunk, k);
   }
   ssm_tok_stream_destroy(s);
   ssm_status st = ssm_nomem_since(mark, "decoded text");

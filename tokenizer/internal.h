@@ -257,10 +257,11 @@ typedef struct {
   ssm_sb norm; /* normalizer output */
 } enc_ctx;
 
-/* Appends s[0..n) to the work buffer; returns its offset. s may point into
- * the buffer itself. */
-size_t ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n);
-/* Appends a piece unless it is empty text. */
+/* Appends s[0..n) to the work buffer; *out_off gets its offset. s may
+ * point into the buffer itself. */
+ssm_status ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n, size_t *out_off);
+/* Appends a piece unless it is empty text. Out of memory, the piece is
+ * dropped: ssm_tok_encode returns NOMEM when any allocation failed. */
 void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first);
 /* The code point at s[i] of valid UTF-8 s[0..n); *len its length. */
 uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len);

@@ -127,9 +127,10 @@ void ssm_tok_pre_tokenizers_free(pt_steps *steps) {
 
 /* ---- applying them ---- */
 
+/* Dropped when out of memory, as ssm_tok_piece_push drops a piece. */
 static void seg_push(tok_seg_vec *v, size_t start, size_t end, int match) {
   tok_segment sg = {start, end, match};
-  ssm_vec_xpush(v, sg);
+  ssm_status_free(ssm_vec_push(v, sg));
 }
 
 static int is_punct(uint32_t cp) {
@@ -209,8 +210,9 @@ static void split_by(pt_behavior behavior, int invert, tok_seg_vec *sv, size_t o
 static ssm_status byte_level(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
   size_t off = p->off, n = p->len;
   if (st->add_prefix_space && c->buf.items[off] != ' ') {
-    size_t at = ssm_tok_buf_append(c, " ", 1);
-    ssm_tok_buf_append(c, c->buf.items + off, n);
+    size_t at, rest;
+    SSM_TRY(ssm_tok_buf_append(c, " ", 1, &at));
+    SSM_TRY(ssm_tok_buf_append(c, c->buf.items + off, n, &rest));
     off = at, n++;
   }
   tok_seg_vec *sv = &c->segs;
@@ -222,7 +224,8 @@ static ssm_status byte_level(enc_ctx *c, const pt_step *st, const piece *p, piec
   }
   for (size_t k = 0; k < sv->n; k++) {
     size_t start = c->buf.n, a = sv->items[k].start, b = sv->items[k].end;
-    ssm_vec_xreserve(&c->buf, 2 * (b - a)); /* each byte becomes at most 2 */
+    SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&c->buf, 2 * (b - a)), /* each byte becomes at most 2 */
+                            "encoding text"));
     for (size_t i = a; i < b; i++) {
       int len = ssm_utf8_encode(ssm_tok_byte_cp[(unsigned char)c->buf.items[off + i]],
                                 c->buf.items + c->buf.n);
@@ -236,9 +239,10 @@ static ssm_status byte_level(enc_ctx *c, const pt_step *st, const piece *p, piec
 /* Metaspace on one piece: spaces become the replacement, which is
  * prepended as the scheme says, then the piece is split before each
  * replacement character (MergedWithNext). */
-static void metaspace(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
+static ssm_status metaspace(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
   size_t rl = strlen(st->repl), n = p->len;
-  ssm_vec_xreserve(&c->buf, rl + n * rl); /* the source stays put while writing */
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&c->buf, rl + n * rl), /* the source stays put */
+                          "encoding text"));
   const char *s = c->buf.items + p->off;
   int starts = s[0] == ' ' || (n >= rl && !memcmp(s, st->repl, rl));
   int prepend = !starts && (st->prepend == PREPEND_ALWAYS ||
@@ -253,10 +257,11 @@ static void metaspace(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *
   c->buf.n = (size_t)(o - c->buf.items);
   if (!st->split) {
     ssm_tok_piece_push(out, at, c->buf.n - at, -1, p->first);
-    return;
+    return NULL;
   }
   char_segments(st, c->buf.items + at, c->buf.n - at, &c->segs);
   split_by(BEH_MERGED_NEXT, 0, &c->segs, at, p->first, out);
+  return NULL;
 }
 
 ssm_status ssm_tok_pre_tokenize(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out) {
@@ -264,8 +269,7 @@ ssm_status ssm_tok_pre_tokenize(enc_ctx *c, const pt_step *st, const piece *p, p
   case PT_BYTELEVEL:
     return byte_level(c, st, p, out);
   case PT_METASPACE:
-    metaspace(c, st, p, out);
-    return NULL;
+    return metaspace(c, st, p, out);
   case PT_PUNCT:
   case PT_DIGITS:
     char_segments(st, c->buf.items + p->off, p->len, &c->segs);

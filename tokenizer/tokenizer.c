@@ -538,25 +538,29 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
 
 /* ---- encoding ------------------------------------------------------------------ */
 
-size_t ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n) {
+ssm_status ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n, size_t *out_off) {
   size_t from = (size_t)-1;
   if (c->buf.items && s >= c->buf.items && s < c->buf.items + c->buf.n)
     from = (size_t)(s - c->buf.items); /* inside the buffer, which may move */
-  ssm_vec_xreserve(&c->buf, n + 1);
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&c->buf, n + 1), "encoding text"));
   if (from != (size_t)-1) s = c->buf.items + from;
-  size_t off = c->buf.n;
-  memcpy(c->buf.items + off, s, n);
+  *out_off = c->buf.n;
+  memcpy(c->buf.items + c->buf.n, s, n);
   c->buf.n += n;
-  return off;
+  return NULL;
 }
+
+/* The encoder's lists drop what they have no memory for; ssm_tok_encode
+ * then returns NOMEM (ssm_nomem_check), whatever the encoder made of it. */
+#define PUSH_OR_DROP(v, x) ssm_status_free(ssm_vec_push(v, x))
 
 void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first) {
   if (!len && id < 0) return;
   piece p = {off, len, id, first};
-  ssm_vec_xpush(v, p);
+  PUSH_OR_DROP(v, p);
 }
 
-static void emit(enc_ctx *c, int32_t id) { ssm_vec_xpush(&c->ids, id); }
+static void emit(enc_ctx *c, int32_t id) { PUSH_OR_DROP(&c->ids, id); }
 
 uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len) {
   uint32_t cp;
@@ -635,7 +639,11 @@ static int merge_less(const bpe_merge *a, const bpe_merge *b) {
 }
 
 static void heap_push(enc_ctx *c, bpe_merge m) {
-  ssm_vec_xreserve(&c->heap, 1);
+  ssm_status s = ssm_vec_reserve(&c->heap, 1);
+  if (s) { /* dropped, as PUSH_OR_DROP */
+    ssm_status_free(s);
+    return;
+  }
   bpe_merge *h = c->heap.items;
   size_t i = c->heap.n++;
   while (i > 0) {
@@ -675,7 +683,7 @@ static void push_pair(enc_ctx *c, int pos) {
 static void sym_push(enc_ctx *c, int32_t id) {
   int at = (int)c->syms.n;
   bpe_sym sym = {id, at - 1, at + 1, 1};
-  ssm_vec_xpush(&c->syms, sym);
+  PUSH_OR_DROP(&c->syms, sym);
 }
 
 /* The model id of the character s[0..n), or -1. */
@@ -762,9 +770,10 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
     i += (size_t)k;
   }
   piece_vec a = {0}, b = {0};
+  size_t off;
+  SSM_TRY(ssm_tok_buf_append(c, text, len, &off));
   ssm_status err = NULL;
-  ssm_tok_buf_append(c, text, len);
-  split_added(c, 0, len, 0, 1, &a);
+  split_added(c, off, len, 0, 1, &a);
   for (size_t k = 0; k < a.n && !err; k++) {
     piece p = a.items[k];
     if (p.id >= 0) {
@@ -774,8 +783,9 @@ static ssm_status encode(enc_ctx *c, const char *text, size_t len) {
     if (t->norm.n) {
       ssm_sb_clear(&c->norm);
       err = ssm_tok_normalize(&t->norm, c->buf.items + p.off, p.len, &c->norm, &p.first);
+      if (!err) err = ssm_sb_status(&c->norm, "encoding text");
+      if (!err) err = ssm_tok_buf_append(c, ssm_sb_str(&c->norm), c->norm.n, &p.off);
       if (err) break;
-      p.off = ssm_tok_buf_append(c, ssm_sb_str(&c->norm), c->norm.n);
       p.len = c->norm.n;
     }
     split_added(c, p.off, p.len, 1, p.first, &b);
@@ -805,7 +815,9 @@ ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_
   *out_ids = NULL;
   *out_n = 0;
   enc_ctx c = {.t = t};
-  ssm_status s = encode(&c, text, len);
+  unsigned long mark = ssm_nomem_mark();
+  ssm_status s = ssm_nomem_check(mark, encode(&c, text, len), "encoding text");
+  if (!s) s = ssm_status_wrap(ssm_vec_reserve(&c.ids, 1), "encoding text"); /* never NULL, even for no ids */
   ssm_vec_free(&c.buf);
   ssm_vec_free(&c.syms);
   ssm_vec_free(&c.heap);
@@ -815,7 +827,6 @@ ssm_status ssm_tok_encode(const ssm_tok *t, const char *text, size_t len, int32_
     ssm_vec_free(&c.ids);
     return s;
   }
-  ssm_vec_xreserve(&c.ids, 1); /* never NULL, even for no ids */
   *out_ids = c.ids.items;
   *out_n = c.ids.n;
   return NULL;

@@ -74,7 +74,7 @@ ssm_status ssm_tok_decode(const ssm_tok *t, const int32_t *ids, size_t n, int sk
  * ssm_tok_decode of those ids. */
 typedef struct ssm_tok_stream ssm_tok_stream;
 
-ssm_tok_stream *ssm_tok_stream_create(const ssm_tok *t, int skip_special);
+ssm_status ssm_tok_stream_create(const ssm_tok *t, int skip_special, ssm_tok_stream **out);
 /* NULL is fine. */
 void ssm_tok_stream_destroy(ssm_tok_stream *s);
 /* Adds token `id`; *out_text (owned by the stream, valid until its next
@@ -88,8 +88,10 @@ ssm_status ssm_tok_stream_feed(ssm_tok_stream *s, int32_t id, const char **out_t
                                size_t *out_len);
 /* Ends the stream: returns what is still held back (an incomplete sequence
  * becomes U+FFFD) and leaves the stream empty, ready for more, as if new:
- * the next id is decoded as the first of a text. */
-void ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len);
+ * the next id is decoded as the first of a text. Out of host memory, here
+ * or in ssm_tok_stream_feed, is NOMEM: what the stream held is dropped
+ * and it starts afresh, as after a flush. */
+ssm_status ssm_tok_stream_flush(ssm_tok_stream *s, const char **out_text, size_t *out_len);
 
 /* ---- pieces (for `ssmc tokenize`) ---------------------------------------- */
 

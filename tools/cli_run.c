@@ -102,6 +102,7 @@ typedef struct {
   int err;
   ssmc_decoder *dec;  /* text mode: the continuation so far */
   int printed;        /* text went to stdout */
+  ssmc_status failed; /* the decoder's error, which stopped generation */
 } printer;
 
 static int stop_on_signal(int32_t id, void *user) { return ssm_cli_signal != 0; }
@@ -120,7 +121,8 @@ static int print_token(int32_t id, void *user) {
   size_t len;
   ssmc_status s = ssmc_decoder_feed(p->dec, id, &text, &len);
   if (s) {
-    ssmc_status_free(s);
+    if (!p->failed) p->failed = s;
+    else ssmc_status_free(s);
     return 1;
   }
   fwrite(text, 1, len, stdout);
@@ -143,17 +145,21 @@ static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int3
   g.stop_at_eos = p->dec != NULL;
   g.user = p;
   ssmc_status st = ssmc_session_generate(s, ids, nids, (int)r->n, &g, gen, ngen);
+  if (p->failed && !st) st = p->failed;
+  else ssmc_status_free(p->failed);
+  p->failed = NULL;
   if (p->err && !st)
     st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r->dump, strerror(p->err));
   return st;
 }
 
-static void flush_text(printer *p) {
+static ssmc_status flush_text(printer *p) {
   const char *rest;
   size_t len;
-  ssmc_decoder_flush(p->dec, &rest, &len);
+  ssmc_status st = ssmc_decoder_flush(p->dec, &rest, &len);
   fwrite(rest, 1, len, stdout);
   fflush(stdout);
+  return st;
 }
 
 /* One turn of text: `text` (printed unless `echo` is 0) after the token
@@ -177,7 +183,9 @@ static ssmc_status text_turn(ssmc_session *s, const ssmc_tokenizer *t, run_args 
     fflush(stdout);
     p->printed = 1;
     st = generate(s, r, p, all, nids, gen, &ngen);
-    flush_text(p);
+    ssmc_status fs = flush_text(p);
+    if (!st) st = fs;
+    else ssmc_status_free(fs);
     *pending = ngen == (size_t)r->n && ngen ? gen[ngen - 1] : -1;
   }
   free(all);

@@ -115,6 +115,8 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
     SSM_TRY(ssm_cpu_run_outputs(c->cpu, c->sampled, &input, 2, outs, counts));
     b->position = ssm_cpu_position(c->cpu);
     if (id == -1) return ssm_sampler_nonfinite(b->position - 1);
+    if (id == SSM_SAMPLE_NOMEM)
+      return ssm_nomem((size_t)b->vocab * (sizeof(double) + sizeof(float)), "sampling");
     input = out_ids[(*out_count)++] = (int32_t)id;
     if (on_step && on_step(input, want_logits ? c->logits : NULL, user)) break;
   }

@@ -52,7 +52,8 @@ ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *typ
  * (SSM_SAMPLER_STATE_LEN floats; the step is read, not incremented): the
  * interpreter's definition, which templates/sample.glsl.in follows step by
  * step. -1 when a logit is inf or NaN (the runtime reports it, naming the
- * position). Greedy (first largest) when temperature <= 0. Otherwise x = (l -
+ * position); SSM_SAMPLE_NOMEM when there is no host memory for its n-float
+ * and n-double scratch rows (the runtime reports NOMEM). Greedy (first largest) when temperature <= 0. Otherwise x = (l -
  * max) / temperature in f32; top-k keeps x >= t for the largest t (found by
  * 32 bisection steps) with count(x >= t) >= k, so ties at the threshold may
  * keep a few more than k; p = exp(x); top-p keeps p >= u for the largest u
@@ -63,6 +64,7 @@ ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *typ
  * (the draw, the top-p mass) or to the threshold (top-k): a GPU computing in
  * f32 may choose differently only where it is tiny. */
 int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, double *out_margin);
+#define SSM_SAMPLE_NOMEM (-2)
 /* The sampler's uniform number in [0, 1) with 24 bits, from a counter-based
  * hash of (seed, step). */
 double ssm_sample_uniform(uint32_t seed, uint32_t step);

@@ -858,9 +858,10 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
     if (logits[i] > logits[best]) best = i;
   float temp = state[0];
   if (!(temp > 0) || n < 2) return (int32_t)best;
-  /* the size of the logits row the caller already holds, and no status to return: ssm_x* */
-  float *x = ssm_xcalloc((size_t)n, sizeof *x);
-  double *p = ssm_xcalloc((size_t)n, sizeof *p);
+  /* the size of the logits row the caller already holds; no status to return, a marker */
+  double *p = ssm_malloc_((size_t)n * (sizeof(double) + sizeof(float)));
+  if (!p) return SSM_SAMPLE_NOMEM;
+  float *x = (float *)(p + n);
   float m = logits[best], xmin = 0;
   for (int64_t i = 0; i < n; i++) {
     float d = logits[i] - m;
@@ -930,7 +931,6 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
       margin = fmin(margin, fmin(r - before, cum - r) / kept);
     }
   }
-  free(x);
   free(p);
   if (out_margin) *out_margin = margin;
   return (int32_t)(pick >= 0 ? pick : last);

@@ -1223,14 +1223,17 @@ ssm_status ssm_vk_program_add_dispatch(ssm_vk_program *p, ssm_vk_kernel *k,
                  .groups = {gx, gy, gz},
                  .first_binding = (int)p->bindings.n,
                  .push_offset = (int)p->push.n};
-  ssm_vec_xpush(&p->ops, op);
+  /* room first: out of memory, the program is left as it was */
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&p->ops, 1), "a program's dispatches"));
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&p->bindings, (size_t)k->n_bindings), "a program's dispatches"));
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&p->push, k->push_bytes), "a program's dispatches"));
+  p->ops.items[p->ops.n++] = op;
   p->barrier_pending = false;
   for (int i = 0; i < k->n_bindings; i++) {
     ssm_vk_binding b = bindings[i];
     if (!b.range) b.range = b.buffer->size - b.offset;
-    ssm_vec_xpush(&p->bindings, b);
+    p->bindings.items[p->bindings.n++] = b;
   }
-  ssm_vec_xreserve(&p->push, k->push_bytes);
   if (k->push_bytes) memcpy(p->push.items + p->push.n, push, k->push_bytes);
   p->push.n += k->push_bytes;
   return NULL;
@@ -1246,7 +1249,7 @@ ssm_status ssm_vk_program_add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t
                           src_offset, src->size, dst_offset, dst->size);
   dispatch op = {.copy_src = src, .copy_dst = dst, .copy_src_offset = src_offset,
                  .copy_dst_offset = dst_offset, .copy_bytes = bytes};
-  ssm_vec_xpush(&p->ops, op);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(&p->ops, op), "a program's copies"));
   p->barrier_pending = false; /* a copy waits for everything before it */
   return NULL;
 }
@@ -1402,7 +1405,8 @@ ssm_status ssm_vk_program_profile(ssm_vk_program *p) {
 ssm_status ssm_vk_program_times(ssm_vk *vk, ssm_vk_program *p, double *out_us) {
   SSM_ASSERT(p->recorded && p->queries);
   SSM_TRY(ssm_vk_program_wait(vk, p));
-  uint64_t *ts = ssm_xcalloc(p->nqueries, sizeof *ts);
+  uint64_t *ts;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(p->nqueries, sizeof *ts, (void **)&ts), "timestamps"));
   ssm_status s = vk_check(vkGetQueryPoolResults(vk->device, p->queries, 0, p->nqueries,
                                                 sizeof *ts * p->nqueries, ts, sizeof *ts,
                                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT),

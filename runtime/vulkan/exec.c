@@ -117,11 +117,12 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
  * performance.md), unless env SSM_VK_COOPMAT=0 asks for the portable
  * kernels. */
 static ssm_status load_kernels(vk_backend *v) {
-  v->kernels = ssm_xcalloc((size_t)v->m->nkernels + 1, sizeof *v->kernels);
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nkernels + 1, sizeof *v->kernels, (void **)&v->kernels),
+                          "the kernels"));
   /* the prefill program's kernels take the run's token count (those that
    * need it read it); the others get no push constant, so that decode
    * records none (lavapipe's memory grows with every push it replays) */
-  v->counted = ssm_xcalloc((size_t)v->m->nkernels + 1, 1);
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nkernels + 1, 1, (void **)&v->counted), "the kernels"));
   for (int i = 0; v->m->prefill.any_count && i < v->m->prefill.nsteps; i++)
     v->counted[v->m->prefill.steps[i].kernel] = 1;
   _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
@@ -605,7 +606,8 @@ typedef struct {
 
 /* The copies between the state regions and a snapshot's buffer. */
 static ssm_status snapshot_copy(vk_backend *v, ssm_vk_buffer *buf, int to_snapshot) {
-  ssm_vk_copy *c = ssm_xcalloc((size_t)v->m->nstates + 1, sizeof *c);
+  ssm_vk_copy *c;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nstates + 1, sizeof *c, (void **)&c), "snapshot"));
   size_t at = 0;
   for (int i = 0; i < v->m->nstates; i++) {
     ssm_region r = v->m->states[i].region;
@@ -628,7 +630,11 @@ static ssm_status vk_snapshot_take(ssm_backend *b, ssm_snapshot **inout) {
     ssm_vk_buffer *buf;
     SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, bytes ? (size_t)bytes : 4,
                                                  SSM_VK_BUFFER_DEVICE, &buf), "snapshot"));
-    s = ssm_xcalloc(1, sizeof *s);
+    ssm_status st = ssm_alloc(1, sizeof *s, (void **)&s);
+    if (st) {
+      ssm_vk_buffer_destroy(v->vk, buf);
+      return ssm_status_wrap(st, "snapshot");
+    }
     *s = (vk_snapshot){{b, 0, bytes}, buf};
     *inout = &s->base;
   }
@@ -673,11 +679,19 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
     SSM_TRY(record_steps(v, p, nsteps, (uint32_t)p->tokens, v->timed[prefill]));
     SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
   }
-  int32_t *tokens = ssm_xcalloc((size_t)p->tokens, sizeof *tokens);
+  int32_t *tokens = NULL;
+  ssm_step_time *t = NULL;
+  double *us = NULL;
+  ssm_status s = ssm_alloc((size_t)p->tokens + 1, sizeof *tokens, (void **)&tokens);
+  if (!s) s = ssm_alloc((size_t)p->nsteps + 1, sizeof *t, (void **)&t);
+  if (!s) s = ssm_alloc((size_t)p->nsteps + 1, sizeof *us, (void **)&us);
+  if (s) {
+    free(tokens);
+    free(t);
+    return ssm_status_wrap(s, "a profile");
+  }
   for (int i = 0; i < p->tokens; i++) tokens[i] = (int32_t)((i * 7919 + 1) % b->vocab);
-  ssm_step_time *t = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *t);
-  double *us = ssm_xcalloc((size_t)p->nsteps + 1, sizeof *us);
-  ssm_status s = vk_reset(b);
+  s = vk_reset(b);
   for (int r = 0; r < runs && !s; r++) {
     if (p->has_pos && b->position + p->tokens > b->max_seq) s = vk_reset(b);
     if (!s) s = upload(v, p->tokens_in, tokens);
@@ -739,7 +753,12 @@ static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,   
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
   *out = NULL;
-  vk_backend *v = ssm_xcalloc(1, sizeof *v);
+  vk_backend *v;
+  ssm_status s = ssm_status_wrap(ssm_alloc(1, sizeof *v, (void **)&v), "the Vulkan backend");
+  if (s) {
+    ssm_bundle_close(bundle); /* as vk_close does on any other error */
+    return s;
+  }
   v->bundle = bundle;
   v->m = ssm_bundle_manifest(bundle);
   ssm_backend *b = &v->base;
@@ -749,12 +768,13 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                      .max_seq = m->max_seq, .eos = m->eos, .arch = m->architecture,
                      .weight_bytes = ssm_manifest_weight_bytes(m), .dtype = m->dtype,
                      .nstates = m->nstates};
-  v->states = ssm_xcalloc((size_t)m->nstates + 1, sizeof *v->states);
-  for (int i = 0; i < m->nstates; i++)
+  s = ssm_status_wrap(ssm_alloc((size_t)m->nstates + 1, sizeof *v->states, (void **)&v->states),
+                      "the Vulkan backend");
+  for (int i = 0; !s && i < m->nstates; i++)
     v->states[i] = (ssm_backend_state){m->states[i].name, m->states[i].type};
   b->states = v->states;
   ssm_st *st = NULL;
-  ssm_status s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
+  if (!s) s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
   if (!s) s = ssm_st_open(weights, &st);
   if (!s && opts) s = ssm_st_set_progress(st, &opts->progress);
   if (!s) s = check_weights(m, st);

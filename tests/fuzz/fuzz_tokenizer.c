@@ -38,7 +38,9 @@ static void check_decode(const ssm_tok *tok, const int32_t *ids, size_t n, int s
     return;
   }
   if (!utf8_complete(back, blen)) fuzz_fail("decode gave invalid UTF-8");
-  ssm_tok_stream *st = ssm_tok_stream_create(tok, skip);
+  ssm_tok_stream *st = NULL;
+  s = ssm_tok_stream_create(tok, skip, &st);
+  if (s) fuzz_fail("the stream could not be made: %s", ssm_status_message(s));
   size_t at = 0;
   for (size_t i = 0; i <= n; i++) {
     const char *out;
@@ -47,7 +49,8 @@ static void check_decode(const ssm_tok *tok, const int32_t *ids, size_t n, int s
       s = ssm_tok_stream_feed(st, ids[i], &out, &olen);
       if (s) fuzz_fail("the stream refused id %d that decode took", ids[i]);
     } else {
-      ssm_tok_stream_flush(st, &out, &olen);
+      s = ssm_tok_stream_flush(st, &out, &olen);
+      if (s) fuzz_fail("the stream could not be flushed: %s", ssm_status_message(s));
     }
     if (!utf8_complete(out, olen)) fuzz_fail("the stream handed out part of a UTF-8 character");
     if (at + olen > blen || memcmp(back + at, out, olen))
