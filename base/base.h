@@ -17,8 +17,8 @@
  * it through ssm_sb_status and ssm_arena_status, which the code that owns
  * them checks before it uses what they built. Every allocator counts toward
  * ssm_alloc_fail_at, so a test can fail each allocation of a path in turn.
- * The ssm_x* allocators, which abort instead, are for tools/ and for code
- * not yet converted (grep ssm_x to find it).
+ * The ssm_x* forms, which abort instead, are for tools/ only (the
+ * executable, which may exit); library code never calls them.
  *
  * Lifecycle verbs, the same across the tree: an object made from a file or
  * a device is opened and closed (ssm_st_open/ssm_st_close); any other is
@@ -154,12 +154,8 @@ int ssm_alloc_fail_pending(void);
 unsigned long ssm_alloc_calls(void);
 
 /* Allocators that abort on exhausted memory (ssm_fatal_nomem): for tools/
- * and code not yet converted to statuses; never NULL. */
+ * only; never NULL. */
 void *ssm_xmalloc(size_t n);
-void *ssm_xcalloc(size_t count, size_t size);
-void *ssm_xrealloc(void *p, size_t n);
-/* ssm_xrealloc to `count` elements of `size`, overflow-checked. */
-void *ssm_xreallocarray(void *p, size_t count, size_t size);
 char *ssm_xstrdup(const char *s);
 char *ssm_xstrndup(const char *s, size_t n);
 /* Reports exhausted host memory (`bytes` wanted) and aborts. */
@@ -181,7 +177,7 @@ void ssm_fatal_nomem(size_t bytes);
   (ssm_vec_room_(&(v)->items, &(v)->cap, (v)->n + 1, sizeof *(v)->items)       \
        ? ((v)->items[(v)->n++] = (x), (ssm_status)NULL) : ssm_vec_nomem_())
 /* ssm_vec_reserve and ssm_vec_push that abort on exhausted memory, like
- * the ssm_x* allocators: for tools/ and code not yet converted. */
+ * the ssm_x* allocators: for tools/ only. */
 #define ssm_vec_xreserve(v, extra)                                              \
   ((void)(ssm_vec_room_(&(v)->items, &(v)->cap, (v)->n + (extra), sizeof *(v)->items) || \
           (ssm_vec_fatal_(), 0)))
@@ -236,12 +232,10 @@ ssm_status ssm_sb_status(const ssm_sb *b, const char *what);
 /* Hands the malloc'd text to the caller in *out and empties `b`; if an
  * append failed, frees it instead and returns ssm_sb_status. */
 ssm_status ssm_sb_take(ssm_sb *b, const char *what, char **out) SSM_MUST_CHECK;
-/* ssm_sb_take, ssm_sb_printf and ssm_sb_append that abort
- * (ssm_fatal_nomem) when an append fails: for tools/ and code not yet
- * converted (serve, the tokenizer's streams). Never NULL. */
+/* ssm_sb_take and ssm_sb_printf that abort (ssm_fatal_nomem) when an
+ * append failed: for tools/ only. Never NULL. */
 char *ssm_sb_xtake(ssm_sb *b);
 void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
-void ssm_sb_xappend(ssm_sb *b, const void *data, size_t n);
 /* Empties `b`, keeping its memory (and a failure) for the next appends. */
 void ssm_sb_clear(ssm_sb *b);
 void ssm_sb_free(ssm_sb *b);
@@ -261,9 +255,6 @@ uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n);
 typedef struct ssm_arena ssm_arena;
 
 ssm_status ssm_arena_create(ssm_arena **out) SSM_MUST_CHECK;
-/* An arena whose failures abort (ssm_fatal_nomem), never NULL: for code
- * not yet converted to statuses (serve's templates). */
-ssm_arena *ssm_arena_xcreate(void);
 void ssm_arena_destroy(ssm_arena *a);
 /* Zeroed, 16-byte aligned memory; NULL when out of memory. */
 void *ssm_arena_alloc(ssm_arena *a, size_t size);

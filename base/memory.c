@@ -124,28 +124,6 @@ void *ssm_xmalloc(size_t n) {
   return p;
 }
 
-void *ssm_xcalloc(size_t count, size_t size) {
-  void *p;
-  ssm_status s = ssm_alloc(count, size, &p);
-  if (s) {
-    ssm_status_free(s);
-    ssm_fatal_nomem(count && size > SIZE_MAX / count ? SIZE_MAX : count * size);
-  }
-  return p;
-}
-
-void *ssm_xrealloc(void *p, size_t n) {
-  void *q = ssm_realloc_(p, n);
-  if (!q) ssm_fatal_nomem(n);
-  return q;
-}
-
-void *ssm_xreallocarray(void *p, size_t count, size_t size) {
-  size_t bytes;
-  if (!ssm_size_mul(count, size, &bytes)) ssm_fatal_nomem(SIZE_MAX);
-  return ssm_xrealloc(p, bytes);
-}
-
 char *ssm_xstrndup(const char *s, size_t n) {
   char *d = ssm_xmalloc(n + 1);
   memcpy(d, s, n);
@@ -243,17 +221,10 @@ typedef struct chunk {
 struct ssm_arena {
   chunk *head;
   size_t failed; /* the bytes the first failed allocation wanted; 0: none failed */
-  int fatal;     /* ssm_arena_xcreate: a failure aborts */
 };
 
 ssm_status ssm_arena_create(ssm_arena **out) {
   return ssm_status_wrap(ssm_alloc(1, sizeof(ssm_arena), (void **)out), "an arena");
-}
-
-ssm_arena *ssm_arena_xcreate(void) {
-  ssm_arena *a = ssm_xcalloc(1, sizeof *a);
-  a->fatal = 1;
-  return a;
 }
 
 void ssm_arena_destroy(ssm_arena *a) {
@@ -266,7 +237,6 @@ void ssm_arena_destroy(ssm_arena *a) {
 }
 
 static void *arena_failed(ssm_arena *a, size_t size) {
-  if (a->fatal) ssm_fatal_nomem(size);
   if (size == SIZE_MAX) failed(size);
   if (!a->failed) a->failed = size ? size : 1;
   return NULL;

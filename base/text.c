@@ -71,11 +71,6 @@ void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) {
   if (b->failed) ssm_fatal_nomem(b->failed);
 }
 
-void ssm_sb_xappend(ssm_sb *b, const void *data, size_t n) {
-  ssm_sb_append(b, data, n);
-  if (b->failed) ssm_fatal_nomem(b->failed);
-}
-
 char *ssm_sb_xtake(ssm_sb *b) {
   if (b->failed) ssm_fatal_nomem(b->failed);
   char *s = b->s ? b->s : ssm_xstrdup("");

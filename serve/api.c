@@ -339,9 +339,11 @@ static cJSON *envelope(const ssm_job *j, int chunk) {
 /* Appends `r` (freed) to j->out, as an event when `event`. */
 static ssm_status emit(ssm_job *j, cJSON *r, int event) {
   char *s = cJSON_PrintUnformatted(r);
+  cJSON_Delete(r);
+  /* (cJSON gives no size: one node's, the least that failed) */
+  if (!s) return ssm_nomem(sizeof(cJSON), "the response");
   ssm_sb_printf(&j->out, event ? "data: %s\n\n" : "%s", s);
   free(s);
-  cJSON_Delete(r);
   return ssm_sb_status(&j->out, "the response");
 }
 

@@ -133,14 +133,28 @@ void ssm_chat_close(ssm_chat *c) {
 
 const char *ssm_chat_source(const ssm_chat *c) { return c->source; }
 
+/* A deep copy of `item` (none: nothing) as `key` of `obj`; 0 when out of memory. */
+static int add_copy(cJSON *obj, const char *key, const cJSON *item) {
+  if (!item) return 1;
+  cJSON *copy = cJSON_Duplicate(item, 1);
+  if (copy && cJSON_AddItemToObject(obj, key, copy)) return 1;
+  cJSON_Delete(copy);
+  return 0;
+}
+
 ssm_status ssm_chat_render(const ssm_chat *c, const cJSON *messages, const cJSON *tools,
                            const cJSON *documents, int add_generation_prompt, char **out,
                            size_t *out_len) {
+  /* cJSON reports exhausted memory as NULL or false, without a size: the
+   * size given is one node's, the least that failed */
   cJSON *vars = cJSON_Duplicate(c->tokens, 1);
-  cJSON_AddItemToObject(vars, "messages", cJSON_Duplicate(messages, 1));
-  if (tools) cJSON_AddItemToObject(vars, "tools", cJSON_Duplicate(tools, 1));
-  if (documents) cJSON_AddItemToObject(vars, "documents", cJSON_Duplicate(documents, 1));
-  cJSON_AddBoolToObject(vars, "add_generation_prompt", add_generation_prompt);
+  int ok = vars && add_copy(vars, "messages", messages) && add_copy(vars, "tools", tools) &&
+           add_copy(vars, "documents", documents) &&
+           cJSON_AddBoolToObject(vars, "add_generation_prompt", add_generation_prompt);
+  if (!ok) {
+    cJSON_Delete(vars);
+    return ssm_nomem(sizeof(cJSON), "the chat template's variables");
+  }
   ssm_status s = ssm_jinja_render(c->t, vars, out, out_len);
   cJSON_Delete(vars);
   return s;
