@@ -141,6 +141,17 @@ static coords delinearize(const char *lin, const ssm_type *t, ssm_arena *a) {
   return k;
 }
 
+/* Whether types a and b have the same dims but for dims of 1. */
+static int unit_reshape(const ssm_type *a, const ssm_type *b) {
+  int i = 0, j = 0;
+  for (;;) {
+    while (i < a->rank && a->dims[i] == 1) i++;
+    while (j < b->rank && b->dims[j] == 1) j++;
+    if (i == a->rank || j == b->rank) return i == a->rank && j == b->rank;
+    if (a->dims[i++] != b->dims[j++]) return 0;
+  }
+}
+
 /* Coordinates of an operand of type `op` broadcast (numpy) into `k`. */
 static coords broadcast(const coords *k, const ssm_type *op) {
   coords r = {.rank = op->rank};
@@ -417,6 +428,27 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     } else if (d->op == SSM_OP_TRANSPOSE) {
       const ssm_attr *perm = ssm_node_attr(d, "perm");
       for (int i = 0; i < k->rank; i++) s.c[perm->ints[i]] = k->c[i];
+    } else if (unit_reshape(st, &v->type)) {
+      /* only unit dims differ: the other coordinates map directly (no
+       * division by a dim, and a row stays the expression it was: the
+       * scan's step t, which reads a cached norm row, below) */
+      int j = 0;
+      for (int i = 0; i < st->rank; i++) {
+        if (st->dims[i] == 1) {
+          s.c[i] = "0u";
+          continue;
+        }
+        while (v->type.dims[j] == 1) j++;
+        s.c[i] = k->c[j++];
+      }
+      const ssm_node *src = d->args[0]->def;
+      if (!member(c, src) && !ungrouped_view(c, src) && src->op != SSM_OP_CONST) {
+        ssm_sb lin = {0};
+        linearize(&lin, &s, st);
+        mem_load(c, out, binding_of(c, d->args[0]), d->args[0]->type.dtype, ssm_sb_str(&lin));
+        ssm_sb_free(&lin);
+        return;
+      }
     } else { /* reshape: same linear index */
       ssm_sb lin = {0};
       linearize(&lin, k, &v->type);
@@ -493,9 +525,16 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       emit(c, d->args[0], k, out, depth + 1);
       int from_cache = h >= 0;
       if (!from_cache) h = rms_helper(c, d, depth);
-      ssm_sb_printf(out, " * %s%d(", from_cache ? "rmc" : "rms", h);
-      for (int i = 0; i < k->rank - 1; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
-      ssm_sb_printf(out, ")");
+      if (from_cache && !strcmp(k->c[0], "t")) {
+        /* the row is the scan's step t (in_a/in_b/in_c's t), which the
+         * pass being run holds: no fallback for rows outside it, whose
+         * branch kept the compiler from reading steps ahead */
+        ssm_sb_printf(out, " * rmc%d_[t - g_t0]", h);
+      } else {
+        ssm_sb_printf(out, " * %s%d(", from_cache ? "rmc" : "rms", h);
+        for (int i = 0; i < k->rank - 1; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
+        ssm_sb_printf(out, ")");
+      }
       if (d->nargs > 1) {
         coords w = {.rank = 1, .c = {k->c[k->rank - 1]}};
         ssm_sb_printf(out, " * ");

@@ -779,9 +779,9 @@ static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out)
 }
 
 /* A prefill scan computes Falcon-Mamba's B and C norms once per step at
- * the start of each pass (rmc<id>, in both languages); decode's scan (one
- * step) keeps them inline. The pass's rows of both norms are computed in one loop, a row
- * a thread. */
+ * the start of each pass (rmc<id>, in both languages) and reads step t's
+ * from shared memory; decode's scan (one step) keeps them inline. The
+ * pass's rows of both norms are computed in one loop, a row a thread. */
 static void test_scan_caches_norms(void) {
   ssm_bundle *b = compile("falcon_tiny", 8);
   const ssm_manifest *m = ssm_bundle_manifest(b);
@@ -799,7 +799,12 @@ static void test_scan_caches_norms(void) {
                                  strstr(src, "if (q == 0u) { rmc0_[r] = rms0(t0 + r); }"));
           CU_ASSERT_PTR_NOT_NULL(strstr(src, "else if (q == 1u) rmc1_[r] = rms1(t0 + r);") ||
                                  strstr(src, "else if (q == 1u) { rmc1_[r] = rms1(t0 + r); }"));
-          CU_ASSERT_PTR_NOT_NULL(strstr(src, "* rmc0("));
+          /* a row read at the scan's step, straight from the pass's rows
+           * (a call's fallback for other rows kept steps from being read
+           * ahead) */
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "* rmc0_[t - g_t0]"));
+          CU_ASSERT_PTR_NOT_NULL(strstr(src, "* rmc1_[t - g_t0]"));
+          CU_ASSERT_PTR_NULL(strstr(src, "* rmc0("));
         } else {
           CU_ASSERT_PTR_NULL(strstr(src, "rmc0_"));
           CU_ASSERT_PTR_NOT_NULL(strstr(src, " * rms")); /* inline */
