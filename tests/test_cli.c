@@ -837,11 +837,25 @@ static void test_outputs_are_not_inputs(void) {
            dir, ssm_test_source_dir(), ssm_test_source_dir(), dir, ssm_test_source_dir(),
            ssm_test_ssmc(), dir, dir);
   CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  /* a state, a prompt file and a tokenizer to name as inputs, and copies */
+  snprintf(cmd, sizeof cmd, "cd %s && %s run . --backend cpu --tokens 1,2 -n 1 -q --state-out "
+           "s.state > /dev/null && printf hi > p.txt && cp %s/models/pymamba/tokenizer.json t.json "
+           "&& mkdir -p keep && cp s.state p.txt t.json keep/", dir, ssm_test_ssmc(),
+           ssm_test_source_dir());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
   struct { const char *args, *want; } cases[] = {
       {"compile %s/mamba1.yaml --config %s/config.json -o %s/mamba1.yaml", "-o "},
       {"compile %s -o %s/config.json%.0s", "a file of the weights directory"},
       {"run %s --weights %s --tokens 1 -n 2 --dump-logits %s/model.safetensors", "--dump-logits "},
       {"run %s/m.ssmb --weights %s --tokens 1 -n 2 --state-out %s/m.ssmb", "--state-out "},
+      /* inputs after an option not given (here --config) are checked too */
+      {"run %s --backend cpu --tokens 1 -n 2 --state-in %s/s.state --dump-logits %s/s.state",
+       "--dump-logits "},
+      {"run %s --backend cpu --tokens 1 -n 2 --state-in %s/s.state --state-out %s/s.state",
+       "--state-out "},
+      {"run %s --backend cpu --prompt-file %s/p.txt -n 2 --state-out %s/p.txt", "--state-out "},
+      {"run %s --backend cpu --tokenizer %s/t.json --prompt hi -n 2 --dump-logits %s/t.json",
+       "--dump-logits "},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[2048];
@@ -854,6 +868,9 @@ static void test_outputs_are_not_inputs(void) {
            "%s inspect %s/m.ssmb > /dev/null", dir, ssm_test_source_dir(), dir,
            ssm_test_source_dir(), dir, ssm_test_source_dir(), ssm_test_ssmc(), dir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0); /* every input as it was */
+  snprintf(cmd, sizeof cmd, "cd %s && cmp s.state keep/s.state && cmp p.txt keep/p.txt && "
+           "cmp t.json keep/t.json", dir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd, "head -c 70000000 /dev/zero | %s tokenize --tokenizer "
            "%s/models/pymamba -", ssm_test_ssmc(), ssm_test_source_dir());
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 1);

@@ -314,9 +314,10 @@ static int cmd_compile(int argc, char **argv) {
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
                          .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar},
                          .wgsl_window = (uint64_t)window};
-  const char *inputs[] = {model, config, weights, NULL};
+  const char *inputs[] = {model, config, weights};
   ssm_cli_catch_signals();
-  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, weights ? weights : model);
+  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, sizeof inputs / sizeof *inputs,
+                                      weights ? weights : model);
   if (!s) s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
   ssm_cli_progress_end(&bar);

@@ -73,10 +73,11 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
  * `what` names the option in messages. */
 ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len);
 /* Refuses output path `out` (NULL: nothing to check) when it names a file
- * the command reads: one of the NULL-terminated `inputs`, or a .json or
+ * the command reads: one of the `n` inputs (an entry NULL for an option
+ * not given: the others after it are still checked), or a .json or
  * .safetensors file of the `weights` directory. `what` names the option. */
 ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
-                                const char *weights);
+                                size_t n, const char *weights);
 
 /* ---- progress and summaries (cli_progress.c) --------------------------------------- */
 

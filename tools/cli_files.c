@@ -42,12 +42,13 @@ ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, siz
   return ssm_status_wrap(ssm_file_read(path, MAX_STDIN, out, out_len), "%s", what);
 }
 
-/* Refuses an output path that names a file the command reads: one of
- * `inputs`, or a .json or .safetensors file in the weights directory. */
+/* Refuses an output path that names a file the command reads: one of the
+ * `n` inputs (NULL: an option not given), or a .json or .safetensors file
+ * in the weights directory. */
 ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
-                               const char *weights) {
-  for (int i = 0; out && inputs[i]; i++)
-    if (ssm_file_same(out, inputs[i]))
+                               size_t n, const char *weights) {
+  for (size_t i = 0; out && i < n; i++)
+    if (inputs[i] && ssm_file_same(out, inputs[i]))
       return ssm_status_new(SSM_ERR_INVALID, "%s %s: that is %s, an input of this command",
                             what, out, inputs[i]);
   DIR *d = out && weights ? opendir(weights) : NULL;

@@ -298,10 +298,10 @@ int ssm_cli_run(int argc, char **argv) {
                                "FILE, or -i for turns from standard input)");
   printer p = {0};
   const char *weights = r.o.weights ? r.o.weights : r.model;
-  const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file,
-                          NULL};
-  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, weights);
-  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, weights);
+  const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file};
+  size_t ninputs = sizeof inputs / sizeof *inputs;
+  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, ninputs, weights);
+  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, ninputs, weights);
   if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
     st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
   char *tmp = NULL;
