@@ -3,7 +3,8 @@
  * host's modules, the bundle, the tokenizer, the weights copied or linked,
  * site.json), and the clear errors, written before any file, for a bad
  * bundle, a missing tokenizer, weights that are not the bundle's, and an
- * output that is not a directory; a write that fails keeps the old site.
+ * output that is not a directory or that names an input (the weights'
+ * own directory); a write that fails keeps the old site.
  * The page itself runs in runtime/web/test/browser.test.mjs.
  */
 #include <cjson/cJSON.h>
@@ -149,10 +150,38 @@ static void test_failed_write_keeps_the_site(void) {
   free(text);
 }
 
+/* An export into the weights' own directory is refused before anything is
+ * written: with --link-weights it used to replace the checkpoint by a link
+ * to itself. The checkpoint and tokenizer stay as they were. */
+static void test_output_is_not_an_input(void) {
+  const char *b = bundle("mamba1_tiny");
+  char dir[600], cmd[4096], args[2000];
+  snprintf(dir, sizeof dir, "%s/own", ssm_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/keep && cd %s && cp " FIX "/config.json "
+           FIX "/model.safetensors " TOK " %s/ && cp %s/model.safetensors %s/tokenizer.json "
+           "%s/keep/", dir, ssm_test_source_dir(), dir, dir, dir, dir);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  for (int link = 0; link < 2; link++) {
+    snprintf(args, sizeof args, "export-web %s --weights %s -o %s%s", b, dir, dir,
+             link ? " --link-weights" : "");
+    expect(args, 1, "an input of this command");
+    /* naming the tokenizer elsewhere: the weights themselves */
+    snprintf(args, sizeof args, "export-web %s --weights %s --tokenizer " TOK " -o %s%s", b, dir,
+             dir, link ? " --link-weights" : "");
+    expect(args, 1, "model.safetensors, an input of this command");
+  }
+  CU_ASSERT(is_file(dir, "model.safetensors", 0));
+  CU_ASSERT(!is_file(dir, "index.html", 0));
+  snprintf(cmd, sizeof cmd, "cd %s && cmp model.safetensors keep/model.safetensors && "
+           "cmp tokenizer.json keep/tokenizer.json", dir);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"site", test_site},
                          {"errors", test_errors},
                          {"failed_write_keeps_the_site", test_failed_write_keeps_the_site},
+                         {"output_is_not_an_input", test_output_is_not_an_input},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("export", tests);
 }

@@ -16,7 +16,6 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -40,8 +39,10 @@ static char *join(const char *dir, const char *name) {
   return ssm_sb_xtake(&b);
 }
 
-/* Copies `src` to `dst` (through the mapped file, so a large checkpoint
- * never sits in the heap), or links `dst` to it. */
+/* Copies `src` to `dst` (read and written in pieces, so a large checkpoint
+ * never sits in the heap, and one cut short while it is copied is an
+ * error rather than a SIGBUS, as a mapping would give), or links `dst` to
+ * it. */
 static ssm_status copy_file(const char *src, const char *dst, int link) {
   if (link) {
     char abs[PATH_MAX];
@@ -54,20 +55,35 @@ static ssm_status copy_file(const char *src, const char *dst, int link) {
     return err ? ssm_status_new(SSM_ERR_IO, "%s: cannot link to %s (%s)", dst, abs, strerror(err))
                : NULL;
   }
-  int fd = open(src, O_RDONLY | O_CLOEXEC);
-  struct stat st;
-  if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-    int err = fd < 0 ? errno : EINVAL;
-    if (fd >= 0) close(fd);
-    return ssm_status_new(SSM_ERR_IO, "%s: %s", src, fd < 0 ? strerror(err) : "not a regular file");
+  int in = -1, out = -1;
+  size_t size = 0;
+  char *tmp = NULL;
+  ssm_status s = ssm_file_open(src, &in, &size);
+  if (!s) s = ssm_file_temp(dst, &tmp, &out);
+  static char buf[1 << 20];
+  size_t done = 0;
+  while (!s && done < size) {
+    ssize_t r = read(in, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      s = ssm_status_new(SSM_ERR_IO, "%s: %s after %zu of %zu bytes", src,
+                         r < 0 ? strerror(errno) : "cut short", done, size);
+      break;
+    }
+    for (ssize_t w = 0; w < r && !s;) {
+      ssize_t k = write(out, buf + w, (size_t)(r - w));
+      if (k < 0 && errno == EINTR) continue;
+      if (k < 0) s = ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", dst, strerror(errno));
+      else w += k;
+    }
+    done += (size_t)r;
   }
-  size_t size = (size_t)st.st_size;
-  void *map = size ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0) : NULL;
-  int err = errno;
-  close(fd);
-  if (map == MAP_FAILED) return ssm_status_new(SSM_ERR_IO, "%s: mmap: %s", src, strerror(err));
-  ssm_status s = ssm_file_write(dst, 1, (const void *const[]){map ? map : ""}, &size);
-  if (map) munmap(map, size);
+  if (in >= 0) close(in);
+  if (tmp) {
+    ssm_status c = ssm_file_commit(tmp, out, dst, s != NULL);
+    if (!s) s = c;
+    else ssm_status_free(c);
+  }
   return s;
 }
 
@@ -132,6 +148,35 @@ static ssm_status write_text(const char *dir, const char *name, const char *text
   return s;
 }
 
+/* Refuses an export that would write over a file it reads: -o naming the
+ * weights' directory (with --link-weights the checkpoint would become a
+ * link to itself), or the bundle's or tokenizer's own file. */
+static ssm_status outputs_not_inputs(const ssm_export_opts *o, const char *tok_path,
+                                     const name_vec *weights) {
+  ssm_status s = NULL;
+  size_t nin = 2 + weights->n, nout = 0;
+  while (site_files[nout]) nout++;
+  const char *fixed[] = {"model.ssmb", "tokenizer.json", "site.json"};
+  for (size_t i = 0; i < nout + 3 + weights->n && !s; i++) {
+    const char *name = i < nout ? site_files[i] : i < nout + 3 ? fixed[i - nout]
+                                                               : weights->items[i - nout - 3];
+    char *dst = join(o->out, name);
+    for (size_t j = 0; j < nin && !s; j++) {
+      char *src = j == 0 ? ssm_xstrdup(o->bundle) : j == 1 ? ssm_xstrdup(tok_path)
+                                                           : join(o->weights, weights->items[j - 2]);
+      /* (a link at dst, from an export with --link-weights, is replaced
+       * itself, never what it points to) */
+      struct stat ls;
+      if (!lstat(dst, &ls) && !S_ISLNK(ls.st_mode) && ssm_file_same(dst, src))
+        s = ssm_status_new(SSM_ERR_INVALID, "export-web -o %s: %s would be written over %s, an "
+                           "input of this command", o->out, dst, src);
+      free(src);
+    }
+    free(dst);
+  }
+  return s;
+}
+
 ssm_status ssm_export_web(const ssm_export_opts *o) {
   ssm_bundle *b = NULL;
   ssm_tok *tok = NULL;
@@ -143,6 +188,7 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
                               "the page's text (--tokenizer FILE, or tokenizer.json in --weights)");
   if (!s) s = weight_files(o->weights, &weights);
   if (!s) s = check_weights(ssm_bundle_manifest(b), o->weights);
+  if (!s) s = outputs_not_inputs(o, tok_path, &weights);
   if (!s && stat(o->out, &st) && mkdir(o->out, 0755))
     s = ssm_status_new(SSM_ERR_IO, "%s: cannot create (%s)", o->out, strerror(errno));
   else if (!s && !stat(o->out, &st) && !S_ISDIR(st.st_mode))
