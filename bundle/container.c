@@ -112,6 +112,12 @@ ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path) {
   return s;
 }
 
+static int zero(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i]) return 0;
+  return 1;
+}
+
 /* Takes `data` (malloc'd, `size` bytes) and checks it as a bundle. */
 static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
                              ssm_bundle **out) {
@@ -132,8 +138,8 @@ static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
     s = ssm_status_new(SSM_ERR_INVALID, "%s: bundle format version %u, but this ssmc reads "
                        "version %u; compile it again with `ssmc compile`", name, version,
                        SSM_BUNDLE_VERSION);
-  else if (moff != HEADER_SIZE || mlen > size - moff || boff < moff + mlen || boff > size ||
-           blen != size - boff || boff - (moff + mlen) > 15)
+  else if (moff != HEADER_SIZE || mlen > size - moff || boff > size || blen != size - boff ||
+           boff != ((moff + mlen + 15) & ~(uint64_t)15))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: truncated or corrupt bundle (sections "
                        "[%llu,+%llu) and [%llu,+%llu) do not fit its %zu bytes)", name,
                        (unsigned long long)moff, (unsigned long long)mlen,
@@ -141,6 +147,12 @@ static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
   else if (reserved)
     s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (reserved header bytes are not "
                        "zero)", name);
+  /* the header is outside the checksum: every field is checked exactly,
+   * the manifest's length too (grown into the zero padding after it, the
+   * JSON would still parse) */
+  else if (memchr(p + moff, 0, (size_t)mlen) || !zero(p + moff + mlen, boff - moff - mlen))
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (the manifest's length, %llu bytes, "
+                       "does not end at its text)", name, (unsigned long long)mlen);
   else if (ssm_fnv1a(SSM_FNV_INIT, p + HEADER_SIZE, size - HEADER_SIZE) != get_u64(p + 40))
     s = ssm_status_new(SSM_ERR_INVALID, "%s: corrupt bundle (checksum mismatch)", name);
   if (s) {

@@ -96,6 +96,32 @@ static void test_bad_files(void) {
     bad[byte] = 1;
     SSM_ASSERT_ERR(ssm_bundle_open_memory(bad, n, "r.ssmb", &b), "reserved header bytes");
   }
+  /* the header is outside the checksum: every one of its 512 bits, flipped
+   * alone, is refused (the manifest's length grown into the padding before
+   * the blobs included) */
+  int accepted = 0;
+  for (int bit = 0; bit < 64 * 8; bit++) {
+    memcpy(bad, good, n);
+    bad[bit / 8] ^= (char)(1 << bit % 8);
+    ssm_status s = ssm_bundle_open_memory(bad, n, "h.ssmb", &b);
+    if (!s) {
+      fprintf(stderr, "\n  header bit %d flipped: accepted\n", bit);
+      accepted++;
+      ssm_bundle_close(b);
+      b = NULL;
+    }
+    ssm_status_free(s);
+  }
+  CU_ASSERT_EQUAL(accepted, 0);
+  uint64_t mlen = 0;
+  for (int i = 0; i < 8; i++) mlen |= (uint64_t)(unsigned char)good[16 + i] << 8 * i;
+  if ((64 + mlen) % 16) { /* padding follows the manifest: one byte of it */
+    memcpy(bad, good, n);
+    bad[16] = (char)(mlen + 1);
+    bad[17] = (char)((mlen + 1) >> 8);
+    bad[18] = (char)((mlen + 1) >> 16);
+    SSM_ASSERT_ERR(ssm_bundle_open_memory(bad, n, "pad.ssmb", &b), "does not end at its text");
+  }
   CU_ASSERT_PTR_NULL(b);
   free(bad);
   free(good);

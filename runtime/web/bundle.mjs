@@ -57,12 +57,16 @@ export function readBundle(bytes, name) {
   if (version !== BUNDLE_VERSION)
     throw new BundleError(`${name}: bundle format version ${version}, but this ssmc reads version ` +
                           `${BUNDLE_VERSION}; compile it again with \`ssmc compile\``);
-  if (moff !== HEADER_SIZE || mlen > size - moff || boff < moff + mlen || boff > size ||
-      blen !== size - boff || boff - (moff + mlen) > 15)
+  if (moff !== HEADER_SIZE || mlen > size - moff || boff > size || blen !== size - boff ||
+      boff !== Math.ceil((moff + mlen) / 16) * 16)
     throw new BundleError(`${name}: truncated or corrupt bundle (sections [${moff},+${mlen}) and ` +
                           `[${boff},+${blen}) do not fit its ${size} bytes)`);
   if (bytes.subarray(48, HEADER_SIZE).some((b) => b !== 0))
     throw new BundleError(`${name}: corrupt bundle (reserved header bytes are not zero)`);
+  // the header is outside the checksum: the manifest's length is checked
+  // exactly (grown into the zero padding after it, the JSON would parse)
+  if (bytes.subarray(moff, moff + mlen).includes(0) || bytes.subarray(moff + mlen, boff).some((b) => b !== 0))
+    throw new BundleError(`${name}: corrupt bundle (the manifest's length, ${mlen} bytes, does not end at its text)`);
   if (fnv1a64(bytes.subarray(HEADER_SIZE)) !== view.getBigUint64(40, true))
     throw new BundleError(`${name}: corrupt bundle (checksum mismatch)`);
   let json;
