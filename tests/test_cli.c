@@ -808,6 +808,43 @@ static void test_signals(void) {
   }
 }
 
+/* A FIFO or a device where a file is read (a state, config.json, the YAML, a
+ * bundle, a tokenizer) is refused at once, naming the path and what it is:
+ * never a hang waiting for a writer, never a guess from the file's name. */
+static void test_special_files(void) {
+  const char *d = fresh_dir("special");
+  free(sh(0, "mkfifo %s/fifo %s/f.ssmb && mkdir %s/cf && cp " FIX "/model.safetensors %s/cf/ && "
+          "mkfifo %s/cf/config.json", d, d, d, d, d));
+  static const struct { const char *args, *path, *kind; } cases[] = {
+      {"run " FIX " --backend cpu --tokens 5 -n 2 -q --state-in %s/fifo", "/fifo", "a FIFO"},
+      {"run " FIX " --backend cpu --tokens 5 -n 2 -q --state-in /dev/zero%.0s", "/dev/zero",
+       "a character device"},
+      {"run %s/cf --backend cpu --tokens 5 -n 2 -q", "/cf/config.json", "a FIFO"},
+      {"run models/mamba1.yaml --config %s/fifo --weights " FIX " --backend cpu --tokens 5 -n 2 -q",
+       "/fifo", "a FIFO"},
+      {"compile models/mamba1.yaml --config %s/fifo -o /dev/null", "/fifo", "a FIFO"},
+      {"run %s/fifo --config " FIX "/config.json --weights " FIX " --backend cpu --tokens 5 -n 2",
+       "/fifo", "a FIFO"},
+      {"compile %s/fifo --config " FIX "/config.json -o /dev/null", "/fifo", "a FIFO"},
+      {"ir %s/fifo", "/fifo", "a FIFO"},
+      {"ir /dev/null%.0s", "/dev/null", "a character device"},
+      {"run %s/f.ssmb --tokens 5 -n 2 -q", "/f.ssmb", "a FIFO"},
+      {"run %s/f.ssmb --weights " FIX " --tokens 5 -n 2 -q", "/f.ssmb", "a FIFO"},
+      {"inspect %s/fifo", "/fifo", "a FIFO"},
+      {"tokenize --tokenizer %s/fifo hi", "/fifo", "a FIFO"},
+      {"run " PY " --backend cpu --tokenizer %s/fifo --prompt hi -n 2 -q", "/fifo", "a FIFO"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[1024], want[256];
+    snprintf(args, sizeof args, cases[i].args, d);
+    snprintf(want, sizeof want, "%s: is %s, not a regular file\n", cases[i].path, cases[i].kind);
+    char *out = sh(1, "timeout 20 $SSMC %s", args); /* 124 if it hung */
+    if (!strstr(out, want)) fprintf(stderr, "\n  ssmc %s: '%s' lacks '%s'", args, out, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    free(out);
+  }
+}
+
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
 /* Under a file-size limit (ulimit -f) a write that cannot finish is an
@@ -899,6 +936,7 @@ int main(void) {
                          {"refuses_unsupported_config", test_refuses_unsupported_config},
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
+                         {"special_files", test_special_files},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"file_size_limit", test_file_size_limit},
                          {"bench_profile", test_bench_profile},
