@@ -3,10 +3,14 @@
  * message on stderr and a non-zero exit, never a crash.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -845,6 +849,95 @@ static void test_special_files(void) {
   }
 }
 
+/* Whether process `pid` holds a temporary file of `dir` open: an
+ * anonymous one (O_TMPFILE, "DIR/#INODE (deleted)") or a dot file. */
+static int holds_temp(pid_t pid, const char *dir) {
+  char fds[64], link[1200], target[1200];
+  snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(fds);
+  int found = 0;
+  size_t n = strlen(dir);
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    snprintf(link, sizeof link, "%s/%s", fds, e->d_name);
+    ssize_t k = readlink(link, target, sizeof target - 1);
+    if (k <= 0) continue;
+    target[k] = 0;
+    found = !strncmp(target, dir, n) && target[n] == '/' && (target[n + 1] == '#' || target[n + 1] == '.');
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Starts `ssmc ARGS` in the source tree (after the shell commands `env`) and kills it (SIGKILL) while it
+ * writes a file of `dir`: it is stopped once it holds a temporary file
+ * there, and killed if it still does (so before the rename that would
+ * publish it). Returns 1 when it was killed so, 0 when it ended first. */
+static int kill_while_writing(const char *env, const char *args, const char *dir) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s exec %s %s >/dev/null 2>&1", ssm_test_source_dir(), env,
+           ssm_test_ssmc(), args);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  int status, killed = 0;
+  time_t t0 = time(NULL);
+  while (!killed && waitpid(pid, &status, WNOHANG) == 0) {
+    if (time(NULL) - t0 > 120) {
+      kill(pid, SIGKILL); /* stuck: fail, but never hang the suite */
+      break;
+    }
+    if (!holds_temp(pid, dir)) continue;
+    kill(pid, SIGSTOP);
+    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) return 0; /* it ended */
+    killed = holds_temp(pid, dir);
+    kill(pid, killed ? SIGKILL : SIGCONT);
+  }
+  if (killed) {
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  } else {
+    waitpid(pid, &status, 0);
+  }
+  return killed;
+}
+
+/* Killed (SIGKILL) while it writes a state over a good one, a bundle over
+ * a good one, or a compile-cache entry: the good file is byte-identical
+ * and nothing else is left in its directory. A 26 MB Jamba state (its KV
+ * cache for --max-seq 100000), so that the write and its fsync take a
+ * while; each writer is tried until it is caught writing. */
+static void test_killed_while_writing(void) {
+  const char *d = fresh_dir("killed");
+  free(sh(0, "$SSMC run " JAMBA " --backend cpu --max-seq 100000 --tokens 1,2,3 -n 1 -q "
+          "--state-out %s/s.state >/dev/null && cp %s/s.state %s/s.keep && "
+          "$SSMC compile " FIX " -o %s/b.ssmb -q && cp %s/b.ssmb %s/b.keep", d, d, d, d, d, d));
+  char args[2048];
+  snprintf(args, sizeof args, "run " JAMBA " --backend cpu --max-seq 100000 --tokens 4,5,6,7 -n 2 "
+           "-q --state-out %s/s.state", d);
+  int caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing("", args, d);
+  CU_ASSERT(caught);
+  snprintf(args, sizeof args, "compile " JAMBA " -o %s/b.ssmb -q", d);
+  caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing("", args, d);
+  CU_ASSERT(caught);
+  free(sh(0, "cmp %s/s.state %s/s.keep && cmp %s/b.ssmb %s/b.keep && "
+          "test \"$(ls -A %s | tr '\\n' ' ')\" = 'b.keep b.ssmb s.keep s.state '", d, d, d, d, d));
+  const char *home = fresh_dir("killed_xdg");
+  char env[700], cache[700];
+  snprintf(env, sizeof env, "export XDG_CACHE_HOME=%s;", home);
+  snprintf(cache, sizeof cache, "%s/ssmc", home);
+  caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing(env, "run " JAMBA " --tokens 1 -n 1 -q", cache);
+  CU_ASSERT(caught);
+  char *ls = sh(0, "ls -A %s", cache);
+  CU_ASSERT_STRING_EQUAL(ls, ""); /* no entry, and no temporary */
+  free(ls);
+}
+
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
 /* Under a file-size limit (ulimit -f) a write that cannot finish is an
@@ -937,6 +1030,7 @@ int main(void) {
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
                          {"special_files", test_special_files},
+                         {"killed_while_writing", test_killed_while_writing},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"file_size_limit", test_file_size_limit},
                          {"bench_profile", test_bench_profile},
