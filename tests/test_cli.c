@@ -4,6 +4,7 @@
  */
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -938,6 +939,90 @@ static void test_killed_while_writing(void) {
   free(ls);
 }
 
+/* The signals process `pid` catches (SigCgt of /proc/PID/status). */
+static unsigned long long caught_signals(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "SigCgt:", 7)) mask = strtoull(line + 7, NULL, 16);
+  if (f) fclose(f);
+  return mask;
+}
+
+/* Waits up to `seconds` for `done(pid)`; returns it. */
+static int wait_until(int (*done)(pid_t), pid_t pid, int seconds) {
+  for (int k = 0; k < seconds * 1000; k++) {
+    if (done(pid)) return 1;
+    usleep(1000);
+  }
+  return done(pid);
+}
+
+/* Whether `pid` catches SIGINT and is blocked writing to a pipe. */
+static int catching_and_blocked(pid_t pid) {
+  char path[64], wchan[128] = "";
+  snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (!fgets(wchan, sizeof wchan, f)) wchan[0] = 0;
+    fclose(f);
+  }
+  return (caught_signals(pid) & (1ull << (SIGINT - 1))) && strstr(wchan, "pipe_write");
+}
+
+static int sigint_handled(pid_t pid) {
+  return !(caught_signals(pid) & (1ull << (SIGINT - 1)));
+}
+
+/* A second SIGINT ends the process at once, even where the first cannot:
+ * here its stdout is a full pipe that nobody reads, so after the first it
+ * stops generating but stays blocked writing its text. It dies by
+ * SIGINT, keeps the old --dump-logits file and leaves no temporary file. */
+static void test_second_sigint(void) {
+  const char *d = fresh_dir("sigint2");
+  free(sh(0, "echo old > %s/dump", d));
+  int p[2];
+  CU_ASSERT_EQUAL_FATAL(pipe(p), 0);
+  int size = fcntl(p[0], F_SETPIPE_SZ, 4096);
+  CU_ASSERT_FATAL(size > 0);
+  char *fill = calloc(1, (size_t)size);
+  CU_ASSERT_EQUAL_FATAL(write(p[1], fill, (size_t)size), size); /* full before it starts */
+  free(fill);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && exec %s run " PY " --backend cpu --prompt 'def f(x):' "
+           "-n 1000000 -q --dump-logits %s/dump 2>/dev/null", ssm_test_source_dir(), ssm_test_ssmc(), d);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    dup2(p[1], 1);
+    close(p[0]);
+    close(p[1]);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  close(p[1]);
+  int status = 0;
+  CU_ASSERT(wait_until(catching_and_blocked, pid, 60));
+  kill(pid, SIGINT);
+  CU_ASSERT(wait_until(sigint_handled, pid, 10));
+  usleep(200 * 1000);
+  CU_ASSERT_EQUAL(waitpid(pid, &status, WNOHANG), 0); /* the first did not end it */
+  kill(pid, SIGINT);
+  int k = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0 && k++ < 10000) usleep(1000);
+  if (k > 10000) { /* still there: fail, and end it */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+  close(p[0]);
+  char *out = sh(0, "cat %s/dump && ls -A %s", d, d);
+  CU_ASSERT_STRING_EQUAL(out, "old\ndump\n");
+  free(out);
+}
+
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
 /* Under a file-size limit (ulimit -f) a write that cannot finish is an
@@ -1029,6 +1114,7 @@ int main(void) {
                          {"refuses_unsupported_config", test_refuses_unsupported_config},
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
+                         {"second_sigint", test_second_sigint},
                          {"special_files", test_special_files},
                          {"killed_while_writing", test_killed_while_writing},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
