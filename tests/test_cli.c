@@ -1023,6 +1023,26 @@ static void test_second_sigint(void) {
   free(out);
 }
 
+/* The rename that makes a written file visible is made durable too: right
+ * after it, the directory that holds the file is synced (seen through
+ * strace, where it is installed). */
+static void test_rename_is_synced(void) {
+  if (ssm_test_sh("command -v strace >/dev/null", NULL)) {
+    fprintf(stderr, "\n  no strace: not checked");
+    return;
+  }
+  const char *d = fresh_dir("dirsync");
+  char *out = sh(0, "strace -o %s/trace -e trace=rename,openat,fsync $SSMC run " FIX " --backend cpu "
+                 "--tokens 1,2 -n 1 -q --state-out %s/s.state >/dev/null && "
+                 "grep -A2 '^rename(.*/s.state\")' %s/trace | sed 's/ *= .*//'", d, d, d);
+  char want[1200];
+  snprintf(want, sizeof want, "/s.state\")\nopenat(AT_FDCWD, \"%s\", O_RDONLY|O_CLOEXEC|O_DIRECTORY)\n"
+           "fsync(", d);
+  if (!strstr(out, want)) fprintf(stderr, "\n  '%s' lacks '%s'", out, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  free(out);
+}
+
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
 /* Under a file-size limit (ulimit -f) a write that cannot finish is an
@@ -1115,6 +1135,7 @@ int main(void) {
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
                          {"second_sigint", test_second_sigint},
+                         {"rename_is_synced", test_rename_is_synced},
                          {"special_files", test_special_files},
                          {"killed_while_writing", test_killed_while_writing},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
