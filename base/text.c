@@ -250,6 +250,26 @@ static int link_anonymous(int fd, char *name) {
   return EEXIST;
 }
 
+/* Makes the rename that published `path` durable: an fsync of the
+ * directory that holds it. Best-effort, on purpose: by now the file is
+ * complete and in place under its name (its data was synced before the
+ * rename), so a directory that cannot be opened or synced (some file
+ * systems refuse fsync on a directory) is not an error. Reporting one would
+ * tell the user the write failed, and that the old file is kept, when the
+ * new one is there; all that is at stake is a crash in the next moments. */
+static void sync_dir(const char *path) {
+  const char *slash = strrchr(path, '/');
+  ssm_sb dir = {0};
+  if (slash) ssm_sb_printf(&dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+  else ssm_sb_printf(&dir, ".");
+  int fd = dir.failed || !dir.s ? -1 : open(dir.s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  ssm_sb_free(&dir);
+}
+
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed) {
   int anon = tmp[0] == ANON;
   char *name = tmp + anon;
@@ -258,6 +278,7 @@ ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed) {
   if (!err && !failed && anon) linked = !(err = link_anonymous(fd, name));
   if (close(fd) && !err && !failed) err = errno;
   if (!err && !failed && rename(name, path)) err = errno;
+  if (!err && !failed) sync_dir(path);
   if ((err || failed) && linked) unlink(name);
   free(tmp);
   if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));

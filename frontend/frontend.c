@@ -28,6 +28,7 @@
 #include <math.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <yaml.h>
 
 #include "frontend/expr.h"
@@ -1493,6 +1494,12 @@ ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model 
     if (!s) s = pick_embedded(cp, cfg, &m);
     ssm_sb_free(&path);
   } else {
+    if (!stat(model, &st) && !S_ISREG(st.st_mode)) { /* a FIFO or device: say so, not "needs a config" */
+      int fd;
+      size_t size;
+      SSM_TRY(ssm_file_open(model, &fd, &size));
+      close(fd); /* replaced by a regular file meanwhile: read below */
+    }
     if (!config_path)
       return ssm_status_new(SSM_ERR_INVALID, "%s: a model description needs a config.json (--config)", model);
     SSM_TRY(json_read(config_path, &cfg));

@@ -131,19 +131,24 @@ void ssmc_options_init(ssmc_options *o) {
   *o = (ssmc_options){.backend = SSMC_BACKEND_VULKAN, .device = -1, .eos = -1};
 }
 
-/* A regular file that starts with the bundle magic. */
-static int is_bundle(const char *path) {
+/* Whether `path` is a bundle: a regular file that starts with the bundle
+ * magic. A FIFO, device or socket is refused here, before anything guesses
+ * what the path is from its name (it could not be read as a model either). */
+static ssm_status bundle_kind(const char *path, int *out_bundle) {
+  *out_bundle = 0;
   int fd;
   size_t size;
   ssm_status s = ssm_file_open(path, &fd, &size);
   if (s) {
-    ssm_status_free(s);
-    return 0;
+    struct stat st;
+    if (!stat(path, &st) && !S_ISDIR(st.st_mode) && !S_ISREG(st.st_mode)) return s;
+    ssm_status_free(s); /* absent, a directory, unreadable: said later, in context */
+    return NULL;
   }
   char magic[4] = {0};
-  int yes = size >= 4 && read(fd, magic, 4) == 4 && !memcmp(magic, "SSMB", 4);
+  *out_bundle = size >= 4 && read(fd, magic, 4) == 4 && !memcmp(magic, "SSMB", 4);
   close(fd);
-  return yes;
+  return NULL;
 }
 
 static ssm_status check_options(const char *model, const ssmc_options *o, int bundle) {
@@ -236,7 +241,8 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
   ssmc_options o;
   if (options) o = *options;
   else ssmc_options_init(&o);
-  int bundle = is_bundle(model);
+  int bundle;
+  SSM_TRY(bundle_kind(model, &bundle));
   SSM_TRY(check_options(model, &o, bundle));
   ssmc_session *s;
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a session"));

@@ -3,10 +3,15 @@
  * message on stderr and a non-zero exit, never a crash.
  */
 #include <cjson/cJSON.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -808,6 +813,236 @@ static void test_signals(void) {
   }
 }
 
+/* A FIFO or a device where a file is read (a state, config.json, the YAML, a
+ * bundle, a tokenizer) is refused at once, naming the path and what it is:
+ * never a hang waiting for a writer, never a guess from the file's name. */
+static void test_special_files(void) {
+  const char *d = fresh_dir("special");
+  free(sh(0, "mkfifo %s/fifo %s/f.ssmb && mkdir %s/cf && cp " FIX "/model.safetensors %s/cf/ && "
+          "mkfifo %s/cf/config.json", d, d, d, d, d));
+  static const struct { const char *args, *path, *kind; } cases[] = {
+      {"run " FIX " --backend cpu --tokens 5 -n 2 -q --state-in %s/fifo", "/fifo", "a FIFO"},
+      {"run " FIX " --backend cpu --tokens 5 -n 2 -q --state-in /dev/zero%.0s", "/dev/zero",
+       "a character device"},
+      {"run %s/cf --backend cpu --tokens 5 -n 2 -q", "/cf/config.json", "a FIFO"},
+      {"run models/mamba1.yaml --config %s/fifo --weights " FIX " --backend cpu --tokens 5 -n 2 -q",
+       "/fifo", "a FIFO"},
+      {"compile models/mamba1.yaml --config %s/fifo -o /dev/null", "/fifo", "a FIFO"},
+      {"run %s/fifo --config " FIX "/config.json --weights " FIX " --backend cpu --tokens 5 -n 2",
+       "/fifo", "a FIFO"},
+      {"compile %s/fifo --config " FIX "/config.json -o /dev/null", "/fifo", "a FIFO"},
+      {"ir %s/fifo", "/fifo", "a FIFO"},
+      {"ir /dev/null%.0s", "/dev/null", "a character device"},
+      {"run %s/f.ssmb --tokens 5 -n 2 -q", "/f.ssmb", "a FIFO"},
+      {"run %s/f.ssmb --weights " FIX " --tokens 5 -n 2 -q", "/f.ssmb", "a FIFO"},
+      {"inspect %s/fifo", "/fifo", "a FIFO"},
+      {"tokenize --tokenizer %s/fifo hi", "/fifo", "a FIFO"},
+      {"run " PY " --backend cpu --tokenizer %s/fifo --prompt hi -n 2 -q", "/fifo", "a FIFO"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char args[1024], want[256];
+    snprintf(args, sizeof args, cases[i].args, d);
+    snprintf(want, sizeof want, "%s: is %s, not a regular file\n", cases[i].path, cases[i].kind);
+    char *out = sh(1, "timeout 20 $SSMC %s", args); /* 124 if it hung */
+    if (!strstr(out, want)) fprintf(stderr, "\n  ssmc %s: '%s' lacks '%s'", args, out, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    free(out);
+  }
+}
+
+/* Whether process `pid` holds a temporary file of `dir` open: an
+ * anonymous one (O_TMPFILE, "DIR/#INODE (deleted)") or a dot file. */
+static int holds_temp(pid_t pid, const char *dir) {
+  char fds[64], link[1200], target[1200];
+  snprintf(fds, sizeof fds, "/proc/%d/fd", (int)pid);
+  DIR *d = opendir(fds);
+  int found = 0;
+  size_t n = strlen(dir);
+  for (struct dirent *e; d && !found && (e = readdir(d));) {
+    snprintf(link, sizeof link, "%s/%s", fds, e->d_name);
+    ssize_t k = readlink(link, target, sizeof target - 1);
+    if (k <= 0) continue;
+    target[k] = 0;
+    found = !strncmp(target, dir, n) && target[n] == '/' && (target[n + 1] == '#' || target[n + 1] == '.');
+  }
+  if (d) closedir(d);
+  return found;
+}
+
+/* Starts `ssmc ARGS` in the source tree (after the shell commands `env`) and kills it (SIGKILL) while it
+ * writes a file of `dir`: it is stopped once it holds a temporary file
+ * there, and killed if it still does (so before the rename that would
+ * publish it). Returns 1 when it was killed so, 0 when it ended first. */
+static int kill_while_writing(const char *env, const char *args, const char *dir) {
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "cd %s && %s exec %s %s >/dev/null 2>&1", ssm_test_source_dir(), env,
+           ssm_test_ssmc(), args);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  int status, killed = 0;
+  time_t t0 = time(NULL);
+  while (!killed && waitpid(pid, &status, WNOHANG) == 0) {
+    if (time(NULL) - t0 > 120) {
+      kill(pid, SIGKILL); /* stuck: fail, but never hang the suite */
+      break;
+    }
+    if (!holds_temp(pid, dir)) continue;
+    kill(pid, SIGSTOP);
+    if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) return 0; /* it ended */
+    killed = holds_temp(pid, dir);
+    kill(pid, killed ? SIGKILL : SIGCONT);
+  }
+  if (killed) {
+    CU_ASSERT_EQUAL(waitpid(pid, &status, 0), pid);
+    CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  } else {
+    waitpid(pid, &status, 0);
+  }
+  return killed;
+}
+
+/* Killed (SIGKILL) while it writes a state over a good one, a bundle over
+ * a good one, or a compile-cache entry: the good file is byte-identical
+ * and nothing else is left in its directory. A 26 MB Jamba state (its KV
+ * cache for --max-seq 100000), so that the write and its fsync take a
+ * while; each writer is tried until it is caught writing. */
+static void test_killed_while_writing(void) {
+  const char *d = fresh_dir("killed");
+  free(sh(0, "$SSMC run " JAMBA " --backend cpu --max-seq 100000 --tokens 1,2,3 -n 1 -q "
+          "--state-out %s/s.state >/dev/null && cp %s/s.state %s/s.keep && "
+          "$SSMC compile " FIX " -o %s/b.ssmb -q && cp %s/b.ssmb %s/b.keep", d, d, d, d, d, d));
+  char args[2048];
+  snprintf(args, sizeof args, "run " JAMBA " --backend cpu --max-seq 100000 --tokens 4,5,6,7 -n 2 "
+           "-q --state-out %s/s.state", d);
+  int caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing("", args, d);
+  CU_ASSERT(caught);
+  snprintf(args, sizeof args, "compile " JAMBA " -o %s/b.ssmb -q", d);
+  caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing("", args, d);
+  CU_ASSERT(caught);
+  free(sh(0, "cmp %s/s.state %s/s.keep && cmp %s/b.ssmb %s/b.keep && "
+          "test \"$(ls -A %s | tr '\\n' ' ')\" = 'b.keep b.ssmb s.keep s.state '", d, d, d, d, d));
+  const char *home = fresh_dir("killed_xdg");
+  char env[700], cache[700];
+  snprintf(env, sizeof env, "export XDG_CACHE_HOME=%s;", home);
+  snprintf(cache, sizeof cache, "%s/ssmc", home);
+  caught = 0;
+  for (int k = 0; k < 5 && !caught; k++) caught = kill_while_writing(env, "run " JAMBA " --tokens 1 -n 1 -q", cache);
+  CU_ASSERT(caught);
+  char *ls = sh(0, "ls -A %s", cache);
+  CU_ASSERT_STRING_EQUAL(ls, ""); /* no entry, and no temporary */
+  free(ls);
+}
+
+/* The signals process `pid` catches (SigCgt of /proc/PID/status). */
+static unsigned long long caught_signals(pid_t pid) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+  FILE *f = fopen(path, "r");
+  unsigned long long mask = 0;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "SigCgt:", 7)) mask = strtoull(line + 7, NULL, 16);
+  if (f) fclose(f);
+  return mask;
+}
+
+/* Waits up to `seconds` for `done(pid)`; returns it. */
+static int wait_until(int (*done)(pid_t), pid_t pid, int seconds) {
+  for (int k = 0; k < seconds * 1000; k++) {
+    if (done(pid)) return 1;
+    usleep(1000);
+  }
+  return done(pid);
+}
+
+/* Whether `pid` catches SIGINT and is blocked writing to a pipe. */
+static int catching_and_blocked(pid_t pid) {
+  char path[64], wchan[128] = "";
+  snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
+  FILE *f = fopen(path, "r");
+  if (f) {
+    if (!fgets(wchan, sizeof wchan, f)) wchan[0] = 0;
+    fclose(f);
+  }
+  return (caught_signals(pid) & (1ull << (SIGINT - 1))) && strstr(wchan, "pipe_write");
+}
+
+static int sigint_handled(pid_t pid) {
+  return !(caught_signals(pid) & (1ull << (SIGINT - 1)));
+}
+
+/* A second SIGINT ends the process at once, even where the first cannot:
+ * here its stdout is a full pipe that nobody reads, so after the first it
+ * stops generating but stays blocked writing its text. It dies by
+ * SIGINT, keeps the old --dump-logits file and leaves no temporary file. */
+static void test_second_sigint(void) {
+  const char *d = fresh_dir("sigint2");
+  free(sh(0, "echo old > %s/dump", d));
+  int p[2];
+  CU_ASSERT_EQUAL_FATAL(pipe(p), 0);
+  int size = fcntl(p[0], F_SETPIPE_SZ, 4096);
+  CU_ASSERT_FATAL(size > 0);
+  char *fill = calloc(1, (size_t)size);
+  CU_ASSERT_EQUAL_FATAL(write(p[1], fill, (size_t)size), size); /* full before it starts */
+  free(fill);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && exec %s run " PY " --backend cpu --prompt 'def f(x):' "
+           "-n 1000000 -q --dump-logits %s/dump 2>/dev/null", ssm_test_source_dir(), ssm_test_ssmc(), d);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    dup2(p[1], 1);
+    close(p[0]);
+    close(p[1]);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  close(p[1]);
+  int status = 0;
+  CU_ASSERT(wait_until(catching_and_blocked, pid, 60));
+  kill(pid, SIGINT);
+  CU_ASSERT(wait_until(sigint_handled, pid, 10));
+  usleep(200 * 1000);
+  CU_ASSERT_EQUAL(waitpid(pid, &status, WNOHANG), 0); /* the first did not end it */
+  kill(pid, SIGINT);
+  int k = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0 && k++ < 10000) usleep(1000);
+  if (k > 10000) { /* still there: fail, and end it */
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  CU_ASSERT(WIFSIGNALED(status) && WTERMSIG(status) == SIGINT);
+  close(p[0]);
+  char *out = sh(0, "cat %s/dump && ls -A %s", d, d);
+  CU_ASSERT_STRING_EQUAL(out, "old\ndump\n");
+  free(out);
+}
+
+/* The rename that makes a written file visible is made durable too: right
+ * after it, the directory that holds the file is synced (seen through
+ * strace, where it is installed). */
+static void test_rename_is_synced(void) {
+  if (ssm_test_sh("command -v strace >/dev/null", NULL)) {
+    fprintf(stderr, "\n  no strace: not checked");
+    return;
+  }
+  const char *d = fresh_dir("dirsync");
+  char *out = sh(0, "strace -o %s/trace -e trace=rename,openat,fsync $SSMC run " FIX " --backend cpu "
+                 "--tokens 1,2 -n 1 -q --state-out %s/s.state >/dev/null && "
+                 "grep -A2 '^rename(.*/s.state\")' %s/trace | sed 's/ *= .*//'", d, d, d);
+  char want[1200];
+  snprintf(want, sizeof want, "/s.state\")\nopenat(AT_FDCWD, \"%s\", O_RDONLY|O_CLOEXEC|O_DIRECTORY)\n"
+           "fsync(", d);
+  if (!strstr(out, want)) fprintf(stderr, "\n  '%s' lacks '%s'", out, want);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  free(out);
+}
+
 /* An output that would overwrite one of the command's inputs is refused,
  * and the input is untouched; stdin larger than the bound is refused. */
 /* Under a file-size limit (ulimit -f) a write that cannot finish is an
@@ -916,6 +1151,10 @@ int main(void) {
                          {"refuses_unsupported_config", test_refuses_unsupported_config},
                          {"bad_settings", test_bad_settings},
                          {"signals", test_signals},
+                         {"second_sigint", test_second_sigint},
+                         {"rename_is_synced", test_rename_is_synced},
+                         {"special_files", test_special_files},
+                         {"killed_while_writing", test_killed_while_writing},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"file_size_limit", test_file_size_limit},
                          {"bench_profile", test_bench_profile},

@@ -113,10 +113,11 @@ static void test_vulkan_long_run(void) {
   ssm_backend_close(rt);
 }
 
-/* Copies fixture file `name` into `dir`; returns its bytes (malloc'd). */
-static char *copy_fixture(const char *name, const char *dir, size_t *out_n) {
-  char src[512], dst[512], *data = NULL;
-  snprintf(src, sizeof src, FIX "/%s", name);
+/* Copies file `name` of fixture directory `fixture` into `dir`; returns its
+ * bytes (malloc'd). */
+static char *copy_fixture(const char *fixture, const char *name, const char *dir, size_t *out_n) {
+  char src[512], dst[1100], *data = NULL;
+  snprintf(src, sizeof src, "%s/%s", fixture, name);
   SSM_ASSERT_OK(ssm_file_read(ssm_test_path(src), 0, &data, out_n));
   if (!data) return NULL;
   snprintf(dst, sizeof dst, "%s/%s", dir, name);
@@ -125,6 +126,38 @@ static char *copy_fixture(const char *name, const char *dir, size_t *out_n) {
   CU_ASSERT_EQUAL(fwrite(data, 1, *out_n, f), *out_n);
   fclose(f);
   return data;
+}
+
+/* Makes `dir` (under the temp dir) a copy of model directory `fixture`
+ * whose F32 tensor `tensor` has a NaN at element `at`; returns its path. */
+static const char *poisoned_copy(const char *fixture, const char *name, const char *tensor,
+                                 size_t at) {
+  static char dir[512];
+  char path[600];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_tmpdir(), name);
+  mkdir(dir, 0755);
+  size_t n;
+  free(copy_fixture(fixture, "config.json", dir, &n));
+  char *st = copy_fixture(fixture, "model.safetensors", dir, &n);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+  uint64_t hlen = 0;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)st[i];
+  cJSON *h = cJSON_ParseWithLength(st + 8, (size_t)hlen);
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, tensor);
+  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
+  CU_ASSERT_FATAL(cJSON_IsArray(offs));
+  size_t from = (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble;
+  CU_ASSERT_FATAL(from + 4 * at + 4 <= (size_t)cJSON_GetArrayItem(offs, 1)->valuedouble);
+  cJSON_Delete(h);
+  float nan = NAN;
+  memcpy(st + 8 + hlen + from + 4 * at, &nan, 4);
+  snprintf(path, sizeof path, "%s/model.safetensors", dir);
+  FILE *f = fopen(path, "wb");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+  CU_ASSERT_EQUAL(fwrite(st, 1, n, f), n);
+  fclose(f);
+  free(st);
+  return dir;
 }
 
 /* Runs `ssmc ARGS`; asserts it exits 1 with `needle` in its output. */
@@ -143,34 +176,38 @@ static void expect_ssmc_fails(const char *args, const char *needle) {
 /* mamba1_tiny with one NaN in the final norm's weight: every logit is NaN,
  * and both backends refuse to sample from them. */
 static void test_nonfinite_logits(void) {
-  char dir[512], path[600];
-  snprintf(dir, sizeof dir, "%s/nan_model", ssm_test_tmpdir());
-  mkdir(dir, 0755);
-  size_t n;
-  free(copy_fixture("config.json", dir, &n));
-  char *st = copy_fixture("model.safetensors", dir, &n);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(st);
-  uint64_t hlen = 0;
-  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | (unsigned char)st[i];
-  cJSON *h = cJSON_ParseWithLength(st + 8, (size_t)hlen);
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(h, "backbone.norm_f.weight");
-  const cJSON *offs = cJSON_GetObjectItemCaseSensitive(t, "data_offsets");
-  CU_ASSERT_FATAL(cJSON_IsArray(offs));
-  size_t at = 8 + (size_t)hlen + (size_t)cJSON_GetArrayItem(offs, 0)->valuedouble + 4 * 5;
-  cJSON_Delete(h);
-  float nan = NAN;
-  memcpy(st + at, &nan, 4);
-  snprintf(path, sizeof path, "%s/model.safetensors", dir);
-  FILE *f = fopen(path, "wb");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-  CU_ASSERT_EQUAL(fwrite(st, 1, n, f), n);
-  fclose(f);
-  free(st);
+  const char *dir = poisoned_copy(FIX, "nan_model", "backbone.norm_f.weight", 5);
   char args[1400];
   for (int vk = 0; vk < 2; vk++) {
     snprintf(args, sizeof args, "run %s --weights %s --tokens 1,2,3 -n 4 --backend %s", dir, dir,
              vk ? "vulkan" : "cpu");
     expect_ssmc_fails(args, "non-finite logit");
+  }
+}
+
+/* A NaN in one row of the (untied) embedding, reached only when that token
+ * is fed back: mamba1_untied after token 5 generates 655, 29, 684, so the
+ * logits of position 3, computed from row 684, are the first NaN ones. The
+ * run stops there, on Vulkan (the ids fed back on the device, or read back
+ * with --greedy) and on the CPU. */
+static void test_nonfinite_by_feedback(void) {
+  char cmd[1400], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s run tests/data/mamba1_untied --tokens 5 -n 6 -q",
+           ssm_test_source_dir(), ssm_test_ssmc());
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 0);
+  CU_ASSERT_EQUAL(strncmp(out, "655,29,684,", 11), 0);
+  free(out);
+  const char *dir = poisoned_copy("tests/data/mamba1_untied", "nan_row", "backbone.embeddings.weight",
+                                  684 * 48 + 7);
+  static const struct { const char *opts, *want; } runs[] = {
+      {"", "non-finite logit at position 3: the model or its weights produce inf/NaN"},
+      {"--greedy", "non-finite logit nan at position 3 (vocab index 0)"},
+      {"--backend cpu", "non-finite logit at position 3: the model or its weights produce inf/NaN"},
+      {"--backend cpu --greedy", "non-finite logit nan at position 3 (vocab index 0)"},
+  };
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    snprintf(cmd, sizeof cmd, "run %s --tokens 5 -n 6 -q %s", dir, runs[i].opts);
+    expect_ssmc_fails(cmd, runs[i].want);
   }
 }
 
@@ -251,6 +288,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"cpu_long_run", test_cpu_long_run},
                          {"vulkan_long_run", test_vulkan_long_run},
                          {"nonfinite_logits", test_nonfinite_logits},
+                         {"nonfinite_by_feedback", test_nonfinite_by_feedback},
                          {"too_large_for_device", test_too_large_for_device},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("limits", tests);

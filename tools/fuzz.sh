@@ -31,6 +31,7 @@ max_len() {
   case $1 in
     bundle) echo 393216 ;; # the mamba1_tiny seed (chunk 4) is 321,664 bytes
     safetensors) echo 65536 ;;
+    state) echo 32768 ;; # the mamba2_tiny seed is 20,672 bytes
     tokenizer) echo 131072 ;;
     *) echo 16384 ;;
   esac

@@ -14,7 +14,7 @@
 // vocab, one per position processed, through a temporary file renamed over
 // FILE. Errors go to stderr with status 1 (2 for usage).
 
-import { readFile, writeFile, rename, rm } from 'node:fs/promises';
+import { open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readBundle } from './bundle.mjs';
 import { openCheckpoint } from './safetensors.mjs';
@@ -151,11 +151,20 @@ async function cmdRun(argv) {
       const tmp = `${a['--dump-logits']}.tmp-${process.pid}`;
       const bytes = new Uint8Array(rows.length * rt.vocab * 4);
       rows.forEach((r, i) => bytes.set(new Uint8Array(r.buffer), i * rt.vocab * 4));
+      let made = false;
       try {
-        await writeFile(tmp, bytes);
+        // created here or not at all ('wx'): a file or symlink planted at
+        // the name is neither followed nor replaced, nor removed below
+        const f = await open(tmp, 'wx');
+        made = true;
+        try {
+          await f.writeFile(bytes);
+        } finally {
+          await f.close();
+        }
         await rename(tmp, a['--dump-logits']);
       } catch (e) {
-        await rm(tmp, { force: true });
+        if (made) await rm(tmp, { force: true });
         throw new Error(`--dump-logits ${a['--dump-logits']}: ${e.message}`);
       }
     }

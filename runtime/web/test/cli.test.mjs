@@ -2,7 +2,8 @@
 // with --tokens the last stdout line is the generated ids, the same as ssmc's;
 // --dump-logits writes the same rows (f32, one per position processed) as
 // ssmc run --dump-logits, within 1e-5 of the Vulkan runtime's, through a
-// temporary file so a failed run keeps the old one; --prompt prints the text
+// temporary file so a failed run keeps the old one (made exclusively: a
+// symlink planted at its name is not followed); --prompt prints the text
 // and streams the same continuation as ssmc run; usage errors exit 2 and
 // runtime errors 1, with a message. And a bundle that needs more of an
 // adapter than it has is refused with the limit named.
@@ -10,7 +11,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, scratch, ssmc, ROOT, WEB } from './helpers.mjs';
 import { readBundle } from '../bundle.mjs';
@@ -149,4 +150,20 @@ test("an adapter with too little is refused, naming the limit; so is no adapter"
   await assert.rejects(Runtime.open({ gpu: { requestAdapter: async () => null }, bundle: b, checkpoint: ck }), /no WebGPU adapter/);
   await assert.rejects(Runtime.open({ gpu: undefined, bundle: b, checkpoint: ck }), /WebGPU is not available here/);
   await ck.close();
+});
+
+test('a file or symlink planted at the temporary name of --dump-logits is neither followed nor removed', () => {
+  const victim = join(dir, 'victim'), dump = join(dir, 'planted.f32');
+  writeFileSync(victim, 'victim');
+  writeFileSync(dump, 'old');
+  // the shell's pid is the run's (exec), so its temporary name is known
+  const r = spawnSync('sh', ['-c', 'ln -s "$1" "$2.tmp-$$" && exec "$3" "$4" run "$5" --weights "$6" --tokens 1,2 -n 2 --dump-logits "$2"',
+    'sh', victim, dump, process.execPath, join(WEB, 'ssmc-web.mjs'), bundle, FIX], { encoding: 'utf8' });
+  assert.equal(r.status, 1, r.stderr);
+  assert.match(r.stderr, /--dump-logits .*planted\.f32: EEXIST/);
+  assert.equal(readFileSync(victim, 'utf8'), 'victim');
+  assert.equal(readFileSync(dump, 'utf8'), 'old');
+  const left = readdirSync(dir).filter((f) => f.startsWith('planted.f32.tmp-'));
+  assert.equal(left.length, 1); // the planted link, where it was
+  assert.equal(readlinkSync(join(dir, left[0])), victim);
 });
