@@ -960,8 +960,12 @@ static int wait_until(int (*done)(pid_t), pid_t pid, int seconds) {
   return done(pid);
 }
 
-/* Whether `pid` catches SIGINT and is blocked writing to a pipe. */
+/* Whether `pid` catches SIGINT and is blocked writing to a pipe. Where
+ * the kernel hides wait channels ("0" or nothing), after it has caught
+ * SIGINT for 3 s (its first text fills the pipe at once). */
 static int catching_and_blocked(pid_t pid) {
+  static pid_t since_pid;
+  static time_t since;
   char path[64], wchan[128] = "";
   snprintf(path, sizeof path, "/proc/%d/wchan", (int)pid);
   FILE *f = fopen(path, "r");
@@ -969,7 +973,14 @@ static int catching_and_blocked(pid_t pid) {
     if (!fgets(wchan, sizeof wchan, f)) wchan[0] = 0;
     fclose(f);
   }
-  return (caught_signals(pid) & (1ull << (SIGINT - 1))) && strstr(wchan, "pipe_write");
+  if (!(caught_signals(pid) & (1ull << (SIGINT - 1)))) return 0;
+  if (strstr(wchan, "pipe_write")) return 1;
+  if (wchan[0] && strcmp(wchan, "0")) return 0; /* known, and not blocked yet */
+  if (since_pid != pid) {
+    since_pid = pid;
+    since = time(NULL);
+  }
+  return time(NULL) - since >= 3;
 }
 
 static int sigint_handled(pid_t pid) {
