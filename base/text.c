@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -258,16 +259,19 @@ static int link_anonymous(int fd, char *name) {
  * tell the user the write failed, and that the old file is kept, when the
  * new one is there; all that is at stake is a crash in the next moments. */
 static void sync_dir(const char *path) {
+  /* (the name in a buffer of its own, not allocated: a step that cannot
+   * fail, so the file's write has the allocations it had) */
+  char dir[PATH_MAX];
   const char *slash = strrchr(path, '/');
-  ssm_sb dir = {0};
-  if (slash) ssm_sb_printf(&dir, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-  else ssm_sb_printf(&dir, ".");
-  int fd = dir.failed || !dir.s ? -1 : open(dir.s, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  size_t n = !slash ? 0 : slash == path ? 1 : (size_t)(slash - path);
+  if (n >= sizeof dir) return;
+  memcpy(dir, slash ? path : ".", slash ? n : 1);
+  dir[slash ? n : 1] = 0;
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd >= 0) {
     (void)fsync(fd);
     close(fd);
   }
-  ssm_sb_free(&dir);
 }
 
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed) {
