@@ -59,6 +59,7 @@ typedef struct {
    * C norms): each row's rsqrt computed once per time chunk into shared
    * memory (rmc<id>), not by every state thread at every step */
   int64_t scan_cache; /* the scan's T when it is more than 1, else 0 */
+  const char *scan_step; /* the scan's time coordinate in in_a/in_b/in_c */
   const ssm_node *rmc_node[8];
   int rmc_id[8], nrmc;
   const ssm_node *conv_done[16]; /* decode convs written into an epilogue */
@@ -525,7 +526,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
       emit(c, d->args[0], k, out, depth + 1);
       int from_cache = h >= 0;
       if (!from_cache) h = rms_helper(c, d, depth);
-      if (from_cache && !strcmp(k->c[0], "t")) {
+      if (from_cache && c->scan_step && !strcmp(k->c[0], c->scan_step)) {
         /* the row is the scan's step t (in_a/in_b/in_c's t), which the
          * pass being run holds: no fallback for rows outside it, whose
          * branch kept the compiler from reading steps ahead */
@@ -1165,6 +1166,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
    * steps' products c*h that one pass keeps take SCAN_SHARED floats */
   int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
   c->scan_cache = T > 1 ? T : 0;
+  c->scan_step = k.c[0];
   /* matmul members over [T, S] (decode's dt_proj) are computed once per
    * row and step before the time loop, each row's N threads splitting k */
   if (srows.rank == 1) {
