@@ -811,6 +811,10 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 #define GEMM_GROUPS 512
 /* the fewest 128 x 128 blocks for which GLSL's gemm takes them (gen_gemm) */
 #define GEMM_BIG_GROUPS 256
+/* k-groups of GLSL's gemm where its blocks stay fewer than GEMM_GROUPS
+ * (gen_gemm): three of 64 threads, whose staged slices (4.5 KiB each) fit
+ * the 16 KiB of shared memory every device has */
+#define GEMM_SPLIT_K 3
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -946,6 +950,14 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
  * pieces of 16, as committed, 770 and 2,968 us. WGSL keeps the grid's blocks:
  * its workgroup memory is 16 KiB.
  *
+ * In GLSL, a matmul whose blocks of 32 x 32 are still fewer than
+ * GEMM_GROUPS (x_proj: N of 160 or 288) is split over k inside the
+ * workgroup: GEMM_SPLIT_K groups of threads take every third slice of k
+ * each, so a workgroup walks a third of k one slice after another. On an
+ * H200 (bf16, chunk 512) falcon-mamba-7b's x_proj went 347 -> 259 us a
+ * chunk. The sums of the groups are added in order of group: a fixed order,
+ * within f32 rounding of the unsplit one.
+ *
  * When the weight is stored 16-bit, GLSL also gets a variant on
  * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
  * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
@@ -1015,17 +1027,35 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   uint32_t klocal = local;
   int remap = big && !is_wgsl(c);
   if (remap) kbm = kbn = 128, ktm = ktn = 8, klocal = 256, kbk = 32;
+  /* GLSL, where even blocks of 32 x 32 are fewer than GEMM_GROUPS (x_proj,
+   * out_proj of a small model) and k is long enough that each k-group
+   * gets two slices: split-K, 4 x 4 a thread */
+  int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  int64_t splitk = !is_wgsl(c) && !remap && !norm && groups < GEMM_GROUPS &&
+                   K >= 2 * BK * GEMM_SPLIT_K ? GEMM_SPLIT_K : 1;
+  if (splitk > 1) {
+    ktm = 4;
+    klocal = (uint32_t)(splitk * (kbm / ktm) * (kbn / ktn));
+    /* the sums of groups 1.. fit in the staged slices' memory */
+    SSM_ASSERT((splitk - 1) * (klocal / splitk) * ktm * ktn / 4 <=
+               splitk * kbk * (kbm / 4 + 1 + kbn / 4 + 1));
+  }
   const char *kv[] = {"LOCAL", U32(klocal), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(kbm),
                       "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
                       "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
-                      /* GLSL's REMAP; the WGSL template's padded rows */
+                      /* GLSL's REMAP; the WGSL template's padded rows of x */
                       is_wgsl(c) ? "PX" : "REMAP", is_wgsl(c) ? I64(BM + 1) : remap ? "1" : "0",
-                      is_wgsl(c) ? "PW" : NULL, I64(BN + 1), NULL};
+                      /* the WGSL template's padded rows of w; GLSL's k-groups */
+                      is_wgsl(c) ? "PW" : "SPLITK", is_wgsl(c) ? I64(BN + 1) : I64(splitk), NULL};
   const char *params = ssm_arena_printf(
       c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld TM=%lld TN=%lld LOCAL=%u%s",
       (long long)M, (long long)K, (long long)N, (long long)BM, (long long)BN, (long long)BK,
-      (long long)TM, (long long)TN, local, big ? " (GLSL: BM=BN=128 BK=32 TM=TN=8 LOCAL=256)" : "");
+      (long long)TM, (long long)TN, local,
+      big        ? " (GLSL: BM=BN=128 BK=32 TM=TN=8 LOCAL=256)"
+      : splitk > 1 ? ssm_arena_printf(c->a, " (GLSL: split-K in %lld groups, TM=4 LOCAL=%u)",
+                                      (long long)splitk, klocal)
+                   : "");
   SSM_TRY(finish(c, "gemm", params, kv, out));
   if (!coop) {
     ssm_sb_free(&wide);

@@ -770,6 +770,38 @@ static void test_gemm_big_blocks(void) {
   ssm_bundle_close(b);
 }
 
+/* A thin gemm of a long k (mamba1_tiny's x_proj at a chunk of 16: 1 x 2
+ * blocks of 32 x 32, k of 128) is split over k in GLSL, 3 groups of 64
+ * threads; WGSL keeps one group. One with an rmsnorm prologue (in_proj)
+ * is not split, nor the dt_proj (k of 4). test_kernels and test_golden's
+ * gemm_chunks run them. */
+static void test_gemm_split_k(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 16);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int split = 0, whole = 0;
+  for (int i = 0; i < m->prefill.nsteps; i++) {
+    const ssm_mf_kernel *k = &m->kernels[m->prefill.steps[i].kernel];
+    if (strcmp(k->family, "gemm")) continue;
+    char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
+    CU_ASSERT_PTR_NULL(strstr(wgsl, "SPLITK"));
+    if (strstr(k->params, "K=128 N=36")) {
+      split++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "(GLSL: split-K in 3 groups, TM=4 LOCAL=192)"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "#define SPLITK 3"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "layout(local_size_x = 192)"));
+    } else if (strstr(k->params, "rmsnorm+matmul") || strstr(k->params, "K=4 ")) {
+      whole++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "#define SPLITK 1"));
+      CU_ASSERT_PTR_NULL(strstr(k->params, "split-K"));
+    }
+    free(glsl);
+    free(wgsl);
+  }
+  CU_ASSERT_EQUAL(split, 2); /* x_proj of 2 layers */
+  CU_ASSERT(whole >= 4);
+  ssm_bundle_close(b);
+}
+
 /* The scan kernels of program p (0: decode, 1: prefill) in step order, at
  * most 16; asserts there is one. */
 static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out) {
@@ -865,6 +897,7 @@ int main(void) {
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
                          {"profile", test_profile},
                          {"gemm_big_blocks", test_gemm_big_blocks},
+                         {"gemm_split_k", test_gemm_split_k},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
                          CU_TEST_INFO_NULL};

@@ -531,6 +531,12 @@ static void test_matmul(void) {
   matmul("gemm M=9 K=16 N=64 (one block of 32 rows)", F32(9, 16), 64, 16);
   matmul("gemm M=130 K=1000 N=129 (3x3 blocks)", F32(130, 1000), 129, 1000);
   matmul("gemm x [3,11,67] W [65,67]", F32(3, 11, 67), 65, 67);
+  /* GLSL: fewer than 512 blocks of 32 x 32 and k of 96 or more, split-K
+   * in 3 groups (125 slices: 42, 42, 41; 5 slices: 2, 2, 1) */
+  matmul_dt("gemm M=40 K=2000 N=70 bf16 (split-K, slices uneven)", F32(40, 2000), 70, 2000,
+            SSM_BF16);
+  matmul("gemm M=300 K=80 N=33 (split-K, one group a slice short)", F32(300, 80), 33, 80);
+  matmul("gemm M=512 K=1040 N=96 (split-K, 16 x 3 blocks)", F32(512, 1040), 96, 1040);
   end_list();
 }
 
