@@ -815,6 +815,8 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
  * (gen_gemm): three of 64 threads, whose staged slices (4.5 KiB each) fit
  * the 16 KiB of shared memory every device has */
 #define GEMM_SPLIT_K 3
+/* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
+#define GEMM_COOP_BIG_TILES 128
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -966,6 +968,11 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
  * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
  * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
  * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
+ * It takes tiles of 128 x 128 where there are GEMM_COOP_BIG_TILES of them
+ * (about one wave of a large GPU), else 128 x 64: on the H200 a tile of
+ * 128 x 128 took 1.36 times as long as one of 128 x 64 for twice the
+ * products (falcon-mamba-7b's out_proj, 1,148 us per 512 rows in 256 tiles
+ * at chunk 1024 against 1,684 in 256 narrow tiles at chunk 512).
  * Debian 12's glslang knows
  * GL_NV_cooperative_matrix, not yet GL_KHR_cooperative_matrix, hence the
  * NV form. WGSL keeps the portable variant. */
@@ -994,7 +1001,8 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   const ssm_value *wv = c->anchor->args[1];
   int64_t big_blocks = ((M + 127) / 128) * ((N + 127) / 128);
   int big = big_blocks >= GEMM_BIG_GROUPS; /* GLSL's blocks of 128 x 128 (below) */
-  int64_t CBN = big ? 128 : 64, tiles = big ? big_blocks : ((M + 127) / 128) * ((N + 63) / 64);
+  int cbig = big_blocks >= GEMM_COOP_BIG_TILES;
+  int64_t CBN = cbig ? 128 : 64, tiles = cbig ? big_blocks : ((M + 127) / 128) * ((N + 63) / 64);
   int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
              !(tiles < 64 && K >= 1024);
   /* its 8-wide loads, after the portable ones they call; w straight from
