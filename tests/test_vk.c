@@ -458,6 +458,37 @@ static void test_validation_catches_missing_barrier(void) {
   g_vk = main_vk;
 }
 
+/* Sessions without validation, and device listings, share one instance
+ * that the process keeps (NVIDIA's driver stops making instances after
+ * some 30 create/destroy cycles in one process): 40 of them make at most
+ * one more; each session with validation makes its own. */
+static void test_shared_instance(void) {
+  int before = ssm_vk_instances_made();
+  for (int i = 0; i < 40; i++) {
+    ssm_vk *vk = NULL;
+    SSM_ASSERT_OK(ssm_vk_open(-1, 0, &vk));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vk);
+    CU_ASSERT_FALSE(ssm_vk_validation_enabled(vk));
+    ssm_vk_close(vk);
+    ssm_vk_device_info *devs = NULL;
+    int n = 0;
+    SSM_ASSERT_OK(ssm_vk_list_devices(&devs, &n));
+    CU_ASSERT(n > 0);
+    free(devs);
+  }
+  int shared = ssm_vk_instances_made() - before;
+  CU_ASSERT(shared == 0 || shared == 1);
+  if (!ssm_vk_validation_available()) return;
+  for (int i = 0; i < 2; i++) {
+    ssm_vk *vk = NULL;
+    SSM_ASSERT_OK(ssm_vk_open(-1, 1, &vk));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(vk);
+    CU_ASSERT_TRUE(ssm_vk_validation_enabled(vk));
+    ssm_vk_close(vk);
+  }
+  CU_ASSERT_EQUAL(ssm_vk_instances_made() - before, shared + 2);
+}
+
 static void test_validation_clean(void) {
   NEED_VK();
   int errors = ssm_vk_validation_errors(g_vk), warnings = ssm_vk_validation_warnings(g_vk);
@@ -499,6 +530,7 @@ int main(int argc, char **argv) {
                          {"binding_errors", test_binding_errors},
                          {"validation_catches_missing_barrier",
                           test_validation_catches_missing_barrier},
+                         {"shared_instance", test_shared_instance},
                          {"validation_clean", test_validation_clean},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("vk", tests);

@@ -1,7 +1,8 @@
 /*
  * vk.c — the Vulkan base layer under the generated-kernel runtime.
  *
- * It opens one device with one compute queue, allocates storage buffers (one
+ * It opens one device with one compute queue (on the process's one shared
+ * instance, or an instance of its own with validation), allocates storage buffers (one
  * VkDeviceMemory each), builds compute pipelines from SPIR-V, and records
  * programs: lists of dispatches that become one command buffer with
  * descriptor sets written once, so a decode step is a single vkQueueSubmit
@@ -19,6 +20,7 @@
  * to ssm_log.
  */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <errno.h>
@@ -181,14 +183,14 @@ int ssm_vk_validation_available(void) { return has_instance_layer(VALIDATION_LAY
 static VKAPI_ATTR VkBool32 VKAPI_CALL on_debug_message(
     VkDebugUtilsMessageSeverityFlagBitsEXT severity, VkDebugUtilsMessageTypeFlagsEXT types,
     const VkDebugUtilsMessengerCallbackDataEXT *data, void *user) {
-  ssm_vk *vk = user;
+  ssm_vk *vk = user; /* NULL while the shared instance is made: only logged */
   bool error = severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
   if (!error && !(severity & VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT)) return VK_FALSE;
   const char *kind = error ? "error" : "warning";
   const char *msg = data && data->pMessage ? data->pMessage : "(no message)";
-  if (error) vk->errors++;
-  else vk->warnings++;
-  if (vk->n_messages < MAX_MESSAGES) {
+  if (vk && error) vk->errors++;
+  else if (vk) vk->warnings++;
+  if (vk && vk->n_messages < MAX_MESSAGES) {
     size_t len = strlen(kind) + strlen(msg) + 4;
     char *m = malloc(len);
     if (m) {
@@ -213,10 +215,23 @@ static void messenger_info(ssm_vk *vk, VkDebugUtilsMessengerCreateInfoEXT *ci) {
   };
 }
 
-/* Creates the instance; with `vk` non-NULL and validation wanted, also the
- * layer and the messenger that feeds vk's counters. */
-static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
-                                  uint32_t *out_api) {
+/* Whether the validation layer can be enabled (else logs why not). */
+static bool validation_usable(void) {
+  if (!has_instance_layer(VALIDATION_LAYER)) {
+    ssm_log("vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
+    return false;
+  }
+  if (!has_instance_ext(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
+      !has_instance_ext(VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
+    ssm_log("vulkan: validation requested but VK_EXT_debug_utils is missing");
+    return false;
+  }
+  return true;
+}
+
+/* Creates an instance, with the validation layer when `validation` (which
+ * validation_usable allowed); what it reports while being made is logged. */
+static ssm_status instance_create(bool validation, VkInstance *out, uint32_t *out_api) {
   *out = VK_NULL_HANDLE;
   uint32_t loader = VK_API_VERSION_1_0;
   if (vkEnumerateInstanceVersion(&loader) != VK_SUCCESS) loader = VK_API_VERSION_1_0;
@@ -240,23 +255,15 @@ static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
                                 .enabledValidationFeatureCount = 1,
                                 .pEnabledValidationFeatures = enables};
   const void *next = NULL;
-  if (vk && validation) {
-    if (!has_instance_layer(VALIDATION_LAYER)) {
-      ssm_log("vulkan: validation requested but %s is not installed", VALIDATION_LAYER);
-    } else if (!has_instance_ext(NULL, VK_EXT_DEBUG_UTILS_EXTENSION_NAME) &&
-               !has_instance_ext(VALIDATION_LAYER, VK_EXT_DEBUG_UTILS_EXTENSION_NAME)) {
-      ssm_log("vulkan: validation requested but VK_EXT_debug_utils is missing");
-    } else {
-      layers[n_layers++] = VALIDATION_LAYER;
-      exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
-      messenger_info(vk, &dbg);
-      next = &dbg;
-      if (has_instance_ext(VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
-        exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
-        vf.pNext = &dbg;
-        next = &vf;
-      }
-      vk->validation = true;
+  if (validation) {
+    layers[n_layers++] = VALIDATION_LAYER;
+    exts[n_exts++] = VK_EXT_DEBUG_UTILS_EXTENSION_NAME;
+    messenger_info(NULL, &dbg);
+    next = &dbg;
+    if (has_instance_ext(VALIDATION_LAYER, VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME)) {
+      exts[n_exts++] = VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME;
+      vf.pNext = &dbg;
+      next = &vf;
     }
   }
   VkApplicationInfo app = {.sType = VK_STRUCTURE_TYPE_APPLICATION_INFO,
@@ -275,7 +282,7 @@ static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
   /* Keep the validation layer mapped until exit: it holds some state past
    * vkDestroyInstance, and LeakSanitizer can only name (and suppress) it
    * while the library is still loaded. */
-  if (r == VK_SUCCESS && vk && vk->validation)
+  if (r == VK_SUCCESS && validation)
     dlopen("libVkLayer_khronos_validation.so", RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER || r == VK_ERROR_INITIALIZATION_FAILED) {
     *out = VK_NULL_HANDLE;
@@ -284,6 +291,51 @@ static ssm_status instance_create(ssm_vk *vk, bool validation, VkInstance *out,
   }
   if (r != VK_SUCCESS) *out = VK_NULL_HANDLE;
   return vk_check(r, "vkCreateInstance");
+}
+
+/* The process's instance without the validation layer, made on first use
+ * and kept until exit: sessions and device listings share it. NVIDIA's
+ * driver (580, H200) stopped creating instances (VK_ERROR_INCOMPATIBLE_
+ * DRIVER) after about 30 create/destroy cycles in one process (test_golden
+ * opened that many sessions), and repeated cycles are reported to corrupt
+ * subgroup ids on it too; a process that opens many sessions (a server, a
+ * test suite, a library user) now makes one instance. A session with
+ * validation makes its own, destroyed with it, so that its messenger hears
+ * only its own device and the layer reports what it leaked. */
+static pthread_mutex_t shared_lock = PTHREAD_MUTEX_INITIALIZER;
+static VkInstance shared_instance;
+static uint32_t shared_api;
+static int instances_made; /* under shared_lock */
+
+int ssm_vk_instances_made(void) {
+  pthread_mutex_lock(&shared_lock);
+  int n = instances_made;
+  pthread_mutex_unlock(&shared_lock);
+  return n;
+}
+
+/* An instance, with validation when wanted and usable (`*out_own` says
+ * so: then the caller destroys it), else the shared one. */
+static ssm_status instance_get(bool validation, VkInstance *out, uint32_t *out_api,
+                               bool *out_own) {
+  *out_own = validation && validation_usable();
+  ssm_status s = NULL;
+  if (*out_own) {
+    s = instance_create(true, out, out_api);
+    pthread_mutex_lock(&shared_lock);
+    instances_made += !s;
+    pthread_mutex_unlock(&shared_lock);
+    return s;
+  }
+  pthread_mutex_lock(&shared_lock);
+  if (!shared_instance) {
+    s = instance_create(false, &shared_instance, &shared_api);
+    instances_made += !s;
+  }
+  *out = shared_instance;
+  *out_api = shared_api;
+  pthread_mutex_unlock(&shared_lock);
+  return s;
 }
 
 /* ---- physical devices ---------------------------------------------------- */
@@ -480,11 +532,11 @@ ssm_status ssm_vk_list_devices(ssm_vk_device_info **out_devices, int *out_count)
   *out_devices = NULL, *out_count = 0;
   VkInstance inst;
   uint32_t api;
-  SSM_TRY(instance_create(NULL, false, &inst, &api));
+  bool own;
+  SSM_TRY(instance_get(false, &inst, &api, &own));
   VkPhysicalDevice *pds;
   ssm_status s = enumerate(inst, api, &pds, out_devices, out_count);
   free(pds);
-  vkDestroyInstance(inst, NULL);
   return s;
 }
 
@@ -678,7 +730,7 @@ ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out) {
   VkPhysicalDevice *pds = NULL;
   ssm_vk_device_info *infos = NULL;
   int n = 0;
-  ssm_status s = instance_create(vk, validation != 0, &vk->instance, &api);
+  ssm_status s = instance_get(validation != 0, &vk->instance, &api, &vk->validation);
   if (!s && vk->validation) {
     VkDebugUtilsMessengerCreateInfoEXT dbg;
     messenger_info(vk, &dbg);
@@ -748,7 +800,8 @@ void ssm_vk_close(ssm_vk *vk) {
     vkDestroyDevice(vk->device, NULL);
   }
   if (vk->messenger) vk->destroy_messenger(vk->instance, vk->messenger, NULL);
-  if (vk->instance) vkDestroyInstance(vk->instance, NULL);
+  if (vk->instance && vk->validation) vkDestroyInstance(vk->instance, NULL);
+  /* (without validation, the instance is shared and stays: instance_get) */
   for (int i = 0; i < vk->n_messages; i++) free(vk->messages[i]);
   free(vk);
 }

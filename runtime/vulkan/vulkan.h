@@ -111,6 +111,10 @@ size_t ssm_vk_align(const ssm_vk *vk, size_t offset);
 
 /* Whether VK_LAYER_KHRONOS_validation is installed (needs no device). */
 int ssm_vk_validation_available(void);
+/* Vulkan instances this process has made so far: sessions and device
+ * listings without validation share one, kept until exit (device.c says
+ * why); each session with validation makes its own. */
+int ssm_vk_instances_made(void);
 /* Whether this context runs with the validation layer. */
 int ssm_vk_validation_enabled(const ssm_vk *vk);
 /* Validation messages of error / warning severity seen so far. */
