@@ -24,6 +24,11 @@
  *
  * Threads: a session, and what it hands out, belongs to one thread at a
  * time. A tokenizer is immutable once loaded and may be shared.
+ *
+ * Vulkan: the sessions of a process share one Vulkan instance, made by the
+ * first and kept until exit (NVIDIA's driver stops making instances after
+ * some tens of create/destroy cycles in one process); each session has its
+ * own device. A session opened with validation has an instance of its own.
  */
 #ifndef SSMC_H
 #define SSMC_H
