@@ -817,6 +817,9 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 #define GEMM_SPLIT_K 3
 /* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
 #define GEMM_COOP_BIG_TILES 128
+/* gemm_coop's subgroups of 32 a workgroup (the Vulkan runtime uses it only
+ * where a workgroup may have 512 invocations: device.c) */
+#define COOP_NW 16
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -906,25 +909,36 @@ static void load8(ssm_sb *loads, const char *name, const char *params, const cha
   ssm_sb_printf(loads, "}\n");
 }
 
-/* Whether load_w can read weight w straight from memory (load8_weight):
- * a weight the kernel does not compute, k a multiple of 8. */
-static int weight_direct(const gctx *c, const ssm_value *w, int64_t K) {
-  return w->def->op == SSM_OP_WEIGHT && !member(c, w->def) && K % 8 == 0;
+/* The tensor in memory that operand v reads at v's own linear index (v, or
+ * the source of reshapes of it, which keep the index), or NULL where v is
+ * computed in the kernel, sliced, transposed or a constant. */
+static const ssm_value *direct_source(const gctx *c, const ssm_value *v) {
+  for (;;) {
+    const ssm_node *d = v->def;
+    int view = (member(c, d) && d != c->anchor && ssm_op_is_view(d->op)) || ungrouped_view(c, d);
+    if (view && d->op == SSM_OP_RESHAPE) {
+      v = d->args[0];
+      continue;
+    }
+    return view || member(c, d) || d->op == SSM_OP_CONST ? NULL : v;
+  }
 }
 
-/* load_w for a weight read straight from memory, 16 bytes at a time through
- * a uvec4 view of its binding (ldq<b>, declared with the buffers): k is a
- * multiple of 8. */
-static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) {
-  int b = binding_of(c, w);
+/* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)` reading tensor v at
+ * element INDEX.. (8 values, INDEX a multiple of 8) straight from memory, 16
+ * bytes at a time through a uvec4 view of its binding (ldq<b>, declared
+ * with the buffers): f32, or 16-bit widened. */
+static void load8_direct(gctx *c, ssm_sb *loads, const char *name, const char *params,
+                         const char *index, const ssm_value *v) {
+  int b = binding_of(c, v);
   c->vec4 |= 1u << b;
-  ssm_sb_printf(loads, "void load_w(uint n, uint k, out vec4 a, out vec4 b) {\n");
-  if (w->type.dtype == SSM_F32) {
-    ssm_sb_printf(loads, "  uint i = (n * %lldu + k) >> 2u;\n  a = uintBitsToFloat(ldq%d(i));\n"
-                  "  b = uintBitsToFloat(ldq%d(i + 1u));\n", (long long)K, b, b);
+  ssm_sb_printf(loads, "void %s(%suint k, out vec4 a, out vec4 b) {\n", name, params);
+  if (v->type.dtype == SSM_F32) {
+    ssm_sb_printf(loads, "  uint i = (%s) >> 2u;\n  a = uintBitsToFloat(ldq%d(i));\n"
+                  "  b = uintBitsToFloat(ldq%d(i + 1u));\n", index, b, b);
   } else {
-    ssm_sb_printf(loads, "  uvec4 q = ldq%d((n * %lldu + k) >> 3u);\n", b, (long long)K);
-    if (w->type.dtype == SSM_F16)
+    ssm_sb_printf(loads, "  uvec4 q = ldq%d((%s) >> 3u);\n", b, index);
+    if (v->type.dtype == SSM_F16)
       ssm_sb_printf(loads, "  a = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));\n"
                     "  b = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));\n");
     else /* bf16: the high half of an f32 */
@@ -933,6 +947,39 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
                     "q.z & 0xffff0000u, q.w << 16u, q.w & 0xffff0000u));\n");
   }
   ssm_sb_printf(loads, "}\n");
+}
+
+/* Whether load_w can read weight w straight from memory (load8_weight):
+ * a weight the kernel does not compute, k a multiple of 8. */
+static int weight_direct(const gctx *c, const ssm_value *w, int64_t K) {
+  return w->def->op == SSM_OP_WEIGHT && !member(c, w->def) && K % 8 == 0;
+}
+
+static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) {
+  load8_direct(c, loads, "load_w", "uint n, ", ssm_arena_printf(c->a, "n * %lldu + k", (long long)K),
+               w);
+}
+
+/* load_x, load_g and load_w of gemm_coop (8 values from k): straight from
+ * memory where the operand is a tensor there (x as rows of K, the gain and
+ * the weight) and K a multiple of 8, else through the scalar loads. */
+static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
+  const ssm_node *mm = c->anchor;
+  const ssm_value *x = direct_source(c, norm ? norm->args[0] : mm->args[0]);
+  const ssm_value *g = norm && norm->nargs > 1 ? direct_source(c, norm->args[1]) : NULL;
+  const char *kk = ssm_arena_printf(c->a, "%lldu", (long long)K);
+  if (x && K % 8 == 0 && ssm_type_numel(&x->type) % K == 0)
+    load8_direct(c, wide, "load_x", "uint m, ", ssm_arena_printf(c->a, "m * %s + k", kk), x);
+  else
+    load8(wide, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (g && K % 8 == 0 && ssm_type_numel(&g->type) == K)
+    load8_direct(c, wide, "load_g", "", "k", g);
+  else
+    load8(wide, "load_g", "", "", "gain", K);
+  if (weight_direct(c, mm->args[1], K))
+    load8_weight(c, wide, mm->args[1], K);
+  else
+    load8(wide, "load_w", "uint n, ", "n, ", "in_w", K);
 }
 
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
@@ -968,6 +1015,12 @@ static void load8_weight(gctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) 
  * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
  * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
  * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
+ * It runs 16 subgroups (COOP_NW): 8 stage x (and split it), 8 stage w, and
+ * all 16 multiply, each tile of x loaded once a slice per subgroup; and it
+ * reads x, the norm's gain and w 16 bytes at a time where they are tensors
+ * in memory (coop_loads). With 8 subgroups that staged both and read x one
+ * float at a time: falcon-mamba-7b's in_proj 2,250 -> 1,734 us a chunk,
+ * out_proj 1,132 -> 886; mamba-1.4b's 568 -> 442 and 412 -> 268 (H200).
  * It takes tiles of 128 x 128 where there are GEMM_COOP_BIG_TILES of them
  * (about one wave of a large GPU), else 128 x 64: on the H200 a tile of
  * 128 x 128 took 1.36 times as long as one of 128 x 64 for twice the
@@ -1008,14 +1061,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   /* its 8-wide loads, after the portable ones they call; w straight from
    * memory 16 bytes at a time where it can be (declared with the buffers) */
   ssm_sb wide = {0};
-  if (coop) {
-    load8(&wide, "load_x", "uint m, ", "m, ", "in_x", K);
-    load8(&wide, "load_g", "", "", "gain", K);
-    if (weight_direct(c, wv, K))
-      load8_weight(c, &wide, wv, K);
-    else
-      load8(&wide, "load_w", "uint n, ", "n, ", "in_w", K);
-  }
+  if (coop) coop_loads(c, &wide, norm, K);
   out->groups[0] = (uint32_t)((N + BN - 1) / BN);
   out->groups[1] = (uint32_t)((M + BM - 1) / BM);
   out->groups[2] = 1;
@@ -1069,9 +1115,9 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
     ssm_sb_free(&wide);
     return NULL;
   }
-  const int64_t SGN = 2, split = 3;
-  const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN), "SGN", I64(SGN),
-                       "FM", I64(128 / 16 / (8 / SGN)), "FN", I64(CBN / 16 / SGN),
+  const int64_t SGN = CBN == 128 ? 4 : 2, split = 3;
+  const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
+                       "NW", I64(COOP_NW), "SGN", I64(SGN),
                        "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};

@@ -802,6 +802,59 @@ static void test_gemm_split_k(void) {
   ssm_bundle_close(b);
 }
 
+/* The text of function NAME in src, up to its closing brace at the start
+ * of a line (malloc'd; NULL when src has none). */
+static char *function_text(const char *src, const char *name) {
+  const char *a = strstr(src, name), *e = a ? strstr(a, "\n}\n") : NULL;
+  return e ? strndup(a, (size_t)(e - a)) : NULL;
+}
+
+/* gemm_coop of a bf16 checkpoint (falcon_bf16_untied at a chunk of 64):
+ * 16 subgroups in SGM x SGN, and load_x and load_w read memory through
+ * vector views (ldq) where x is a tensor in memory and k a multiple of 8
+ * (x_proj: k of 80; out_proj), the scalar loads elsewhere (dt_proj: k of 5;
+ * x computed in the kernel: the in_proj's inline norm). test_golden runs
+ * these kernels on a device with cooperative matrices. */
+static void test_gemm_coop_loads(void) {
+  ssm_model *model = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
+  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16};
+  if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+  ssm_model_close(model);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int direct = 0, scalar = 0;
+  for (int i = 0; i < m->nkernels; i++) {
+    const ssm_mf_kernel *k = &m->kernels[i];
+    if (!k->glsl_coop.size) continue;
+    char *src = strndup(ssm_bundle_blob(b, k->glsl_coop), (size_t)k->glsl_coop.size);
+    char *lx = function_text(src, "void load_x("), *lw = function_text(src, "void load_w(");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lw);
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define NW 16\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, "layout(local_size_x = NW * 32) in;"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SGN 2\n")); /* tiles of 128 x 64 here */
+    if (strstr(k->params, "matmul M=64 K=80 N=29 ") || strstr(k->params, "matmul+add+add M=64 K=80")) {
+      direct++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uint i = (m * 80u + k) >> 2u;"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uintBitsToFloat(ldq1(i))"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(lw, "ldq"));
+    } else if (strstr(k->params, " K=5 ") || strstr(k->params, "rmsnorm+matmul+add M=64 K=40")) {
+      scalar++;
+      CU_ASSERT_PTR_NULL(strstr(lx, "ldq"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(lx, "in_x(m, k + 7u)"));
+      if (strstr(k->params, " K=5 ")) CU_ASSERT_PTR_NULL(strstr(lw, "ldq"));
+    }
+    free(lx);
+    free(lw);
+    free(src);
+  }
+  CU_ASSERT_EQUAL(direct, 2); /* x_proj and out_proj (one kernel for every layer) */
+  CU_ASSERT_EQUAL(scalar, 2); /* dt_proj and in_proj */
+  ssm_bundle_close(b);
+}
+
 /* The scan kernels of program p (0: decode, 1: prefill) in step order, at
  * most 16; asserts there is one. */
 static int scan_kernels(const ssm_manifest *m, int p, const ssm_mf_kernel **out) {
@@ -898,6 +951,7 @@ int main(void) {
                          {"profile", test_profile},
                          {"gemm_big_blocks", test_gemm_big_blocks},
                          {"gemm_split_k", test_gemm_split_k},
+                         {"gemm_coop_loads", test_gemm_coop_loads},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
                          CU_TEST_INFO_NULL};

@@ -492,12 +492,14 @@ static void device_info(VkInstance inst, VkPhysicalDevice pd, int index, uint32_
   if ((sg.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
       (sg.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) && sg.subgroupSize >= 4)
     out->features |= SSM_VK_SUBGROUP_ARITH;
-  /* gemm_coop.glsl.in: subgroups of 32, its tile shape, and 41 KiB of
-   * shared memory (a pool of 40 KiB for blocks of 128 x 128, and the norm's
-   * row sums) */
+  /* gemm_coop.glsl.in: subgroups of 32, 16 of them in a workgroup, its
+   * tile shape, and 41 KiB of shared memory (a pool of 40 KiB for blocks of
+   * 128 x 128, and the norm's row sums) */
+  const VkPhysicalDeviceLimits *lim = &p2.properties.limits;
   if ((out->features & SSM_VK_COOPMAT) &&
       (sg.subgroupSize != 32 || !coop_shape(inst, pd) ||
-       p2.properties.limits.maxComputeSharedMemorySize < 48u * 1024u))
+       lim->maxComputeSharedMemorySize < 48u * 1024u ||
+       lim->maxComputeWorkGroupInvocations < 512u || lim->maxComputeWorkGroupSize[0] < 512u))
     out->features &= ~(unsigned)SSM_VK_COOPMAT;
 }
 
