@@ -817,9 +817,6 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 #define GEMM_SPLIT_K 3
 /* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
 #define GEMM_COOP_BIG_TILES 128
-/* gemm_coop's subgroups of 32 a workgroup (the Vulkan runtime uses it only
- * where a workgroup may have 512 invocations: device.c) */
-#define COOP_NW 16
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -1015,7 +1012,7 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
  * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
  * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
  * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
- * It runs 16 subgroups (COOP_NW): 8 stage x (and split it), 8 stage w, and
+ * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and split it), 8 stage w, and
  * all 16 multiply, each tile of x loaded once a slice per subgroup; and it
  * reads x, the norm's gain and w 16 bytes at a time where they are tensors
  * in memory (coop_loads). With 8 subgroups that staged both and read x one
@@ -1058,8 +1055,9 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   int64_t CBN = cbig ? 128 : 64, tiles = cbig ? big_blocks : ((M + 127) / 128) * ((N + 63) / 64);
   int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
              !(tiles < 64 && K >= 1024);
-  /* its 8-wide loads, after the portable ones they call; w straight from
-   * memory 16 bytes at a time where it can be (declared with the buffers) */
+  /* its 8-wide loads, after the portable ones they call; x, the gain and w
+   * straight from memory 16 bytes at a time where they can be (their vector
+   * views are declared with the buffers) */
   ssm_sb wide = {0};
   if (coop) coop_loads(c, &wide, norm, K);
   out->groups[0] = (uint32_t)((N + BN - 1) / BN);
@@ -1117,7 +1115,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   }
   const int64_t SGN = CBN == 128 ? 4 : 2, split = 3;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
-                       "NW", I64(COOP_NW), "SGN", I64(SGN),
+                       "SGN", I64(SGN),
                        "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
