@@ -126,10 +126,18 @@ ssm_status ssm_cg_template_expand(ssm_arena *a, const char *family, ssm_lang lan
                                   const char *const *kv, char **out);
 
 /* Compiles GLSL compute source to SPIR-V (Vulkan 1.1 target, optimized for
- * performance). Errors carry `name` and the compiler's messages. The caller
- * frees *out_words. */
+ * performance), its float arithmetic not contracted (below) unless it uses
+ * cooperative matrices. Errors carry `name` and the compiler's messages. The
+ * caller frees *out_words. */
 ssm_status ssm_cg_compile_glsl(const char *source, const char *name,
                                uint32_t **out_words, size_t *out_count);
+
+/* Decorates every float add, subtract, multiply, divide and dot product of
+ * a SPIR-V module NoContraction, so that no driver fuses one with another
+ * into a single rounding (a kernel computes what its source says; fma()
+ * stays fused). Replaces *words (allocated with malloc) and *count; an
+ * error if the words are not a well-formed module. */
+ssm_status ssm_cg_spirv_no_contraction(uint32_t **words, size_t *count);
 
 /* Embedded templates (templates/<name>.glsl.in, .wgsl.in): text or NULL. */
 const char *ssm_templates_embedded(const char *file);

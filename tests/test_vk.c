@@ -209,6 +209,52 @@ static void test_compile_error(void) {
   free(words);
 }
 
+/* Every float multiply and add left in a compiled kernel is decorated
+ * NoContraction (so no driver fuses a product into a sum where the source
+ * rounds it first: here the product is also stored), and the pass names
+ * what is wrong with words that are not a module. */
+static void test_no_contraction(void) {
+  static const char *src =
+      "#version 450\n"
+      "layout(local_size_x = 64) in;\n"
+      "layout(std430, binding = 0) buffer Y { float y[]; };\n"
+      "layout(push_constant) uniform P { float a, b; } pc;\n"
+      "void main() {\n"
+      "  uint i = gl_GlobalInvocationID.x;\n"
+      "  float p = y[i] * pc.a;\n"
+      "  y[i] = p;\n"
+      "  y[i + 64u] = y[i + 128u] + pc.b;\n"
+      "}\n";
+  uint32_t *words = NULL;
+  size_t count = 0;
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(src, "mul_add.comp", &words, &count));
+  if (!words) return;
+  uint32_t arith[16], decorated[64];
+  int narith = 0, ndec = 0;
+  for (size_t i = 5; i < count && words[i] >> 16;) {
+    uint32_t op = words[i] & 0xffffu, len = words[i] >> 16;
+    if ((op == 129 || op == 133) && narith < 16) arith[narith++] = words[i + 2];
+    if (op == 71 && len == 3 && words[i + 2] == 42u && ndec < 64)
+      decorated[ndec++] = words[i + 1];
+    i += len;
+  }
+  CU_ASSERT(narith >= 2); /* the multiply and the add */
+  for (int a = 0; a < narith; a++) {
+    int found = 0;
+    for (int d = 0; d < ndec; d++) found |= decorated[d] == arith[a];
+    CU_ASSERT(found);
+  }
+  free(words);
+  uint32_t *bad = malloc(8 * sizeof *bad);
+  memcpy(bad, (uint32_t[]){0x07230203u, 0x10300, 0, 10, 0, (7u << 16) | 17u, 1, 0}, 32);
+  size_t n = 8;
+  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "malformed instruction at word 5");
+  bad[0] = 0x12345678u;
+  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "not a module");
+  CU_ASSERT_EQUAL(n, 8);
+  free(bad);
+}
+
 static void roundtrip(ssm_vk *vk, ssm_vk_buffer_kind kind, int expect_mapped) {
   enum { BYTES = N * 4 + 3 };
   ssm_vk_buffer *b = NULL;
@@ -522,6 +568,7 @@ int main(int argc, char **argv) {
                          {"create", test_create},
                          {"device_out_of_range", test_device_out_of_range},
                          {"compile_error", test_compile_error},
+                         {"no_contraction", test_no_contraction},
                          {"buffer_roundtrip", test_buffer_roundtrip},
                          {"buffer_staging", test_buffer_staging},
                          {"out_of_memory", test_out_of_memory},
