@@ -134,9 +134,11 @@ ssm_status ssm_cg_compile_glsl(const char *source, const char *name,
 
 /* Decorates every float add, subtract, multiply, divide and dot product of
  * a SPIR-V module NoContraction, so that no driver fuses one with another
- * into a single rounding (a kernel computes what its source says; fma()
- * stays fused). Replaces *words (allocated with malloc) and *count; an
- * error if the words are not a well-formed module. */
+ * into a single rounding (a kernel computes what its source says). fma()
+ * is left undecorated (SPIR-V then promises nothing of its rounding; NVIDIA's
+ * driver fuses it, as the portable GEMM wants). Replaces *words
+ * (allocated with malloc) and *count; an error if the words are not a
+ * well-formed module. */
 ssm_status ssm_cg_spirv_no_contraction(uint32_t **words, size_t *count);
 
 /* Embedded templates (templates/<name>.glsl.in, .wgsl.in): text or NULL. */
