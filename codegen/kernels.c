@@ -1012,8 +1012,9 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
  * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
  * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
  * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
- * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and split it), 8 stage w, and
- * all 16 multiply, each tile of x loaded once a slice per subgroup; and it
+ * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and
+ * split it), 8 stage w, and all 16 multiply, each tile of x loaded once a
+ * slice per subgroup; and it
  * reads x, the norm's gain and w 16 bytes at a time where they are tensors
  * in memory (coop_loads). With 8 subgroups that staged both and read x one
  * float at a time: falcon-mamba-7b's in_proj 2,250 -> 1,734 us a chunk,

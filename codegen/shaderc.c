@@ -69,11 +69,8 @@ ssm_status ssm_cg_spirv_no_contraction(uint32_t **words, size_t *count) {
     uint32_t op = w[i] & 0xffffu, len = w[i] >> 16;
     if (!len || len > n - i || (contractible(op) && len < 3))
       return ssm_status_new(SSM_ERR_INVALID, "SPIR-V: malformed instruction at word %zu", i);
-    if (!at && !preamble(op)) at = i;
-    if (contractible(op)) {
-      if (!at) return ssm_status_new(SSM_ERR_INVALID, "SPIR-V: arithmetic at word %zu", i);
-      add += 3;
-    }
+    if (!at && !preamble(op)) at = i; /* the decorations go here */
+    if (contractible(op)) add += 3;
     i += len;
   }
   if (!add) return NULL;
