@@ -10,8 +10,9 @@
  * prefill and after the same tokens one by one were 1e-6 to 3.3e-6 apart (0
  * on lavapipe), and 0 with the decoration. The fusions SPIRV-Tools'
  * optimizer makes itself (fma() from a * b + c) are in the SPIR-V, the same
- * on every device (compiling every kernel unoptimized, so that nothing is
- * fused, made mamba-1.4b's decode in_proj 12% slower on an H100). The
+ * on every device. Compiling every kernel unoptimized, so that nothing is
+ * fused, made mamba-1.4b's decode in_proj 12% slower on an H100 (and the
+ * portable GEMM 15% faster: gemm.glsl.in asks for it). The
  * cooperative-matrix kernels are left as they are: their sums differ from
  * the portable kernels' anyway (f16 parts), and the decoration cost them
  * 3-4%.
@@ -107,12 +108,14 @@ ssm_status ssm_cg_compile_glsl(const char *source, const char *name, uint32_t **
   shaderc_compile_options_set_target_env(opts, shaderc_target_env_vulkan,
                                          shaderc_env_version_vulkan_1_1);
   shaderc_compile_options_set_target_spirv(opts, shaderc_spirv_version_1_3);
-  /* Debian 12's SPIRV-Tools (2023.1) crashes folding arithmetic on
-   * cooperative matrices: those kernels go to the driver unoptimized (its
-   * own compiler does the work either way) */
+  /* A kernel goes to the driver unoptimized (its own compiler does the work
+   * either way) where its source says `#pragma optimize(off)` (GLSL's own
+   * pragma, which shaderc ignores), and where it uses cooperative matrices:
+   * Debian 12's SPIRV-Tools (2023.1) crashes folding arithmetic on them. */
   shaderc_compile_options_set_optimization_level(
-      opts, strstr(source, "GL_NV_cooperative_matrix") ? shaderc_optimization_level_zero
-                                                       : shaderc_optimization_level_performance);
+      opts, strstr(source, "#pragma optimize(off)") || strstr(source, "GL_NV_cooperative_matrix")
+                ? shaderc_optimization_level_zero
+                : shaderc_optimization_level_performance);
   shaderc_compilation_result_t res =
       shaderc_compile_into_spv(compiler, source, strlen(source), shaderc_compute_shader, name,
                                "main", opts);

@@ -245,6 +245,39 @@ static void test_no_contraction(void) {
     CU_ASSERT(found);
   }
   free(words);
+}
+
+/* `#pragma optimize(off)` sends a kernel to the driver as glslang wrote it:
+ * p + b is not turned into fma(y, a, b) (the optimizer does that; its
+ * operands would then be rounded once where the source rounds p first). */
+static void test_optimize_off(void) {
+  static const char *src =
+      "#version 450\n"
+      "#pragma optimize(off)\n"
+      "layout(local_size_x = 64) in;\n"
+      "layout(std430, binding = 0) buffer Y { float y[]; };\n"
+      "layout(push_constant) uniform P { float a, b; } pc;\n"
+      "void main() {\n"
+      "  uint i = gl_GlobalInvocationID.x;\n"
+      "  float p = y[i] * pc.a;\n"
+      "  y[i] = p;\n"
+      "  y[i + 64u] = p + pc.b;\n"
+      "}\n";
+  uint32_t *words = NULL;
+  size_t count = 0;
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(src, "optimize_off.comp", &words, &count));
+  if (!words) return;
+  int fmul = 0, fadd = 0, ext = 0;
+  for (size_t i = 5; i < count && words[i] >> 16; i += words[i] >> 16) {
+    uint32_t op = words[i] & 0xffffu;
+    fmul += op == 133;
+    fadd += op == 129;
+    ext += op == 12; /* OpExtInst: Fma would be one */
+  }
+  CU_ASSERT_EQUAL(fmul, 1);
+  CU_ASSERT_EQUAL(fadd, 1);
+  CU_ASSERT_EQUAL(ext, 0);
+  free(words);
   uint32_t *bad = malloc(8 * sizeof *bad);
   memcpy(bad, (uint32_t[]){0x07230203u, 0x10300, 0, 10, 0, (7u << 16) | 17u, 1, 0}, 32);
   size_t n = 8;
@@ -569,6 +602,7 @@ int main(int argc, char **argv) {
                          {"device_out_of_range", test_device_out_of_range},
                          {"compile_error", test_compile_error},
                          {"no_contraction", test_no_contraction},
+                         {"optimize_off", test_optimize_off},
                          {"buffer_roundtrip", test_buffer_roundtrip},
                          {"buffer_staging", test_buffer_staging},
                          {"out_of_memory", test_out_of_memory},
