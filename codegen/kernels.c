@@ -1151,9 +1151,12 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
    * 512 workgroups: about 4 an SM, one wave) take 32, 8 at a time: 42.8
    * -> 38.9 us; more columns (its lm_head, 8,128 workgroups of 8) are
    * faster in small workgroups, whose waves leave less of a tail: 157.8
-   * us with 16, 147.2 with 8 (H200, same call). */
+   * us with 16, 147.2 with 8 (H200, same call). An lm_head of a short k
+   * (mamba-130m's, 50280 x 768) also takes 8: f32 52.6 -> 43.1 us, bf16
+   * 34.2 -> 28.8, where 16 columns, 8 of 2 at a time, or 64 threads
+   * measured 43.4-48.9 (H200, one call). */
   int64_t cols = 0;
-  if (N >= 8192 && K >= 1024) {
+  if (N >= 8192 && (K >= 1024 || N > 16384)) {
     cols = N <= 16384 && K >= 4096 ? 32 : 8;
     if (cols == 32) rows = 8;
   }

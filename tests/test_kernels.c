@@ -520,6 +520,8 @@ static void test_matmul(void) {
   matmul("matmul M=1 K=1024 N=10243 (gemv, 8 columns a workgroup)", F32(1, 1024), 10243, 1024);
   norm_matmul("rmsnorm + matmul M=1 K=1040 N=9000 f16 (gemv's norm prologue, 8 columns)",
               F32(1, 1040), 9000, 1040, SSM_F16);
+  norm_matmul("rmsnorm + matmul M=1 K=100 N=16411 (an lm_head of a short k: 8 columns a "
+              "workgroup, threads past K, last one short)", F32(1, 100), 16411, 100, SSM_F32);
   norm_matmul("rmsnorm + matmul M=3 K=64 N=2051 (gemv's norm prologue, 4 columns)", F32(3, 64),
               2051, 64, SSM_F32);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
