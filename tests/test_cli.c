@@ -945,6 +945,33 @@ static void test_killed_while_writing(void) {
   free(ls);
 }
 
+/* `ssmc export-web` killed (SIGKILL) while it writes a site over an older
+ * one (a bundle of another chunk, so that model.ssmb differs): every file of
+ * the site is then byte-identical to the older site's or to the one an
+ * uninterrupted export writes, and no other file (no temporary) is there. */
+static void test_export_killed_while_writing(void) {
+  const char *d = fresh_dir("killed_export");
+  free(sh(0, "$SSMC compile " PY " -o %s/a.ssmb -q && $SSMC compile " PY " --chunk 8 -o "
+          "%s/b.ssmb -q && $SSMC export-web %s/a.ssmb --weights " PY " -o %s/site >/dev/null && "
+          "cp -a %s/site %s/old && $SSMC export-web %s/b.ssmb --weights " PY " -o %s/new "
+          ">/dev/null && ! cmp -s %s/old/model.ssmb %s/new/model.ssmb",
+          d, d, d, d, d, d, d, d, d, d));
+  char args[2048], site[700];
+  snprintf(args, sizeof args, "export-web %s/b.ssmb --weights " PY " -o %s/site", d, d);
+  snprintf(site, sizeof site, "%s/site", d);
+  int caught = 0;
+  for (int k = 0; k < 5 && !caught; k++)
+    if (!(caught = kill_while_writing("", args, site)))
+      free(sh(0, "rm -rf %s/site && cp -a %s/old %s/site", d, d, d));
+  CU_ASSERT(caught);
+  /* the same names as either site, each file one of its two versions */
+  char *out = sh(0, "cd %s && test \"$(ls -A site)\" = \"$(ls -A old)\" && "
+                 "test \"$(ls -A site)\" = \"$(ls -A new)\" && for f in $(ls -A site); do "
+                 "cmp -s site/$f old/$f || cmp -s site/$f new/$f || echo \"$f\"; done", d);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+}
+
 /* The signals process `pid` catches (SigCgt of /proc/PID/status). */
 static unsigned long long caught_signals(pid_t pid) {
   char path[64], line[256];
@@ -1174,6 +1201,7 @@ int main(void) {
                          {"rename_is_synced", test_rename_is_synced},
                          {"special_files", test_special_files},
                          {"killed_while_writing", test_killed_while_writing},
+                         {"export_killed_while_writing", test_export_killed_while_writing},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"file_size_limit", test_file_size_limit},
                          {"bench_profile", test_bench_profile},
