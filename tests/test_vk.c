@@ -209,25 +209,36 @@ static void test_compile_error(void) {
   free(words);
 }
 
+/* A kernel that stores a product p = y[i] * a and, at y[i + 64], `sum`;
+ * `pragma` goes after #version ("" for none). NULL (and a failed assert)
+ * if it does not compile. */
+static uint32_t *mul_add_kernel(const char *pragma, const char *sum, size_t *count) {
+  char src[600];
+  snprintf(src, sizeof src,
+           "#version 450\n%s"
+           "layout(local_size_x = 64) in;\n"
+           "layout(std430, binding = 0) buffer Y { float y[]; };\n"
+           "layout(push_constant) uniform P { float a, b; } pc;\n"
+           "void main() {\n"
+           "  uint i = gl_GlobalInvocationID.x;\n"
+           "  float p = y[i] * pc.a;\n"
+           "  y[i] = p;\n"
+           "  y[i + 64u] = %s;\n"
+           "}\n",
+           pragma, sum);
+  uint32_t *words = NULL;
+  *count = 0;
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(src, "mul_add.comp", &words, count));
+  return words;
+}
+
 /* Every float multiply and add left in a compiled kernel is decorated
  * NoContraction (so no driver fuses a product into a sum where the source
  * rounds it first: here the product is also stored), and the pass names
  * what is wrong with words that are not a module. */
 static void test_no_contraction(void) {
-  static const char *src =
-      "#version 450\n"
-      "layout(local_size_x = 64) in;\n"
-      "layout(std430, binding = 0) buffer Y { float y[]; };\n"
-      "layout(push_constant) uniform P { float a, b; } pc;\n"
-      "void main() {\n"
-      "  uint i = gl_GlobalInvocationID.x;\n"
-      "  float p = y[i] * pc.a;\n"
-      "  y[i] = p;\n"
-      "  y[i + 64u] = y[i + 128u] + pc.b;\n"
-      "}\n";
-  uint32_t *words = NULL;
-  size_t count = 0;
-  SSM_ASSERT_OK(ssm_cg_compile_glsl(src, "mul_add.comp", &words, &count));
+  size_t count;
+  uint32_t *words = mul_add_kernel("", "y[i + 128u] + pc.b", &count);
   if (!words) return;
   uint32_t arith[16], decorated[64];
   int narith = 0, ndec = 0;
@@ -245,27 +256,22 @@ static void test_no_contraction(void) {
     CU_ASSERT(found);
   }
   free(words);
+  uint32_t *bad = malloc(8 * sizeof *bad);
+  memcpy(bad, (uint32_t[]){0x07230203u, 0x10300, 0, 10, 0, (7u << 16) | 17u, 1, 0}, 32);
+  size_t n = 8;
+  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "malformed instruction at word 5");
+  bad[0] = 0x12345678u;
+  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "not a module");
+  CU_ASSERT_EQUAL(n, 8);
+  free(bad);
 }
 
 /* `#pragma optimize(off)` sends a kernel to the driver as glslang wrote it:
  * p + b is not turned into fma(y, a, b) (the optimizer does that; its
  * operands would then be rounded once where the source rounds p first). */
 static void test_optimize_off(void) {
-  static const char *src =
-      "#version 450\n"
-      "#pragma optimize(off)\n"
-      "layout(local_size_x = 64) in;\n"
-      "layout(std430, binding = 0) buffer Y { float y[]; };\n"
-      "layout(push_constant) uniform P { float a, b; } pc;\n"
-      "void main() {\n"
-      "  uint i = gl_GlobalInvocationID.x;\n"
-      "  float p = y[i] * pc.a;\n"
-      "  y[i] = p;\n"
-      "  y[i + 64u] = p + pc.b;\n"
-      "}\n";
-  uint32_t *words = NULL;
-  size_t count = 0;
-  SSM_ASSERT_OK(ssm_cg_compile_glsl(src, "optimize_off.comp", &words, &count));
+  size_t count;
+  uint32_t *words = mul_add_kernel("#pragma optimize(off)\n", "p + pc.b", &count);
   if (!words) return;
   int fmul = 0, fadd = 0, ext = 0;
   for (size_t i = 5; i < count && words[i] >> 16; i += words[i] >> 16) {
@@ -278,14 +284,6 @@ static void test_optimize_off(void) {
   CU_ASSERT_EQUAL(fadd, 1);
   CU_ASSERT_EQUAL(ext, 0);
   free(words);
-  uint32_t *bad = malloc(8 * sizeof *bad);
-  memcpy(bad, (uint32_t[]){0x07230203u, 0x10300, 0, 10, 0, (7u << 16) | 17u, 1, 0}, 32);
-  size_t n = 8;
-  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "malformed instruction at word 5");
-  bad[0] = 0x12345678u;
-  SSM_ASSERT_ERR(ssm_cg_spirv_no_contraction(&bad, &n), "not a module");
-  CU_ASSERT_EQUAL(n, 8);
-  free(bad);
 }
 
 static void roundtrip(ssm_vk *vk, ssm_vk_buffer_kind kind, int expect_mapped) {
