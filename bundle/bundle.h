@@ -42,7 +42,15 @@ typedef struct {
   uint64_t offset, bytes;
 } ssm_region;
 
-typedef enum { SSM_BUFFER_STATE, SSM_BUFFER_ACTIVATIONS, SSM_BUFFER_WEIGHTS } ssm_buffer_usage;
+/* OUTPUT: a program's output kept apart from the activations (the prefill's
+ * logits of every row, which only a run that asks for logits reads): a
+ * runtime allocates it when it first records a step that binds it. */
+typedef enum {
+  SSM_BUFFER_STATE,
+  SSM_BUFFER_ACTIVATIONS,
+  SSM_BUFFER_WEIGHTS,
+  SSM_BUFFER_OUTPUT
+} ssm_buffer_usage;
 
 typedef struct {
   ssm_buffer_usage usage;

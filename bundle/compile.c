@@ -36,6 +36,7 @@ typedef struct {
   SSM_VEC(int) kernel_prev;          /* the previous kernel with the same GLSL, or -1 */
   ssm_strmap kernel_by_glsl;         /* a kernel's GLSL -> 1 + the last kernel with it */
   int small_weights, big_weights;    /* the weights buffers being filled, or -1 */
+  int output_buffer;                 /* the buffer of an output apart (plan_buffers.c), or -1 */
   uint64_t window;                   /* bytes of a WGSL storage window */
   ssm_sb blobs;
   ssm_arena *tmp;     /* generated kernels, while compiling */
@@ -122,7 +123,10 @@ static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
   return remember(c, t.name, c->states.n - 1);
 }
 
-/* Where a bound value lives: a weight, a state, or planned activations. */
+/* Where a bound value lives: a weight, a state, planned activations, or
+ * the output buffer (a program's output apart from the pool: the prefill's
+ * logits of every row, which a runtime allocates only when a run wants
+ * them). */
 static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   const ssm_node *d = v->def;
   if (d->op == SSM_OP_WEIGHT) return place_weight(c, d, out);
@@ -131,6 +135,17 @@ static ssm_status region_of(compiler *c, const ssm_value *v, ssm_region *out) {
   if (ofs < 0)
     return ssm_status_new(SSM_ERR_INTERNAL, "%s result has no planned memory",
                           ssm_op_info_get(d->op)->name);
+  if (ssm_node_int(d, "apart", 0)) {
+    if (c->output_buffer < 0) {
+      SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_OUTPUT, 0})),
+                              "the bundle's buffers"));
+      c->output_buffer = (int)c->buffers.n - 1;
+    }
+    *out = (ssm_region){c->output_buffer, (uint64_t)ofs, type_bytes(&v->type)};
+    ssm_mf_buffer *b = &c->buffers.items[c->output_buffer];
+    if ((uint64_t)ofs + out->bytes > b->bytes) b->bytes = (uint64_t)ofs + out->bytes;
+    return NULL;
+  }
   *out = (ssm_region){BUF_ACT, (uint64_t)ofs, type_bytes(&v->type)};
   uint64_t end = (uint64_t)ofs + align_up(out->bytes);
   if (end > c->act_bytes) c->act_bytes = end;
@@ -381,7 +396,10 @@ static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
 
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
-  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype};
+  /* the prefill's logits of every row go apart (plan_buffers.c); decode's
+   * one row is read by its sampler at every step */
+  ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype,
+                      .output_apart = p->tokens > 1};
   dumper d = {o->dump_dir, name, 0, NULL};
   ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
   if (!s) s = d.err;
@@ -422,9 +440,10 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
       if (!n->result) continue;
       uint64_t bytes = align_up(type_bytes(&n->result->type));
       int64_t ofs = ssm_node_int(n, "ofs", -1);
-      if (ofs >= 0 && (uint64_t)ofs + bytes > p->activation_bytes)
+      if (ofs >= 0 && !ssm_node_int(n, "apart", 0) && (uint64_t)ofs + bytes > p->activation_bytes)
         p->activation_bytes = (uint64_t)ofs + bytes;
-      if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
+      if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE &&
+          !ssm_node_int(n, "apart", 0))
         p->activation_bytes_unplanned += bytes;
     }
     char *ir;
@@ -496,7 +515,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   /* every allocation of a compile is checked at its end, once more: kernel
    * text and blobs are built by builders that remember a failure */
   unsigned long mark = ssm_nomem_mark();
-  compiler c = {.small_weights = -1, .big_weights = -1, .window = o.wgsl_window};
+  compiler c = {.small_weights = -1, .big_weights = -1, .output_buffer = -1,
+                .window = o.wgsl_window};
   SSM_TRY(ssm_bundle_new_("(compiled)", &c.b));
   ssm_status s = ssm_arena_create(&c.tmp);
   c.m = &c.b->manifest;

@@ -5,7 +5,10 @@
 #include "bundle/internal.h"
 
 static const char *usage_name(ssm_buffer_usage u) {
-  return u == SSM_BUFFER_STATE ? "state" : u == SSM_BUFFER_ACTIVATIONS ? "activations" : "weights";
+  return u == SSM_BUFFER_STATE         ? "state"
+         : u == SSM_BUFFER_ACTIVATIONS ? "activations"
+         : u == SSM_BUFFER_OUTPUT      ? "output"
+                                       : "weights";
 }
 
 static void program_line(ssm_sb *t, const char *name, const ssm_mf_program *p) {

@@ -21,7 +21,7 @@
 #define MAX_DIM 1e12     /* one dimension */
 #define MAX_ITEMS 1000000 /* weights, states, kernels, steps */
 
-static const char *const usage_names[] = {"state", "activations", "weights"};
+static const char *const usage_names[] = {"state", "activations", "weights", "output"};
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -692,8 +692,8 @@ static ssm_status read_root(reader *r, const cJSON *root) {
     if (!s) s = field_num(r, e, "bytes", 4, MAX_BYTES, &v);
     m->buffers[i].bytes = (uint64_t)v;
     int u = 0;
-    while (!s && u < 3 && strcmp(usage, usage_names[u])) u++;
-    if (!s && u == 3) s = bad(r, "has a usage other than state, activations or weights");
+    while (!s && u < 4 && strcmp(usage, usage_names[u])) u++;
+    if (!s && u == 4) s = bad(r, "has a usage other than state, activations, weights or output");
     m->buffers[i].usage = (ssm_buffer_usage)u;
     leave(r, n);
     SSM_TRY(s);

@@ -606,7 +606,8 @@ static const char *loads_text(gctx *c, ssm_sb *loads) {
 
 /* WGSL's memory slots: the result and every other activation share slot 0,
  * the states share one slot, the small weights one, and each weight of at
- * least SSM_CG_WGSL_OWN_SLOT_BYTES has its own. */
+ * least SSM_CG_WGSL_OWN_SLOT_BYTES has its own, as does a value in a buffer
+ * of its own (apart: the prefill's logits, plan_buffers.c). */
 static void assign_slots(gctx *c) {
   int shared[3] = {-1, -1, -1}; /* activations, states, small weights */
   c->nslots = 0;
@@ -615,7 +616,8 @@ static void assign_slots(gctx *c) {
     ssm_op op = v->def->op;
     int cls = op == SSM_OP_WEIGHT ? 2 : op == SSM_OP_STATE ? 1 : 0;
     uint64_t bytes = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
-    int own = cls == 2 && bytes >= SSM_CG_WGSL_OWN_SLOT_BYTES;
+    int own = (cls == 2 && bytes >= SSM_CG_WGSL_OWN_SLOT_BYTES) ||
+              (cls == 0 && ssm_node_int(v->def, "apart", 0));
     if (!own && shared[cls] >= 0) {
       c->slot[i] = shared[cls];
       continue;

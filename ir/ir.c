@@ -196,8 +196,8 @@ static void init_op_infos(void) {
       p = colon + 2;
     }
     /* attributes every op accepts, written by passes */
-    static const char *const universal[] = {"group", "ofs", "sync"};
-    for (int u = 0; u < 3; u++) {
+    static const char *const universal[] = {"group", "ofs", "sync", "apart"};
+    for (int u = 0; u < 4; u++) {
       SSM_ASSERT(info->nattrs < SSM_MAX_ATTRS);
       info->attrs[info->nattrs++] = (ssm_attr_spec){universal[u], SSM_ATTR_INT, 1};
     }

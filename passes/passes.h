@@ -16,6 +16,7 @@ typedef struct {
   int no_fuse;       /* 1: the fuse pass leaves every op in a kernel of its own */
   uint32_t align;    /* activation offsets are multiples of this (bytes; 0: 256) */
   ssm_dtype weight_dtype; /* f16/bf16: matmul and embed weights are kept in it (weights.c) */
+  int output_apart;  /* 1: the graph's output gets memory of its own, not the pool's (plan_buffers.c) */
 } ssm_pass_opts;
 
 /* What a pass reports (dispatches before/after, bytes planned vs naive...):

@@ -10,6 +10,13 @@
  * else in it, at the same index, writes in place over that value when the
  * value dies there (the residual stream). Weights and state have pools of
  * their own and are not planned here.
+ *
+ * With output_apart, the graph's output (the first value of its output op),
+ * when a kernel computes it, is not in the pool: it is written apart=1 ofs=0,
+ * a buffer of its own. That is the prefill program's logits of every row,
+ * which only a run that asks for logits reads, and which would otherwise be
+ * most of the pool (chunk x vocab floats): a runtime allocates that buffer
+ * only for such a run.
  */
 #include <string.h>
 
@@ -104,6 +111,9 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
     if (n->op == SSM_OP_OUTPUT)
       for (int i = 0; i < n->nargs; i++) last[n->args[i]->id] = ng + 1;
   }
+  const ssm_value *apart = NULL;
+  for (ssm_node *n = g->first; n && o && o->output_apart && !apart; n = n->next)
+    if (n->op == SSM_OP_OUTPUT && n->nargs > 0) apart = n->args[0];
   const ssm_value *leaves[64];
   for (int i = 0; i < ng; i++) {
     defined[gs[i].root->result->id] = i + 1;
@@ -121,6 +131,7 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
       ssm_node_set_int(g, n, "ofs", (int64_t)off);
     }
   int inplace = 0;
+  uint64_t apart_bytes = 0;
   for (int i = 0; i < ng; i++) {
     int step = i + 1;
     /* values whose last reader ran before this kernel are free */
@@ -131,6 +142,12 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
     }
     const ssm_value *out = gs[i].root->result;
     uint64_t size = ssm_value_bytes(out, align);
+    if (out == apart) { /* live to the end: no other value takes it over */
+      ssm_node_set_int(g, gs[i].root, "apart", 1);
+      ssm_node_set_int(g, gs[i].root, "ofs", 0);
+      apart_bytes = size;
+      continue;
+    }
     int nl = ssm_group_leaves(g, &gs[i], leaves, 64);
     int64_t off = -1;
     for (int k = 0; k < nl && off < 0; k++) {
@@ -146,10 +163,14 @@ ssm_status ssm_pass_plan_buffers(ssm_graph *g, const ssm_pass_opts *o, char *not
     if (off < 0) off = (int64_t)pool_alloc(&p, size, out);
     ssm_node_set_int(g, gs[i].root, "ofs", off);
   }
-  snprintf(note, note_size, "activations: %llu bytes planned, %llu bytes with one buffer per "
-           "value (%.1fx less); %d kernels write in place",
-           (unsigned long long)p.top, (unsigned long long)naive,
-           p.top ? (double)naive / (double)p.top : 0.0, inplace);
+  naive -= apart_bytes;
+  int n = snprintf(note, note_size, "activations: %llu bytes planned, %llu bytes with one buffer "
+                   "per value (%.1fx less); %d kernels write in place",
+                   (unsigned long long)p.top, (unsigned long long)naive,
+                   p.top ? (double)naive / (double)p.top : 0.0, inplace);
+  if (apart_bytes && n > 0 && (size_t)n < note_size)
+    snprintf(note + n, note_size - (size_t)n, "; the output (%llu bytes) apart",
+             (unsigned long long)apart_bytes);
 done:
   ssm_vec_free(&p);
   free(last);

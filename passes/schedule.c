@@ -21,10 +21,13 @@ static int spans_hit(const spans *v, span x) {
   return 0;
 }
 
-/* Activation values by offset; states and inputs by identity (far apart). */
+/* Activation values by offset (an output apart, plan_buffers.c, in a range
+ * of its own); states and inputs by identity (far apart). */
 static span span_of(const ssm_value *v, uint32_t align) {
   int64_t ofs = ssm_node_int(v->def, "ofs", -1);
-  if (ofs >= 0) return (span){(uint64_t)ofs, (uint64_t)ofs + ssm_value_bytes(v, align)};
+  uint64_t base = ssm_node_int(v->def, "apart", 0) ? (uint64_t)1 << 61 : 0;
+  if (ofs >= 0)
+    return (span){base + (uint64_t)ofs, base + (uint64_t)ofs + ssm_value_bytes(v, align)};
   uint64_t key = ((uint64_t)1 << 62) + (uint64_t)(uintptr_t)v->def * 4;
   return (span){key, key + 1};
 }

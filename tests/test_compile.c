@@ -574,8 +574,10 @@ static void test_prompt_without_logits(void) {
     ssm_backend *be = open_vk(b, fixtures[f]);
     size_t V = (size_t)be->vocab;
     float *rows = malloc(sizeof(float) * V * 4), *x = malloc(sizeof(float) * V),
-          *y = malloc(sizeof(float) * V);
+          *y = malloc(sizeof(float) * V), *one = malloc(sizeof(float) * V * 8);
     int32_t toks[9] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+    /* without logits first: the buffer of the prefill's logits (made when
+     * a run first asks for them) comes after runs that did not */
     for (int with = 0; with < 2; with++) {
       SSM_ASSERT_OK(ssm_backend_reset(be));
       SSM_ASSERT_OK(ssm_backend_run(be, toks, 4, with ? rows : NULL));
@@ -584,11 +586,49 @@ static void test_prompt_without_logits(void) {
     }
     CU_ASSERT_EQUAL(memcmp(x, y, sizeof(float) * V), 0);
     CU_ASSERT_EQUAL(be->position, 9);
+    /* those rows are the second run's: as decode gives them, token by token */
+    SSM_ASSERT_OK(ssm_backend_reset(be));
+    for (int t = 0; t < 8; t++) SSM_ASSERT_OK(ssm_backend_run(be, toks + t, 1, one + (size_t)t * V));
+    double worst = 0, top = 0;
+    for (size_t i = 0; i < 4 * V; i++) {
+      worst = fmax(worst, fabs((double)rows[i] - one[4 * V + i]));
+      top = fmax(top, fabs((double)one[4 * V + i]));
+    }
+    CU_ASSERT(top > 0 && worst <= 1e-6 * top);
+    free(one);
     free(rows);
     free(x);
     free(y);
     ssm_backend_close(be);
   }
+}
+
+/* The prefill's logits of every row (chunk x vocab floats, most of what a
+ * prefill would otherwise plan) are in a buffer of their own, which runtimes
+ * make only when a run asks for those logits; decode's one row, which its
+ * sampler reads, stays with the activations. */
+static void test_prefill_logits_apart(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 64);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  uint64_t logits = (uint64_t)64 * (uint64_t)m->vocab * 4;
+  int outputs = 0;
+  for (int i = 0; i < m->nbuffers; i++) outputs += m->buffers[i].usage == SSM_BUFFER_OUTPUT;
+  CU_ASSERT_EQUAL(outputs, 1);
+  CU_ASSERT_EQUAL(m->buffers[m->prefill.output.buffer].usage, SSM_BUFFER_OUTPUT);
+  CU_ASSERT_EQUAL(m->prefill.output.bytes, logits);
+  CU_ASSERT(m->buffers[m->prefill.output.buffer].bytes >= logits);
+  CU_ASSERT_EQUAL(m->buffers[m->decode.output.buffer].usage, SSM_BUFFER_ACTIVATIONS);
+  CU_ASSERT(m->prefill.activation_bytes < logits);
+  /* only the steps past the state steps bind it: a run without logits never does */
+  int k = ssm_manifest_state_steps(m, &m->prefill);
+  for (int i = 0; i < m->prefill.nsteps; i++)
+    for (int j = 0; j < m->prefill.steps[i].nbindings; j++)
+      if (m->prefill.steps[i].bindings[j].buffer == m->prefill.output.buffer) CU_ASSERT(i >= k);
+  char *text = NULL;
+  SSM_ASSERT_OK(ssm_bundle_describe(b, 0, &text));
+  CU_ASSERT_PTR_NOT_NULL(text && strstr(text, " output "));
+  free(text);
+  ssm_bundle_close(b);
 }
 
 /* A prefill run of fewer tokens than the chunk (the bundle's prefill runs
@@ -945,6 +985,7 @@ int main(void) {
                          {"doubling_chain_compiles", test_doubling_chain_compiles},
                          {"compile_time_linear", test_compile_time_linear},
                          {"prompt_without_logits", test_prompt_without_logits},
+                         {"prefill_logits_apart", test_prefill_logits_apart},
                          {"partial_runs", test_partial_runs},
                          {"default_chunk", test_default_chunk},
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},

@@ -42,7 +42,8 @@ typedef struct {
   ssm_vk_kernel **kernels;
   unsigned char *counted; /* per kernel: gets the run's token count (record_steps) */
   ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*) */
-  ssm_vk_buffer *out; /* host-visible: logits rows (run: rows 0..; generate: half*GEN_BATCH + step) */
+  ssm_vk_buffer *out; /* host-visible: logits rows (a decode run: row 0; generate: half*GEN_BATCH + step) */
+  ssm_vk_buffer *run_out; /* host-visible: a prefill run's logits rows (made on first use) */
   size_t chunk_words;
   ssm_vk_buffer *backup[2][SSM_BUNDLE_MAX_BUFFERS]; /* state buffers as a batch of half h began */
   ssm_vk_program *run[2][2];       /* [prefill][logits copied out] */
@@ -177,36 +178,53 @@ static ssm_status too_large(vk_backend *v, const ssm_mf_step *st, int b) {
       how, writes ? "" : ", or compile the bundle with --wgsl-window at most that limit");
 }
 
-/* The device buffers of the manifest's; a refused one names its largest
- * tensor and the way out. */
-static ssm_status make_buffers(vk_backend *v) {
+/* Device buffer i of the manifest's, unless it is there; a refused one
+ * names its largest tensor (or what the buffer is) and the way out. */
+static ssm_status make_buffer(vk_backend *v, int i) {
   const ssm_manifest *m = v->m;
-  for (int i = 0; i < m->nbuffers; i++) {
-    ssm_status s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
-                                        &v->buffers[i]);
-    if (!s) continue;
+  if (v->buffers[i]) return NULL;
+  ssm_status s = ssm_vk_buffer_create(v->vk, (size_t)m->buffers[i].bytes, SSM_VK_BUFFER_DEVICE,
+                                      &v->buffers[i]);
+  if (!s) return NULL;
+  ssm_status e;
+  if (m->buffers[i].usage == SSM_BUFFER_OUTPUT) {
+    e = ssm_status_new(ssm_status_code(s), "%s: the prefill program's logits of every row "
+                       "(%.1f MiB) do not fit device '%s': %s; compile the bundle with a smaller "
+                       "--chunk, or run it with --backend cpu", ssm_bundle_name(v->bundle),
+                       mib(m->buffers[i].bytes), ssm_vk_info(v->vk)->name, ssm_status_message(s));
+  } else {
     const ssm_mf_tensor *big = NULL;
     for (int k = 0; k < m->nweights + m->nstates; k++) {
       const ssm_mf_tensor *t = k < m->nweights ? &m->weights[k] : &m->states[k - m->nweights];
       if (t->region.buffer == i && (!big || t->region.bytes > big->region.bytes)) big = t;
     }
-    ssm_status e = ssm_status_new(ssm_status_code(s), "%s: the buffer holding %s%s%s (%.1f MiB) "
-                                  "does not fit device '%s': %s; run it with --backend cpu",
-                                  ssm_bundle_name(v->bundle), big ? "tensor '" : "activations",
-                                  big ? big->name : "", big ? "'" : "", mib(m->buffers[i].bytes),
-                                  ssm_vk_info(v->vk)->name, ssm_status_message(s));
-    ssm_status_free(s);
-    return e;
+    e = ssm_status_new(ssm_status_code(s), "%s: the buffer holding %s%s%s (%.1f MiB) "
+                       "does not fit device '%s': %s; run it with --backend cpu",
+                       ssm_bundle_name(v->bundle), big ? "tensor '" : "activations",
+                       big ? big->name : "", big ? "'" : "", mib(m->buffers[i].bytes),
+                       ssm_vk_info(v->vk)->name, ssm_status_message(s));
   }
+  ssm_status_free(s);
+  return e;
+}
+
+/* The device buffers of the manifest's but an output apart, which is made
+ * when a program that binds it is first recorded (record_steps_but): only a
+ * run that asks for a prefill's logits needs it. */
+static ssm_status make_buffers(vk_backend *v) {
+  for (int i = 0; i < v->m->nbuffers; i++)
+    if (v->m->buffers[i].usage != SSM_BUFFER_OUTPUT) SSM_TRY(make_buffer(v, i));
   return NULL;
 }
 
-/* Whether the bundle's buffers together fit the device's memory. */
+/* Whether the bundle's buffers together fit the device's memory (an output
+ * apart is made only when asked for: make_buffer says when it does not fit). */
 static ssm_status fit_memory(vk_backend *v) {
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
   const ssm_manifest *m = v->m;
   uint64_t total = 0, largest = 0;
   for (int i = 0; i < m->nbuffers; i++) {
+    if (m->buffers[i].usage == SSM_BUFFER_OUTPUT) continue;
     total += m->buffers[i].bytes;
     if (m->buffers[i].bytes > largest) largest = m->buffers[i].bytes;
   }
@@ -256,6 +274,7 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
     int extra = st->nbindings;
     for (int b = 0; b < st->nbindings; b++) {
       const ssm_region *r = &st->bindings[b];
+      SSM_TRY(make_buffer(v, r->buffer));
       if (r->offset % align)
         return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: a binding offset (%llu) is not a "
                               "multiple of this device's minStorageBufferOffsetAlignment (%zu)",
@@ -316,9 +335,15 @@ static ssm_status record_count(vk_backend *v, int prefill, int logits, int count
    * generated tokens only, however a prompt was split into runs */
   SSM_TRY(record_steps_but(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p),
                            (uint32_t)count, "sample", *out));
+  if (logits && prefill && !v->run_out) {
+    SSM_TRY(ssm_vk_buffer_create(v->vk, rows_bytes(p, p->tokens), SSM_VK_BUFFER_HOST, &v->run_out));
+    if (!ssm_vk_buffer_map(v->run_out))
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
+                            "mapped", ssm_vk_info(v->vk)->name);
+  }
   if (logits)
-    SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset, v->out, 0,
-                     rows_bytes(p, count)));
+    SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset,
+                     prefill ? v->run_out : v->out, 0, rows_bytes(p, count)));
   return ssm_vk_program_end(*out);
 }
 
@@ -362,15 +387,16 @@ static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
   return ssm_vk_program_end(*p);
 }
 
-/* The host-visible buffers of run and generate. Programs are recorded when
- * first used (record_run, record_gen, gen_prepare). */
+/* The host-visible buffers of run and generate (a prefill run's logits have
+ * theirs, made when first asked for: record_count). Programs are recorded
+ * when first used (record_run, record_gen, gen_prepare). */
 static ssm_status make_io(vk_backend *v) {
   const ssm_manifest *m = v->m;
   int chunk = m->prefill.tokens > 1 ? m->prefill.tokens : 1;
   v->chunk_words = (size_t)chunk;
-  size_t rows = (size_t)(chunk > 2 * GEN_BATCH ? chunk : 2 * GEN_BATCH);
   SSM_TRY(ssm_vk_buffer_create(v->vk, IO_WORDS(v) * 4, SSM_VK_BUFFER_HOST, &v->io));
-  SSM_TRY(ssm_vk_buffer_create(v->vk, rows * (size_t)m->vocab * 4, SSM_VK_BUFFER_HOST, &v->out));
+  SSM_TRY(ssm_vk_buffer_create(v->vk, 2 * GEN_BATCH * (size_t)m->decode.output.bytes,
+                               SSM_VK_BUFFER_HOST, &v->out));
   if (!ssm_vk_buffer_map(v->io) || !ssm_vk_buffer_map(v->out))
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
                           "mapped", ssm_vk_info(v->vk)->name);
@@ -469,7 +495,7 @@ static ssm_status vk_run(ssm_backend *b, const int32_t *tokens, int count, float
   ssm_vk_program_destroy(v->vk, part);
   SSM_TRY(s);
   b->position += count;
-  if (logits) memcpy(logits, ssm_vk_buffer_map(v->out), rows_bytes(p, count));
+  if (logits) memcpy(logits, ssm_vk_buffer_map(prefill ? v->run_out : v->out), rows_bytes(p, count));
   return NULL;
 }
 
@@ -734,6 +760,7 @@ static void vk_close(ssm_backend *b) {
       for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->backup[h][i]);
     ssm_vk_buffer_destroy(v->vk, v->io);
     ssm_vk_buffer_destroy(v->vk, v->out);
+    ssm_vk_buffer_destroy(v->vk, v->run_out);
     for (int i = 0; v->kernels && i < v->m->nkernels; i++) ssm_vk_kernel_destroy(v->vk, v->kernels[i]);
     for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->buffers[i]);
     ssm_vk_close(v->vk);

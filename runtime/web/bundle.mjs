@@ -19,7 +19,7 @@ const MAX_BUFFERS = 64;
 const MAX_BINDINGS = 32;
 const MAX_WINDOWS = 65536;
 const MAX_RANK = 6;
-const USAGES = ['state', 'activations', 'weights'];
+const USAGES = ['state', 'activations', 'weights', 'output'];
 export const DTYPE_SIZE = { f32: 4, f16: 2, bf16: 2, i32: 4 };
 
 export class BundleError extends Error {}
@@ -320,7 +320,7 @@ export function parseManifest(root, name, blobsSize) {
   m.buffers = bufs.map((e, i) => r.at('buffers', () => r.at(i, () => {
     const usage = r.str(e, 'usage');
     const bytes = r.num(e, 'bytes', 4, MAX_BYTES);
-    if (!USAGES.includes(usage)) throw r.bad('has a usage other than state, activations or weights');
+    if (!USAGES.includes(usage)) throw r.bad('has a usage other than state, activations, weights or output');
     return { usage, bytes };
   })));
   m.weights = tensors(r, m, root, 'weights', true);

@@ -4,7 +4,9 @@
 //
 // Open: read every limit the bundle needs from the adapter and ask for
 // exactly those (a bundle that cannot run names the limit); one GPUBuffer
-// per manifest buffer; the weights uploaded from safetensors (converted to
+// per manifest buffer (an 'output' one, the prefill's logits of every row,
+// made when a run first asks for those logits, and so are the bind groups
+// that hold it); the weights uploaded from safetensors (converted to
 // f32 and transformed at load, as the CPU interpreter does); one pipeline
 // per kernel; and, per dispatch, a bind group (made once, shared by
 // dispatches that bind the same memory) and 256 bytes of one uniform buffer
@@ -13,7 +15,8 @@
 // Memory is bound by WGSL slot (codegen/codegen.h): each slot's tensors lie
 // in one buffer, bound as windows of the manifest's wgsl_window bytes from
 // their lowest offset.
-// Run: write the ids (and the position), encode the program, read the
+// Run: write the ids (and the position), encode the program (without
+// logits, only its steps up to the last that writes state), read the
 // logits back when asked. When the prefill program says any_count, a run
 // may take 2 to chunk - 1 tokens too: its kernels read the count from the
 // uniform and do only those tokens' work. Generate: the decode program, then copies of the
@@ -105,8 +108,10 @@ export function workgroupBytes(wgsl) {
 // The limits `m` needs beyond WebGPU's defaults, checked against the
 // adapter's; a shortfall is an error that names the limit and the need.
 function requiredLimits(adapter, m, texts, p) {
+  // an output buffer is made only when asked for: as large as the adapter
+  // allows, and a run that asks for more is refused then (Runtime.run)
   const need = {
-    maxBufferSize: Math.max(...m.buffers.map((b) => b.bytes)),
+    maxBufferSize: Math.max(...m.buffers.map((b) => b.usage === 'output' ? Math.min(b.bytes, adapter.limits.maxBufferSize) : b.bytes)),
     maxStorageBufferBindingSize: p.maxBinding,
     maxStorageBuffersPerShaderStage: Math.max(...m.kernels.map((k) => k.windows.reduce((a, b) => a + b, 0))),
     maxComputeInvocationsPerWorkgroup: Math.max(...texts.map(workgroupSize)),
@@ -235,7 +240,7 @@ export class Runtime {
     const m = this.m, device = this.device;
     device.pushErrorScope('validation');
     device.pushErrorScope('out-of-memory');
-    this.buffers = m.buffers.map((b) => device.createBuffer({ size: b.bytes, usage: STORAGE | COPY_SRC | COPY_DST }));
+    this.buffers = m.buffers.map((b) => b.usage === 'output' ? null : device.createBuffer({ size: b.bytes, usage: STORAGE | COPY_SRC | COPY_DST }));
     const oom = await device.popErrorScope();
     if (oom) throw new GpuError(`${this.name}: cannot allocate its buffers: ${oom.message}`);
     // weights
@@ -266,9 +271,10 @@ export class Runtime {
     const all = new Uint8Array(Math.max(1, p.steps.length) * UNIFORM_STRIDE);
     const groups = new Map();
     const decodeCount = m.decode.steps.length;
-    const dispatches = p.steps.map((d, i) => {
-      d.offsets[COUNT_WORD] = i < decodeCount ? 1 : m.prefill.tokens;
-      all.set(new Uint8Array(d.offsets.buffer), i * UNIFORM_STRIDE);
+    // a dispatch's bind group, made once (shared by dispatches that bind the
+    // same memory); null while it binds an output buffer not made yet
+    this.bindGroup = (d) => {
+      if (d.slots.some((s) => s.windows.some((w) => !this.buffers[w.buffer]))) return null;
       const key = `${d.st.kernel}:${JSON.stringify(d.slots.map((s) => s.windows))}`;
       let bg = groups.get(key);
       if (!bg) {
@@ -286,21 +292,31 @@ export class Runtime {
         bg = device.createBindGroup({ layout: layouts[d.st.kernel], entries });
         groups.set(key, bg);
       }
-      return { pipeline: this.pipelines[d.st.kernel], group: bg, offset: i * UNIFORM_STRIDE, g: d.st.groups };
+      return bg;
+    };
+    const dispatches = p.steps.map((d, i) => {
+      d.offsets[COUNT_WORD] = i < decodeCount ? 1 : m.prefill.tokens;
+      all.set(new Uint8Array(d.offsets.buffer), i * UNIFORM_STRIDE);
+      return { pipeline: this.pipelines[d.st.kernel], group: this.bindGroup(d), plan: d,
+               offset: i * UNIFORM_STRIDE, g: d.st.groups };
     });
     device.queue.writeBuffer(this.uniform, 0, all);
     this.uniformWords = new Uint32Array(all.buffer);
     this.runCount = m.prefill.tokens; // the count the prefill dispatches' uniforms hold
-    this.bindGroupCount = groups.size;
     this.decodeSteps = dispatches.slice(0, m.decode.steps.length);
     // a run feeds tokens and does not draw: the sampler's step counts
     // generated tokens only, however the prompt was fed (as the Vulkan
-    // runtime, whose prompts end in a run of any length)
+    // runtime, whose prompts end in a run of any length); without logits it
+    // stops after the last step that writes state (ssm_manifest_state_steps)
+    const stateSteps = (prog) => 1 + prog.steps.findLastIndex((st) => st.bindings.some((b) => m.buffers[b.buffer].usage === 'state'));
     this.runDecodeSteps = this.decodeSteps.filter((d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample');
+    this.runDecodeStateSteps = this.decodeSteps.slice(0, stateSteps(m.decode))
+      .filter((d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample');
     this.prefillSteps = dispatches.slice(m.decode.steps.length);
-    // host-visible readback: logits of one run, and the ring of drawn ids
-    const maxOut = Math.max(m.decode.output.bytes, m.prefill.output.bytes);
-    this.logitsRead = device.createBuffer({ size: maxOut, usage: MAP_READ | COPY_DST });
+    this.prefillStateSteps = this.prefillSteps.slice(0, stateSteps(m.prefill));
+    // host-visible readback: logits of one run (a prefill's: made larger
+    // when first asked for, #makeOutputs), and the ring of drawn ids
+    this.logitsRead = device.createBuffer({ size: m.decode.output.bytes, usage: MAP_READ | COPY_DST });
     this.ring = device.createBuffer({ size: GEN_BATCH * 4, usage: STORAGE | COPY_SRC | COPY_DST });
     this.ringRead = device.createBuffer({ size: GEN_BATCH * 4, usage: MAP_READ | COPY_DST });
     const err = await device.popErrorScope();
@@ -311,6 +327,35 @@ export class Runtime {
 
   #check() {
     if (this.errors.length) throw new GpuError(`WebGPU: ${this.errors[0]}`);
+  }
+
+  // The output buffers (the prefill's logits of every row), the bind groups
+  // that hold them, and room to read those logits back: made when a run
+  // first encodes a dispatch that binds one.
+  async #makeOutputs() {
+    const m = this.m, device = this.device;
+    if (this.buffers.every((b, i) => b || m.buffers[i].usage !== 'output')) return;
+    const max = device.limits.maxBufferSize;
+    for (const [i, b] of m.buffers.entries()) {
+      if (b.usage !== 'output' || this.buffers[i]) continue;
+      if (b.bytes > max)
+        throw new GpuError(`${this.name}: the prefill program's logits of every row (${b.bytes} bytes) exceed ` +
+                           `this adapter's maxBufferSize (${max}); compile the bundle with a smaller --chunk`);
+      device.pushErrorScope('out-of-memory');
+      this.buffers[i] = device.createBuffer({ size: b.bytes, usage: STORAGE | COPY_SRC | COPY_DST });
+      const oom = await device.popErrorScope();
+      if (oom) {
+        this.buffers[i].destroy();
+        this.buffers[i] = null;
+        throw new GpuError(`${this.name}: cannot allocate the prefill program's logits of every row ` +
+                           `(${b.bytes} bytes): ${oom.message}`);
+      }
+    }
+    for (const d of this.prefillSteps) d.group ??= this.bindGroup(d.plan);
+    for (const d of this.decodeSteps) d.group ??= this.bindGroup(d.plan);
+    this.logitsRead.destroy();
+    this.logitsRead = device.createBuffer({ size: Math.max(m.decode.output.bytes, m.prefill.output.bytes),
+                                           usage: MAP_READ | COPY_DST });
   }
 
   #encode(encoder, dispatches) {
@@ -386,8 +431,11 @@ export class Runtime {
     this.#write(p.tokensIn, Int32Array.from(tokens));
     if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
     if (prefill) this.#setRunCount(count);
+    const steps = count === 1 ? (wantLogits ? this.runDecodeSteps : this.runDecodeStateSteps)
+                              : wantLogits ? this.prefillSteps : this.prefillStateSteps;
+    if (steps.some((d) => !d.group)) await this.#makeOutputs();
     const enc = this.device.createCommandEncoder();
-    this.#encode(enc, count === 1 ? this.runDecodeSteps : this.prefillSteps);
+    this.#encode(enc, steps);
     // the first `count` rows: the rows past them are no token's
     const bytes = count * this.vocab * 4;
     if (wantLogits) enc.copyBufferToBuffer(this.buffers[p.output.buffer], p.output.offset, this.logitsRead, 0, bytes);
@@ -411,6 +459,7 @@ export class Runtime {
     if (!d.hasSampler) throw new GpuError(`${this.name}: the bundle's decode program has no sampler`);
     if (!(Number.isInteger(first) && first >= 0 && first < this.vocab))
       throw new GpuError(`token id ${first} out of range [0, ${this.vocab})`);
+    if (this.decodeSteps.some((s) => !s.group)) await this.#makeOutputs();
     this.#write(d.tokensIn, Int32Array.of(first));
     const ids = [];
     const next = this.buffers[d.next.buffer], tokensIn = this.buffers[d.tokensIn.buffer];

@@ -197,3 +197,43 @@ for (const [name, chunk, tails] of [['mamba1_tiny', 16, [2, 5, 15]], ['jamba_tin
     }
   });
 }
+
+// The prefill's logits of every row are a buffer of their own ('output'),
+// made when a run first asks for them: runs without logits stop after the
+// last step that writes state, and leave the next token's logits as runs
+// with them do; the rows a run then asks for are decode's, token by token.
+test('mamba1_tiny chunk 16: the prefill logits buffer is made when first asked for', async () => {
+  const g = golden('mamba1_tiny');
+  const bundle = readBundle(readFileSync(compile(g.dir, dir, 'mamba1_tiny.apart16', ['--chunk', '16'])), 'apart');
+  const m = bundle.manifest;
+  assert.equal(m.buffers[m.prefill.output.buffer].usage, 'output');
+  assert.equal(m.buffers[m.decode.output.buffer].usage, 'activations');
+  const checkpoint = await openCheckpoint(dirFiles(g.dir), g.dir);
+  const rt = await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint });
+  await checkpoint.close();
+  try {
+    const V = rt.vocab, toks = Array.from({ length: 33 }, (_, i) => (i * 37 + 11) % V);
+    assert.equal(rt.buffers[m.prefill.output.buffer], null);
+    assert.equal(await rt.run(toks.slice(0, 16), false), null);
+    assert.equal(await rt.run(toks.slice(16, 32), false), null);
+    assert.equal(rt.buffers[m.prefill.output.buffer], null);
+    const without = await rt.run([toks[32]], true);
+    await rt.reset();
+    await rt.run(toks.slice(0, 16), true);
+    assert.notEqual(rt.buffers[m.prefill.output.buffer], null);
+    const rows = await rt.run(toks.slice(16, 32), true);
+    assert.deepEqual(await rt.run([toks[32]], true), without);
+    await rt.reset();
+    let big = 0, diff = 0;
+    for (let i = 0; i < 32; i++) {
+      const one = await rt.run([toks[i]], true);
+      for (let v = 0; i >= 16 && v < V; v++) {
+        big = Math.max(big, Math.abs(one[v]));
+        diff = Math.max(diff, Math.abs(rows[(i - 16) * V + v] - one[v]));
+      }
+    }
+    assert.ok(big > 0 && diff <= 1e-5 * big, `max |d| ${diff} of ${big}`);
+  } finally {
+    rt.destroy();
+  }
+});
