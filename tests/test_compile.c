@@ -603,6 +603,40 @@ static void test_prompt_without_logits(void) {
   }
 }
 
+/* A run of fewer tokens than the chunk gives the same bits whatever earlier
+ * runs left in the rows past its tokens: the cooperative-matrix GEMM scales
+ * 16 rows of x together, and stages the rows past the run's as zeros
+ * (gemm_coop.glsl.in). Its first form read them: on a random 8-layer
+ * mamba-1.4b (bf16, H200) the last 8 rows of an 88-token run came out up to
+ * 8e-5 apart depending on the run before; these fixtures' activations are
+ * too even for that form to fail here. The portable kernels keep rows
+ * apart, so on a device without cooperative matrices this holds by
+ * construction. */
+static void test_partial_runs_ignore_stale_rows(void) {
+  ssm_bundle *b = compile("falcon_bf16_untied", 16);
+  ssm_backend *be = open_vk(b, "falcon_bf16_untied");
+  size_t V = (size_t)be->vocab;
+  float *first = malloc(sizeof(float) * V * 16), *again = malloc(sizeof(float) * V * 16);
+  int32_t toks[16], other[16];
+  for (int i = 0; i < 16; i++) {
+    toks[i] = (int32_t)((i * 37 + 11) % (int)V);
+    other[i] = (int32_t)((i * 101 + 7) % (int)V);
+  }
+  for (int n = 1; n < 16; n += 6) {
+    SSM_ASSERT_OK(ssm_backend_reset(be));
+    SSM_ASSERT_OK(ssm_backend_run(be, toks, n, first));
+    /* a whole chunk of other tokens leaves its values in every row */
+    SSM_ASSERT_OK(ssm_backend_reset(be));
+    SSM_ASSERT_OK(ssm_backend_run(be, other, 16, again));
+    SSM_ASSERT_OK(ssm_backend_reset(be));
+    SSM_ASSERT_OK(ssm_backend_run(be, toks, n, again));
+    CU_ASSERT_EQUAL(memcmp(first, again, sizeof(float) * V * (size_t)n), 0);
+  }
+  free(first);
+  free(again);
+  ssm_backend_close(be);
+}
+
 /* The prefill's logits of every row (chunk x vocab floats, most of what a
  * prefill would otherwise plan) are in a buffer of their own, which runtimes
  * make only when a run asks for those logits; decode's one row, which its
@@ -986,6 +1020,7 @@ int main(void) {
                          {"compile_time_linear", test_compile_time_linear},
                          {"prompt_without_logits", test_prompt_without_logits},
                          {"prefill_logits_apart", test_prefill_logits_apart},
+                         {"partial_runs_ignore_stale_rows", test_partial_runs_ignore_stale_rows},
                          {"partial_runs", test_partial_runs},
                          {"default_chunk", test_default_chunk},
                          {"rows_that_mix_take_whole_chunks", test_rows_that_mix_take_whole_chunks},
