@@ -337,9 +337,12 @@ static ssm_status record_count(vk_backend *v, int prefill, int logits, int count
                            (uint32_t)count, "sample", *out));
   if (logits && prefill && !v->run_out) {
     SSM_TRY(ssm_vk_buffer_create(v->vk, rows_bytes(p, p->tokens), SSM_VK_BUFFER_HOST, &v->run_out));
-    if (!ssm_vk_buffer_map(v->run_out))
+    if (!ssm_vk_buffer_map(v->run_out)) { /* not kept: the next run would read through it */
+      ssm_vk_buffer_destroy(v->vk, v->run_out);
+      v->run_out = NULL;
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
                             "mapped", ssm_vk_info(v->vk)->name);
+    }
   }
   if (logits)
     SSM_TRY(add_copy(*out, v->buffers[p->output.buffer], (size_t)p->output.offset,
