@@ -130,6 +130,9 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     ['[2,256000,256],[2,256256,65536],', '[2,256000,256],[0,0,256],', 'programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers'],
     ['"wgsl":[', '"wgsl":[0,0],"wgsl0":[', 'kernels[0] has an empty WGSL blob'],
     ['"wgsl":[', '"wgsl":[99999999999,1],"wgsl0":[', 'kernels[0].wgsl lies outside the blob section'],
+    ['"usage":"weights"', '"usage":"const"', 'buffers[2] has a usage other than state, activations, weights or output'],
+    // decode's drawn id in a buffer made only when asked for
+    ['"usage":"activations"', '"usage":"output"', "places the decode program's sampler outside the state and activations"],
     // a key given twice (JSON.parse would keep the last one silently)
     ['"vocab":1000', '"vocab":1000,"vocab":1000', "the key 'vocab' is given twice in the top object"],
     ['"groups":[1,1,1]', '"groups":[1,1,1],"groups":[1,1,2]', "the key 'groups' is given twice in the object at programs.decode.steps[0]"],
