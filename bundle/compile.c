@@ -440,10 +440,10 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
       if (!n->result) continue;
       uint64_t bytes = align_up(type_bytes(&n->result->type));
       int64_t ofs = ssm_node_int(n, "ofs", -1);
-      if (ofs >= 0 && !ssm_node_int(n, "apart", 0) && (uint64_t)ofs + bytes > p->activation_bytes)
+      if (ssm_node_int(n, "apart", 0)) continue; /* not activations (plan_buffers.c) */
+      if (ofs >= 0 && (uint64_t)ofs + bytes > p->activation_bytes)
         p->activation_bytes = (uint64_t)ofs + bytes;
-      if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE &&
-          !ssm_node_int(n, "apart", 0))
+      if (ssm_op_info_get(n->op)->kind != SSM_KIND_SRC && n->op != SSM_OP_RESHAPE)
         p->activation_bytes_unplanned += bytes;
     }
     char *ir;

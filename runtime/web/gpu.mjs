@@ -309,9 +309,9 @@ export class Runtime {
     // runtime, whose prompts end in a run of any length); without logits it
     // stops after the last step that writes state (ssm_manifest_state_steps)
     const stateSteps = (prog) => 1 + prog.steps.findLastIndex((st) => st.bindings.some((b) => m.buffers[b.buffer].usage === 'state'));
-    this.runDecodeSteps = this.decodeSteps.filter((d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample');
-    this.runDecodeStateSteps = this.decodeSteps.slice(0, stateSteps(m.decode))
-      .filter((d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample');
+    const noSample = (d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample';
+    this.runDecodeSteps = this.decodeSteps.filter(noSample);
+    this.runDecodeStateSteps = this.decodeSteps.slice(0, stateSteps(m.decode)).filter(noSample);
     this.prefillSteps = dispatches.slice(m.decode.steps.length);
     this.prefillStateSteps = this.prefillSteps.slice(0, stateSteps(m.prefill));
     // host-visible readback: logits of one run (a prefill's: made larger
