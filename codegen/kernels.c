@@ -814,9 +814,12 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 /* the fewest 128 x 128 blocks for which GLSL's gemm takes them (gen_gemm) */
 #define GEMM_BIG_GROUPS 256
 /* k-groups of GLSL's gemm where its blocks stay fewer than GEMM_GROUPS
- * (gen_gemm): three of 64 threads, whose staged slices (4.5 KiB each) fit
- * the 16 KiB of shared memory every device has */
-#define GEMM_SPLIT_K 3
+ * (gen_gemm): enough groups of 64 threads for GEMM_SPLIT_K_THREADS threads
+ * over the grid, from 3 to 8 (8 groups stage 37 KiB of slices, less than
+ * the 42 KiB its blocks of 128 x 128 take with a norm) */
+#define GEMM_SPLIT_K_MIN 3
+#define GEMM_SPLIT_K_MAX 8
+#define GEMM_SPLIT_K_THREADS 32768
 /* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
 #define GEMM_COOP_BIG_TILES 128
 
@@ -1000,11 +1003,16 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
  *
  * In GLSL, a matmul whose blocks of 32 x 32 are still fewer than
  * GEMM_GROUPS (x_proj: N of 160 or 288) is split over k inside the
- * workgroup: GEMM_SPLIT_K groups of threads take every third slice of k
- * each, so a workgroup walks a third of k one slice after another. On an
- * H200 (bf16, chunk 512) falcon-mamba-7b's x_proj went 347 -> 259 us a
- * chunk. The sums of the groups are added in order of group: a fixed order,
- * within f32 rounding of the unsplit one.
+ * workgroup: G groups of 64 threads, group g taking slices g, g + G, ...,
+ * so a workgroup walks k / G one slice after another. G grows as the grid
+ * shrinks (GEMM_SPLIT_K_THREADS over the grid), from 3 to 8, while each
+ * group keeps two slices. On an H200 (chunk 512): 3 groups took
+ * falcon-mamba-7b's bf16 x_proj from 347 to 259 us a chunk; then, G from
+ * a fixed 3 to 8 (mamba-1.4b: 80 blocks, 7 groups) took mamba-1.4b's from
+ * 105.6 to 69.4 and mamba-130m's f32 one (48 blocks, 8) from 43.3 to 28.5;
+ * on falcon-mamba-7b's 144 blocks 8 groups were slower (224 -> 252) and 4,
+ * what it gets, the same (218). The sums of the groups are added in order
+ * of group: a fixed order, within f32 rounding of the unsplit one.
  *
  * When the weight is stored 16-bit, GLSL also gets a variant on
  * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
@@ -1086,8 +1094,14 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
    * out_proj of a small model) and k is long enough that each k-group
    * gets two slices: split-K, 4 x 4 a thread */
   int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-  int64_t splitk = !is_wgsl(c) && !remap && !norm && groups < GEMM_GROUPS &&
-                   K >= 2 * BK * GEMM_SPLIT_K ? GEMM_SPLIT_K : 1;
+  int64_t splitk = 1;
+  if (!is_wgsl(c) && !remap && !norm && groups < GEMM_GROUPS) {
+    splitk = (GEMM_SPLIT_K_THREADS / 64 + groups - 1) / groups;
+    splitk = splitk < GEMM_SPLIT_K_MIN ? GEMM_SPLIT_K_MIN
+             : splitk > GEMM_SPLIT_K_MAX ? GEMM_SPLIT_K_MAX : splitk;
+    if (K < 2 * BK * splitk) splitk = K / (2 * BK); /* two slices a group at least */
+    if (splitk < GEMM_SPLIT_K_MIN) splitk = 1;
+  }
   if (splitk > 1) {
     ktm = 4;
     klocal = (uint32_t)(splitk * (kbm / ktm) * (kbn / ktn));
