@@ -15,6 +15,9 @@
  *                products in a chain of its own, then adds it, scaled, to
  *                its accumulator;
  *   interleaved  the same sums, the chains' products issued in turn.
+ * Then a GEMM of falcon-mamba-7b's in_proj shape whose x is already split
+ * in f16 planes in memory, every tile loaded straight from memory (no
+ * shared memory, no barriers: GEMM_SRC).
  * Reported: TFLOP/s of f16 products (2 x 16^3 a product), from GPU
  * timestamps, best of 5 runs.
  *
@@ -92,6 +95,55 @@ static const char *SRC =
     "  coopMatStoreNV(s, o, wg * 256u, 16u, false);\n"
     "}\n";
 
+/* A GEMM of falcon-mamba-7b's in_proj shape (M 512, K 4,096, N 16,384) whose
+ * x is already split in PARTS f16 planes in memory and whose w is f16: each
+ * subgroup loads its tiles straight from memory (no shared memory, no
+ * barrier), 16 subgroups a tile of 128 x 128 as gemm_coop; CHAIN 1 sums
+ * gemm_coop's way (a chain an output and slice of 32, scaled). */
+static const char *GEMM_SRC =
+    "#version 450\n"
+    "#extension GL_EXT_control_flow_attributes : require\n"
+    "#extension GL_NV_cooperative_matrix : require\n"
+    "#extension GL_KHR_memory_scope_semantics : require\n"
+    "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n"
+    "#extension GL_KHR_shader_subgroup_basic : require\n"
+    "layout(local_size_x = 512) in;\n"
+    "layout(std430, binding = 0) buffer O { float o[]; };\n"
+    "layout(std430, binding = 1) readonly buffer X { uvec4 xq[]; };\n"
+    "layout(std430, binding = 2) readonly buffer W { uvec4 wq[]; };\n"
+    "#define TILE fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>\n"
+    "#define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>\n"
+    "#define GM 512u\n#define GK 4096u\n"
+    "void main() {\n"
+    "  uint sg = gl_SubgroupID, id = gl_WorkGroupID.x;\n"
+    "  uint wm = (id % (GM / 128u)) * 128u + (sg / 4u) * 32u;\n"
+    "  uint wn = (id / (GM / 128u)) * 128u + (sg % 4u) * 32u;\n"
+    "  ACC acc[2][2];\n"
+    "  [[unroll]] for (int i = 0; i < 2; i++) [[unroll]] for (int j = 0; j < 2; j++) acc[i][j] = ACC(0.0);\n"
+    "  for (uint k0 = 0u; k0 < GK; k0 += 32u) {\n"
+    "    TILE a[2][2][PARTS], b[2][2];\n"
+    "    [[unroll]] for (uint i = 0u; i < 2u; i++) [[unroll]] for (uint kk = 0u; kk < 2u; kk++)\n"
+    "      [[unroll]] for (uint p = 0u; p < uint(PARTS); p++)\n"
+    "        coopMatLoadNV(a[i][kk][p], xq, ((p * GM + wm + 16u * i) * GK + k0 + 16u * kk) / 8u, GK / 8u, false);\n"
+    "    [[unroll]] for (uint j = 0u; j < 2u; j++) [[unroll]] for (uint kk = 0u; kk < 2u; kk++)\n"
+    "      coopMatLoadNV(b[j][kk], wq, ((wn + 16u * j) * GK + k0 + 16u * kk) / 8u, GK / 8u, true);\n"
+    "#if CHAIN\n"
+    "    [[unroll]] for (int j = 0; j < 2; j++) [[unroll]] for (int i = 0; i < 2; i++) {\n"
+    "      ACC part = ACC(0.0);\n"
+    "      [[unroll]] for (int kk = 0; kk < 2; kk++) [[unroll]] for (int p = 0; p < PARTS; p++)\n"
+    "        part = coopMatMulAddNV(a[i][kk][p], b[j][kk], part);\n"
+    "      acc[i][j] += part * 0.5;\n"
+    "    }\n"
+    "#else\n"
+    "    [[unroll]] for (int kk = 0; kk < 2; kk++) [[unroll]] for (int p = 0; p < PARTS; p++)\n"
+    "      [[unroll]] for (int j = 0; j < 2; j++) [[unroll]] for (int i = 0; i < 2; i++)\n"
+    "        acc[i][j] = coopMatMulAddNV(a[i][kk][p], b[j][kk], acc[i][j]);\n"
+    "#endif\n"
+    "  }\n"
+    "  ACC s = acc[0][0] + acc[0][1] + acc[1][0] + acc[1][1];\n"
+    "  coopMatStoreNV(s, o, (id * 16u + sg) * 256u, 16u, false);\n"
+    "}\n";
+
 typedef struct {
   const char *name;
   int mode, nw, fm, fn, parts, kk, per_sm;
@@ -134,7 +186,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   ssm_vk_buffer *out = NULL;
-  if (check(ssm_vk_buffer_create(vk, (size_t)sms * 4 * 16 * 256 * 4 /* 4 workgroups an SM at most */, SSM_VK_BUFFER_DEVICE, &out),
+  if (check(ssm_vk_buffer_create(vk, (size_t)(sms * 4 > 512 ? sms * 4 : 512) * 16 * 256 * 4 /* workgroups: 4 an SM, or the GEMM's 512 */, SSM_VK_BUFFER_DEVICE, &out),
             "buffer"))
     return 1;
   printf("%-40s %10s %10s\n", "variant", "us", "TFLOP/s");
@@ -180,7 +232,57 @@ int main(int argc, char **argv) {
     free(src);
     if (bad) break;
   }
+  /* the GEMM from memory */
+  ssm_vk_buffer *xb = NULL, *wb = NULL;
+  const size_t M = 512, K = 4096, N = 16384;
+  int bad = check(ssm_vk_buffer_create(vk, 3 * M * K * 2, SSM_VK_BUFFER_DEVICE, &xb), "x") ||
+            check(ssm_vk_buffer_create(vk, N * K * 2, SSM_VK_BUFFER_DEVICE, &wb), "w") ||
+            check(ssm_vk_buffer_fill(vk, xb, 0, 3 * M * K * 2, 0x2c003c00u), "fill x") ||
+            check(ssm_vk_buffer_fill(vk, wb, 0, N * K * 2, 0x3c002c00u), "fill w");
+  static const struct {
+    const char *name;
+    int parts, chain;
+  } gs[] = {{"gemm from memory, 3 planes, chains", 3, 1},
+            {"gemm from memory, 3 planes, straight sums", 3, 0},
+            {"gemm from memory, 2 planes, chains", 2, 1},
+            {"gemm from memory, 1 plane, straight sums", 1, 0}};
+  for (size_t v = 0; !bad && v < sizeof gs / sizeof gs[0]; v++) {
+    char head[128];
+    snprintf(head, sizeof head, "#define PARTS %d\n#define CHAIN %d\n", gs[v].parts, gs[v].chain);
+    const char *nl = strchr(GEMM_SRC, '\n') + 1;
+    char *src = malloc(strlen(GEMM_SRC) + strlen(head) + 1);
+    memcpy(src, GEMM_SRC, (size_t)(nl - GEMM_SRC));
+    strcpy(src + (nl - GEMM_SRC), head);
+    strcat(src, nl);
+    uint32_t *words = NULL;
+    size_t count = 0;
+    ssm_vk_kernel *k = NULL;
+    ssm_vk_program *p = NULL;
+    ssm_vk_binding b[3] = {{out, 0, 0}, {xb, 0, 0}, {wb, 0, 0}};
+    bad = check(ssm_cg_compile_glsl(src, gs[v].name, &words, &count), "compile") ||
+          check(ssm_vk_kernel_create(vk, words, count, 3, 0, &k), "kernel") ||
+          check(ssm_vk_program_create(vk, &p), "program") ||
+          check(ssm_vk_program_add_dispatch(p, k, b, NULL, (uint32_t)((M / 128) * (N / 128)), 1, 1),
+                "dispatch") ||
+          check(ssm_vk_program_profile(p), "profile") || check(ssm_vk_program_end(p), "end");
+    double best = 1e30;
+    for (int r = 0; !bad && r < 5; r++) {
+      double us = 0;
+      bad = check(ssm_vk_program_run(vk, p), "run") ||
+            check(ssm_vk_program_times(vk, p, &us), "times");
+      if (us < best) best = us;
+    }
+    if (!bad)
+      printf("%-40s %10.1f %10.1f\n", gs[v].name, best,
+             2.0 * M * K * N * gs[v].parts / best * 1e-6);
+    ssm_vk_program_destroy(vk, p);
+    ssm_vk_kernel_destroy(vk, k);
+    free(words);
+    free(src);
+  }
+  ssm_vk_buffer_destroy(vk, xb);
+  ssm_vk_buffer_destroy(vk, wb);
   ssm_vk_buffer_destroy(vk, out);
   ssm_vk_close(vk);
-  return 0;
+  return bad;
 }
