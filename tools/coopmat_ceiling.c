@@ -186,8 +186,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   ssm_vk_buffer *out = NULL;
-  if (check(ssm_vk_buffer_create(vk, (size_t)(sms * 4 > 512 ? sms * 4 : 512) * 16 * 256 * 4 /* workgroups: 4 an SM, or the GEMM's 512 */, SSM_VK_BUFFER_DEVICE, &out),
-            "buffer"))
+  /* 256 floats a subgroup of 16 in up to 4 workgroups an SM, or the GEMM's 512 */
+  size_t wgs = (size_t)(sms * 4 > 512 ? sms * 4 : 512);
+  if (check(ssm_vk_buffer_create(vk, wgs * 16 * 256 * 4, SSM_VK_BUFFER_DEVICE, &out), "buffer"))
     return 1;
   printf("%-40s %10s %10s\n", "variant", "us", "TFLOP/s");
   for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
