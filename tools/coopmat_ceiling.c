@@ -14,7 +14,11 @@
  *   chain        gemm_coop's order: each output sums a step's KK x PARTS
  *                products in a chain of its own, then adds it, scaled, to
  *                its accumulator;
- *   interleaved  the same sums, the chains' products issued in turn.
+ *   interleaved  the same sums, the chains' products issued in turn;
+ *   barriers     chain, with a workgroup barrier before and after a step's
+ *                loads and products, as gemm_coop has around a slice;
+ *   stores       and before the first barrier each thread writes two
+ *                16-byte vectors to shared memory, as gemm_coop stages.
  * Then a GEMM of falcon-mamba-7b's in_proj shape whose x is already split
  * in f16 planes in memory, every tile loaded straight from memory (no
  * shared memory, no barriers: GEMM_SRC).
@@ -66,10 +70,17 @@ static const char *SRC =
     "  LOADS(0u)\n"
     "#endif\n"
     "  for (uint it = 0u; it < pc.iters; it++) {\n"
+    "#if MODE == 5\n" /* each thread writes two vectors, as gemm_coop stages */
+    "    pool[(t * 2u) % 1920u] = uvec4(it);\n"
+    "    pool[(t * 2u + 1u) % 1920u] = uvec4(it);\n"
+    "#endif\n"
+    "#if MODE >= 4\n"
+    "    barrier();\n"
+    "#endif\n"
     "#if MODE != 0\n"
     "    LOADS((it & 1u) * 2u)\n"
     "#endif\n"
-    "#if MODE == 2\n" /* gemm_coop: a chain a product, scaled into acc */
+    "#if MODE == 2 || MODE >= 4\n" /* gemm_coop: a chain a product, scaled into acc */
     "    [[unroll]] for (int j = 0; j < FN; j++) [[unroll]] for (int i = 0; i < FM; i++) {\n"
     "      ACC part = ACC(0.0);\n"
     "      [[unroll]] for (int kk = 0; kk < KK; kk++) [[unroll]] for (int p = 0; p < PARTS; p++)\n"
@@ -87,6 +98,9 @@ static const char *SRC =
     "    [[unroll]] for (int kk = 0; kk < KK; kk++) [[unroll]] for (int p = 0; p < PARTS; p++)\n"
     "      [[unroll]] for (int j = 0; j < FN; j++) [[unroll]] for (int i = 0; i < FM; i++)\n"
     "        acc[i][j] = coopMatMulAddNV(a[i][kk][p], b[j][kk], acc[i][j]);\n"
+    "#endif\n"
+    "#if MODE >= 4\n"
+    "    barrier();\n"
     "#endif\n"
     "  }\n"
     "  ACC s = ACC(0.0);\n"
@@ -172,6 +186,10 @@ int main(int argc, char **argv) {
       {"smem 16 sg, 2x2, 2 parts, k 32", 1, 16, 2, 2, 2, 2, 1},
       {"chain 16 sg, 2x2, 2 parts, k 32", 2, 16, 2, 2, 2, 2, 1},
       {"interleaved 16 sg, 2x2, 2 parts, k 32", 3, 16, 2, 2, 2, 2, 1},
+      {"barriers: chain + 2 barriers a step", 4, 16, 2, 2, 3, 2, 1},
+      {"stores: + 2 vector stores a thread", 5, 16, 2, 2, 3, 2, 1},
+      {"barriers, 8 sg, 2 workgroups an SM", 4, 8, 2, 2, 3, 2, 2},
+      {"stores, 8 sg, 2 workgroups an SM", 5, 8, 2, 2, 3, 2, 2},
   };
   const int sms = argc > 1 ? atoi(argv[1]) : 132, iters = 4096;
   if (sms < 1 || sms > 1024) {
