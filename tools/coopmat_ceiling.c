@@ -26,7 +26,7 @@
  * timestamps, best of 5 runs.
  *
  * Build here and run on the GPU (a device with VK_NV_cooperative_matrix):
- *   cmake --build build --target coopmat_ceiling && build/coopmat_ceiling
+ *   build/coopmat_ceiling [SMS]   (built with the rest)
  */
 #include <stdio.h>
 #include <stdlib.h>
