@@ -815,10 +815,11 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
 #define GEMM_BIG_GROUPS 256
 /* k-groups of GLSL's gemm where its blocks stay fewer than GEMM_GROUPS
  * (gen_gemm): enough groups of 64 threads for GEMM_SPLIT_K_THREADS threads
- * over the grid, from 3 to 8 (8 groups stage 37 KiB of slices, less than
- * the 42 KiB its blocks of 128 x 128 take with a norm) */
+ * over the grid, from 3 to 7: each group stages 4.5 KiB of slices, and 7
+ * (31.5 KiB) fit the 32 KiB of shared memory of the smallest GPUs that run
+ * these models (Apple's, Arm's, Qualcomm's), where 8 would not */
 #define GEMM_SPLIT_K_MIN 3
-#define GEMM_SPLIT_K_MAX 8
+#define GEMM_SPLIT_K_MAX 7
 #define GEMM_SPLIT_K_THREADS 32768
 /* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
 #define GEMM_COOP_BIG_TILES 128
@@ -1005,12 +1006,13 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
  * GEMM_GROUPS (x_proj: N of 160 or 288) is split over k inside the
  * workgroup: G groups of 64 threads, group g taking slices g, g + G, ...,
  * so a workgroup walks k / G one slice after another. G grows as the grid
- * shrinks (GEMM_SPLIT_K_THREADS over the grid), from 3 to 8, while each
+ * shrinks (GEMM_SPLIT_K_THREADS over the grid), from 3 to 7, while each
  * group keeps two slices. On an H200 (chunk 512): 3 groups took
- * falcon-mamba-7b's bf16 x_proj from 347 to 259 us a chunk; then, G from
- * a fixed 3 to 8 (mamba-1.4b: 80 blocks, 7 groups) took mamba-1.4b's from
- * 105.6 to 69.4 and mamba-130m's f32 one (48 blocks, 8) from 43.3 to 28.5;
- * on falcon-mamba-7b's 144 blocks 8 groups were slower (224 -> 252) and 4,
+ * falcon-mamba-7b's bf16 x_proj from 347 to 259 us a chunk; then G from a
+ * fixed 3 to 7 (mamba-1.4b's 80 blocks) took mamba-1.4b's from 104.7 to
+ * 74.0 (8 groups: 69.4) and, for mamba-130m's 48 blocks, 8 groups took its
+ * f32 one from 43.3 to 28.5 (docs/performance.md, stop 32, has 7); on
+ * falcon-mamba-7b's 144 blocks 8 groups were slower (224 -> 252) and 4,
  * what it gets, the same (218). The sums of the groups are added in order
  * of group: a fixed order, within f32 rounding of the unsplit one.
  *
