@@ -169,6 +169,45 @@ static int check(ssm_status s, const char *what) {
   return 1;
 }
 
+/* Compiles `src` with `defines` after its #version line, dispatches it over
+ * `groups` workgroups with `nb` bindings (and `push`, one word, when not
+ * NULL), and sets *us to the best GPU time of 5 runs. 1 on an error (named
+ * on stderr). */
+static int best_us(ssm_vk *vk, const char *src, const char *defines, const char *name,
+                   const ssm_vk_binding *b, int nb, const uint32_t *push, uint32_t groups,
+                   double *us) {
+  const char *nl = strchr(src, '\n') + 1;
+  char *text = malloc(strlen(src) + strlen(defines) + 1);
+  if (!text) {
+    fprintf(stderr, "coopmat_ceiling: out of memory\n");
+    return 1;
+  }
+  memcpy(text, src, (size_t)(nl - src));
+  strcpy(text + (nl - src), defines);
+  strcat(text, nl);
+  uint32_t *words = NULL;
+  size_t count = 0;
+  ssm_vk_kernel *k = NULL;
+  ssm_vk_program *p = NULL;
+  int bad = check(ssm_cg_compile_glsl(text, name, &words, &count), "compile") ||
+            check(ssm_vk_kernel_create(vk, words, count, nb, push ? 4 : 0, &k), "kernel") ||
+            check(ssm_vk_program_create(vk, &p), "program") ||
+            check(ssm_vk_program_add_dispatch(p, k, b, push, groups, 1, 1), "dispatch") ||
+            check(ssm_vk_program_profile(p), "profile") || check(ssm_vk_program_end(p), "end");
+  *us = 1e30;
+  for (int r = 0; !bad && r < 5; r++) {
+    double t = 0;
+    bad = check(ssm_vk_program_run(vk, p), "run") ||
+          check(ssm_vk_program_times(vk, p, &t), "times");
+    if (t < *us) *us = t;
+  }
+  ssm_vk_program_destroy(vk, p);
+  ssm_vk_kernel_destroy(vk, k);
+  free(words);
+  free(text);
+  return bad;
+}
+
 int main(int argc, char **argv) {
   static const variant vs[] = {
       {"regs 16 sg, 2x4", 0, 16, 2, 4, 1, 1, 1},
@@ -209,55 +248,28 @@ int main(int argc, char **argv) {
   if (check(ssm_vk_buffer_create(vk, wgs * 16 * 256 * 4, SSM_VK_BUFFER_DEVICE, &out), "buffer"))
     return 1;
   printf("%-40s %10s %10s\n", "variant", "us", "TFLOP/s");
-  for (size_t v = 0; v < sizeof vs / sizeof vs[0]; v++) {
-    char head[256], *src;
-    snprintf(head, sizeof head, "#define MODE %d\n#define NW %d\n#define FM %d\n#define FN %d\n"
+  int bad = 0;
+  for (size_t v = 0; !bad && v < sizeof vs / sizeof vs[0]; v++) {
+    char defs[256];
+    snprintf(defs, sizeof defs, "#define MODE %d\n#define NW %d\n#define FM %d\n#define FN %d\n"
              "#define PARTS %d\n#define KK %d\n", vs[v].mode, vs[v].nw, vs[v].fm, vs[v].fn,
              vs[v].parts, vs[v].kk);
-    /* the defines go after #version */
-    const char *nl = strchr(SRC, '\n') + 1;
-    size_t n = strlen(SRC) + strlen(head) + 1;
-    src = malloc(n);
-    memcpy(src, SRC, (size_t)(nl - SRC));
-    strcpy(src + (nl - SRC), head);
-    strcat(src, nl);
-    uint32_t *words = NULL;
-    size_t count = 0;
-    ssm_vk_kernel *k = NULL;
-    ssm_vk_program *p = NULL;
     int groups = sms * vs[v].per_sm;
-    int bad = check(ssm_cg_compile_glsl(src, vs[v].name, &words, &count), "compile") ||
-              check(ssm_vk_kernel_create(vk, words, count, 1, 4, &k), "kernel") ||
-              check(ssm_vk_program_create(vk, &p), "program") ||
-              check(ssm_vk_program_add_dispatch(p, k, &(ssm_vk_binding){out, 0, 0},
-                                                &(uint32_t){iters}, (uint32_t)groups, 1, 1),
-                    "dispatch") ||
-              check(ssm_vk_program_profile(p), "profile") || check(ssm_vk_program_end(p), "end");
-    double best = 1e30;
-    for (int r = 0; !bad && r < 5; r++) {
-      double us = 0;
-      bad = check(ssm_vk_program_run(vk, p), "run") ||
-            check(ssm_vk_program_times(vk, p, &us), "times");
-      if (us < best) best = us;
-    }
-    if (!bad) {
-      double flop = 2.0 * 4096 * groups * vs[v].nw * (double)iters * vs[v].fm * vs[v].fn *
-                    vs[v].parts * vs[v].kk;
-      printf("%-40s %10.1f %10.1f\n", vs[v].name, best, flop / best * 1e-6);
-    }
-    ssm_vk_program_destroy(vk, p);
-    ssm_vk_kernel_destroy(vk, k);
-    free(words);
-    free(src);
-    if (bad) break;
+    double us;
+    bad = best_us(vk, SRC, defs, vs[v].name, &(ssm_vk_binding){out, 0, 0}, 1,
+                  &(uint32_t){iters}, (uint32_t)groups, &us);
+    if (!bad)
+      printf("%-40s %10.1f %10.1f\n", vs[v].name, us,
+             2.0 * 4096 * groups * vs[v].nw * (double)iters * vs[v].fm * vs[v].fn *
+                 vs[v].parts * vs[v].kk / us * 1e-6);
   }
   /* the GEMM from memory */
   ssm_vk_buffer *xb = NULL, *wb = NULL;
   const size_t M = 512, K = 4096, N = 16384;
-  int bad = check(ssm_vk_buffer_create(vk, 3 * M * K * 2, SSM_VK_BUFFER_DEVICE, &xb), "x") ||
-            check(ssm_vk_buffer_create(vk, N * K * 2, SSM_VK_BUFFER_DEVICE, &wb), "w") ||
-            check(ssm_vk_buffer_fill(vk, xb, 0, 3 * M * K * 2, 0x2c003c00u), "fill x") ||
-            check(ssm_vk_buffer_fill(vk, wb, 0, N * K * 2, 0x3c002c00u), "fill w");
+  bad = bad || check(ssm_vk_buffer_create(vk, 3 * M * K * 2, SSM_VK_BUFFER_DEVICE, &xb), "x") ||
+        check(ssm_vk_buffer_create(vk, N * K * 2, SSM_VK_BUFFER_DEVICE, &wb), "w") ||
+        check(ssm_vk_buffer_fill(vk, xb, 0, 3 * M * K * 2, 0x2c003c00u), "fill x") ||
+        check(ssm_vk_buffer_fill(vk, wb, 0, N * K * 2, 0x3c002c00u), "fill w");
   static const struct {
     const char *name;
     int parts, chain;
@@ -266,38 +278,14 @@ int main(int argc, char **argv) {
             {"gemm from memory, 2 planes, chains", 2, 1},
             {"gemm from memory, 1 plane, straight sums", 1, 0}};
   for (size_t v = 0; !bad && v < sizeof gs / sizeof gs[0]; v++) {
-    char head[128];
-    snprintf(head, sizeof head, "#define PARTS %d\n#define CHAIN %d\n", gs[v].parts, gs[v].chain);
-    const char *nl = strchr(GEMM_SRC, '\n') + 1;
-    char *src = malloc(strlen(GEMM_SRC) + strlen(head) + 1);
-    memcpy(src, GEMM_SRC, (size_t)(nl - GEMM_SRC));
-    strcpy(src + (nl - GEMM_SRC), head);
-    strcat(src, nl);
-    uint32_t *words = NULL;
-    size_t count = 0;
-    ssm_vk_kernel *k = NULL;
-    ssm_vk_program *p = NULL;
+    char defs[128];
+    snprintf(defs, sizeof defs, "#define PARTS %d\n#define CHAIN %d\n", gs[v].parts, gs[v].chain);
     ssm_vk_binding b[3] = {{out, 0, 0}, {xb, 0, 0}, {wb, 0, 0}};
-    bad = check(ssm_cg_compile_glsl(src, gs[v].name, &words, &count), "compile") ||
-          check(ssm_vk_kernel_create(vk, words, count, 3, 0, &k), "kernel") ||
-          check(ssm_vk_program_create(vk, &p), "program") ||
-          check(ssm_vk_program_add_dispatch(p, k, b, NULL, (uint32_t)((M / 128) * (N / 128)), 1, 1),
-                "dispatch") ||
-          check(ssm_vk_program_profile(p), "profile") || check(ssm_vk_program_end(p), "end");
-    double best = 1e30;
-    for (int r = 0; !bad && r < 5; r++) {
-      double us = 0;
-      bad = check(ssm_vk_program_run(vk, p), "run") ||
-            check(ssm_vk_program_times(vk, p, &us), "times");
-      if (us < best) best = us;
-    }
+    double us;
+    bad = best_us(vk, GEMM_SRC, defs, gs[v].name, b, 3, NULL,
+                  (uint32_t)((M / 128) * (N / 128)), &us);
     if (!bad)
-      printf("%-40s %10.1f %10.1f\n", gs[v].name, best,
-             2.0 * M * K * N * gs[v].parts / best * 1e-6);
-    ssm_vk_program_destroy(vk, p);
-    ssm_vk_kernel_destroy(vk, k);
-    free(words);
-    free(src);
+      printf("%-40s %10.1f %10.1f\n", gs[v].name, us, 2.0 * M * K * N * gs[v].parts / us * 1e-6);
   }
   ssm_vk_buffer_destroy(vk, xb);
   ssm_vk_buffer_destroy(vk, wb);
