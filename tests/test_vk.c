@@ -39,7 +39,11 @@ static char g_self[4096];  /* this executable, for the no-device child run */
     }                                                                          \
   } while (0)
 
+static char g_stats_log[1024]; /* the last SSM_VK_SHADER_STATS line (test_shader_stats) */
+
 static void on_log(const char *msg, void *user) {
+  if (strstr(msg, "SSM_VK_SHADER_STATS") || strstr(msg, "kernel 'stats.comp'"))
+    snprintf(g_stats_log, sizeof g_stats_log, "%s", msg);
   if (g_log_muted || !strstr(msg, "vulkan validation")) return;
   if (g_log_errors++ < 5) fprintf(stderr, "\n  %s\n", msg);
 }
@@ -336,6 +340,39 @@ static void test_buffer_staging(void) {
   ssm_vk_close(vk);
 }
 
+/* SSM_VK_SHADER_STATS: where the device has pipelineExecutableInfo each
+ * pipeline's statistics are logged by kernel name; where it has not (lavapipe)
+ * the log says so once; either way the context and its kernels work. */
+static void test_shader_stats(void) {
+  NEED_VK();
+  setenv("SSM_VK_SHADER_STATS", "1", 1);
+  ssm_vk *vk = NULL;
+  g_stats_log[0] = 0;
+  SSM_ASSERT_OK(ssm_vk_open(-1, 1, &vk));
+  unsetenv("SSM_VK_SHADER_STATS");
+  if (!vk) return;
+  int lacks = strstr(g_stats_log, "lacks pipelineExecutableInfo") != NULL;
+  uint32_t *words = NULL;
+  size_t count = 0;
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "stats.comp", &words, &count));
+  uint32_t wg = WG;
+  ssm_vk_kernel_desc d = {.name = "stats.comp", .spirv = words, .words = count,
+                          .n_bindings = 3, .push_bytes = 8, .spec_values = &wg, .n_spec = 1};
+  ssm_vk_kernel *k = NULL;
+  SSM_ASSERT_OK(ssm_vk_kernel_create_desc(vk, &d, &k));
+  CU_ASSERT_PTR_NOT_NULL(k);
+  if (lacks) {
+    CU_ASSERT_PTR_NULL(strstr(g_stats_log, "kernel 'stats.comp'"));
+  } else {
+    CU_ASSERT_PTR_NOT_NULL(strstr(g_stats_log, "vulkan: kernel 'stats.comp'"));
+    printf("\n  %s\n", g_stats_log);
+  }
+  CU_ASSERT_EQUAL(ssm_vk_validation_errors(vk), 0);
+  ssm_vk_kernel_destroy(vk, k);
+  free(words);
+  ssm_vk_close(vk);
+}
+
 static void test_out_of_memory(void) {
   NEED_VK();
   uint64_t heap = ssm_vk_info(g_vk)->device_local_bytes;
@@ -603,6 +640,7 @@ int main(int argc, char **argv) {
                          {"optimize_off", test_optimize_off},
                          {"buffer_roundtrip", test_buffer_roundtrip},
                          {"buffer_staging", test_buffer_staging},
+                         {"shader_stats", test_shader_stats},
                          {"out_of_memory", test_out_of_memory},
                          {"axpb", test_axpb},
                          {"program_replay", test_program_replay},

@@ -48,6 +48,7 @@ struct ssm_vk {
   VkPhysicalDeviceMemoryProperties mem;
   uint64_t max_buffer_size; /* 0: unknown (before Vulkan 1.3) */
   bool validation, force_staging;
+  bool shader_stats; /* SSM_VK_SHADER_STATS: the driver's statistics of each pipeline */
   int errors, warnings, n_messages;
   char *messages[MAX_MESSAGES];
   VkCommandPool xfer_pool;
@@ -348,9 +349,11 @@ typedef struct {
   VkPhysicalDevice8BitStorageFeatures s8;
   VkPhysicalDeviceVulkanMemoryModelFeatures vmm;
   VkPhysicalDeviceCooperativeMatrixFeaturesNV coop;
+  VkPhysicalDevicePipelineExecutablePropertiesFeaturesKHR pexec;
   bool has_f16i8, has_s8, has_vmm; /* the struct may be chained */
   bool ext_f16i8, ext_s8, ext_vmm; /* ...through an extension (Vulkan 1.1) */
   bool has_coop;                   /* VK_NV_cooperative_matrix */
+  bool has_pexec;                  /* VK_KHR_pipeline_executable_properties */
 } feature_chain;
 
 static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t api) {
@@ -361,6 +364,7 @@ static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t 
   fc->s8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
   fc->vmm.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_VULKAN_MEMORY_MODEL_FEATURES;
   fc->coop.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_COOPERATIVE_MATRIX_FEATURES_NV;
+  fc->pexec.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PIPELINE_EXECUTABLE_PROPERTIES_FEATURES_KHR;
   bool v12 = api >= VK_API_VERSION_1_2;
   fc->ext_f16i8 = !v12 && has_device_ext(pd, VK_KHR_SHADER_FLOAT16_INT8_EXTENSION_NAME);
   fc->ext_s8 = !v12 && has_device_ext(pd, VK_KHR_8BIT_STORAGE_EXTENSION_NAME);
@@ -369,12 +373,14 @@ static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t 
   fc->has_s8 = v12 || fc->ext_s8;
   fc->has_vmm = v12 || fc->ext_vmm;
   fc->has_coop = has_device_ext(pd, VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME);
+  fc->has_pexec = has_device_ext(pd, VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME);
   void **tail = &fc->core.pNext;
   *tail = &fc->s16, tail = &fc->s16.pNext;
   if (fc->has_f16i8) *tail = &fc->f16i8, tail = &fc->f16i8.pNext;
   if (fc->has_s8) *tail = &fc->s8, tail = &fc->s8.pNext;
   if (fc->has_vmm) *tail = &fc->vmm, tail = &fc->vmm.pNext;
   if (fc->has_coop) *tail = &fc->coop, tail = &fc->coop.pNext;
+  if (fc->has_pexec) *tail = &fc->pexec, tail = &fc->pexec.pNext;
 }
 
 static unsigned feature_bits(const feature_chain *fc) {
@@ -650,8 +656,21 @@ static ssm_status device_create(ssm_vk *vk) {
   want.vmm.vulkanMemoryModel = want.vmm.vulkanMemoryModelDeviceScope = coop;
   want.coop.cooperativeMatrix = coop;
   vk->features = feature_bits(&want) | (vk->info.features & SSM_VK_SUBGROUP_ARITH);
+  /* what the driver says of each pipeline, asked for by SSM_VK_SHADER_STATS */
+  if (vk->shader_stats && !have.pexec.pipelineExecutableInfo) {
+    ssm_log("vulkan: SSM_VK_SHADER_STATS: device '%s' lacks pipelineExecutableInfo "
+            "(VK_KHR_pipeline_executable_properties); no statistics", vk->info.name);
+    vk->shader_stats = false;
+  }
+  want.pexec.pipelineExecutableInfo = vk->shader_stats;
+  if (!vk->shader_stats) /* only then its struct goes with the device's features */
+    for (VkBaseOutStructure *b = (VkBaseOutStructure *)&want.core; b->pNext; b = b->pNext)
+      if (b->pNext == (VkBaseOutStructure *)&want.pexec) {
+        b->pNext = want.pexec.pNext;
+        break;
+      }
 
-  const char *exts[6];
+  const char *exts[7];
   uint32_t n_exts = 0;
   if (has_device_ext(vk->phys, "VK_KHR_portability_subset"))
     exts[n_exts++] = "VK_KHR_portability_subset"; /* required where present (MoltenVK) */
@@ -659,6 +678,7 @@ static ssm_status device_create(ssm_vk *vk) {
   if (want.ext_s8) exts[n_exts++] = VK_KHR_8BIT_STORAGE_EXTENSION_NAME;
   if (coop) exts[n_exts++] = VK_NV_COOPERATIVE_MATRIX_EXTENSION_NAME;
   if (coop && want.ext_vmm) exts[n_exts++] = VK_KHR_VULKAN_MEMORY_MODEL_EXTENSION_NAME;
+  if (vk->shader_stats) exts[n_exts++] = VK_KHR_PIPELINE_EXECUTABLE_PROPERTIES_EXTENSION_NAME;
 
   char missing[256] = "";
   for (size_t k = 0; k < N_FEATURES; k++)
@@ -714,6 +734,8 @@ ssm_status ssm_vk_open(int device_index, int validation, ssm_vk **out) {
   if (env && env[0] && strcmp(env, "0") != 0) validation = 1;
   env = getenv("SSM_VK_FORCE_STAGING");
   vk->force_staging = env && env[0] && strcmp(env, "0") != 0;
+  env = getenv("SSM_VK_SHADER_STATS");
+  vk->shader_stats = env && env[0] && strcmp(env, "0") != 0;
   uint64_t range_cap = 0;
   env = getenv("SSM_VK_MAX_STORAGE_RANGE");
   if (env && env[0]) {
@@ -1120,6 +1142,43 @@ static unsigned spirv_needs(const uint32_t *w, size_t words) {
   return need;
 }
 
+/* SSM_VK_SHADER_STATS: one line a pipeline of what its driver reports
+ * (on NVIDIA: registers a thread, shared and local memory, spills). */
+static void log_shader_stats(ssm_vk *vk, VkPipeline pipeline, const char *name) {
+  PFN_vkGetPipelineExecutableStatisticsKHR get = (PFN_vkGetPipelineExecutableStatisticsKHR)
+      vkGetDeviceProcAddr(vk->device, "vkGetPipelineExecutableStatisticsKHR");
+  if (!get) return;
+  VkPipelineExecutableInfoKHR info = {.sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_INFO_KHR,
+                                      .pipeline = pipeline};
+  VkPipelineExecutableStatisticKHR st[32];
+  uint32_t n = 32;
+  for (uint32_t i = 0; i < n; i++)
+    st[i] = (VkPipelineExecutableStatisticKHR){
+        .sType = VK_STRUCTURE_TYPE_PIPELINE_EXECUTABLE_STATISTIC_KHR};
+  VkResult r = get(vk->device, &info, &n, st);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) return;
+  char line[1024] = "";
+  for (uint32_t i = 0; i < n; i++) {
+    size_t used = strlen(line);
+    const VkPipelineExecutableStatisticValueKHR *v = &st[i].value;
+    switch (st[i].format) {
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_BOOL32_KHR:
+      snprintf(line + used, sizeof line - used, "; %s %s", st[i].name, v->b32 ? "yes" : "no");
+      break;
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_INT64_KHR:
+      snprintf(line + used, sizeof line - used, "; %s %lld", st[i].name, (long long)v->i64);
+      break;
+    case VK_PIPELINE_EXECUTABLE_STATISTIC_FORMAT_UINT64_KHR:
+      snprintf(line + used, sizeof line - used, "; %s %llu", st[i].name,
+               (unsigned long long)v->u64);
+      break;
+    default:
+      snprintf(line + used, sizeof line - used, "; %s %g", st[i].name, v->f64);
+    }
+  }
+  ssm_log("vulkan: kernel '%s'%s", name, line[0] ? line + 1 : " (no statistics)");
+}
+
 ssm_status ssm_vk_kernel_create_desc(ssm_vk *vk, const ssm_vk_kernel_desc *d,
                                      ssm_vk_kernel **out) {
   *out = NULL;
@@ -1193,9 +1252,11 @@ ssm_status ssm_vk_kernel_create_desc(ssm_vk *vk, const ssm_vk_kernel_desc *d,
                 .pName = "main",
                 .pSpecializationInfo = d->n_spec ? &spec : NULL},
       .layout = k->layout};
+  if (vk->shader_stats) pci.flags |= VK_PIPELINE_CREATE_CAPTURE_STATISTICS_BIT_KHR;
   if (!s)
     s = vk_check(vkCreateComputePipelines(vk->device, VK_NULL_HANDLE, 1, &pci, NULL, &k->pipeline),
                  "kernel '%s': vkCreateComputePipelines", name);
+  if (!s && vk->shader_stats) log_shader_stats(vk, k->pipeline, name);
   if (s) {
     ssm_vk_kernel_destroy(vk, k);
     return s;
