@@ -7,7 +7,7 @@ as new=build/ssmc):
 
     python3 tools/sweep.py [--shapes falcon-mamba-7b:4,mamba-1.4b:8] [--models DIR,...]
                            [--dtype bf16] [--chunks 512,2048] [-n 16] [--decode]
-                           [--work /tmp/sweep] LABEL=SSMC [LABEL=SSMC ...]
+                           [--rounds R] [--work /tmp/sweep] LABEL=SSMC [LABEL=SSMC ...]
 
 Each shape is a random model of the real widths (tools/hf_bench.py's preset)
 with the given number of layers (fewer than the real ones: a sweep measures
@@ -16,7 +16,12 @@ per layer, and makes and loads the model faster), made once under --work
 as they are. For each model, chunk and binary, in that order: `ssmc compile
 DIR --dtype D --chunk C` and `ssmc bench --profile --json -n N`; the first
 variant runs again at the end, since the GPU's first measurement of a call
-reads up to 25% slow, and the table keeps that repeat.
+reads up to 25% slow, and the table keeps that repeat. With --rounds R each
+variant runs once first, not kept (it warms the GPU), then R times,
+interleaved, each round starting one variant later, and each cell is the
+median of its R runs. On the H200 one process's run can be up to 25%
+slower than the next one's in every kernel, the same binary or not: compare
+the changed kernels with one that no variant changes (embed, the scan).
 
 It prints per model the prefill time of each fused op group in microseconds
 per dispatch and 512 tokens (the profile's total for the group, divided by
@@ -58,18 +63,42 @@ def make(shape, layers, work):
     return d
 
 
-def bench(ssmc, model, dtype, chunk, n, work, label):
+def run(cmd):
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    if p.returncode:
+        log("  %s: %s" % (" ".join(cmd[:2]), (p.stderr or p.stdout).strip()[-400:]))
+        return None
+    return p.stdout
+
+
+def bench(ssmc, model, dtype, chunk, n, work, label, compiled=False):
     bundle = os.path.join(work, "%s.%s.%s.%d.ssmb" % (os.path.basename(model), label, dtype,
                                                        chunk))
-    for cmd in ([ssmc, "compile", model, "-o", bundle, "--dtype", dtype, "--chunk", str(chunk),
-                 "-q"],
-                [ssmc, "bench", bundle, "--weights", model, "-n", str(n), "--profile", "--json",
-                 "-q"]):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode:
-            log("  %s: %s" % (" ".join(cmd[:2]), (p.stderr or p.stdout).strip()[-400:]))
-            return None
-    return json.loads(p.stdout)
+    if not compiled and run([ssmc, "compile", model, "-o", bundle, "--dtype", dtype, "--chunk",
+                             str(chunk), "-q"]) is None:
+        return None
+    out = run([ssmc, "bench", bundle, "--weights", model, "-n", str(n), "--profile", "--json",
+               "-q"])
+    return json.loads(out) if out is not None else None
+
+
+def median_profile(runs):
+    """One profile whose every time (per op group, and the whole run's) is
+    the median of those of `runs` (profiles of one bundle)."""
+    runs = [r for r in runs if r]
+    if not runs:
+        return None
+    def med(v):
+        v = sorted(v)
+        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
+    out = json.loads(json.dumps(runs[0]))
+    for prog in ("prefill", "decode"):
+        if prog not in out:
+            continue
+        out[prog]["us"] = med([r[prog]["us"] for r in runs])
+        for i, g in enumerate(out[prog]["op_groups"]):
+            g["us"] = med([r[prog]["op_groups"][i]["us"] for r in runs])
+    return out
 
 
 def per_group(profile, scale):
@@ -99,6 +128,8 @@ def main():
     ap.add_argument("--chunks", default="512")
     ap.add_argument("-n", type=int, default=16, help="decode tokens of each bench")
     ap.add_argument("--decode", action="store_true", help="also the decode table")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="runs of each variant, interleaved; cells are their medians")
     ap.add_argument("--work", default="/tmp/sweep")
     args = ap.parse_args()
     bins = []
@@ -122,10 +153,27 @@ def main():
     for model in models:
         variants = [(label, ssmc, c) for c in chunks for label, ssmc in bins]
         runs = {}
-        for label, ssmc, c in variants + variants[:1]:
-            key = "%s@%d" % (label, c)
-            log("%s: %s" % (os.path.basename(model), key))
-            runs[key] = bench(ssmc, model, args.dtype, c, args.n, args.work, label)
+        if args.rounds <= 1:
+            for label, ssmc, c in variants + variants[:1]:
+                key = "%s@%d" % (label, c)
+                log("%s: %s" % (os.path.basename(model), key))
+                runs[key] = bench(ssmc, model, args.dtype, c, args.n, args.work, label)
+        else:
+            many = {}
+            for label, ssmc, c in variants:  # compiled once; the first run warms the GPU
+                key = "%s@%d" % (label, c)
+                first = bench(ssmc, model, args.dtype, c, args.n, args.work, label)
+                many[key] = [] if first else None
+            for r in range(args.rounds):
+                log("%s: round %d of %d" % (os.path.basename(model), r + 1, args.rounds))
+                # each round starts one variant later, so that no variant
+                # always runs first or after the same one
+                for label, ssmc, c in variants[r % len(variants):] + variants[:r % len(variants)]:
+                    key = "%s@%d" % (label, c)
+                    if many[key] is not None:
+                        many[key].append(bench(ssmc, model, args.dtype, c, args.n, args.work,
+                                               label, compiled=True))
+            runs = {k: median_profile(v) if v is not None else None for k, v in many.items()}
         out[model] = runs
         cols = [(k, r) for k, r in runs.items()]
         pre = [(k, per_group(r["prefill"], 512 / int(k.rsplit("@", 1)[1])) if r else None)
