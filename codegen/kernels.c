@@ -1132,9 +1132,17 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
     ssm_sb_free(&wide);
     return NULL;
   }
-  const int64_t SGN = CBN == 128 ? 4 : 2, split = 3;
+  /* w read into L2 two slices ahead on wide tiles (the template's AHEAD):
+   * a workgroup waits for each slice of w it loads from memory. On the H200
+   * (chunk 512, bf16, the same bits): falcon-mamba-7b's in_proj 1,730 ->
+   * 1,541 us a chunk, its out_proj 881 -> 790, mamba-1.4b's in_proj 441 ->
+   * 395; three slices ahead 1,574, 810 and 404. mamba-1.4b's out_proj, on
+   * 128 tiles of 128 x 64 (under a wave), went 268 -> 273 with it, so
+   * narrow tiles go without. Reading x ahead too changed nothing (x, the
+   * activations, is in L2 already). */
+  const int64_t SGN = CBN == 128 ? 4 : 2, split = 3, ahead = CBN == 128 ? 2 : 0;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
-                       "SGN", I64(SGN),
+                       "SGN", I64(SGN), "AHEAD", I64(ahead),
                        "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
@@ -1142,8 +1150,9 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   char *src;
   SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
   out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
-                                    "(cooperative: BM=128 BN=%lld SPLIT=%lld)\n%s",
-                                    out->params, (long long)CBN, (long long)split, src);
+                                    "(cooperative: BM=128 BN=%lld SPLIT=%lld AHEAD=%lld)\n%s",
+                                    out->params, (long long)CBN, (long long)split,
+                                    (long long)ahead, src);
   return NULL;
 }
 
