@@ -80,8 +80,8 @@ typedef struct {
 static float a_at(int i) { return (float)(i % 7 - 3); }
 static float x_at(int i, int rep) { return (float)(i % 101) * 0.25f + (float)rep; }
 
-static ssm_vk_kernel *make_kernel(const char *src, const char *name, int n_bindings,
-                                  uint32_t push_bytes) {
+static ssm_vk_kernel *make_kernel_on(ssm_vk *vk, const char *src, const char *name,
+                                     int n_bindings, uint32_t push_bytes) {
   uint32_t *words = NULL;
   size_t count = 0;
   SSM_ASSERT_OK(ssm_cg_compile_glsl(src, name, &words, &count));
@@ -91,9 +91,14 @@ static ssm_vk_kernel *make_kernel(const char *src, const char *name, int n_bindi
                           .n_bindings = n_bindings, .push_bytes = push_bytes,
                           .spec_values = &wg, .n_spec = 1};
   ssm_vk_kernel *k = NULL;
-  SSM_ASSERT_OK(ssm_vk_kernel_create_desc(g_vk, &d, &k));
+  SSM_ASSERT_OK(ssm_vk_kernel_create_desc(vk, &d, &k));
   free(words);
   return k;
+}
+
+static ssm_vk_kernel *make_kernel(const char *src, const char *name, int n_bindings,
+                                  uint32_t push_bytes) {
+  return make_kernel_on(g_vk, src, name, n_bindings, push_bytes);
 }
 
 /* The child half of test_no_device: run with VK_ICD_FILENAMES=/nonexistent. */
@@ -352,14 +357,7 @@ static void test_shader_stats(void) {
   unsetenv("SSM_VK_SHADER_STATS");
   if (!vk) return;
   int lacks = strstr(g_stats_log, "lacks pipelineExecutableInfo") != NULL;
-  uint32_t *words = NULL;
-  size_t count = 0;
-  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "stats.comp", &words, &count));
-  uint32_t wg = WG;
-  ssm_vk_kernel_desc d = {.name = "stats.comp", .spirv = words, .words = count,
-                          .n_bindings = 3, .push_bytes = 8, .spec_values = &wg, .n_spec = 1};
-  ssm_vk_kernel *k = NULL;
-  SSM_ASSERT_OK(ssm_vk_kernel_create_desc(vk, &d, &k));
+  ssm_vk_kernel *k = make_kernel_on(vk, AXPB_GLSL, "stats.comp", 3, sizeof(axpb_push));
   CU_ASSERT_PTR_NOT_NULL(k);
   if (lacks) {
     CU_ASSERT_PTR_NULL(strstr(g_stats_log, "kernel 'stats.comp'"));
@@ -369,7 +367,6 @@ static void test_shader_stats(void) {
   }
   CU_ASSERT_EQUAL(ssm_vk_validation_errors(vk), 0);
   ssm_vk_kernel_destroy(vk, k);
-  free(words);
   ssm_vk_close(vk);
 }
 

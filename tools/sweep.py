@@ -31,8 +31,10 @@ With --decode, the same for decode, per dispatch and token. Every JSON goes
 to --work/sweep.json.
 """
 import argparse
+import copy
 import json
 import os
+import statistics
 import subprocess
 import sys
 
@@ -88,16 +90,13 @@ def median_profile(runs):
     runs = [r for r in runs if r]
     if not runs:
         return None
-    def med(v):
-        v = sorted(v)
-        return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
-    out = json.loads(json.dumps(runs[0]))
+    out = copy.deepcopy(runs[0])
     for prog in ("prefill", "decode"):
         if prog not in out:
             continue
-        out[prog]["us"] = med([r[prog]["us"] for r in runs])
+        out[prog]["us"] = statistics.median(r[prog]["us"] for r in runs)
         for i, g in enumerate(out[prog]["op_groups"]):
-            g["us"] = med([r[prog]["op_groups"][i]["us"] for r in runs])
+            g["us"] = statistics.median(r[prog]["op_groups"][i]["us"] for r in runs)
     return out
 
 
