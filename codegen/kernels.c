@@ -45,6 +45,7 @@ typedef struct {
   const ssm_value *bind[SSM_CG_MAX_BINDINGS];
   int nbind;
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
+  int touching;    /* emitting epilogue_touch: the epilogue's loads, nothing written */
   ssm_sb helpers;
   int nhelpers;
   const ssm_node *mm_node[8]; /* matmul members written as helpers, and their ids */
@@ -330,22 +331,24 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
  * input acc, and shifts acc into column cc of the state, the sum in the
  * conv1d template's order (bias, then k in order). Written once, for the
  * one evaluation the epilogue does per element; a channel past C (WGSL's
- * select evaluates every operand of a concat) does nothing. */
+ * select evaluates every operand of a concat) does nothing. For
+ * epilogue_touch (c->touching) it is cvt<id>: the same reads and sum, the
+ * state left as it is. */
 static int conv_helper(gctx *c, const ssm_node *n, int depth) {
-  for (int i = 0; i < c->nconv; i++)
+  for (int i = 0; i < c->nconv && !c->touching; i++)
     if (c->conv_done[i] == n) {
       if (!c->err)
         c->err = ssm_status_new(SSM_ERR_INTERNAL, "a decode conv is evaluated twice in one kernel");
       return 0;
     }
-  if (c->nconv == 16 || !c->in_epilogue) {
+  if ((c->nconv == 16 && !c->touching) || !c->in_epilogue) {
     if (!c->err)
       c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, c->in_epilogue
                                   ? "a kernel would do more than 16 decode convs"
                                   : "a decode conv is fused outside an epilogue");
     return 0;
   }
-  c->conv_done[c->nconv++] = n;
+  if (!c->touching) c->conv_done[c->nconv++] = n;
   int64_t C = n->args[0]->type.dims[1], K = n->args[2]->type.dims[1];
   const char *klast = ssm_arena_printf(c->a, "%lldu", (long long)(K - 1));
   coords wk = {.rank = 2, .c = {"cc", "kk"}}, wl = {.rank = 2, .c = {"cc", klast}},
@@ -358,20 +361,23 @@ static int conv_helper(gctx *c, const ssm_node *n, int depth) {
   else ssm_sb_printf(&bias, "0.0");
   int sb = binding_of(c, n->args[1]);
   int id = c->nhelpers++;
-  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "cv%d", id), "cc acc");
+  fn_head(c, &c->helpers, ssm_arena_printf(c->a, "%s%d", c->touching ? "cvt" : "cv", id),
+          "cc acc");
   /* the state's column cc shifted by one, acc last */
-  const char *st_old = ssm_arena_printf(c->a, LANG(c, "b%d.v[(kk - 1u) * %lldu + cc] = o",
-                                                   "b%d_st((kk - 1u) * %lldu + cc, o)"),
-                                        sb, (long long)C);
+  const char *st_old =
+      c->touching ? ""
+                  : ssm_arena_printf(c->a, LANG(c, "if (kk > 0u) { b%d.v[(kk - 1u) * %lldu + cc] = o; }",
+                                                "if (kk > 0u) { b%d_st((kk - 1u) * %lldu + cc, o); }"),
+                                     sb, (long long)C);
   ssm_sb_printf(&c->helpers,
                 LANG(c, "{\n  if (cc >= %lldu) return 0.0;\n  float y = %s;\n"
                         "  for (uint kk = 0u; kk < %lldu; kk++) {\n    float o = %s;\n",
                      "{\n  if (cc >= %lldu) { return 0.0; }\n  var y = %s;\n"
                      "  for (var kk = 0u; kk < %lldu; kk++) {\n    let o = %s;\n"),
                 (long long)C, ssm_sb_str(&bias), (long long)(K - 1), ssm_sb_str(&st));
-  ssm_sb_printf(&c->helpers, "    y += %s * o;\n    if (kk > 0u) { %s; }\n  }\n  y += %s * acc;\n",
-                ssm_sb_str(&w), st_old, ssm_sb_str(&wlast));
-  if (K > 1)
+  ssm_sb_printf(&c->helpers, "    y += %s * o;\n%s%s%s  }\n  y += %s * acc;\n", ssm_sb_str(&w),
+                *st_old ? "    " : "", st_old, *st_old ? "\n" : "", ssm_sb_str(&wlast));
+  if (K > 1 && !c->touching)
     ssm_sb_printf(&c->helpers, LANG(c, "  b%d.v[%lldu + cc] = acc;\n", "  b%d_st(%lldu + cc, acc);\n"),
                   sb, (long long)((K - 2) * C));
   ssm_sb_printf(&c->helpers, "  return y;\n}\n");
@@ -492,7 +498,7 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
     }
     if (d->op == SSM_OP_CONV1D) { /* a decode conv in a matmul's epilogue */
       int h = conv_helper(c, d, depth);
-      ssm_sb_printf(out, "cv%d(%s, ", h, k->c[1]);
+      ssm_sb_printf(out, "%s%d(%s, ", c->touching ? "cvt" : "cv", h, k->c[1]);
       emit(c, d->args[0], k, out, depth + 1);
       ssm_sb_printf(out, ")");
       return;
@@ -585,15 +591,27 @@ static void load_rows(gctx *c, ssm_sb *loads, const char *name, const ssm_value 
   load_fn(c, loads, name, "m k", v, &k);
 }
 
-static void epilogue_fn(gctx *c, ssm_sb *loads) {
+/* epilogue(acc, i): the group's value at element i from the anchor's acc.
+ * With `touch`, also epilogue_touch(acc, i): the same reads and
+ * arithmetic, nothing written (a decode conv's state stays), which a
+ * template calls before its main loads so that the epilogue's own reads,
+ * later, find their lines in cache; returns whether there is one (a group
+ * that is its anchor alone reads nothing more). */
+static int epilogue_fn(gctx *c, ssm_sb *loads, int touch) {
   if (c->root == c->anchor) {
     const_fn(c, loads, "epilogue", "acc i", "acc");
-    return;
+    return 0;
   }
   c->in_epilogue = 1;
   coords k = delinearize("i", &c->root->result->type, c->a);
   load_fn(c, loads, "epilogue", "acc i", c->root->result, &k);
+  if (touch) {
+    c->touching = 1;
+    load_fn(c, loads, "epilogue_touch", "acc i", c->root->result, &k);
+    c->touching = 0;
+  }
   c->in_epilogue = 0;
+  return touch;
 }
 
 /* The generated helper functions, then the load and epilogue functions, as
@@ -867,7 +885,7 @@ static const ssm_node *matmul_loads(gctx *c, ssm_sb *loads) {
   }
   coords wk = {.rank = 2, .c = {"n", "k"}};
   load_fn(c, loads, "in_w", "n k", mm->args[1], &wk);
-  epilogue_fn(c, loads);
+  epilogue_fn(c, loads, 0);
   return norm;
 }
 
@@ -1208,12 +1226,22 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   }
   if (norm && norm->nargs < 2)
     ssm_sb_printf(&loads, "void load_g(uint k, out vec4 a, out vec4 b) { a = b = vec4(1.0); }\n");
-  epilogue_fn(c, &loads);
+  /* one group of ROWS columns: the threads that will write them read their
+   * epilogue's operands first (TOUCH), so that those loads (a decode conv's
+   * state and weights, a residual) wait alongside the weights' rather than
+   * after the sums. On an H200 (tools/sweep.py, mamba-130m:24 f32, decode
+   * fed back) 1,899 -> 1,968 tokens/s: in_proj with its conv 8.3 -> 7.6 us,
+   * out_proj with the residual 5.6 -> 5.3, the same bits. The COLS form
+   * keeps x in registers and was slower with it (mamba-1.4b's in_proj
+   * 14.1 -> 14.5 us), and the decode scan's epilogue gained nothing, so
+   * those go without. */
+  int touch = epilogue_fn(c, &loads, !cols);
   uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
   grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
   const char *buffers = buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
-                      I64(rows), "ITERS", I64((K + local * 8 - 1) / (local * 8)), "NORM",
+                      I64(rows), "TOUCH", touch ? "1" : "0", "ITERS",
+                      I64((K + local * 8 - 1) / (local * 8)), "NORM",
                       norm ? "1" : "0", "COLS", I64(cols), "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers, "COMMON", common(c), "LOADS", loads_text(c, &loads),
@@ -1294,7 +1322,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
     load_fn(c, &loads, names[i], "t s n", sc->args[i], &bk);
   }
   int state = binding_of(c, sc->args[3]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   ssm_sb pre = {0};
   if (c->npre) ssm_sb_printf(&pre, "  g_row0 = row0;\n");
   for (int i = 0; i < c->npre; i++) {
@@ -1376,7 +1404,7 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   if (cv->nargs > 3) load_fn(c, &loads, "in_bias", "c", cv->args[3], &bk);
   else const_fn(c, &loads, "in_bias", "c", "0.0");
   int state = binding_of(c, cv->args[1]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   /* blocks of TB steps (at least K-1, the window's reach into the past),
    * doubled while the grid would pass 65535 workgroups */
   uint32_t local = 64;
@@ -1411,7 +1439,7 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   load_fn(c, &loads, "in_v", "t g d", at->args[2], &kk);
   int kb = binding_of(c, at->args[3]), vb = binding_of(c, at->args[4]);
   int pb = binding_of(c, at->args[5]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   uint32_t local = 64;
   grid_per_item(T * HQ, out->groups);
   const char *kv[40] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
@@ -1496,7 +1524,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
                                               "if (lid == 0u) { b0_st(row, min(i32(r.y), %lld)); }"),
                                    (long long)C - 1);
   }
-  if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads);
+  if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads, 0);
   grid_per_item(rows, out->groups);
   const char *kv[] = {"LOCAL", L_, "ROWS", I64(rows), "C", C_, "BUFFERS", buffers_decl(c),
                       "COMMON", common(c), "LOADS",
@@ -1518,7 +1546,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
   if (member(c, ids) || ungrouped_view(c, ids))
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "embed: token ids must be a tensor in memory");
   int ib = binding_of(c, e->args[1]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   uint32_t local = 256;
   out->groups[0] = groups_for(T * H, local);
   out->groups[1] = out->groups[2] = 1;
@@ -1548,7 +1576,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
   for (int d = 0; d < ti.rank; d++) k.c[axis + 1 + d] = ki.c[d];
   ssm_sb loads = {0};
   load_fn(c, &loads, "in_x", "o a in_", n->args[0], &k);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   const char *kind = ssm_node_str(n, "kind", "sum");
   const char *init = "0.0", *accum = "acc += x", *final = "acc";
   if (!strcmp(kind, "max")) {
@@ -1652,7 +1680,7 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
   for (int64_t j = 0; j < half; j++)
     ssm_sb_printf(&loads, "%s%.9g", j ? ", " : "", 1.0f / powf(theta, (float)(2 * j) / (float)dims));
   ssm_sb_printf(&loads, ");\n");
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   const char *cond = il ? "d % 2u == 0u" : ssm_arena_printf(c->a, "d < %lldu", (long long)half);
   const char *jx = il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half);
   int64_t step = il ? 1 : half;
@@ -1697,7 +1725,7 @@ static ssm_status gen_positions(gctx *c, ssm_cg_kernel *out) {
   const char *pos;
   SSM_TRY(pos_binding(c, 1, &pos));
   ssm_sb loads = {0};
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   const char *body = ssm_arena_printf(c->a, LANG(c, "    b0.v[i] = epilogue(float(%s + int(i)), i);",
                                                    "    b0_st(i, epilogue(f32(%s + i32(i)), i));"), pos);
   return items_kernel(c, &loads, T, body, ssm_arena_printf(c->a, "T=%lld", (long long)T), out);
@@ -1712,7 +1740,7 @@ static ssm_status gen_gather(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   load_rows(c, &loads, "in_x", n->args[0]);
   load_index(c, &loads, "in_idx", n->args[1]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   const char *body = ssm_arena_printf(c->a, LANG(c,
       "    uint m = i / %lldu, j = i %% %lldu;\n"
       "    uint k = uint(clamp(in_idx(m, j), 0, %lld));\n"
@@ -1810,7 +1838,7 @@ static ssm_status gen_matmul_sel(gctx *c, ssm_cg_kernel *out) {
   coords wk = {.rank = 3, .c = {"e", "o", "k"}};
   load_fn(c, &loads, "in_w", "e o k", n->args[1], &wk);
   load_index(c, &loads, "in_idx", n->args[2]);
-  epilogue_fn(c, &loads);
+  epilogue_fn(c, &loads, 0);
   const char *body = ssm_arena_printf(c->a, LANG(c,
       "    uint t = i / %lldu, j = (i / %lldu) %% %lldu, o = i %% %lldu;\n"
       "    uint e = uint(clamp(in_idx(t, j), 0, %lld));\n"

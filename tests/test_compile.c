@@ -4,6 +4,7 @@
  * that lie about themselves, and the Vulkan backend running a bundle.
  */
 #include <cjson/cJSON.h>
+#include <ctype.h>
 #include <math.h>
 #include <string.h>
 #include <time.h>
@@ -1006,6 +1007,47 @@ static void test_scan_reads_ahead(void) {
   ssm_bundle_close(b);
 }
 
+/* A decode gemv of one group of columns reads its epilogue's operands
+ * first (gemv.glsl.in, TOUCH) through epilogue_touch, which writes nothing:
+ * the in_proj's decode conv has a cvt helper that reads the state and
+ * leaves it, beside the cv helper that shifts it. A group that is its
+ * matmul alone (the lm_head after its norm) has nothing to read. The same
+ * bits either way: test_golden's decode fixtures run these kernels. */
+static void test_gemv_touches_epilogue(void) {
+  ssm_bundle *b = compile("mamba1_tiny", 4);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int conv = 0, bare = 0;
+  for (int i = 0; i < m->decode.nsteps; i++) {
+    const ssm_mf_kernel *k = &m->kernels[m->decode.steps[i].kernel];
+    if (strcmp(k->family, "gemv") || !strstr(k->params, "COLS=0")) continue;
+    char *src = kernel_source(b, k, 0);
+    if (strstr(k->params, "conv1d_causal")) {
+      conv++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#if 1\n  if (lid < ROWS && n0 + lid < "));
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "float epilogue_touch(float acc, uint i)"));
+      const char *cvt = strstr(src, "float cvt"), *cv = strstr(src, "float cv");
+      while (cv && !isdigit((unsigned char)cv[8])) cv = strstr(cv + 1, "float cv");
+      CU_ASSERT_PTR_NOT_NULL_FATAL(cvt);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(cv);
+      const char *end = strstr(cvt, "\n}\n");
+      CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+      char *body = strndup(cvt, (size_t)(end - cvt));
+      CU_ASSERT_PTR_NULL(strstr(body, "] ="));   /* nothing written */
+      CU_ASSERT_PTR_NOT_NULL(strstr(body, "ld")); /* but the state and weights read */
+      free(body);
+      CU_ASSERT_PTR_NOT_NULL(strstr(cv, "] = o;")); /* the conv itself shifts the state */
+    } else if (!strncmp(k->params, "rmsnorm+matmul ", 15)) {
+      bare++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#if 0\n  if (lid < ROWS && n0 + lid < "));
+      CU_ASSERT_PTR_NULL(strstr(src, "epilogue_touch(float"));
+    }
+    free(src);
+  }
+  CU_ASSERT_EQUAL(conv, 2); /* one a layer */
+  CU_ASSERT_EQUAL(bare, 1); /* the lm_head */
+  ssm_bundle_close(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"shared_weights_and_state", test_shared_weights_and_state},
                          {"fusion_and_planning_targets", test_fusion_and_planning_targets},
@@ -1031,6 +1073,7 @@ int main(void) {
                          {"gemm_coop_loads", test_gemm_coop_loads},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
+                         {"gemv_touches_epilogue", test_gemv_touches_epilogue},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }
