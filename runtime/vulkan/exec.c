@@ -26,12 +26,23 @@
 /* Decode steps queued in one submission by generate. */
 #define GEN_BATCH 8
 
-/* io, in int32 words: the run's tokens (chunk of them), its position, then
- * per half the positions and the drawn ids of its steps. */
+/* io, in int32 words: the run's tokens (chunk of them) and its position;
+ * then, from byte gen_at, generate's slots (GEN_*), which the device buffer
+ * `slots` mirrors at the same offsets. */
 #define IO_POS(v) ((v)->chunk_words)
-#define IO_GEN_POS(v, h, j) ((v)->chunk_words + 1 + (h) * GEN_BATCH + (j))
-#define IO_GEN_ID(v, h, j) ((v)->chunk_words + 1 + 2 * GEN_BATCH + (h) * GEN_BATCH + (j))
-#define IO_WORDS(v) ((v)->chunk_words + 1 + 4 * GEN_BATCH)
+
+/* Generate's slots, one u32 each at a stride of the storage-buffer
+ * alignment (each is bound on its own): the input of a batch's first step,
+ * then per half the positions and the drawn ids of its steps. A step's
+ * kernels read its token from the slot the step before drew into (the
+ * first step from GEN_IN), its position from its slot, and the sampler
+ * draws into the step's slot: no copy between steps. A batch copies its
+ * positions in at its start, and its ids out and its last id to GEN_IN at
+ * its end. */
+#define GEN_IN 0
+#define GEN_POS(h, j) (1 + (h) * GEN_BATCH + (j))
+#define GEN_ID(h, j) (1 + 2 * GEN_BATCH + (h) * GEN_BATCH + (j))
+#define GEN_SLOTS (1 + 4 * GEN_BATCH)
 
 typedef struct {
   ssm_backend base;
@@ -41,7 +52,9 @@ typedef struct {
   ssm_vk_buffer *buffers[SSM_BUNDLE_MAX_BUFFERS];
   ssm_vk_kernel **kernels;
   unsigned char *counted; /* per kernel: gets the run's token count (record_steps) */
-  ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*) */
+  ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*, GEN_*) */
+  ssm_vk_buffer *slots; /* device: generate's slots (GEN_*), at their io offsets less gen_at */
+  size_t gen_at, slot;  /* io's first slot, in bytes; the bytes between slots */
   ssm_vk_buffer *out; /* host-visible: logits rows (a decode run: row 0; generate: half*GEN_BATCH + step) */
   ssm_vk_buffer *run_out; /* host-visible: a prefill run's logits rows (made on first use) */
   size_t chunk_words;
@@ -260,20 +273,43 @@ static ssm_status fit_bindings(vk_backend *v) {
   return NULL;
 }
 
+/* A region bound elsewhere by the steps recorded (generate's slots): in
+ * every step, or (family) only in the steps of that kernel template. */
+typedef struct {
+  ssm_region from;
+  const char *family;
+  ssm_vk_binding to;
+} vk_rebind;
+
+static int same_region(const ssm_region *a, const ssm_region *b) {
+  return a->buffer == b->buffer && a->offset == b->offset && a->bytes == b->bytes;
+}
+
 /* The dispatches of p's first nsteps steps but those of kernel template
- * `skip` (NULL: none); with a bundle whose prefill runs may take fewer
- * tokens, the prefill program's kernels get `count` (the run's tokens) as
- * their push constant (load_kernels). */
+ * `skip` (NULL: none), with the nre regions of `re` bound where they say;
+ * with a bundle whose prefill runs may take fewer tokens, the prefill
+ * program's kernels get `count` (the run's tokens) as their push constant
+ * (load_kernels). */
 static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int nsteps,
-                                   uint32_t count, const char *skip, ssm_vk_program *prog) {
+                                   uint32_t count, const char *skip, const vk_rebind *re,
+                                   int nre, ssm_vk_program *prog) {
   size_t align = ssm_vk_storage_alignment(v->vk);
   for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
-    if (skip && !strcmp(v->m->kernels[st->kernel].family, skip)) continue;
+    const char *family = v->m->kernels[st->kernel].family;
+    if (skip && !strcmp(family, skip)) continue;
     ssm_vk_binding vb[SSM_CG_GLSL_MAX_BINDINGS];
     int extra = st->nbindings;
     for (int b = 0; b < st->nbindings; b++) {
       const ssm_region *r = &st->bindings[b];
+      int to = -1;
+      for (int k = 0; k < nre && to < 0; k++)
+        if (same_region(r, &re[k].from) && (!re[k].family || !strcmp(re[k].family, family)))
+          to = k;
+      if (to >= 0) {
+        vb[b] = re[to].to;
+        continue;
+      }
       SSM_TRY(make_buffer(v, r->buffer));
       if (r->offset % align)
         return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: a binding offset (%llu) is not a "
@@ -307,7 +343,7 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
 
 static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nsteps,
                                uint32_t count, ssm_vk_program *prog) {
-  return record_steps_but(v, p, nsteps, count, NULL, prog);
+  return record_steps_but(v, p, nsteps, count, NULL, NULL, 0, prog);
 }
 
 static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs,
@@ -334,7 +370,7 @@ static ssm_status record_count(vk_backend *v, int prefill, int logits, int count
   /* a run feeds tokens and does not draw: the sampler's step counts
    * generated tokens only, however a prompt was split into runs */
   SSM_TRY(record_steps_but(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p),
-                           (uint32_t)count, "sample", *out));
+                           (uint32_t)count, "sample", NULL, 0, *out));
   if (logits && prefill && !v->run_out) {
     SSM_TRY(ssm_vk_buffer_create(v->vk, rows_bytes(p, p->tokens), SSM_VK_BUFFER_HOST, &v->run_out));
     if (!ssm_vk_buffer_map(v->run_out)) { /* not kept: the next run would read through it */
@@ -365,6 +401,24 @@ static ssm_status record_run(vk_backend *v, int prefill, int logits) {
 /* gen[batch][h][logits]: the state buffers copied aside into backup[h],
  * then each step: its position in, the decode steps, the drawn id into the
  * next step's input and into io (and the logits into out). */
+/* Generate's slot i in `slots`, bound alone. */
+static ssm_vk_binding slot_binding(const vk_backend *v, int i) {
+  return (ssm_vk_binding){v->slots, (size_t)i * v->slot, 4};
+}
+
+/* io's copy of slot i. */
+static int32_t *io_slot(const vk_backend *v, int i) {
+  return (int32_t *)((char *)ssm_vk_buffer_map(v->io) + v->gen_at + (size_t)i * v->slot);
+}
+
+/* gen[batch][h][logits]: a batch of decode steps in half h, each drawing the
+ * next step's token on the device. The kernels read and write generate's
+ * slots (GEN_*) in place of the program's tokens, position and drawn id:
+ * between steps there is a barrier and no copy. The two copies a step had
+ * (its id to the next step's input and to io) cost 9-17 us a token on an
+ * H200: `ssmc bench -n 256`, decode fed back, mamba-130m:24 f32 1,985 ->
+ * 2,020 tokens/s, mamba-1.4b:8 bf16 3,149 -> 3,240, falcon-mamba-7b:4 bf16
+ * 2,155 -> 2,238, the same ids. */
 static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
   const ssm_mf_program *d = &v->m->decode;
   ssm_vk_program **p = &v->gen[batch][h][logits];
@@ -373,20 +427,25 @@ static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
   for (int i = 0; i < v->m->nbuffers; i++)
     if (v->backup[h][i])
       SSM_TRY(add_copy(*p, v->buffers[i], 0, v->backup[h][i], 0, (size_t)v->m->buffers[i].bytes));
-  ssm_vk_buffer *next = v->buffers[d->next.buffer];
+  int steps = batch ? GEN_BATCH : 1;
+  size_t span = (size_t)(steps - 1) * v->slot + 4; /* a half's slots of `steps` steps */
+  if (d->has_pos)
+    SSM_TRY(add_copy(*p, v->io, v->gen_at + GEN_POS(h, 0) * v->slot, v->slots,
+                     GEN_POS(h, 0) * v->slot, span));
   size_t row = (size_t)d->output.bytes;
-  for (int j = 0; j < (batch ? GEN_BATCH : 1); j++) {
-    if (d->has_pos)
-      SSM_TRY(add_copy(*p, v->io, IO_GEN_POS(v, h, j) * 4, v->buffers[d->pos.buffer],
-                       (size_t)d->pos.offset, 4));
-    SSM_TRY(record_steps(v, d, d->nsteps, 1, *p));
-    SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->buffers[d->tokens_in.buffer],
-                     (size_t)d->tokens_in.offset, 4));
-    SSM_TRY(add_copy(*p, next, (size_t)d->next.offset, v->io, IO_GEN_ID(v, h, j) * 4, 4));
+  for (int j = 0; j < steps; j++) {
+    vk_rebind re[3] = {{d->tokens_in, NULL, slot_binding(v, j ? GEN_ID(h, j - 1) : GEN_IN)},
+                       {d->next, "sample", slot_binding(v, GEN_ID(h, j))},
+                       {d->pos, NULL, slot_binding(v, GEN_POS(h, j))}};
+    if (j) ssm_vk_program_add_barrier(*p); /* the step before drew its token */
+    SSM_TRY(record_steps_but(v, d, d->nsteps, 1, NULL, re, d->has_pos ? 3 : 2, *p));
     if (logits)
       SSM_TRY(add_copy(*p, v->buffers[d->output.buffer], (size_t)d->output.offset, v->out,
                        (size_t)(h * GEN_BATCH + j) * row, row));
   }
+  SSM_TRY(add_copy(*p, v->slots, GEN_ID(h, steps - 1) * v->slot, v->slots, GEN_IN * v->slot, 4));
+  SSM_TRY(add_copy(*p, v->slots, GEN_ID(h, 0) * v->slot, v->io, v->gen_at + GEN_ID(h, 0) * v->slot,
+                   span));
   return ssm_vk_program_end(*p);
 }
 
@@ -397,7 +456,11 @@ static ssm_status make_io(vk_backend *v) {
   const ssm_manifest *m = v->m;
   int chunk = m->prefill.tokens > 1 ? m->prefill.tokens : 1;
   v->chunk_words = (size_t)chunk;
-  SSM_TRY(ssm_vk_buffer_create(v->vk, IO_WORDS(v) * 4, SSM_VK_BUFFER_HOST, &v->io));
+  v->slot = ssm_vk_storage_alignment(v->vk);
+  if (v->slot < 4) v->slot = 4;
+  v->gen_at = ((v->chunk_words + 1) * 4 + v->slot - 1) / v->slot * v->slot;
+  SSM_TRY(ssm_vk_buffer_create(v->vk, v->gen_at + GEN_SLOTS * v->slot, SSM_VK_BUFFER_HOST, &v->io));
+  SSM_TRY(ssm_vk_buffer_create(v->vk, GEN_SLOTS * v->slot, SSM_VK_BUFFER_DEVICE, &v->slots));
   SSM_TRY(ssm_vk_buffer_create(v->vk, 2 * GEN_BATCH * (size_t)m->decode.output.bytes,
                                SSM_VK_BUFFER_HOST, &v->out));
   if (!ssm_vk_buffer_map(v->io) || !ssm_vk_buffer_map(v->out))
@@ -536,9 +599,8 @@ static ssm_status gen_stop(vk_backend *v, gen_batch *q, int h, int j) {
   SSM_TRY(ssm_vk_program_run(v->vk, v->restore[from]));
   b->position = from == h ? done.start : after.start;
   if (from != h) return NULL;
-  const int32_t *io = ssm_vk_buffer_map(v->io);
   for (int i = 0; i <= j; i++) {
-    int32_t t = i ? io[IO_GEN_ID(v, h, i - 1)] : done.input;
+    int32_t t = i ? *io_slot(v, GEN_ID(h, i - 1)) : done.input;
     SSM_TRY(vk_run(b, &t, 1, NULL));
   }
   return NULL;
@@ -552,8 +614,7 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle's decode program has no sampler",
                           ssm_bundle_name(v->bundle));
   SSM_TRY(gen_prepare(v, want_logits != 0));
-  SSM_TRY(upload(v, d->tokens_in, &first));
-  int32_t *io = ssm_vk_buffer_map(v->io);
+  SSM_TRY(ssm_vk_buffer_upload(v->vk, v->slots, GEN_IN * v->slot, &first, 4));
   const float *out = ssm_vk_buffer_map(v->out);
   size_t vocab = (size_t)b->vocab;
   gen_batch q[2] = {{0}};
@@ -574,7 +635,7 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
           break;
         }
       }
-      for (int j = 0; j < steps; j++) io[IO_GEN_POS(v, next, j)] = (int32_t)(queued + j);
+      for (int j = 0; j < steps; j++) *io_slot(v, GEN_POS(next, j)) = (int32_t)(queued + j);
       s = ssm_vk_program_submit(v->vk, v->gen[steps > 1][next][want_logits != 0]);
       if (s) break;
       q[next] = (gen_batch){queued, steps, 0};
@@ -586,7 +647,7 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
     s = ssm_vk_program_wait(v->vk, v->gen[q[h].steps > 1][h][want_logits != 0]);
     q[h].input = input;
     for (int j = 0; j < q[h].steps && !s; j++) {
-      int32_t id = io[IO_GEN_ID(v, h, j)];
+      int32_t id = *io_slot(v, GEN_ID(h, j));
       if (id == -1) s = ssm_sampler_nonfinite(q[h].start + j);
       else if (id < 0 || id >= b->vocab)
         s = ssm_status_new(SSM_ERR_DEVICE, "the sampler drew token id %d, outside [0, %lld)", id,
@@ -604,7 +665,7 @@ static ssm_status vk_generate(ssm_backend *b, int32_t first, int n, int want_log
     }
     if (s) break;
     b->position = q[h].start + q[h].steps;
-    input = io[IO_GEN_ID(v, h, q[h].steps - 1)];
+    input = *io_slot(v, GEN_ID(h, q[h].steps - 1));
     q[h].steps = 0;
     h = !h;
   }
@@ -762,6 +823,7 @@ static void vk_close(ssm_backend *b) {
     for (int h = 0; h < 2; h++)
       for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->backup[h][i]);
     ssm_vk_buffer_destroy(v->vk, v->io);
+    ssm_vk_buffer_destroy(v->vk, v->slots);
     ssm_vk_buffer_destroy(v->vk, v->out);
     ssm_vk_buffer_destroy(v->vk, v->run_out);
     for (int i = 0; v->kernels && i < v->m->nkernels; i++) ssm_vk_kernel_destroy(v->vk, v->kernels[i]);
