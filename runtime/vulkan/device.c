@@ -383,6 +383,16 @@ static void feature_chain_init(feature_chain *fc, VkPhysicalDevice pd, uint32_t 
   if (fc->has_pexec) *tail = &fc->pexec, tail = &fc->pexec.pNext;
 }
 
+/* Takes `link` out of fc's chain: a struct of an extension that the device
+ * is not created with must not go with its features. */
+static void feature_chain_drop(feature_chain *fc, void *link) {
+  for (VkBaseOutStructure *b = (VkBaseOutStructure *)&fc->core; b->pNext; b = b->pNext)
+    if (b->pNext == (VkBaseOutStructure *)link) {
+      b->pNext = ((VkBaseOutStructure *)link)->pNext;
+      return;
+    }
+}
+
 static unsigned feature_bits(const feature_chain *fc) {
   unsigned f = 0;
   if (fc->s16.storageBuffer16BitAccess) f |= SSM_VK_F16_STORAGE;
@@ -663,12 +673,10 @@ static ssm_status device_create(ssm_vk *vk) {
     vk->shader_stats = false;
   }
   want.pexec.pipelineExecutableInfo = vk->shader_stats;
-  if (!vk->shader_stats) /* only then its struct goes with the device's features */
-    for (VkBaseOutStructure *b = (VkBaseOutStructure *)&want.core; b->pNext; b = b->pNext)
-      if (b->pNext == (VkBaseOutStructure *)&want.pexec) {
-        b->pNext = want.pexec.pNext;
-        break;
-      }
+  /* the structs of extensions enabled only when used go only then */
+  if (!vk->shader_stats) feature_chain_drop(&want, &want.pexec);
+  if (!coop) feature_chain_drop(&want, &want.coop);
+  if (!coop && want.ext_vmm) feature_chain_drop(&want, &want.vmm);
 
   const char *exts[7];
   uint32_t n_exts = 0;
