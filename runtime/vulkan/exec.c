@@ -398,9 +398,6 @@ static ssm_status record_run(vk_backend *v, int prefill, int logits) {
   return s;
 }
 
-/* gen[batch][h][logits]: the state buffers copied aside into backup[h],
- * then each step: its position in, the decode steps, the drawn id into the
- * next step's input and into io (and the logits into out). */
 /* Generate's slot i in `slots`, bound alone. */
 static ssm_vk_binding slot_binding(const vk_backend *v, int i) {
   return (ssm_vk_binding){v->slots, (size_t)i * v->slot, 4};
@@ -412,9 +409,11 @@ static int32_t *io_slot(const vk_backend *v, int i) {
 }
 
 /* gen[batch][h][logits]: a batch of decode steps in half h, each drawing the
- * next step's token on the device. The kernels read and write generate's
- * slots (GEN_*) in place of the program's tokens, position and drawn id:
- * between steps there is a barrier and no copy. The two copies a step had
+ * next step's token on the device: the state buffers copied aside into
+ * backup[h], the steps' positions in, the steps (and each one's logits into
+ * out), then the ids out and the last into GEN_IN. The kernels read and
+ * write generate's slots (GEN_*) in place of the program's tokens, position
+ * and drawn id: between steps there is a barrier and no copy. The two copies a step had
  * (its id to the next step's input and to io) cost 9-17 us a token on an
  * H200: `ssmc bench -n 256`, decode fed back, mamba-130m:24 f32 1,985 ->
  * 2,020 tokens/s, mamba-1.4b:8 bf16 3,149 -> 3,240, falcon-mamba-7b:4 bf16
