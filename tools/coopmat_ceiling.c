@@ -33,6 +33,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "glsl_defines.h"
 #include "runtime/vulkan/vulkan.h"
 
 static const char *SRC =
@@ -176,15 +177,11 @@ static int check(ssm_status s, const char *what) {
 static int best_us(ssm_vk *vk, const char *src, const char *defines, const char *name,
                    const ssm_vk_binding *b, int nb, const uint32_t *push, uint32_t groups,
                    double *us) {
-  const char *nl = strchr(src, '\n') + 1;
-  char *text = malloc(strlen(src) + strlen(defines) + 1);
+  char *text = glsl_with_defines(src, defines);
   if (!text) {
     fprintf(stderr, "coopmat_ceiling: out of memory\n");
     return 1;
   }
-  memcpy(text, src, (size_t)(nl - src));
-  strcpy(text + (nl - src), defines);
-  strcat(text, nl);
   uint32_t *words = NULL;
   size_t count = 0;
   ssm_vk_kernel *k = NULL;
