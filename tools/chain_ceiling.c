@@ -1,7 +1,9 @@
-/* chain_ceiling.c — what decode could gain if each dispatch waited for the
- * one before through a counter in memory instead of a pipeline barrier, so
- * that a kernel is launched, and reads its weights into registers, while
- * the kernel before it is still running (docs/performance.md, stop 35).
+/* chain_ceiling.c — what one dependent decode dispatch costs, and what
+ * decode could gain if each dispatch waited for the one before through a
+ * counter in memory instead of a pipeline barrier (so that a kernel is
+ * launched, and reads its weights into registers, while the kernel before
+ * it is still running), or with one dispatch a layer fewer
+ * (docs/performance.md, stop 35).
  *
  * It runs a stand-in for L Mamba-1 decode layers of width D (bf16 weights,
  * f32 activations, as ssmc's decode): per layer
@@ -18,8 +20,16 @@
  *   preload   chain, with each workgroup's weights loaded into registers
  *             before it waits;
  *   none      neither barriers nor waits: wrong results, in the time the
- *             device takes when nothing holds a dispatch back.
+ *             device takes when nothing holds a dispatch back;
+ *   fold      barriers, and no x_proj dispatch: each in_proj workgroup of
+ *             the x half writes its channels' share of x_proj, the last
+ *             workgroup of each group of G sums its group's, and the scan
+ *             (256 channels a workgroup) adds up the groups' sums (one
+ *             dependent step fewer a layer).
  * D 256 makes every kernel almost empty: the cost of the waits alone.
+ * CHAIN_WAYS=fold,none runs only those ways after barriers, in that order
+ * (ways run after the spinning ones can read slow); CHAIN_PROFILE=1 adds the
+ * GPU time of each kind of dispatch for barriers and fold.
  * A chain relies on the device launching a dispatch's workgroups only
  * after all of the dispatch before it have been launched (otherwise spinning
  * workgroups could hold the places of those they wait for). The spins give
@@ -27,11 +37,13 @@
  * count means the results of that way are wrong and its time is not valid.
  * Reported: the best host-timed run of the whole program of 5 after two
  * (µs), per layer, and whether the layers' output after the first run of a
- * way has the same bits as with barriers.
+ * way has the same bits as with barriers (fold, whose sums go in another
+ * order: the largest difference over the largest value).
  *
  * Build here and run on the GPU:
  *   build/chain_ceiling [D [LAYERS]]   (2048 48: mamba-1.4b's width and depth)
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,12 +96,26 @@ static const char *GEMV_SRC =
     "layout(std430, binding = 1) coherent readonly buffer X { vec4 x[]; };\n"
     "layout(std430, binding = 2) coherent writeonly buffer Y { float y[]; };\n" SYNC_SRC
     "shared float red[64][ROWS];\n"
+    "#if FOLD\n" /* x_proj's share of this workgroup's ROWS channels, then its group's */
+    "layout(std430, binding = 3) readonly buffer WX { uvec4 wx[]; };\n"
+    "layout(std430, binding = 4) coherent buffer PT { float part[]; };\n"
+    "layout(std430, binding = 5) coherent buffer CN { uint cnt[]; };\n"
+    "shared float yv[ROWS];\n"
+    "shared bool is_last;\n"
+    "#endif\n"
     "vec4 lo(uvec4 u) { return uintBitsToFloat(u << 16); }\n"
     "vec4 hi(uvec4 u) { return uintBitsToFloat(u & 0xffff0000u); }\n"
     "void main() {\n"
     "  uint t = gl_LocalInvocationIndex, r0 = gl_WorkGroupID.x * ROWS;\n"
     "  const uint KV = uint(K) / 8u;\n"
     "  uvec4 wr[ROWS][PER];\n"
+    "#if FOLD\n" /* x_proj's weights of these channels, read with the rest */
+    "  uvec4 wxr[XPER];\n"
+    "  [[unroll]] for (int q = 0; q < XPER; q++) {\n"
+    "    uint j = t + uint(q) * 256u;\n"
+    "    wxr[q] = r0 < uint(E) && j < uint(NX) ? wx[(j * uint(E) + r0) / 8u] : uvec4(0);\n"
+    "  }\n"
+    "#endif\n"
     "#if MODE == 2\n"
     "  [[unroll]] for (int r = 0; r < ROWS; r++) [[unroll]] for (int p = 0; p < PER; p++)\n"
     "    wr[r][p] = uint(p) * 256u + t < KV ? w[(r0 + uint(r)) * KV + uint(p) * 256u + t]\n"
@@ -121,7 +147,36 @@ static const char *GEMV_SRC =
     "    float s = 0.0;\n"
     "    for (uint g = 0u; g < gl_NumSubgroups; g++) s += red[g][t];\n"
     "    y[r0 + t] = s;\n"
+    "#if FOLD\n"
+    "    yv[t] = s;\n"
+    "#endif\n"
     "  }\n"
+    "#if FOLD\n"
+    "  barrier();\n"
+    "  if (r0 < uint(E)) {\n"
+    "    uint wg = gl_WorkGroupID.x, g = wg / uint(G);\n"
+    "    [[unroll]] for (int q = 0; q < XPER; q++) {\n"
+    "      uint j = t + uint(q) * 256u;\n"
+    "      vec4 l = lo(wxr[q]), h = hi(wxr[q]);\n"
+    "      if (j < uint(NX))\n"
+    "        part[wg * uint(NXP) + j] = l.x * yv[0] + h.x * yv[1] + l.y * yv[2] + h.y * yv[3] +\n"
+    "                                  l.z * yv[4] + h.z * yv[5] + l.w * yv[6] + h.w * yv[7];\n"
+    "    }\n"
+    "    memoryBarrierBuffer();\n"
+    "    barrier();\n"
+    "    if (t == 0u) is_last = atomicAdd(cnt[g], 1u) == uint(G) - 1u;\n"
+    "    barrier();\n"
+    "    if (is_last) {\n" /* the group's last workgroup sums its G shares */
+    "      memoryBarrierBuffer();\n"
+    "      for (uint j = t; j < uint(NX); j += 256u) {\n"
+    "        float s = 0.0;\n"
+    "        for (uint i = 0u; i < uint(G); i++) s += part[(g * uint(G) + i) * uint(NXP) + j];\n"
+    "        part[uint(GOFF) + g * uint(NXP) + j] = s;\n"
+    "      }\n"
+    "      if (t == 0u) cnt[g] = 0u;\n"
+    "    }\n"
+    "  }\n"
+    "#endif\n"
     "  count_done();\n"
     "}\n";
 
@@ -130,35 +185,49 @@ static const char *GEMV_SRC =
 static const char *SCAN_SRC =
     "#version 450\n"
     "#extension GL_EXT_control_flow_attributes : require\n"
-    "layout(local_size_x = 64) in;\n"
+    "layout(local_size_x = LOCAL) in;\n"
     "layout(std430, binding = 0) readonly buffer W { uvec4 w[]; };\n"
     "layout(std430, binding = 1) coherent readonly buffer XP { float xp[]; };\n"
     "layout(std430, binding = 2) coherent readonly buffer XZ { float xz[]; };\n"
     "layout(std430, binding = 3) coherent buffer S { float st[]; };\n"
     "layout(std430, binding = 4) coherent writeonly buffer Y { float y[]; };\n" SYNC_SRC
+    "#if FOLD\n"
+    "shared float xs[NXP];\n"
+    "#define XP(i) xs[i]\n"
+    "#else\n"
+    "#define XP(i) xp[i]\n"
+    "#endif\n"
     "void main() {\n"
     "  uint c = gl_GlobalInvocationID.x;\n"
     "  uvec4 wr[R / 8];\n"
-    "#if MODE == 2\n"
+    "#if MODE == 2 || FOLD\n"
     "  [[unroll]] for (int j = 0; j < R / 8; j++) wr[j] = w[c * uint(R / 8) + uint(j)];\n"
     "  wait_for();\n"
     "#else\n"
     "  wait_for();\n"
     "  [[unroll]] for (int j = 0; j < R / 8; j++) wr[j] = w[c * uint(R / 8) + uint(j)];\n"
     "#endif\n"
+    "#if FOLD\n" /* x_proj: the sum of the NG groups' shares, in order */
+    "  for (uint j = gl_LocalInvocationIndex; j < uint(NX); j += uint(LOCAL)) {\n"
+    "    float s = 0.0;\n"
+    "    for (uint g = 0u; g < uint(NG); g++) s += xp[uint(GOFF) + g * uint(NXP) + j];\n"
+    "    xs[j] = s;\n"
+    "  }\n"
+    "  barrier();\n"
+    "#endif\n"
     "  float dt = 0.0;\n"
     "  [[unroll]] for (int j = 0; j < R / 8; j++) {\n"
     "    vec4 l = uintBitsToFloat(wr[j] << 16), h = uintBitsToFloat(wr[j] & 0xffff0000u);\n"
     "    uint i = uint(j) * 8u;\n"
-    "    dt += dot(vec4(l.x, h.x, l.y, h.y), vec4(xp[i], xp[i + 1u], xp[i + 2u], xp[i + 3u]));\n"
-    "    dt += dot(vec4(l.z, h.z, l.w, h.w), vec4(xp[i + 4u], xp[i + 5u], xp[i + 6u], xp[i + 7u]));\n"
+    "    dt += dot(vec4(l.x, h.x, l.y, h.y), vec4(XP(i), XP(i + 1u), XP(i + 2u), XP(i + 3u)));\n"
+    "    dt += dot(vec4(l.z, h.z, l.w, h.w), vec4(XP(i + 4u), XP(i + 5u), XP(i + 6u), XP(i + 7u)));\n"
     "  }\n"
     "  dt = log(1.0 + exp(dt));\n"
     "  float xc = xz[c], yv = 0.0;\n"
     "  [[unroll]] for (uint n = 0u; n < 16u; n++) {\n"
-    "    float h = st[c * 16u + n] * exp(-dt * float(n + 1u)) + dt * xp[uint(R) + n] * xc;\n"
+    "    float h = st[c * 16u + n] * exp(-dt * float(n + 1u)) + dt * XP(uint(R) + n) * xc;\n"
     "    st[c * 16u + n] = h;\n"
-    "    yv += h * xp[uint(R) + 16u + n];\n"
+    "    yv += h * XP(uint(R) + 16u + n);\n"
     "  }\n"
     "  y[c] = yv + xc;\n"
     "  count_done();\n"
@@ -230,6 +299,9 @@ int main(int argc, char **argv) {
                b_out = (size_t)D * E * 2, b_layer = b_in + b_x + b_dt + b_out;
   ssm_vk_buffer **wl = calloc((size_t)L, sizeof *wl);
   ssm_vk_buffer *xin = NULL, *xz = NULL, *xp = NULL, *y = NULL, *st = NULL, *fl = NULL;
+  /* fold: P workgroups of in_proj's x half, in groups of G; NXP floats a share */
+  const int P = E / ROWS, G = D <= 2048 ? 16 : 32, NG = P / G, NXP = NX;
+  ssm_vk_buffer *part = NULL, *cnt = NULL;
   const int nflags = 4 * L + 1; /* one a dispatch, then the give-ups */
   int bad = !wl;
   for (int l = 0; !bad && l < L; l++)
@@ -242,35 +314,61 @@ int main(int argc, char **argv) {
         check(ssm_vk_buffer_create(vk, 1024 * 4, SSM_VK_BUFFER_DEVICE, &xp), "xp") ||
         check(ssm_vk_buffer_create(vk, (size_t)E * 4, SSM_VK_BUFFER_DEVICE, &y), "y") ||
         check(ssm_vk_buffer_create(vk, (size_t)E * 16 * 4, SSM_VK_BUFFER_DEVICE, &st), "state") ||
-        check(ssm_vk_buffer_create(vk, (size_t)nflags * 4, SSM_VK_BUFFER_DEVICE, &fl), "flags");
+        check(ssm_vk_buffer_create(vk, (size_t)nflags * 4, SSM_VK_BUFFER_DEVICE, &fl), "flags") ||
+        check(ssm_vk_buffer_create(vk, (size_t)(P + NG) * NXP * 4, SSM_VK_BUFFER_DEVICE, &part),
+              "shares") ||
+        check(ssm_vk_buffer_create(vk, (size_t)NG * 4, SSM_VK_BUFFER_DEVICE, &cnt), "counts") ||
+        check(ssm_vk_buffer_fill(vk, cnt, 0, (size_t)NG * 4, 0), "fill counts");
   float *first = malloc((size_t)D * 4), *out = malloc((size_t)D * 4);
   bad = bad || !first || !out;
   static const struct {
     const char *name;
     int mode, delay;
   } ways[] = {{"barriers", 0, 0},   {"chain", 1, 0},     {"chain/32", 1, 32}, {"chain/256", 1, 256},
-              {"preload/32", 2, 32}, {"preload/256", 2, 256}, {"none", 3, 0}};
+              {"preload/32", 2, 32}, {"preload/256", 2, 256}, {"none", 3, 0},
+              {"fold", 4, 0}};
   printf("D %d, E %d, dt_rank %d, %d layers, %.1f MB of weights a layer\n", D, E, R, L,
          b_layer / 1e6);
-  printf("%-12s %12s %12s %10s %6s\n", "way", "us a token", "us a layer", "gave up", "same");
+  printf("%-12s %12s %12s %10s %7s\n", "way", "us a token", "us a layer", "gave up", "same");
   double base = 0;
-  for (size_t way = 0; !bad && way < sizeof ways / sizeof ways[0]; way++) {
+  /* CHAIN_WAYS=a,b,...: only those ways, in that order (barriers first
+   * always: the others are compared with it) */
+  const char *only = getenv("CHAIN_WAYS");
+  size_t order[16], nways = 0;
+  order[nways++] = 0;
+  for (size_t w = 1; w < sizeof ways / sizeof ways[0]; w++)
+    if (!only) order[nways++] = w;
+  for (const char *o = only; o && *o;) {
+    size_t len = strcspn(o, ",");
+    for (size_t w = 1; w < sizeof ways / sizeof ways[0]; w++)
+      if (strlen(ways[w].name) == len && !strncmp(o, ways[w].name, len) && nways < 16)
+        order[nways++] = w;
+    o += len + (o[len] == ',');
+  }
+  for (size_t oi = 0; !bad && oi < nways; oi++) {
+    const size_t way = order[oi];
     const int mode = ways[way].mode;
     char sync[64];
     snprintf(sync, sizeof sync, "#define MODE %d\n#define DELAY %d\n", mode, ways[way].delay);
-    char defs[160];
+    char defs[320];
+    const int fold = mode == 4;
     ssm_vk_kernel *g_in = NULL, *g_x = NULL, *g_out = NULL, *scan = NULL, *reset = NULL;
     ssm_vk_program *p = NULL;
-    snprintf(defs, sizeof defs, "%s#define ROWS %d\n#define K %d\n#define PER %d\n", sync,
-             ROWS, D, (D + 2047) / 2048);
+    snprintf(defs, sizeof defs,
+             "%s#define ROWS %d\n#define K %d\n#define PER %d\n#define FOLD %d\n#define E %d\n"
+             "#define NX %d\n#define NXP %d\n#define G %d\n#define GOFF %d\n#define XPER %d\n",
+             sync, ROWS, D, (D + 2047) / 2048, fold, E, NX, NXP, G, P * NXP, (NX + 255) / 256);
     bad = kernel(vk, GEMV_SRC, defs, "in_proj", 8, 16, &g_in);
-    snprintf(defs, sizeof defs, "%s#define ROWS 2\n#define K %d\n#define PER %d\n", sync, E,
-             (E + 2047) / 2048);
+    snprintf(defs, sizeof defs, "%s#define ROWS 2\n#define K %d\n#define PER %d\n#define FOLD 0\n",
+             sync, E, (E + 2047) / 2048);
     bad = bad || kernel(vk, GEMV_SRC, defs, "x_proj", 8, 16, &g_x);
-    snprintf(defs, sizeof defs, "%s#define ROWS %d\n#define K %d\n#define PER %d\n", sync,
-             ROWS, E, (E + 2047) / 2048);
+    snprintf(defs, sizeof defs, "%s#define ROWS %d\n#define K %d\n#define PER %d\n#define FOLD 0\n",
+             sync, ROWS, E, (E + 2047) / 2048);
     bad = bad || kernel(vk, GEMV_SRC, defs, "out_proj", 8, 16, &g_out);
-    snprintf(defs, sizeof defs, "%s#define R %d\n", sync, R);
+    snprintf(defs, sizeof defs,
+             "%s#define R %d\n#define FOLD %d\n#define LOCAL %d\n#define NX %d\n#define NXP %d\n"
+             "#define NG %d\n#define GOFF %d\n",
+             sync, R, fold, fold ? 256 : 64, NX, NXP, NG, P * NXP);
     bad = bad || kernel(vk, SCAN_SRC, defs, "scan", 8, 16, &scan) ||
           kernel(vk, RESET_SRC, "", "reset", 1, 4, &reset) ||
           check(ssm_vk_program_create(vk, &p), "program");
@@ -285,10 +383,11 @@ int main(int argc, char **argv) {
       } d[4] = {
           {g_in, 0, b_in, xin, xz, NULL, NULL, (uint32_t)(2 * E / ROWS)},
           {g_x, b_in, b_x, xz, xp, NULL, NULL, (uint32_t)(NX / 2)},
-          {scan, b_in + b_x, b_dt, xp, xz, st, y, (uint32_t)(E / 64)},
+          {scan, b_in + b_x, b_dt, fold ? part : xp, xz, st, y, (uint32_t)(E / (fold ? 256 : 64))},
           {g_out, b_in + b_x + b_dt, b_out, y, xin, NULL, NULL, (uint32_t)(D / ROWS)},
       };
       for (int i = 0; !bad && i < 4; i++) {
+        if (fold && i == 1) continue; /* x_proj is in in_proj and the scan */
         int at = 4 * l + i;
         ssm_vk_binding b[8] = {{wl[l], d[i].w, d[i].wbytes},
                                {d[i].b1, 0, 0},
@@ -298,14 +397,23 @@ int main(int argc, char **argv) {
                                {d[i].b2, 0, 0},
                                {d[i].b2, 0, 0},
                                fb};
+        if (fold && i == 0) { /* x_proj's weights, the shares, the group counts */
+          b[3] = (ssm_vk_binding){wl[l], b_in, b_x};
+          b[4] = (ssm_vk_binding){part, 0, 0};
+          b[5] = (ssm_vk_binding){cnt, 0, 0};
+        }
         uint32_t push[4] = {at ? (uint32_t)at : 0, prev_groups, (uint32_t)at,
                             (uint32_t)(nflags - 1)};
-        if (mode == 0 && at) ssm_vk_program_add_barrier(p);
+        if ((mode == 0 || fold) && at) ssm_vk_program_add_barrier(p);
         bad = check(ssm_vk_program_add_dispatch(p, d[i].k, b, push, d[i].groups, 1, 1), "dispatch");
         prev_groups = d[i].groups;
       }
     }
     if (!bad) ssm_vk_program_add_barrier(p);
+    /* CHAIN_PROFILE=1: GPU time of each kind of dispatch, for the ways with
+     * barriers (timestamps between dispatches would order the others) */
+    const int prof = getenv("CHAIN_PROFILE") && (mode == 0 || fold);
+    if (prof && !bad) bad = check(ssm_vk_program_profile(p), "profile");
     uint32_t n = (uint32_t)(nflags - 1);
     bad = bad || check(ssm_vk_program_add_dispatch(p, reset, &fb, &n, (n + 63) / 64, 1, 1), "reset") ||
           check(ssm_vk_program_end(p), "end") ||
@@ -321,13 +429,39 @@ int main(int argc, char **argv) {
       double t = now_us() - t0;
       if (r >= 1 && t < best) best = t; /* with the checked run, two warm up */
     }
+    if (prof && !bad) {
+      int nd = ssm_vk_program_dispatches(p), per = fold ? 3 : 4;
+      double *t = calloc((size_t)nd, sizeof *t), sum[4] = {0};
+      bad = !t || check(ssm_vk_program_times(vk, p, t), "times");
+      for (int i = 0; !bad && i < nd - 1; i++) sum[i % per] += t[i];
+      if (!bad && fold)
+        printf("  %s: us a dispatch: in_proj %.2f, scan %.2f, out_proj %.2f\n", ways[way].name,
+               sum[0] / L, sum[1] / L, sum[2] / L);
+      else if (!bad)
+        printf("  %s: us a dispatch: in_proj %.2f, x_proj %.2f, scan %.2f, out_proj %.2f\n",
+               ways[way].name, sum[0] / L, sum[1] / L, sum[2] / L, sum[3] / L);
+      free(t);
+    }
     uint32_t gave_up = 0;
     bad = bad || check(ssm_vk_buffer_download(vk, fl, (size_t)(nflags - 1) * 4, &gave_up, 4),
                        "download");
     if (!bad) {
       if (mode == 0) base = best;
-      printf("%-12s %12.1f %12.2f %10u %6s   (%.2fx barriers)\n", ways[way].name, best, best / L,
-             gave_up, !mode || !memcmp(first, out, (size_t)D * 4) ? "yes" : "NO", base / best);
+      char same[32] = "yes";
+      if (fold) { /* sums in another order: how far from the barriers' */
+        double dmax = 0, bmax = 0;
+        for (int i = 0; i < D; i++) {
+          double dd = fabs((double)out[i] - first[i]);
+          if (!isfinite(out[i]) || !isfinite(first[i])) dd = INFINITY; /* not a number to compare */
+          dmax = dd > dmax ? dd : dmax;
+          bmax = first[i] > bmax ? first[i] : -first[i] > bmax ? -first[i] : bmax;
+        }
+        snprintf(same, sizeof same, "%.1e", bmax > 0 ? dmax / bmax : dmax);
+      } else if (mode && memcmp(first, out, (size_t)D * 4)) {
+        strcpy(same, "NO");
+      }
+      printf("%-12s %12.1f %12.2f %10u %7s   (%.2fx barriers)\n", ways[way].name, best, best / L,
+             gave_up, same, base / best);
     }
     ssm_vk_program_destroy(vk, p);
     ssm_vk_kernel_destroy(vk, g_in);
@@ -346,6 +480,8 @@ int main(int argc, char **argv) {
   ssm_vk_buffer_destroy(vk, y);
   ssm_vk_buffer_destroy(vk, st);
   ssm_vk_buffer_destroy(vk, fl);
+  ssm_vk_buffer_destroy(vk, part);
+  ssm_vk_buffer_destroy(vk, cnt);
   ssm_vk_close(vk);
   return bad;
 }
