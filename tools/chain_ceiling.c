@@ -250,14 +250,9 @@ static int check(ssm_status s, const char *what) {
  * `nb` bindings and `push` bytes. 1 on an error (named on stderr). */
 static int kernel(ssm_vk *vk, const char *src, const char *defines, const char *name, int nb,
                   uint32_t push, ssm_vk_kernel **k) {
-  char *text = glsl_with_defines(src, defines);
-  if (!text) {
-    fprintf(stderr, "chain_ceiling: out of memory\n");
-    return 1;
-  }
   uint32_t *words = NULL;
   size_t count = 0;
-  int bad = check(ssm_cg_compile_glsl(text, name, &words, &count), name) ||
+  int bad = check(glsl_spirv(src, defines, name, &words, &count), name) ||
             check(ssm_vk_kernel_create_desc(vk, &(ssm_vk_kernel_desc){.name = name,
                                                                       .spirv = words,
                                                                       .words = count,
@@ -266,7 +261,6 @@ static int kernel(ssm_vk *vk, const char *src, const char *defines, const char *
                                             k),
                   name);
   free(words);
-  free(text);
   return bad;
 }
 

@@ -177,16 +177,11 @@ static int check(ssm_status s, const char *what) {
 static int best_us(ssm_vk *vk, const char *src, const char *defines, const char *name,
                    const ssm_vk_binding *b, int nb, const uint32_t *push, uint32_t groups,
                    double *us) {
-  char *text = glsl_with_defines(src, defines);
-  if (!text) {
-    fprintf(stderr, "coopmat_ceiling: out of memory\n");
-    return 1;
-  }
   uint32_t *words = NULL;
   size_t count = 0;
   ssm_vk_kernel *k = NULL;
   ssm_vk_program *p = NULL;
-  int bad = check(ssm_cg_compile_glsl(text, name, &words, &count), "compile") ||
+  int bad = check(glsl_spirv(src, defines, name, &words, &count), "compile") ||
             check(ssm_vk_kernel_create(vk, words, count, nb, push ? 4 : 0, &k), "kernel") ||
             check(ssm_vk_program_create(vk, &p), "program") ||
             check(ssm_vk_program_add_dispatch(p, k, b, push, groups, 1, 1), "dispatch") ||
@@ -201,7 +196,6 @@ static int best_us(ssm_vk *vk, const char *src, const char *defines, const char 
   ssm_vk_program_destroy(vk, p);
   ssm_vk_kernel_destroy(vk, k);
   free(words);
-  free(text);
   return bad;
 }
 
