@@ -100,6 +100,8 @@ typedef struct {
  * status "WHAT: cancelled" when it asks to stop. */
 ssm_status ssm_progress_report(const ssm_progress *p, const char *what, uint64_t done,
                                uint64_t total);
+/* Monotonic seconds, for the timings that jobs report. */
+double ssm_now(void);
 
 /* The git revision ssmc was built from (`git describe --always --dirty`,
  * refreshed at every build), or "unknown" outside a git checkout. */

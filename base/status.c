@@ -4,6 +4,7 @@
  */
 #include <stdarg.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/base.h"
 
@@ -106,4 +107,10 @@ ssm_status ssm_progress_report(const ssm_progress *p, const char *what, uint64_t
                                uint64_t total) {
   if (!p || !p->fn || !p->fn(what, done, total, p->user)) return NULL;
   return ssm_status_new(SSM_ERR_CANCELLED, "%s: cancelled", what);
+}
+
+double ssm_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }

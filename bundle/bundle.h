@@ -5,8 +5,8 @@
  * A bundle is a typed manifest (the architecture, the buffers and where
  * every weight and state lives in them, the kernels, and the decode and
  * prefill programs as dispatch lists) and a blob section (SPIR-V, GLSL, WGSL
- * and IR text) that the manifest refers to. compile.c builds one from a model;
- * container.c writes and reads the file; manifest.c is the only code that
+ * and IR text) that the manifest refers to. The compiler (compile/) builds
+ * one in memory through the builder below; container.c writes and reads the file; manifest.c is the only code that
  * knows the manifest's JSON keys, and it checks every field when it reads
  * one, so code that holds an ssm_manifest may trust it: indices are in
  * range, regions lie inside their buffers, blobs inside the blob section,
@@ -22,12 +22,11 @@
 #ifndef SSM_BUNDLE_H
 #define SSM_BUNDLE_H
 
-#include "codegen/codegen.h"
-#include "frontend/frontend.h"
+#include "bundle/abi.h"
+#include "ir/ir.h"
 
 #define SSM_BUNDLE_VERSION 4
 #define SSM_BUNDLE_MAX_BUFFERS 64
-#define SSM_BUNDLE_MAX_BINDINGS SSM_CG_MAX_BINDINGS
 
 /* ---- the typed manifest (manifest.c) ------------------------------------- */
 
@@ -78,7 +77,7 @@ typedef struct {
   ssm_blob spirv_coop, glsl_coop;
   /* Vulkan (codegen.h, ssm_cg_glsl_split): tensor i is bound as
    * glsl_windows[i] windows of the manifest's wgsl_window bytes or more
-   * (specialization constant SSM_CG_GLSL_WINDOW_ID, in words): window 0 at
+   * (specialization constant SSM_BUNDLE_GLSL_WINDOW_ID, in words): window 0 at
    * binding i, the others at bindings nbindings.. in order. */
   int glsl_windows[SSM_BUNDLE_MAX_BINDINGS];
   /* WebGPU (codegen.h): the WGSL module; binding i of a step is read
@@ -179,6 +178,11 @@ uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m);
  * run, so what comes after (the last layer's output projection, the final
  * norm, the lm_head) only makes the logits. */
 int ssm_manifest_state_steps(const ssm_manifest *m, const ssm_mf_program *p);
+/* The bytes [*lo, *hi) of buffer *buffer that the bindings of WGSL slot
+ * `slot` of dispatch `st` (of kernel `k`) cover; 0 when they lie in more
+ * than one buffer (manifest.c). */
+int ssm_mf_slot_span(const ssm_mf_kernel *k, const ssm_mf_step *st, int slot, int *buffer,
+                     uint64_t *lo, uint64_t *hi);
 
 /* ---- the container (container.c) ---------------------------------------- */
 
@@ -210,36 +214,18 @@ ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *ou
  * it, so a failed write leaves whatever was at `path` untouched. */
 ssm_status ssm_bundle_save(const ssm_bundle *b, const char *path);
 
-/* ---- compiling a model (compile.c) --------------------------------------- */
+/* ---- building one (container.c) -------------------------------------------- */
 
-/* The prefill program's T when none is asked for: 512, the chunk the
- * README's GPU prefill figures were measured at (a prompt's last part is one
- * run of any length up to T, so a short prompt does not pay for a large T),
- * or the model's max_seq when that is smaller (a KV cache holds a whole
- * chunk). */
-#define SSM_DEFAULT_CHUNK 512
-
-typedef struct {
-  int prefill_tokens;   /* T of the prefill program (0: ssm_compile_chunk's default) */
-  ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
-                         * pass); the rest, activations and state are f32 */
-  int no_fuse;          /* every op a kernel of its own (for testing fusion) */
-  const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
-  ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
-                            the program's; may cancel */
-  uint64_t wgsl_window; /* bytes of a WGSL storage window, and of the GLSL windows
-                           of larger tensors (0: SSM_CG_WGSL_WINDOW; smaller ones
-                           test the window split on small models) */
-} ssm_compile_opts;
-
-/* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs
- * the passes, generates and compiles the kernels, and lays out the
- * buffers: an in-memory bundle. */
-/* The prefill program's T that ssm_compile gives `m` with `opts`:
- * prefill_tokens, or when that is 0, SSM_DEFAULT_CHUNK or max_seq if smaller. */
-int ssm_compile_chunk(const ssm_model *m, const ssm_compile_opts *opts);
-
-ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out);
+/* An empty bundle named `name`, for a compiler to fill: its manifest
+ * (ssm_bundle_manifest_mut), whose strings and arrays live in
+ * ssm_bundle_arena(b), and its blob section (ssm_bundle_set_blobs). Nothing
+ * checks what a builder writes until the bundle is serialized and read. */
+ssm_status ssm_bundle_new(const char *name, ssm_bundle **out) SSM_MUST_CHECK;
+ssm_arena *ssm_bundle_arena(ssm_bundle *b);
+ssm_manifest *ssm_bundle_manifest_mut(ssm_bundle *b);
+/* Hands the bundle its blob section: `size` bytes at `blobs`, malloc'd,
+ * owned by the bundle from now on. */
+void ssm_bundle_set_blobs(ssm_bundle *b, void *blobs, uint64_t size);
 
 /* ---- describing a bundle (inspect.c) ------------------------------------- */
 

@@ -28,7 +28,7 @@ static uint64_t get_u64(const unsigned char *p) {
   return v;
 }
 
-ssm_status ssm_bundle_new_(const char *name, ssm_bundle **out) {
+ssm_status ssm_bundle_new(const char *name, ssm_bundle **out) {
   ssm_bundle *b;
   *out = NULL;
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *b, (void **)&b), "%s", name));
@@ -52,6 +52,15 @@ void ssm_bundle_close(ssm_bundle *b) {
 
 const char *ssm_bundle_name(const ssm_bundle *b) { return b->name; }
 const ssm_manifest *ssm_bundle_manifest(const ssm_bundle *b) { return &b->manifest; }
+ssm_manifest *ssm_bundle_manifest_mut(ssm_bundle *b) { return &b->manifest; }
+ssm_arena *ssm_bundle_arena(ssm_bundle *b) { return b->arena; }
+
+void ssm_bundle_set_blobs(ssm_bundle *b, void *blobs, uint64_t size) {
+  free(b->data);
+  b->data = blobs;
+  b->blobs = blobs;
+  b->blobs_size = size;
+}
 
 const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob) {
   SSM_ASSERT(blob.offset <= b->blobs_size && blob.size <= b->blobs_size - blob.offset);
@@ -160,7 +169,7 @@ static ssm_status from_bytes(unsigned char *data, size_t size, const char *name,
     return s;
   }
   ssm_bundle *b;
-  s = ssm_bundle_new_(name, &b);
+  s = ssm_bundle_new(name, &b);
   if (s) {
     free(data);
     return s;

@@ -407,7 +407,7 @@ static ssm_status wgsl_slots(reader *r, const cJSON *e, ssm_mf_kernel *k) {
   leave(r, n);
   if (s) return s;
   n = enter(r, "wgsl_windows", 0);
-  s = nums_of(r, jw, k->nslots, 1, SSM_CG_WGSL_MAX_WINDOWS, v,
+  s = nums_of(r, jw, k->nslots, 1, SSM_BUNDLE_WGSL_MAX_WINDOWS, v,
               "is not a list of one window count per slot");
   for (int w = 0; w < k->nslots && !s; w++) k->windows[w] = (int)v[w];
   leave(r, n);
@@ -415,18 +415,18 @@ static ssm_status wgsl_slots(reader *r, const cJSON *e, ssm_mf_kernel *k) {
 }
 
 /* A kernel's GLSL windows (optional: one each without it): a count per
- * binding, one for binding 0 (the result), SSM_CG_GLSL_MAX_BINDINGS in all. */
+ * binding, one for binding 0 (the result), SSM_BUNDLE_GLSL_MAX_BINDINGS in all. */
 static ssm_status glsl_windows(reader *r, const cJSON *e, ssm_mf_kernel *k) {
   for (int b = 0; b < SSM_BUNDLE_MAX_BINDINGS; b++) k->glsl_windows[b] = 1;
   const cJSON *jw = cJSON_GetObjectItemCaseSensitive(e, "glsl_windows");
   if (!jw) return NULL;
   double v[SSM_BUNDLE_MAX_BINDINGS];
   size_t n = enter(r, "glsl_windows", 0);
-  ssm_status s = nums_of(r, jw, k->nbindings, 1, SSM_CG_MAX_WINDOWS, v,
+  ssm_status s = nums_of(r, jw, k->nbindings, 1, SSM_BUNDLE_GLSL_MAX_WINDOWS, v,
                          "is not a list of one window count per binding");
   int total = 0;
   for (int b = 0; b < k->nbindings && !s; b++) total += k->glsl_windows[b] = (int)v[b];
-  if (!s && (v[0] != 1 || total > SSM_CG_GLSL_MAX_BINDINGS))
+  if (!s && (v[0] != 1 || total > SSM_BUNDLE_GLSL_MAX_BINDINGS))
     s = bad(r, "splits the result or binds too many windows");
   leave(r, n);
   return s;

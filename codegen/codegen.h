@@ -16,7 +16,7 @@
  * activations one, the states one, the small weights one, and each large
  * weight one of its own; a uniform at binding 0 gives each tensor's element
  * offset in its slot for the dispatch, so one module serves every layer. A
- * slot whose tensors span more than SSM_CG_WGSL_WINDOW bytes is bound as
+ * slot whose tensors span more than SSM_BUNDLE_WINDOW bytes is bound as
  * several windows of that size, and its accessors pick the window by index
  * (ssm_cg_wgsl_module). Memory is read and written as u32 words: a 16-bit
  * weight is unpacked from the word holding it and its neighbour (no
@@ -25,36 +25,12 @@
 #ifndef SSM_CODEGEN_H
 #define SSM_CODEGEN_H
 
+#include "bundle/abi.h"
 #include "passes/passes.h"
 
-#define SSM_CG_MAX_BINDINGS 32
-
-/* A WGSL storage binding covers at most this many bytes by default: 128
- * MiB, the maxStorageBufferBindingSize that every WebGPU adapter supports. */
-#define SSM_CG_WGSL_WINDOW ((uint64_t)1 << 27)
 /* A weight of at least this many bytes gets a WGSL slot of its own, so
  * that the small weights' shared slot spans little memory. */
 #define SSM_CG_WGSL_OWN_SLOT_BYTES ((uint64_t)1 << 20)
-/* The most windows one slot may be bound as: a sanity bound (8 TiB at the
- * default window), not a device limit. A bundle compiles whatever WebGPU
- * can bind; the WebGPU host refuses a kernel with more storage bindings
- * than its adapter allows, naming the limit. */
-#define SSM_CG_WGSL_MAX_WINDOWS 65536
-
-/* Vulkan: a GLSL kernel binds one storage buffer per tensor, and a device
- * binds at most maxStorageBufferRange bytes (at least 128 MiB, the same as
- * WebGPU's window) of one. A tensor that the kernel only reads and that is
- * larger than the bundle's window (ssm_compile_opts.wgsl_window) is bound as
- * several windows (ssm_cg_glsl_split): its reads pick the window by index,
- * and the window's size in 32-bit words is specialization constant
- * SSM_CG_GLSL_WINDOW_ID, which the runtime sets from the device's limit at
- * load time (larger windows than the bundle's leave the last ones unused).
- * A tensor that a kernel writes is never split. */
-#define SSM_CG_GLSL_WINDOW_ID 0
-/* The most windows of one GLSL tensor, and of storage bindings of one GLSL
- * kernel with its windows (the Vulkan runtime's descriptor set layout). */
-#define SSM_CG_MAX_WINDOWS 32
-#define SSM_CG_GLSL_MAX_BINDINGS 64
 
 /* A generated kernel. Strings live in the arena passed to the generator. */
 typedef struct {
@@ -70,24 +46,22 @@ typedef struct {
   int nbindings;
   /* binding i holds this value: 0 is the result, then every tensor the
    * kernel reads (weights, states, inputs, other kernels' results) */
-  const ssm_value *bind[SSM_CG_MAX_BINDINGS];
+  const ssm_value *bind[SSM_BUNDLE_MAX_BINDINGS];
   uint32_t groups[3];   /* dispatch grid */
   /* WGSL: tensor i is read through slot slot[i]; slot 0 holds the result
    * and the other activations; writable slots hold activations or states */
   int nslots;
-  int slot[SSM_CG_MAX_BINDINGS];
-  int slot_writable[SSM_CG_MAX_BINDINGS];
-  unsigned access[SSM_CG_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
+  int slot[SSM_BUNDLE_MAX_BINDINGS];
+  int slot_writable[SSM_BUNDLE_MAX_BINDINGS];
+  unsigned access[SSM_BUNDLE_MAX_BINDINGS]; /* SSM_CG_READ | SSM_CG_WRITE | its type */
   unsigned glsl_vec4; /* GLSL: bit i when tensor i is also read through a uvec4 view */
   /* the kernel reads the run's token count n (GLSL: a u32 push constant of
-   * SSM_CG_RUN_PUSH_BYTES; WGSL: n.x of the per-dispatch uniform, after the
+   * SSM_BUNDLE_RUN_PUSH_BYTES; WGSL: n.x of the per-dispatch uniform, after the
    * offsets) and does only the work of the first min(n, T)
    * tokens of its program's T; the other kernels of a run of n < T tokens
    * compute rows no one reads */
   int run_count;
 } ssm_cg_kernel;
-
-#define SSM_CG_RUN_PUSH_BYTES 4
 
 /* The type flags: none is f32; 16-bit weights are read two per u32 word. */
 enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16 };
@@ -105,16 +79,16 @@ ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
  * accessors of its tensors, b<i>_ld(e) and b<i>_st(e, v), which read the
  * window directly when their slot has one (compilers that do not inline,
  * such as SwiftShader's, pay for every call). A count outside
- * [1, SSM_CG_WGSL_MAX_WINDOWS] is an error. */
+ * [1, SSM_BUNDLE_WGSL_MAX_WINDOWS] is an error. */
 ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64_t window,
                               ssm_arena *a, const char **out);
 
 /* The GLSL of `k` with tensor i bound as windows[i] windows of `window`
- * bytes (the default of specialization constant SSM_CG_GLSL_WINDOW_ID):
+ * bytes (the default of specialization constant SSM_BUNDLE_GLSL_WINDOW_ID):
  * window 0 at binding i, the others at bindings k->nbindings.. in order of
  * tensor and window. All ones give k->glsl itself. A split tensor that the
- * kernel writes, a count outside [1, SSM_CG_MAX_WINDOWS], or more than
- * SSM_CG_GLSL_MAX_BINDINGS bindings in all is an error. */
+ * kernel writes, a count outside [1, SSM_BUNDLE_GLSL_MAX_WINDOWS], or more than
+ * SSM_BUNDLE_GLSL_MAX_BINDINGS bindings in all is an error. */
 ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_t window,
                              ssm_arena *a, const char **out);
 
@@ -144,10 +118,5 @@ ssm_status ssm_cg_spirv_no_contraction(uint32_t **words, size_t *count);
 /* Embedded templates (templates/<name>.glsl.in, .wgsl.in): text or NULL. */
 const char *ssm_templates_embedded(const char *file);
 const char *ssm_templates_embedded_name(int i);
-
-/* Bindings of storage buffers are aligned to this many bytes in a bundle:
- * the largest minStorageBufferOffsetAlignment Vulkan allows, so a bundle
- * works on every device. */
-#define SSM_BUNDLE_ALIGN 256
 
 #endif

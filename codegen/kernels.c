@@ -42,7 +42,7 @@ typedef struct {
   const ssm_node *first;  /* members lie from first to root (groups.c) */
   const ssm_node *root, *anchor, *norm;
   ssm_arena *a;
-  const ssm_value *bind[SSM_CG_MAX_BINDINGS];
+  const ssm_value *bind[SSM_BUNDLE_MAX_BINDINGS];
   int nbind;
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */
   int touching;    /* emitting epilogue_touch: the epilogue's loads, nothing written */
@@ -65,9 +65,9 @@ typedef struct {
   int rmc_id[8], nrmc;
   const ssm_node *conv_done[16]; /* decode convs written into an epilogue */
   int nconv;
-  int slot[SSM_CG_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
-  int slot_writable[SSM_CG_MAX_BINDINGS];
-  unsigned access[SSM_CG_MAX_BINDINGS];
+  int slot[SSM_BUNDLE_MAX_BINDINGS]; /* WGSL: the memory slot of each binding */
+  int slot_writable[SSM_BUNDLE_MAX_BINDINGS];
+  unsigned access[SSM_BUNDLE_MAX_BINDINGS];
   int nslots;
   unsigned vec4; /* GLSL: bindings also read through a uvec4 view (bit i) */
   int counted;   /* reads the run's token count (run_count) */
@@ -89,10 +89,10 @@ static int ungrouped_view(const gctx *c, const ssm_node *n) {
 static int binding_of(gctx *c, const ssm_value *v) {
   for (int i = 0; i < c->nbind; i++)
     if (c->bind[i] == v) return i;
-  if (c->nbind == SSM_CG_MAX_BINDINGS) {
+  if (c->nbind == SSM_BUNDLE_MAX_BINDINGS) {
     if (!c->err)
       c->err = ssm_status_new(SSM_ERR_UNSUPPORTED, "a fused kernel would read more than %d "
-                              "tensors", SSM_CG_MAX_BINDINGS - 1);
+                              "tensors", SSM_BUNDLE_MAX_BINDINGS - 1);
     return 0;
   }
   c->bind[c->nbind] = v;
@@ -658,7 +658,7 @@ static void glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
   for (int i = 0; i < n && windows; i++) split |= windows[i] > 1;
   if (split)
     ssm_sb_printf(b, "layout(constant_id = %d) const uint SSM_WIN = %lluu; // words of a window\n",
-                  SSM_CG_GLSL_WINDOW_ID, (unsigned long long)(window / 4));
+                  SSM_BUNDLE_GLSL_WINDOW_ID, (unsigned long long)(window / 4));
   for (int i = 0; i < n; i++) {
     const ssm_value *v = bind[i];
     int state = v->def->op == SSM_OP_STATE, nw = windows ? windows[i] : 1, q = vec4 >> i & 1;
@@ -705,12 +705,12 @@ static const char *buffers_decl(gctx *c) {
                      (c->bind[i]->type.dtype == SSM_I32    ? SSM_CG_I32
                       : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
                       : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
-    _Static_assert(SSM_CG_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
+    _Static_assert(SSM_BUNDLE_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
     ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch, and\n"
                   "// the run's token count (n.x; kernels of a prefill program read it)\n"
                   "struct SsmOffsets { o: array<vec4<u32>, %d>, n: vec4<u32> }\n"
                   "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
-                  SSM_CG_MAX_BINDINGS / 4);
+                  SSM_BUNDLE_MAX_BINDINGS / 4);
     return sb_take(&b, c->a);
   }
   glsl_buffers(&b, c->nbind, c->bind, c->vec4, NULL, 0);
@@ -790,7 +790,7 @@ static int64_t program_tokens(const ssm_graph *g) {
 /* The knobs NT and RUN of a kernel that carries something over time (or
  * only writes rows per token) along an axis of T steps: a kernel of a
  * program of T > 1 tokens per run reads the run's token count n (GLSL: a
- * push constant of SSM_CG_RUN_PUSH_BYTES; WGSL: the word after the offsets
+ * push constant of SSM_BUNDLE_RUN_PUSH_BYTES; WGSL: the word after the offsets
  * in the per-dispatch uniform) and runs min(n, T) steps, so that a run of
  * fewer tokens than the program's leaves the state as those tokens alone
  * would; otherwise NT is T. */
@@ -1229,7 +1229,7 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   /* one group of ROWS columns: the threads that will write them read their
    * epilogue's operands first (TOUCH), so that those loads (a decode conv's
    * state and weights, a residual) wait alongside the weights' rather than
-   * after the sums. On an H200 (tools/sweep.py, mamba-130m:24 f32, decode
+   * after the sums. On an H200 (bench/sweep.py, mamba-130m:24 f32, decode
    * fed back) 1,899 -> 1,968 tokens/s: in_proj with its conv 8.3 -> 7.6 us,
    * out_proj with the residual 5.6 -> 5.3, the same bits. The COLS form
    * keeps x in registers and was slower with it (mamba-1.4b's in_proj
@@ -1950,11 +1950,11 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
   int binding = 1;
   for (int s = 0; s < k->nslots; s++) {
     int n = windows[s], rw = k->slot_writable[s];
-    if (n < 1 || n > SSM_CG_WGSL_MAX_WINDOWS) {
+    if (n < 1 || n > SSM_BUNDLE_WGSL_MAX_WINDOWS) {
       ssm_sb_free(&b);
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL memory slot would need %d windows of "
                             "%llu bytes (at most %d)", n, (unsigned long long)window,
-                            SSM_CG_WGSL_MAX_WINDOWS);
+                            SSM_BUNDLE_WGSL_MAX_WINDOWS);
     }
     for (int w = 0; w < n; w++)
       ssm_sb_printf(&b, "@group(0) @binding(%d) var<storage, %s> s%dw%d: array<u32>;\n",
@@ -2012,20 +2012,20 @@ ssm_status ssm_cg_glsl_split(const ssm_cg_kernel *k, const int *windows, uint64_
   *out = k->glsl;
   int extra = 0;
   for (int i = 0; i < k->nbindings; i++) {
-    if (windows[i] < 1 || windows[i] > SSM_CG_MAX_WINDOWS)
+    if (windows[i] < 1 || windows[i] > SSM_BUNDLE_GLSL_MAX_WINDOWS)
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL tensor would need %d windows of %llu "
                             "bytes (at most %d)", windows[i], (unsigned long long)window,
-                            SSM_CG_MAX_WINDOWS);
+                            SSM_BUNDLE_GLSL_MAX_WINDOWS);
     if (windows[i] > 1 && (i == 0 || k->bind[i]->def->op == SSM_OP_STATE))
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL kernel writes a tensor split into "
                             "windows");
     extra += windows[i] - 1;
   }
   if (!extra) return NULL;
-  if (k->nbindings + extra > SSM_CG_GLSL_MAX_BINDINGS)
+  if (k->nbindings + extra > SSM_BUNDLE_GLSL_MAX_BINDINGS)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "a GLSL kernel would bind %d storage windows of "
                           "%llu bytes (at most %d): use larger windows", k->nbindings + extra,
-                          (unsigned long long)window, SSM_CG_GLSL_MAX_BINDINGS);
+                          (unsigned long long)window, SSM_BUNDLE_GLSL_MAX_BINDINGS);
   unsigned long mark = ssm_nomem_mark();
   ssm_sb old = {0}, split = {0}, b = {0};
   glsl_buffers(&old, k->nbindings, k->bind, k->glsl_vec4, NULL, 0);

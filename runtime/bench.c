@@ -9,7 +9,7 @@
  */
 #include "runtime/internal.h"
 
-#define now_s ssm_rt_now
+#define now_s ssm_now
 
 static ssm_status bench(ssm_backend *b, int n, float *logits, int32_t *toks, int32_t *ids,
                         ssmc_bench_result *r) {

@@ -44,21 +44,29 @@ struct ssmc_session {
   size_t rows_cap;
 };
 
-/* Monotonic seconds. */
-double ssm_rt_now(void);
+/* ---- opening a session (session.c; runtime/open/) ------------------------------- */
 
-/* ---- the compile cache (cache.c) --------------------------------------------- */
+/* Opens a model that is not a bundle (a model directory, an architecture
+ * YAML, IR text) into s->b, and fills s->weights and the compile part of
+ * s->stats. runtime/open/models.c gives one (compiling the model, or
+ * interpreting it on the CPU); a runtime-only library has none. */
+typedef ssm_status (*ssm_open_model_fn)(ssmc_session *s, const char *model,
+                                        const ssmc_options *o);
 
-/* Compiles `m` with `co`, or reads the result from the cache directory
- * `dir`: the entry DIR/<key>.ssmb, where the key hashes the model's digest
- * (description, config, params), the compile options and the ssmc build
- * (version, git revision, the binary's build id). A missing or unreadable
- * entry is compiled and written (atomically; failing to write it is only
- * logged). *out_hit says whether it came from the cache, *out_path
- * (malloc'd) is the entry, *out_compile_s the time spent compiling. */
-ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const char *dir,
-                             ssm_bundle **out, int *out_hit, char **out_path,
-                             double *out_compile_s);
+/* ssmc_session_open, with `open_model` (may be NULL: bundles only) for
+ * models that are not bundles. */
+ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
+                                 ssm_open_model_fn open_model, ssmc_session **out);
+/* Whether `path` is a bundle: a regular file that starts with the bundle
+ * magic. A FIFO, device or socket is refused here, before anything guesses
+ * what the path is from its name (it could not be read as a model either). */
+ssm_status ssm_path_is_bundle(const char *path, int *out_bundle);
+/* Opens bundle `bd` (owned by the backend from now on, also on failure) on
+ * Vulkan with the weights at `weights` into s->b. */
+ssm_status ssm_session_open_vulkan(ssmc_session *s, ssm_bundle *bd, const char *weights,
+                                   const ssmc_options *o);
+/* 1 when `path` is a directory. */
+int ssm_is_dir(const char *path);
 
 /* ---- a bundle's recorded weights (source.c) ------------------------------------- */
 

@@ -9,7 +9,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "runtime/cpu/cpu.h"
 #include "runtime/internal.h"
 #include "runtime/vulkan/vulkan.h"
 
@@ -22,7 +21,6 @@ _Static_assert((int)SSMC_ERR_INVALID == (int)SSM_ERR_INVALID &&
                    (int)SSMC_ERR_CANCELLED == (int)SSM_ERR_CANCELLED,
                "ssmc_code and ssm_code agree");
 
-#define MAX_CHUNK 4096
 #define MAX_MAX_SEQ (1 << 24)
 
 
@@ -69,7 +67,7 @@ ssmc_status ssmc_devices(ssmc_device **out_devices, int *out_count) {
 
 /* ---- tokenizer ----------------------------------------------------------------- */
 
-static int is_dir(const char *path) {
+int ssm_is_dir(const char *path) {
   struct stat st;
   return !stat(path, &st) && S_ISDIR(st.st_mode);
 }
@@ -82,7 +80,7 @@ static int exists(const char *path) {
 /* `path`, or path/tokenizer.json when it is a directory (malloc'd). */
 static ssm_status tokenizer_file(const char *path, char **out) {
   ssm_sb b = {0};
-  ssm_sb_printf(&b, is_dir(path) ? "%s/tokenizer.json" : "%s", path);
+  ssm_sb_printf(&b, ssm_is_dir(path) ? "%s/tokenizer.json" : "%s", path);
   return ssm_sb_take(&b, "the tokenizer's file name", out);
 }
 
@@ -127,14 +125,21 @@ ssmc_status ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *o
 
 /* ---- opening a session ------------------------------------------------------------ */
 
+ssm_status ssmc_cache_dir_default(char **out) {
+  *out = NULL;
+  const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+  ssm_sb b = {0};
+  if (xdg && xdg[0] == '/') ssm_sb_printf(&b, "%s/ssmc", xdg);
+  else if (home && home[0] == '/') ssm_sb_printf(&b, "%s/.cache/ssmc", home);
+  else return NULL;
+  return ssm_sb_take(&b, "the cache directory's name", out);
+}
+
 void ssmc_options_init(ssmc_options *o) {
   *o = (ssmc_options){.backend = SSMC_BACKEND_VULKAN, .device = -1, .eos = -1};
 }
 
-/* Whether `path` is a bundle: a regular file that starts with the bundle
- * magic. A FIFO, device or socket is refused here, before anything guesses
- * what the path is from its name (it could not be read as a model either). */
-static ssm_status bundle_kind(const char *path, int *out_bundle) {
+ssm_status ssm_path_is_bundle(const char *path, int *out_bundle) {
   *out_bundle = 0;
   int fd;
   size_t size;
@@ -155,8 +160,8 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   if (o->backend != SSMC_BACKEND_VULKAN && o->backend != SSMC_BACKEND_CPU)
     return ssm_status_new(SSM_ERR_INVALID, "options.backend: %d is neither VULKAN nor CPU",
                           (int)o->backend);
-  if (o->chunk < 0 || o->chunk > MAX_CHUNK)
-    return ssm_status_new(SSM_ERR_INVALID, "chunk: expected 1 to %d tokens, got %d", MAX_CHUNK,
+  if (o->chunk < 0 || o->chunk > SSM_CHUNK_MAX)
+    return ssm_status_new(SSM_ERR_INVALID, "chunk: expected 1 to %d tokens, got %d", SSM_CHUNK_MAX,
                           o->chunk);
   if (o->max_seq < 0 || o->max_seq > MAX_MAX_SEQ)
     return ssm_status_new(SSM_ERR_INVALID, "max_seq: expected 1 to %d positions, got %d",
@@ -177,76 +182,45 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   return NULL;
 }
 
-/* Opens the backend for `model` into s->b: a bundle (with the weights it
- * records when none are given), or a model compiled now or found in the
- * cache, or the CPU interpreter. Fills s->weights and the
- * compile part of s->stats. */
-static ssm_status open_backend(ssmc_session *s, const char *model, const ssmc_options *o,
-                               int bundle) {
+ssm_status ssm_session_open_vulkan(ssmc_session *s, ssm_bundle *bd, const char *weights,
+                                   const ssmc_options *o) {
   ssm_progress progress = {(ssm_progress_fn)o->progress, o->progress_user};
   ssm_vk_backend_opts vo = {.device = o->device, .validation = o->validation,
                             .progress = progress};
-  const char *weights = o->weights ? o->weights : is_dir(model) ? model : NULL;
-  ssm_bundle *bd = NULL;
-  ssm_status st = NULL;
-  if (bundle) {
-    SSM_TRY(ssm_bundle_open(model, &bd));
-    if (!weights) st = ssm_bundle_weights(bd, &weights);
-    if (st) {
-      ssm_bundle_close(bd);
-      return st;
-    }
-    st = ssm_strdup(weights, "the weights' path", &s->weights);
-    if (st) {
-      ssm_bundle_close(bd);
-      return st;
-    }
-    return ssm_vk_backend_open(bd, s->weights, &vo, &s->b);
-  }
-  if (!weights)
-    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
-                          "(--weights DIR)", model);
-  SSM_TRY(ssm_strdup(weights, "the weights' path", &s->weights));
-  static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
-                                      [SSMC_DTYPE_BF16] = SSM_BF16};
-  ssm_dtype dtype = SSM_F32;
-  if (o->dtype == SSMC_DTYPE_AUTO) SSM_TRY(ssm_st_path_dtype(weights, &dtype));
-  else dtype = dtypes[o->dtype];
-  ssm_model *m;
-  SSM_TRY(ssm_model_open(model, o->config, &m));
-  st = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
-  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse,
-                         .progress = progress};
-  if (!st && o->backend == SSMC_BACKEND_CPU)
-    return ssm_cpu_backend_open(m, weights, ssm_compile_chunk(m, &co), dtype, &progress, &s->b);
-  if (!st && o->cache_dir) {
-    int hit;
-    st = ssm_cache_compile(m, &co, o->cache_dir, &bd, &hit, &s->cache_file, &s->stats.compile_s);
-    s->stats.cache = hit ? SSMC_CACHE_HIT : SSMC_CACHE_MISS;
-    s->stats.cache_file = s->cache_file;
-  } else if (!st) {
-    double t0 = ssm_rt_now();
-    st = ssm_compile(m, &co, &bd);
-    s->stats.compile_s = ssm_rt_now() - t0;
-  }
-  ssm_model_close(m);
-  if (st) return st;
   return ssm_vk_backend_open(bd, weights, &vo, &s->b);
 }
 
-ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
-                              ssmc_session **out) {
+static ssm_status open_bundle(ssmc_session *s, const char *path, const ssmc_options *o) {
+  ssm_bundle *bd;
+  SSM_TRY(ssm_bundle_open(path, &bd));
+  const char *weights = o->weights;
+  ssm_status st = weights ? NULL : ssm_bundle_weights(bd, &weights);
+  if (!st) st = ssm_strdup(weights, "the weights' path", &s->weights);
+  if (st) {
+    ssm_bundle_close(bd);
+    return st;
+  }
+  return ssm_session_open_vulkan(s, bd, s->weights, o);
+}
+
+ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
+                                 ssm_open_model_fn open_model, ssmc_session **out) {
   *out = NULL;
-  double t0 = ssm_rt_now();
+  double t0 = ssm_now();
   ssmc_options o;
   if (options) o = *options;
   else ssmc_options_init(&o);
   int bundle;
-  SSM_TRY(bundle_kind(model, &bundle));
+  SSM_TRY(ssm_path_is_bundle(model, &bundle));
   SSM_TRY(check_options(model, &o, bundle));
   ssmc_session *s;
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a session"));
-  ssm_status st = open_backend(s, model, &o, bundle);
+  ssm_status st;
+  if (bundle) st = open_bundle(s, model, &o);
+  else if (open_model) st = open_model(s, model, &o);
+  else st = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: not a compiled bundle, and this ssmc library "
+                           "(ssmc-runtime) only runs bundles: compile the model with `ssmc compile` "
+                           "first", model);
   if (!st) st = ssm_status_wrap(ssm_alloc(1, sizeof *s->model, (void **)&s->model), "a session");
   if (st) {
     ssmc_session_close(s);
@@ -260,7 +234,7 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
     s->tok_explicit = 1;
   } else {
     ssm_sb p = {0};
-    if (is_dir(weights)) ssm_sb_printf(&p, "%s/tokenizer.json", weights);
+    if (ssm_is_dir(weights)) ssm_sb_printf(&p, "%s/tokenizer.json", weights);
     else {
       const char *slash = strrchr(weights, '/');
       ssm_sb_printf(&p, "%.*s/tokenizer.json", slash ? (int)(slash - weights) : 1,
@@ -272,7 +246,7 @@ ssmc_status ssmc_session_open(const char *model, const ssmc_options *options,
     ssmc_session_close(s);
     return st;
   }
-  s->stats.open_s = ssm_rt_now() - t0;
+  s->stats.open_s = ssm_now() - t0;
   *out = s;
   return NULL;
 }
@@ -386,11 +360,11 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
 ssmc_status ssmc_session_feed(ssmc_session *s, const int32_t *tokens, size_t count,
                               ssmc_logits_fn on_logits, void *user) {
   int stopped;
-  double t0 = ssm_rt_now();
+  double t0 = ssm_now();
   SSM_TRY(ssm_session_resident(s));
   SSM_TRY(feed(s, tokens, count, on_logits != NULL, on_logits, user, &stopped));
   s->stats.prompt_tokens += (int64_t)count;
-  s->stats.prompt_s += ssm_rt_now() - t0;
+  s->stats.prompt_s += ssm_now() - t0;
   return ssm_backend_check(s->b);
 }
 
@@ -446,10 +420,10 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   int stopped;
   /* with the sampler, the last prompt token is its first input (and the
    * sampler itself reports inf/NaN logits: they need not come to the host) */
-  double t0 = ssm_rt_now();
+  double t0 = ssm_now();
   SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, g->on_logits || !sampled, g->on_logits, g->user,
                &stopped));
-  s->gen_t0 = ssm_rt_now();
+  s->gen_t0 = ssm_now();
   s->stats.prompt_tokens += (int64_t)(sampled ? np - 1 : np);
   s->stats.prompt_s += s->gen_t0 - t0;
   if (stopped || !max_tokens) return NULL;
@@ -490,7 +464,7 @@ ssmc_status ssmc_session_generate(ssmc_session *s, const int32_t *prompt, size_t
   ssm_status st = generate(s, prompt, prompt_count, max_tokens, g, out_ids, out_count);
   if (s->gen_t0 > 0) {
     s->stats.generated_tokens += (int64_t)*out_count;
-    s->stats.generate_s += ssm_rt_now() - s->gen_t0;
+    s->stats.generate_s += ssm_now() - s->gen_t0;
   }
   SSM_TRY(st);
   return ssm_backend_check(s->b);

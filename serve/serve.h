@@ -25,8 +25,8 @@
 
 #include <stdint.h>
 
+#include "chat/chat.h"
 #include "runtime/ssmc.h"
-#include "serve/chat.h"
 
 typedef struct {
   const char *host;     /* numeric IPv4 or IPv6 address to listen on ("127.0.0.1") */

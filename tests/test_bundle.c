@@ -6,7 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bundle/bundle.h"
+#include "compile/compile.h"
 #include "testutil.h"
 
 static ssm_bundle *compile_tiny(void) {

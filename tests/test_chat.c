@@ -12,8 +12,8 @@
 #include <dirent.h>
 #include <string.h>
 
-#include "serve/chat.h"
-#include "serve/jinja.h"
+#include "chat/chat.h"
+#include "chat/jinja.h"
 #include "testutil.h"
 
 static char *render(const char *tmpl, const char *vars_json, ssm_status *out_err) {

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "bundle/bundle.h"
+#include "compile/compile.h"
 #include "runtime/vulkan/vulkan.h"
 #include "testutil.h"
 
@@ -187,7 +187,7 @@ static void test_kernel_sources_name_their_template(void) {
 static void test_wgsl_slots_and_windows(void) {
   ssm_bundle *b = compile("mamba1_tiny", 4);
   const ssm_manifest *m = ssm_bundle_manifest(b);
-  CU_ASSERT_EQUAL(m->wgsl_window, SSM_CG_WGSL_WINDOW);
+  CU_ASSERT_EQUAL(m->wgsl_window, SSM_BUNDLE_WINDOW);
   const ssm_mf_kernel *scan = NULL;
   for (int i = 0; i < m->nkernels; i++) {
     for (int s = 0; s < m->kernels[i].nslots; s++) CU_ASSERT_EQUAL(m->kernels[i].windows[s], 1);
@@ -717,7 +717,7 @@ static void test_partial_runs(void) {
   }
 }
 
-/* Without a chunk, the prefill program runs SSM_DEFAULT_CHUNK tokens, or
+/* Without a chunk, the prefill program runs SSM_CHUNK_DEFAULT tokens, or
  * max_seq when that is smaller (an attention cache of 100 rows cannot hold a
  * chunk of 512: asked for explicitly, that is an error naming both). */
 static void test_default_chunk(void) {
@@ -726,8 +726,8 @@ static void test_default_chunk(void) {
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
   CU_ASSERT_PTR_NOT_NULL_FATAL(m);
   ssm_compile_opts o = {0};
-  CU_ASSERT_EQUAL(ssm_compile_chunk(m, &o), SSM_DEFAULT_CHUNK);
-  CU_ASSERT_EQUAL(ssm_compile_chunk(m, NULL), SSM_DEFAULT_CHUNK);
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, &o), SSM_CHUNK_DEFAULT);
+  CU_ASSERT_EQUAL(ssm_compile_chunk(m, NULL), SSM_CHUNK_DEFAULT);
   SSM_ASSERT_OK(ssm_compile(m, &o, &b));
   CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->prefill.tokens, 512);
   CU_ASSERT(ssm_bundle_manifest(b)->prefill.any_count);

@@ -20,7 +20,7 @@
 
 #include <stdlib.h>
 
-#include "bundle/bundle.h"
+#include "compile/compile.h"
 #include "runtime/ssmc.h"
 #include "testutil.h"
 

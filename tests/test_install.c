@@ -1,9 +1,12 @@
 /*
  * test_install.c — the library as a user gets it: `cmake --install` puts
- * the static and shared libraries, the header, ssmc.pc, the ssmc binary and
- * the model YAMLs under a prefix; examples/generate.c, which includes only
- * <ssmc.h>, builds against that tree through pkg-config (and statically
- * against libssmc.a) and generates text from models/pymamba.
+ * the static and shared libraries (the whole one and the runtime-only one),
+ * the header, ssmc.pc and ssmc-runtime.pc, the ssmc binary and the model
+ * YAMLs under a prefix; examples/generate.c, which includes only <ssmc.h>,
+ * builds against that tree through pkg-config (and statically against
+ * libssmc.a) and generates text from models/pymamba; examples/run_bundle.c
+ * builds against ssmc-runtime, holds no compiler, and runs a bundle. A build
+ * configured with SSM_BUILD_COMPILER=OFF needs neither shaderc nor libyaml.
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -26,7 +29,9 @@ static void install_tree(void) {
 static void test_installed_files(void) {
   install_tree();
   static const char *const files[] = {"include/ssmc.h", "lib/libssmc.a", "lib/libssmc.so",
-                                      "lib/pkgconfig/ssmc.pc", "bin/ssmc",
+                                      "lib/pkgconfig/ssmc.pc", "lib/libssmc-runtime.a",
+                                      "lib/libssmc-runtime.so", "lib/pkgconfig/ssmc-runtime.pc",
+                                      "bin/ssmc",
                                       "share/ssmc/models/mamba1.yaml",
                                       "share/ssmc/models/jamba.yaml"};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
@@ -36,14 +41,17 @@ static void test_installed_files(void) {
     if (stat(path, &st)) fprintf(stderr, "\n  missing: %s\n", path);
     CU_ASSERT(!stat(path, &st) && st.st_size > 0);
   }
-  /* the shared library exports the public API and nothing else */
+  /* the shared libraries export the public API and nothing else */
   char cmd[1024], *out;
-  snprintf(cmd, sizeof cmd, "nm -D --defined-only %s/lib/libssmc.so | awk '{print $3}' | "
-           "grep -v '^ssmc_' | grep -v '^$' | grep -v '^SSMC' ; true", prefix);
-  ssm_test_sh(cmd, &out);
-  if (*out) fprintf(stderr, "\n  exported beyond ssmc_*: %.400s\n", out);
-  CU_ASSERT_STRING_EQUAL(out, "");
-  free(out);
+  static const char *const libs[] = {"libssmc.so", "libssmc-runtime.so"};
+  for (int i = 0; i < 2; i++) {
+    snprintf(cmd, sizeof cmd, "nm -D --defined-only %s/lib/%s | awk '{print $3}' | "
+             "grep -v '^ssmc_' | grep -v '^$' | grep -v '^SSMC' ; true", prefix, libs[i]);
+    ssm_test_sh(cmd, &out);
+    if (*out) fprintf(stderr, "\n  %s exports beyond ssmc_*: %.400s\n", libs[i], out);
+    CU_ASSERT_STRING_EQUAL(out, "");
+    free(out);
+  }
   snprintf(cmd, sizeof cmd, "%s/bin/ssmc --version", prefix);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 0);
   CU_ASSERT_EQUAL(strncmp(out, "ssmc ", 5), 0);
@@ -94,10 +102,94 @@ static void test_example_static(void) {
   check_example("generate-static", how);
 }
 
+/* `cmd` (a shell line) succeeds; its output goes to *out (may be NULL). */
+static void run_ok(const char *cmd, char **out) {
+  char *o;
+  int rc = ssm_test_sh(cmd, &o);
+  if (rc) fprintf(stderr, "\n  %s -> %d\n%s\n", cmd, rc, o);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  if (out) *out = o;
+  else free(o);
+}
+
+/* Symbols of the compiler half: shaderc, glslang, SPIRV-Tools, libyaml and
+ * the compiler's own layers. */
+#define COMPILER_SYMBOLS "'shaderc|glslang|spvtools|yaml_parser|ssm_compile|ssm_cg_|ssm_model_open'"
+
+static void test_runtime_example(void) {
+  install_tree();
+  char cmd[8192], *out;
+  const char *tmp = ssm_test_tmpdir();
+  snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ssmc compile models/pymamba -o %s/pymamba.ssmb -q",
+           ssm_test_source_dir(), prefix, tmp);
+  run_ok(cmd, NULL);
+  snprintf(cmd, sizeof cmd, "cd %s && %s examples/run_bundle.c -o %s/run_bundle "
+           "$(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs ssmc-runtime)",
+           ssm_test_source_dir(), SSM_CC, tmp, prefix);
+  run_ok(cmd, NULL);
+  /* no compiler in the binary or the library it loads, and no libyaml */
+  snprintf(cmd, sizeof cmd, "nm %s/run_bundle; nm -D %s/lib/libssmc-runtime.so; "
+           "nm %s/lib/libssmc-runtime.a 2>/dev/null; ldd %s/run_bundle",
+           tmp, prefix, prefix, tmp);
+  run_ok(cmd, &out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ssmc_session_open"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "libssmc-runtime.so"));
+  free(out);
+  snprintf(cmd, sizeof cmd, "(nm %s/run_bundle; nm %s/lib/libssmc-runtime.so; "
+           "nm %s/lib/libssmc-runtime.a; ldd %s/run_bundle) 2>&1 | grep -iE " COMPILER_SYMBOLS
+           "; true", tmp, prefix, prefix, tmp);
+  run_ok(cmd, &out);
+  if (*out) fprintf(stderr, "\n  the runtime holds the compiler: %.400s\n", out);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+  snprintf(cmd, sizeof cmd, "cd %s && %s/run_bundle %s/pymamba.ssmb models/pymamba "
+           "'def fibonacci(n):' 24", ssm_test_source_dir(), tmp, tmp);
+  run_ok(cmd, &out);
+  CU_ASSERT_EQUAL(strncmp(out, "def fibonacci(n):", 17), 0);
+  CU_ASSERT(strlen(out) > 17 + 10); /* it went on */
+  /* the same text as the whole library's ssmc gives */
+  char *want;
+  snprintf(cmd, sizeof cmd, "cd %s && %s/bin/ssmc run %s/pymamba.ssmb --weights models/pymamba "
+           "--prompt 'def fibonacci(n):' -n 24 -q --greedy", ssm_test_source_dir(), prefix, tmp);
+  run_ok(cmd, &want);
+  CU_ASSERT_STRING_EQUAL(out, want);
+  free(want);
+  free(out);
+  /* a model directory needs the compiler: a message that says so */
+  snprintf(cmd, sizeof cmd, "cd %s && %s/run_bundle models/pymamba models/pymamba hi 2",
+           ssm_test_source_dir(), tmp);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "models/pymamba: not a compiled bundle"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "ssmc compile"));
+  free(out);
+}
+
+/* SSM_BUILD_COMPILER=OFF configures and builds the runtime library with
+ * neither shaderc nor libyaml looked for or linked. */
+static void test_runtime_only_build(void) {
+  char cmd[4096], *out;
+  const char *tmp = ssm_test_tmpdir();
+  snprintf(cmd, sizeof cmd, "%s -S %s -B %s/rt-build -DSSM_BUILD_COMPILER=OFF 2>&1 && "
+           "%s --build %s/rt-build -j2 2>&1", SSM_CMAKE, ssm_test_source_dir(), tmp,
+           SSM_CMAKE, tmp);
+  run_ok(cmd, &out);
+  free(out);
+  snprintf(cmd, sizeof cmd, "grep -E '^(SHADERC|YAML|CUNIT)_' %s/rt-build/CMakeCache.txt; "
+           "ls %s/rt-build | grep -E '^(ssmc|test_[a-z]+)$' ; "
+           "(nm %s/rt-build/libssmc-runtime.a; ldd %s/rt-build/libssmc-runtime.so) 2>&1 | "
+           "grep -iE " COMPILER_SYMBOLS "; true", tmp, tmp, tmp, tmp);
+  run_ok(cmd, &out);
+  if (*out) fprintf(stderr, "\n  a runtime-only build has: %.400s\n", out);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"installed_files", test_installed_files},
                          {"example_pkg_config", test_example_pkg_config},
                          {"example_static", test_example_static},
+                         {"runtime_example", test_runtime_example},
+                         {"runtime_only_build", test_runtime_only_build},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("install", tests);
 }

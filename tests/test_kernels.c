@@ -259,7 +259,7 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
   if (!s) {
     ssm_vk_kernel_desc d = {.name = kc->label, .spirv = words, .words = nwords,
                             .n_bindings = kern.nbindings,
-                            .push_bytes = kern.run_count ? SSM_CG_RUN_PUSH_BYTES : 0};
+                            .push_bytes = kern.run_count ? SSM_BUNDLE_RUN_PUSH_BYTES : 0};
     s = ssm_vk_kernel_create_desc(g_vk, &d, &k);
   }
   for (int b = 0; !s && b < kern.nbindings; b++) {
@@ -901,7 +901,7 @@ static int smp_open(smp *t, const char *label, int64_t rows, int64_t V, const fl
     }
     CU_ASSERT_EQUAL_FATAL(kern.nbindings, 3);
     ssm_vk_kernel_desc d = {.name = label, .spirv = words, .words = nwords, .n_bindings = 3,
-                            .push_bytes = kern.run_count ? SSM_CG_RUN_PUSH_BYTES : 0};
+                            .push_bytes = kern.run_count ? SSM_BUNDLE_RUN_PUSH_BYTES : 0};
     s = ssm_vk_kernel_create_desc(g_vk, &d, &t->k);
   }
   free(words);

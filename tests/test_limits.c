@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "codegen/codegen.h"
-#include "bundle/bundle.h"
+#include "compile/compile.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/vulkan/vulkan.h"
 #include "tokenizer/tokenizer.h"

@@ -24,7 +24,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "bundle/bundle.h"
+#include "compile/compile.h"
 #include "frontend/frontend.h"
 #include "passes/passes.h"
 #include "runtime/ssmc.h"

@@ -18,8 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "compile/compile.h"
 #include "passes/passes.h"
-#include "bundle/bundle.h"
 #include "runtime/cpu/cpu.h"
 #include "runtime/vulkan/vulkan.h"
 #include "tokenizer/tokenizer.h"

@@ -139,7 +139,7 @@ static ssm_status load_kernels(vk_backend *v) {
   SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nkernels + 1, 1, (void **)&v->counted), "the kernels"));
   for (int i = 0; v->m->prefill.any_count && i < v->m->prefill.nsteps; i++)
     v->counted[v->m->prefill.steps[i].kernel] = 1;
-  _Static_assert(SSM_CG_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
+  _Static_assert(SSM_BUNDLE_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
   uint32_t window_words = (uint32_t)(v->window / 4);
   const char *env = getenv("SSM_VK_COOPMAT");
   int coop = (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && !(env && !strcmp(env, "0"));
@@ -150,7 +150,7 @@ static ssm_status load_kernels(vk_backend *v) {
     ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, spirv),
                             .words = (size_t)spirv.size / 4, .n_bindings = n,
                             .spec_values = &window_words, .n_spec = n > k->nbindings,
-                            .push_bytes = v->counted[i] ? SSM_CG_RUN_PUSH_BYTES : 0};
+                            .push_bytes = v->counted[i] ? SSM_BUNDLE_RUN_PUSH_BYTES : 0};
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->kernels[i]));
   }
   return NULL;
@@ -298,7 +298,7 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
     const ssm_mf_step *st = &p->steps[i];
     const char *family = v->m->kernels[st->kernel].family;
     if (skip && !strcmp(family, skip)) continue;
-    ssm_vk_binding vb[SSM_CG_GLSL_MAX_BINDINGS];
+    ssm_vk_binding vb[SSM_BUNDLE_GLSL_MAX_BINDINGS];
     int extra = st->nbindings;
     for (int b = 0; b < st->nbindings; b++) {
       const ssm_region *r = &st->bindings[b];

@@ -37,7 +37,7 @@ static void try_bundle(const uint8_t *data, size_t size) {
     for (int j = 0; j < k->nbindings; j++)
       if (k->slot[j] < 0 || k->slot[j] >= k->nslots) fuzz_fail("binding %d is in slot %d", j, k->slot[j]);
     for (int j = 0; j < k->nslots; j++)
-      if (k->windows[j] < 1 || k->windows[j] > SSM_CG_WGSL_MAX_WINDOWS)
+      if (k->windows[j] < 1 || k->windows[j] > SSM_BUNDLE_WGSL_MAX_WINDOWS)
         fuzz_fail("a WGSL slot of %d windows was accepted", k->windows[j]);
   }
   const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};

@@ -1,0 +1,418 @@
+/*
+ * cli.c — the ssmc command line: its commands, their usage texts, and the
+ * commands that use the compiler's layers (frontend, passes, bundle):
+ * `compile`, `ir`, `inspect`; `devices`. Running models (cli_run.c) and
+ * tokenizing (cli_tokenize.c) go through the public library
+ * (runtime/ssmc.h). It is the only place that prints to the user or exits.
+ *
+ * Options are read with getopt_long from one table per command
+ * (cli_opts.c); every command answers --help with its usage on stdout.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli.h"
+#include "cli/export.h"
+#include "compile/compile.h"
+#include "passes/passes.h"
+#include "runtime/ssmc.h"
+#include "runtime/weights/weights.h"
+
+static const char usage[] =
+    "usage: ssmc COMMAND [OPTIONS]        (ssmc COMMAND --help: its options)\n"
+    "\n"
+    "  run MODEL_DIR --prompt TEXT      generate text (compiled once, then cached)\n"
+    "  compile MODEL -o OUT.ssmb        compile a model into a kernel bundle\n"
+    "  bench MODEL_DIR|BUNDLE           time decode and prefill\n"
+    "  inspect BUNDLE                   a bundle's kernels, buffers and programs\n"
+    "  ir MODEL                         the op IR, after any pass\n"
+    "  tokenize --tokenizer DIR TEXT    text to tokens, and back (--decode)\n"
+    "  serve MODEL_DIR|BUNDLE           an OpenAI-compatible HTTP server\n"
+    "  export-web BUNDLE -o DIR         a static site running the bundle on WebGPU\n"
+    "  devices                          the Vulkan devices\n"
+    "  --version                        the version and git revision\n"
+    "\n"
+    "MODEL: a Hugging Face model directory (config.json, model.safetensors), an\n"
+    "architecture YAML with --config config.json, or (ir) an IR text file .ssmir.\n";
+
+static const char usage_run[] =
+    "usage: ssmc run MODEL (--prompt TEXT | --prompt-file FILE | --tokens IDS | -i) [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory (compiled on first use, then read from\n"
+    "the compile cache, $XDG_CACHE_HOME/ssmc or ~/.cache/ssmc), an architecture YAML\n"
+    "with --config and --weights, or a bundle from `ssmc compile` (which records its\n"
+    "weights directory).\n"
+    "\n"
+    "input:\n"
+    "  --prompt TEXT        text to continue ('-': standard input)\n"
+    "  --prompt-file FILE   the text to continue, from a file\n"
+    "  --tokens 1,2,3       token ids; the last line of stdout is then the generated ids\n"
+    "  -i, --interactive    turns from standard input, a line each, the state kept\n"
+    "                       between them (after --prompt, when given)\n"
+    "generation:\n"
+    "  -n N                 tokens to generate per prompt or turn (default 16)\n"
+    "  --greedy             take the argmax on the host, every step\n"
+    "  --temperature T      sample on the device (T > 0), shaped by --top-k K,\n"
+    "                       --top-p P and --seed S\n"
+    "  --eos ID             the end-of-text id (default: config.json's eos_token_id)\n"
+    "model:\n"
+    "  --weights DIR        the checkpoint (default: MODEL, or the bundle's)\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --tokenizer PATH     tokenizer.json or its directory (default: the weights')\n"
+    "  --backend vulkan|cpu the GPU (or lavapipe), or the reference interpreter\n"
+    "  --device N           the Vulkan device (see `ssmc devices`)\n"
+    "  --validate           run under VK_LAYER_KHRONOS_validation\n"
+    CHUNK_USAGE
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own)\n"
+    "  --no-cache           compile anew, without reading or writing the cache\n"
+    "files:\n"
+    "  --state-in FILE      start from a saved state\n"
+    "  --state-out FILE     save the state at the end\n"
+    "  --dump-logits FILE   the logits of every position, rows of vocab f32\n"
+    "output:\n"
+    "  -q, --quiet          no progress bar and no timing summary on stderr\n"
+    "  --json               the timing summary as one line of JSON on stderr\n";
+
+static const char usage_compile[] =
+    "usage: ssmc compile MODEL -o OUT.ssmb [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory, or an architecture YAML with --config.\n"
+    "  -o FILE              the bundle to write\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --weights DIR        the weights directory to record in the bundle (default:\n"
+    "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
+    CHUNK_USAGE
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "                       checkpoint's own; activations and state are f32)\n"
+    "  --no-fuse            every op a kernel of its own\n"
+    "  --dump-ir DIR        the IR after every pass, of both programs\n"
+    "  --wgsl-window BYTES  storage window of WGSL slots and of tensors Vulkan kernels\n"
+    "                       read in pieces (default 128 MiB; smaller: tests)\n"
+    "  -q, --quiet          no progress bar\n";
+
+static const char usage_ir[] =
+    "usage: ssmc ir MODEL [OPTIONS]\n"
+    "\n"
+    "MODEL: a Hugging Face model directory, an architecture YAML with --config, or an\n"
+    "IR text file (.ssmir), parsed, verified and printed back.\n"
+    "  --config FILE        config.json of an architecture YAML\n"
+    "  --seq T              the graph that processes T tokens (default 1: decode)\n"
+    "  --max-seq N          positions a KV cache holds (default 2048)\n"
+    "  --after PASS|all     the IR after a pass: verify, infer, simplify, weights,\n"
+    "                       fuse, plan_buffers, schedule (or after each)\n"
+    "  --dtype f32|f16|bf16 the weights pass's dtype for matmul and embedding weights\n";
+
+static const char usage_inspect[] =
+    "usage: ssmc inspect BUNDLE [--json]\n"
+    "\n"
+    "A bundle's kernels (with the ops fused into each), buffers, weights, state and\n"
+    "programs; --json: one JSON object (programs.decode.dispatches, planned bytes...).\n";
+
+static const char usage_bench[] =
+    "usage: ssmc bench MODEL_DIR|BUNDLE [OPTIONS]\n"
+    "\n"
+    "Times decode (logits to the host, and the token fed back on the device) and\n"
+    "prefill on Vulkan. Takes the model options of `ssmc run` (--weights, --device...).\n"
+    "  -n N                 decode tokens to time (default 128)\n"
+    "  --reps N             repeat N times: means and standard deviations\n"
+    "  --json               one JSON object (with device, dtype, version, git revision)\n"
+    "  --profile            GPU time of every dispatch, by kernel family and op group\n"
+    "  -q, --quiet          no progress bar\n";
+
+static const char usage_tokenize[] =
+    "usage: ssmc tokenize --tokenizer PATH (TEXT | - | --decode IDS) [--ids]\n"
+    "\n"
+    "PATH: a tokenizer.json or the directory that holds it. Prints one token a line,\n"
+    "`ID -> 'PIECE'` (escaped: \\n, \\t, \\xNN for bytes that are not whole\n"
+    "characters); '-' reads the text from standard input.\n"
+    "  --ids                the ids only, comma-separated\n"
+    "  --decode 1,2,3       the text of these ids\n";
+
+static const char usage_export[] =
+    "usage: ssmc export-web BUNDLE --weights DIR -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
+    "\n"
+    "A static site that runs the bundle in a browser on WebGPU (index.html, the host,\n"
+    "the kernels, the tokenizer, and the weights copied or, with --link-weights, linked).\n";
+
+static const char usage_devices[] =
+    "usage: ssmc devices\n"
+    "\n"
+    "The Vulkan devices, the default one marked '*' (a discrete GPU first).\n";
+
+int ssm_cli_fail(ssmc_status s) {
+  if (ssmc_status_code(s) == SSMC_ERR_CANCELLED && ssm_cli_signal) {
+    fprintf(stderr, "ssmc: interrupted\n");
+    ssmc_status_free(s);
+    return 128 + ssm_cli_signal;
+  }
+  fprintf(stderr, "ssmc: %s\n", ssmc_status_message(s));
+  ssmc_status_free(s);
+  return 1;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
+ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, size_t *out_n) {
+  *out = malloc(sizeof(int32_t) * (strlen(s) / 2 + 1));
+  *out_n = 0;
+  for (const char *p = s;; p++) {
+    char *end;
+    errno = 0;
+    long v = strtol(p, &end, 10);
+    if (end == p || errno || v < 0 || v > INT32_MAX || (*end && *end != ',')) {
+      free(*out);
+      *out = NULL;
+      return ssm_status_new(SSM_ERR_INVALID, "%s: expected comma-separated token ids, got '%s' "
+                            "(bad at character %d)", what, s, (int)(p - s) + 1);
+    }
+    (*out)[(*out_n)++] = (int32_t)v;
+    if (!*(p = end)) return NULL;
+  }
+}
+
+/* ---- ssmc ir -------------------------------------------------------------------- */
+
+/* Prints the graph after a pass under "# after PASS: NOTE" (a comment, so
+ * each section parses back as IR). */
+static void print_after(const char *pass, ssm_graph *g, const char *note, void *user) {
+  const char *only = user; /* NULL: every pass */
+  if (only && strcmp(only, pass)) return;
+  char *text;
+  ssm_status s = ssm_graph_print(g, &text);
+  if (s) exit(ssm_cli_fail(s)); /* a callback cannot return it */
+  printf("# after %s: %s\n%s", pass, note, text);
+  free(text);
+}
+
+static ssm_status load_model(const char *model, const char *config, long max_seq,
+                             ssm_model **out) {
+  SSM_TRY(ssm_model_open(model, config, out));
+  ssm_status s = max_seq ? ssm_model_set_param(*out, "max_seq", max_seq) : NULL;
+  if (s) {
+    ssm_model_close(*out);
+    *out = NULL;
+  }
+  return s;
+}
+
+static int cmd_ir(int argc, char **argv) {
+  const char *model = NULL, *config = NULL, *after = NULL, *dtype_name = "f32";
+  long seq = 1, max_seq = 0;
+  opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
+                O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
+                MAX_SEQ_OPT(&max_seq, NULL), {0}};
+  SSM_CLI_PARSE("ir", argc, argv, opts, &model);
+  if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
+  ssm_pass_opts po = {0};
+  if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
+    return ssm_cli_usage_error("ir", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
+  if (after && strcmp(after, "all")) {
+    const ssm_pass *p = ssm_passes;
+    while (p->name && strcmp(p->name, after)) p++;
+    if (!p->name) {
+      ssm_sb names = {0};
+      for (p = ssm_passes; p->name; p++) ssm_sb_xprintf(&names, "%s, ", p->name);
+      ssm_cli_usage_error("ir", "--after: unknown pass '%s' (passes: %sall)", after, names.s);
+      ssm_sb_free(&names);
+      return 2;
+    }
+  }
+  ssm_graph *g = NULL;
+  ssm_status s;
+  if (ends_with(model, ".ssmir")) {
+    char *text;
+    size_t n;
+    if ((s = ssm_file_read(model, 0, &text, &n))) return ssm_cli_fail(s);
+    if (strlen(text) != n) s = ssm_status_new(SSM_ERR_INVALID, "%s: file contains a NUL byte", model);
+    if (!s) s = ssm_graph_parse(text, model, &g);
+    free(text);
+    if (!s && !after) s = ssm_graph_verify(g);
+  } else {
+    ssm_model *m = NULL;
+    s = load_model(model, config, max_seq, &m);
+    if (!s) s = ssm_model_build(m, (int)seq, &g);
+    ssm_model_close(m);
+  }
+  int all = after && !strcmp(after, "all");
+  if (!s && after) s = ssm_passes_run(g, &po, all ? NULL : after, print_after, all ? NULL : (void *)after);
+  if (!s && !after) {
+    char *text;
+    s = ssm_graph_print(g, &text);
+    if (!s) fputs(text, stdout);
+    free(text);
+  }
+  ssm_graph_destroy(g);
+  return s ? ssm_cli_fail(s) : 0;
+}
+
+/* ---- ssmc compile / inspect / devices ------------------------------------------------- */
+
+/* Records the weights directory in the compiled bundle (see bundle.h:
+ * ssm_manifest.source_dir): `weights` (--weights), or MODEL when it is a
+ * directory and holds weights. */
+static ssm_status record_weights(ssm_bundle *b, const char *model, const char *weights) {
+  struct stat sb;
+  const char *dir = weights ? weights : !stat(model, &sb) && S_ISDIR(sb.st_mode) ? model : NULL;
+  if (!dir) return NULL;
+  ssm_st_source_file *files;
+  int n;
+  ssm_status s = ssm_st_source(dir, &files, &n);
+  if (s && !weights) { /* a model directory without weights: nothing to record */
+    ssm_log("%s records no weights directory: %s", model, ssm_status_message(s));
+    ssm_status_free(s);
+    return NULL;
+  }
+  SSM_TRY(ssm_status_wrap(s, "--weights"));
+  char abs[PATH_MAX];
+  if (!realpath(dir, abs)) s = ssm_status_new(SSM_ERR_IO, "%s: %s", dir, strerror(errno));
+  ssm_mf_source_file *mf = NULL;
+  if (!s) s = ssm_alloc((size_t)n + 1, sizeof *mf, (void **)&mf);
+  for (int i = 0; !s && i < n; i++) mf[i] = (ssm_mf_source_file){files[i].name, files[i].hash};
+  if (!s) s = ssm_bundle_set_source(b, abs, mf, n);
+  free(mf);
+  free(files);
+  return s;
+}
+
+static int cmd_compile(int argc, char **argv) {
+  const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
+             *weights = NULL;
+  long chunk = 0, max_seq = 0, window = 0; /* 0: the default (ssm_compile_chunk) */
+  int no_fuse = 0, quiet = 0;
+  opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
+                O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
+                O_STR("--weights", &weights), O_FLAG("--quiet", &quiet), O_FLAG("-q", &quiet),
+                CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL),
+                O_INT("--wgsl-window", &window, 256, 1L << 40, "a power of two", NULL), {0}};
+  SSM_CLI_PARSE("compile", argc, argv, opts, &model);
+  ssm_dtype dtype = SSM_F32;
+  if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
+    return ssm_cli_usage_error("compile", "--dtype: expected f32, f16 or bf16, got '%s'", dtype_name);
+  if (!model) return ssm_cli_usage_error("compile", "missing MODEL");
+  /* without --dtype: the checkpoint's own (of --weights, or of MODEL when it is a directory) */
+  struct stat st;
+  const char *ckpt = weights ? weights : !stat(model, &st) && S_ISDIR(st.st_mode) ? model : NULL;
+  ssm_status ds = !dtype_name && ckpt ? ssm_st_path_dtype(ckpt, &dtype) : NULL;
+  if (ds) return ssm_cli_fail(weights ? ssm_status_wrap(ds, "--weights") : ds);
+  if (!out) return ssm_cli_usage_error("compile", "missing -o OUT.ssmb");
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  ssm_cli_progress bar = {.quiet = quiet};
+  ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
+                         .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar},
+                         .wgsl_window = (uint64_t)window};
+  const char *inputs[] = {model, config, weights};
+  ssm_cli_catch_signals();
+  ssm_status s = ssm_cli_not_an_input("-o", out, inputs, sizeof inputs / sizeof *inputs,
+                                      weights ? weights : model);
+  if (!s) s = load_model(model, config, max_seq, &m);
+  if (!s) s = ssm_compile(m, &co, &b);
+  ssm_cli_progress_end(&bar);
+  if (!s) s = record_weights(b, model, weights);
+  if (!s) s = ssm_bundle_save(b, out);
+  ssm_bundle_close(b);
+  ssm_model_close(m);
+  return s ? ssm_cli_fail(s) : 0;
+}
+
+static int cmd_inspect(int argc, char **argv) {
+  const char *path = NULL;
+  int json = 0;
+  opt opts[] = {O_FLAG("--json", &json), {0}};
+  SSM_CLI_PARSE("inspect", argc, argv, opts, &path);
+  if (!path) return ssm_cli_usage_error("inspect", "missing BUNDLE");
+  ssm_bundle *b;
+  ssm_status s = ssm_bundle_open(path, &b);
+  if (s) return ssm_cli_fail(s);
+  char *text;
+  s = ssm_bundle_describe(b, json, &text);
+  if (!s) fputs(text, stdout);
+  free(text);
+  ssm_bundle_close(b);
+  return s ? ssm_cli_fail(s) : 0;
+}
+
+static int cmd_devices(int argc, char **argv) {
+  opt opts[] = {{0}};
+  SSM_CLI_PARSE("devices", argc, argv, opts, NULL);
+  ssmc_device *d;
+  int n;
+  ssmc_status s = ssmc_devices(&d, &n);
+  if (s) return ssm_cli_fail(s);
+  printf("Vulkan devices: %d\n", n);
+  for (int i = 0; i < n; i++)
+    printf("%c %d: %s\n    %s, Vulkan %u.%u.%u, driver %s, %.1f GiB, max buffer %.1f GiB, "
+           "subgroup %u%s\n", d[i].is_default ? '*' : ' ', d[i].index, d[i].name, d[i].type,
+           d[i].api_version >> 22, (d[i].api_version >> 12) & 0x3ff, d[i].api_version & 0xfff,
+           d[i].driver, (double)d[i].memory_bytes / (1 << 30),
+           (double)d[i].max_buffer_bytes / (1 << 30), d[i].subgroup_size,
+           d[i].usable ? "" : " (not usable: needs Vulkan 1.1 and a compute queue)");
+  free(d);
+  return 0;
+}
+
+static int cmd_export_web(int argc, char **argv) {
+  ssm_export_opts o = {0};
+  opt opts[] = {O_STR("--weights", &o.weights), O_STR("-o", &o.out),
+                O_STR("--tokenizer", &o.tokenizer), O_FLAG("--link-weights", &o.link_weights), {0}};
+  SSM_CLI_PARSE("export-web", argc, argv, opts, &o.bundle);
+  const char *lack = !o.bundle ? "BUNDLE" : !o.weights ? "--weights DIR" : !o.out ? "-o OUTDIR" : NULL;
+  if (lack) return ssm_cli_usage_error("export-web", "missing %s", lack);
+  ssm_status s = ssm_export_web(&o);
+  if (!s) printf("%s: open index.html over http, e.g. python3 -m http.server -d %s --bind 127.0.0.1\n",
+                 o.out, o.out);
+  return s ? ssm_cli_fail(s) : 0;
+}
+
+static void log_to_stderr(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
+
+static const struct {
+  const char *name;
+  int (*fn)(int, char **);
+  const char *usage;
+} cmds[] = {{"run", ssm_cli_run, usage_run},
+            {"compile", cmd_compile, usage_compile},
+            {"bench", ssm_cli_bench, usage_bench},
+            {"inspect", cmd_inspect, usage_inspect},
+            {"ir", cmd_ir, usage_ir},
+            {"tokenize", ssm_cli_tokenize, usage_tokenize},
+            {"devices", cmd_devices, usage_devices},
+            {"export-web", cmd_export_web, usage_export},
+            {"serve", ssm_cli_serve, "usage: ssmc serve MODEL_DIR|BUNDLE [options]   (ssmc serve --help)\n"}};
+
+const char *ssm_cli_usage(const char *cmd) {
+  for (size_t i = 0; cmd && i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(cmd, cmds[i].name)) return cmds[i].usage;
+  return usage;
+}
+
+int main(int argc, char **argv) {
+  if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
+  /* a write past the file-size limit (ulimit -f) fails with EFBIG, and is
+   * reported with the file's name, instead of killing the process */
+  signal(SIGXFSZ, SIG_IGN);
+  /* for tests of exhausted memory (tests/test_nomem.c): the N-th input-sized allocation fails */
+  if (getenv("SSMC_TEST_ALLOC_FAIL_AT")) ssm_alloc_fail_at(atol(getenv("SSMC_TEST_ALLOC_FAIL_AT")));
+  if (argc < 2 || !strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+    fputs(usage, argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+    printf("ssmc %s (git %s)\n", ssmc_version(), ssm_revision());
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
+  return ssm_cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+}

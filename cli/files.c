@@ -1,0 +1,69 @@
+/*
+ * cli_files.c — the command line's dealings with files that are not the
+ * library's: text from stdin or a file, and refusing an output that would
+ * overwrite one of the command's own inputs.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
+#define MAX_STDIN ((size_t)64 << 20)
+
+/* TEXT, or all of stdin for "-" (at most 64 MiB), into *out (malloc'd). */
+ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size_t *out_len) {
+  if (strcmp(text, "-")) {
+    *out_len = strlen(text);
+    *out = strdup(text);
+    return *out ? NULL : ssm_status_new(SSM_ERR_NOMEM, "%s: out of memory", what);
+  }
+  ssm_sb b = {0};
+  char chunk[65536];
+  size_t r;
+  while ((r = fread(chunk, 1, sizeof chunk, stdin)) > 0) {
+    if (b.n + r > MAX_STDIN) {
+      ssm_sb_free(&b);
+      return ssm_status_new(SSM_ERR_INVALID, "%s -: standard input is larger than 64 MiB", what);
+    }
+    ssm_sb_append(&b, chunk, r);
+  }
+  *out_len = b.n;
+  return ssm_sb_take(&b, what, out);
+}
+
+ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len) {
+  if (!strcmp(path, "-")) return ssm_cli_text_arg(what, path, out, out_len);
+  return ssm_status_wrap(ssm_file_read(path, MAX_STDIN, out, out_len), "%s", what);
+}
+
+/* Refuses an output path that names a file the command reads: one of the
+ * `n` inputs (NULL: an option not given), or a .json or .safetensors file
+ * in the weights directory. */
+ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
+                               size_t n, const char *weights) {
+  for (size_t i = 0; out && i < n; i++)
+    if (inputs[i] && ssm_file_same(out, inputs[i]))
+      return ssm_status_new(SSM_ERR_INVALID, "%s %s: that is %s, an input of this command",
+                            what, out, inputs[i]);
+  DIR *d = out && weights ? opendir(weights) : NULL;
+  for (struct dirent *e; d && (e = readdir(d));) {
+    if (!ends_with(e->d_name, ".json") && !ends_with(e->d_name, ".safetensors")) continue;
+    ssm_sb p = {0};
+    ssm_sb_printf(&p, "%s/%s", weights, e->d_name);
+    int same = ssm_file_same(out, p.s);
+    ssm_sb_free(&p);
+    if (same) {
+      closedir(d);
+      return ssm_status_new(SSM_ERR_INVALID, "%s %s: that is a file of the weights directory "
+                            "%s, an input of this command", what, out, weights);
+    }
+  }
+  if (d) closedir(d);
+  return NULL;
+}

@@ -1,0 +1,431 @@
+/*
+ * cli_run.c — `ssmc run` and `ssmc bench`: a session on a model directory
+ * (compiled once and kept in the cache), an architecture YAML or a bundle
+ * (with the weights it records); a prompt of ids, text, a file, or turns
+ * read from stdin (-i), the continuation streamed to stdout, and a summary
+ * of the timings on stderr. bench repeats its measurement and reports the
+ * spread.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli/cli.h"
+
+#define MAX_LINE ((size_t)1 << 20)
+
+typedef struct {
+  const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend,
+      *dtype;
+  long n, chunk, device, max_seq, eos, top_k, seed, reps;
+  double temperature, top_p;
+  int greedy, validation, chunk_given, max_seq_given, sampling[4], no_cache, quiet, json,
+      interactive;
+  char *cache_dir;
+  ssm_cli_progress progress;
+  ssmc_options o;
+} run_args;
+
+static int ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
+/* Options shared by run and bench. */
+#define SESSION_OPTS(r)                                                                       \
+  O_STR("--weights", &(r)->o.weights), O_STR("--config", &(r)->o.config),                     \
+      O_STR("--backend", &(r)->backend), O_FLAG("--validate", &(r)->validation),              \
+      O_STR("--dtype", &(r)->dtype),                                                          \
+      O_INT("--device", &(r)->device, 0, 1000, "a device index (see `ssmc devices`)", NULL),  \
+      O_INT("-n", &(r)->n, 0, 1 << 24, "a token count from 0 to 16777216", NULL),             \
+      CHUNK_OPT(&(r)->chunk, &(r)->chunk_given), MAX_SEQ_OPT(&(r)->max_seq, &(r)->max_seq_given), \
+      O_FLAG("--no-cache", &(r)->no_cache), O_FLAG("--quiet", &(r)->quiet),                   \
+      O_FLAG("-q", &(r)->quiet), O_FLAG("--json", &(r)->json)
+
+/* Checks what the table cannot, and fills r->o. Returns 0 or 2. */
+static int session_options(run_args *r, const char *cmd) {
+  if (!r->model)
+    return ssm_cli_usage_error(cmd, "missing MODEL (a model directory, an architecture YAML "
+                               "with --config, or a bundle)");
+  if (strcmp(r->backend, "cpu") && strcmp(r->backend, "vulkan"))
+    return ssm_cli_usage_error(cmd, "--backend: expected cpu or vulkan, got '%s'", r->backend);
+  int bundle = ends_with(r->model, ".ssmb");
+  if (!strcmp(r->backend, "cpu") && bundle)
+    return ssm_cli_usage_error(cmd, "--backend cpu runs a model (YAML or directory), not a "
+                               "bundle: %s", r->model);
+  if (r->max_seq_given && bundle)
+    return ssm_cli_usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc "
+                               "compile --max-seq): %s", r->model);
+  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
+  int d = 0;
+  while (r->dtype && d < 4 && strcmp(r->dtype, dtypes[d])) d++;
+  if (d == 4)
+    return ssm_cli_usage_error(cmd, "--dtype: expected f32, f16 or bf16, got '%s'", r->dtype);
+  if (r->dtype && bundle)
+    return ssm_cli_usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile "
+                               "--dtype): %s", r->model);
+  r->o.dtype = (ssmc_dtype)d;
+  r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+  r->o.device = (int)r->device;
+  r->o.validation = r->validation;
+  r->o.chunk = r->chunk_given && !bundle ? (int)r->chunk : 0;
+  r->o.max_seq = (int)r->max_seq;
+  r->o.eos = r->eos;
+  r->progress.quiet = r->quiet;
+  r->o.progress = ssm_cli_progress_fn;
+  r->o.progress_user = &r->progress;
+  return 0;
+}
+
+/* Opens the session with the signals caught, so that SIGINT during
+ * compiling or loading cancels it cleanly. */
+static ssmc_status open_session(run_args *r, ssmc_session **out) {
+  ssm_cli_catch_signals();
+  free(r->cache_dir); /* freed by the command */
+  r->cache_dir = NULL;
+  ssmc_status st = r->no_cache ? NULL : ssmc_cache_dir_default(&r->cache_dir);
+  r->o.cache_dir = r->cache_dir;
+  if (!st) st = ssmc_session_open(r->model, &r->o, out);
+  ssm_cli_progress_end(&r->progress);
+  return st;
+}
+
+/* ---- ssmc run ------------------------------------------------------------------------- */
+
+typedef struct {
+  FILE *f;            /* --dump-logits */
+  int err;
+  ssmc_decoder *dec;  /* text mode: the continuation so far */
+  int printed;        /* text went to stdout */
+  ssmc_status failed; /* the decoder's error, which stopped generation */
+} printer;
+
+static int stop_on_signal(int32_t id, void *user) { return ssm_cli_signal != 0; }
+
+static int dump_row(const float *logits, int64_t vocab, int64_t position, void *user) {
+  printer *p = user;
+  if (ssm_cli_signal) return 1;
+  if (fwrite(logits, sizeof(float), (size_t)vocab, p->f) != (size_t)vocab) p->err = errno ? errno : EIO;
+  return p->err != 0;
+}
+
+static int print_token(int32_t id, void *user) {
+  printer *p = user;
+  if (ssm_cli_signal) return 1;
+  const char *text;
+  size_t len;
+  ssmc_status s = ssmc_decoder_feed(p->dec, id, &text, &len);
+  if (s) {
+    if (!p->failed) p->failed = s;
+    else ssmc_status_free(s);
+    return 1;
+  }
+  fwrite(text, 1, len, stdout);
+  fflush(stdout);
+  return 0;
+}
+
+/* Generates up to -n tokens from `ids` into gen (room for -n + 1). */
+static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int32_t *ids,
+                            size_t nids, int32_t *gen, size_t *ngen) {
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = (float)r->temperature;
+  g.top_k = (int)r->top_k;
+  g.top_p = (float)r->top_p;
+  g.seed = (uint32_t)r->seed;
+  g.host_greedy = r->greedy;
+  g.on_logits = r->dump ? dump_row : NULL;
+  g.on_token = p->dec ? print_token : stop_on_signal;
+  g.stop_at_eos = p->dec != NULL;
+  g.user = p;
+  ssmc_status st = ssmc_session_generate(s, ids, nids, (int)r->n, &g, gen, ngen);
+  if (p->failed && !st) st = p->failed;
+  else ssmc_status_free(p->failed);
+  p->failed = NULL;
+  if (p->err && !st)
+    st = ssm_status_new(SSM_ERR_IO, "--dump-logits %s: %s", r->dump, strerror(p->err));
+  return st;
+}
+
+static ssmc_status flush_text(printer *p) {
+  const char *rest;
+  size_t len;
+  ssmc_status st = ssmc_decoder_flush(p->dec, &rest, &len);
+  fwrite(rest, 1, len, stdout);
+  fflush(stdout);
+  return st;
+}
+
+/* One turn of text: `text` (printed unless `echo` is 0) after the token
+ * the last turn drew but did not feed (*pending, -1 for none), and its
+ * continuation. A turn with nothing to feed is skipped, or an error when
+ * `required`. */
+static ssmc_status text_turn(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, printer *p,
+                             const char *text, size_t len, int echo, int required,
+                             int32_t *pending) {
+  int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
+  size_t nids = 0, ngen = 0;
+  ssmc_status st = ssmc_tokenizer_encode(t, text, len, &ids, &nids);
+  if (!st && nids + (*pending >= 0) == 0 && required)
+    st = ssm_status_new(SSM_ERR_INVALID, "--prompt: the text has no tokens");
+  int32_t *all = st || nids + (*pending >= 0) == 0 ? NULL : malloc(sizeof *all * (nids + 1));
+  if (all) {
+    if (*pending >= 0) all[0] = *pending;
+    memcpy(all + (*pending >= 0), ids, sizeof *ids * nids);
+    nids += *pending >= 0;
+    if (echo) fwrite(text, 1, len, stdout);
+    fflush(stdout);
+    p->printed = 1;
+    st = generate(s, r, p, all, nids, gen, &ngen);
+    ssmc_status fs = flush_text(p);
+    if (!st) st = fs;
+    else ssmc_status_free(fs);
+    *pending = ngen == (size_t)r->n && ngen ? gen[ngen - 1] : -1;
+  }
+  free(all);
+  free(ids);
+  free(gen);
+  return st;
+}
+
+/* -i: turns read line by line from stdin until its end, the state going
+ * on from one turn to the next; the first turn is --prompt when given. */
+static ssmc_status interactive(ssmc_session *s, const ssmc_tokenizer *t, run_args *r,
+                               printer *p, const char *first, size_t first_len) {
+  int tty = isatty(STDIN_FILENO);
+  int32_t pending = -1;
+  ssmc_status st = first ? text_turn(s, t, r, p, first, first_len, 1, 0, &pending) : NULL;
+  if (first && tty && !st) putchar('\n');
+  char *line = NULL;
+  size_t cap = 0;
+  for (long no = 1; !st && !ssm_cli_signal; no++) {
+    if (tty) fputs("> ", stderr);
+    errno = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+      if (errno && errno != EINTR) st = ssm_status_new(SSM_ERR_IO, "standard input: %s", strerror(errno));
+      break;
+    }
+    if ((size_t)n > MAX_LINE)
+      st = ssm_status_new(SSM_ERR_INVALID, "-i: line %ld of standard input is longer than 1 MiB", no);
+    if (!st) st = text_turn(s, t, r, p, line, (size_t)n, !tty, 0, &pending);
+    if (tty && !st) putchar('\n');
+  }
+  free(line);
+  if (!tty && !st) putchar('\n');
+  return st;
+}
+
+/* The prompt's text: --prompt TEXT|- or --prompt-file FILE|-. */
+static ssmc_status prompt_text(run_args *r, char **out, size_t *out_len) {
+  if (r->prompt) return ssm_cli_text_arg("--prompt", r->prompt, out, out_len);
+  return ssm_cli_text_file("--prompt-file", r->prompt_file, out, out_len);
+}
+
+/* Runs the prompt (--tokens, text, or -i turns) through the session. */
+static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
+  if (r->tokens) {
+    int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
+    size_t nids = 0, ngen = 0;
+    ssmc_status st = ssm_cli_parse_ids("--tokens", r->tokens, &ids, &nids);
+    if (!st) st = generate(s, r, p, ids, nids, gen, &ngen);
+    for (size_t k = 0; !st && k < ngen; k++) printf(k ? ",%d" : "%d", gen[k]);
+    if (!st) printf("\n");
+    free(ids);
+    free(gen);
+    return st;
+  }
+  const ssmc_tokenizer *t = NULL;
+  char *text = NULL;
+  size_t len = 0;
+  ssmc_status st = ssmc_session_tokenizer(s, &t);
+  if (st) return ssm_status_wrap(st, "%s needs a tokenizer (--tokenizer FILE, or tokenizer.json "
+                                 "in the weights directory)", r->interactive ? "-i" : "--prompt");
+  if (r->prompt || r->prompt_file) st = prompt_text(r, &text, &len);
+  if (!st) st = ssmc_decoder_create(t, 1, &p->dec);
+  if (!st && r->interactive) {
+    st = interactive(s, t, r, p, text, len);
+  } else if (!st) {
+    int32_t pending = -1;
+    st = text_turn(s, t, r, p, text, len, 1, 1, &pending);
+    if (p->printed) fputs("\n", stdout);
+  }
+  free(text);
+  return st;
+}
+
+/* The dump goes to a temporary file renamed over FILE once the run
+ * succeeded, so a failed run leaves whatever FILE was. */
+int ssm_cli_run(int argc, char **argv) {
+  run_args r = {.n = 16, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
+  ssmc_options_init(&r.o);
+  opt opts[] = {SESSION_OPTS(&r),
+                O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt),
+                O_STR("--prompt-file", &r.prompt_file), O_FLAG("-i", &r.interactive),
+                O_FLAG("--interactive", &r.interactive),
+                O_STR("--tokenizer", &r.o.tokenizer), O_STR("--dump-logits", &r.dump),
+                O_STR("--state-in", &r.state_in), O_STR("--state-out", &r.state_out),
+                O_INT("--eos", &r.eos, 0, INT32_MAX, "a token id", NULL),
+                O_FLAG("--greedy", &r.greedy),
+                O_NUM("--temperature", &r.temperature, 0, 1e6, "a number >= 0", &r.sampling[0]),
+                O_INT("--top-k", &r.top_k, 0, INT32_MAX, "a count >= 0 (0: off)", &r.sampling[1]),
+                {.name = "--top-p", .kind = NUM, .dest = &r.top_p, .hi = 1, .open = 1,
+                 .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
+                O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
+                {0}};
+  SSM_CLI_PARSE("run", argc, argv, opts, &r.model);
+  if (r.greedy && (r.sampling[0] || r.sampling[1] || r.sampling[2] || r.sampling[3]))
+    return ssm_cli_usage_error("run", "--greedy: cannot be combined with --temperature, "
+                               "--top-k, --top-p or --seed");
+  if (session_options(&r, "run")) return 2;
+  int texts = !!r.prompt + !!r.prompt_file;
+  int stdin_prompt = (r.prompt && !strcmp(r.prompt, "-")) ||
+                     (r.prompt_file && !strcmp(r.prompt_file, "-"));
+  if (r.interactive && (r.tokens || texts > 1))
+    return ssm_cli_usage_error("run", "-i takes text turns from standard input, after at most "
+                               "one --prompt or --prompt-file (not --tokens)");
+  if (r.interactive && stdin_prompt)
+    return ssm_cli_usage_error("run", "-i reads its turns from standard input, so the prompt "
+                               "cannot come from there too");
+  if (!r.interactive && !!r.tokens + texts != 1)
+    return ssm_cli_usage_error("run", "give --tokens IDS or --prompt TEXT (or --prompt-file "
+                               "FILE, or -i for turns from standard input)");
+  printer p = {0};
+  const char *weights = r.o.weights ? r.o.weights : r.model;
+  const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file};
+  size_t ninputs = sizeof inputs / sizeof *inputs;
+  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, ninputs, weights);
+  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, ninputs, weights);
+  if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
+    st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
+  char *tmp = NULL;
+  int fd = -1;
+  if (!st && r.dump) st = ssm_status_wrap(ssm_file_temp(r.dump, &tmp, &fd), "--dump-logits");
+  if (fd >= 0 && !(p.f = fdopen(fd, "wb"))) ssm_fatal_nomem(0);
+  ssmc_session *s = NULL;
+  if (!st) st = open_session(&r, &s);
+  if (!st && r.state_in) st = ssmc_session_load_state(s, r.state_in);
+  if (!st) st = run_session(s, &r, &p);
+  /* the state after every token fed; the last generated one was not fed */
+  if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
+  if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, r.json);
+  ssmc_decoder_destroy(p.dec); /* before the session: it uses the session's tokenizer */
+  ssmc_session_close(s);
+  if (p.f) { /* the dump replaces the old file only when the run succeeded */
+    int failed = st || ssm_cli_signal || fflush(p.f);
+    ssmc_status c = ssm_file_commit(tmp, dup(fileno(p.f)), r.dump, failed);
+    fclose(p.f);
+    if (!st && !ssm_cli_signal) st = ssm_status_wrap(c, "--dump-logits");
+    else ssmc_status_free(c);
+  }
+  free(r.cache_dir);
+  if (st) return ssm_cli_fail(st);
+  return ssm_cli_signal ? 128 + ssm_cli_signal : 0;
+}
+
+/* ---- ssmc bench ---------------------------------------------------------------------- */
+
+typedef struct {
+  double mean, sd;
+} spread;
+
+static spread spread_of(const ssmc_bench_result *v, int n, size_t field) {
+  double sum = 0, sq = 0;
+  for (int i = 0; i < n; i++) sum += *(const double *)((const char *)&v[i] + field);
+  double mean = sum / n;
+  for (int i = 0; i < n; i++) {
+    double d = *(const double *)((const char *)&v[i] + field) - mean;
+    sq += d * d;
+  }
+  return (spread){mean, n > 1 ? sqrt(sq / (n - 1)) : 0};
+}
+
+/* `s` as a JSON string (quoted, escaped). */
+static void json_str(const char *key, const char *s) {
+  cJSON *j = cJSON_CreateString(s);
+  char *text = j ? cJSON_PrintUnformatted(j) : NULL;
+  if (!text) ssm_fatal_nomem(0);
+  printf(", \"%s\": %s", key, text);
+  cJSON_free(text);
+  cJSON_Delete(j);
+}
+
+static void print_bench(ssmc_session *s, const ssmc_bench_result *v, int reps, int json) {
+  spread dec = spread_of(v, reps, offsetof(ssmc_bench_result, decode_tokens_per_s));
+  spread fb = spread_of(v, reps, offsetof(ssmc_bench_result, decode_feedback_tokens_per_s));
+  spread pre = spread_of(v, reps, offsetof(ssmc_bench_result, prefill_tokens_per_s));
+  const ssmc_bench_result *b = &v[0];
+  double gbs = dec.mean * (double)b->weight_bytes / 1e9;
+  if (json) {
+    printf("{\"decode_tokens_per_s\": %.2f, \"decode_tokens_per_s_stddev\": %.2f, "
+           "\"decode_ms_per_token\": %.4f, \"decode_feedback_tokens_per_s\": %.2f, "
+           "\"decode_feedback_tokens_per_s_stddev\": %.2f, \"prefill_tokens_per_s\": %.2f, "
+           "\"prefill_tokens_per_s_stddev\": %.2f, \"reps\": %d, \"decode_tokens\": %d, "
+           "\"prefill_tokens\": %d, \"weight_bytes\": %llu, \"decode_gb_per_s\": %.2f",
+           dec.mean, dec.sd, 1e3 / dec.mean, fb.mean, fb.sd, pre.mean, pre.sd, reps,
+           b->decode_tokens, b->prefill_tokens, (unsigned long long)b->weight_bytes, gbs);
+    json_str("device", ssmc_session_device(s));
+    json_str("dtype", b->dtype);
+    json_str("ssmc_version", ssmc_version());
+    json_str("git_revision", ssm_revision());
+    return;
+  }
+  char sd[3][32] = {"", "", ""};
+  if (reps > 1) {
+    snprintf(sd[0], sizeof sd[0], " ± %.1f", dec.sd);
+    snprintf(sd[1], sizeof sd[1], " ± %.1f", fb.sd);
+    snprintf(sd[2], sizeof sd[2], " ± %.1f", pre.sd);
+  }
+  printf("device: %s, %s weights; ssmc %s (%s)%s\n", ssmc_session_device(s), b->dtype,
+         ssmc_version(), ssm_revision(), reps > 1 ? "" : "; --reps N for the spread");
+  if (reps > 1) printf("means and standard deviations of %d runs\n", reps);
+  printf("decode:  %.1f%s tokens/s (%.3f ms/token, %d tokens; weights %.1f MB -> %.1f GB/s)\n"
+         "decode, token fed back on the device: %.1f%s tokens/s\n"
+         "prefill: %.1f%s tokens/s (%d tokens)\n",
+         dec.mean, sd[0], 1e3 / dec.mean, b->decode_tokens, (double)b->weight_bytes / 1e6, gbs,
+         fb.mean, sd[1], pre.mean, sd[2], b->prefill_tokens);
+}
+
+int ssm_cli_bench(int argc, char **argv) {
+  run_args r = {.n = 128, .device = -1, .eos = -1, .backend = "vulkan", .reps = 1};
+  ssmc_options_init(&r.o);
+  int profile = 0;
+  opt opts[] = {SESSION_OPTS(&r), O_FLAG("--profile", &profile),
+                O_INT("--reps", &r.reps, 1, 1000, "a count from 1 to 1000", NULL), {0}};
+  SSM_CLI_PARSE("bench", argc, argv, opts, &r.model);
+  if (session_options(&r, "bench")) return 2;
+  if (strcmp(r.backend, "vulkan"))
+    return ssm_cli_usage_error("bench", "--backend cpu: bench times the Vulkan runtime");
+  ssmc_session *s = NULL;
+  ssmc_bench_result *v = calloc((size_t)r.reps, sizeof *v);
+  ssmc_status st = open_session(&r, &s);
+  int done = 0;
+  for (; !st && done < r.reps; done++) {
+    if (r.reps > 1 && ssm_cli_progress_fn("benchmarking", (uint64_t)done, (uint64_t)r.reps,
+                                          &r.progress))
+      st = ssm_status_new(SSM_ERR_CANCELLED, "bench: cancelled");
+    if (!st) st = ssmc_session_bench(s, (int)r.n, &v[done]);
+  }
+  ssm_cli_progress_end(&r.progress);
+  if (!st) print_bench(s, v, (int)r.reps, r.json);
+  for (int prefill = 0; profile && !st && prefill < 2; prefill++) {
+    ssmc_profile_step *steps;
+    int n, runs = prefill ? 8 : 64;
+    st = ssmc_session_profile(s, prefill, runs, &steps, &n);
+    if (st) break;
+    fputs(r.json ? ", " : "\n", stdout);
+    ssm_cli_print_profile(stdout, prefill ? "prefill" : "decode", steps, n, runs, r.json);
+    free(steps);
+  }
+  if (!st && r.json) puts("}");
+  ssmc_session_close(s);
+  free(v);
+  free(r.cache_dir);
+  return st ? ssm_cli_fail(st) : 0;
+}

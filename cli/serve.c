@@ -1,0 +1,147 @@
+/*
+ * serve_cmd.c — `ssmc serve`: opens the model once through the library,
+ * reads its chat template, and runs the OpenAI-compatible server
+ * (serve/serve.h) until SIGINT or SIGTERM.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "serve/serve.h"
+#include "cli/cli.h"
+
+static const char serve_usage[] =
+    "usage: ssmc serve MODEL_DIR|BUNDLE [options]\n"
+    "  --host ADDR          numeric address to listen on (default 127.0.0.1)\n"
+    "  --port N             port (default 8080; 0: any free one, printed at start)\n"
+    "  --weights DIR        the checkpoint (default: MODEL_DIR)\n"
+    "  --backend vulkan|cpu, --device N, --chunk T, --max-seq N, --tokenizer FILE\n"
+    "  --chat-template FILE a Jinja chat template instead of the model's\n"
+    "  --name ID            the model id clients see (default: the model's name)\n"
+    "  --parallel N         requests taking turns on the device (default 4)\n"
+    "  --queue N            requests waiting beyond those; more get 503 (default 32)\n"
+    "  --max-tokens N       the most one request generates (default 1024)\n"
+    "  --cache-mb N         prompt cache budget in MiB (default 256; 0: off)\n"
+    "  --cache-every N      cache the prompt state every N tokens (default 512; 0: only\n"
+    "                       after prompts and conversations)\n"
+    "  --max-body-kb N      largest request body (default 1024)\n";
+
+static int usage_fail(const char *fmt, const char *arg) {
+  fprintf(stderr, "ssmc: serve: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\n%s", serve_usage);
+  return 2;
+}
+
+/* An integer option in [lo, hi]. */
+static int int_arg(const char *name, const char *v, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long x = strtol(v, &end, 10);
+  if (!*v || *end || errno || x < lo || x > hi) {
+    fprintf(stderr, "ssmc: serve: --%s: expected an integer from %ld to %ld, got '%s'\n%s", name, lo,
+            hi, v, serve_usage);
+    return 0;
+  }
+  *out = x;
+  return 1;
+}
+
+static int is_dir(const char *p) {
+  struct stat st;
+  return !stat(p, &st) && S_ISDIR(st.st_mode);
+}
+
+static void log_line(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
+
+int ssm_cli_serve(int argc, char **argv) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  ssm_serve_options so;
+  ssm_serve_options_init(&so);
+  const char *backend = "vulkan", *chat_file = NULL, *model = NULL;
+  long v, cache_mb = 256;
+  static const struct option longs[] = {
+      {"host", 1, 0, 'H'},     {"port", 1, 0, 'p'},       {"weights", 1, 0, 'w'},
+      {"backend", 1, 0, 'b'},  {"device", 1, 0, 'd'},     {"chunk", 1, 0, 'c'},
+      {"max-seq", 1, 0, 's'},  {"tokenizer", 1, 0, 't'},  {"chat-template", 1, 0, 'T'},
+      {"name", 1, 0, 'n'},     {"parallel", 1, 0, 'P'},   {"queue", 1, 0, 'q'},
+      {"max-tokens", 1, 0, 'm'}, {"cache-mb", 1, 0, 'M'}, {"cache-every", 1, 0, 'e'},
+      {"max-body-kb", 1, 0, 'B'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+  optind = 1;
+  opterr = 0;
+  argv--, argc++; /* getopt starts at argv[1] */
+  for (int c; (c = getopt_long(argc, argv, "h", longs, NULL)) != -1;) {
+    switch (c) {
+    case 'H': so.host = optarg; break;
+    case 'p': if (!int_arg("port", optarg, 0, 65535, &v)) return 2; so.port = (int)v; break;
+    case 'w': o.weights = optarg; break;
+    case 'b': backend = optarg; break;
+    case 'd': if (!int_arg("device", optarg, 0, 1000, &v)) return 2; o.device = (int)v; break;
+    case 'c': if (!int_arg("chunk", optarg, 1, SSM_CHUNK_MAX, &v)) return 2; o.chunk = (int)v; break;
+    case 's': if (!int_arg("max-seq", optarg, 1, 1 << 24, &v)) return 2; o.max_seq = (int)v; break;
+    case 't': o.tokenizer = optarg; break;
+    case 'T': chat_file = optarg; break;
+    case 'n': so.model_id = optarg; break;
+    case 'P': if (!int_arg("parallel", optarg, 1, 256, &v)) return 2; so.parallel = (int)v; break;
+    case 'q': if (!int_arg("queue", optarg, 0, 100000, &v)) return 2; so.queue = (int)v; break;
+    case 'm': if (!int_arg("max-tokens", optarg, 1, 1 << 20, &v)) return 2; so.max_tokens = (int)v; break;
+    case 'M': if (!int_arg("cache-mb", optarg, 0, 1 << 24, &cache_mb)) return 2; break;
+    case 'e': if (!int_arg("cache-every", optarg, 0, 1 << 24, &v)) return 2; so.cache_every = (int)v; break;
+    case 'h': fputs(serve_usage, stdout); return 0;
+    case 'B': if (!int_arg("max-body-kb", optarg, 1, 1 << 20, &v)) return 2; so.max_body = (size_t)v << 10; break;
+    default:
+      return usage_fail("unknown option or missing value: '%s'", argv[optind - 1]);
+    }
+  }
+  if (optind + 1 != argc) return usage_fail("expected one MODEL_DIR or BUNDLE%s", "");
+  model = argv[optind];
+  so.cache_bytes = (uint64_t)cache_mb << 20;
+  if (strcmp(backend, "cpu") && strcmp(backend, "vulkan"))
+    return usage_fail("--backend: expected cpu or vulkan, got '%s'", backend);
+  o.backend = strcmp(backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+  const char *dir = o.weights ? o.weights : model;
+  if (!strcmp(so.model_id, "ssmc")) { /* the default id: the model's name */
+    const char *base = strrchr(model, '/');
+    base = base && base[1] ? base + 1 : model;
+    so.model_id = base;
+  }
+  ssmc_set_log(log_line, NULL);
+  ssm_chat *chat = NULL;
+  ssmc_status st = is_dir(dir) || chat_file ? ssm_chat_open(is_dir(dir) ? dir : ".", chat_file, &chat) : NULL;
+  if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 1;
+  /* the threads the server starts inherit this mask: only sigwait sees them */
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, NULL);
+  signal(SIGPIPE, SIG_IGN);
+  ssmc_session *s = NULL;
+  ssm_server *srv = NULL;
+  st = ssmc_session_open(model, &o, &s);
+  if (!st) st = ssm_server_start(s, chat, &so, &srv);
+  if (st) {
+    fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st));
+    ssmc_status_free(st);
+    ssmc_session_close(s);
+    ssm_chat_close(chat);
+    return 1;
+  }
+  fprintf(stderr, "ssmc: serve: %s (%s) on %s; chat template: %s\n", so.model_id,
+          ssmc_session_architecture(s), ssmc_session_device(s),
+          chat ? ssm_chat_source(chat) : "none (chat requests get 400; --chat-template FILE)");
+  fprintf(stderr, "ssmc: serve: listening on http://%s:%d\n", so.host, ssm_server_port(srv));
+  fflush(stderr);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  fprintf(stderr, "ssmc: serve: %s: stopping\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+  ssm_server_stop(srv);
+  ssmc_session_close(s);
+  ssm_chat_close(chat);
+  return 0;
+}

@@ -1,0 +1,52 @@
+/*
+ * compile.h — the compiler driver: from a model description bound to its
+ * config.json (frontend.h) to an in-memory bundle (bundle.h), through the
+ * passes (passes.h) and the kernel generator (codegen.h); and the compile
+ * cache that keeps compiled models on disk by content.
+ */
+#ifndef SSM_COMPILE_H
+#define SSM_COMPILE_H
+
+#include "bundle/bundle.h"
+#include "codegen/codegen.h"
+#include "frontend/frontend.h"
+
+/* ---- compiling a model (compile.c) --------------------------------------- */
+
+typedef struct {
+  int prefill_tokens;   /* T of the prefill program (0: ssm_compile_chunk's default) */
+  ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
+                         * pass); the rest, activations and state are f32 */
+  int no_fuse;          /* every op a kernel of its own (for testing fusion) */
+  const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
+  ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
+                            the program's; may cancel */
+  uint64_t wgsl_window; /* bytes of a WGSL storage window, and of the GLSL windows
+                           of larger tensors (0: SSM_BUNDLE_WINDOW; smaller ones
+                           test the window split on small models) */
+} ssm_compile_opts;
+
+/* The prefill program's T that ssm_compile gives `m` with `opts`:
+ * prefill_tokens, or when that is 0, SSM_CHUNK_DEFAULT, or the model's
+ * max_seq when that is smaller (a KV cache holds a whole chunk). */
+int ssm_compile_chunk(const ssm_model *m, const ssm_compile_opts *opts);
+
+/* Builds the decode (T=1, with a sampler) and prefill graphs of `m`, runs
+ * the passes, generates and compiles the kernels, and lays out the
+ * buffers: an in-memory bundle. */
+ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **out);
+
+/* ---- the compile cache (cache.c) ----------------------------------------- */
+
+/* Compiles `m` with `co`, or reads the result from the cache directory
+ * `dir`: the entry DIR/<key>.ssmb, where the key hashes the model's digest
+ * (description, config, params), the compile options and the ssmc build
+ * (version, git revision, the binary's build id). A missing or unreadable
+ * entry is compiled and written (atomically; failing to write it is only
+ * logged). *out_hit says whether it came from the cache, *out_path
+ * (malloc'd) is the entry, *out_compile_s the time spent compiling. */
+ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const char *dir,
+                             ssm_bundle **out, int *out_hit, char **out_path,
+                             double *out_compile_s);
+
+#endif
