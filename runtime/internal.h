@@ -28,7 +28,7 @@ struct ssmc_snapshot {
 
 struct ssmc_session {
   ssm_loaded *model;
-  ssm_snapshot *parked; /* this session's state while another is resident */
+  ssm_snapshot *parked; /* its state while another session is resident */
   ssm_backend *b;       /* model->b */
   char *weights;        /* the checkpoint it was opened with */
   ssmc_stats stats;
