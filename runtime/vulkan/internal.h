@@ -8,12 +8,14 @@
  * allocates storage buffers (one VkDeviceMemory each), builds compute
  * pipelines from SPIR-V, and records programs: lists of dispatches that
  * become one command buffer with descriptor sets written once, so a decode
- * step is a single vkQueueSubmit that allocates nothing. From the bottom up:
+ * step is a single vkQueueSubmit that allocates nothing. From the bottom up
+ * (each file uses only those listed before it):
  *
  *   instance.c  VkResult to status (the one place), the instance, and the
  *               validation layer's messages
+ *   buffer.c    buffers, the transfers to and from them, and the barriers
+ *               that begin and end a command buffer
  *   device.c    the physical devices, their features, and opening one
- *   buffer.c    buffers, and the transfers to and from them
  *   kernel.c    compute pipelines from SPIR-V
  *   program.c   programs: recorded, submitted, waited for, timed
  *
