@@ -242,7 +242,7 @@ void ssm_sb_xprintf(ssm_sb *b, const char *fmt, ...) SSM_PRINTF(2, 3);
 void ssm_sb_clear(ssm_sb *b);
 void ssm_sb_free(ssm_sb *b);
 
-/* ---- hashing (text.c) ------------------------------------------------------ */
+/* ---- hashing (memory.c) ---------------------------------------------------- */
 
 /* FNV-1a 64 of `n` bytes, continuing from `h` (start with SSM_FNV_INIT). */
 #define SSM_FNV_INIT 0xcbf29ce484222325ull

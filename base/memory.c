@@ -1,6 +1,7 @@
 /*
- * memory.c — checked allocation, growable arrays, and the arena, with
- * overflow-checked size arithmetic.
+ * memory.c — checked allocation, growable arrays, string maps and the
+ * FNV-1a hash they use, and the arena, with overflow-checked size
+ * arithmetic. It stands on status.c alone; text.c and json.c build on it.
  */
 #include <string.h>
 
@@ -154,6 +155,14 @@ int ssm_vec_room_(void *items_field, size_t *cap, size_t need, size_t elem) {
 void ssm_vec_fatal_(void) { ssm_fatal_nomem(nomem_bytes); }
 
 ssm_status ssm_vec_nomem_(void) { return ssm_nomem(nomem_bytes, "growing a list"); }
+
+/* ---- hashing ------------------------------------------------------------------- */
+
+uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+  return h;
+}
 
 /* ---- string maps --------------------------------------------------------------- */
 

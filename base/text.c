@@ -1,5 +1,5 @@
 /*
- * text.c — the string builder, FNV-1a hashing, and reading whole files.
+ * text.c — the string builder, and reading and writing whole files.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -87,12 +87,6 @@ void ssm_sb_clear(ssm_sb *b) {
 void ssm_sb_free(ssm_sb *b) {
   free(b->s);
   *b = (ssm_sb){0};
-}
-
-uint64_t ssm_fnv1a(uint64_t h, const void *data, size_t n) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
-  return h;
 }
 
 static const char *file_kind(mode_t m) {

@@ -14,7 +14,7 @@
  * expressions, and / or / not, comparisons, in, is tests, + - * / // % **
  * ~, subscripts, slices, attributes, calls, literals of lists, dicts and
  * tuples); the filters, tests, methods and globals listed in
- * jinja_eval.c's tables. Anything else — a statement (call, filter,
+ * jinja_builtins.c's tables. Anything else — a statement (call, filter,
  * include, extends, block, import, with, for ... recursive), a filter, a
  * test, a method or a global function the tables do not list — is refused
  * when the template is parsed, with NAME:LINE:COL, so a model whose

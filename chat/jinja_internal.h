@@ -1,7 +1,8 @@
 /*
  * jinja_internal.h — what the parser (jinja_parse.c) and the evaluator
- * (jinja_eval.c) share: the syntax tree, and the names the evaluator
- * implements (which the parser checks every use against).
+ * (jinja_value.c, jinja_builtins.c, jinja_eval.c: jinja_value.h) share: the
+ * syntax tree, and the names the evaluator implements (which the parser
+ * checks every use against).
  */
 #ifndef SSM_JINJA_INTERNAL_H
 #define SSM_JINJA_INTERNAL_H

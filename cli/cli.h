@@ -11,7 +11,7 @@
 #include "bundle/abi.h"
 #include "runtime/ssmc.h"
 
-/* ---- commands and options (cli.c, cli_opts.c) ---------------------------------- */
+/* ---- usage and options (usage.c, opts.c) ---------------------------------------- */
 
 /* The usage text of command `cmd` ("run"), or of ssmc itself for NULL. */
 const char *ssm_cli_usage(const char *cmd);
@@ -70,11 +70,11 @@ ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, siz
 
 /* ---- the commands in files of their own ------------------------------------------ */
 
-int ssm_cli_run(int argc, char **argv);      /* cli_run.c */
-int ssm_cli_bench(int argc, char **argv);    /* cli_run.c */
-int ssm_cli_tokenize(int argc, char **argv); /* cli_tokenize.c */
+int ssm_cli_run(int argc, char **argv);      /* run.c */
+int ssm_cli_bench(int argc, char **argv);    /* run.c */
+int ssm_cli_tokenize(int argc, char **argv); /* tokenize.c */
 
-/* ---- files (cli_files.c) ------------------------------------------------------------- */
+/* ---- files (files.c) ----------------------------------------------------------------- */
 
 /* TEXT, or all of stdin for "-" (at most 64 MiB), into *out (malloc'd);
  * `what` names the option in messages. */
@@ -89,7 +89,7 @@ ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, siz
 ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
                                 size_t n, const char *weights);
 
-/* ---- progress and summaries (cli_progress.c) --------------------------------------- */
+/* ---- progress and summaries (progress.c) ------------------------------------------- */
 
 /* SIGINT / SIGTERM: the signal caught (0: none). Work stops at the next
  * token, kernel or chunk of weights and the command finishes cleanly; a
@@ -115,11 +115,11 @@ void ssm_cli_progress_end(ssm_cli_progress *p);
 void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json);
 
 /* Prints a profiled program (`program`: "decode" or "prefill"), as text or
- * as one JSON member "program": {...} (cli_profile.c). */
+ * as one JSON member "program": {...} (profile.c). */
 void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
                            int runs, int json);
 
-/* `ssmc serve` (serve_cmd.c): argv after "serve"; the exit status. */
+/* `ssmc serve` (serve.c): argv after "serve"; the exit status. */
 int ssm_cli_serve(int argc, char **argv);
 
 #endif

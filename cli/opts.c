@@ -1,5 +1,5 @@
 /*
- * cli_opts.c — reading a command's options with getopt_long: one table per
+ * opts.c — reading a command's options with getopt_long: one table per
  * command (cli.h: opt), `--name VALUE` and `--name=VALUE` (and `-n VALUE`,
  * `-nVALUE` for one-letter names), options and the positional argument in
  * any order, `--` before a positional that starts with a dash, and
@@ -9,21 +9,9 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <stdarg.h>
 #include <string.h>
 
 #include "cli/cli.h"
-
-int ssm_cli_usage_error(const char *cmd, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, "ssmc: %s%s", cmd ? cmd : "", cmd ? ": " : "");
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  if (cmd) fprintf(stderr, "\nTry 'ssmc %s --help'.\n", cmd);
-  else fprintf(stderr, "\nTry 'ssmc --help'.\n");
-  return 2;
-}
 
 /* The option a getopt_long value stands for: 256 + its index. */
 #define LONG_BASE 256

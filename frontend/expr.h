@@ -1,7 +1,7 @@
 /*
  * expr.h — the small language inside model YAML strings, shared by the
- * frontend (frontend.c) and its expression evaluator (expr.c). Internal to
- * ir/: nothing outside the frontend includes it.
+ * files of the frontend and its expression evaluator (expr.c). Internal to
+ * frontend/: nothing outside the frontend includes it.
  *
  * A lexer walks one YAML scalar and knows where that scalar sits in its file,
  * so every error names "file:line:col" of the offending character. Scalar

@@ -28,7 +28,7 @@ struct ssmc_snapshot {
 
 struct ssmc_session {
   ssm_loaded *model;
-  ssm_snapshot *parked; /* this session's state while another is resident */
+  ssm_snapshot *parked; /* its state while another session is resident */
   ssm_backend *b;       /* model->b */
   char *weights;        /* the checkpoint it was opened with */
   ssmc_stats stats;
@@ -43,6 +43,14 @@ struct ssmc_session {
   float *rows;       /* logits of one run */
   size_t rows_cap;
 };
+
+/* ---- the shared loaded model (loaded.c) ----------------------------------------- */
+
+/* Makes `s`'s state the backend's (parking the resident session's state
+ * first); every call that touches the state starts with it. */
+ssm_status ssm_session_resident(ssmc_session *s);
+/* Drops one reference; the last one closes the backend. */
+void ssm_loaded_release(ssm_loaded *m);
 
 /* ---- opening a session (session.c; runtime/open/) ------------------------------- */
 
@@ -74,11 +82,5 @@ int ssm_is_dir(const char *path);
  * the fingerprints it recorded: an error naming the bundle and what is
  * missing or changed, or when it recorded none. */
 ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir);
-
-/* Makes `s`'s state the backend's (parking the resident session's state
- * first); every call that touches the state starts with it. */
-ssm_status ssm_session_resident(ssmc_session *s);
-/* Drops one reference; the last one closes the backend. */
-void ssm_loaded_release(ssm_loaded *m);
 
 #endif

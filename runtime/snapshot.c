@@ -1,27 +1,11 @@
 /*
- * snapshot.c — snapshots and forks of sessions (ssmc.h): a loaded model
- * shared by several sessions, each session's state parked in a device-side
- * snapshot while another one runs.
+ * snapshot.c — snapshots and forks of sessions (ssmc.h): a snapshot holds
+ * a session's state on the device, and a fork is a new session on the same
+ * loaded model (loaded.c) that starts from the state of another.
  */
 #include <string.h>
 
 #include "runtime/internal.h"
-
-void ssm_loaded_release(ssm_loaded *m) {
-  if (!m || --m->refs > 0) return;
-  ssm_backend_close(m->b);
-  free(m);
-}
-
-ssm_status ssm_session_resident(ssmc_session *s) {
-  ssm_loaded *m = s->model;
-  if (m->resident == s) return NULL;
-  if (m->resident) SSM_TRY(ssm_backend_snapshot(m->b, &m->resident->parked));
-  if (s->parked) SSM_TRY(ssm_backend_restore(m->b, s->parked));
-  else SSM_TRY(ssm_backend_reset(m->b));
-  m->resident = s;
-  return NULL;
-}
 
 ssmc_status ssmc_session_snapshot(ssmc_session *s, ssmc_snapshot **out) {
   *out = NULL;

@@ -75,7 +75,7 @@ void ssmc_set_log(ssmc_log_fn fn, void *user);
 
 typedef struct {
   int index;              /* what ssmc_options.device takes */
-  char name[256];         /* "NVIDIA H200", "llvmpipe (LLVM 15.0.6, 256 bits)" */
+  char name[256];         /* "AMD Radeon RX 7900 XTX", "llvmpipe (LLVM 15.0.6, 256 bits)" */
   const char *type;       /* "discrete GPU", "integrated GPU", "virtual GPU", "cpu", "other" */
   char driver[256];       /* driver name and version */
   uint32_t api_version;   /* Vulkan version, VK_MAKE_API_VERSION packing */

@@ -13,7 +13,7 @@
 
 #include "serve/internal.h"
 
-#define MAX_STOP 4
+#define MAX_STOPS 4
 #define MAX_STOP_BYTES 256
 
 char *ssm_api_error(int status, const char *type, const char *param, const char *fmt, ...) {
@@ -147,7 +147,7 @@ static int stops(body *b, ssm_job *j) {
   const cJSON *f = field(b, "stop");
   if (!f) return 1;
   int n = cJSON_IsString(f) ? 1 : cJSON_IsArray(f) ? cJSON_GetArraySize(f) : -1;
-  if (n < 0 || n > MAX_STOP) return bad(b, "stop", "expected a string or an array of up to %d strings", MAX_STOP);
+  if (n < 0 || n > MAX_STOPS) return bad(b, "stop", "expected a string or an array of up to %d strings", MAX_STOPS);
   ssm_status st = ssm_status_wrap(ssm_alloc((size_t)n + 1, sizeof *j->stop, (void **)&j->stop), "stop");
   if (st) return out_of_memory(b, st);
   for (int i = 0; i < n; i++) {

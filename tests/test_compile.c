@@ -607,12 +607,12 @@ static void test_prompt_without_logits(void) {
 /* A run of fewer tokens than the chunk gives the same bits whatever earlier
  * runs left in the rows past its tokens: the cooperative-matrix GEMM scales
  * 16 rows of x together, and stages the rows past the run's as zeros
- * (gemm_coop.glsl.in). Its first form read them: on a random 8-layer
- * mamba-1.4b (bf16, H200) the last 8 rows of an 88-token run came out up to
- * 8e-5 apart depending on the run before; these fixtures' activations are
- * too even for that form to fail here. The portable kernels keep rows
- * apart, so on a device without cooperative matrices this holds by
- * construction. */
+ * (gemm_coop.glsl.in). A form that read them would leave the last 8 rows
+ * of an 88-token run of a random 8-layer mamba-1.4b (bf16, on a GPU with
+ * cooperative matrices) up to 8e-5 apart depending on the run before;
+ * these fixtures' activations are too even for such a form to fail here.
+ * The portable kernels keep rows apart, so on a device without cooperative
+ * matrices this holds by construction. */
 static void test_partial_runs_ignore_stale_rows(void) {
   ssm_bundle *b = compile("falcon_bf16_untied", 16);
   ssm_backend *be = open_vk(b, "falcon_bf16_untied");

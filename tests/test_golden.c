@@ -28,7 +28,7 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        "falcon_tiny",   "falcon_bf16_untied",
                                        "mamba2_tiny",   "mamba2_groups",   "mamba2_bigstate",
                                        "jamba_tiny",    "jamba_gqa",
-                                       /* issue 14: the hybrid zoo (docs/families.md) */
+                                       /* the hybrid zoo (docs/families.md) */
                                        "mamba2_dt_limit", "jamba_moe", "jamba_moe_top1",
                                        "bamba_tiny", "nemotron_h_tiny", "falcon_h1_tiny",
                                        "falcon_h1_rmsnorm", "falcon_h1_normfirst",
@@ -321,8 +321,8 @@ FIXTURE_TEST(23, falcon_wide_dt)
  * Then the f32 fixtures again with bf16 weights, against token by token
  * with the same weights (transformers ran f32): on a device with
  * cooperative matrices this is the gemm_coop variant (f16 tiles, x split
- * in three f16 parts), held to the same bounds (on an H200: 3.7e-7 to
- * 6.9e-7, jamba_tiny 8.2e-6, bamba_tiny 2.9e-6). */
+ * in three f16 parts), held to the same bounds (on a GPU with cooperative
+ * matrices: 3.7e-7 to 6.9e-7, jamba_tiny 8.2e-6, bamba_tiny 2.9e-6). */
 static void test_gemm_chunks(void) {
   static const struct { int fixture; double vs_decode; ssmc_dtype dt; } which[] = {
       {2, 1e-6, 0},  {4, 1e-6, 0},

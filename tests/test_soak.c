@@ -12,7 +12,7 @@
  *
  * Not timed. The default lengths keep it to a few minutes on a loaded
  * 2-core machine with lavapipe (15 tokens/s for pymamba there, 70 for the
- * Jamba fixture); SSM_SOAK_FULL=1 runs issue 15's lengths, 100,000 and
+ * Jamba fixture); SSM_SOAK_FULL=1 runs the full lengths, 100,000 and
  * 20,000 tokens (hours on lavapipe: for a GPU or a nightly job).
  * SSM_SOAK_SEED=S repeats a run's split point (each run prints its seed).
  */

@@ -4,9 +4,14 @@
  * tokenizer.json (normalizers, pre-tokenizers, decoders), the work state
  * of one encode, and the regular expressions that some steps run.
  *
+ * From the bottom up (each file uses only those listed before it):
+ *   unicode.c      UTF-8, character classes, normalization forms, and
+ *                  GPT-2's byte-level alphabet (unicode.h)
  *   regex.c        patterns through Oniguruma, matched as the library does
+ *   json.c         the readers of tokenizer.json's fields that steps share
  *   normalize.c    the normalizers
- *   pretokenize.c  the pre-tokenizers and the split behaviors
+ *   pretokenize.c  the pre-tokenizers and the split behaviors, and the
+ *                  pieces of the encode's work buffer they cut
  *   decode.c       the decoders and the stream decoder
  *   tokenizer.c    loading, added tokens, the BPE model, encode
  */
@@ -46,7 +51,7 @@ typedef SSM_VEC(tok_segment) tok_seg_vec;
  * retry limit), where the library panics. */
 ssm_status ssm_tok_regex_segments(const tok_regex *re, const char *s, size_t n, tok_seg_vec *out);
 
-/* ---- loading helpers (tokenizer.c) ------------------------------------------ */
+/* ---- reading tokenizer.json (json.c) --------------------------------------- */
 
 typedef struct {
   const char *path;
@@ -257,23 +262,15 @@ typedef struct {
   ssm_sb norm; /* normalizer output */
 } enc_ctx;
 
+/* ---- pieces and the work buffer (pretokenize.c) ---------------------------------------- */
+
 /* Appends s[0..n) to the work buffer; *out_off gets its offset. s may
  * point into the buffer itself. */
 ssm_status ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n, size_t *out_off);
 /* Appends a piece unless it is empty text. Out of memory, the piece is
  * dropped: ssm_tok_encode returns NOMEM when any allocation failed. */
 void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first);
-/* The code point at s[i] of valid UTF-8 s[0..n); *len its length. */
-uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len);
-
 /* Runs pre-tokenizer `st` on piece `p`, pushing its pieces to `out`. */
 ssm_status ssm_tok_pre_tokenize(enc_ctx *c, const pt_step *st, const piece *p, piece_vec *out);
-
-/* GPT-2's bytes_to_unicode: byte_cp[b] stands for byte b; cp_byte inverts
- * it for the code points below 324 that cp_is_byte marks. */
-extern uint32_t ssm_tok_byte_cp[256];
-extern uint8_t ssm_tok_cp_byte[324];
-extern uint8_t ssm_tok_cp_is_byte[324];
-void ssm_tok_byte_table_init(void);
 
 #endif

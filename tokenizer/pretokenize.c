@@ -21,6 +21,31 @@
 #include "tokenizer/internal.h"
 #include "tokenizer/unicode.h"
 
+/* ---- pieces and the work buffer --------------------------------------------- */
+
+ssm_status ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n, size_t *out_off) {
+  size_t from = (size_t)-1;
+  if (c->buf.items && s >= c->buf.items && s < c->buf.items + c->buf.n)
+    from = (size_t)(s - c->buf.items); /* inside the buffer, which may move */
+  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&c->buf, n + 1), "encoding text"));
+  if (from != (size_t)-1) s = c->buf.items + from;
+  *out_off = c->buf.n;
+  memcpy(c->buf.items + c->buf.n, s, n);
+  c->buf.n += n;
+  return NULL;
+}
+
+/* An out-of-memory push drops the piece: the encoder's lists drop what they
+ * have no memory for, and ssm_tok_encode then returns NOMEM
+ * (ssm_nomem_check), whatever the encoder made of it. */
+void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first) {
+  if (!len && id < 0) return;
+  piece p = {off, len, id, first};
+  ssm_status_free(ssm_vec_push(v, p));
+}
+
+/* ---- the pre-tokenizers -------------------------------------------------------- */
+
 /* GPT-2's pattern, which the ByteLevel pre-tokenizer's use_regex runs. */
 static const char gpt2_regex[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";

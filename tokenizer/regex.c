@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "tokenizer/internal.h"
+#include "tokenizer/unicode.h"
 
 struct tok_regex {
   OnigRegex re;

@@ -16,37 +16,10 @@
  * Decoding is decode.c's.
  */
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 #include "tokenizer/internal.h"
 #include "tokenizer/unicode.h"
-
-/* ---- byte-level alphabet ------------------------------------------------- */
-
-/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others
- * for 256, 257, ... in byte order. */
-uint32_t ssm_tok_byte_cp[256];
-uint8_t ssm_tok_cp_byte[324];
-uint8_t ssm_tok_cp_is_byte[324];
-
-static int printable_byte(int b) {
-  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
-}
-
-static void byte_table_build(void) {
-  uint32_t next = 256;
-  for (int b = 0; b < 256; b++) {
-    ssm_tok_byte_cp[b] = printable_byte(b) ? (uint32_t)b : next++;
-    ssm_tok_cp_byte[ssm_tok_byte_cp[b]] = (uint8_t)b;
-    ssm_tok_cp_is_byte[ssm_tok_byte_cp[b]] = 1;
-  }
-}
-
-void ssm_tok_byte_table_init(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, byte_table_build);
-}
 
 /* ---- the tokenizer ---------------------------------------------------------- */
 
@@ -132,95 +105,6 @@ int ssm_tok_is_special(const ssm_tok *t, int32_t id) {
 }
 
 /* ---- loading ----------------------------------------------------------------- */
-
-const char *ssm_tok_json_type(const cJSON *j) {
-  const cJSON *ty = cJSON_GetObjectItemCaseSensitive(j, "type");
-  return cJSON_IsString(ty) ? ty->valuestring : NULL;
-}
-
-ssm_status ssm_tok_json_object_type(tok_load *L, const cJSON *j, const char *where,
-                                    const char **out_type) {
-  *out_type = ssm_tok_json_type(j);
-  if (!cJSON_IsObject(j) || !*out_type)
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s: expected an object with a \"type\"", where);
-  return NULL;
-}
-
-ssm_status ssm_tok_json_sequence(tok_load *L, const cJSON *j, const char *key, const char *where,
-                                 int depth, tok_json_fn fn, void *ctx) {
-  const cJSON *list = cJSON_GetObjectItemCaseSensitive(j, key);
-  if (!cJSON_IsArray(list))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: expected an array", where, key);
-  if (depth >= 16) return TOK_ERR(L, SSM_ERR_UNSUPPORTED, "%s: Sequences nested too deeply", where);
-  int i = 0;
-  const cJSON *e;
-  cJSON_ArrayForEach(e, list) {
-    char w[512];
-    snprintf(w, sizeof w, "%s.%s[%d]", where, key, i++);
-    SSM_TRY(fn(L, e, w, ctx, depth + 1));
-  }
-  return NULL;
-}
-
-ssm_status ssm_tok_json_bool(tok_load *L, const cJSON *obj, const char *key, const char *where,
-                             int dflt, int *out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  *out = dflt;
-  if (!v || cJSON_IsNull(v)) return NULL;
-  if (!cJSON_IsBool(v))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: expected true or false", where, key);
-  *out = cJSON_IsTrue(v);
-  return NULL;
-}
-
-ssm_status ssm_tok_json_bool_required(tok_load *L, const cJSON *obj, const char *key,
-                                      const char *where, int *out) {
-  if (!cJSON_IsBool(cJSON_GetObjectItemCaseSensitive(obj, key)))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: expected true or false", where, key);
-  return ssm_tok_json_bool(L, obj, key, where, 0, out);
-}
-
-ssm_status ssm_tok_json_string(tok_load *L, const cJSON *obj, const char *key,
-                               const char *where, const char **out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
-  *out = NULL;
-  if (!cJSON_IsString(v))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: expected a string", where, key);
-  if (!ssm_utf8_valid(v->valuestring, strlen(v->valuestring)))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: not valid UTF-8", where, key);
-  *out = v->valuestring;
-  return NULL;
-}
-
-ssm_status ssm_tok_json_char(tok_load *L, const cJSON *obj, const char *key, const char *where,
-                             char *out, uint32_t *out_cp) {
-  const char *s;
-  SSM_TRY(ssm_tok_json_string(L, obj, key, where, &s));
-  size_t n = strlen(s);
-  int k = n ? ssm_utf8_decode(s, n, out_cp) : 0;
-  if (k <= 0 || (size_t)k != n)
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s: expected one character, not '%s'", where, key, s);
-  memcpy(out, s, n + 1);
-  return NULL;
-}
-
-ssm_status ssm_tok_json_pattern(tok_load *L, const cJSON *obj, const char *key,
-                                const char *where, tok_regex **out) {
-  const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, key);
-  const cJSON *str = cJSON_GetObjectItemCaseSensitive(p, "String");
-  const cJSON *re = cJSON_GetObjectItemCaseSensitive(p, "Regex");
-  const cJSON *v = cJSON_IsString(str) ? str : re;
-  if (!cJSON_IsObject(p) || cJSON_GetArraySize(p) != 1 || !cJSON_IsString(v))
-    return TOK_ERR(L, SSM_ERR_INVALID,
-                   "%s.%s: expected {\"String\": \"...\"} or {\"Regex\": \"...\"}", where, key);
-  if (!ssm_utf8_valid(v->valuestring, strlen(v->valuestring)))
-    return TOK_ERR(L, SSM_ERR_INVALID, "%s.%s.%s: not valid UTF-8", where, key, v->string);
-  ssm_status s = ssm_tok_regex_new(v->valuestring, v == str, out);
-  if (s)
-    return ssm_status_wrap(s, "%s: %s.%s.%s '%s'", L->path, where, key, v->string,
-                           v->valuestring);
-  return NULL;
-}
 
 static int json_int(const cJSON *v, double lo, double hi, int64_t *out) {
   if (!cJSON_IsNumber(v)) return 0;
@@ -538,37 +422,11 @@ ssm_status ssm_tok_open(const char *path, ssm_tok **out) {
 
 /* ---- encoding ------------------------------------------------------------------ */
 
-ssm_status ssm_tok_buf_append(enc_ctx *c, const char *s, size_t n, size_t *out_off) {
-  size_t from = (size_t)-1;
-  if (c->buf.items && s >= c->buf.items && s < c->buf.items + c->buf.n)
-    from = (size_t)(s - c->buf.items); /* inside the buffer, which may move */
-  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&c->buf, n + 1), "encoding text"));
-  if (from != (size_t)-1) s = c->buf.items + from;
-  *out_off = c->buf.n;
-  memcpy(c->buf.items + c->buf.n, s, n);
-  c->buf.n += n;
-  return NULL;
-}
-
 /* The encoder's lists drop what they have no memory for; ssm_tok_encode
  * then returns NOMEM (ssm_nomem_check), whatever the encoder made of it. */
 #define PUSH_OR_DROP(v, x) ssm_status_free(ssm_vec_push(v, x))
 
-void ssm_tok_piece_push(piece_vec *v, size_t off, size_t len, int32_t id, int first) {
-  if (!len && id < 0) return;
-  piece p = {off, len, id, first};
-  PUSH_OR_DROP(v, p);
-}
-
 static void emit(enc_ctx *c, int32_t id) { PUSH_OR_DROP(&c->ids, id); }
-
-uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len) {
-  uint32_t cp;
-  int k = ssm_utf8_decode(s + i, n - i, &cp);
-  SSM_ASSERT(k > 0);
-  *len = (size_t)k;
-  return cp;
-}
 
 static int is_word_char(uint32_t cp) {
   int c = ssm_uni_class(cp);

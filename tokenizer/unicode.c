@@ -1,11 +1,12 @@
 /*
  * unicode.c — UTF-8, character classes, normalization forms and lowercase
- * for the tokenizer (see unicode.h). The Unicode data is libutf8proc's:
+ * for the tokenizer, and GPT-2's byte-level alphabet (see unicode.h). The Unicode data is libutf8proc's:
  * utf8proc_category for the classes, utf8proc_map for NFC, NFD, NFKC and
  * NFKD (the standard algorithms), utf8proc_tolower for case.
  */
 #include "tokenizer/unicode.h"
 
+#include <pthread.h>
 #include <string.h>
 #include <utf8proc.h>
 
@@ -129,4 +130,38 @@ void ssm_uni_lowercase(const char *s, size_t n, ssm_sb *out) {
     }
     ssm_sb_append(out, u, (size_t)len);
   }
+}
+
+uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len) {
+  uint32_t cp;
+  int k = ssm_utf8_decode(s + i, n - i, &cp);
+  SSM_ASSERT(k > 0);
+  *len = (size_t)k;
+  return cp;
+}
+
+/* ---- byte-level alphabet ------------------------------------------------- */
+
+/* GPT-2's bytes_to_unicode: printable bytes stand for themselves, the others
+ * for 256, 257, ... in byte order. */
+uint32_t ssm_tok_byte_cp[256];
+uint8_t ssm_tok_cp_byte[324];
+uint8_t ssm_tok_cp_is_byte[324];
+
+static int printable_byte(int b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
+
+static void byte_table_build(void) {
+  uint32_t next = 256;
+  for (int b = 0; b < 256; b++) {
+    ssm_tok_byte_cp[b] = printable_byte(b) ? (uint32_t)b : next++;
+    ssm_tok_cp_byte[ssm_tok_byte_cp[b]] = (uint8_t)b;
+    ssm_tok_cp_is_byte[ssm_tok_byte_cp[b]] = 1;
+  }
+}
+
+void ssm_tok_byte_table_init(void) {
+  static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_once(&once, byte_table_build);
 }

@@ -1,9 +1,9 @@
 /*
  * unicode.h — the Unicode the tokenizer needs, inside tokenizer/ only:
  * UTF-8 decoding and encoding, the character classes its pre-tokenizers
- * and added tokens test, and the normalization forms and lowercase mapping
- * of its normalizers. Classes, forms and case come from libutf8proc's
- * tables; White_Space is a fixed list here.
+ * and added tokens test, the normalization forms and lowercase mapping of
+ * its normalizers, and GPT-2's byte-level alphabet. Classes, forms and
+ * case come from libutf8proc's tables; White_Space is a fixed list here.
  */
 #ifndef SSM_UNICODE_H
 #define SSM_UNICODE_H
@@ -37,5 +37,16 @@ ssm_status ssm_uni_normalize(ssm_uni_form form, const char *s, size_t n, ssm_sb 
  * character as Rust's char::to_lowercase does (the simple mappings, and
  * U+0130 to "i\u0307"). */
 void ssm_uni_lowercase(const char *s, size_t n, ssm_sb *out);
+
+/* The code point at s[i] of valid UTF-8 s[0..n); *len its length. */
+uint32_t ssm_tok_cp_at(const char *s, size_t n, size_t i, size_t *len);
+
+/* GPT-2's bytes_to_unicode: byte_cp[b] stands for byte b; cp_byte inverts
+ * it for the code points below 324 that cp_is_byte marks. The tables are
+ * filled by ssm_tok_byte_table_init (once; any thread may call it). */
+extern uint32_t ssm_tok_byte_cp[256];
+extern uint8_t ssm_tok_cp_byte[324];
+extern uint8_t ssm_tok_cp_is_byte[324];
+void ssm_tok_byte_table_init(void);
 
 #endif

@@ -19,9 +19,10 @@ fixture failed or any check did not pass. Each fixture's log is printed when it
 ends, then a summary table.
 
 The fixtures of the original families are defined in FIXTURES below; those of
-issue 14 (Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba2, LFM2,
-RecurrentGemma, Jamba with experts, Mamba-2 with time_step_limit) in
-tools/gen_golden_zoo.py (ZOO_FIXTURES), which also holds their checks.
+the hybrid-family zoo (Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba2,
+LFM2, RecurrentGemma, Jamba with experts, Mamba-2 with time_step_limit) in
+tools/gen_golden_zoo.py (ZOO_FIXTURES), and tools/zoo_make.py makes and checks
+them.
 
 For each fixture it writes OUT_DIR/<fixture>/:
     config.json, generation_config.json   as written by save_pretrained
@@ -240,7 +241,8 @@ FIXTURES = [
 ]
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import gen_golden_zoo as zoo  # noqa: E402  (the issue-14 families)
+import gen_golden_zoo as zoo  # noqa: E402  (the hybrid-family zoo's definitions)
+import zoo_make  # noqa: E402  (how a zoo fixture is made and checked)
 
 ALL_FIXTURES = FIXTURES + zoo.ZOO_FIXTURES
 FIXTURE_BY_NAME = {fx["name"]: fx for fx in ALL_FIXTURES}
@@ -772,12 +774,12 @@ def run_worker(outroot, name, result_path):
     fx = FIXTURE_BY_NAME[name]
     _setup_process()
     kernels = kernel_report()
-    zoo.bind(log, check, FALLBACKS)
+    zoo_make.bind(log, check, FALLBACKS)
     t0 = time.time()
     status, error, total = "ok", None, 0
     try:
         if fx.get("kind") == "zoo":
-            total = zoo.gen_fixture(fx, outroot, kernels)
+            total = zoo_make.gen_fixture(fx, outroot, kernels)
         else:
             total = gen_fixture(fx, outroot, kernels)
     except Exception as e:  # noqa: BLE001 -- reported, and the run goes on with the others

@@ -127,7 +127,7 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
 }
 
 /* Kernels with a cooperative-matrix variant run it where the device has
- * cooperative matrices (on the H200 it is the faster GEMM: docs/
+ * cooperative matrices (where they exist it is the faster GEMM: docs/
  * performance.md), unless env SSM_VK_COOPMAT=0 asks for the portable
  * kernels. */
 static ssm_status load_kernels(vk_backend *v) {
@@ -413,11 +413,11 @@ static int32_t *io_slot(const vk_backend *v, int i) {
  * backup[h], the steps' positions in, the steps (and each one's logits into
  * out), then the ids out and the last into GEN_IN. The kernels read and
  * write generate's slots (GEN_*) in place of the program's tokens, position
- * and drawn id: between steps there is a barrier and no copy. The two copies a step had
- * (its id to the next step's input and to io) cost 9-17 us a token on an
- * H200: `ssmc bench -n 256`, decode fed back, mamba-130m:24 f32 1,985 ->
- * 2,020 tokens/s, mamba-1.4b:8 bf16 3,149 -> 3,240, falcon-mamba-7b:4 bf16
- * 2,155 -> 2,238, the same ids. */
+ * and drawn id: between steps there is a barrier and no copy. Two copies a
+ * step (its id to the next step's input and to io) would cost 9-17 us a
+ * token on a fast GPU (`ssmc bench -n 256`, decode fed back: 2% to 4% of
+ * the tokens a second of mamba-130m, mamba-1.4b and falcon-mamba-7b), for
+ * the same ids. */
 static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
   const ssm_mf_program *d = &v->m->decode;
   ssm_vk_program **p = &v->gen[batch][h][logits];

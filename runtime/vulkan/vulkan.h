@@ -1,6 +1,7 @@
 /*
  * vulkan.h — the Vulkan backend: devices, buffers, kernels and recorded
- * programs (device.c), and the backend that runs a compiled bundle on them
+ * programs (the base layer: instance.c, device.c, buffer.c, kernel.c,
+ * program.c), and the backend that runs a compiled bundle on them
  * (exec.c).
  */
 #ifndef SSM_VULKAN_H
@@ -10,7 +11,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/weights/weights.h"
 
-/* ---- devices, buffers, kernels, programs (device.c) ------------------------ */
+/* ---- devices, buffers, kernels, programs (the base layer) ------------------ */
 
 /* The Vulkan base layer: device discovery and selection, buffers, compute
  * kernels (SPIR-V), and programs — lists of dispatches recorded once into one
@@ -112,8 +113,8 @@ size_t ssm_vk_align(const ssm_vk *vk, size_t offset);
 /* Whether VK_LAYER_KHRONOS_validation is installed (needs no device). */
 int ssm_vk_validation_available(void);
 /* Vulkan instances this process has made so far: sessions and device
- * listings without validation share one, kept until exit (device.c says
- * why); each session with validation makes its own. */
+ * listings without validation share one, kept until exit (instance.c
+ * says why); each session with validation makes its own. */
 int ssm_vk_instances_made(void);
 /* Whether this context runs with the validation layer. */
 int ssm_vk_validation_enabled(const ssm_vk *vk);
