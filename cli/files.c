@@ -1,5 +1,5 @@
 /*
- * cli_files.c — the command line's dealings with files that are not the
+ * files.c — the command line's dealings with files that are not the
  * library's: text from stdin or a file, and refusing an output that would
  * overwrite one of the command's own inputs.
  */

@@ -1,5 +1,5 @@
 /*
- * cli_profile.c — printing `ssmc bench --profile`: each program's GPU time
+ * profile.c — printing `ssmc bench --profile`: each program's GPU time
  * per dispatch, and totals per kernel family (template) and per op group
  * (the fused ops of a kernel, without its knobs), with the bandwidth each
  * achieves on the bytes of its bindings.

@@ -1,5 +1,5 @@
 /*
- * cli_progress.c — what the command line says about time: a one-line
+ * progress.c — what the command line says about time: a one-line
  * progress bar on stderr while a model compiles and its weights load (only
  * when stderr is a terminal), the summary after a run (device, weights'
  * dtype, load time, prompt and generated tokens with their rates), and the

@@ -1,5 +1,5 @@
 /*
- * cli_run.c — `ssmc run` and `ssmc bench`: a session on a model directory
+ * run.c — `ssmc run` and `ssmc bench`: a session on a model directory
  * (compiled once and kept in the cache), an architecture YAML or a bundle
  * (with the weights it records); a prompt of ids, text, a file, or turns
  * read from stdin (-i), the continuation streamed to stdout, and a summary

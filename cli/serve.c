@@ -1,5 +1,5 @@
 /*
- * serve_cmd.c — `ssmc serve`: opens the model once through the library,
+ * serve.c — `ssmc serve`: opens the model once through the library,
  * reads its chat template, and runs the OpenAI-compatible server
  * (serve/serve.h) until SIGINT or SIGTERM.
  */

@@ -1,5 +1,5 @@
 /*
- * cli_tokenize.c — `ssmc tokenize`: text to ids, printed one token a line
+ * tokenize.c — `ssmc tokenize`: text to ids, printed one token a line
  * as `ID -> 'PIECE'` like llama-tokenize (the piece is the bytes the token
  * stands for, with quotes, backslashes, control characters and bytes that
  * are not whole UTF-8 characters escaped), or as the plain list with

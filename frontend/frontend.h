@@ -1,7 +1,9 @@
 /*
  * frontend.h — from a model description (models/<name>.yaml) and a Hugging
- * Face config.json to op IR graphs (frontend.c; the expression language of
- * the YAML strings is expr.c).
+ * Face config.json to op IR graphs: the YAML document (yaml.c), params bound
+ * to config.json (params.c), names in scope (scope.c), statements to graph
+ * nodes (graph.c) and the model object (frontend.c); the expression language
+ * of the YAML strings is expr.c.
  */
 #ifndef SSM_FRONTEND_H
 #define SSM_FRONTEND_H
