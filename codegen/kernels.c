@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "codegen/codegen.h"
+#include "codegen/knobs.h"
 
 /* ---- text --------------------------------------------------------------- */
 
@@ -821,26 +822,6 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
   kv[n] = NULL;
 }
 
-/* Matmuls of at most this many rows (decode) get the gemv kernel; of more
- * than MATMUL_ROWS (chunked prefill), the tiled gemm kernel. */
-#define GEMV_ROWS 4
-#define MATMUL_ROWS 8
-/* time steps of one conv1d thread (gen_conv1d) */
-#define CONV_STEPS 16
-/* the gemm kernel's smallest grid before its blocks shrink (gen_gemm) */
-#define GEMM_GROUPS 512
-/* the fewest 128 x 128 blocks for which GLSL's gemm takes them (gen_gemm) */
-#define GEMM_BIG_GROUPS 256
-/* k-groups of GLSL's gemm where its blocks stay fewer than GEMM_GROUPS
- * (gen_gemm): enough groups of 64 threads for GEMM_SPLIT_K_THREADS threads
- * over the grid, from 3 to 7: each group stages 4.5 KiB of slices, and 7
- * (31.5 KiB) fit the 32 KiB of shared memory of the smallest GPUs that run
- * these models (Apple's, Arm's, Qualcomm's), where 8 would not */
-#define GEMM_SPLIT_K_MIN 3
-#define GEMM_SPLIT_K_MAX 7
-#define GEMM_SPLIT_K_THREADS 32768
-/* the fewest 128 x 128 tiles for which gemm_coop takes them (gen_gemm) */
-#define GEMM_COOP_BIG_TILES 128
 
 /* ---- families ----------------------------------------------------------- */
 
@@ -860,7 +841,7 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   c->anchor = saved;
   /* emit() bound the root's own value when it is a view's source; the
    * result must be binding 0, so it was reserved first */
-  uint32_t local = 256;
+  uint32_t local = KNOB_POINTWISE_THREADS;
   out->groups[0] = groups_for(count, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
@@ -899,10 +880,10 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
   const ssm_type *w = &mm->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
-  int64_t TT = M < 8 ? M : 8;
+  int64_t TT = M < KNOB_MATMUL_TILE_ROWS ? M : KNOB_MATMUL_TILE_ROWS;
   ssm_sb loads = {0};
   const ssm_node *norm = matmul_loads(c, &loads);
-  uint32_t local = pow2_threads(K, 32, 256);
+  uint32_t local = pow2_threads(K, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
   grid_per_item((N + cols - 1) / cols, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
@@ -1005,87 +986,75 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
 
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
  * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
- * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is in two levels
- * (16 k in order, then those sums in order): not gemv's
- * order (whose last levels are subgroup and workgroup reductions), but
- * accurate enough that chunked prefill stays within 1e-6 of token-by-token
- * decode (test_golden's gemm_chunks).
+ * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is
+ * in two levels (16 k in order, then those sums in order): not gemv's order
+ * (whose last levels are subgroup and workgroup reductions), but accurate
+ * enough that chunked prefill stays within 1e-6 of token-by-token decode
+ * (test_golden's gemm_chunks).
  *
- * In GLSL, a matmul large enough for GEMM_BIG_GROUPS blocks of 128 x 128
- * (a prefill chunk's in_proj) takes those, 8 x 8 a thread, k in slices of
- * 32, on the same grid (the template's REMAP): the same matmul sums, bit
- * for bit (a fused rmsnorm's squares add in another order). Measured on an
- * H200 (chunk 512) with each slice summed in one piece: mamba-1.4b bf16's
- * in_proj 829 -> 683 us, falcon-mamba-7b's 3,268 -> 2,619 us; summed in two
- * pieces of 16, as committed, 770 and 2,968 us. WGSL keeps the grid's blocks:
- * its workgroup memory is 16 KiB.
+ * In GLSL, a matmul large enough for KNOB_GEMM_BIG_GROUPS blocks of 128 x
+ * 128 (a prefill chunk's in_proj) takes those, 8 x 8 a thread, k in slices
+ * of 32, on the same grid (the template's REMAP): the same matmul sums, bit
+ * for bit (a fused rmsnorm's squares add in another order), with half the
+ * shared-memory reads and loop overhead per product. WGSL keeps the grid's
+ * blocks: its workgroup memory is 16 KiB.
  *
  * In GLSL, a matmul whose blocks of 32 x 32 are still fewer than
- * GEMM_GROUPS (x_proj: N of 160 or 288) is split over k inside the
- * workgroup: G groups of 64 threads, group g taking slices g, g + G, ...,
- * so a workgroup walks k / G one slice after another. G grows as the grid
- * shrinks (GEMM_SPLIT_K_THREADS over the grid), from 3 to 7, while each
- * group keeps two slices. On an H200 (chunk 512): 3 groups took
- * falcon-mamba-7b's bf16 x_proj from 347 to 259 us a chunk; then G from a
- * fixed 3 to 7 (mamba-1.4b's 80 blocks) took mamba-1.4b's from 104.7 to
- * 74.0 (8 groups: 69.4) and, for mamba-130m's 48 blocks, 8 groups took its
- * f32 one from 43.3 to 28.5 (docs/performance.md, stop 32, has 7); on
- * falcon-mamba-7b's 144 blocks 8 groups were slower (224 -> 252) and 4,
- * what it gets, the same (218). The sums of the groups are added in order
- * of group: a fixed order, within f32 rounding of the unsplit one.
+ * KNOB_GEMM_MIN_GROUPS (x_proj) is split over k inside the workgroup: G
+ * groups of 64 threads, group g taking slices g, g + G, ..., so that a
+ * workgroup walks k / G slices one after another rather than k. G grows as
+ * the grid shrinks (KNOB_GEMM_SPLIT_K_THREADS over the grid), within the
+ * knobs' bounds, while each group keeps two slices. The sums of the groups
+ * are added in order of group: a fixed order, within f32 rounding of the
+ * unsplit one.
  *
  * When the weight is stored 16-bit, GLSL also gets a variant on
  * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
  * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
  * grid and epilogue, which the Vulkan runtime picks at load time where the
  * device has them (exec.c; SSM_VK_COOPMAT=0 keeps the portable kernel).
- * On the H200 (chunk 512, bf16) it takes mamba-1.4b's in_proj from 770 to
- * 570 us a chunk and out_proj from 485 to 414; falcon-mamba-7b's in_proj
- * 2,968 -> 2,249, its out_proj 1,617 -> 1,681 (a little slower).
  * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and
  * split it), 8 stage w, and all 16 multiply, each tile of x loaded once a
- * slice per subgroup; and it
- * reads x, the norm's gain and w 16 bytes at a time where they are tensors
- * in memory (coop_loads). With 8 subgroups that staged both and read x one
- * float at a time: falcon-mamba-7b's in_proj 2,250 -> 1,734 us a chunk,
- * out_proj 1,132 -> 886; mamba-1.4b's 568 -> 442 and 412 -> 268 (H200).
- * It takes tiles of 128 x 128 where there are GEMM_COOP_BIG_TILES of them
- * (about one wave of a large GPU), else 128 x 64: on the H200 a tile of
- * 128 x 128 took 1.36 times as long as one of 128 x 64 for twice the
- * products (falcon-mamba-7b's out_proj, 1,148 us per 512 rows in 256 tiles
- * at chunk 1024 against 1,684 in 256 narrow tiles at chunk 512).
- * Debian 12's glslang knows
- * GL_NV_cooperative_matrix, not yet GL_KHR_cooperative_matrix, hence the
- * NV form. WGSL keeps the portable variant. */
+ * slice per subgroup; and it reads x, the norm's gain and w 16 bytes at a
+ * time where they are tensors in memory (coop_loads). It takes tiles of
+ * 128 x 128 where there are KNOB_COOP_BIG_TILES of them (about one wave of
+ * a large GPU), else 128 x 64: a wide tile does twice the products of a
+ * narrow one in less than twice the time, but too few of them leave
+ * a GPU idle. Debian 12's glslang knows GL_NV_cooperative_matrix, not yet
+ * GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the portable
+ * variant. */
 static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   const ssm_type *w = &c->anchor->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
   int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
-  /* blocks of 64 x 64, halved (rows first) while the grid has fewer than
-   * GEMM_GROUPS workgroups: thin matmuls (x_proj, out_proj at a chunk)
-   * otherwise leave most of a large GPU idle */
-  int64_t BM = M <= 32 ? 32 : 64, BN = 64;
+  /* blocks halved (rows first) while the grid has fewer than
+   * KNOB_GEMM_MIN_GROUPS workgroups: thin matmuls (x_proj, out_proj at a
+   * chunk) otherwise leave most of a large GPU idle */
+  const int64_t small = KNOB_GEMM_BLOCK_MIN;
+  int64_t BM = M <= small ? small : KNOB_GEMM_BLOCK, BN = KNOB_GEMM_BLOCK;
   for (;;) {
     int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
-    if (groups >= GEMM_GROUPS || (BM == 32 && BN == 32)) break;
-    if (BM > 32) BM = 32;
-    else BN = 32;
+    if (groups >= KNOB_GEMM_MIN_GROUPS || (BM == small && BN == small)) break;
+    if (BM > small) BM = small;
+    else BN = small;
   }
-  const int64_t BK = 16, TN = 4, TM = BM / 16;
+  const int64_t BK = KNOB_GEMM_BK, TN = KNOB_GEMM_TN, TM = BM / 16;
   const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
   if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return gen_matmul(c, out);
   ssm_sb loads = {0};
   const ssm_node *norm = matmul_loads(c, &loads);
+  /* GLSL's blocks of KNOB_GEMM_BIG_BLOCK (below) */
+  const int64_t bigb = KNOB_GEMM_BIG_BLOCK;
+  int big = ((M + bigb - 1) / bigb) * ((N + bigb - 1) / bigb) >= KNOB_GEMM_BIG_GROUPS;
   /* the cooperative-matrix variant: for 16-bit weights, in GLSL, except
    * thin matmuls of a long k (x_proj), whose few tiles of 128 rows would
    * leave most of a large GPU idle */
   const ssm_value *wv = c->anchor->args[1];
-  int64_t big_blocks = ((M + 127) / 128) * ((N + 127) / 128);
-  int big = big_blocks >= GEMM_BIG_GROUPS; /* GLSL's blocks of 128 x 128 (below) */
-  int cbig = big_blocks >= GEMM_COOP_BIG_TILES;
-  int64_t CBN = cbig ? 128 : 64, tiles = cbig ? big_blocks : ((M + 127) / 128) * ((N + 63) / 64);
+  int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
+  int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
   int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
-             !(tiles < 64 && K >= 1024);
+             !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K);
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
@@ -1102,25 +1071,28 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   const char *live = counted ? ssm_arena_printf(c->a, "%s * %lldu", run_min(c, T), (long long)(M / T))
                              : ssm_arena_printf(c->a, "%lldu", (long long)M);
   const char *run = counted && !is_wgsl(c) ? RUN_DECL : "";
-  /* GLSL, where 128 x 128 blocks still make GEMM_BIG_GROUPS: those, 8 x 8 a
-   * thread (half the shared-memory reads and loop overhead per product), on
-   * the same grid (REMAP); WGSL keeps the grid's blocks (its workgroup
-   * memory is 16 KiB) */
+  /* GLSL, where big blocks still make KNOB_GEMM_BIG_GROUPS: those, on the
+   * same grid (REMAP); WGSL keeps the grid's blocks (its workgroup memory
+   * is 16 KiB) */
   int64_t kbm = BM, kbn = BN, ktm = TM, ktn = TN, kbk = BK;
   uint32_t klocal = local;
   int remap = big && !is_wgsl(c);
-  if (remap) kbm = kbn = 128, ktm = ktn = 8, klocal = 256, kbk = 32;
-  /* GLSL, where even blocks of 32 x 32 are fewer than GEMM_GROUPS (x_proj,
-   * out_proj of a small model) and k is long enough that each k-group
-   * gets two slices: split-K, 4 x 4 a thread */
+  if (remap) {
+    kbm = kbn = bigb, ktm = ktn = KNOB_GEMM_BIG_TILE, kbk = KNOB_GEMM_BIG_BK;
+    klocal = (uint32_t)((kbm / ktm) * (kbn / ktn));
+  }
+  /* GLSL, where even the smallest blocks are fewer than KNOB_GEMM_MIN_GROUPS
+   * (x_proj, out_proj of a small model) and k is long enough that each
+   * k-group gets its slices: split-K, 4 x 4 a thread */
   int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   int64_t splitk = 1;
-  if (!is_wgsl(c) && !remap && !norm && groups < GEMM_GROUPS) {
-    splitk = (GEMM_SPLIT_K_THREADS / 64 + groups - 1) / groups;
-    splitk = splitk < GEMM_SPLIT_K_MIN ? GEMM_SPLIT_K_MIN
-             : splitk > GEMM_SPLIT_K_MAX ? GEMM_SPLIT_K_MAX : splitk;
-    if (K < 2 * BK * splitk) splitk = K / (2 * BK); /* two slices a group at least */
-    if (splitk < GEMM_SPLIT_K_MIN) splitk = 1;
+  if (!is_wgsl(c) && !remap && !norm && groups < KNOB_GEMM_MIN_GROUPS) {
+    int64_t group_threads = (BM / 4) * (BN / TN), slices = KNOB_GEMM_SPLIT_K_SLICES;
+    splitk = (KNOB_GEMM_SPLIT_K_THREADS / group_threads + groups - 1) / groups;
+    splitk = splitk < KNOB_GEMM_SPLIT_K_MIN ? KNOB_GEMM_SPLIT_K_MIN
+             : splitk > KNOB_GEMM_SPLIT_K_MAX ? KNOB_GEMM_SPLIT_K_MAX : splitk;
+    if (K < slices * BK * splitk) splitk = K / (slices * BK);
+    if (splitk < KNOB_GEMM_SPLIT_K_MIN) splitk = 1;
   }
   if (splitk > 1) {
     ktm = 4;
@@ -1137,28 +1109,28 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
                       is_wgsl(c) ? "PX" : "REMAP", is_wgsl(c) ? I64(BM + 1) : remap ? "1" : "0",
                       /* the WGSL template's padded rows of w; GLSL's k-groups */
                       is_wgsl(c) ? "PW" : "SPLITK", is_wgsl(c) ? I64(BN + 1) : I64(splitk), NULL};
+  const char *glsl_form =
+      big ? ssm_arena_printf(c->a, " (GLSL: BM=BN=%lld BK=%d TM=TN=%d LOCAL=%lld)", (long long)bigb,
+                             KNOB_GEMM_BIG_BK, KNOB_GEMM_BIG_TILE,
+                             (long long)((bigb / KNOB_GEMM_BIG_TILE) * (bigb / KNOB_GEMM_BIG_TILE)))
+      : splitk > 1 ? ssm_arena_printf(c->a, " (GLSL: split-K in %lld groups, TM=4 LOCAL=%u)",
+                                      (long long)splitk, klocal)
+                   : "";
   const char *params = ssm_arena_printf(
       c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld TM=%lld TN=%lld LOCAL=%u%s",
       (long long)M, (long long)K, (long long)N, (long long)BM, (long long)BN, (long long)BK,
-      (long long)TM, (long long)TN, local,
-      big        ? " (GLSL: BM=BN=128 BK=32 TM=TN=8 LOCAL=256)"
-      : splitk > 1 ? ssm_arena_printf(c->a, " (GLSL: split-K in %lld groups, TM=4 LOCAL=%u)",
-                                      (long long)splitk, klocal)
-                   : "");
+      (long long)TM, (long long)TN, local, glsl_form);
   SSM_TRY(finish(c, "gemm", params, kv, out));
   if (!coop) {
     ssm_sb_free(&wide);
     return NULL;
   }
-  /* w read into L2 two slices ahead on wide tiles (the template's AHEAD):
-   * a workgroup waits for each slice of w it loads from memory. On the H200
-   * (chunk 512, bf16, the same bits): falcon-mamba-7b's in_proj 1,730 ->
-   * 1,541 us a chunk, its out_proj 881 -> 790, mamba-1.4b's in_proj 441 ->
-   * 395; three slices ahead 1,574, 810 and 404. mamba-1.4b's out_proj, on
-   * 128 tiles of 128 x 64 (under a wave), went 268 -> 273 with it, so
-   * narrow tiles go without. Reading x ahead too changed nothing (x, the
-   * activations, is in L2 already). */
-  const int64_t SGN = CBN == 128 ? 4 : 2, split = 3, ahead = CBN == 128 ? 2 : 0;
+  /* w read into L2 a few slices ahead on wide tiles (the template's AHEAD),
+   * where a workgroup waits for each slice of w it loads from memory;
+   * narrow tiles are fewer than a wave and go without. x, the activations,
+   * is in L2 already. */
+  const int64_t SGN = CBN == 128 ? 4 : 2, split = KNOB_COOP_SPLIT;
+  const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
                        "SGN", I64(SGN), "AHEAD", I64(ahead),
                        "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
@@ -1182,28 +1154,21 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
   const ssm_value *wv = mm->args[1];
   int64_t N = wv->type.dims[0], K = wv->type.dims[1];
-  /* 8 columns a workgroup for a k of 8192 (falcon-mamba-7b's out_proj,
-   * N = 4096: 25.4 -> 20.6 us on an H200; mamba-1.4b's, K = 4096, is
-   * faster with 4: 8.4 against 9.1) */
-  int64_t rows = N >= 2048 ? (K >= 8192 ? 8 : 4) : N >= 512 ? 2 : 1;
+  /* ROWS columns a workgroup share each read of x: more where there are
+   * columns enough to fill the GPU still, and where x's row is long */
+  int64_t rows = N >= KNOB_GEMV_ROWS4_N ? (K >= KNOB_GEMV_ROWS8_K ? 8 : 4)
+                 : N >= KNOB_GEMV_ROWS2_N ? 2 : 1;
   /* wide matmuls of a long k (in_proj, lm_head): COLS columns per
-   * workgroup, x held in registers across them (measured on an H200:
-   * mamba-1.4b bf16 in_proj 17.1 -> 14.5 us, lm_head 77 -> 59 us); the
-   * others keep one group of ROWS columns, which measured faster there
-   * (falcon-mamba-7b's dt_proj, K = 256: 7.2 against 8.4 us). COLS is a
-   * multiple of ROWS: the template steps through COLS by ROWS.
-   * Up to 16384 columns of a k of 4096 or more (falcon-mamba-7b's in_proj,
-   * 512 workgroups: about 4 an SM, one wave) take 32, 8 at a time: 42.8
-   * -> 38.9 us; more columns (its lm_head, 8,128 workgroups of 8) are
-   * faster in small workgroups, whose waves leave less of a tail: 157.8
-   * us with 16, 147.2 with 8 (H200, same call). An lm_head of a short k
-   * (mamba-130m's, 50280 x 768) also takes 8: f32 52.6 -> 43.1 us, bf16
-   * 34.2 -> 28.8, where 16 columns, 8 of 2 at a time, or 64 threads
-   * measured 43.4-48.9 (H200, one call). */
+   * workgroup, x held in registers across them; the others keep one group
+   * of ROWS columns. COLS is a multiple of ROWS: the template steps through
+   * COLS by ROWS. Up to KNOB_GEMV_COLS_ANY_K_N columns of a long k take
+   * wide workgroups, about one wave of a large GPU; more columns (an
+   * lm_head) go in small ones, whose waves leave less of a tail. */
   int64_t cols = 0;
-  if (N >= 8192 && (K >= 1024 || N > 16384)) {
-    cols = N <= 16384 && K >= 4096 ? 32 : 8;
-    if (cols == 32) rows = 8;
+  if (N >= KNOB_GEMV_COLS_N && (K >= KNOB_GEMV_COLS_K || N > KNOB_GEMV_COLS_ANY_K_N)) {
+    int wide = N <= KNOB_GEMV_COLS_ANY_K_N && K >= KNOB_GEMV_WIDE_K;
+    cols = wide ? KNOB_GEMV_WIDE_COLS : KNOB_GEMV_COLS;
+    if (wide) rows = KNOB_GEMV_WIDE_ROWS;
   }
   if (is_wgsl(c)) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
@@ -1229,14 +1194,11 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   /* one group of ROWS columns: the threads that will write them read their
    * epilogue's operands first (TOUCH), so that those loads (a decode conv's
    * state and weights, a residual) wait alongside the weights' rather than
-   * after the sums. On an H200 (bench/sweep.py, mamba-130m:24 f32, decode
-   * fed back) 1,899 -> 1,968 tokens/s: in_proj with its conv 8.3 -> 7.6 us,
-   * out_proj with the residual 5.6 -> 5.3, the same bits. The COLS form
-   * keeps x in registers and was slower with it (mamba-1.4b's in_proj
-   * 14.1 -> 14.5 us), and the decode scan's epilogue gained nothing, so
-   * those go without. */
-  int touch = epilogue_fn(c, &loads, !cols);
-  uint32_t local = pow2_threads((K + 7) / 8 * 4, 32, 256); /* >= K/8 threads, up to 256 */
+   * after the sums. The COLS form keeps x in registers, which the touched
+   * values would compete with, so it goes without. */
+  int touch = epilogue_fn(c, &loads, KNOB_GEMV_TOUCH && !cols);
+  /* at least K/8 threads (8 values of k each a step) */
+  uint32_t local = pow2_threads((K + 7) / 8 * 4, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
   grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
   const char *buffers = buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
@@ -1252,15 +1214,6 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
                                             direct ? " vec" : ""),
                 kv, out);
 }
-
-/* scan: state elements per row one workgroup takes (WebGPU's default
- * maxComputeInvocationsPerWorkgroup), and the floats of its shared
- * products (16 KiB: WebGPU's default maxComputeWorkgroupStorageSize). */
-#define SCAN_MAX_N 256
-#define SCAN_SHARED 4096
-/* and the time steps whose inputs a thread reads before it advances by
- * them: each step's loads otherwise wait for the step before */
-#define SCAN_UNROLL 8
 
 /* The scan prologue's loop over the run's steps j: each state thread's
  * `value` into part[l], then the first thread of each row sums its row's N
@@ -1300,12 +1253,12 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   k.c[0] = "t";
   for (int d = 0; d < srows.rank; d++) k.c[d + 1] = sk.c[d];
   k.c[full.rank - 1] = "n";
-  if (N > SCAN_MAX_N)
+  if (N > KNOB_SCAN_MAX_N)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "scan: a state of %lld elements per row exceeds "
-                          "the %d of one workgroup", (long long)N, SCAN_MAX_N);
+                          "the %d of one workgroup", (long long)N, KNOB_SCAN_MAX_N);
   /* one thread per state element, ROWS rows per workgroup; the TC time
-   * steps' products c*h that one pass keeps take SCAN_SHARED floats */
-  int64_t rows = N >= SCAN_MAX_N / 2 ? 1 : SCAN_MAX_N / 2 / N, local = rows * N;
+   * steps' products c*h that one pass keeps take KNOB_SCAN_SHARED floats */
+  int64_t rows = N >= KNOB_SCAN_THREADS ? 1 : KNOB_SCAN_THREADS / N, local = rows * N;
   c->scan_cache = T > 1 ? T : 0;
   c->scan_step = k.c[0];
   /* matmul members over [T, S] (decode's dt_proj) are computed once per
@@ -1358,7 +1311,8 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   /* a time step keeps LOCAL products and a row rsqrt of each cached norm;
    * at the start of each pass of TC steps the cached norms' rows are
    * computed, one a thread (rms<id>, the sums the uncached form does) */
-  int64_t tc = SCAN_SHARED / (local + c->nrmc) < T ? SCAN_SHARED / (local + c->nrmc) : T;
+  int64_t tc = KNOB_SCAN_SHARED / (local + c->nrmc);
+  if (tc > T) tc = T;
   ssm_sb chunk = {0};
   if (c->nrmc) ssm_sb_printf(&chunk, "    g_t0 = t0;\n    g_tn = tn;\n");
   /* every cached norm's rows in one loop, a row a thread (rather than one
@@ -1378,7 +1332,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
   if (c->nrmc) ssm_sb_printf(&chunk, LANG(c, "    barrier();\n", "    workgroupBarrier();\n"));
   grid_per_item((S + rows - 1) / rows, out->groups);
   /* steps whose inputs a thread reads at once (scan.glsl.in) */
-  int64_t unroll = tc < SCAN_UNROLL ? tc : SCAN_UNROLL;
+  int64_t unroll = tc < KNOB_SCAN_UNROLL ? tc : KNOB_SCAN_UNROLL;
   const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "UNROLL",
                         I64(unroll), "PART",
                         I64(tc * local), "S",
@@ -1407,8 +1361,8 @@ static ssm_status gen_conv1d(gctx *c, ssm_cg_kernel *out) {
   epilogue_fn(c, &loads, 0);
   /* blocks of TB steps (at least K-1, the window's reach into the past),
    * doubled while the grid would pass 65535 workgroups */
-  uint32_t local = 64;
-  int64_t TB = K - 1 > CONV_STEPS ? K - 1 : CONV_STEPS;
+  uint32_t local = KNOB_CONV1D_THREADS;
+  int64_t TB = K - 1 > KNOB_CONV1D_STEPS ? K - 1 : KNOB_CONV1D_STEPS;
   while ((C * ((T + TB - 1) / TB) + local - 1) / local > 65535 && TB < T) TB *= 2;
   int64_t NB = (T + TB - 1) / TB;
   if ((C * NB + local - 1) / local > 65535)
@@ -1440,7 +1394,7 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
   int kb = binding_of(c, at->args[3]), vb = binding_of(c, at->args[4]);
   int pb = binding_of(c, at->args[5]);
   epilogue_fn(c, &loads, 0);
-  uint32_t local = 64;
+  uint32_t local = KNOB_ATTENTION_THREADS;
   grid_per_item(T * HQ, out->groups);
   const char *kv[40] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                       I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
@@ -1464,7 +1418,7 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
   int64_t C = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / C;
-  uint32_t local = pow2_threads(C, 32, 256);
+  uint32_t local = pow2_threads(C, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
   ssm_sb loads = {0};
   /* in_x(row, c) */
   ssm_type lead = *xt;
@@ -1547,7 +1501,7 @@ static ssm_status gen_embed(gctx *c, ssm_cg_kernel *out) {
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "embed: token ids must be a tensor in memory");
   int ib = binding_of(c, e->args[1]);
   epilogue_fn(c, &loads, 0);
-  uint32_t local = 256;
+  uint32_t local = KNOB_EMBED_THREADS;
   out->groups[0] = groups_for(T * H, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[32] = {"LOCAL", U32(local), "H", I64(H), "V", I64(V), "STRIDE",
@@ -1586,7 +1540,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
     final = ssm_arena_printf(c->a, LANG(c, "acc / float(%lld)", "acc / f32(%lld)"),
                              (long long)xt->dims[axis]);
   }
-  uint32_t local = 256;
+  uint32_t local = KNOB_REDUCE_THREADS;
   out->groups[0] = groups_for(outer * inner, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "OUTER", I64(outer), "AXIS", I64(xt->dims[axis]),
@@ -1608,7 +1562,7 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
   /* WGSL: at most 256 threads, the maxComputeInvocationsPerWorkgroup that
    * every WebGPU adapter supports (the grid is one workgroup either way) */
-  uint32_t local = pow2_threads(V, 64, is_wgsl(c) ? 256 : 1024);
+  uint32_t local = pow2_threads(V, KNOB_SAMPLE_THREADS_MIN, is_wgsl(c) ? KNOB_ROW_THREADS_MAX : 1024);
   ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
@@ -1651,7 +1605,7 @@ static ssm_status pos_binding(gctx *c, int i, const char **out) {
 /* One "items" kernel of `count` items running `body`; consumes `loads`. */
 static ssm_status items_kernel(gctx *c, ssm_sb *loads, int64_t count, const char *body,
                                const char *params, ssm_cg_kernel *out) {
-  uint32_t local = 64;
+  uint32_t local = KNOB_ITEMS_THREADS;
   out->groups[0] = groups_for(count, local);
   out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "N", I64(count), "STRIDE", U32(out->groups[0] * local),
@@ -1874,8 +1828,9 @@ static ssm_status generate(gctx *c, ssm_cg_kernel *out) {
   else switch (c->anchor->op) {
     case SSM_OP_MATMUL: {
       int64_t rows = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1];
-      s = rows <= GEMV_ROWS ? gen_gemv(c, out) : rows <= MATMUL_ROWS ? gen_matmul(c, out)
-                                                                      : gen_gemm(c, out);
+      s = rows <= KNOB_GEMV_MAX_ROWS     ? gen_gemv(c, out)
+          : rows <= KNOB_MATMUL_MAX_ROWS ? gen_matmul(c, out)
+                                         : gen_gemm(c, out);
       break;
     }
     case SSM_OP_SCAN: s = gen_scan(c, out); break;
