@@ -20,7 +20,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "codegen/codegen.h"
+#include "codegen/internal.h"
 #include "codegen/knobs.h"
 
 /* ---- text --------------------------------------------------------------- */
@@ -75,9 +75,28 @@ typedef struct {
   ssm_status err;
 } gctx;
 
-static int is_wgsl(const gctx *c) { return c->lang == SSM_LANG_WGSL; }
-/* The spelling of the kernel's language. */
-#define LANG(c, glsl, wgsl) (is_wgsl(c) ? (wgsl) : (glsl))
+#define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
+#define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
+
+/* The spellings of the kernel's language (lang.def). */
+static const ssm_cg_lang *lang(const gctx *c) { return &ssm_cg_langs[c->lang]; }
+
+/* Snippet `name` of templates/<family>.<lang>.in with `kv` (template.c);
+ * a failure is the group's error, and gives "". */
+static const char *snippet_kv(gctx *c, const char *family, const char *name,
+                              const char *const *kv) {
+  char *s;
+  ssm_status st = ssm_cg_snippet_expand(c->a, family, c->lang, name, kv, &s);
+  if (!st) return s;
+  if (!c->err) c->err = st;
+  else ssm_status_free(st);
+  return "";
+}
+/* snippet_kv with the keys and values that follow */
+#define SNIPPET(c, family, name, ...) \
+  snippet_kv(c, family, name, (const char *const[]){__VA_ARGS__, NULL})
+/* snippet_kv of a snippet without keys */
+#define SNIPPET0(c, family, name) snippet_kv(c, family, name, (const char *const[]){NULL})
 
 static int member(const gctx *c, const ssm_node *n) {
   return c->single ? n == c->single : ssm_node_group(n) == c->id;
@@ -163,29 +182,33 @@ static coords broadcast(const coords *k, const ssm_type *op) {
   return r;
 }
 
-/* A float literal; inf and NaN from their bits (WGSL: through a call, as
- * WGSL refuses a constant expression that is inf or NaN). */
+/* A float literal; inf and NaN from their bits (lang.def's from_bits). */
 static const char *float_lit(const gctx *c, double v) {
-  const char *bits = LANG(c, "uintBitsToFloat", "ssm_bits");
-  if (isnan(v)) return ssm_arena_printf(c->a, "%s(0x7fc00000u)", bits);
-  if (isinf(v)) return ssm_arena_printf(c->a, "%s(%s)", bits, v > 0 ? "0x7f800000u" : "0xff800000u");
-  return ssm_arena_printf(c->a, LANG(c, "float(%.9g)", "f32(%.9g)"), v);
+  if (isnan(v)) return ssm_cg_spelled(c->a, lang(c)->from_bits, "0x7fc00000u");
+  if (isinf(v)) return ssm_cg_spelled(c->a, lang(c)->from_bits, v > 0 ? "0x7f800000u" : "0xff800000u");
+  return ssm_arena_printf(c->a, "%s(%.9g)", lang(c)->f32, v);
 }
 
-/* The head of a generated f32 function of `params` (names separated by
- * spaces: `acc` is a float, the others unsigned coordinates). */
-static void fn_head(const gctx *c, ssm_sb *b, const char *name, const char *params) {
-  ssm_sb_printf(b, LANG(c, "float %s(", "fn %s("), name);
+/* The head of a generated function returning type `ret` of `params` (names
+ * separated by spaces: `acc` is an f32, the others u32 coordinates). */
+static void fn_head_typed(const gctx *c, ssm_sb *b, const char *ret, const char *name,
+                          const char *params) {
+  const ssm_cg_lang *l = lang(c);
+  ssm_cg_spell(b, l->fn_open, name, ret);
   for (const char *p = params; *p;) {
     size_t n = strcspn(p, " ");
     int is_acc = n == 3 && !strncmp(p, "acc", 3);
-    if (is_wgsl(c)) ssm_sb_printf(b, "%.*s: %s", (int)n, p, is_acc ? "f32" : "u32");
-    else ssm_sb_printf(b, "%s %.*s", is_acc ? "float" : "uint", (int)n, p);
+    ssm_cg_spell(b, l->fn_param, ssm_arena_strndup(c->a, p, n), is_acc ? l->f32 : l->u32);
     p += n;
     while (*p == ' ') p++;
     if (*p) ssm_sb_printf(b, ", ");
   }
-  ssm_sb_printf(b, LANG(c, ") ", ") -> f32 "));
+  ssm_cg_spell(b, l->fn_close, ret);
+}
+
+/* The head of a generated f32 function (fn_head_typed). */
+static void fn_head(const gctx *c, ssm_sb *b, const char *name, const char *params) {
+  fn_head_typed(c, b, lang(c)->f32, name, params);
 }
 
 /* `NAME(params) { return value; }`, a constant load */
@@ -195,21 +218,12 @@ static void const_fn(const gctx *c, ssm_sb *b, const char *name, const char *par
   ssm_sb_printf(b, "{ return %s; }\n", value);
 }
 
-/* Element `idx` of binding b as a float (or int). 16-bit weights are read
- * as the u32 word holding two of them: bf16 is the high half of an f32
- * (shifted into place), f16 is unpacked; the math stays f32. In WGSL the
- * tensor's accessor b<b>_ld does the same (ssm_cg_wgsl_module). In GLSL
- * ld<b>(i) reads word i: b<b>.v[i], or a window of it (ssm_cg_glsl_split). */
+/* Element `idx` of binding b as a float (or int): lang.def's load, or for a
+ * 16-bit weight load_bf16 or load_f16 (the math stays f32). */
 static void mem_load(const gctx *c, ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
-  if (is_wgsl(c))
-    ssm_sb_printf(out, "b%d_ld(%s)", b, idx);
-  else if (dt == SSM_BF16)
-    ssm_sb_printf(out, "uintBitsToFloat(((ld%d((%s) >> 1u) >> (((%s) & 1u) << 4u)) & 0xffffu) << 16u)",
-                  b, idx, idx);
-  else if (dt == SSM_F16)
-    ssm_sb_printf(out, "unpackHalf2x16(ld%d((%s) >> 1u) >> (((%s) & 1u) << 4u)).x", b, idx, idx);
-  else
-    ssm_sb_printf(out, "ld%d(%s)", b, idx);
+  const ssm_cg_lang *l = lang(c);
+  const char *pattern = dt == SSM_BF16 ? l->load_bf16 : dt == SSM_F16 ? l->load_f16 : l->load;
+  ssm_cg_spell(out, pattern, ssm_arena_printf(c->a, "%d", b), idx);
 }
 
 static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int depth);
@@ -227,19 +241,9 @@ static int rms_helper(gctx *c, const ssm_node *n, int depth) {
   int id = c->nhelpers++;
   for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "%sc%d", d ? " " : "", d);
   fn_head(c, &c->helpers, ssm_arena_printf(c->a, "rms%d", id), ssm_sb_str(&params));
-  const char *eps = float_lit(c, ssm_node_float(n, "eps", 0));
-  if (is_wgsl(c))
-    ssm_sb_printf(&c->helpers,
-                  "{\n  var s = 0.0;\n  for (var j = 0u; j < %lldu; j++) {\n"
-                  "    let x = %s;\n    s += x * x;\n  }\n"
-                  "  return inverseSqrt(s / f32(%lld) + %s);\n}\n",
-                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
-  else
-    ssm_sb_printf(&c->helpers,
-                  "{\n  float s = 0.0;\n  for (uint j = 0u; j < %lldu; j++) {\n"
-                  "    float x = %s;\n    s += x * x;\n  }\n"
-                  "  return inversesqrt(s / float(%lld) + %s);\n}\n",
-                  (long long)C, ssm_sb_str(&body), (long long)C, eps);
+  ssm_sb_printf(&c->helpers, "%s\n",
+                SNIPPET(c, "helpers", "rms", "C", I64(C), "X", ssm_sb_str(&body), "EPS",
+                        float_lit(c, ssm_node_float(n, "eps", 0))));
   ssm_sb_free(&body);
   ssm_sb_free(&params);
   return id;
@@ -288,29 +292,28 @@ static int matmul_helper(gctx *c, const ssm_node *n, int depth) {
     c->mm_id[c->nmm++] = id;
   }
   for (int d = 0; d < r - 1; d++) ssm_sb_printf(&params, "c%d ", d);
-  const char *loop = LANG(c, "{\n  float s = 0.0;\n  for (uint j = k0; j < %lldu; j += ks) {\n",
-                          "{\n  var s = 0.0;\n  for (var j = k0; j < %lldu; j += ks) {\n");
   if (norm && K > SSM_SMALL_ROW) { /* the squares of the norm's input over the same k */
     fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mmq%d", id),
             ssm_arena_printf(c->a, "%sk0 ks", ssm_sb_str(&params)));
-    ssm_sb_printf(&c->helpers, loop, (long long)K);
-    ssm_sb_printf(&c->helpers, LANG(c, "    float v = %s;\n", "    let v = %s;\n"), ssm_sb_str(&in));
-    ssm_sb_printf(&c->helpers, "    s += v * v;\n  }\n  return s;\n}\n");
+    ssm_sb_printf(&c->helpers, "%s\n",
+                  SNIPPET(c, "helpers", "mm_squares", "K", I64(K), "X", ssm_sb_str(&in)));
   }
   ssm_sb_printf(&params, "n");
   fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mmp%d", id),
           ssm_arena_printf(c->a, "%s k0 ks%s", ssm_sb_str(&params), norm ? " acc" : ""));
-  ssm_sb_printf(&c->helpers, loop, (long long)K);
-  ssm_sb_printf(&c->helpers, "    s += %s * %s;\n  }\n  return s;\n}\n", ssm_sb_str(&x), ssm_sb_str(&w));
+  ssm_sb_printf(&c->helpers, "%s\n",
+                SNIPPET(c, "helpers", "mm_dot", "K", I64(K), "X", ssm_sb_str(&x), "W",
+                        ssm_sb_str(&w)));
   int pre = c->pre_rows && r == 2 && rt->rank == 2 && rt->dims[0] == c->pre_t &&
             rt->dims[1] == c->pre_s && c->npre < 8;
   if (pre) {
     int64_t size = c->pre_t * c->pre_rows;
-    if (!c->npre) /* the workgroup's first row, set by the prologue */
-      ssm_sb_printf(&c->helpers, LANG(c, "uint g_row0;\n", "var<private> g_row0: u32;\n"));
-    ssm_sb_printf(&c->helpers, LANG(c, "shared float pre%d[%lld];\n",
-                                    "var<workgroup> pre%d: array<f32, %lld>;\n"),
-                  id, (long long)size);
+    if (!c->npre) { /* the workgroup's first row, set by the prologue */
+      ssm_cg_spell(&c->helpers, lang(c)->private_u32, "g_row0");
+      ssm_sb_printf(&c->helpers, "\n");
+    }
+    ssm_cg_spell(&c->helpers, lang(c)->shared_f32s, ssm_arena_printf(c->a, "pre%d", id), I64(size));
+    ssm_sb_printf(&c->helpers, "\n");
     fn_head(c, &c->helpers, ssm_arena_printf(c->a, "mm%d", id), "c0 n");
     ssm_sb_printf(&c->helpers, "{\n  return pre%d[c0 * %lldu + n - g_row0];\n}\n", id,
                   (long long)c->pre_rows);
@@ -365,23 +368,20 @@ static int conv_helper(gctx *c, const ssm_node *n, int depth) {
   fn_head(c, &c->helpers, ssm_arena_printf(c->a, "%s%d", c->touching ? "cvt" : "cv", id),
           "cc acc");
   /* the state's column cc shifted by one, acc last */
-  const char *st_old =
-      c->touching ? ""
-                  : ssm_arena_printf(c->a, LANG(c, "if (kk > 0u) { b%d.v[(kk - 1u) * %lldu + cc] = o; }",
-                                                "if (kk > 0u) { b%d_st((kk - 1u) * %lldu + cc, o); }"),
-                                     sb, (long long)C);
-  ssm_sb_printf(&c->helpers,
-                LANG(c, "{\n  if (cc >= %lldu) return 0.0;\n  float y = %s;\n"
-                        "  for (uint kk = 0u; kk < %lldu; kk++) {\n    float o = %s;\n",
-                     "{\n  if (cc >= %lldu) { return 0.0; }\n  var y = %s;\n"
-                     "  for (var kk = 0u; kk < %lldu; kk++) {\n    let o = %s;\n"),
-                (long long)C, ssm_sb_str(&bias), (long long)(K - 1), ssm_sb_str(&st));
-  ssm_sb_printf(&c->helpers, "    y += %s * o;\n%s%s%s  }\n  y += %s * acc;\n", ssm_sb_str(&w),
-                *st_old ? "    " : "", st_old, *st_old ? "\n" : "", ssm_sb_str(&wlast));
-  if (K > 1 && !c->touching)
-    ssm_sb_printf(&c->helpers, LANG(c, "  b%d.v[%lldu + cc] = acc;\n", "  b%d_st(%lldu + cc, acc);\n"),
-                  sb, (long long)((K - 2) * C));
-  ssm_sb_printf(&c->helpers, "  return y;\n}\n");
+  const char *sbs = ssm_arena_printf(c->a, "%d", sb), *shift = "", *store = "";
+  if (!c->touching) {
+    const char *at = ssm_arena_printf(c->a, "(kk - 1u) * %lldu + cc", (long long)C);
+    shift = ssm_arena_printf(c->a, "    if (kk > 0u) { %s }\n",
+                             ssm_cg_spelled(c->a, lang(c)->store, sbs, at, "o"));
+  }
+  if (K > 1 && !c->touching) {
+    const char *at = ssm_arena_printf(c->a, "%lldu + cc", (long long)((K - 2) * C));
+    store = ssm_arena_printf(c->a, "  %s\n", ssm_cg_spelled(c->a, lang(c)->store, sbs, at, "acc"));
+  }
+  ssm_sb_printf(&c->helpers, "%s\n",
+                SNIPPET(c, "helpers", "conv", "C", I64(C), "BIAS", ssm_sb_str(&bias), "K1",
+                        I64(K - 1), "STATE", ssm_sb_str(&st), "W", ssm_sb_str(&w), "SHIFT", shift,
+                        "WLAST", ssm_sb_str(&wlast), "STORE", store));
   ssm_sb_free(&w);
   ssm_sb_free(&wlast);
   ssm_sb_free(&st);
@@ -404,8 +404,7 @@ static void emit_concat(gctx *c, const ssm_node *d, const coords *k, ssm_sb *out
   ssm_sb here = {0}, rest = {0};
   emit(c, d->args[i], &s, &here, depth + 1);
   emit_concat(c, d, k, &rest, depth, i + 1, off + len);
-  if (is_wgsl(c)) ssm_sb_printf(out, "select(%s, %s, %s)", ssm_sb_str(&rest), ssm_sb_str(&here), cond);
-  else ssm_sb_printf(out, "(%s ? %s : %s)", cond, ssm_sb_str(&here), ssm_sb_str(&rest));
+  ssm_cg_spell(out, lang(c)->select, cond, ssm_sb_str(&here), ssm_sb_str(&rest));
   ssm_sb_free(&here);
   ssm_sb_free(&rest);
 }
@@ -515,17 +514,8 @@ static void emit(gctx *c, const ssm_value *v, const coords *k, ssm_sb *out, int 
          * computed as uncached */
         h = rms_helper(c, d, depth);
         if (!c->nrmc) /* the pass's first step and steps, set by CHUNK (gen_scan) */
-          ssm_sb_printf(&c->helpers, LANG(c, "uint g_t0, g_tn;\n", "var<private> g_t0: u32;\n"
-                                             "var<private> g_tn: u32;\n"));
-        if (is_wgsl(c))
-          ssm_sb_printf(&c->helpers, "var<workgroup> rmc%d_: array<f32, SSM_SCAN_TC>;\n"
-                        "fn rmc%d(c0: u32) -> f32 {\n  let i = c0 - g_t0;\n"
-                        "  if (i < g_tn) { return rmc%d_[i]; }\n  return rms%d(c0);\n}\n",
-                        h, h, h, h);
-        else
-          ssm_sb_printf(&c->helpers, "shared float rmc%d_[SSM_SCAN_TC];\n"
-                        "float rmc%d(uint c0) {\n  uint i = c0 - g_t0;\n"
-                        "  return i < g_tn ? rmc%d_[i] : rms%d(c0);\n}\n", h, h, h, h);
+          ssm_sb_printf(&c->helpers, "%s\n", SNIPPET0(c, "helpers", "rmc_pass"));
+        ssm_sb_printf(&c->helpers, "%s\n", SNIPPET(c, "helpers", "rmc", "H", I64(h)));
         c->rmc_node[c->nrmc] = d;
         c->rmc_id[c->nrmc++] = h;
       }
@@ -694,12 +684,12 @@ static void glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
   }
 }
 
-/* WGSL: the per-dispatch offsets;
- * tensor i's accessors b<i>_ld(e) / b<i>_st(e, v) come with the slots'
- * bindings (ssm_cg_wgsl_module). */
+/* The kernel's memory: its bindings (GLSL: glsl_buffers), or with slots
+ * (WGSL) the per-dispatch offsets; then tensor i's accessors b<i>_ld(e) /
+ * b<i>_st(e, v) come with the slots' bindings (ssm_cg_wgsl_module). */
 static const char *buffers_decl(gctx *c) {
   ssm_sb b = {0};
-  if (is_wgsl(c)) {
+  if (lang(c)->slots) {
     assign_slots(c);
     for (int i = 0; i < c->nbind; i++)
       c->access[i] = (i ? SSM_CG_READ : 0) | (!i || c->bind[i]->def->op == SSM_OP_STATE ? SSM_CG_WRITE : 0) |
@@ -707,12 +697,8 @@ static const char *buffers_decl(gctx *c) {
                       : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
                       : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
     _Static_assert(SSM_BUNDLE_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
-    ssm_sb_printf(&b, "// the element offset of each tensor in its slot, per dispatch, and\n"
-                  "// the run's token count (n.x; kernels of a prefill program read it)\n"
-                  "struct SsmOffsets { o: array<vec4<u32>, %d>, n: vec4<u32> }\n"
-                  "@group(0) @binding(0) var<uniform> ssm_u: SsmOffsets;\n",
-                  SSM_BUNDLE_MAX_BINDINGS / 4);
-    return sb_take(&b, c->a);
+    return ssm_arena_printf(c->a, "%s\n", SNIPPET(c, "helpers", "offsets", "N",
+                                                 I64(SSM_BUNDLE_MAX_BINDINGS / 4)));
   }
   glsl_buffers(&b, c->nbind, c->bind, c->vec4, NULL, 0);
   return sb_take(&b, c->a);
@@ -760,24 +746,21 @@ static ssm_status finish(gctx *c, const char *family, const char *params, const 
   out->family = family;
   out->params = ssm_arena_printf(c->a, "%s %s", members_list(c), params);
   const char *text = ssm_arena_printf(c->a, "// ssmc kernel: template %s.%s.in, %s\n%s", family,
-                                      LANG(c, "glsl", "wgsl"), out->params, src);
-  if (is_wgsl(c)) out->wgsl = text;
+                                      lang(c)->name, out->params, src);
+  if (c->lang == SSM_LANG_WGSL) out->wgsl = text;
   else out->glsl = text;
   out->glsl_vec4 = c->vec4;
   out->run_count = c->counted;
   out->nbindings = c->nbind;
   for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
   out->nslots = c->nslots;
-  for (int i = 0; i < c->nbind && is_wgsl(c); i++) {
+  for (int i = 0; i < c->nbind && lang(c)->slots; i++) {
     out->slot[i] = c->slot[i];
     out->access[i] = c->access[i];
   }
   for (int i = 0; i < c->nslots; i++) out->slot_writable[i] = c->slot_writable[i];
   return NULL;
 }
-
-#define I64(x) ssm_arena_printf(c->a, "%lld", (long long)(x))
-#define U32(x) ssm_arena_printf(c->a, "%u", (unsigned)(x))
 
 /* The tokens per run of the kernel's program (its "tokens" input), 0 when
  * it has none. */
@@ -787,15 +770,6 @@ static int64_t program_tokens(const ssm_graph *g) {
       return n->result->type.dims[0];
   return 0;
 }
-
-/* The knobs NT and RUN of a kernel that carries something over time (or
- * only writes rows per token) along an axis of T steps: a kernel of a
- * program of T > 1 tokens per run reads the run's token count n (GLSL: a
- * push constant of SSM_BUNDLE_RUN_PUSH_BYTES; WGSL: the word after the offsets
- * in the per-dispatch uniform) and runs min(n, T) steps, so that a run of
- * fewer tokens than the program's leaves the state as those tokens alone
- * would; otherwise NT is T. */
-#define RUN_DECL "layout(push_constant) uniform Run { uint n; } run;"
 
 /* Whether the kernel reads the run's count for an axis of T steps (a kernel
  * of a program of T > 1 tokens per run); marks it when so. */
@@ -807,9 +781,15 @@ static int reads_count(gctx *c, int64_t T) {
 
 /* min(n, T) for a kernel that reads the run's count n */
 static const char *run_min(gctx *c, int64_t T) {
-  return ssm_arena_printf(c->a, "min(%s, %lldu)", LANG(c, "run.n", "ssm_u.n.x"), (long long)T);
+  return ssm_arena_printf(c->a, "min(%s, %lldu)", lang(c)->run_count, (long long)T);
 }
 
+/* The knobs NT and RUN of a kernel that carries something over time (or
+ * only writes rows per token) along an axis of T steps, added to `kv`: a
+ * kernel of a program of T > 1 tokens per run reads the run's token count
+ * n (lang.def's run_count, declared by run_decl) and runs min(n, T) steps,
+ * so that a run of fewer tokens than the program's leaves the state as
+ * those tokens alone would; otherwise NT is T. */
 static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
   size_t n = 0;
   while (kv[n]) n += 2;
@@ -818,7 +798,7 @@ static void run_count(gctx *c, int64_t T, const char **kv, size_t cap) {
   kv[n++] = "NT";
   kv[n++] = yes ? run_min(c, T) : ssm_arena_printf(c->a, "%lldu", (long long)T);
   kv[n++] = "RUN";
-  kv[n++] = yes && !is_wgsl(c) ? RUN_DECL : "";
+  kv[n++] = yes ? lang(c)->run_decl : "";
   kv[n] = NULL;
 }
 
@@ -831,8 +811,11 @@ static ssm_status gen_pointwise(gctx *c, ssm_cg_kernel *out) {
   coords k = coords_named("c", t->rank, c->a);
   ssm_sb co = {0}, ex = {0};
   coords d = delinearize("i", t, c->a);
-  for (int i = 0; i < t->rank; i++)
-    ssm_sb_printf(&co, LANG(c, "    uint c%d = %s;\n", "    let c%d: u32 = %s;\n"), i, d.c[i]);
+  for (int i = 0; i < t->rank; i++) {
+    ssm_sb_printf(&co, "    ");
+    ssm_cg_spell(&co, lang(c)->let_u32, ssm_arena_printf(c->a, "c%d", i), d.c[i]);
+    ssm_sb_printf(&co, "\n");
+  }
   if (!t->rank) ssm_sb_printf(&co, "    // rank 0\n");
   /* the root itself, evaluated as a member (a materialized view too) */
   const ssm_node *saved = c->anchor;
@@ -888,7 +871,9 @@ static ssm_status matmul_kernel(gctx *c, int64_t cols, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                       "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
-                      loads_text(c, &loads), is_wgsl(c) ? "COLS" : NULL, I64(cols), NULL};
+                      loads_text(c, &loads),
+                      /* the gemv of a language without subgroups (gen_gemv) */
+                      lang(c)->subgroups ? NULL : "COLS", I64(cols), NULL};
   return finish(c, "matmul", ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                  (long long)K, (long long)N, (long long)TT, local), kv, out);
 }
@@ -897,18 +882,22 @@ static ssm_status gen_matmul(gctx *c, ssm_cg_kernel *out) { return matmul_kernel
 
 /* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
  * k..k+7, zero past K when K is not a multiple of 8. */
-static void load8(ssm_sb *loads, const char *name, const char *params, const char *args,
+static void load8(gctx *c, ssm_sb *loads, const char *name, const char *params, const char *args,
                   const char *fn, int64_t K) {
-  ssm_sb_printf(loads, "void %s(%suint k, out vec4 a, out vec4 b) {\n", name, params);
+  ssm_sb half[2] = {{0}};
   for (int j = 0; j < 8; j++) {
-    if (j % 4 == 0) ssm_sb_printf(loads, "  %c = vec4(", j ? 'b' : 'a');
+    ssm_sb *h = &half[j / 4];
+    if (j % 4) ssm_sb_printf(h, ", ");
     if (K % 8)
-      ssm_sb_printf(loads, "k + %du < %lldu ? %s(%sk + %du) : 0.0", j, (long long)K, fn, args, j);
+      ssm_sb_printf(h, "k + %du < %lldu ? %s(%sk + %du) : 0.0", j, (long long)K, fn, args, j);
     else
-      ssm_sb_printf(loads, "%s(%sk + %du)", fn, args, j);
-    ssm_sb_printf(loads, j % 4 == 3 ? ");\n" : ", ");
+      ssm_sb_printf(h, "%s(%sk + %du)", fn, args, j);
   }
-  ssm_sb_printf(loads, "}\n");
+  ssm_sb_printf(loads, "%s\n",
+                SNIPPET(c, "helpers", "load8", "NAME", name, "PARAMS", params, "A",
+                        ssm_sb_str(&half[0]), "B", ssm_sb_str(&half[1])));
+  ssm_sb_free(&half[0]);
+  ssm_sb_free(&half[1]);
 }
 
 /* The tensor in memory that operand v reads at v's own linear index (v, or
@@ -934,21 +923,12 @@ static void load8_direct(gctx *c, ssm_sb *loads, const char *name, const char *p
                          const char *index, const ssm_value *v) {
   int b = binding_of(c, v);
   c->vec4 |= 1u << b;
-  ssm_sb_printf(loads, "void %s(%suint k, out vec4 a, out vec4 b) {\n", name, params);
-  if (v->type.dtype == SSM_F32) {
-    ssm_sb_printf(loads, "  uint i = (%s) >> 2u;\n  a = uintBitsToFloat(ldq%d(i));\n"
-                  "  b = uintBitsToFloat(ldq%d(i + 1u));\n", index, b, b);
-  } else {
-    ssm_sb_printf(loads, "  uvec4 q = ldq%d((%s) >> 3u);\n", b, index);
-    if (v->type.dtype == SSM_F16)
-      ssm_sb_printf(loads, "  a = vec4(unpackHalf2x16(q.x), unpackHalf2x16(q.y));\n"
-                    "  b = vec4(unpackHalf2x16(q.z), unpackHalf2x16(q.w));\n");
-    else /* bf16: the high half of an f32 */
-      ssm_sb_printf(loads, "  a = uintBitsToFloat(uvec4(q.x << 16u, q.x & 0xffff0000u, q.y << 16u, "
-                    "q.y & 0xffff0000u));\n  b = uintBitsToFloat(uvec4(q.z << 16u, "
-                    "q.z & 0xffff0000u, q.w << 16u, q.w & 0xffff0000u));\n");
-  }
-  ssm_sb_printf(loads, "}\n");
+  const char *snippet = v->type.dtype == SSM_F32   ? "load8_f32"
+                        : v->type.dtype == SSM_F16 ? "load8_f16"
+                                                   : "load8_bf16";
+  ssm_sb_printf(loads, "%s\n",
+                SNIPPET(c, "helpers", snippet, "NAME", name, "PARAMS", params, "INDEX", index, "B",
+                        I64(b)));
 }
 
 /* Whether load_w can read weight w straight from memory (load8_weight):
@@ -973,15 +953,15 @@ static void coop_loads(gctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
   if (x && K % 8 == 0 && ssm_type_numel(&x->type) % K == 0)
     load8_direct(c, wide, "load_x", "uint m, ", ssm_arena_printf(c->a, "m * %s + k", kk), x);
   else
-    load8(wide, "load_x", "uint m, ", "m, ", "in_x", K);
+    load8(c, wide, "load_x", "uint m, ", "m, ", "in_x", K);
   if (g && K % 8 == 0 && ssm_type_numel(&g->type) == K)
     load8_direct(c, wide, "load_g", "", "k", g);
   else
-    load8(wide, "load_g", "", "", "gain", K);
+    load8(c, wide, "load_g", "", "", "gain", K);
   if (weight_direct(c, mm->args[1], K))
     load8_weight(c, wide, mm->args[1], K);
   else
-    load8(wide, "load_w", "uint n, ", "n, ", "in_w", K);
+    load8(c, wide, "load_w", "uint n, ", "n, ", "in_w", K);
 }
 
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
@@ -1053,7 +1033,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
   int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
   int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
-  int coop = !is_wgsl(c) && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
+  int coop = lang(c)->coop_matrix && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
              !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K);
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector
@@ -1070,13 +1050,13 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
   int counted = T > 1 && M % T == 0 && reads_count(c, T);
   const char *live = counted ? ssm_arena_printf(c->a, "%s * %lldu", run_min(c, T), (long long)(M / T))
                              : ssm_arena_printf(c->a, "%lldu", (long long)M);
-  const char *run = counted && !is_wgsl(c) ? RUN_DECL : "";
+  const char *run = counted ? lang(c)->run_decl : "";
   /* GLSL, where big blocks still make KNOB_GEMM_BIG_GROUPS: those, on the
    * same grid (REMAP); WGSL keeps the grid's blocks (its workgroup memory
    * is 16 KiB) */
   int64_t kbm = BM, kbn = BN, ktm = TM, ktn = TN, kbk = BK;
   uint32_t klocal = local;
-  int remap = big && !is_wgsl(c);
+  int remap = big && lang(c)->big_tiles;
   if (remap) {
     kbm = kbn = bigb, ktm = ktn = KNOB_GEMM_BIG_TILE, kbk = KNOB_GEMM_BIG_BK;
     klocal = (uint32_t)((kbm / ktm) * (kbn / ktn));
@@ -1086,7 +1066,7 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
    * k-group gets its slices: split-K, 4 x 4 a thread */
   int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
   int64_t splitk = 1;
-  if (!is_wgsl(c) && !remap && !norm && groups < KNOB_GEMM_MIN_GROUPS) {
+  if (lang(c)->big_tiles && !remap && !norm && groups < KNOB_GEMM_MIN_GROUPS) {
     int64_t group_threads = (BM / 4) * (BN / TN), slices = KNOB_GEMM_SPLIT_K_SLICES;
     splitk = (KNOB_GEMM_SPLIT_K_THREADS / group_threads + groups - 1) / groups;
     splitk = splitk < KNOB_GEMM_SPLIT_K_MIN ? KNOB_GEMM_SPLIT_K_MIN
@@ -1105,10 +1085,12 @@ static ssm_status gen_gemm(gctx *c, ssm_cg_kernel *out) {
                       "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
                       "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
-                      /* GLSL's REMAP; the WGSL template's padded rows of x */
-                      is_wgsl(c) ? "PX" : "REMAP", is_wgsl(c) ? I64(BM + 1) : remap ? "1" : "0",
-                      /* the WGSL template's padded rows of w; GLSL's k-groups */
-                      is_wgsl(c) ? "PW" : "SPLITK", is_wgsl(c) ? I64(BN + 1) : I64(splitk), NULL};
+                      /* REMAP, or the padded rows of x of the template without big tiles */
+                      lang(c)->big_tiles ? "REMAP" : "PX",
+                      lang(c)->big_tiles ? (remap ? "1" : "0") : I64(BM + 1),
+                      /* the k-groups, or the padded rows of w */
+                      lang(c)->big_tiles ? "SPLITK" : "PW",
+                      lang(c)->big_tiles ? I64(splitk) : I64(BN + 1), NULL};
   const char *glsl_form =
       big ? ssm_arena_printf(c->a, " (GLSL: BM=BN=%lld BK=%d TM=TN=%d LOCAL=%lld)", (long long)bigb,
                              KNOB_GEMM_BIG_BK, KNOB_GEMM_BIG_TILE,
@@ -1170,16 +1152,16 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
     cols = wide ? KNOB_GEMV_WIDE_COLS : KNOB_GEMV_COLS;
     if (wide) rows = KNOB_GEMV_WIDE_ROWS;
   }
-  if (is_wgsl(c)) return matmul_kernel(c, cols ? cols : rows, out);
+  if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   ssm_sb loads = {0};
   load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
-  load8(&loads, "load_x", "uint m, ", "m, ", "in_x", K);
+  load8(c, &loads, "load_x", "uint m, ", "m, ", "in_x", K);
   if (norm && norm->nargs > 1) {
     coords gk = {.rank = 1, .c = {"k"}};
     load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
-    load8(&loads, "load_g", "", "", "gain", K);
+    load8(c, &loads, "load_g", "", "", "gain", K);
   }
   int direct = weight_direct(c, wv, K);
   if (direct) {
@@ -1187,10 +1169,10 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
   } else {
     coords wk = {.rank = 2, .c = {"n", "k"}};
     load_fn(c, &loads, "in_w", "n k", wv, &wk);
-    load8(&loads, "load_w", "uint n, ", "n, ", "in_w", K);
+    load8(c, &loads, "load_w", "uint n, ", "n, ", "in_w", K);
   }
   if (norm && norm->nargs < 2)
-    ssm_sb_printf(&loads, "void load_g(uint k, out vec4 a, out vec4 b) { a = b = vec4(1.0); }\n");
+    ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "helpers", "load8_ones"));
   /* one group of ROWS columns: the threads that will write them read their
    * epilogue's operands first (TOUCH), so that those loads (a decode conv's
    * state and weights, a residual) wait alongside the weights' rather than
@@ -1219,22 +1201,8 @@ static ssm_status gen_gemv(gctx *c, ssm_cg_kernel *out) {
  * `value` into part[l], then the first thread of each row sums its row's N
  * parts in order of n into q and does `store`. */
 static void pre_reduce(gctx *c, ssm_sb *pre, const char *value, int64_t N, const char *store) {
-  if (is_wgsl(c))
-    ssm_sb_printf(pre,
-                  "  for (var j = 0u; j < nt; j++) {\n    var p = 0.0;\n"
-                  "    if (live) { p = %s; }\n    part[l] = p;\n"
-                  "    workgroupBarrier();\n    if (n == 0u && live) {\n      var q = 0.0;\n"
-                  "      for (var i = 0u; i < %lldu; i++) { q += part[l + i]; }\n"
-                  "      %s;\n    }\n    workgroupBarrier();\n  }\n",
-                  value, (long long)N, store);
-  else
-    ssm_sb_printf(pre,
-                  "  for (uint j = 0u; j < nt; j++) {\n"
-                  "    part[l] = live ? %s : 0.0;\n    barrier();\n"
-                  "    if (n == 0u && live) {\n      float q = 0.0;\n"
-                  "      for (uint i = 0u; i < %lldu; i++) q += part[l + i];\n"
-                  "      %s;\n    }\n    barrier();\n  }\n",
-                  value, (long long)N, store);
+  ssm_sb_printf(pre, "%s\n",
+                SNIPPET(c, "scan", "pre_reduce", "VALUE", value, "N", I64(N), "STORE", store));
 }
 
 static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
@@ -1286,23 +1254,19 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
     if (norm) { /* the row's rsqrt first (matmul_helper) */
       const ssm_type *xt = &norm->args[0]->type;
       int64_t K = xt->dims[xt->rank - 1];
-      ssm_sb_printf(&c->helpers, LANG(c, "shared float prr%d[%lld];\n",
-                                      "var<workgroup> prr%d: array<f32, %lld>;\n"),
-                    id, (long long)(c->pre_t * rows));
+      ssm_cg_spell(&c->helpers, lang(c)->shared_f32s, ssm_arena_printf(c->a, "prr%d", id),
+                   I64(c->pre_t * rows));
+      ssm_sb_printf(&c->helpers, "\n");
       if (K <= SSM_SMALL_ROW) {
         int rh = rms_helper(c, norm, 0);
-        ssm_sb_printf(&pre, LANG(c, "  for (uint j = 0u; j < nt; j++)\n"
-                                    "    if (n == 0u && live) prr%d[%s] = rms%d(j);\n  barrier();\n",
-                                 "  for (var j = 0u; j < nt; j++) {\n"
-                                 "    if (n == 0u && live) { prr%d[%s] = rms%d(j); }\n  }\n"
-                                 "  workgroupBarrier();\n"),
-                      id, at, rh);
+        ssm_sb_printf(&pre, "%s\n",
+                      SNIPPET(c, "scan", "pre_rms", "ID", I64(id), "AT", at, "RH", I64(rh)));
       } else {
+        const char *mean = ssm_arena_printf(c->a, "q / %s + %s", float_lit(c, (double)K),
+                                            float_lit(c, ssm_node_float(norm, "eps", 0)));
         pre_reduce(c, &pre, ssm_arena_printf(c->a, "mmq%d(j, n, %lldu)", id, (long long)N), N,
-                   ssm_arena_printf(c->a, "prr%d[%s] = %s(q / %s + %s)", id, at,
-                                    LANG(c, "inversesqrt", "inverseSqrt"),
-                                    float_lit(c, (double)K),
-                                    float_lit(c, ssm_node_float(norm, "eps", 0))));
+                   ssm_arena_printf(c->a, "prr%d[%s] = %s", id, at,
+                                    ssm_cg_spelled(c->a, lang(c)->rsqrt, mean)));
       }
       dot = ssm_arena_printf(c->a, "mmp%d(j, s, n, %lldu, prr%d[%s])", id, (long long)N, id, at);
     }
@@ -1313,23 +1277,20 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
    * computed, one a thread (rms<id>, the sums the uncached form does) */
   int64_t tc = KNOB_SCAN_SHARED / (local + c->nrmc);
   if (tc > T) tc = T;
-  ssm_sb chunk = {0};
-  if (c->nrmc) ssm_sb_printf(&chunk, "    g_t0 = t0;\n    g_tn = tn;\n");
   /* every cached norm's rows in one loop, a row a thread (rather than one
    * norm after the other): a thread waits for one row's loads */
-  if (c->nrmc)
-    ssm_sb_printf(&chunk,
-                  LANG(c, "    for (uint i = l; i < tn * %du; i += %lldu) {\n"
-                          "      uint r = i %% tn, q = i / tn;\n",
-                       "    for (var i = l; i < tn * %du; i += %lldu) {\n"
-                       "      let r = i %% tn;\n      let q = i / tn;\n"),
-                  c->nrmc, (long long)local);
-  for (int i = 0; i < c->nrmc; i++)
-    ssm_sb_printf(&chunk, LANG(c, "      %sif (q == %du) rmc%d_[r] = rms%d(t0 + r);\n",
-                               "      %sif (q == %du) { rmc%d_[r] = rms%d(t0 + r); }\n"),
-                  i ? "else " : "", i, c->rmc_id[i], c->rmc_id[i]);
-  if (c->nrmc) ssm_sb_printf(&chunk, "    }\n");
-  if (c->nrmc) ssm_sb_printf(&chunk, LANG(c, "    barrier();\n", "    workgroupBarrier();\n"));
+  const char *chunk = "";
+  if (c->nrmc) {
+    ssm_sb cases = {0};
+    for (int i = 0; i < c->nrmc; i++)
+      ssm_sb_printf(&cases, "%s\n",
+                    SNIPPET(c, "scan", "chunk_norm", "ELSE", i ? "else " : "", "Q", I64(i), "H",
+                            I64(c->rmc_id[i])));
+    chunk = ssm_arena_printf(c->a, "%s\n",
+                             SNIPPET(c, "scan", "chunk", "NORMS", I64(c->nrmc), "LOCAL", I64(local),
+                                     "CASES", ssm_sb_str(&cases)));
+    ssm_sb_free(&cases);
+  }
   grid_per_item((S + rows - 1) / rows, out->groups);
   /* steps whose inputs a thread reads at once (scan.glsl.in) */
   int64_t unroll = tc < KNOB_SCAN_UNROLL ? tc : KNOB_SCAN_UNROLL;
@@ -1339,7 +1300,7 @@ static ssm_status gen_scan(gctx *c, ssm_cg_kernel *out) {
                         I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", buffers_decl(c), "COMMON", common(c), "LOADS",
                         loads_text(c, &loads), "PRE", sb_take(&pre, c->a),
-                        "CHUNK", sb_take(&chunk, c->a), NULL};
+                        "CHUNK", chunk, NULL};
   run_count(c, T, kv, sizeof kv / sizeof *kv);
   return finish(c, "scan", ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
                                             (long long)T, (long long)S, (long long)N,
@@ -1412,8 +1373,8 @@ static ssm_status gen_attention(gctx *c, ssm_cg_kernel *out) {
 /* -inf, as float_lit writes it */
 #define NEG_INF(c) float_lit(c, -INFINITY)
 
-/* The op's parts of the rowreduce template. Each language has its own
- * spelling of the same statements. */
+/* The op's parts of the rowreduce template: its snippets <op>.part, .init,
+ * .accum, .combine and .finish (templates/rowreduce.*.in). */
 static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *xt = &n->args[0]->type;
@@ -1427,56 +1388,30 @@ static ssm_status gen_rowreduce(gctx *c, ssm_cg_kernel *out) {
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
   load_fn(c, &loads, "in_x", "row c", n->args[0], &k);
-  const char *part_t = LANG(c, "float", "f32"), *init, *accum, *combine, *finish_code;
+  const char *part_t, *init, *accum, *combine, *finish_code;
   const char *C_ = I64(C), *L_ = U32(local), *ninf = NEG_INF(c);
-  const char *vec2 = LANG(c, "vec2", "vec2<f32>"), *flt = LANG(c, "float", "f32");
-  /* a loop over this thread's elements of the row, and an element store */
-  const char *each = ssm_arena_printf(c->a, LANG(c, "for (uint c = lid; c < %su; c += %su)\n    ",
-                                                 "for (var c = lid; c < %su; c += %su) {\n    "), C_, L_);
-  const char *each_end = LANG(c, "", "\n  }");
-  const char *store = LANG(c, "b0.v[base + c] = epilogue(%s, base + c);",
-                           "b0_st(base + c, epilogue(%s, base + c));");
   if (n->op == SSM_OP_RMSNORM) {
     coords wk = {.rank = 1, .c = {"c"}};
     if (n->nargs > 1) load_fn(c, &loads, "in_w", "c", n->args[1], &wk);
     else const_fn(c, &loads, "in_w", "c", "1.0");
-    init = "0.0";
-    accum = "p += x * x";
-    combine = "part[lid] += part[lid + s]";
-    finish_code = ssm_arena_printf(c->a, "%s inv = %s(r / %s(%s) + %s);\n  %s%s%s",
-                                   LANG(c, "float", "let"), LANG(c, "inversesqrt", "inverseSqrt"),
-                                   flt, C_, float_lit(c, ssm_node_float(n, "eps", 0)), each,
-                                   ssm_arena_printf(c->a, store, "in_x(row, c) * inv * in_w(c)"),
-                                   each_end);
+    part_t = SNIPPET0(c, "rowreduce", "rmsnorm.part");
+    init = SNIPPET0(c, "rowreduce", "rmsnorm.init");
+    accum = SNIPPET0(c, "rowreduce", "rmsnorm.accum");
+    combine = SNIPPET0(c, "rowreduce", "rmsnorm.combine");
+    finish_code = SNIPPET(c, "rowreduce", "rmsnorm.finish", "C", C_, "LOCAL", L_, "EPS",
+                          float_lit(c, ssm_node_float(n, "eps", 0)));
   } else if (n->op == SSM_OP_SOFTMAX) {
-    /* (max, sum of exp(x - max)); empty partials are (-inf, 0) */
-    part_t = vec2;
-    init = ssm_arena_printf(c->a, "%s(%s, 0.0)", vec2, ninf);
-    accum = ssm_arena_printf(c->a, "if (x != %s) { %s m = max(p.x, x);"
-                             " p.y = p.y * exp(p.x - m) + exp(x - m); p.x = m; }", ninf,
-                             LANG(c, "float", "let"));
-    combine = ssm_arena_printf(c->a, "%s o = part[lid + s]; %s q = part[lid];"
-                               " if (o.y > 0.0) { if (q.y == 0.0) { part[lid] = o; } else {"
-                               " %s m = max(q.x, o.x);"
-                               " part[lid] = %s(m, q.y * exp(q.x - m) + o.y * exp(o.x - m)); } }",
-                               LANG(c, "vec2", "let"), LANG(c, "vec2", "let"),
-                               LANG(c, "float", "let"), vec2);
-    finish_code = ssm_arena_printf(c->a, "%s%s%s", each,
-                                   ssm_arena_printf(c->a, store, "exp(in_x(row, c) - r.x) / r.y"),
-                                   each_end);
-  } else { /* argmax: first index of the largest value; a thread's first element always counts */
-    part_t = vec2;
-    init = ssm_arena_printf(c->a, "%s(%s, %s(%s))", vec2, ninf, flt, C_);
-    accum = ssm_arena_printf(c->a, "if (x > p.x || p.y == %s(%s)) { p = %s(x, %s(c)); }", flt, C_,
-                             vec2, flt);
-    combine = ssm_arena_printf(c->a,
-                  "%s o = part[lid + s]; %s q = part[lid];"
-                  " if (o.y != %s(%s) && (q.y == %s(%s) || o.x > q.x ||"
-                  " (o.x == q.x && o.y < q.y))) { part[lid] = o; }",
-                  LANG(c, "vec2", "let"), LANG(c, "vec2", "let"), flt, C_, flt, C_);
-    finish_code = ssm_arena_printf(c->a, LANG(c, "if (lid == 0u) b0.v[row] = min(int(r.y), %lld);",
-                                              "if (lid == 0u) { b0_st(row, min(i32(r.y), %lld)); }"),
-                                   (long long)C - 1);
+    part_t = SNIPPET0(c, "rowreduce", "softmax.part");
+    init = SNIPPET(c, "rowreduce", "softmax.init", "NINF", ninf);
+    accum = SNIPPET(c, "rowreduce", "softmax.accum", "NINF", ninf);
+    combine = SNIPPET0(c, "rowreduce", "softmax.combine");
+    finish_code = SNIPPET(c, "rowreduce", "softmax.finish", "C", C_, "LOCAL", L_);
+  } else {
+    part_t = SNIPPET0(c, "rowreduce", "argmax.part");
+    init = SNIPPET(c, "rowreduce", "argmax.init", "NINF", ninf, "C", C_);
+    accum = SNIPPET(c, "rowreduce", "argmax.accum", "C", C_);
+    combine = SNIPPET(c, "rowreduce", "argmax.combine", "C", C_);
+    finish_code = SNIPPET(c, "rowreduce", "argmax.finish", "CLAST", I64(C - 1));
   }
   if (n->op != SSM_OP_ARGMAX) epilogue_fn(c, &loads, 0);
   grid_per_item(rows, out->groups);
@@ -1537,8 +1472,7 @@ static ssm_status gen_reduce(gctx *c, ssm_cg_kernel *out) {
     init = NEG_INF(c);
     accum = "acc = max(acc, x)";
   } else if (!strcmp(kind, "mean")) {
-    final = ssm_arena_printf(c->a, LANG(c, "acc / float(%lld)", "acc / f32(%lld)"),
-                             (long long)xt->dims[axis]);
+    final = ssm_arena_printf(c->a, "acc / %s(%lld)", lang(c)->f32, (long long)xt->dims[axis]);
   }
   uint32_t local = KNOB_REDUCE_THREADS;
   out->groups[0] = groups_for(outer * inner, local);
@@ -1560,9 +1494,8 @@ static ssm_status gen_sample(gctx *c, ssm_cg_kernel *out) {
   const ssm_node *st = n->args[1]->def;
   if (st->op != SSM_OP_STATE)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: its sampler must be a state tensor");
-  /* WGSL: at most 256 threads, the maxComputeInvocationsPerWorkgroup that
-   * every WebGPU adapter supports (the grid is one workgroup either way) */
-  uint32_t local = pow2_threads(V, KNOB_SAMPLE_THREADS_MIN, is_wgsl(c) ? KNOB_ROW_THREADS_MAX : 1024);
+  /* as many threads as the language allows (the grid is one workgroup) */
+  uint32_t local = pow2_threads(V, KNOB_SAMPLE_THREADS_MIN, (uint32_t)lang(c)->max_threads);
   ssm_sb loads = {0};
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
@@ -1587,8 +1520,8 @@ static void load_index(gctx *c, ssm_sb *loads, const char *name, const ssm_value
   coords k = row_coords(c, &v->type, "j");
   ssm_sb e = {0};
   emit(c, v, &k, &e, 0);
-  ssm_sb_printf(loads, LANG(c, "int %s(uint m, uint j) { return int(%s); }\n",
-                            "fn %s(m: u32, j: u32) -> i32 { return i32(%s); }\n"), name, ssm_sb_str(&e));
+  fn_head_typed(c, loads, lang(c)->i32, name, "m j");
+  ssm_sb_printf(loads, "{ return %s(%s); }\n", lang(c)->i32, ssm_sb_str(&e));
   ssm_sb_free(&e);
 }
 
@@ -1598,7 +1531,7 @@ static ssm_status pos_binding(gctx *c, int i, const char **out) {
   if (member(c, pos) || ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: pos must be a tensor in memory",
                           ssm_op_info_get(c->anchor->op)->name);
-  *out = ssm_arena_printf(c->a, LANG(c, "ld%d(0u)", "b%d_ld(0u)"), binding_of(c, c->anchor->args[i]));
+  *out = ssm_cg_spelled(c->a, lang(c)->load, I64(binding_of(c, c->anchor->args[i])), "0u");
   return NULL;
 }
 
@@ -1628,47 +1561,18 @@ static ssm_status gen_rope(gctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   coords xk = {.rank = 3, .c = {"t", "h", "d"}};
   load_fn(c, &loads, "in_x", "t h d", n->args[0], &xk);
-  ssm_sb_printf(&loads, LANG(c, "const float INV[%lld] = float[](",
-                             "var<private> INV: array<f32, %lld> = array<f32, %lld>("),
-                (long long)half, (long long)half);
+  ssm_sb inv = {0};
   for (int64_t j = 0; j < half; j++)
-    ssm_sb_printf(&loads, "%s%.9g", j ? ", " : "", 1.0f / powf(theta, (float)(2 * j) / (float)dims));
-  ssm_sb_printf(&loads, ");\n");
+    ssm_sb_printf(&inv, "%s%.9g", j ? ", " : "", 1.0f / powf(theta, (float)(2 * j) / (float)dims));
+  ssm_sb_printf(&loads, "%s\n",
+                SNIPPET(c, "items", "rope.inv", "N", I64(half), "VALUES", ssm_sb_str(&inv)));
+  ssm_sb_free(&inv);
   epilogue_fn(c, &loads, 0);
   const char *cond = il ? "d % 2u == 0u" : ssm_arena_printf(c->a, "d < %lldu", (long long)half);
   const char *jx = il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half);
   int64_t step = il ? 1 : half;
-  const char *body = is_wgsl(c)
-      ? ssm_arena_printf(c->a,
-      "    let t = i / %lldu;\n    let h = (i / %lldu) %% %lldu;\n    let d = i %% %lldu;\n"
-      "    let x = in_x(t, h, d);\n"
-      "    var r = x;\n"
-      "    if (d < %lldu) {\n"
-      "      let lo = %s;\n"
-      "      let j = %s;\n"
-      "      let o = select(d - %lldu, d + %lldu, lo);\n"
-      "      let ang = f32(u32(max(%s, 0)) + t) * INV[j];\n"
-      "      let y = in_x(t, h, o);\n"
-      "      let cs = ssm_cos_sin(ang);\n"
-      "      r = select(x * cs.x + y * cs.y, x * cs.x - y * cs.y, lo);\n"
-      "    }\n"
-      "    b0_st(i, epilogue(r, i));",
-      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
-      (long long)step, (long long)step, pos)
-      : ssm_arena_printf(c->a,
-      "    uint t = i / %lldu, h = (i / %lldu) %% %lldu, d = i %% %lldu;\n"
-      "    float x = in_x(t, h, d), r = x;\n"
-      "    if (d < %lldu) {\n"
-      "      bool lo = %s;\n"
-      "      uint j = %s, o = lo ? d + %lldu : d - %lldu;\n"
-      "      float ang = float(uint(max(%s, 0)) + t) * INV[j];\n"
-      "      float y = in_x(t, h, o);\n"
-      "      vec2 cs = ssm_cos_sin(ang);\n"
-      "      r = lo ? x * cs.x - y * cs.y : x * cs.x + y * cs.y;\n"
-      "    }\n"
-      "    b0.v[i] = epilogue(r, i);",
-      (long long)(H * D), (long long)D, (long long)H, (long long)D, (long long)dims, cond, jx,
-      (long long)step, (long long)step, pos);
+  const char *body = SNIPPET(c, "items", "rope", "HD", I64(H * D), "D", I64(D), "H", I64(H), "DIMS",
+                             I64(dims), "LO", cond, "J", jx, "STEP", I64(step), "POS", pos);
   return items_kernel(c, &loads, T * H * D, body,
                       ssm_arena_printf(c->a, "T=%lld H=%lld D=%lld dims=%lld interleaved=%d", (long long)T,
                                        (long long)H, (long long)D, (long long)dims, il), out);
@@ -1680,8 +1584,7 @@ static ssm_status gen_positions(gctx *c, ssm_cg_kernel *out) {
   SSM_TRY(pos_binding(c, 1, &pos));
   ssm_sb loads = {0};
   epilogue_fn(c, &loads, 0);
-  const char *body = ssm_arena_printf(c->a, LANG(c, "    b0.v[i] = epilogue(float(%s + int(i)), i);",
-                                                   "    b0_st(i, epilogue(f32(%s + i32(i)), i));"), pos);
+  const char *body = SNIPPET(c, "items", "positions", "POS", pos);
   return items_kernel(c, &loads, T, body, ssm_arena_printf(c->a, "T=%lld", (long long)T), out);
 }
 
@@ -1695,14 +1598,7 @@ static ssm_status gen_gather(gctx *c, ssm_cg_kernel *out) {
   load_rows(c, &loads, "in_x", n->args[0]);
   load_index(c, &loads, "in_idx", n->args[1]);
   epilogue_fn(c, &loads, 0);
-  const char *body = ssm_arena_printf(c->a, LANG(c,
-      "    uint m = i / %lldu, j = i %% %lldu;\n"
-      "    uint k = uint(clamp(in_idx(m, j), 0, %lld));\n"
-      "    b0.v[i] = epilogue(in_x(m, k), i);",
-      "    let m = i / %lldu;\n    let j = i %% %lldu;\n"
-      "    let k = u32(clamp(in_idx(m, j), 0, %lld));\n"
-      "    b0_st(i, epilogue(in_x(m, k), i));"),
-      (long long)K, (long long)K, (long long)W - 1);
+  const char *body = SNIPPET(c, "items", "gather", "K", I64(K), "WLAST", I64(W - 1));
   return items_kernel(c, &loads, count, body,
                       ssm_arena_printf(c->a, "N=%lld K=%lld", (long long)W, (long long)K), out);
 }
@@ -1716,62 +1612,8 @@ static ssm_status gen_topk(gctx *c, ssm_cg_kernel *out) {
   int64_t K = ssm_node_int(n, "k", 1);
   ssm_sb loads = {0};
   load_rows(c, &loads, "in_x", n->args[0]);
-  if (is_wgsl(c))
-    ssm_sb_printf(&loads,
-                  "fn ssm_isnan(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }\n"
-                  "fn before(a: f32, ia: u32, b: f32, ib: u32) -> bool {\n"
-                  "  let na = ssm_isnan(a);\n  let nb = ssm_isnan(b);\n"
-                  "  if (na != nb) { return na; }\n"
-                  "  if (!na && a != b) { return a > b; }\n"
-                  "  return ia < ib;\n"
-                  "}\n");
-  else
-  ssm_sb_printf(&loads,
-                "bool before(float a, uint ia, float b, uint ib) {\n"
-                "  bool na = isnan(a), nb = isnan(b);\n"
-                "  if (na != nb) return na;\n"
-                "  if (!na && a != b) return a > b;\n"
-                "  return ia < ib;\n"
-                "}\n");
-  const char *body = is_wgsl(c) ? ssm_arena_printf(c->a,
-      "    var prev = 0u;\n"
-      "    var pv = 0.0;\n"
-      "    for (var j = 0u; j < %lldu; j++) {\n"
-      "      var best = 0u;\n"
-      "      var bv = 0.0;\n"
-      "      var found = false;\n"
-      "      for (var e = 0u; e < %lldu; e++) {\n"
-      "        let v = in_x(i, e);\n"
-      "        if ((j == 0u || before(pv, prev, v, e)) && (!found || before(v, e, bv, best))) {\n"
-      "          best = e;\n"
-      "          bv = v;\n"
-      "          found = true;\n"
-      "        }\n"
-      "      }\n"
-      "      b0_st(i * %lldu + j, i32(best));\n"
-      "      prev = best;\n"
-      "      pv = bv;\n"
-      "    }",
-      (long long)K, (long long)W, (long long)K) : ssm_arena_printf(c->a,
-      "    uint prev = 0u;\n"
-      "    float pv = 0.0;\n"
-      "    for (uint j = 0u; j < %lldu; j++) {\n"
-      "      uint best = 0u;\n"
-      "      float bv = 0.0;\n"
-      "      bool found = false;\n"
-      "      for (uint e = 0u; e < %lldu; e++) {\n"
-      "        float v = in_x(i, e);\n"
-      "        if ((j == 0u || before(pv, prev, v, e)) && (!found || before(v, e, bv, best))) {\n"
-      "          best = e;\n"
-      "          bv = v;\n"
-      "          found = true;\n"
-      "        }\n"
-      "      }\n"
-      "      b0.v[i * %lldu + j] = int(best);\n"
-      "      prev = best;\n"
-      "      pv = bv;\n"
-      "    }",
-      (long long)K, (long long)W, (long long)K);
+  ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "items", "topk.before"));
+  const char *body = SNIPPET(c, "items", "topk", "K", I64(K), "W", I64(W));
   return items_kernel(c, &loads, rows, body,
                       ssm_arena_printf(c->a, "ROWS=%lld N=%lld k=%lld", (long long)rows, (long long)W,
                                        (long long)K), out);
@@ -1793,18 +1635,8 @@ static ssm_status gen_matmul_sel(gctx *c, ssm_cg_kernel *out) {
   load_fn(c, &loads, "in_w", "e o k", n->args[1], &wk);
   load_index(c, &loads, "in_idx", n->args[2]);
   epilogue_fn(c, &loads, 0);
-  const char *body = ssm_arena_printf(c->a, LANG(c,
-      "    uint t = i / %lldu, j = (i / %lldu) %% %lldu, o = i %% %lldu;\n"
-      "    uint e = uint(clamp(in_idx(t, j), 0, %lld));\n"
-      "    float acc = 0.0;\n"
-      "    for (uint k = 0u; k < %lldu; k++) acc += in_x(t, j, k) * in_w(e, o, k);\n"
-      "    b0.v[i] = epilogue(acc, i);",
-      "    let t = i / %lldu;\n    let j = (i / %lldu) %% %lldu;\n    let o = i %% %lldu;\n"
-      "    let e = u32(clamp(in_idx(t, j), 0, %lld));\n"
-      "    var acc = 0.0;\n"
-      "    for (var k = 0u; k < %lldu; k++) { acc += in_x(t, j, k) * in_w(e, o, k); }\n"
-      "    b0_st(i, epilogue(acc, i));"),
-      (long long)(P * N), (long long)N, (long long)P, (long long)N, (long long)E - 1, (long long)K);
+  const char *body = SNIPPET(c, "items", "matmul_sel", "PN", I64(P * N), "N", I64(N), "P", I64(P),
+                             "ELAST", I64(E - 1), "K", I64(K));
   return items_kernel(c, &loads, T * P * N, body,
                       ssm_arena_printf(c->a, "T=%lld k=%lld E=%lld N=%lld K=%lld", (long long)T, (long long)P,
                                        (long long)E, (long long)N, (long long)K), out);
