@@ -15,7 +15,7 @@
 
 #include "codegen/internal.h"
 
-#define SNIPPET "//@ "
+#define SNIPPET_LINE "//@ "
 
 /* The first of `s` in [p, end), or NULL. */
 static const char *find(const char *p, const char *end, const char *s) {
@@ -27,9 +27,9 @@ static const char *find(const char *p, const char *end, const char *s) {
 
 /* The first line of [p, end) that starts a snippet, or end (p starts a line). */
 static const char *snippet_line(const char *p, const char *end) {
-  size_t n = strlen(SNIPPET);
+  size_t n = strlen(SNIPPET_LINE);
   while (p < end) {
-    if ((size_t)(end - p) >= n && !memcmp(p, SNIPPET, n)) return p;
+    if ((size_t)(end - p) >= n && !memcmp(p, SNIPPET_LINE, n)) return p;
     const char *nl = memchr(p, '\n', (size_t)(end - p));
     p = nl ? nl + 1 : end;
   }
@@ -109,7 +109,7 @@ ssm_status ssm_cg_snippet_expand(ssm_arena *a, const char *family, ssm_lang lang
   const char *end = t + strlen(t);
   size_t n = strlen(name);
   for (const char *p = snippet_line(t, end); p < end;) {
-    const char *at = p + strlen(SNIPPET), *nl = memchr(p, '\n', (size_t)(end - p));
+    const char *at = p + strlen(SNIPPET_LINE), *nl = memchr(p, '\n', (size_t)(end - p));
     const char *body = nl ? nl + 1 : end, *next = snippet_line(body, end);
     if ((size_t)(end - at) > n && !memcmp(at, name, n) && strchr(":\n ", at[n])) {
       const char *last = next;
