@@ -124,7 +124,7 @@ int ssm_cg_rms_helper(cg_ctx *c, const ssm_node *n, int depth) {
  * which the scan's prologue runs for its rows (pre<id>, [T][ROWS] in
  * shared memory); and mm<id>(c0, n), the element, read from there.
  * When x is an rmsnorm member (Falcon-Mamba's dt norm), mmp<id> takes the
- * row's rsqrt(mean square + eps) as a fifth argument (named acc: fn_head's
+ * row's rsqrt(mean square + eps) as a fifth argument (named acc: ssm_cg_fn_head's
  * float), which the prologue computes first, once per row, and sums
  * (in * rsqrt * gain) * w, the arithmetic of the norm evaluated where it
  * is read: the same order as prefill's kernels. The mean square of a small
@@ -386,7 +386,7 @@ void ssm_cg_emit(cg_ctx *c, const ssm_value *v, const cg_coords *k, ssm_sb *out,
          * other rows (none, where the norm's rows are the scan's steps)
          * computed as uncached */
         h = ssm_cg_rms_helper(c, d, depth);
-        if (!c->nrmc) /* the pass's first step and steps, set by CHUNK (gen_scan) */
+        if (!c->nrmc) /* the pass's first step and steps, set by CHUNK (scan.c) */
           ssm_sb_printf(&c->helpers, "%s\n", SNIPPET0(c, "helpers", "rmc_pass"));
         ssm_sb_printf(&c->helpers, "%s\n", SNIPPET(c, "helpers", "rmc", "H", I64(h)));
         c->rmc_node[c->nrmc] = d;
@@ -431,7 +431,7 @@ void ssm_cg_emit(cg_ctx *c, const ssm_value *v, const cg_coords *k, ssm_sb *out,
 /* ---- load functions and the epilogue -------------------------------------- */
 
 /* `NAME(p0, ...) { return <operand at those coordinates>; }`, where the
- * parameters are the coordinates named in `params` (fn_head) and `k` says
+ * parameters are the coordinates named in `params` (ssm_cg_fn_head) and `k` says
  * how they map onto the operand's own coordinates. */
 void ssm_cg_load_fn(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
                     const ssm_value *v, const cg_coords *k) {

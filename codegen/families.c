@@ -157,7 +157,7 @@ ssm_status ssm_cg_gen_rowreduce(cg_ctx *c, ssm_cg_kernel *out) {
                       finish_code, NULL};
   return ssm_cg_finish(c, "rowreduce",
                        ssm_arena_printf(c->a, "ROWS=%lld C=%lld", (long long)rows, (long long)C),
-                kv, out);
+                       kv, out);
 }
 
 ssm_status ssm_cg_gen_embed(cg_ctx *c, ssm_cg_kernel *out) {
@@ -183,7 +183,8 @@ ssm_status ssm_cg_gen_embed(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(c, "embed",
                        ssm_arena_printf(c->a, "T=%lld H=%lld V=%lld", (long long)T, (long long)H,
-                                (long long)V), kv, out);
+                                        (long long)V),
+                       kv, out);
 }
 
 ssm_status ssm_cg_gen_reduce(cg_ctx *c, ssm_cg_kernel *out) {
@@ -222,8 +223,9 @@ ssm_status ssm_cg_gen_reduce(cg_ctx *c, ssm_cg_kernel *out) {
                       init, "ACCUM", accum, "FINAL", final, NULL};
   return ssm_cg_finish(c, "reduce",
                        ssm_arena_printf(c->a, "kind=%s OUTER=%lld AXIS=%lld INNER=%lld", kind,
-                                 (long long)outer, (long long)xt->dims[axis], (long long)inner),
-                kv, out);
+                                        (long long)outer, (long long)xt->dims[axis],
+                                        (long long)inner),
+                       kv, out);
 }
 
 ssm_status ssm_cg_gen_sample(cg_ctx *c, ssm_cg_kernel *out) {

@@ -13,7 +13,7 @@ static const ssm_node *matmul_loads(cg_ctx *c, ssm_sb *loads) {
   const ssm_node *mm = c->anchor;
   const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
   ssm_cg_load_rows(c, loads, "in_x", norm ? norm->args[0] : mm->args[0]);
-  /* the gain before the weight: bindings in gemv's order (gen_gemv) */
+  /* the gain before the weight: bindings in gemv's order (ssm_cg_gen_gemv) */
   if (norm && norm->nargs > 1) {
     cg_coords gk = {.rank = 1, .c = {"k"}};
     ssm_cg_load_fn(c, loads, "gain", "k", norm->args[1], &gk);
@@ -30,7 +30,8 @@ static const char *norm_eps(cg_ctx *c, const ssm_node *norm) {
   return norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0";
 }
 
-/* `cols` columns per workgroup (WGSL only: its gemv, below; GLSL has 1). */
+/* `cols` columns per workgroup: more than 1 for the gemv of a language
+ * without subgroups (ssm_cg_gen_gemv). */
 static ssm_status matmul_kernel(cg_ctx *c, int64_t cols, ssm_cg_kernel *out) {
   const ssm_node *mm = c->anchor;
   const ssm_type *w = &mm->args[1]->type;
@@ -45,11 +46,12 @@ static ssm_status matmul_kernel(cg_ctx *c, int64_t cols, ssm_cg_kernel *out) {
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                       "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads),
-                      /* the gemv of a language without subgroups (gen_gemv) */
+                      /* the gemv of a language without subgroups (ssm_cg_gen_gemv) */
                       lang(c)->subgroups ? NULL : "COLS", I64(cols), NULL};
   return ssm_cg_finish(c, "matmul",
                        ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
-                                 (long long)K, (long long)N, (long long)TT, local), kv, out);
+                                        (long long)K, (long long)N, (long long)TT, local),
+                       kv, out);
 }
 
 ssm_status ssm_cg_gen_matmul(cg_ctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
@@ -353,8 +355,8 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   /* one group of ROWS columns: the threads that will write them read their
    * epilogue's operands first (TOUCH), so that those loads (a decode conv's
    * state and weights, a residual) wait alongside the weights' rather than
-   * after the sums. The COLS form keeps x in registers, which the touched
-   * values would compete with, so it goes without. */
+   * after the sums. The COLS form, which keeps x in registers, gains
+   * nothing from it and goes without. */
   int touch = ssm_cg_epilogue(c, &loads, KNOB_GEMV_TOUCH && !cols);
   /* at least K/8 threads (8 values of k each a step) */
   uint32_t local = ssm_cg_pow2_threads((K + 7) / 8 * 4, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
@@ -369,8 +371,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
                       ssm_cg_loads_text(c, &loads), NULL};
   return ssm_cg_finish(c, "gemv",
                        ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld LOCAL=%u%s",
-                                            (long long)M, (long long)K, (long long)N,
-                                            (long long)rows, (long long)cols, local,
-                                            direct ? " vec" : ""),
-                kv, out);
+                                        (long long)M, (long long)K, (long long)N, (long long)rows,
+                                        (long long)cols, local, direct ? " vec" : ""),
+                       kv, out);
 }
