@@ -3,31 +3,34 @@
  * thresholds that choose one kernel over another, each with the reason for
  * its value in one line. A knob changes how fast a kernel runs, never what
  * it computes beyond the order of f32 sums that the families document. The
- * measurements behind the values are in docs/performance.md; limits of the
- * languages themselves are in lang.c.
+ * measurements behind the values are in docs/performance.md; what each
+ * language allows is in lang.def.
  */
 #ifndef SSM_CODEGEN_KNOBS_H
 #define SSM_CODEGEN_KNOBS_H
 
 /* ---- one item a thread ---------------------------------------------------- */
 
-/* elementwise and embedding rows: 256 threads hide memory latency on any GPU */
+/* elementwise work: 256 threads hide memory latency on any GPU */
 #define KNOB_POINTWISE_THREADS 256
+/* embedding rows: element copies, as elementwise work */
 #define KNOB_EMBED_THREADS 256
+/* reduce: one output a thread, each a serial loop over the axis */
 #define KNOB_REDUCE_THREADS 256
-/* rope, gather, topk, matmul_sel: a few items of serial work, so small workgroups */
+/* rope, gather, topk, matmul_sel: few items of serial work, so small workgroups */
 #define KNOB_ITEMS_THREADS 64
-/* attention: a workgroup a query head and token, its threads over the head's dims */
+/* attention: a workgroup a query head and token, its threads over the head's dims (DPT each) */
 #define KNOB_ATTENTION_THREADS 64
-/* conv1d: a thread a channel and block of steps */
+/* conv1d: a thread a channel and block of steps; 64 is a wave or two subgroups anywhere */
 #define KNOB_CONV1D_THREADS 64
 /* conv1d: steps a thread, so that its window's K - 1 past inputs are read once a block */
 #define KNOB_CONV1D_STEPS 16
 
 /* ---- threads that share a row --------------------------------------------- */
 
-/* a row's threads: a subgroup at least, 256 at most (WebGPU's default limit) */
+/* a row's threads at least: one subgroup, so that its reduction has no idle lanes */
 #define KNOB_ROW_THREADS_MIN 32
+/* a row's threads at most: WebGPU's default limit, which every device allows */
 #define KNOB_ROW_THREADS_MAX 256
 /* sample: a vocabulary row is long, so two subgroups at least */
 #define KNOB_SAMPLE_THREADS_MIN 64
@@ -43,11 +46,11 @@
 
 /* ---- gemv ------------------------------------------------------------------- */
 
-/* columns a workgroup (ROWS), which share each read of x: 2 from this many columns */
+/* 2 columns a workgroup (ROWS), sharing each read of x, from this many columns */
 #define KNOB_GEMV_ROWS2_N 512
-/* 4 from this many columns, where the grid still fills a GPU */
+/* 4 columns a workgroup from this many columns, where the grid still fills a GPU */
 #define KNOB_GEMV_ROWS4_N 2048
-/* 8 where k is this long, so that x's long row is read once for more columns */
+/* 8 columns where k is this long, so that x's long row is read once for more columns */
 #define KNOB_GEMV_ROWS8_K 8192
 /* COLS columns a workgroup, x held in registers across them, from this many columns */
 #define KNOB_GEMV_COLS_N 8192
@@ -59,17 +62,18 @@
 #define KNOB_GEMV_COLS 8
 /* up to KNOB_GEMV_COLS_ANY_K_N columns of a k this long, wider workgroups: */
 #define KNOB_GEMV_WIDE_K 4096
-/* ... of this many columns, 8 at a time, about one wave of a large GPU */
+/* ... of this many columns, about one wave of a large GPU */
 #define KNOB_GEMV_WIDE_COLS 32
+/* ... taken 8 at a time (ROWS), as the widest ROWS form does */
 #define KNOB_GEMV_WIDE_ROWS 8
 /* a ROWS workgroup reads its epilogue's operands before the weights, to wait for both at once */
 #define KNOB_GEMV_TOUCH 1
 
 /* ---- gemm (portable) -------------------------------------------------------- */
 
-/* blocks of outputs: 64 x 64, or 32 rows where M is no more */
+/* blocks of 64 x 64 outputs, 4 x 4 a thread: 256 threads, staging well within 16 KiB */
 #define KNOB_GEMM_BLOCK 64
-/* blocks shrink to 32 x 32 (rows first) while the grid is thin */
+/* blocks shrink to 32 x 32 (rows first) while the grid is thin, and M of 32 or less takes 32 */
 #define KNOB_GEMM_BLOCK_MIN 32
 /* a grid of fewer workgroups than this leaves most of a large GPU idle */
 #define KNOB_GEMM_MIN_GROUPS 512
@@ -77,11 +81,13 @@
 #define KNOB_GEMM_BK 16
 /* columns a thread: one 16-byte read of staged w per k */
 #define KNOB_GEMM_TN 4
-/* GLSL: blocks of 128 x 128 where there are this many (half the shared reads a product) */
+/* GLSL: big blocks where there are this many, which still fill a large GPU */
 #define KNOB_GEMM_BIG_GROUPS 256
+/* big blocks: 128 x 128, half the shared-memory reads and loop overhead a product */
 #define KNOB_GEMM_BIG_BLOCK 128
-/* ... 8 x 8 outputs a thread, k in slices of 32 */
+/* big blocks: 8 x 8 outputs a thread, 256 threads */
 #define KNOB_GEMM_BIG_TILE 8
+/* big blocks: k in slices of 32, summed as two of 16 (the same sums as KNOB_GEMM_BK) */
 #define KNOB_GEMM_BIG_BK 32
 /* GLSL's split-K on thin grids: k-groups until the grid has about this many threads */
 #define KNOB_GEMM_SPLIT_K_THREADS 32768
@@ -96,8 +102,9 @@
 
 /* tiles of 128 x 128 where there are this many (about one wave), else 128 x 64 */
 #define KNOB_COOP_BIG_TILES 128
-/* fewer tiles than this over a k this long (x_proj) would leave a GPU idle: portable gemm */
+/* fewer tiles than this of 128 rows over a long k (x_proj) leave a GPU idle: portable gemm */
 #define KNOB_COOP_THIN_TILES 64
+/* ... a k this long, where the few tiles would each walk far */
 #define KNOB_COOP_THIN_K 1024
 /* x in 3 f16 parts, so that the products keep f32's 24 bits of x */
 #define KNOB_COOP_SPLIT 3
