@@ -6,16 +6,15 @@
  * compiled kernel is then decorated NoContraction (what GLSL's `precise`
  * does): a driver may otherwise fuse a * b + c into one rounding where it
  * chooses, and choose differently in two kernels that compute the same
- * value. NVIDIA's did: five attention hybrids' logits after a 4-token
- * prefill and after the same tokens one by one were 1e-6 to 3.3e-6 apart (0
- * on lavapipe), and 0 with the decoration. The fusions SPIRV-Tools'
- * optimizer makes itself (fma() from a * b + c) are in the SPIR-V, the same
- * on every device. Compiling every kernel unoptimized, so that nothing is
- * fused, made mamba-1.4b's decode in_proj 12% slower on an H100 (and the
- * portable GEMM 15% faster: gemm.glsl.in asks for it). The
+ * value, so that a prefill and the same tokens decoded one by one would no
+ * longer give the same logits. The fusions SPIRV-Tools' optimizer makes
+ * itself (fma() from a * b + c) are in the SPIR-V, the same on every
+ * device. Compiling every kernel unoptimized instead, so that nothing is
+ * fused, would lose what the optimizer gains on most kernels (a template
+ * that runs better unoptimized asks for it: gemm.glsl.in). The
  * cooperative-matrix kernels are left as they are: their sums differ from
- * the portable kernels' anyway (f16 parts), and the decoration cost them
- * 3-4%.
+ * the portable kernels' anyway (f16 parts), and the decoration would only
+ * cost them time.
  */
 #include <shaderc/shaderc.h>
 #include <stdbool.h>

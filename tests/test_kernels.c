@@ -680,7 +680,7 @@ static void test_conv1d(void) {
   conv1d("conv1d T=5 C=1537 K=4 bias, 2 runs + state", 5, 1537, 4, 1);
   conv1d("conv1d T=1 C=67 K=2, 2 runs + state", 1, 67, 2, 0);
   conv1d("conv1d T=2 C=67 K=4 (T < K-1), 2 runs + state", 2, 67, 4, 1);
-  /* several blocks of time steps (CONV_STEPS, 16: codegen/kernels.c), the
+  /* several blocks of time steps (KNOB_CONV1D_STEPS, 16: codegen/knobs.h), the
    * last one short: windows that start inside x, the state by block 0 */
   conv1d("conv1d T=37 C=67 K=4 bias, 3 time blocks, 2 runs + state", 37, 67, 4, 1);
   conv1d("conv1d T=32 C=5 K=7, 2 time blocks, 2 runs + state", 32, 5, 7, 0);

@@ -1,0 +1,125 @@
+/*
+ * knobs.h — the generator's tuning knobs: workgroup sizes, tiles, and the
+ * thresholds that choose one kernel over another, each with the reason for
+ * its value in one line. A knob changes how fast a kernel runs, never what
+ * it computes beyond the order of f32 sums that the families document. The
+ * measurements behind the values are in docs/performance.md; what each
+ * language allows is in lang.def.
+ */
+#ifndef SSM_CODEGEN_KNOBS_H
+#define SSM_CODEGEN_KNOBS_H
+
+/* ---- one item a thread ---------------------------------------------------- */
+
+/* elementwise work: 256 threads hide memory latency on any GPU */
+#define KNOB_POINTWISE_THREADS 256
+/* embedding rows: element copies, as elementwise work */
+#define KNOB_EMBED_THREADS 256
+/* reduce: one output a thread, each a serial loop over the axis */
+#define KNOB_REDUCE_THREADS 256
+/* rope, gather, topk, matmul_sel: few items of serial work, so small workgroups */
+#define KNOB_ITEMS_THREADS 64
+/* attention: a workgroup a query head and token, its threads over the head's dims (DPT each) */
+#define KNOB_ATTENTION_THREADS 64
+/* conv1d: a thread a channel and block of steps; 64 is a wave or two subgroups anywhere */
+#define KNOB_CONV1D_THREADS 64
+/* conv1d: steps a thread, so that its window's K - 1 past inputs are read once a block */
+#define KNOB_CONV1D_STEPS 16
+
+/* ---- threads that share a row --------------------------------------------- */
+
+/* a row's threads at least: one subgroup, so that its reduction has no idle lanes */
+#define KNOB_ROW_THREADS_MIN 32
+/* a row's threads at most: WebGPU's default limit, which every device allows */
+#define KNOB_ROW_THREADS_MAX 256
+/* sample: a vocabulary row is long, so two subgroups at least */
+#define KNOB_SAMPLE_THREADS_MIN 64
+
+/* ---- matmul: which kernel -------------------------------------------------- */
+
+/* decode of a few sequences: the weight's bytes are the cost, gemv streams them once */
+#define KNOB_GEMV_MAX_ROWS 4
+/* a few more rows: the matmul template, one tile of rows for each read of a weight */
+#define KNOB_MATMUL_MAX_ROWS 8
+/* matmul: rows of a tile, whose sums a thread keeps in registers */
+#define KNOB_MATMUL_TILE_ROWS 8
+
+/* ---- gemv ------------------------------------------------------------------- */
+
+/* 2 columns a workgroup (ROWS), sharing each read of x, from this many columns */
+#define KNOB_GEMV_ROWS2_N 512
+/* 4 columns a workgroup from this many columns, where the grid still fills a GPU */
+#define KNOB_GEMV_ROWS4_N 2048
+/* 8 columns where k is this long, so that x's long row is read once for more columns */
+#define KNOB_GEMV_ROWS8_K 8192
+/* COLS columns a workgroup, x held in registers across them, from this many columns */
+#define KNOB_GEMV_COLS_N 8192
+/* ... where k is this long, so that a thread's slice of x is worth keeping */
+#define KNOB_GEMV_COLS_K 1024
+/* ... or, whatever k, where the columns are more than this (an lm_head) */
+#define KNOB_GEMV_COLS_ANY_K_N 16384
+/* COLS: small workgroups leave a short tail after the grid's last wave */
+#define KNOB_GEMV_COLS 8
+/* up to KNOB_GEMV_COLS_ANY_K_N columns of a k this long, wider workgroups: */
+#define KNOB_GEMV_WIDE_K 4096
+/* ... of this many columns, about one wave of a large GPU */
+#define KNOB_GEMV_WIDE_COLS 32
+/* ... taken 8 at a time (ROWS), as the widest ROWS form does */
+#define KNOB_GEMV_WIDE_ROWS 8
+/* a ROWS workgroup reads its epilogue's operands before the weights, to wait for both at once */
+#define KNOB_GEMV_TOUCH 1
+
+/* ---- gemm (portable) -------------------------------------------------------- */
+
+/* blocks of 64 x 64 outputs, 4 x 4 a thread: 256 threads, staging well within 16 KiB */
+#define KNOB_GEMM_BLOCK 64
+/* blocks shrink to 32 x 32 (rows first) while the grid is thin, and M of 32 or less takes 32 */
+#define KNOB_GEMM_BLOCK_MIN 32
+/* a grid of fewer workgroups than this leaves most of a large GPU idle */
+#define KNOB_GEMM_MIN_GROUPS 512
+/* k of a staged slice: its 16 products a sum, then those sums in order, for accuracy */
+#define KNOB_GEMM_BK 16
+/* columns a thread: one 16-byte read of staged w per k */
+#define KNOB_GEMM_TN 4
+/* GLSL: big blocks where there are this many, which still fill a large GPU */
+#define KNOB_GEMM_BIG_GROUPS 256
+/* big blocks: 128 x 128, half the shared-memory reads and loop overhead a product */
+#define KNOB_GEMM_BIG_BLOCK 128
+/* big blocks: 8 x 8 outputs a thread, 256 threads */
+#define KNOB_GEMM_BIG_TILE 8
+/* big blocks: k in slices of 32, summed as two of 16 (the same sums as KNOB_GEMM_BK) */
+#define KNOB_GEMM_BIG_BK 32
+/* GLSL's split-K on thin grids: k-groups until the grid has about this many threads */
+#define KNOB_GEMM_SPLIT_K_THREADS 32768
+/* at least 3 k-groups, or none: a split must shorten the walk over k to pay for its sums */
+#define KNOB_GEMM_SPLIT_K_MIN 3
+/* 7 k-groups of 4.5 KiB staging fit the 32 KiB of shared memory of the smallest GPUs */
+#define KNOB_GEMM_SPLIT_K_MAX 7
+/* slices of k a k-group takes at least: the next one loads while one is multiplied */
+#define KNOB_GEMM_SPLIT_K_SLICES 2
+
+/* ---- gemm on cooperative matrices (GLSL) ----------------------------------- */
+
+/* tiles of 128 x 128 where there are this many (about one wave), else 128 x 64 */
+#define KNOB_COOP_BIG_TILES 128
+/* fewer tiles than this of 128 rows over a long k (x_proj) leave a GPU idle: portable gemm */
+#define KNOB_COOP_THIN_TILES 64
+/* ... a k this long, where the few tiles would each walk far */
+#define KNOB_COOP_THIN_K 1024
+/* x in 3 f16 parts, so that the products keep f32's 24 bits of x */
+#define KNOB_COOP_SPLIT 3
+/* slices of w read into L2 ahead on wide tiles: a workgroup waits for each slice otherwise */
+#define KNOB_COOP_AHEAD 2
+
+/* ---- scan ------------------------------------------------------------------- */
+
+/* state elements of a row, a thread each: WebGPU's default workgroup size limit */
+#define KNOB_SCAN_MAX_N 256
+/* threads a workgroup, rows of N packed up to it, so that small states fill a workgroup */
+#define KNOB_SCAN_THREADS 128
+/* floats of products c*h kept for a pass: 16 KiB, WebGPU's default workgroup storage */
+#define KNOB_SCAN_SHARED 4096
+/* steps whose inputs a thread reads before it advances: their loads overlap */
+#define KNOB_SCAN_UNROLL 8
+
+#endif

@@ -1,0 +1,377 @@
+/*
+ * matmul.c — the matmul families: gemv for the few rows of decode, the
+ * matmul template for a few more, the tiled gemm for prefill's many rows,
+ * and its variant on cooperative matrices; which one a matmul gets is
+ * decided by knobs.h's thresholds (ssm_cg_kernel_for_group).
+ */
+#include "codegen/internal.h"
+#include "codegen/knobs.h"
+
+/* The loads of the matmul and gemm templates: in_x(m,k), gain(k),
+ * in_w(n,k), epilogue(acc,i); the rmsnorm prologue's node or NULL. */
+static const ssm_node *matmul_loads(cg_ctx *c, ssm_sb *loads) {
+  const ssm_node *mm = c->anchor;
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  ssm_cg_load_rows(c, loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  /* the gain before the weight: bindings in gemv's order (ssm_cg_gen_gemv) */
+  if (norm && norm->nargs > 1) {
+    cg_coords gk = {.rank = 1, .c = {"k"}};
+    ssm_cg_load_fn(c, loads, "gain", "k", norm->args[1], &gk);
+  } else {
+    ssm_cg_const_fn(c, loads, "gain", "k", "1.0");
+  }
+  cg_coords wk = {.rank = 2, .c = {"n", "k"}};
+  ssm_cg_load_fn(c, loads, "in_w", "n k", mm->args[1], &wk);
+  ssm_cg_epilogue(c, loads, 0);
+  return norm;
+}
+
+static const char *norm_eps(cg_ctx *c, const ssm_node *norm) {
+  return norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0";
+}
+
+/* `cols` columns per workgroup: more than 1 for the gemv of a language
+ * without subgroups (ssm_cg_gen_gemv). */
+static ssm_status matmul_kernel(cg_ctx *c, int64_t cols, ssm_cg_kernel *out) {
+  const ssm_node *mm = c->anchor;
+  const ssm_type *w = &mm->args[1]->type;
+  int64_t N = w->dims[0], K = w->dims[1];
+  int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  int64_t TT = M < KNOB_MATMUL_TILE_ROWS ? M : KNOB_MATMUL_TILE_ROWS;
+  ssm_sb loads = {0};
+  const ssm_node *norm = matmul_loads(c, &loads);
+  uint32_t local = ssm_cg_pow2_threads(K, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
+  ssm_cg_grid_per_item((N + cols - 1) / cols, out->groups);
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
+                      ssm_cg_loads_text(c, &loads),
+                      /* the gemv of a language without subgroups (ssm_cg_gen_gemv) */
+                      lang(c)->subgroups ? NULL : "COLS", I64(cols), NULL};
+  return ssm_cg_finish(c, "matmul",
+                       ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
+                                        (long long)K, (long long)N, (long long)TT, local),
+                       kv, out);
+}
+
+ssm_status ssm_cg_gen_matmul(cg_ctx *c, ssm_cg_kernel *out) { return matmul_kernel(c, 1, out); }
+
+/* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)`: scalar load `fn` at
+ * k..k+7, zero past K when K is not a multiple of 8. */
+static void load8(cg_ctx *c, ssm_sb *loads, const char *name, const char *params, const char *args,
+                  const char *fn, int64_t K) {
+  ssm_sb half[2] = {{0}};
+  for (int j = 0; j < 8; j++) {
+    ssm_sb *h = &half[j / 4];
+    if (j % 4) ssm_sb_printf(h, ", ");
+    if (K % 8)
+      ssm_sb_printf(h, "k + %du < %lldu ? %s(%sk + %du) : 0.0", j, (long long)K, fn, args, j);
+    else
+      ssm_sb_printf(h, "%s(%sk + %du)", fn, args, j);
+  }
+  ssm_sb_printf(loads, "%s\n",
+                SNIPPET(c, "helpers", "load8", "NAME", name, "PARAMS", params, "A",
+                        ssm_sb_str(&half[0]), "B", ssm_sb_str(&half[1])));
+  ssm_sb_free(&half[0]);
+  ssm_sb_free(&half[1]);
+}
+
+/* The tensor in memory that operand v reads at v's own linear index (v, or
+ * the source of reshapes of it, which keep the index), or NULL where v is
+ * computed in the kernel, sliced, transposed or a constant. */
+static const ssm_value *direct_source(const cg_ctx *c, const ssm_value *v) {
+  for (;;) {
+    const ssm_node *d = v->def;
+    int view = (ssm_cg_member(c, d) && d != c->anchor && ssm_op_is_view(d->op)) ||
+               ssm_cg_ungrouped_view(c, d);
+    if (view && d->op == SSM_OP_RESHAPE) {
+      v = d->args[0];
+      continue;
+    }
+    return view || ssm_cg_member(c, d) || d->op == SSM_OP_CONST ? NULL : v;
+  }
+}
+
+/* `void NAME(PARAMSuint k, out vec4 a, out vec4 b)` reading tensor v at
+ * element INDEX.. (8 values, INDEX a multiple of 8) straight from memory, 16
+ * bytes at a time through a uvec4 view of its binding (ldq<b>, declared
+ * with the buffers): f32, or 16-bit widened. */
+static void load8_direct(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
+                         const char *index, const ssm_value *v) {
+  int b = ssm_cg_binding(c, v);
+  c->vec4 |= 1u << b;
+  const char *snippet = v->type.dtype == SSM_F32   ? "load8_f32"
+                        : v->type.dtype == SSM_F16 ? "load8_f16"
+                                                   : "load8_bf16";
+  ssm_sb_printf(loads, "%s\n",
+                SNIPPET(c, "helpers", snippet, "NAME", name, "PARAMS", params, "INDEX", index, "B",
+                        I64(b)));
+}
+
+/* Whether load_w can read weight w straight from memory (load8_weight):
+ * a weight the kernel does not compute, k a multiple of 8. */
+static int weight_direct(const cg_ctx *c, const ssm_value *w, int64_t K) {
+  return w->def->op == SSM_OP_WEIGHT && !ssm_cg_member(c, w->def) && K % 8 == 0;
+}
+
+static void load8_weight(cg_ctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) {
+  load8_direct(c, loads, "load_w", "uint n, ", ssm_arena_printf(c->a, "n * %lldu + k", (long long)K),
+               w);
+}
+
+/* load_x, load_g and load_w of gemm_coop (8 values from k): straight from
+ * memory where the operand is a tensor there (x as rows of K, the gain and
+ * the weight) and K a multiple of 8, else through the scalar loads. */
+static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
+  const ssm_node *mm = c->anchor;
+  const ssm_value *x = direct_source(c, norm ? norm->args[0] : mm->args[0]);
+  const ssm_value *g = norm && norm->nargs > 1 ? direct_source(c, norm->args[1]) : NULL;
+  const char *kk = ssm_arena_printf(c->a, "%lldu", (long long)K);
+  if (x && K % 8 == 0 && ssm_type_numel(&x->type) % K == 0)
+    load8_direct(c, wide, "load_x", "uint m, ", ssm_arena_printf(c->a, "m * %s + k", kk), x);
+  else
+    load8(c, wide, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (g && K % 8 == 0 && ssm_type_numel(&g->type) == K)
+    load8_direct(c, wide, "load_g", "", "k", g);
+  else
+    load8(c, wide, "load_g", "", "", "gain", K);
+  if (weight_direct(c, mm->args[1], K))
+    load8_weight(c, wide, mm->args[1], K);
+  else
+    load8(c, wide, "load_w", "uint n, ", "n, ", "in_w", K);
+}
+
+/* Many rows (chunked prefill): the tiled gemm template, the same loads and
+ * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
+ * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is
+ * in two levels (16 k in order, then those sums in order): not gemv's order
+ * (whose last levels are subgroup and workgroup reductions), but accurate
+ * enough that chunked prefill stays within 1e-6 of token-by-token decode
+ * (test_golden's gemm_chunks).
+ *
+ * In GLSL, a matmul large enough for KNOB_GEMM_BIG_GROUPS blocks of 128 x
+ * 128 (a prefill chunk's in_proj) takes those, 8 x 8 a thread, k in slices
+ * of 32, on the same grid (the template's REMAP): the same matmul sums, bit
+ * for bit (a fused rmsnorm's squares add in another order), with half the
+ * shared-memory reads and loop overhead per product. WGSL keeps the grid's
+ * blocks: its workgroup memory is 16 KiB.
+ *
+ * In GLSL, a matmul whose blocks of 32 x 32 are still fewer than
+ * KNOB_GEMM_MIN_GROUPS (x_proj) is split over k inside the workgroup: G
+ * groups of 64 threads, group g taking slices g, g + G, ..., so that a
+ * workgroup walks k / G slices one after another rather than k. G grows as
+ * the grid shrinks (KNOB_GEMM_SPLIT_K_THREADS over the grid), within the
+ * knobs' bounds, while each group keeps two slices. The sums of the groups
+ * are added in order of group: a fixed order, within f32 rounding of the
+ * unsplit one.
+ *
+ * When the weight is stored 16-bit, GLSL also gets a variant on
+ * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
+ * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
+ * grid and epilogue, which the Vulkan runtime picks at load time where the
+ * device has them (exec.c; SSM_VK_COOPMAT=0 keeps the portable kernel).
+ * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and
+ * split it), 8 stage w, and all 16 multiply, each tile of x loaded once a
+ * slice per subgroup; and it reads x, the norm's gain and w 16 bytes at a
+ * time where they are tensors in memory (coop_loads). It takes tiles of
+ * 128 x 128 where there are KNOB_COOP_BIG_TILES of them (about one wave of
+ * a large GPU), else 128 x 64: a wide tile does twice the products of a
+ * narrow one in less than twice the time, but too few of them leave
+ * a GPU idle. Debian 12's glslang knows GL_NV_cooperative_matrix, not yet
+ * GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the portable
+ * variant. */
+ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
+  const ssm_type *w = &c->anchor->args[1]->type;
+  int64_t N = w->dims[0], K = w->dims[1];
+  int64_t M = ssm_type_numel(&c->anchor->args[0]->type) / K;
+  /* blocks halved (rows first) while the grid has fewer than
+   * KNOB_GEMM_MIN_GROUPS workgroups: thin matmuls (x_proj, out_proj at a
+   * chunk) otherwise leave most of a large GPU idle */
+  const int64_t small = KNOB_GEMM_BLOCK_MIN;
+  int64_t BM = M <= small ? small : KNOB_GEMM_BLOCK, BN = KNOB_GEMM_BLOCK;
+  for (;;) {
+    int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+    if (groups >= KNOB_GEMM_MIN_GROUPS || (BM == small && BN == small)) break;
+    if (BM > small) BM = small;
+    else BN = small;
+  }
+  const int64_t BK = KNOB_GEMM_BK, TN = KNOB_GEMM_TN, TM = BM / 16;
+  const uint32_t local = (uint32_t)((BM / TM) * (BN / TN));
+  if ((N + BN - 1) / BN > 65535 || (M + BM - 1) / BM > 65535) return ssm_cg_gen_matmul(c, out);
+  ssm_sb loads = {0};
+  const ssm_node *norm = matmul_loads(c, &loads);
+  /* GLSL's blocks of KNOB_GEMM_BIG_BLOCK (below) */
+  const int64_t bigb = KNOB_GEMM_BIG_BLOCK;
+  int big = ((M + bigb - 1) / bigb) * ((N + bigb - 1) / bigb) >= KNOB_GEMM_BIG_GROUPS;
+  /* the cooperative-matrix variant: for 16-bit weights, in GLSL, except
+   * thin matmuls of a long k (x_proj), whose few tiles of 128 rows would
+   * leave most of a large GPU idle */
+  const ssm_value *wv = c->anchor->args[1];
+  int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
+  int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
+  int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
+  int coop = lang(c)->coop_matrix && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
+             !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K);
+  /* its 8-wide loads, after the portable ones they call; x, the gain and w
+   * straight from memory 16 bytes at a time where they can be (their vector
+   * views are declared with the buffers) */
+  ssm_sb wide = {0};
+  if (coop) coop_loads(c, &wide, norm, K);
+  out->groups[0] = (uint32_t)((N + BN - 1) / BN);
+  out->groups[1] = (uint32_t)((M + BM - 1) / BM);
+  out->groups[2] = 1;
+  const char *buffers = ssm_cg_buffers_decl(c), *com = ssm_cg_common(c);
+  const char *ld = ssm_cg_loads_text(c, &loads);
+  /* with the run's token count: the rows of its tokens, when the program's
+   * tokens T cover the rows evenly (x is [T, ..., K]) */
+  int64_t T = ssm_cg_program_tokens(c->g);
+  int counted = T > 1 && M % T == 0 && ssm_cg_reads_count(c, T);
+  const char *live =
+      counted ? ssm_arena_printf(c->a, "%s * %lldu", ssm_cg_run_min(c, T), (long long)(M / T))
+              : ssm_arena_printf(c->a, "%lldu", (long long)M);
+  const char *run = counted ? lang(c)->run_decl : "";
+  /* GLSL, where big blocks still make KNOB_GEMM_BIG_GROUPS: those, on the
+   * same grid (REMAP); WGSL keeps the grid's blocks (its workgroup memory
+   * is 16 KiB) */
+  int64_t kbm = BM, kbn = BN, ktm = TM, ktn = TN, kbk = BK;
+  uint32_t klocal = local;
+  int remap = big && lang(c)->big_tiles;
+  if (remap) {
+    kbm = kbn = bigb, ktm = ktn = KNOB_GEMM_BIG_TILE, kbk = KNOB_GEMM_BIG_BK;
+    klocal = (uint32_t)((kbm / ktm) * (kbn / ktn));
+  }
+  /* GLSL, where even the smallest blocks are fewer than KNOB_GEMM_MIN_GROUPS
+   * (x_proj, out_proj of a small model) and k is long enough that each
+   * k-group gets its slices: split-K, 4 x 4 a thread */
+  int64_t groups = ((M + BM - 1) / BM) * ((N + BN - 1) / BN);
+  int64_t splitk = 1;
+  if (lang(c)->big_tiles && !remap && !norm && groups < KNOB_GEMM_MIN_GROUPS) {
+    int64_t group_threads = (BM / 4) * (BN / TN), slices = KNOB_GEMM_SPLIT_K_SLICES;
+    splitk = (KNOB_GEMM_SPLIT_K_THREADS / group_threads + groups - 1) / groups;
+    splitk = splitk < KNOB_GEMM_SPLIT_K_MIN ? KNOB_GEMM_SPLIT_K_MIN
+             : splitk > KNOB_GEMM_SPLIT_K_MAX ? KNOB_GEMM_SPLIT_K_MAX : splitk;
+    if (K < slices * BK * splitk) splitk = K / (slices * BK);
+    if (splitk < KNOB_GEMM_SPLIT_K_MIN) splitk = 1;
+  }
+  if (splitk > 1) {
+    ktm = 4;
+    klocal = (uint32_t)(splitk * (kbm / ktm) * (kbn / ktn));
+    /* the sums of groups 1.. fit in the staged slices' memory */
+    SSM_ASSERT((splitk - 1) * (klocal / splitk) * ktm * ktn / 4 <=
+               splitk * kbk * (kbm / 4 + 1 + kbn / 4 + 1));
+  }
+  const char *kv[] = {"LOCAL", U32(klocal), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(kbm),
+                      "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
+                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
+                      "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
+                      /* REMAP, or the padded rows of x of the template without big tiles */
+                      lang(c)->big_tiles ? "REMAP" : "PX",
+                      lang(c)->big_tiles ? (remap ? "1" : "0") : I64(BM + 1),
+                      /* the k-groups, or the padded rows of w */
+                      lang(c)->big_tiles ? "SPLITK" : "PW",
+                      lang(c)->big_tiles ? I64(splitk) : I64(BN + 1), NULL};
+  const char *glsl_form =
+      big ? ssm_arena_printf(c->a, " (GLSL: BM=BN=%lld BK=%d TM=TN=%d LOCAL=%lld)", (long long)bigb,
+                             KNOB_GEMM_BIG_BK, KNOB_GEMM_BIG_TILE,
+                             (long long)((bigb / KNOB_GEMM_BIG_TILE) * (bigb / KNOB_GEMM_BIG_TILE)))
+      : splitk > 1 ? ssm_arena_printf(c->a, " (GLSL: split-K in %lld groups, TM=4 LOCAL=%u)",
+                                      (long long)splitk, klocal)
+                   : "";
+  const char *params = ssm_arena_printf(
+      c->a, "M=%lld K=%lld N=%lld BM=%lld BN=%lld BK=%lld TM=%lld TN=%lld LOCAL=%u%s",
+      (long long)M, (long long)K, (long long)N, (long long)BM, (long long)BN, (long long)BK,
+      (long long)TM, (long long)TN, local, glsl_form);
+  SSM_TRY(ssm_cg_finish(c, "gemm", params, kv, out));
+  if (!coop) {
+    ssm_sb_free(&wide);
+    return NULL;
+  }
+  /* w read into L2 a few slices ahead on wide tiles (the template's AHEAD),
+   * where a workgroup waits for each slice of w it loads from memory;
+   * narrow tiles are fewer than a wave and go without. x, the activations,
+   * is in L2 already. */
+  const int64_t SGN = CBN == 128 ? 4 : 2, split = KNOB_COOP_SPLIT;
+  const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
+  const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
+                       "SGN", I64(SGN), "AHEAD", I64(ahead),
+                       "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                       "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
+                       "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
+  ssm_sb_free(&wide);
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
+  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
+                                    "(cooperative: BM=128 BN=%lld SPLIT=%lld AHEAD=%lld)\n%s",
+                                    out->params, (long long)CBN, (long long)split,
+                                    (long long)ahead, src);
+  return NULL;
+}
+
+/* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k
+ * per thread and step, subgroup reductions (gemv.glsl.in). WGSL has no
+ * subgroups without an optional feature: its kernel is the matmul template
+ * doing ROWS columns per workgroup, on the same grid. */
+ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
+  const ssm_node *mm = c->anchor;
+  const ssm_value *wv = mm->args[1];
+  int64_t N = wv->type.dims[0], K = wv->type.dims[1];
+  /* ROWS columns a workgroup share each read of x: more where there are
+   * columns enough to fill the GPU still, and where x's row is long */
+  int64_t rows = N >= KNOB_GEMV_ROWS4_N ? (K >= KNOB_GEMV_ROWS8_K ? 8 : 4)
+                 : N >= KNOB_GEMV_ROWS2_N ? 2 : 1;
+  /* wide matmuls of a long k (in_proj, lm_head): COLS columns per
+   * workgroup, x held in registers across them; the others keep one group
+   * of ROWS columns. COLS is a multiple of ROWS: the template steps through
+   * COLS by ROWS. Up to KNOB_GEMV_COLS_ANY_K_N columns of a long k take
+   * wide workgroups, about one wave of a large GPU; more columns (an
+   * lm_head) go in small ones, whose waves leave less of a tail. */
+  int64_t cols = 0;
+  if (N >= KNOB_GEMV_COLS_N && (K >= KNOB_GEMV_COLS_K || N > KNOB_GEMV_COLS_ANY_K_N)) {
+    int wide = N <= KNOB_GEMV_COLS_ANY_K_N && K >= KNOB_GEMV_WIDE_K;
+    cols = wide ? KNOB_GEMV_WIDE_COLS : KNOB_GEMV_COLS;
+    if (wide) rows = KNOB_GEMV_WIDE_ROWS;
+  }
+  if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
+  int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  ssm_sb loads = {0};
+  ssm_cg_load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  load8(c, &loads, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (norm && norm->nargs > 1) {
+    cg_coords gk = {.rank = 1, .c = {"k"}};
+    ssm_cg_load_fn(c, &loads, "gain", "k", norm->args[1], &gk);
+    load8(c, &loads, "load_g", "", "", "gain", K);
+  }
+  int direct = weight_direct(c, wv, K);
+  if (direct) {
+    load8_weight(c, &loads, wv, K);
+  } else {
+    cg_coords wk = {.rank = 2, .c = {"n", "k"}};
+    ssm_cg_load_fn(c, &loads, "in_w", "n k", wv, &wk);
+    load8(c, &loads, "load_w", "uint n, ", "n, ", "in_w", K);
+  }
+  if (norm && norm->nargs < 2)
+    ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "helpers", "load8_ones"));
+  /* one group of ROWS columns: the threads that will write them read their
+   * epilogue's operands first (TOUCH), so that those loads (a decode conv's
+   * state and weights, a residual) wait alongside the weights' rather than
+   * after the sums. The COLS form, which keeps x in registers, gains
+   * nothing from it and goes without. */
+  int touch = ssm_cg_epilogue(c, &loads, KNOB_GEMV_TOUCH && !cols);
+  /* at least K/8 threads (8 values of k each a step) */
+  uint32_t local = ssm_cg_pow2_threads((K + 7) / 8 * 4, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
+  ssm_cg_grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
+  const char *buffers = ssm_cg_buffers_decl(c);
+  const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
+                      I64(rows), "TOUCH", touch ? "1" : "0", "ITERS",
+                      I64((K + local * 8 - 1) / (local * 8)), "NORM",
+                      norm ? "1" : "0", "COLS", I64(cols), "EPS",
+                      norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
+                      "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS",
+                      ssm_cg_loads_text(c, &loads), NULL};
+  return ssm_cg_finish(c, "gemv",
+                       ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld LOCAL=%u%s",
+                                        (long long)M, (long long)K, (long long)N, (long long)rows,
+                                        (long long)cols, local, direct ? " vec" : ""),
+                       kv, out);
+}
