@@ -127,7 +127,8 @@ int ssm_cg_rms_helper(cg_ctx *c, const ssm_node *n, int depth) {
  * row's rsqrt(mean square + eps) as a fifth argument (named acc: ssm_cg_fn_head's
  * float), which the prologue computes first, once per row, and sums
  * (in * rsqrt * gain) * w, the arithmetic of the norm evaluated where it
- * is read: the same order as prefill's kernels. The mean square of a small
+ * is read: the same order as prefill's kernels. Where the weight is 16-bit
+ * the dot product takes x rounded (ssm_x16), the normalized x of a norm. The mean square of a small
  * row (a pointwise norm) is rms<id>'s sequential sum, as there; of a large
  * row, the row's threads sum mmq<id>(c0, k0, ks), the squares of in over
  * their k. Returns the id. */
@@ -153,6 +154,12 @@ static int matmul_helper(cg_ctx *c, const ssm_node *n, int depth) {
     ssm_sb_printf(&x, ")");
   } else {
     ssm_cg_emit(c, n->args[0], &kx, &x, depth + 1);
+  }
+  if (ssm_dtype_rounds_x(n->args[1]->type.dtype)) { /* x as the products take it (ops.def) */
+    ssm_sb rounded = {0};
+    ssm_sb_printf(&rounded, "ssm_x16(%s)", ssm_sb_str(&x));
+    ssm_sb_free(&x);
+    x = rounded;
   }
   ssm_cg_emit(c, n->args[1], &kw, &w, depth + 1);
   int id = c->nhelpers++;
@@ -451,10 +458,23 @@ cg_coords ssm_cg_row_coords(cg_ctx *c, const ssm_type *t, const char *last) {
   return k;
 }
 
-/* load of operand v of shape [.., K] as (m, k) with m over the leading dims */
-void ssm_cg_load_rows(cg_ctx *c, ssm_sb *loads, const char *name, const ssm_value *v) {
+/* ssm_cg_load_fn of a matmul's x: with `x16` (its weight is 16-bit),
+ * rounded as the products take it (ssm_x16, templates/common.*.in) */
+void ssm_cg_load_x(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
+                   const ssm_value *v, const cg_coords *k, int x16) {
+  ssm_sb e = {0};
+  ssm_sb_printf(&e, x16 ? "ssm_x16(" : "");
+  ssm_cg_emit(c, v, k, &e, 0);
+  ssm_sb_printf(&e, x16 ? ")" : "");
+  ssm_cg_const_fn(c, loads, name, params, ssm_sb_str(&e));
+  ssm_sb_free(&e);
+}
+
+/* load of operand v of shape [.., K] as (m, k) with m over the leading
+ * dims, rounded with `x16` (ssm_cg_load_x) */
+void ssm_cg_load_rows(cg_ctx *c, ssm_sb *loads, const char *name, const ssm_value *v, int x16) {
   cg_coords k = ssm_cg_row_coords(c, &v->type, "k");
-  ssm_cg_load_fn(c, loads, name, "m k", v, &k);
+  ssm_cg_load_x(c, loads, name, "m k", v, &k, x16);
 }
 
 /* epilogue(acc, i): the group's value at element i from the anchor's acc.

@@ -147,8 +147,13 @@ void ssm_cg_load_fn(cg_ctx *c, ssm_sb *loads, const char *name, const char *para
                     const ssm_value *v, const cg_coords *k);
 /* Coordinates of type t as (m, LAST): m over the leading dims. */
 cg_coords ssm_cg_row_coords(cg_ctx *c, const ssm_type *t, const char *last);
-/* NAME(m, k) of operand v [.., K], m over the leading dims. */
-void ssm_cg_load_rows(cg_ctx *c, ssm_sb *loads, const char *name, const ssm_value *v);
+/* ssm_cg_load_fn of a matmul's x, rounded (ssm_x16) with `x16`: its
+ * weight is 16-bit. */
+void ssm_cg_load_x(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
+                   const ssm_value *v, const cg_coords *k, int x16);
+/* NAME(m, k) of operand v [.., K], m over the leading dims; with `x16`
+ * rounded as a matmul's x where its weight is 16-bit. */
+void ssm_cg_load_rows(cg_ctx *c, ssm_sb *loads, const char *name, const ssm_value *v, int x16);
 /* epilogue(acc, i) (and epilogue_touch with `touch`); whether it reads anything. */
 int ssm_cg_epilogue(cg_ctx *c, ssm_sb *loads, int touch);
 /* The helpers and `loads`, the template's LOADS; consumes `loads`. */

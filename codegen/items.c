@@ -89,7 +89,7 @@ ssm_status ssm_cg_gen_gather(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t W = n->args[0]->type.dims[n->args[0]->type.rank - 1], K = n->args[1]->type.dims[n->args[1]->type.rank - 1];
   int64_t count = ssm_type_numel(&n->result->type);
   ssm_sb loads = {0};
-  ssm_cg_load_rows(c, &loads, "in_x", n->args[0]);
+  ssm_cg_load_rows(c, &loads, "in_x", n->args[0], 0);
   load_index(c, &loads, "in_idx", n->args[1]);
   ssm_cg_epilogue(c, &loads, 0);
   const char *body = SNIPPET(c, "items", "gather", "K", I64(K), "WLAST", I64(W - 1));
@@ -105,7 +105,7 @@ ssm_status ssm_cg_gen_topk(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t W = xt->dims[xt->rank - 1], rows = ssm_type_numel(xt) / W;
   int64_t K = ssm_node_int(n, "k", 1);
   ssm_sb loads = {0};
-  ssm_cg_load_rows(c, &loads, "in_x", n->args[0]);
+  ssm_cg_load_rows(c, &loads, "in_x", n->args[0], 0);
   ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "items", "topk.before"));
   const char *body = SNIPPET(c, "items", "topk", "K", I64(K), "W", I64(W));
   return items_kernel(c, &loads, rows, body,
@@ -115,7 +115,8 @@ ssm_status ssm_cg_gen_topk(cg_ctx *c, ssm_cg_kernel *out) {
 
 /* matmul_sel: one output element an item, a serial dot product over K of
  * the token's row (or its pick's row) and row o of expert idx[t,j]'s weight.
- * Only the picked experts are read, for prefill and decode alike. */
+ * Only the picked experts are read, for prefill and decode alike. x is
+ * rounded where the weights are 16-bit (ops.def). */
 ssm_status ssm_cg_gen_matmul_sel(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_node *n = c->anchor;
   const ssm_type *w = &n->args[1]->type;
@@ -124,7 +125,7 @@ ssm_status ssm_cg_gen_matmul_sel(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_sb loads = {0};
   cg_coords xk = n->args[0]->type.rank == 3 ? (cg_coords){.rank = 3, .c = {"t", "j", "k"}}
                                          : (cg_coords){.rank = 2, .c = {"t", "k"}};
-  ssm_cg_load_fn(c, &loads, "in_x", "t j k", n->args[0], &xk);
+  ssm_cg_load_x(c, &loads, "in_x", "t j k", n->args[0], &xk, ssm_dtype_rounds_x(w->dtype));
   cg_coords wk = {.rank = 3, .c = {"e", "o", "k"}};
   ssm_cg_load_fn(c, &loads, "in_w", "e o k", n->args[1], &wk);
   load_index(c, &loads, "in_idx", n->args[2]);

@@ -37,8 +37,9 @@
 
 /* ---- matmul: which kernel -------------------------------------------------- */
 
-/* decode of a few sequences: the weight's bytes are the cost, gemv streams them once */
-#define KNOB_GEMV_MAX_ROWS 4
+/* decode of a few sequences: the weight's bytes are the cost, gemv streams them once
+ * (passes.h: the fuse pass's norm prologues of matmuls that round x agree) */
+#define KNOB_GEMV_MAX_ROWS SSM_GEMV_ROWS
 /* a few more rows: the matmul template, one tile of rows for each read of a weight */
 #define KNOB_MATMUL_MAX_ROWS 8
 /* matmul: rows of a tile, whose sums a thread keeps in registers */
@@ -106,8 +107,6 @@
 #define KNOB_COOP_THIN_TILES 64
 /* ... a k this long, where the few tiles would each walk far */
 #define KNOB_COOP_THIN_K 1024
-/* x in 3 f16 parts, so that the products keep f32's 24 bits of x */
-#define KNOB_COOP_SPLIT 3
 /* slices of w read into L2 ahead on wide tiles: a workgroup waits for each slice otherwise */
 #define KNOB_COOP_AHEAD 2
 

@@ -7,12 +7,22 @@
 #include "codegen/internal.h"
 #include "codegen/knobs.h"
 
+/* The rmsnorm prologue of the group's matmul, or NULL. */
+static const ssm_node *norm_prologue(const cg_ctx *c) {
+  return c->norm && c->anchor->args[0]->def == c->norm ? c->norm : NULL;
+}
+
+/* Whether the matmul's products take x rounded (ssm_x16): its weight is
+ * 16-bit. Without a norm prologue in_x rounds it; with one, the template
+ * rounds the normalized x (its X16). */
+static int rounds_x(const cg_ctx *c) { return ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype); }
+
 /* The loads of the matmul and gemm templates: in_x(m,k), gain(k),
  * in_w(n,k), epilogue(acc,i); the rmsnorm prologue's node or NULL. */
 static const ssm_node *matmul_loads(cg_ctx *c, ssm_sb *loads) {
   const ssm_node *mm = c->anchor;
-  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
-  ssm_cg_load_rows(c, loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  const ssm_node *norm = norm_prologue(c);
+  ssm_cg_load_rows(c, loads, "in_x", norm ? norm->args[0] : mm->args[0], rounds_x(c) && !norm);
   /* the gain before the weight: bindings in gemv's order (ssm_cg_gen_gemv) */
   if (norm && norm->nargs > 1) {
     cg_coords gk = {.rank = 1, .c = {"k"}};
@@ -44,6 +54,7 @@ static ssm_status matmul_kernel(cg_ctx *c, int64_t cols, ssm_cg_kernel *out) {
   ssm_cg_grid_per_item((N + cols - 1) / cols, out->groups);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "X16", norm && rounds_x(c) ? "1" : "0",
                       "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads),
                       /* the gemv of a language without subgroups (ssm_cg_gen_gemv) */
@@ -119,22 +130,18 @@ static void load8_weight(cg_ctx *c, ssm_sb *loads, const ssm_value *w, int64_t K
                w);
 }
 
-/* load_x, load_g and load_w of gemm_coop (8 values from k): straight from
- * memory where the operand is a tensor there (x as rows of K, the gain and
- * the weight) and K a multiple of 8, else through the scalar loads. */
-static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
+/* load_x and load_w of gemm_coop (8 values from k): straight from memory
+ * where the operand is a tensor there (x as rows of K, and the weight) and
+ * K a multiple of 8, else through the scalar loads. (Its matmuls round x,
+ * so they take no norm prologue: fuse.c.) */
+static void coop_loads(cg_ctx *c, ssm_sb *wide, int64_t K) {
   const ssm_node *mm = c->anchor;
-  const ssm_value *x = direct_source(c, norm ? norm->args[0] : mm->args[0]);
-  const ssm_value *g = norm && norm->nargs > 1 ? direct_source(c, norm->args[1]) : NULL;
+  const ssm_value *x = direct_source(c, mm->args[0]);
   const char *kk = ssm_arena_printf(c->a, "%lldu", (long long)K);
   if (x && K % 8 == 0 && ssm_type_numel(&x->type) % K == 0)
     load8_direct(c, wide, "load_x", "uint m, ", ssm_arena_printf(c->a, "m * %s + k", kk), x);
   else
     load8(c, wide, "load_x", "uint m, ", "m, ", "in_x", K);
-  if (g && K % 8 == 0 && ssm_type_numel(&g->type) == K)
-    load8_direct(c, wide, "load_g", "", "k", g);
-  else
-    load8(c, wide, "load_g", "", "", "gain", K);
   if (weight_direct(c, mm->args[1], K))
     load8_weight(c, wide, mm->args[1], K);
   else
@@ -166,12 +173,12 @@ static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K)
  * unsplit one.
  *
  * When the weight is stored 16-bit, GLSL also gets a variant on
- * cooperative matrices (gemm_coop.glsl.in: f16 tiles, f32 sums, x split in
- * three f16 parts so the result keeps f32 accuracy) with the same LOADS,
- * grid and epilogue, which the Vulkan runtime picks at load time where the
- * device has them (exec.c; SSM_VK_COOPMAT=0 keeps the portable kernel).
- * It runs 16 subgroups (512 invocations: device.c checks): 8 stage x (and
- * split it), 8 stage w, and all 16 multiply, each tile of x loaded once a
+ * cooperative matrices (gemm_coop.glsl.in: f16 tiles of w and of x, which
+ * such a matmul takes at f16's precision (ops.def), f32 sums) with the
+ * same LOADS, grid and epilogue, which the Vulkan runtime picks at load
+ * time where the device has them (exec.c; SSM_VK_COOPMAT=0 keeps the
+ * portable kernel). It runs 16 subgroups (512 invocations: device.c
+ * checks): 8 stage x, 8 stage w, and all 16 multiply, each tile of x loaded once a
  * slice per subgroup; and it reads x, the norm's gain and w 16 bytes at a
  * time where they are tensors in memory (coop_loads). It takes tiles of
  * 128 x 128 where there are KNOB_COOP_BIG_TILES of them (about one wave of
@@ -216,7 +223,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
   ssm_sb wide = {0};
-  if (coop) coop_loads(c, &wide, norm, K);
+  SSM_ASSERT(!norm || !ssm_dtype_rounds_x(wv->type.dtype)); /* fuse.c */
+  if (coop) coop_loads(c, &wide, K);
   out->groups[0] = (uint32_t)((N + BN - 1) / BN);
   out->groups[1] = (uint32_t)((M + BM - 1) / BM);
   out->groups[2] = 1;
@@ -290,20 +298,18 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * where a workgroup waits for each slice of w it loads from memory;
    * narrow tiles are fewer than a wave and go without. x, the activations,
    * is in L2 already. */
-  const int64_t SGN = CBN == 128 ? 4 : 2, split = KNOB_COOP_SPLIT;
+  const int64_t SGN = CBN == 128 ? 4 : 2;
   const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
                        "SGN", I64(SGN), "AHEAD", I64(ahead),
-                       "SPLIT", I64(split), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
   ssm_sb_free(&wide);
   char *src;
   SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
   out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
-                                    "(cooperative: BM=128 BN=%lld SPLIT=%lld AHEAD=%lld)\n%s",
-                                    out->params, (long long)CBN, (long long)split,
-                                    (long long)ahead, src);
+                                    "(cooperative: BM=128 BN=%lld AHEAD=%lld)\n%s",
+                                    out->params, (long long)CBN, (long long)ahead, src);
   return NULL;
 }
 
@@ -333,9 +339,10 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   }
   if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
-  const ssm_node *norm = c->norm && mm->args[0]->def == c->norm ? c->norm : NULL;
+  const ssm_node *norm = norm_prologue(c);
+  int x16 = norm && rounds_x(c); /* the normalized x rounded: the template's X16 */
   ssm_sb loads = {0};
-  ssm_cg_load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0]);
+  ssm_cg_load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0], rounds_x(c) && !norm);
   load8(c, &loads, "load_x", "uint m, ", "m, ", "in_x", K);
   if (norm && norm->nargs > 1) {
     cg_coords gk = {.rank = 1, .c = {"k"}};
@@ -365,7 +372,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
                       I64(rows), "TOUCH", touch ? "1" : "0", "ITERS",
                       I64((K + local * 8 - 1) / (local * 8)), "NORM",
-                      norm ? "1" : "0", "COLS", I64(cols), "EPS",
+                      norm ? "1" : "0", "X16", x16 ? "1" : "0", "COLS", I64(cols), "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads), NULL};

@@ -28,6 +28,16 @@ size_t ssm_dtype_size(ssm_dtype d) {
   return dtype_sizes[d];
 }
 
+float ssm_round_x16(float v) {
+  uint32_t u;
+  memcpy(&u, &v, 4);
+  u = (u + 0xfffu + ((u >> 13) & 1u)) & 0xffffe000u;
+  memcpy(&v, &u, 4);
+  return v;
+}
+
+int ssm_dtype_rounds_x(ssm_dtype w) { return w == SSM_F16 || w == SSM_BF16; }
+
 int64_t ssm_type_numel(const ssm_type *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i];

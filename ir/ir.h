@@ -39,6 +39,13 @@ const char *ssm_dtype_name(ssm_dtype d); /* "f32" ... */
 /* Parses "f32", "f16", "bf16", "i32"; returns 0 if unknown. */
 int ssm_dtype_parse(const char *s, size_t n, ssm_dtype *out);
 size_t ssm_dtype_size(ssm_dtype d);
+/* The activation operand of a matmul whose weight is 16-bit (ops.def: the
+ * products take x at f16's precision): `v` rounded to 11 significant bits,
+ * to nearest even, in f32's exponent range. Every backend rounds the same
+ * way (templates/common.*.in: ssm_x16). */
+float ssm_round_x16(float v);
+/* Whether a matmul reading weight type `w` rounds its x (ssm_round_x16). */
+int ssm_dtype_rounds_x(ssm_dtype w);
 /* Number of elements (1 for rank 0). */
 int64_t ssm_type_numel(const ssm_type *t);
 int ssm_type_equal(const ssm_type *a, const ssm_type *b);

@@ -4,10 +4,12 @@
  *
  * The patterns, in the order they are applied:
  *   1. norm prologue: a large-row rmsnorm whose only use is a matmul's x
- *      joins that matmul (the kernel normalizes rows as it reads them); so
- *      does an rmsnorm of any row before a small matmul that a scan computes
- *      (4: Falcon-Mamba's dt norm, whose scale the scan's prologue takes out
- *      of the dot product), going wherever that matmul goes;
+ *      joins that matmul (the kernel normalizes rows as it reads them),
+ *      unless the matmul rounds x (a 16-bit weight) and has more than
+ *      SSM_GEMV_ROWS rows: a GEMM scales its sums by the norm after the
+ *      products, and the rounding is of the normalized x; so does an
+ *      rmsnorm of any row before a small matmul that a scan computes (4:
+ *      Falcon-Mamba's dt norm), going wherever that matmul goes;
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
  *      attention, embed, reduce, softmax, argmax, sample, large-row rmsnorm) starts a
  *      group (the state operands of scan, conv1d_causal and attention must be
@@ -433,6 +435,8 @@ static void assign(fuser *f, int no_fuse) {
     const ssm_node *m = f->nodes[k];
     if (m->op != SSM_OP_MATMUL) continue;
     const ssm_node *x = m->args[0]->def;
+    int64_t rows = ssm_type_numel(&x->result->type) / m->args[1]->type.dims[1];
+    if (ssm_dtype_rounds_x(m->args[1]->type.dtype) && rows > SSM_GEMV_ROWS) continue;
     if (x->op == SSM_OP_RMSNORM && f->users[x->result->id].n == 1 &&
         (!ssm_node_is_pointwise(x) || scan_operand(f, k)))
       norm_of[index_of(f, x)] = k;

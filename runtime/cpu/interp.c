@@ -413,6 +413,10 @@ static ssm_status op_embed(const cpu_run *r, const ssm_node *n) {
   return NULL;
 }
 
+/* x as a matmul's products take it: rounded when the weight is 16-bit. */
+static float x_operand(float v, int round) { return round ? ssm_round_x16(v) : v; }
+
+/* y = x . w^T, double sums. */
 static void op_matmul(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0], *wv = n->args[1];
   SSM_ASSERT(wv->type.rank == 2);
@@ -422,12 +426,13 @@ static void op_matmul(const cpu_run *r, const ssm_node *n) {
   SSM_ASSERT(numel(n->result) == rows * nout);
   const float *x = fbuf(r, xv), *w = fbuf(r, wv);
   float *y = fbuf(r, n->result);
+  int round = ssm_dtype_rounds_x(wv->type.dtype);
   for (int64_t m = 0; m < rows; m++) {
     const float *xr = x + m * k;
     for (int64_t j = 0; j < nout; j++) {
       const float *wr = w + j * k;
       double acc = 0;
-      for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+      for (int64_t i = 0; i < k; i++) acc += (double)x_operand(xr[i], round) * wr[i];
       y[m * nout + j] = (float)acc;
     }
   }
@@ -444,6 +449,7 @@ static ssm_status op_matmul_sel(const cpu_run *r, const ssm_node *n) {
   const float *x = fbuf(r, xv), *w = fbuf(r, wv);
   const int32_t *idx = ibuf(r, iv);
   float *y = fbuf(r, n->result);
+  int round = ssm_dtype_rounds_x(wv->type.dtype);
   for (int64_t t = 0; t < steps; t++)
     for (int64_t j = 0; j < picks; j++) {
       int32_t e = idx[t * picks + j];
@@ -454,7 +460,7 @@ static ssm_status op_matmul_sel(const cpu_run *r, const ssm_node *n) {
       for (int64_t o = 0; o < nout; o++) {
         const float *wr = w + (e * nout + o) * k;
         double acc = 0;
-        for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+        for (int64_t i = 0; i < k; i++) acc += (double)x_operand(xr[i], round) * wr[i];
         y[(t * picks + j) * nout + o] = (float)acc;
       }
     }

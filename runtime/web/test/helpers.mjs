@@ -54,7 +54,29 @@ export function golden(name) {
     throw new Error(`fixture ${name}: logits.f32 does not hold rows x vocab floats`);
   let maxAbs = 0;
   for (const v of logits) maxAbs = Math.max(maxAbs, Math.abs(v));
-  return { dir, prompt: g.prompt, generated: g.generated, rows: g.rows, vocab: g.vocab, logits, maxAbs };
+  // transformers run in bf16: its distance from the f32 logits, the scale
+  // of a 16-bit bundle's bounds (boundOf, sameBound)
+  const dBf16 = g.half?.bf16?.native_max_abs_diff_vs_f32;
+  return { dir, prompt: g.prompt, generated: g.generated, rows: g.rows, vocab: g.vocab, logits, maxAbs,
+           dBf16 };
+}
+
+// tests/test_golden.c's bounds, relative to the largest logit. Against
+// transformers' f32 logits: 1e-4 for f32 weights; for 16-bit weights,
+// whose matmuls take x at f16's precision, 1.5 times transformers-bf16's
+// distance from them.
+export function boundOf(g, half) {
+  if (!half) return 1e-4;
+  if (!(g.dBf16 > 0)) throw new Error('the fixture has no bf16 reference (tools/gen_half_refs.py)');
+  return 1.5 * g.dBf16 / g.maxAbs;
+}
+
+// Between two runs of one bundle that sum in different orders: `f32` for
+// f32 weights; with 16-bit weights a rounding of x can fall either side of
+// its boundary where the runs differ in the last bit, so a tenth of that
+// distance.
+export function sameBound(g, half, f32) {
+  return half ? g.dBf16 / 10 / g.maxAbs : f32;
 }
 
 // max over every row of max |a - ref| / scale (tests/test_golden.c's criterion)
