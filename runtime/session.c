@@ -417,14 +417,18 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
     st[4] = (float)g->step; /* the draw's counter (templates/sample.glsl.in) */
     SSM_TRY(b->ops->set_sampler(b, st));
   }
-  int stopped;
-  /* with the sampler, the last prompt token is its first input (and the
-   * sampler itself reports inf/NaN logits: they need not come to the host) */
+  int stopped = 0;
+  /* With the sampler, the last prompt token is its first input (and the
+   * sampler itself reports inf/NaN logits: they need not come to the host).
+   * Greedy on the host, only the last prompt token's logits come back,
+   * unless on_logits asks for every row: the others are not computed. */
+  size_t fed = sampled ? np - 1 : np, quiet = g->on_logits ? 0 : sampled ? fed : np - 1;
   double t0 = ssm_now();
-  SSM_TRY(feed(s, prompt, sampled ? np - 1 : np, g->on_logits || !sampled, g->on_logits, g->user,
-               &stopped));
+  SSM_TRY(feed(s, prompt, quiet, 0, NULL, NULL, &stopped));
+  if (fed > quiet)
+    SSM_TRY(feed(s, prompt + quiet, fed - quiet, 1, g->on_logits, g->user, &stopped));
   s->gen_t0 = ssm_now();
-  s->stats.prompt_tokens += (int64_t)(sampled ? np - 1 : np);
+  s->stats.prompt_tokens += (int64_t)fed;
   s->stats.prompt_s += s->gen_t0 - t0;
   if (stopped || !max_tokens) return NULL;
   if (sampled) {
