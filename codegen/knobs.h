@@ -115,4 +115,19 @@
 /* steps whose inputs a thread reads before it advances: their loads overlap */
 #define KNOB_SCAN_UNROLL 8
 
+/* ---- ssd: the chunked scan of a separable state (Mamba-2's prefill) --------- */
+
+/* tokens a chunk (L): G = C B^T costs 2 L N a token, the steps over chunks T / L;
+ * shrunk per language until the tiles fit its workgroup memory (WGSL: 32) */
+#define KNOB_SSD_CHUNK 64
+/* head channels a workgroup (the P slice), the same in both languages (one grid):
+ * 16 of mamba2-2.7b's 64 makes 320 workgroups of its 80 heads, 2-3 per SM of an
+ * H200, and a slice of a 128-wide state takes 8.5 KiB, which leaves WGSL room */
+#define KNOB_SSD_SLICE 16
+/* state columns (of N) a step stages of C and B: 32 keeps GLSL's tiles at L = 64
+ * within 32 KiB (WGSL: 16) */
+#define KNOB_SSD_TILE_N 32
+/* threads a workgroup: 8 warps share each staged tile; fewer where the tiles are small */
+#define KNOB_SSD_THREADS 256
+
 #endif
