@@ -117,17 +117,22 @@
 
 /* ---- ssd: the chunked scan of a separable state (Mamba-2's prefill) --------- */
 
-/* tokens a chunk (L): G = C B^T costs 2 L N a token, the steps over chunks T / L;
- * shrunk per language until the tiles fit its workgroup memory (WGSL: 32) */
+/* tokens a chunk (L): G = C B^T costs 2 L N a token, the walk T / L steps;
+ * halved per language until the tiles fit its workgroup memory (at a slice
+ * of 64 and a state of 128: 32 in GLSL, 16 in WGSL) */
 #define KNOB_SSD_CHUNK 64
-/* head channels a workgroup (the P slice), the same in both languages (one grid):
- * 16 of mamba2-2.7b's 64 makes 320 workgroups of its 80 heads, 2-3 per SM of an
- * H200, and a slice of a 128-wide state takes 8.5 KiB, which leaves WGSL room */
-#define KNOB_SSD_SLICE 16
-/* state columns (of N) a step stages of C and B: 32 keeps GLSL's tiles at L = 64
- * within 32 KiB (WGSL: 16) */
+/* head channels a workgroup (the P slice; one grid for both languages): all
+ * of mamba2-2.7b's 64, so that its C B^T, C and B are computed once a head,
+ * not once a slice; its 80 workgroups leave 52 of an H200's SMs idle */
+#define KNOB_SSD_SLICE 64
+/* state columns (of N) staged a step of C, B and the state's tile: 32, or
+ * fewer where L's tiles leave no room */
 #define KNOB_SSD_TILE_N 32
+/* the shortest chunk and narrowest tile the plan shrinks to before a smaller slice */
+#define KNOB_SSD_MIN 8
 /* threads a workgroup: 8 warps share each staged tile; fewer where the tiles are small */
 #define KNOB_SSD_THREADS 256
+/* a thread's state elements, in registers: a slice of 64 x 128 over 256 threads is 32 */
+#define KNOB_SSD_STATE_REGS 64
 
 #endif

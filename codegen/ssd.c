@@ -20,10 +20,11 @@
  *
  * Only a decay written as exp(z) in the group is taken: log of an a the
  * kernel cannot see would be NaN where a <= 0, which the sequential form
- * handles. The workgroup is a head and a slice of PS of its P channels
- * (the grid is the same in both languages, so PS is too); the chunk L and
- * the staged columns NK of N shrink per language until the tiles fit its
- * workgroup memory (lang.def's shared_bytes).
+ * handles. The workgroup is a head and a slice of PS of its P channels,
+ * the slice of the state in its threads' registers (the grid is the same
+ * in both languages, so PS is too); the chunk L and then the staged columns
+ * NK of N shrink per language until the tiles fit its workgroup memory
+ * (lang.def's shared_bytes).
  */
 #include "codegen/internal.h"
 #include "codegen/knobs.h"
@@ -54,32 +55,33 @@ typedef struct {
   int64_t L, NK, local, tiles, shared; /* shared: floats */
 } ssd_plan;
 
-/* Floats of workgroup memory: the state slice [NK*tiles][PS+1], C and B
+/* Floats of workgroup memory: a tile of the state [NK][PS+1], C and B
  * staged [NK][L+1] each (later the masked G [L][L+1] in their room), u
  * [L][PS], and five rows of L (z, Λ's hi and lo, exp(Λ_t), exp(Λ_L - Λ_s)). */
-static int64_t ssd_floats(int64_t L, int64_t PS, int64_t NK, int64_t N) {
-  int64_t tiles = (N + NK - 1) / NK, cv = 2 * NK * (L + 1), m = L * (L + 1);
-  return tiles * NK * (PS + 1) + (cv > m ? cv : m) + L * PS + 5 * L;
+static int64_t ssd_floats(int64_t L, int64_t PS, int64_t NK) {
+  int64_t cv = 2 * NK * (L + 1), m = L * (L + 1);
+  return NK * (PS + 1) + (cv > m ? cv : m) + L * PS + 5 * L;
 }
 
-/* The plan of language `lang` for a slice of PS, or 0 if nothing fits. */
+/* The plan of language `lang` for a slice of PS, or 0 if nothing fits: the
+ * longest chunk that fits with the narrowest tile, then the widest tile. */
 static int ssd_plan_for(ssm_lang lang, int64_t T, int64_t PS, int64_t N, ssd_plan *out) {
   const ssm_cg_lang *l = &ssm_cg_langs[lang];
   int64_t L = KNOB_SSD_CHUNK, NK = KNOB_SSD_TILE_N;
   if (L > pow2_at_least(T)) L = pow2_at_least(T);
   if (NK > pow2_at_least(N)) NK = pow2_at_least(N);
-  while (ssd_floats(L, PS, NK, N) * 4 > l->shared_bytes) {
-    if (L > 2 * NK || (NK <= 8 && L > 8)) L /= 2;
-    else if (NK > 8) NK /= 2;
-    else return 0;
-  }
-  int64_t local = KNOB_SSD_THREADS;
+  int64_t narrow = NK < KNOB_SSD_MIN ? NK : KNOB_SSD_MIN, shortest = L < KNOB_SSD_MIN ? L : KNOB_SSD_MIN;
+  while (L > shortest && ssd_floats(L, PS, narrow) * 4 > l->shared_bytes) L /= 2;
+  while (NK > narrow && ssd_floats(L, PS, NK) * 4 > l->shared_bytes) NK /= 2;
+  if (ssd_floats(L, PS, NK) * 4 > l->shared_bytes) return 0;
+  int64_t local = KNOB_SSD_THREADS, tiles = (N + NK - 1) / NK;
   if (local > l->max_threads) local = l->max_threads;
   if (local > L * L) local = L * L;
   if (local > L * PS) local = L * PS;
   if (local > PS * NK) local = PS * NK;
-  *out = (ssd_plan){.L = L, .NK = NK, .local = local, .tiles = (N + NK - 1) / NK,
-                    .shared = ssd_floats(L, PS, NK, N)};
+  if (PS * NK * tiles / local > KNOB_SSD_STATE_REGS) return 0;
+  *out = (ssd_plan){.L = L, .NK = NK, .local = local, .tiles = tiles,
+                    .shared = ssd_floats(L, PS, NK)};
   return 1;
 }
 
@@ -196,9 +198,9 @@ ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out) {
   split(L, L, local, &gtr, &gtc);
   split(L, PS, local, &ytr, &ytc);
   split(NK, PS, local, &htr, &htc);
-  /* workgroup memory (ssd_floats): offsets of the state slice, C and B
+  /* workgroup memory (ssd_floats): offsets of the state's tile, C and B
    * (and the masked G), u, z, Λ (hi, lo), exp(Λ_t), exp(Λ_L - Λ_s) */
-  int64_t lp = L + 1, psp = PS + 1, oc = plan.tiles * NK * psp;
+  int64_t lp = L + 1, psp = PS + 1, oc = NK * psp;
   int64_t cv = 2 * NK * lp, ou = oc + (cv > L * lp ? cv : L * lp);
   int64_t oz = ou + L * PS;
   SSM_ASSERT(oz + 5 * L == plan.shared);
@@ -212,7 +214,7 @@ ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out) {
       I64(L / gtr), "GS", I64(L / gtc), "GN", I64((L / gtr) * (L / gtc)), "YTR", I64(ytr), "YTC",
       I64(ytc), "YT", I64(L / ytr), "YP", I64(PS / ytc), "YN", I64((L / ytr) * (PS / ytc)),
       "HTR", I64(htr), "HTC", I64(htc), "HN", I64(NK / htr), "HP", I64(PS / htc), "HNN",
-      I64((NK / htr) * (PS / htc)), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
+      I64((NK / htr) * (PS / htc)), "HREGS", I64(plan.tiles * (NK / htr) * (PS / htc)), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
       ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS", ssm_cg_loads_text(c, &loads),
       NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);

@@ -1067,10 +1067,10 @@ static long shared_floats(const char *src, const char *decl) {
 
 /* mamba2-2.7b's scan (80 heads of 64 channels, a state of 128, one group;
  * its inner width of 5120 from a hidden of 128, so the matmuls compile
- * quickly) at a chunk of 512: chunks of 64 tokens and tiles of 32 state columns in GLSL
- * within its 32 KiB of workgroup memory, of 32 and 16 in WGSL within its
- * 16 KiB (lang.def's shared_bytes), the same grid of 80 x 4 slices of 16
- * channels, 256 threads. */
+ * quickly) at a chunk of 512: a workgroup a head, 256 threads, chunks of 32
+ * tokens and tiles of 32 state columns in GLSL within its 32 KiB of
+ * workgroup memory, of 32 and 8 in WGSL within its 16 KiB (lang.def's
+ * shared_bytes). */
 static void test_ssd_big_state(void) {
   static const char cfg[] =
       "{\"model_type\": \"mamba2\", \"vocab_size\": 256, \"hidden_size\": 128, "
@@ -1092,10 +1092,10 @@ static void test_ssd_big_state(void) {
     const ssm_mf_kernel *k = &m->kernels[st->kernel];
     if (strcmp(k->family, "ssd")) continue;
     found++;
-    CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "T=512 H=80 P=64 N=128 L=64 PS=16 NK=32 LOCAL=256"));
-    CU_ASSERT_EQUAL(st->groups[0] * st->groups[1] * st->groups[2], 80 * 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "T=512 H=80 P=64 N=128 L=32 PS=64 NK=32 LOCAL=256"));
+    CU_ASSERT_EQUAL(st->groups[0] * st->groups[1] * st->groups[2], 80);
     char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
-    CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "L=32 PS=16 NK=16 LOCAL=256\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "L=32 PS=64 NK=8 LOCAL=256\n"));
     long gs = shared_floats(glsl, "shared float sm["), ws = shared_floats(wgsl, "var<workgroup> sm: array<f32, ");
     fprintf(stderr, "\n  ssd workgroup memory: GLSL %ld bytes, WGSL %ld bytes", gs * 4, ws * 4);
     CU_ASSERT(gs > 0 && gs * 4 <= 32768);

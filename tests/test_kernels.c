@@ -863,17 +863,17 @@ static void ssd(const char *label, int64_t T, int count, int64_t G, int64_t HPG,
   ssm_graph_destroy(ck.g);
 }
 
-/* The chunked scan (codegen/ssd.c; GLSL's chunks of 64 tokens, slices of 16
- * channels, 32 state columns a tile: knobs.h) over several chunks, the last
- * one short, with the state carried from chunk to chunk and run to run:
- * slices of P that do not divide it, N of one tile, of several, and of a
- * partial last tile, runs shorter than the program's T. */
+/* The chunked scan (codegen/ssd.c; in GLSL chunks of up to 64 tokens,
+ * slices of up to 64 channels, 32 state columns a tile: knobs.h) over
+ * several chunks, the last one short, with the state carried from chunk to
+ * chunk and run to run: slices of P that do not divide it, N of one tile,
+ * of several, and of a partial last tile, runs shorter than the program's T. */
 static void test_ssd(void) {
   NEED_VK();
   ssd("ssd T=300 run 250 G=2 H/G=3 P=64 N=128", 300, 250, 2, 3, 64, 128);
   ssd("ssd T=300 G=2 H/G=2 P=24 N=16", 300, 300, 2, 2, 24, 16);
-  ssd("ssd T=77 run 70 G=1 H/G=3 P=16 N=48", 77, 70, 1, 3, 16, 48);
-  ssd("ssd T=6 run 5 G=2 H/G=1 P=40 N=64", 6, 5, 2, 1, 40, 64);
+  ssd("ssd T=77 run 70 G=1 H/G=3 P=80 N=48 (2 slices)", 77, 70, 1, 3, 80, 48);
+  ssd("ssd T=8 run 5 G=2 H/G=1 P=40 N=64", 8, 5, 2, 1, 40, 64);
   end_list();
 }
 
