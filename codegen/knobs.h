@@ -117,6 +117,11 @@
 
 /* ---- ssd: the chunked scan of a separable state (Mamba-2's prefill) --------- */
 
+/* programs of fewer tokens a run keep the sequential scan: its walk is a few
+ * steps, and it is decode's arithmetic, so their runs give decode's logits
+ * bit for bit (a reordered f32 sum in a hybrid's scan moves its logits by
+ * about 1e-6: zamba2_tiny's by 2.4e-6 with y's sum over N reversed) */
+#define KNOB_SSD_MIN_TOKENS 8
 /* tokens a chunk (L): G = C B^T costs 2 L N a token, the walk T / L steps;
  * halved per language until the tiles fit its workgroup memory (at a slice
  * of 64 and a state of 128: 32 in GLSL, 16 in WGSL) */

@@ -18,7 +18,9 @@
  * difference Λ_t - Λ_s is as exact as the decay between the two tokens and
  * not rounded at the size of Λ.
  *
- * Only a decay written as exp(z) in the group is taken: log of an a the
+ * Programs of fewer than KNOB_SSD_MIN_TOKENS tokens keep the sequential
+ * kernel (knobs.h says why). Only a decay written as exp(z) in the group is
+ * taken: log of an a the
  * kernel cannot see would be NaN where a <= 0, which the sequential form
  * handles. The workgroup is a head and a slice of PS of its P channels,
  * the slice of the state in its threads' registers (the grid is the same
@@ -101,7 +103,7 @@ int ssm_cg_ssd_applies(const cg_ctx *c) {
   if (!sc || sc->op != SSM_OP_SCAN) return 0;
   const ssm_type *h = &sc->args[3]->type;
   int64_t T = sc->result->type.dims[0];
-  if (h->rank < 3 || T < 2) return 0;
+  if (h->rank < 3 || T < KNOB_SSD_MIN_TOKENS) return 0;
   const ssm_type *ta = &sc->args[0]->type, *tc = &sc->args[2]->type;
   if (dim_back(ta, 0) != 1 || dim_back(ta, 1) != 1 || dim_back(tc, 1) != 1) return 0;
   const ssm_node *a = sc->args[0]->def;

@@ -1020,8 +1020,9 @@ static int program_family(const ssm_manifest *m, int p, const char *family) {
 /* The chunked scan (codegen/ssd.c) is what Mamba-2's prefill scans become,
  * and those of the hybrids built on its block, named so in both languages;
  * decode's one-token scans, Mamba-1's and Falcon-Mamba's (A per channel and
- * state: a decay that varies along N) and Mamba-2's with fusion off (b then
- * a whole [T, G, H/G, P, N] tensor in memory) keep the sequential kernel. */
+ * state: a decay that varies along N), Mamba-2's with fusion off (b then a
+ * whole [T, G, H/G, P, N] tensor in memory) and those of programs of fewer
+ * than 8 tokens (knobs.h) keep the sequential kernel. */
 static void test_ssd_chosen(void) {
   static const struct { const char *fixture; int chunked; } cases[] = {
       {"mamba2_tiny", 1},     {"mamba2_groups", 1}, {"mamba2_dt_limit", 1},
@@ -1057,6 +1058,9 @@ static void test_ssd_chosen(void) {
   CU_ASSERT(prefill_family(ssm_bundle_manifest(ub), "scan") > 0);
   ssm_bundle_close(ub);
   ssm_model_close(um);
+  ssm_bundle *b = compile("mamba2_groups", 7);
+  CU_ASSERT_EQUAL(prefill_family(ssm_bundle_manifest(b), "ssd"), 0);
+  ssm_bundle_close(b);
 }
 
 /* The workgroup memory (floats) a kernel's source declares as `decl`N. */
