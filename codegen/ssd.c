@@ -20,13 +20,12 @@
  *
  * Programs of fewer than KNOB_SSD_MIN_TOKENS tokens keep the sequential
  * kernel (knobs.h says why). Only a decay written as exp(z) in the group is
- * taken: log of an a the
- * kernel cannot see would be NaN where a <= 0, which the sequential form
- * handles. The workgroup is a head and a slice of PS of its P channels,
- * the slice of the state in its threads' registers (the grid is the same
- * in both languages, so PS is too); the chunk L and then the staged columns
- * NK of N shrink per language until the tiles fit its workgroup memory
- * (lang.def's shared_bytes).
+ * taken: the log of an a the kernel cannot see would be NaN where a <= 0,
+ * which the sequential form handles. The workgroup is a head and a slice of
+ * PS of its P channels, the slice of the state in its threads' registers
+ * (the grid is the same in both languages, so PS is too); the chunk L and
+ * then the staged columns NK of N shrink per language until the tiles fit
+ * its workgroup memory (lang.def's shared_bytes).
  */
 #include "codegen/internal.h"
 #include "codegen/knobs.h"
@@ -72,7 +71,8 @@ static int ssd_plan_for(ssm_lang lang, int64_t T, int64_t PS, int64_t N, ssd_pla
   int64_t L = KNOB_SSD_CHUNK, NK = KNOB_SSD_TILE_N;
   if (L > pow2_at_least(T)) L = pow2_at_least(T);
   if (NK > pow2_at_least(N)) NK = pow2_at_least(N);
-  int64_t narrow = NK < KNOB_SSD_MIN ? NK : KNOB_SSD_MIN, shortest = L < KNOB_SSD_MIN ? L : KNOB_SSD_MIN;
+  int64_t narrow = NK < KNOB_SSD_MIN ? NK : KNOB_SSD_MIN;
+  int64_t shortest = L < KNOB_SSD_MIN ? L : KNOB_SSD_MIN;
   while (L > shortest && ssd_floats(L, PS, narrow) * 4 > l->shared_bytes) L /= 2;
   while (NK > narrow && ssd_floats(L, PS, NK) * 4 > l->shared_bytes) NK /= 2;
   if (ssd_floats(L, PS, NK) * 4 > l->shared_bytes) return 0;
@@ -216,9 +216,9 @@ ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out) {
       I64(L / gtr), "GS", I64(L / gtc), "GN", I64((L / gtr) * (L / gtc)), "YTR", I64(ytr), "YTC",
       I64(ytc), "YT", I64(L / ytr), "YP", I64(PS / ytc), "YN", I64((L / ytr) * (PS / ytc)),
       "HTR", I64(htr), "HTC", I64(htc), "HN", I64(NK / htr), "HP", I64(PS / htc), "HNN",
-      I64((NK / htr) * (PS / htc)), "HREGS", I64(plan.tiles * (NK / htr) * (PS / htc)), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
-      ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS", ssm_cg_loads_text(c, &loads),
-      NULL};
+      I64((NK / htr) * (PS / htc)), "HREGS", I64(plan.tiles * (NK / htr) * (PS / htc)),
+      "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS", ssm_cg_buffers_decl(c),
+      "COMMON", ssm_cg_common(c), "LOADS", ssm_cg_loads_text(c, &loads), NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(c, "ssd",
                        ssm_arena_printf(c->a, "T=%lld H=%lld P=%lld N=%lld L=%lld PS=%lld NK=%lld "
