@@ -201,6 +201,9 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out);       /* matmul.c */
 ssm_status ssm_cg_gen_matmul(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out);       /* scan.c */
+/* Whether the group's scan takes the chunked form (ssd.c says when). */
+int ssm_cg_ssd_applies(const cg_ctx *c);
+ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out);        /* ssd.c */
 ssm_status ssm_cg_gen_rope(cg_ctx *c, ssm_cg_kernel *out);       /* items.c */
 ssm_status ssm_cg_gen_positions(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_gather(cg_ctx *c, ssm_cg_kernel *out);

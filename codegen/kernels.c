@@ -5,7 +5,7 @@
  * evaluate the group's absorbed expressions and read through views (emit.c),
  * and an epilogue applied to each result element. Shapes are compile-time
  * constants. This file picks a group's family (the families are matmul.c,
- * scan.c, families.c and items.c), generates it in both languages, and
+ * scan.c and its chunked form ssd.c, families.c and items.c), generates it in both languages, and
  * holds what every family uses to assemble its kernel: memory declarations,
  * grids, the run's token count and the kernel's text.
  *
@@ -188,7 +188,9 @@ static ssm_status generate(cg_ctx *c, ssm_cg_kernel *out) {
                                          : ssm_cg_gen_gemm(c, out);
       break;
     }
-    case SSM_OP_SCAN: s = ssm_cg_gen_scan(c, out); break;
+    case SSM_OP_SCAN:
+      s = ssm_cg_ssd_applies(c) ? ssm_cg_gen_ssd(c, out) : ssm_cg_gen_scan(c, out);
+      break;
     case SSM_OP_CONV1D: s = ssm_cg_gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = ssm_cg_gen_attention(c, out); break;
     case SSM_OP_RMSNORM:

@@ -121,4 +121,29 @@
 /* steps whose inputs a thread reads before it advances: their loads overlap */
 #define KNOB_SCAN_UNROLL 8
 
+/* ---- ssd: the chunked scan of a separable state (Mamba-2's prefill) --------- */
+
+/* programs of fewer tokens a run keep the sequential scan: its walk is a few
+ * steps, and it is decode's arithmetic, so their runs give decode's logits
+ * bit for bit (a reordered f32 sum in a hybrid's scan moves its logits by
+ * about 1e-6: zamba2_tiny's by 2.4e-6 with y's sum over N reversed) */
+#define KNOB_SSD_MIN_TOKENS 8
+/* tokens a chunk (L): G = C B^T costs 2 L N a token, the walk T / L steps;
+ * halved per language until the tiles fit its workgroup memory (at a slice
+ * of 64 and a state of 128: 32 in GLSL, 16 in WGSL) */
+#define KNOB_SSD_CHUNK 64
+/* head channels a workgroup (the P slice; one grid for both languages): all
+ * of mamba2-2.7b's 64, so that its C B^T, C and B are computed once a head,
+ * not once a slice; its 80 workgroups leave 52 of an H200's SMs idle */
+#define KNOB_SSD_SLICE 64
+/* state columns (of N) staged a step of C, B and the state's tile: 32, or
+ * fewer where L's tiles leave no room */
+#define KNOB_SSD_TILE_N 32
+/* the shortest chunk and narrowest tile the plan shrinks to before a smaller slice */
+#define KNOB_SSD_MIN 8
+/* threads a workgroup: 8 warps share each staged tile; fewer where the tiles are small */
+#define KNOB_SSD_THREADS 256
+/* a thread's state elements, in registers: a slice of 64 x 128 over 256 threads is 32 */
+#define KNOB_SSD_STATE_REGS 64
+
 #endif

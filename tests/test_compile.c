@@ -672,13 +672,14 @@ static void test_prefill_logits_apart(void) {
  * token at a time through decode does, within f32 rounding, and leave the
  * state so that the next token's logits agree too; rows past the run's are
  * not written. Chunk 64 has GEMMs of several row blocks, of which a short
- * run skips all but the first. */
+ * run skips all but the first; Mamba-2's chunked scan at 128 walks two
+ * chunks of 64 tokens (codegen/ssd.c), a run of 70 a chunk and 6 tokens. */
 static void test_partial_runs(void) {
   static const struct { const char *fixture; int chunk, tails[3]; } cases[] = {
       {"mamba1_tiny", 16, {2, 5, 15}},  {"jamba_tiny", 16, {2, 5, 15}},
       {"mamba2_tiny", 16, {2, 5, 15}},  {"lfm2_tiny", 16, {2, 5, 15}},
       {"recurrent_gemma_tiny", 16, {2, 5, 15}}, {"mamba1_tiny", 64, {5, 40, 63}},
-      {"jamba_tiny", 64, {5, 40, 63}},
+      {"jamba_tiny", 64, {5, 40, 63}}, {"mamba2_groups", 128, {5, 70, 127}},
   };
   for (size_t f = 0; f < sizeof cases / sizeof *cases; f++) {
     int chunk = cases[f].chunk;
@@ -1007,6 +1008,109 @@ static void test_scan_reads_ahead(void) {
   ssm_bundle_close(b);
 }
 
+/* The number of program p's (0: decode, 1: prefill) dispatches of template `family`. */
+static int program_family(const ssm_manifest *m, int p, const char *family) {
+  const ssm_mf_program *prog = p ? &m->prefill : &m->decode;
+  int n = 0;
+  for (int i = 0; i < prog->nsteps; i++)
+    n += !strcmp(m->kernels[prog->steps[i].kernel].family, family);
+  return n;
+}
+
+/* The chunked scan (codegen/ssd.c) is what Mamba-2's prefill scans become,
+ * and those of the hybrids built on its block, named so in both languages;
+ * decode's one-token scans, Mamba-1's and Falcon-Mamba's (A per channel and
+ * state: a decay that varies along N), Mamba-2's with fusion off (b then a
+ * whole [T, G, H/G, P, N] tensor in memory) and those of programs of fewer
+ * than 8 tokens (knobs.h) keep the sequential kernel. */
+static void test_ssd_chosen(void) {
+  static const struct { const char *fixture; int chunked; } cases[] = {
+      {"mamba2_tiny", 1},     {"mamba2_groups", 1}, {"mamba2_dt_limit", 1},
+      {"bamba_tiny", 1},      {"nemotron_h_tiny", 1}, {"falcon_h1_tiny", 1},
+      {"zamba2_tiny", 1},     {"granitemoe_hybrid_moe", 1}, {"mamba1_tiny", 0},
+      {"falcon_tiny", 0},     {"jamba_tiny", 0}};
+  for (size_t f = 0; f < sizeof cases / sizeof *cases; f++) {
+    ssm_bundle *b = compile(cases[f].fixture, 8);
+    const ssm_manifest *m = ssm_bundle_manifest(b);
+    int ssd = program_family(m, 1, "ssd"), scans = program_family(m, 1, "scan");
+    CU_ASSERT(cases[f].chunked ? ssd > 0 && scans == 0 : ssd == 0 && scans > 0);
+    CU_ASSERT_EQUAL(program_family(m, 0, "ssd"), 0);
+    CU_ASSERT(program_family(m, 0, "scan") > 0);
+    for (int i = 0; i < m->nkernels; i++) {
+      const ssm_mf_kernel *k = &m->kernels[i];
+      if (strcmp(k->family, "ssd")) continue;
+      char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
+      CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "// ssmc kernel: template ssd.glsl.in, "));
+      CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "// ssmc kernel: template ssd.wgsl.in, "));
+      CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "+scan+"));
+      free(glsl);
+      free(wgsl);
+    }
+    ssm_bundle_close(b);
+  }
+  ssm_model *um = NULL;
+  ssm_bundle *ub = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba2_groups"), NULL, &um));
+  ssm_compile_opts uo = {.prefill_tokens = 8, .no_fuse = 1};
+  if (um) SSM_ASSERT_OK(ssm_compile(um, &uo, &ub));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(ub);
+  CU_ASSERT_EQUAL(prefill_family(ssm_bundle_manifest(ub), "ssd"), 0);
+  CU_ASSERT(prefill_family(ssm_bundle_manifest(ub), "scan") > 0);
+  ssm_bundle_close(ub);
+  ssm_model_close(um);
+  ssm_bundle *b = compile("mamba2_groups", 7);
+  CU_ASSERT_EQUAL(prefill_family(ssm_bundle_manifest(b), "ssd"), 0);
+  ssm_bundle_close(b);
+}
+
+/* The workgroup memory (floats) a kernel's source declares as `decl`N. */
+static long shared_floats(const char *src, const char *decl) {
+  const char *at = strstr(src, decl);
+  return at ? atol(at + strlen(decl)) : -1;
+}
+
+/* mamba2-2.7b's scan (80 heads of 64 channels, a state of 128, one group;
+ * its inner width of 5120 from a hidden of 128, so the matmuls compile
+ * quickly) at a chunk of 512: a workgroup a head, 256 threads, chunks of 32
+ * tokens and tiles of 32 state columns in GLSL within its 32 KiB of
+ * workgroup memory, of 32 and 8 in WGSL within its 16 KiB (lang.def's
+ * shared_bytes). */
+static void test_ssd_big_state(void) {
+  static const char cfg[] =
+      "{\"model_type\": \"mamba2\", \"vocab_size\": 256, \"hidden_size\": 128, "
+      "\"expand\": 40, \"state_size\": 128, \"num_heads\": 80, \"head_dim\": 64, "
+      "\"n_groups\": 1, \"conv_kernel\": 4, \"num_hidden_layers\": 1, "
+      "\"layer_norm_epsilon\": 1e-5, \"tie_word_embeddings\": true}";
+  const char *path = ssm_test_write("mamba2_2.7b.json", cfg, strlen(cfg));
+  ssm_model *model = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("models/mamba2.yaml"), path, &model));
+  ssm_compile_opts o = {.prefill_tokens = 512};
+  if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+  ssm_model_close(model);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int found = 0;
+  for (int i = 0; i < m->prefill.nsteps; i++) {
+    const ssm_mf_step *st = &m->prefill.steps[i];
+    const ssm_mf_kernel *k = &m->kernels[st->kernel];
+    if (strcmp(k->family, "ssd")) continue;
+    found++;
+    CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "T=512 H=80 P=64 N=128 L=32 PS=64 NK=32 LOCAL=256"));
+    CU_ASSERT_EQUAL(st->groups[0] * st->groups[1] * st->groups[2], 80);
+    char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
+    CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "L=32 PS=64 NK=8 LOCAL=256\n"));
+    long gs = shared_floats(glsl, "shared float sm["), ws = shared_floats(wgsl, "var<workgroup> sm: array<f32, ");
+    fprintf(stderr, "\n  ssd workgroup memory: GLSL %ld bytes, WGSL %ld bytes", gs * 4, ws * 4);
+    CU_ASSERT(gs > 0 && gs * 4 <= 32768);
+    CU_ASSERT(ws > 0 && ws * 4 <= 16384);
+    free(glsl);
+    free(wgsl);
+  }
+  CU_ASSERT_EQUAL(found, 1);
+  ssm_bundle_close(b);
+}
+
 /* A decode gemv of one group of columns reads its epilogue's operands
  * first (gemv.glsl.in, TOUCH) through epilogue_touch, which writes nothing:
  * the in_proj's decode conv has a cvt helper that reads the state and
@@ -1073,6 +1177,8 @@ int main(void) {
                          {"gemm_coop_loads", test_gemm_coop_loads},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
+                         {"ssd_chosen", test_ssd_chosen},
+                         {"ssd_big_state", test_ssd_big_state},
                          {"gemv_touches_epilogue", test_gemv_touches_epilogue},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);

@@ -361,7 +361,11 @@ FIXTURE_TEST(23, falcon_wide_dt)
  * hybrids with attention get 1e-5 against token by token: with the matmul
  * template in place of the gemm at this chunk they already differ by up to
  * 6.5e-6 (jamba_tiny; lfm2_tiny 6.2e-6, measured on lavapipe), more than
- * with the gemm (6.1e-6, 2.6e-6), so that gap is not the gemm's.
+ * with the gemm (6.1e-6, 2.6e-6), so that gap is not the gemm's. The
+ * Mamba-2 scans here are the chunked kernel (codegen/ssd.c), the Falcon-H1
+ * fixtures' too (attention in every layer: 6.0e-7 to 1.7e-6). zamba2_tiny
+ * is not here: it differs from token by token by 8.8e-6 with the
+ * sequential scan at this chunk, 1.03e-5 with the chunked one.
  *
  * Then the f32 fixtures again with bf16 weights, against token by token
  * with the same weights (transformers ran f32): on a device with
@@ -376,7 +380,7 @@ static void test_gemm_chunks(void) {
       {0, 1e-6, 0},  {1, 1e-6, 0},  {3, 1e-6, 0},  {5, 1e-6, 0},
       {6, 1e-6, 0},  {7, 1e-6, 0},  {10, 1e-6, 0}, {8, 1e-5, 0},  {9, 1e-5, 0},  {11, 1e-5, 0},
       {12, 1e-5, 0}, {13, 1e-5, 0}, {14, 1e-5, 0}, {21, 1e-5, 0}, {18, 1e-5, 0}, {19, 1e-5, 0},
-      {23, 1e-6, 0}};
+      {23, 1e-6, 0}, {15, 1e-5, 0}, {16, 1e-5, 0}, {17, 1e-5, 0}};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
     const char *name = fixtures[which[i].fixture];
     golden g = {0};

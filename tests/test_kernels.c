@@ -81,12 +81,17 @@ typedef struct {
   ssm_value *wval[MAXW];
   float *wdata[MAXW];
   char wname[MAXW][8];
-  int32_t tokens[64];
+  int32_t tokens[512];
   int ntokens;
   int nstates;
   char sname[2][8];
   int runs; /* 0: 2 for stateful ops, else 1 */
   ssm_node *norm; /* an rmsnorm that the node under test applies as its prologue */
+  /* a fused group from `first` to the node under test, around `anchor`
+   * (whose states are compared), its members marked group 0 by the case */
+  ssm_node *first, *anchor;
+  int count; /* tokens of each GPU run, fewer than the program's (0: all) */
+  const char *family; /* the kernel template the case must get (NULL: any) */
 } kcase;
 
 static const ssm_type k_scalar = {SSM_F32, 0, {0}};
@@ -136,7 +141,7 @@ static ssm_value *kc_pos(kcase *kc) {
 }
 
 static ssm_value *kc_tokens(kcase *kc, int count, const int32_t *ids) {
-  CU_ASSERT_FATAL(count <= 64);
+  CU_ASSERT_FATAL(count <= 512);
   memcpy(kc->tokens, ids, (size_t)count * sizeof *ids);
   kc->ntokens = count;
   ssm_type t = ssm_type_make(SSM_I32, 1, (int64_t[]){count});
@@ -172,6 +177,11 @@ static ssm_st *kc_write_weights(kcase *kc, int index) {
 
 /* ---- the two sides --------------------------------------------------------- */
 
+/* The node whose states a case compares: its anchor, or the node under test. */
+static const ssm_node *stateful(const kcase *kc, const ssm_node *n) {
+  return kc->anchor ? kc->anchor : n;
+}
+
 /* Elements of all the node's states together. */
 static size_t states_count(const ssm_node *n) {
   int si[2], ns = ssm_op_state_operands(n->op, si);
@@ -190,9 +200,10 @@ static ssm_status cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int r
   ssm_status s = NULL;
   for (int r = 0; r < runs && !s; r++)
     s = ssm_cpu_run(c, kc->g, kc->tokens, out + (size_t)r * count, count);
-  int si[2], ns = ssm_op_state_operands(n->op, si);
+  const ssm_node *owner = stateful(kc, n);
+  int si[2], ns = ssm_op_state_operands(owner->op, si);
   for (int j = 0; j < ns && !s; j++) {
-    const ssm_value *sv = n->args[si[j]];
+    const ssm_value *sv = owner->args[si[j]];
     ssm_graph *peek = ssm_test_graph("peek");
     ssm_node *sn = ssm_graph_append(peek, SSM_OP_STATE, &sv->type, 0, NULL);
     ssm_node_set_str(peek, sn, "name", ssm_node_str(sv->def, "name", ""));
@@ -238,6 +249,9 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
     ssm_group gr = {.id = 0, .first = kc->norm, .root = (ssm_node *)n, .anchor = (ssm_node *)n,
                     .norm = kc->norm};
     s = ssm_cg_kernel_for_group(kc->g, &gr, arena, &kern);
+  } else if (kc->first) {
+    ssm_group gr = {.id = 0, .first = kc->first, .root = (ssm_node *)n, .anchor = kc->anchor};
+    s = ssm_cg_kernel_for_group(kc->g, &gr, arena, &kern);
   } else {
     s = ssm_cg_kernel_for_node(kc->g, n, arena, &kern);
   }
@@ -254,6 +268,7 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
                  kern.groups[d], info->max_workgroup_count[d], kern.params);
     if (skip[0]) goto done;
     CU_ASSERT_EQUAL_FATAL(kern.bind[0], n->result);
+    if (kc->family) CU_ASSERT_STRING_EQUAL(kern.family, kc->family);
     s = ssm_cg_compile_glsl(kern.glsl, kc->label, &words, &nwords);
   }
   if (!s) {
@@ -283,7 +298,8 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
     binds[b] = (ssm_vk_binding){bufs[b], 0, 0};
   }
   if (!s) s = ssm_vk_program_create(g_vk, &p);
-  uint32_t run_tokens = (uint32_t)kc->ntokens; /* a whole run (kernels with run_count) */
+  /* a whole run (kernels with run_count), or the case's count */
+  uint32_t run_tokens = (uint32_t)(kc->count ? kc->count : kc->ntokens);
   if (!s) s = ssm_vk_program_add_dispatch(p, k, binds, kern.run_count ? &run_tokens : NULL,
                                           kern.groups[0], kern.groups[1], kern.groups[2]);
   if (!s) s = ssm_vk_program_end(p);
@@ -305,13 +321,14 @@ static ssm_status gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, f
                                        : ((float *)ints)[i];
   }
   free(ints);
-  int si[2], ns = ssm_op_state_operands(n->op, si);
+  const ssm_node *stn = stateful(kc, n);
+  int si[2], ns = ssm_op_state_operands(stn->op, si);
   for (int j = 0; j < ns; j++) {
     int sb = -1;
     for (int b = 0; b < kern.nbindings; b++)
-      if (kern.bind[b] == n->args[si[j]]) sb = b;
+      if (kern.bind[b] == stn->args[si[j]]) sb = b;
     CU_ASSERT(sb > 0);
-    size_t sn = (size_t)ssm_type_numel(&n->args[si[j]]->type);
+    size_t sn = (size_t)ssm_type_numel(&stn->args[si[j]]->type);
     if (!s && sb > 0) s = ssm_vk_buffer_download(g_vk, bufs[sb], 0, state, sn * 4);
     state += sn;
   }
@@ -720,6 +737,143 @@ static void test_scan(void) {
   /* a row of 200 fills a workgroup: 20 steps per pass */
   scan("scan N=200 a,b [45,3,200] c [45,1,200]", F32(45, 3, 200), F32(45, 3, 200),
        F32(45, 1, 200), F32(3, 200));
+  end_list();
+}
+
+/* The node of `op` on a..d (NULL past nargs), its result type inferred. */
+static ssm_node *kc_node(kcase *kc, ssm_op op, int nargs, ssm_value *a, ssm_value *b,
+                         ssm_value *c, ssm_value *d) {
+  ssm_node *n = kc_op(kc, op, nargs, a, b, c, d);
+  SSM_ASSERT_OK(ssm_op_infer(n, &n->result->type));
+  return n;
+}
+
+/* A reshape of v to `t`. */
+static ssm_value *kc_reshape(kcase *kc, ssm_value *v, ssm_type t) {
+  return ssm_graph_append(kc->g, SSM_OP_RESHAPE, &t, 1, &v)->result;
+}
+
+/* Marks n a member of the case's group 0 (fuse's mark). */
+static ssm_value *member(kcase *kc, ssm_node *n) {
+  ssm_node_set_int(kc->g, n, "group", 0);
+  return n->result;
+}
+
+/* Mamba-2's scan group over T tokens as fuse makes it (models/mamba2.yaml):
+ * dt = softplus(w0 [T, H]), a = exp(dt * A) with A = w1 [H] (negative), b =
+ * dt * B * x with B = w2 [T, G*N] and x = w3 [T, H*P], c = C = w4 [T, G*N],
+ * the scan of state [G, H/G, P, N] and the D skip y + x * D, D = w5 [H]. The
+ * weights of a case of T tokens; the group's root is returned, its first
+ * member and anchor set in kc. */
+static ssm_node *mamba2_scan(kcase *kc, int64_t T, int64_t G, int64_t HPG, int64_t P, int64_t N) {
+  int64_t H = G * HPG;
+  int32_t zeros[512] = {0};
+  kc_tokens(kc, (int)T, zeros); /* the program's tokens per run (ssm_cg_reads_count) */
+  ssm_value *dtr = kc_weight(kc, F32(T, H), -6, 0), *A = kc_weight(kc, F32(H), -4, -0.2f);
+  ssm_value *B = kc_weight(kc, F32(T, G * N), -1, 1), *x = kc_weight(kc, F32(T, H * P), -1, 1);
+  ssm_value *C = kc_weight(kc, F32(T, G * N), -1, 1), *D = kc_weight(kc, F32(H), -1, 1);
+  ssm_node *sp = kc_node(kc, SSM_OP_SOFTPLUS, 1, dtr, NULL, NULL, NULL);
+  kc->first = sp;
+  ssm_value *dt5 = kc_reshape(kc, member(kc, sp), F32(T, G, HPG, 1, 1));
+  ssm_value *A4 = kc_reshape(kc, A, F32(G, HPG, 1, 1));
+  ssm_value *z = member(kc, kc_node(kc, SSM_OP_MUL, 2, dt5, A4, NULL, NULL));
+  ssm_value *a = member(kc, kc_node(kc, SSM_OP_EXP, 1, z, NULL, NULL, NULL));
+  ssm_value *dB = member(kc, kc_node(kc, SSM_OP_MUL, 2, dt5, kc_reshape(kc, B, F32(T, G, 1, 1, N)),
+                                     NULL, NULL));
+  ssm_value *b = member(kc, kc_node(kc, SSM_OP_MUL, 2, dB, kc_reshape(kc, x, F32(T, G, HPG, P, 1)),
+                                    NULL, NULL));
+  ssm_value *c = kc_reshape(kc, C, F32(T, G, 1, 1, N));
+  ssm_value *h = kc_state(kc, F32(G, HPG, P, N));
+  kc->anchor = kc_node(kc, SSM_OP_SCAN, 4, a, b, c, h);
+  ssm_value *y = member(kc, kc->anchor);
+  ssm_value *xd = member(kc, kc_node(kc, SSM_OP_MUL, 2, kc_reshape(kc, x, F32(T, G, HPG, P)),
+                                     kc_reshape(kc, D, F32(G, HPG, 1)), NULL, NULL));
+  ssm_node *root = kc_node(kc, SSM_OP_ADD, 2, y, xd, NULL, NULL);
+  member(kc, root);
+  return root;
+}
+
+/* Mamba-2's scan group of a T-token program run twice with `count` tokens
+ * (state carried) on the GPU, which takes the chunked kernel (ssd), against
+ * the interpreter running a count-token graph of the same weights' first
+ * rows. Compares each run's rows, and the state after each run's last
+ * token; the rows past a run's count must stay unwritten (NaN). */
+static void ssd(const char *label, int64_t T, int count, int64_t G, int64_t HPG, int64_t P,
+                int64_t N) {
+  kcase gk, ck;
+  kc_begin(&gk, label);
+  ssm_node *gn = mamba2_scan(&gk, T, G, HPG, P, N);
+  gk.count = count < T ? count : 0;
+  gk.family = "ssd";
+  kc_begin(&ck, label);
+  ssm_node *cn = mamba2_scan(&ck, count, G, HPG, P, N);
+  for (int i = 0; i < ck.nw; i++) /* the first `count` rows of each weight */
+    memcpy(ck.wdata[i], gk.wdata[i], (size_t)ssm_type_numel(&ck.wval[i]->type) * sizeof(float));
+  ssm_graph_append(gk.g, SSM_OP_OUTPUT, NULL, 1, &gn->result);
+  ssm_graph_append(ck.g, SSM_OP_OUTPUT, NULL, 1, &cn->result);
+  SSM_ASSERT_OK(ssm_graph_verify(gk.g));
+  SSM_ASSERT_OK(ssm_graph_verify(ck.g));
+  ssm_st *gst = kc_write_weights(&gk, g_cases), *cst = kc_write_weights(&ck, g_cases + 1000);
+  int runs = 2;
+  size_t row = (size_t)(ssm_type_numel(&gn->result->type) / T), scount = states_count(gk.anchor);
+  size_t all = (size_t)T * row, part = (size_t)count * row;
+  float *cpu = calloc(runs * part + scount, sizeof(float));
+  float *gpu = calloc(runs * all + scount, sizeof(float));
+  float *got = calloc(runs * part + scount, sizeof(float));
+  char skip[256] = "";
+  g_cases++;
+  ssm_status cs = cst ? cpu_side(&ck, cst, cn, runs, cpu, cpu + runs * part) : NULL;
+  ssm_status gs = gst && !cs ? gpu_side(&gk, gn, runs, gpu, gpu + runs * all, skip, sizeof skip)
+                             : NULL;
+  if (cs) fprintf(stderr, "\n  %s: cpu: %s\n", label, ssm_status_message(cs));
+  if (gs) fprintf(stderr, "\n  %s: gpu: %s\n", label, ssm_status_message(gs));
+  CU_ASSERT_PTR_NULL(cs);
+  CU_ASSERT_PTR_NULL(gs);
+  if (skip[0]) {
+    g_skips++;
+    printf("\n    SKIP %-46s %s", label, skip);
+  } else if (gst && cst && !cs && !gs) {
+    int unwritten = 1;
+    for (int r = 0; r < runs; r++) {
+      memcpy(got + r * part, gpu + r * all, part * sizeof(float));
+      for (size_t i = part; i < all; i++) unwritten &= isnan(gpu[r * all + i]);
+    }
+    memcpy(got + runs * part, gpu + runs * all, scount * sizeof(float));
+    CU_ASSERT(unwritten);
+    size_t at;
+    double err = compare(got, cpu, runs * part + scount, &at);
+    int ok = err <= TOL_ACCUM && unwritten;
+    g_failures += !ok;
+    if (ok && err > g_worst) g_worst = err;
+    printf("\n    %-4s %-46s err %.2e  tol %.0e", ok ? "ok" : "FAIL", label, err, TOL_ACCUM);
+    if (!ok) printf("  (at [%zu]: gpu %.9g cpu %.9g)", at, got[at], cpu[at]);
+    CU_ASSERT(ok);
+  }
+  fflush(stdout);
+  ssm_status_free(cs);
+  ssm_status_free(gs);
+  free(cpu);
+  free(gpu);
+  free(got);
+  ssm_st_close(gst);
+  ssm_st_close(cst);
+  for (int i = 0; i < gk.nw; i++) free(gk.wdata[i]);
+  for (int i = 0; i < ck.nw; i++) free(ck.wdata[i]);
+  ssm_graph_destroy(gk.g);
+  ssm_graph_destroy(ck.g);
+}
+
+/* The chunked scan (codegen/ssd.c; in GLSL chunks of up to 64 tokens,
+ * slices of up to 64 channels, 32 state columns a tile: knobs.h) over
+ * several chunks, the last one short, with the state carried from chunk to
+ * chunk and run to run: slices of P that do not divide it, N of one tile,
+ * of several, and of a partial last tile, runs shorter than the program's T. */
+static void test_ssd(void) {
+  NEED_VK();
+  ssd("ssd T=300 run 250 G=2 H/G=3 P=64 N=128", 300, 250, 2, 3, 64, 128);
+  ssd("ssd T=300 G=2 H/G=2 P=24 N=16", 300, 300, 2, 2, 24, 16);
+  ssd("ssd T=77 run 70 G=1 H/G=3 P=80 N=48 (2 slices)", 77, 70, 1, 3, 80, 48);
+  ssd("ssd T=8 run 5 G=2 H/G=1 P=40 N=64", 8, 5, 2, 1, 40, 64);
   end_list();
 }
 
@@ -1159,6 +1313,7 @@ int main(void) {
                          {"embed", test_embed},
                          {"conv1d", test_conv1d},
                          {"scan", test_scan},
+                         {"ssd", test_ssd},
                          {"attention", test_attention},
                          {"zoo_ops", test_zoo_ops},
                          {"sample", test_sample},

@@ -161,10 +161,12 @@ test('WGSL that does not compile is an error naming the kernel', async () => {
 // state so that the next token's logits agree too. A second whole chunk
 // after a part must run all of its tokens again (the count in the uniform is
 // set back). Chunk 64 has GEMMs of several row blocks, of which a short run
-// skips all but the first.
+// skips all but the first; Mamba-2's chunked scan walks two chunks of 32
+// tokens in WGSL (codegen/ssd.c), and a run of 40 a chunk and 8 tokens.
 for (const [name, chunk, tails] of [['mamba1_tiny', 16, [2, 5, 15]], ['jamba_tiny', 16, [2, 15]],
                                     ['mamba2_tiny', 16, [5]], ['lfm2_tiny', 16, [5]],
-                                    ['recurrent_gemma_tiny', 16, [5]], ['mamba1_tiny', 64, [5, 63]]]) {
+                                    ['recurrent_gemma_tiny', 16, [5]], ['mamba1_tiny', 64, [5, 63]],
+                                    ['mamba2_groups', 64, [40]]]) {
   test(`${name} chunk ${chunk}: runs of ${tails.join(', ')} tokens after a chunk match decode`, async () => {
     const g = golden(name);
     const bundle = readBundle(readFileSync(compile(g.dir, dir, `${name}.any${chunk}`, ['--chunk', String(chunk)])), name);
