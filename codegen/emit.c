@@ -128,7 +128,8 @@ int ssm_cg_rms_helper(cg_ctx *c, const ssm_node *n, int depth) {
  * float), which the prologue computes first, once per row, and sums
  * (in * rsqrt * gain) * w, the arithmetic of the norm evaluated where it
  * is read: the same order as prefill's kernels. Where the weight is 16-bit
- * the dot product takes x rounded (ssm_x16), the normalized x of a norm. The mean square of a small
+ * the dot product takes x rounded (ssm_x16): with a norm, in * gain, times
+ * the rsqrt after (ops.def). The mean square of a small
  * row (a pointwise norm) is rms<id>'s sequential sum, as there; of a large
  * row, the row's threads sum mmq<id>(c0, k0, ks), the squares of in over
  * their k. Returns the id. */
@@ -144,22 +145,23 @@ static int matmul_helper(cg_ctx *c, const ssm_node *n, int depth) {
   kx.c[r - 1] = "j";
   cg_coords kw = {.rank = 2, .c = {"n", "j"}}, kg = {.rank = 1, .c = {"j"}};
   ssm_sb x = {0}, w = {0}, params = {0}, in = {0};
-  if (norm) { /* (in * rsqrt * gain), rsqrt the argument acc */
+  int x16 = ssm_dtype_rounds_x(n->args[1]->type.dtype); /* x as the products take it (ops.def) */
+  if (norm) { /* (in * rsqrt * gain), rsqrt the argument acc; rounded, (x16(in * gain) * acc) */
     ssm_cg_emit(c, norm->args[0], &kx, &in, depth + 1);
-    ssm_sb_printf(&x, "(%s * acc", ssm_sb_str(&in));
+    ssm_sb_printf(&x, x16 ? "(ssm_x16(%s" : "(%s * acc", ssm_sb_str(&in));
     if (norm->nargs > 1) {
       ssm_sb_printf(&x, " * ");
       ssm_cg_emit(c, norm->args[1], &kg, &x, depth + 1);
     }
-    ssm_sb_printf(&x, ")");
+    ssm_sb_printf(&x, x16 ? ") * acc)" : ")");
   } else {
     ssm_cg_emit(c, n->args[0], &kx, &x, depth + 1);
-  }
-  if (ssm_dtype_rounds_x(n->args[1]->type.dtype)) { /* x as the products take it (ops.def) */
-    ssm_sb rounded = {0};
-    ssm_sb_printf(&rounded, "ssm_x16(%s)", ssm_sb_str(&x));
-    ssm_sb_free(&x);
-    x = rounded;
+    if (x16) {
+      ssm_sb rounded = {0};
+      ssm_sb_printf(&rounded, "ssm_x16(%s)", ssm_sb_str(&x));
+      ssm_sb_free(&x);
+      x = rounded;
+    }
   }
   ssm_cg_emit(c, n->args[1], &kw, &w, depth + 1);
   int id = c->nhelpers++;
@@ -399,8 +401,17 @@ void ssm_cg_emit(cg_ctx *c, const ssm_value *v, const cg_coords *k, ssm_sb *out,
         c->rmc_node[c->nrmc] = d;
         c->rmc_id[c->nrmc++] = h;
       }
-      ssm_sb_printf(out, "(");
+      /* (in * rsqrt * gain); a matmul's x that it rounds (ssm_cg_load_x):
+       * (x16(in * gain) * rsqrt), ops.def */
+      int x16 = d == c->x16_norm;
+      ssm_sb_printf(out, x16 ? "(ssm_x16(" : "(");
       ssm_cg_emit(c, d->args[0], k, out, depth + 1);
+      if (x16 && d->nargs > 1) {
+        cg_coords w = {.rank = 1, .c = {k->c[k->rank - 1]}};
+        ssm_sb_printf(out, " * ");
+        ssm_cg_emit(c, d->args[1], &w, out, depth + 1);
+      }
+      if (x16) ssm_sb_printf(out, ")");
       int from_cache = h >= 0;
       if (!from_cache) h = ssm_cg_rms_helper(c, d, depth);
       if (from_cache && c->scan_step && !strcmp(k->c[0], c->scan_step)) {
@@ -413,7 +424,7 @@ void ssm_cg_emit(cg_ctx *c, const ssm_value *v, const cg_coords *k, ssm_sb *out,
         for (int i = 0; i < k->rank - 1; i++) ssm_sb_printf(out, "%s%s", i ? ", " : "", k->c[i]);
         ssm_sb_printf(out, ")");
       }
-      if (d->nargs > 1) {
+      if (!x16 && d->nargs > 1) {
         cg_coords w = {.rank = 1, .c = {k->c[k->rank - 1]}};
         ssm_sb_printf(out, " * ");
         ssm_cg_emit(c, d->args[1], &w, out, depth + 1);
@@ -459,13 +470,20 @@ cg_coords ssm_cg_row_coords(cg_ctx *c, const ssm_type *t, const char *last) {
 }
 
 /* ssm_cg_load_fn of a matmul's x: with `x16` (its weight is 16-bit),
- * rounded as the products take it (ssm_x16, templates/common.*.in) */
+ * rounded as the products take it (ops.def; ssm_x16, templates/common.*.in):
+ * x itself, or where x is a norm of the group that the matmul alone uses
+ * (a small row's, inline), x times the gain, before the norm's scale */
 void ssm_cg_load_x(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
                    const ssm_value *v, const cg_coords *k, int x16) {
   ssm_sb e = {0};
-  ssm_sb_printf(&e, x16 ? "ssm_x16(" : "");
+  const ssm_node *d = v->def;
+  int norm = x16 && d->op == SSM_OP_RMSNORM && ssm_cg_member(c, d) && d != c->norm;
+  if (norm) c->x16_norm = d; /* the norm's emission rounds (ssm_cg_emit) */
+  int wrap = x16 && !norm;
+  ssm_sb_printf(&e, wrap ? "ssm_x16(" : "");
   ssm_cg_emit(c, v, k, &e, 0);
-  ssm_sb_printf(&e, x16 ? ")" : "");
+  ssm_sb_printf(&e, wrap ? ")" : "");
+  c->x16_norm = NULL;
   ssm_cg_const_fn(c, loads, name, params, ssm_sb_str(&e));
   ssm_sb_free(&e);
 }

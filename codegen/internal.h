@@ -77,6 +77,7 @@ typedef struct {
   int nslots;
   unsigned vec4; /* GLSL: bindings also read through a uvec4 view (bit i) */
   int counted;   /* reads the run's token count (ssm_cg_run_count) */
+  const ssm_node *x16_norm; /* emitting a rounded matmul's x: this norm's x * gain is rounded */
   ssm_status err;
 } cg_ctx;
 

@@ -37,9 +37,8 @@
 
 /* ---- matmul: which kernel -------------------------------------------------- */
 
-/* decode of a few sequences: the weight's bytes are the cost, gemv streams them once
- * (passes.h: the fuse pass's norm prologues of matmuls that round x agree) */
-#define KNOB_GEMV_MAX_ROWS SSM_GEMV_ROWS
+/* decode of a few sequences: the weight's bytes are the cost, gemv streams them once */
+#define KNOB_GEMV_MAX_ROWS 4
 /* a few more rows: the matmul template, one tile of rows for each read of a weight */
 #define KNOB_MATMUL_MAX_ROWS 8
 /* matmul: rows of a tile, whose sums a thread keeps in registers */

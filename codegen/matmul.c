@@ -14,7 +14,8 @@ static const ssm_node *norm_prologue(const cg_ctx *c) {
 
 /* Whether the matmul's products take x rounded (ssm_x16): its weight is
  * 16-bit. Without a norm prologue in_x rounds it; with one, the template
- * rounds the normalized x (its X16). */
+ * rounds x times the gain, the row's 1/rms still after the sums (its X16;
+ * ops.def). */
 static int rounds_x(const cg_ctx *c) { return ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype); }
 
 /* The loads of the matmul and gemm templates: in_x(m,k), gain(k),
@@ -130,18 +131,22 @@ static void load8_weight(cg_ctx *c, ssm_sb *loads, const ssm_value *w, int64_t K
                w);
 }
 
-/* load_x and load_w of gemm_coop (8 values from k): straight from memory
- * where the operand is a tensor there (x as rows of K, and the weight) and
- * K a multiple of 8, else through the scalar loads. (Its matmuls round x,
- * so they take no norm prologue: fuse.c.) */
-static void coop_loads(cg_ctx *c, ssm_sb *wide, int64_t K) {
+/* load_x, load_g and load_w of gemm_coop (8 values from k): straight from
+ * memory where the operand is a tensor there (x as rows of K, the gain and
+ * the weight) and K a multiple of 8, else through the scalar loads. */
+static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K) {
   const ssm_node *mm = c->anchor;
-  const ssm_value *x = direct_source(c, mm->args[0]);
+  const ssm_value *x = direct_source(c, norm ? norm->args[0] : mm->args[0]);
+  const ssm_value *g = norm && norm->nargs > 1 ? direct_source(c, norm->args[1]) : NULL;
   const char *kk = ssm_arena_printf(c->a, "%lldu", (long long)K);
   if (x && K % 8 == 0 && ssm_type_numel(&x->type) % K == 0)
     load8_direct(c, wide, "load_x", "uint m, ", ssm_arena_printf(c->a, "m * %s + k", kk), x);
   else
     load8(c, wide, "load_x", "uint m, ", "m, ", "in_x", K);
+  if (g && K % 8 == 0 && ssm_type_numel(&g->type) == K)
+    load8_direct(c, wide, "load_g", "", "k", g);
+  else
+    load8(c, wide, "load_g", "", "", "gain", K);
   if (weight_direct(c, mm->args[1], K))
     load8_weight(c, wide, mm->args[1], K);
   else
@@ -223,8 +228,7 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
   ssm_sb wide = {0};
-  SSM_ASSERT(!norm || !ssm_dtype_rounds_x(wv->type.dtype)); /* fuse.c */
-  if (coop) coop_loads(c, &wide, K);
+  if (coop) coop_loads(c, &wide, norm, K);
   out->groups[0] = (uint32_t)((N + BN - 1) / BN);
   out->groups[1] = (uint32_t)((M + BM - 1) / BM);
   out->groups[2] = 1;
@@ -270,7 +274,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   }
   const char *kv[] = {"LOCAL", U32(klocal), "M", I64(M), "K", I64(K), "N", I64(N), "BM", I64(kbm),
                       "BN", I64(kbn), "BK", I64(kbk), "TM", I64(ktm), "TN", I64(ktn),
-                      "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
+                      "NORM", norm ? "1" : "0", "X16", norm && rounds_x(c) ? "1" : "0",
+                      "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run,
                       "BUFFERS", buffers, "COMMON", com, "LOADS", ld,
                       /* REMAP, or the padded rows of x of the template without big tiles */
                       lang(c)->big_tiles ? "REMAP" : "PX",
@@ -301,7 +306,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   const int64_t SGN = CBN == 128 ? 4 : 2;
   const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
-                       "SGN", I64(SGN), "AHEAD", I64(ahead),
+                       "SGN", I64(SGN), "AHEAD", I64(ahead), "NORM", norm ? "1" : "0",
+                       "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
   ssm_sb_free(&wide);
@@ -340,7 +346,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   const ssm_node *norm = norm_prologue(c);
-  int x16 = norm && rounds_x(c); /* the normalized x rounded: the template's X16 */
+  int x16 = norm && rounds_x(c); /* x times the gain rounded: the template's X16 */
   ssm_sb loads = {0};
   ssm_cg_load_rows(c, &loads, "in_x", norm ? norm->args[0] : mm->args[0], rounds_x(c) && !norm);
   load8(c, &loads, "load_x", "uint m, ", "m, ", "in_x", K);

@@ -4,12 +4,12 @@
  *
  * The patterns, in the order they are applied:
  *   1. norm prologue: a large-row rmsnorm whose only use is a matmul's x
- *      joins that matmul (the kernel normalizes rows as it reads them),
- *      unless the matmul rounds x (a 16-bit weight) and has more than
- *      SSM_GEMV_ROWS rows: a GEMM scales its sums by the norm after the
- *      products, and the rounding is of the normalized x; so does an
- *      rmsnorm of any row before a small matmul that a scan computes (4:
- *      Falcon-Mamba's dt norm), going wherever that matmul goes;
+ *      joins that matmul (the kernel normalizes rows as it reads them); so
+ *      does an rmsnorm of any row before a small matmul that a scan computes
+ *      (4: Falcon-Mamba's dt norm), going wherever that matmul goes, and
+ *      one of any row before a matmul that rounds x (a 16-bit weight), with
+ *      no_fuse too: what such a matmul rounds is x times the norm's gain,
+ *      before the norm's scale (ops.def), which the prologue does;
  *   2. anchors: every other non-pointwise op (matmul, scan, conv1d_causal,
  *      attention, embed, reduce, softmax, argmax, sample, large-row rmsnorm) starts a
  *      group (the state operands of scan, conv1d_causal and attention must be
@@ -31,7 +31,8 @@
  *   5. whatever is left gets a group of its own, and views that must exist
  *      in memory (a graph output) are materialized.
  * With no_fuse, every op that does work is a group of its own (views are
- * still read in place), which is what the fused result is tested against.
+ * still read in place), but for the norm prologues of matmuls that round x
+ * (1), which is what the fused result is tested against.
  *
  * Two limits keep kernels finite: a group has at most MAX_MEMBERS ops, and an
  * operand op joins (4) only while the kernel evaluates it at most MAX_EVALS
@@ -430,15 +431,16 @@ static void assign(fuser *f, int no_fuse) {
   int *norm_of = f->norm_of;
   for (int k = 0; k < f->count; k++) norm_of[k] = -1;
   /* 1. norm prologues: of a large row; or of any row, before a matmul that
-   * a scan computes (Falcon-Mamba's dt norm), which goes where it goes */
-  for (int k = 0; k < f->count && !no_fuse; k++) {
+   * a scan computes (Falcon-Mamba's dt norm), which goes where it goes; or
+   * of any row before a matmul that rounds x, even with no_fuse: the pair
+   * defines what is rounded (ops.def: x times the gain) */
+  for (int k = 0; k < f->count; k++) {
     const ssm_node *m = f->nodes[k];
     if (m->op != SSM_OP_MATMUL) continue;
     const ssm_node *x = m->args[0]->def;
-    int64_t rows = ssm_type_numel(&x->result->type) / m->args[1]->type.dims[1];
-    if (ssm_dtype_rounds_x(m->args[1]->type.dtype) && rows > SSM_GEMV_ROWS) continue;
+    int rounds = ssm_dtype_rounds_x(m->args[1]->type.dtype);
     if (x->op == SSM_OP_RMSNORM && f->users[x->result->id].n == 1 &&
-        (!ssm_node_is_pointwise(x) || scan_operand(f, k)))
+        (rounds || (!no_fuse && (!ssm_node_is_pointwise(x) || scan_operand(f, k)))))
       norm_of[index_of(f, x)] = k;
   }
   /* 2. anchors (and, with no_fuse, every op that does work) */

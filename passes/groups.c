@@ -60,6 +60,19 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
                             ssm_op_info_get(gr->anchor->op)->name, ssm_op_info_get(n->op)->name);
     }
   }
+  /* a small-row norm that is the x of a matmul rounding x is its prologue
+   * too (fuse.c, 1): what the products round is x times the gain, the
+   * norm's scale after the sums (ops.def), which only a prologue can do on
+   * tiles of cooperative matrices */
+  for (int k = 0; k <= max; k++) {
+    ssm_group *gr = &gs[k];
+    const ssm_node *m = gr->anchor;
+    if (gr->id < 0 || gr->norm || !m || m->op != SSM_OP_MATMUL ||
+        !ssm_dtype_rounds_x(m->args[1]->type.dtype))
+      continue;
+    ssm_node *x = m->args[0]->def;
+    if (x->op == SSM_OP_RMSNORM && ssm_node_group(x) == k) gr->norm = x;
+  }
   /* every member but the root is used only inside its group */
   for (ssm_node *n = g->first; n; n = n->next)
     for (int i = 0; i < n->nargs; i++) {

@@ -65,14 +65,6 @@ typedef struct {
  * kernel (recomputed per use); longer rows get a kernel or a matmul prologue. */
 #define SSM_SMALL_ROW 64
 
-/* The most rows of a matmul that codegen's decode family takes (gemv; in
- * WGSL the matmul template): a matmul that rounds its x (ssm_round_x16)
- * rounds the normalized x, which that family's norm prologue computes
- * first; a GEMM scales its sums by the norm after the products, so a
- * matmul of more rows that rounds x takes no norm prologue (the norm is a
- * kernel of its own). */
-#define SSM_GEMV_ROWS 4
-
 /* Can this node be evaluated as an expression inside another kernel? */
 int ssm_node_is_pointwise(const ssm_node *n);
 /* The node's group, or -1. */

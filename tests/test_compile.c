@@ -889,9 +889,11 @@ static char *function_text(const char *src, const char *name) {
 /* gemm_coop of a bf16 checkpoint (falcon_bf16_untied at a chunk of 64):
  * 16 subgroups in SGM x SGN, and load_x and load_w read memory through
  * vector views (ldq) where x is a tensor in memory and k a multiple of 8
- * (x_proj: k of 80; out_proj), the scalar loads elsewhere (dt_proj: k of 5;
- * x computed in the kernel: the in_proj's inline norm). test_golden runs
- * these kernels on a device with cooperative matrices. */
+ * (x_proj: k of 80; out_proj; in_proj, whose small-row norm is the
+ * kernel's prologue: x times the gain rounded, the norm's scale after the
+ * sums, so its gain through load_g too), the scalar loads elsewhere
+ * (dt_proj: k of 5). test_golden runs these kernels on a device with
+ * cooperative matrices. */
 static void test_gemm_coop_loads(void) {
   ssm_model *model = NULL;
   ssm_bundle *b = NULL;
@@ -917,18 +919,25 @@ static void test_gemm_coop_loads(void) {
       CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uint i = (m * 80u + k) >> 2u;"));
       CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uintBitsToFloat(ldq1(i))"));
       CU_ASSERT_PTR_NOT_NULL(strstr(lw, "ldq"));
-    } else if (strstr(k->params, " K=5 ") || strstr(k->params, "rmsnorm+matmul+add M=64 K=40")) {
+    } else if (strstr(k->params, "rmsnorm+matmul+add M=64 K=40")) {
+      direct++;
+      char *lg = function_text(src, "void load_g(");
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define NORM 1\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uint i = (m * 40u + k) >> 2u;"));
+      CU_ASSERT_PTR_NOT_NULL(lg && strstr(lg, "ldq"));
+      free(lg);
+    } else if (strstr(k->params, " K=5 ")) {
       scalar++;
       CU_ASSERT_PTR_NULL(strstr(lx, "ldq"));
       CU_ASSERT_PTR_NOT_NULL(strstr(lx, "in_x(m, k + 7u)"));
-      if (strstr(k->params, " K=5 ")) CU_ASSERT_PTR_NULL(strstr(lw, "ldq"));
+      CU_ASSERT_PTR_NULL(strstr(lw, "ldq"));
     }
     free(lx);
     free(lw);
     free(src);
   }
-  CU_ASSERT_EQUAL(direct, 2); /* x_proj and out_proj (one kernel for every layer) */
-  CU_ASSERT_EQUAL(scalar, 2); /* dt_proj and in_proj */
+  CU_ASSERT_EQUAL(direct, 3); /* x_proj, out_proj and in_proj (one kernel for every layer) */
+  CU_ASSERT_EQUAL(scalar, 1); /* dt_proj */
   ssm_bundle_close(b);
 }
 

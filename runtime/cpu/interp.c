@@ -413,29 +413,87 @@ static ssm_status op_embed(const cpu_run *r, const ssm_node *n) {
   return NULL;
 }
 
-/* x as a matmul's products take it: rounded when the weight is 16-bit. */
-static float x_operand(float v, int round) { return round ? ssm_round_x16(v) : v; }
+/* Whether `v` has no use but `user`. */
+static int sole_use(const ssm_node *user, const ssm_value *v) {
+  const ssm_node *n = user;
+  while (n->prev) n = n->prev;
+  for (; n; n = n->next)
+    for (int i = 0; i < n->nargs; i++)
+      if (n->args[i] == v && n != user) return 0;
+  return 1;
+}
+
+/* The rmsnorm whose input times gain matmul or matmul_sel `mm` rounds
+ * (ops.def): mm's x where mm's weight is 16-bit and x is an rmsnorm's
+ * result that only mm uses; else NULL. */
+static const ssm_node *rounded_norm(const ssm_node *mm) {
+  const ssm_node *d = mm->args[0]->def;
+  return ssm_dtype_rounds_x(mm->args[1]->type.dtype) && d->op == SSM_OP_RMSNORM &&
+                 sole_use(mm, mm->args[0])
+             ? d
+             : NULL;
+}
+
+/* The x of matmul or matmul_sel `mm` as its products take it (ops.def),
+ * `rows` rows of k into *out_x (malloc'd), with each row's factor for the
+ * sums into *out_scale (malloc'd): x and 1; where the weight is 16-bit, x
+ * rounded (ssm_round_x16), or where x is an rmsnorm's result that only mm
+ * uses, the norm's input times its gain rounded, and the norm's scale. */
+static ssm_status x_operand(const cpu_run *r, const ssm_node *mm, int64_t rows, int64_t k,
+                            float **out_x, double **out_scale) {
+  const ssm_value *xv = mm->args[0];
+  size_t n = (size_t)(rows * k);
+  SSM_TRY(ssm_status_wrap(ssm_alloc(n ? n : 1, sizeof **out_x, (void **)out_x), "a matmul's x"));
+  ssm_status s = ssm_alloc(rows ? (size_t)rows : 1, sizeof **out_scale, (void **)out_scale);
+  if (s) {
+    free(*out_x);
+    *out_x = NULL;
+    return ssm_status_wrap(s, "a matmul's x");
+  }
+  const float *x = fbuf(r, xv);
+  int round = ssm_dtype_rounds_x(mm->args[1]->type.dtype);
+  const ssm_node *norm = rounded_norm(mm);
+  if (!norm) {
+    for (size_t i = 0; i < n; i++) (*out_x)[i] = round ? ssm_round_x16(x[i]) : x[i];
+    for (int64_t m = 0; m < rows; m++) (*out_scale)[m] = 1;
+    return NULL;
+  }
+  const float *in = fbuf(r, norm->args[0]), *g = norm->nargs > 1 ? fbuf(r, norm->args[1]) : NULL;
+  double eps = ssm_node_float(norm, "eps", 0);
+  for (int64_t m = 0; m < rows; m++) {
+    const float *xr = in + m * k;
+    double ss = 0;
+    for (int64_t i = 0; i < k; i++) ss += (double)xr[i] * xr[i];
+    (*out_scale)[m] = 1 / sqrt(ss / (double)k + eps);
+    for (int64_t i = 0; i < k; i++) (*out_x)[m * k + i] = ssm_round_x16(g ? xr[i] * g[i] : xr[i]);
+  }
+  return NULL;
+}
 
 /* y = x . w^T, double sums. */
-static void op_matmul(const cpu_run *r, const ssm_node *n) {
+static ssm_status op_matmul(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0], *wv = n->args[1];
   SSM_ASSERT(wv->type.rank == 2);
   int64_t nout = dim(wv, 0), k = dim(wv, 1);
   SSM_ASSERT(last_dim(xv) == k && last_dim(n->result) == nout);
   int64_t rows = k ? numel(xv) / k : 0;
   SSM_ASSERT(numel(n->result) == rows * nout);
-  const float *x = fbuf(r, xv), *w = fbuf(r, wv);
-  float *y = fbuf(r, n->result);
-  int round = ssm_dtype_rounds_x(wv->type.dtype);
+  const float *w = fbuf(r, wv);
+  float *y = fbuf(r, n->result), *x;
+  double *scale;
+  SSM_TRY(x_operand(r, n, rows, k, &x, &scale));
   for (int64_t m = 0; m < rows; m++) {
     const float *xr = x + m * k;
     for (int64_t j = 0; j < nout; j++) {
       const float *wr = w + j * k;
       double acc = 0;
-      for (int64_t i = 0; i < k; i++) acc += (double)x_operand(xr[i], round) * wr[i];
-      y[m * nout + j] = (float)acc;
+      for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+      y[m * nout + j] = (float)(acc * scale[m]);
     }
   }
+  free(x);
+  free(scale);
+  return NULL;
 }
 
 /* y[t,j,:] = x[t,(j),:] . w[idx[t,j]]^T, double sums. */
@@ -446,25 +504,32 @@ static ssm_status op_matmul_sel(const cpu_run *r, const ssm_node *n) {
   int64_t steps = dim(iv, 0), picks = dim(iv, 1), xrows = xv->type.rank == 3 ? picks : 1;
   SSM_ASSERT(last_dim(xv) == k && numel(xv) == steps * xrows * k &&
              numel(n->result) == steps * picks * nout);
-  const float *x = fbuf(r, xv), *w = fbuf(r, wv);
+  const float *w = fbuf(r, wv);
   const int32_t *idx = ibuf(r, iv);
-  float *y = fbuf(r, n->result);
-  int round = ssm_dtype_rounds_x(wv->type.dtype);
-  for (int64_t t = 0; t < steps; t++)
-    for (int64_t j = 0; j < picks; j++) {
+  float *y = fbuf(r, n->result), *x;
+  double *scale;
+  SSM_TRY(x_operand(r, n, steps * xrows, k, &x, &scale));
+  ssm_status s = NULL;
+  for (int64_t t = 0; t < steps && !s; t++)
+    for (int64_t j = 0; j < picks && !s; j++) {
       int32_t e = idx[t * picks + j];
-      if (e < 0 || e >= experts)
-        return ssm_status_new(SSM_ERR_INVALID, "expert index %d out of range [0, %lld)", (int)e,
-                              (long long)experts);
-      const float *xr = x + (t * xrows + (xrows > 1 ? j : 0)) * k;
+      if (e < 0 || e >= experts) {
+        s = ssm_status_new(SSM_ERR_INVALID, "expert index %d out of range [0, %lld)", (int)e,
+                           (long long)experts);
+        break;
+      }
+      int64_t row = t * xrows + (xrows > 1 ? j : 0);
+      const float *xr = x + row * k;
       for (int64_t o = 0; o < nout; o++) {
         const float *wr = w + (e * nout + o) * k;
         double acc = 0;
-        for (int64_t i = 0; i < k; i++) acc += (double)x_operand(xr[i], round) * wr[i];
-        y[(t * picks + j) * nout + o] = (float)acc;
+        for (int64_t i = 0; i < k; i++) acc += (double)xr[i] * wr[i];
+        y[(t * picks + j) * nout + o] = (float)(acc * scale[row]);
       }
     }
-  return NULL;
+  free(x);
+  free(scale);
+  return s;
 }
 
 static ssm_status op_reduce(const cpu_run *r, const ssm_node *n) {
@@ -989,8 +1054,9 @@ static ssm_status bind_result(const cpu_run *r, const ssm_node *n) {
     return weight_get(r->c, n, &b->data);
   }
   if (n->op == SSM_OP_STATE) return state_get(r->c, n, &b->data);
+  SSM_TRY(take_elems(r->c, numel(n->result), &b->data));
   b->owned = 1;
-  return take_elems(r->c, numel(n->result), &b->data);
+  return NULL;
 }
 
 static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
@@ -1007,7 +1073,7 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_STATE: return NULL;
   case SSM_OP_CONST: op_const(r, n); return NULL;
   case SSM_OP_EMBED: return op_embed(r, n);
-  case SSM_OP_MATMUL: op_matmul(r, n); return NULL;
+  case SSM_OP_MATMUL: return op_matmul(r, n);
   case SSM_OP_MATMUL_SEL: return op_matmul_sel(r, n);
   case SSM_OP_ROPE: op_rope(r, n); return NULL;
   case SSM_OP_POSITIONS: op_positions(r, n); return NULL;
@@ -1095,6 +1161,9 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
   for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
     if (n->result) last_use[n->result->id] = step;
     for (int i = 0; i < n->nargs; i++) last_use[n->args[i]->id] = step;
+    /* a matmul that rounds a norm's input reads it too (x_operand) */
+    const ssm_node *norm = n->op == SSM_OP_MATMUL || n->op == SSM_OP_MATMUL_SEL ? rounded_norm(n) : NULL;
+    for (int i = 0; norm && i < norm->nargs; i++) last_use[norm->args[i]->id] = step;
   }
   step = 0;
   for (const ssm_node *n = g->first; !s && n; n = n->next, step++) {
