@@ -3,7 +3,7 @@
  * counter in memory instead of a pipeline barrier (so that a kernel is
  * launched, and reads its weights into registers, while the kernel before
  * it is still running), or with one dispatch a layer fewer
- * (docs/performance.md, stop 35).
+ * (docs/performance.md).
  *
  * It runs a stand-in for L Mamba-1 decode layers of width D (bf16 weights,
  * f32 activations, as ssmc's decode): per layer
