@@ -1,7 +1,7 @@
 /*
  * internal.h — what the files of codegen/ share and nothing else sees: the
  * group being generated, the language table (lang.def), the expressions
- * and load functions of emit.c, the kernel assembly of kernels.c, and each
+ * and load functions of emit.c, the kernel assembly of assemble.c, and each
  * family's generator.
  */
 #ifndef SSM_CODEGEN_INTERNAL_H
@@ -160,7 +160,7 @@ int ssm_cg_epilogue(cg_ctx *c, ssm_sb *loads, int touch);
 /* The helpers and `loads`, the template's LOADS; consumes `loads`. */
 const char *ssm_cg_loads_text(cg_ctx *c, ssm_sb *loads);
 
-/* ---- assembling a kernel (kernels.c, wgsl.c, glsl_windows.c) --------------------- */
+/* ---- assembling a kernel (assemble.c, wgsl.c, glsl_windows.c) -------------------- */
 
 /* The template's BUFFERS. */
 const char *ssm_cg_buffers_decl(cg_ctx *c);

@@ -122,3 +122,24 @@ ssm_status ssm_cg_snippet_expand(ssm_arena *a, const char *family, ssm_lang lang
   }
   return ssm_status_new(SSM_ERR_INTERNAL, "template %s has no snippet '%s'", file, name);
 }
+
+/* ---- text for the generators ------------------------------------------- */
+
+/* The text of `b` copied into the arena; empties `b`. */
+const char *ssm_cg_take(ssm_sb *b, ssm_arena *a) {
+  const char *r = ssm_arena_strdup(a, ssm_sb_str(b));
+  ssm_sb_free(b);
+  return r;
+}
+
+/* Snippet `name` of templates/<family>.<lang>.in with `kv` (template.c);
+ * a failure is the group's error, and gives "". */
+const char *ssm_cg_snippet(cg_ctx *c, const char *family, const char *name,
+                           const char *const *kv) {
+  char *s;
+  ssm_status st = ssm_cg_snippet_expand(c->a, family, c->lang, name, kv, &s);
+  if (!st) return s;
+  if (!c->err) c->err = st;
+  else ssm_status_free(st);
+  return "";
+}
