@@ -133,7 +133,8 @@
 #define KNOB_SSD_CHUNK 64
 /* head channels a workgroup (the P slice; one grid for both languages): all
  * of mamba2-2.7b's 64, so that its C B^T, C and B are computed once a head,
- * not once a slice; its 80 workgroups leave 52 of an H200's SMs idle */
+ * not once a slice; its 80 workgroups (a head each) are fewer than a large
+ * GPU's multiprocessors */
 #define KNOB_SSD_SLICE 64
 /* state columns (of N) staged a step of C, B and the state's tile: 32, or
  * fewer where L's tiles leave no room */
