@@ -48,13 +48,8 @@ typedef struct {
   const char *family; /* the kernel template the case must get (NULL: any) */
 } kcase;
 
-#define NEED_VK()                                                              \
-  do {                                                                         \
-    if (!g_vk) {                                                               \
-      CU_FAIL("no Vulkan context");                                            \
-      return;                                                                  \
-    }                                                                          \
-  } while (0)
+/* Tests after "create" need the shared context. */
+#define NEED_VK() SSM_NEED_VK(g_vk)
 
 
 /* The device every case runs on (test_kernels.c's `create` opens it), and

@@ -31,13 +31,7 @@ static int g_log_muted;    /* set while a test provokes validation errors on pur
 static char g_self[4096];  /* this executable, for the no-device child run */
 
 /* Tests after "create" need the shared context. */
-#define NEED_VK()                                                              \
-  do {                                                                         \
-    if (!g_vk) {                                                               \
-      CU_FAIL("no Vulkan context");                                            \
-      return;                                                                  \
-    }                                                                          \
-  } while (0)
+#define NEED_VK() SSM_NEED_VK(g_vk)
 
 static char g_stats_log[1024]; /* the last SSM_VK_SHADER_STATS line (test_shader_stats) */
 

@@ -33,6 +33,16 @@ const char *ssm_test_write(const char *name, const void *data, size_t n);
 const char *ssm_test_write_safetensors(const char *name, int n, const char *const *names,
                                        const ssm_type *types, const float *const *data);
 
+/* Fails the test and returns from it when the Vulkan context `vk` (that a
+ * suite's first test opens) is missing. */
+#define SSM_NEED_VK(vk)                                                         \
+  do {                                                                          \
+    if (!(vk)) {                                                                \
+      CU_FAIL("no Vulkan context");                                             \
+      return;                                                                   \
+    }                                                                           \
+  } while (0)
+
 /* Asserts `s` is an error whose message contains `needle`; frees it. */
 #define SSM_ASSERT_ERR(s, needle)                                               \
   do {                                                                          \
