@@ -56,6 +56,11 @@ struct ssm_cpu {
   struct cpu_buf *bufs;
   int *last_use;
   size_t nscratch; /* the entries of both */
+  /* a matmul's x as its products take it and each row's factor
+   * (x_operand), kept for the next matmul */
+  float *mm_x;
+  double *mm_scale;
+  size_t mm_x_cap, mm_scale_cap; /* elements */
 };
 
 /* ---- persistent tensors -------------------------------------------------- */
@@ -110,6 +115,8 @@ void ssm_cpu_destroy(ssm_cpu *c) {
   ssm_vec_free(&c->spares);
   free(c->bufs);
   free(c->last_use);
+  free(c->mm_x);
+  free(c->mm_scale);
   free(c);
 }
 
@@ -435,21 +442,26 @@ static const ssm_node *rounded_norm(const ssm_node *mm) {
 }
 
 /* The x of matmul or matmul_sel `mm` as its products take it (ops.def),
- * `rows` rows of k into *out_x (malloc'd), with each row's factor for the
- * sums into *out_scale (malloc'd): x and 1; where the weight is 16-bit, x
- * rounded (ssm_round_x16), or where x is an rmsnorm's result that only mm
- * uses, the norm's input times its gain rounded, and the norm's scale. */
+ * `rows` rows of k into *out_x, with each row's factor for the sums into
+ * *out_scale (both the backend's, valid until the next matmul): x and 1;
+ * where the weight is 16-bit, x rounded (ssm_round_x16), or where x is an
+ * rmsnorm's result that only mm uses, the norm's input times its gain
+ * rounded, and the norm's scale. */
 static ssm_status x_operand(const cpu_run *r, const ssm_node *mm, int64_t rows, int64_t k,
                             float **out_x, double **out_scale) {
   const ssm_value *xv = mm->args[0];
-  size_t n = (size_t)(rows * k);
-  SSM_TRY(ssm_status_wrap(ssm_alloc(n ? n : 1, sizeof **out_x, (void **)out_x), "a matmul's x"));
-  ssm_status s = ssm_alloc(rows ? (size_t)rows : 1, sizeof **out_scale, (void **)out_scale);
-  if (s) {
-    free(*out_x);
-    *out_x = NULL;
-    return ssm_status_wrap(s, "a matmul's x");
+  ssm_cpu *c = r->c;
+  size_t n = (size_t)(rows * k), nr = (size_t)rows;
+  if (n > c->mm_x_cap) {
+    SSM_TRY(ssm_realloc((void **)&c->mm_x, n, sizeof *c->mm_x, "a matmul's x"));
+    c->mm_x_cap = n;
   }
+  if (nr > c->mm_scale_cap) {
+    SSM_TRY(ssm_realloc((void **)&c->mm_scale, nr, sizeof *c->mm_scale, "a matmul's x"));
+    c->mm_scale_cap = nr;
+  }
+  *out_x = c->mm_x;
+  *out_scale = c->mm_scale;
   const float *x = fbuf(r, xv);
   int round = ssm_dtype_rounds_x(mm->args[1]->type.dtype);
   const ssm_node *norm = rounded_norm(mm);
@@ -491,8 +503,6 @@ static ssm_status op_matmul(const cpu_run *r, const ssm_node *n) {
       y[m * nout + j] = (float)(acc * scale[m]);
     }
   }
-  free(x);
-  free(scale);
   return NULL;
 }
 
@@ -527,8 +537,6 @@ static ssm_status op_matmul_sel(const cpu_run *r, const ssm_node *n) {
         y[(t * picks + j) * nout + o] = (float)(acc * scale[row]);
       }
     }
-  free(x);
-  free(scale);
   return s;
 }
 
