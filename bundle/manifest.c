@@ -328,7 +328,7 @@ static ssm_status list(reader *r, const cJSON *obj, const char *key, int min, in
 }
 
 /* dtype and shape; the element count times the dtype size, with overflow
- * checks, is the tensor's bytes. */
+ * checks, is the tensor's bytes (q8_0: ssm_type_bytes, its scales too). */
 static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t *out_bytes) {
   const char *dt;
   const cJSON *shape;
@@ -337,7 +337,7 @@ static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t
   *t = (ssm_type){0};
   size_t n = enter(r, "dtype", 0);
   if (!ssm_dtype_parse(dt, strlen(dt), &t->dtype)) {
-    ssm_status s = bad(r, "is not f32, f16, bf16 or i32");
+    ssm_status s = bad(r, "is not f32, f16, bf16, i32 or q8_0");
     leave(r, n);
     return s;
   }
@@ -356,6 +356,7 @@ static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t
       s = bad(r, "describes a tensor too large for any buffer");
   }
   leave(r, n);
+  if (!s && t->dtype == SSM_Q8_0) bytes = (size_t)ssm_type_bytes(t); /* under 2 x numel */
   *out_bytes = bytes;
   return s;
 }

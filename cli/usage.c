@@ -58,7 +58,7 @@ static const char usage_run[] =
     "  --validate           run under VK_LAYER_KHRONOS_validation\n"
     CHUNK_USAGE
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "  --dtype f32|f16|bf16|q8_0 how matmul and embedding weights are kept (default: the\n"
     "                       checkpoint's own)\n"
     "  --no-cache           compile anew, without reading or writing the cache\n"
     "files:\n"
@@ -79,7 +79,7 @@ static const char usage_compile[] =
     "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
     CHUNK_USAGE
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --dtype f32|f16|bf16 how matmul and embedding weights are kept (default: the\n"
+    "  --dtype f32|f16|bf16|q8_0 how matmul and embedding weights are kept (default: the\n"
     "                       checkpoint's own; activations and state are f32)\n"
     "  --no-fuse            every op a kernel of its own\n"
     "  --dump-ir DIR        the IR after every pass, of both programs\n"
@@ -97,7 +97,7 @@ static const char usage_ir[] =
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
     "  --after PASS|all     the IR after a pass: verify, infer, simplify, weights,\n"
     "                       fuse, plan_buffers, schedule (or after each)\n"
-    "  --dtype f32|f16|bf16 the weights pass's dtype for matmul and embedding weights\n";
+    "  --dtype f32|f16|bf16|q8_0 the weights pass's dtype for matmul and embedding weights\n";
 
 static const char usage_inspect[] =
     "usage: ssmc inspect BUNDLE [--json]\n"

@@ -19,7 +19,8 @@ const char *ssm_cg_buffers_decl(cg_ctx *c) {
       c->access[i] = (i ? SSM_CG_READ : 0) | (!i || c->bind[i]->def->op == SSM_OP_STATE ? SSM_CG_WRITE : 0) |
                      (c->bind[i]->type.dtype == SSM_I32    ? SSM_CG_I32
                       : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
-                      : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16 : 0);
+                      : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16
+                      : c->bind[i]->type.dtype == SSM_Q8_0 ? SSM_CG_Q8 : 0);
     _Static_assert(SSM_BUNDLE_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
     return ssm_arena_printf(c->a, "%s\n", SNIPPET(c, "helpers", "offsets", "N",
                                                  I64(SSM_BUNDLE_MAX_BINDINGS / 4)));
@@ -77,7 +78,7 @@ ssm_status ssm_cg_finish(cg_ctx *c, const char *family, const char *params, cons
   out->glsl_vec4 = c->vec4;
   out->run_count = c->counted;
   out->nbindings = c->nbind;
-  for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i];
+  for (int i = 0; i < c->nbind; i++) out->bind[i] = c->bind[i], out->type[i] = c->bind[i]->type;
   out->nslots = c->nslots;
   for (int i = 0; i < c->nbind && lang(c)->slots; i++) {
     out->slot[i] = c->slot[i];

@@ -47,6 +47,7 @@ typedef struct {
   /* binding i holds this value: 0 is the result, then every tensor the
    * kernel reads (weights, states, inputs, other kernels' results) */
   const ssm_value *bind[SSM_BUNDLE_MAX_BINDINGS];
+  ssm_type type[SSM_BUNDLE_MAX_BINDINGS]; /* bind[i]'s, kept when its graph is gone */
   uint32_t groups[3];   /* dispatch grid */
   /* WGSL: tensor i is read through slot slot[i]; slot 0 holds the result
    * and the other activations; writable slots hold activations or states */
@@ -64,7 +65,7 @@ typedef struct {
 } ssm_cg_kernel;
 
 /* The type flags: none is f32; 16-bit weights are read two per u32 word. */
-enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16 };
+enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16, SSM_CG_Q8 = 32 };
 
 /* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,

@@ -8,6 +8,32 @@
 
 #include "codegen/internal.h"
 
+/* A q8_0 tensor's reads (ir.h: ssm_q8_0_layout): q8_<i>(e), element e's
+ * value (q * d rounded to 11 significant bits, as ssm_q8_0_value), and
+ * q8x8_<i>(e, a, b), the 8 values from e, a multiple of 8 in a row of a
+ * multiple of 8 (one block's). */
+static void q8_loads(ssm_sb *b, int i, const ssm_type *t) {
+  ssm_q8_0_layout l = ssm_q8_0_layout_of(t);
+  ssm_sb_printf(b,
+                "float q8d%d(uint e) {\n"
+                "  uint r = e / %lldu, j = r * %lldu + (e - r * %lldu) / 32u;\n"
+                "  return unpackHalf2x16(ld%d(%lluu + (j >> 1u)) >> ((j & 1u) << 4u)).x;\n}\n"
+                "float q8r%d(float v) {\n"
+                "  uint u = floatBitsToUint(v);\n"
+                "  return uintBitsToFloat((u + 0xfffu + ((u >> 13u) & 1u)) & 0xffffe000u);\n}\n"
+                "float q8_%d(uint e) {\n"
+                "  return q8r%d(float(bitfieldExtract(int(ld%d(e >> 2u)), int((e & 3u) << 3u), 8)) * q8d%d(e));\n}\n"
+                "void q8x8_%d(uint e, out vec4 a, out vec4 b) {\n"
+                "  float d = q8d%d(e);\n"
+                "  ivec2 w = ivec2(ld%d(e >> 2u), ld%d((e >> 2u) + 1u));\n"
+                "  a = vec4(bitfieldExtract(w.x, 0, 8), bitfieldExtract(w.x, 8, 8), bitfieldExtract(w.x, 16, 8), bitfieldExtract(w.x, 24, 8)) * d;\n"
+                "  b = vec4(bitfieldExtract(w.y, 0, 8), bitfieldExtract(w.y, 8, 8), bitfieldExtract(w.y, 16, 8), bitfieldExtract(w.y, 24, 8)) * d;\n"
+                "  a = vec4(q8r%d(a.x), q8r%d(a.y), q8r%d(a.z), q8r%d(a.w));\n"
+                "  b = vec4(q8r%d(b.x), q8r%d(b.y), q8r%d(b.z), q8r%d(b.w));\n}\n",
+                i, (long long)l.k, (long long)l.blocks, (long long)l.k, i,
+                (unsigned long long)(l.scales / 4), i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i, i);
+}
+
 /* GLSL: one storage buffer per tensor, read through ld<i>(word) (and
  * ldq<i>(uvec4 index) for bit i of `vec4`). With `windows` (ssm_cg_glsl_split)
  * a tensor of windows[i] > 1 is bound as that many windows of SSM_WIN words,
@@ -16,6 +42,8 @@
 void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigned vec4,
                          const int *windows, uint64_t window) {
   int extra = n, split = 0;
+  char q8_after[SSM_BUNDLE_MAX_BINDINGS] = {0};
+  SSM_ASSERT(n <= SSM_BUNDLE_MAX_BINDINGS);
   for (int i = 0; i < n && windows; i++) split |= windows[i] > 1;
   if (split)
     ssm_sb_printf(b, "layout(constant_id = %d) const uint SSM_WIN = %lluu; // words of a window\n",
@@ -36,6 +64,7 @@ void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
                       at, name + 1, name);
     }
     for (int view = 0; view <= q; view++) {
+      if (view == 0 && v->type.dtype == SSM_Q8_0) q8_after[i] = 1;
       const char *sfx = view ? "q" : "";
       if (nw == 1) {
         ssm_sb_printf(b, "#define ld%s%d(e) b%d%s.v[e]\n", sfx, i, i, sfx);
@@ -51,6 +80,7 @@ void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
         else ssm_sb_printf(b, "  return %s.v[r];\n}\n", name);
       }
     }
+    if (q8_after[i]) q8_loads(b, i, &v->type);
   }
 }
 

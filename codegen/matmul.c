@@ -111,10 +111,11 @@ static const ssm_value *direct_source(const cg_ctx *c, const ssm_value *v) {
 static void load8_direct(cg_ctx *c, ssm_sb *loads, const char *name, const char *params,
                          const char *index, const ssm_value *v) {
   int b = ssm_cg_binding(c, v);
-  c->vec4 |= 1u << b;
-  const char *snippet = v->type.dtype == SSM_F32   ? "load8_f32"
-                        : v->type.dtype == SSM_F16 ? "load8_f16"
-                                                   : "load8_bf16";
+  if (v->type.dtype != SSM_Q8_0) c->vec4 |= 1u << b;
+  const char *snippet = v->type.dtype == SSM_F32    ? "load8_f32"
+                        : v->type.dtype == SSM_F16  ? "load8_f16"
+                        : v->type.dtype == SSM_Q8_0 ? "load8_q8"
+                                                    : "load8_bf16";
   ssm_sb_printf(loads, "%s\n",
                 SNIPPET(c, "helpers", snippet, "NAME", name, "PARAMS", params, "INDEX", index, "B",
                         I64(b)));
@@ -222,7 +223,7 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
   int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
   int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
-  int coop = lang(c)->coop_matrix && (wv->type.dtype == SSM_BF16 || wv->type.dtype == SSM_F16) &&
+  int coop = lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
              !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K);
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector

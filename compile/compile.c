@@ -46,9 +46,7 @@ typedef struct {
 
 static uint64_t align_up(uint64_t x) { return (x + ALIGN - 1) / ALIGN * ALIGN; }
 
-static uint64_t type_bytes(const ssm_type *t) {
-  return (uint64_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
-}
+static uint64_t type_bytes(const ssm_type *t) { return ssm_type_bytes(t); }
 
 static ssm_blob add_blob(compiler *c, const void *data, size_t n) {
   while (c->blobs.n % 16) ssm_sb_append(&c->blobs, "", 1);
@@ -500,8 +498,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
   o.prefill_tokens = ssm_compile_chunk(m, opts);
-  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16)
-    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16 or bf16",
+  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16 && o.dtype != SSM_Q8_0)
+    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16, bf16 or q8_0",
                           ssm_dtype_name(o.dtype));
   if (!o.wgsl_window) o.wgsl_window = SSM_BUNDLE_WINDOW;
   if (o.wgsl_window < ALIGN || o.wgsl_window & (o.wgsl_window - 1))

@@ -6,8 +6,8 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const dtype_names[SSM_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32"};
-static const size_t dtype_sizes[SSM_DTYPE_COUNT] = {4, 2, 2, 4};
+static const char *const dtype_names[SSM_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "q8_0"};
+static const size_t dtype_sizes[SSM_DTYPE_COUNT] = {4, 2, 2, 4, 1};
 
 const char *ssm_dtype_name(ssm_dtype d) {
   SSM_ASSERT(d >= 0 && d < SSM_DTYPE_COUNT);
@@ -36,12 +36,58 @@ float ssm_round_x16(float v) {
   return v;
 }
 
-int ssm_dtype_rounds_x(ssm_dtype w) { return w == SSM_F16 || w == SSM_BF16; }
+int ssm_dtype_rounds_x(ssm_dtype w) { return w == SSM_F16 || w == SSM_BF16 || w == SSM_Q8_0; }
 
 int64_t ssm_type_numel(const ssm_type *t) {
   int64_t n = 1;
   for (int i = 0; i < t->rank; i++) n *= t->dims[i];
   return n;
+}
+
+uint64_t ssm_type_bytes(const ssm_type *t) {
+  if (t->dtype == SSM_Q8_0) return ssm_q8_0_layout_of(t).bytes;
+  return (uint64_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
+}
+
+ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t) {
+  ssm_q8_0_layout l = {.k = t->rank ? t->dims[t->rank - 1] : 1};
+  int64_t n = ssm_type_numel(t);
+  l.rows = l.k ? n / l.k : 0;
+  l.blocks = (l.k + SSM_Q8_0_BLOCK - 1) / SSM_Q8_0_BLOCK;
+  l.scales = ((uint64_t)n + 3) & ~(uint64_t)3;
+  l.bytes = l.scales + (((uint64_t)(l.rows * l.blocks) * 2 + 3) & ~(uint64_t)3);
+  return l;
+}
+
+int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
+  memset(dst, 0, (size_t)l->bytes);
+  for (int64_t r = 0; r < l->rows; r++)
+    for (int64_t b = 0; b < l->blocks; b++) {
+      int64_t k0 = b * SSM_Q8_0_BLOCK, k1 = k0 + SSM_Q8_0_BLOCK < l->k ? k0 + SSM_Q8_0_BLOCK : l->k;
+      const float *x = src + r * l->k;
+      float amax = 0;
+      for (int64_t k = k0; k < k1; k++) {
+        if (!isfinite(x[k])) return r * l->k + k;
+        amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+      }
+      uint16_t dh = ssm_f32_to_f16(amax / 127.0f);
+      float d = ssm_f16_to_f32(dh);
+      if (!isfinite(d)) return r * l->k + k0;
+      memcpy(dst + l->scales + (uint64_t)(r * l->blocks + b) * 2, &dh, 2);
+      for (int64_t k = k0; k < k1; k++) {
+        float q = d > 0 ? roundf(x[k] / d) : 0;
+        q = q > 127 ? 127 : q < -127 ? -127 : q;
+        dst[r * l->k + k] = (uint8_t)(int8_t)q;
+      }
+    }
+  return -1;
+}
+
+float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i) {
+  int64_t r = i / l->k, b = r * l->blocks + (i - r * l->k) / SSM_Q8_0_BLOCK;
+  uint16_t dh;
+  memcpy(&dh, q + l->scales + (uint64_t)b * 2, 2);
+  return ssm_round_x16((float)(int8_t)q[i] * ssm_f16_to_f32(dh));
 }
 
 int ssm_type_equal(const ssm_type *a, const ssm_type *b) {

@@ -25,7 +25,9 @@
 
 /* ---- dtypes and types (ir.c) -------------------------------------------- */
 
-typedef enum { SSM_F32, SSM_F16, SSM_BF16, SSM_I32, SSM_DTYPE_COUNT } ssm_dtype;
+/* SSM_Q8_0: 8-bit weights in blocks of 32 along each row (the last dim),
+ * with an f16 scale a block (ssm_q8_0_*): only matmul and embed weights. */
+typedef enum { SSM_F32, SSM_F16, SSM_BF16, SSM_I32, SSM_Q8_0, SSM_DTYPE_COUNT } ssm_dtype;
 
 #define SSM_MAX_RANK 6
 
@@ -36,18 +38,44 @@ typedef struct {
 } ssm_type;
 
 const char *ssm_dtype_name(ssm_dtype d); /* "f32" ... */
-/* Parses "f32", "f16", "bf16", "i32"; returns 0 if unknown. */
+/* Parses "f32", "f16", "bf16", "i32", "q8_0"; returns 0 if unknown. */
 int ssm_dtype_parse(const char *s, size_t n, ssm_dtype *out);
+/* Bytes of an element (q8_0: its 8-bit value; ssm_type_bytes counts the
+ * scales too). */
 size_t ssm_dtype_size(ssm_dtype d);
 /* The activation operand of a matmul whose weight is 16-bit (ops.def: the
  * products take x at f16's precision): `v` rounded to 11 significant bits,
  * to nearest even, in f32's exponent range. Every backend rounds the same
  * way (templates/common.*.in: ssm_x16). */
 float ssm_round_x16(float v);
-/* Whether a matmul reading weight type `w` rounds its x (ssm_round_x16). */
+/* Whether a matmul reading weight type `w` rounds its x (ssm_round_x16):
+ * 16-bit and q8_0 weights. */
 int ssm_dtype_rounds_x(ssm_dtype w);
 /* Number of elements (1 for rank 0). */
 int64_t ssm_type_numel(const ssm_type *t);
+/* Bytes a tensor of type t takes in memory (q8_0: ssm_q8_0_layout). */
+uint64_t ssm_type_bytes(const ssm_type *t);
+
+/* q8_0, a row (the last dim, K values) at a time in blocks of 32 (the last
+ * one partial when K is not a multiple of 32): block j of a row holds
+ * q[i] = round(w[i] / d) in [-127, 127], d = amax / 127 of the block rounded
+ * to f16 (0 for a block of zeros). In memory: every element's q as an int8
+ * in element order, then from byte `scales` (a multiple of 4) each block's
+ * d as f16, row by row. The value an element stands for, in every backend,
+ * is q * d rounded to 11 significant bits (ssm_round_x16): f16's precision,
+ * so that the matrix units take it exactly. */
+#define SSM_Q8_0_BLOCK 32
+typedef struct {
+  int64_t k, rows, blocks; /* blocks a row */
+  uint64_t scales, bytes;  /* offset of the scales; the whole tensor */
+} ssm_q8_0_layout;
+ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t);
+/* Quantizes the rows x k floats of src into dst (layout.bytes). Returns -1,
+ * or the index of the first element that q8_0 cannot hold: not finite, or
+ * in a block whose scale overflows f16 (dst is then not to be used). */
+int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst);
+/* Element i's value (above). */
+float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i);
 int ssm_type_equal(const ssm_type *a, const ssm_type *b);
 /* Writes "f32[1,64]" into buf; returns buf. 160 bytes always suffice. */
 char *ssm_type_format(const ssm_type *t, char *buf, size_t n);

@@ -31,6 +31,8 @@ static ssm_status SSM_PRINTF(1, 2) bad(const char *fmt, ...) {
 }
 
 static int is_float(ssm_dtype d) { return d == SSM_F32 || d == SSM_F16 || d == SSM_BF16; }
+/* a matmul's weight or an embedding table may also be q8_0 */
+static int is_weight(ssm_dtype d) { return is_float(d) || d == SSM_Q8_0; }
 
 static const ssm_type *arg(const ssm_node *n, int i) { return &n->args[i]->type; }
 
@@ -51,6 +53,13 @@ static ssm_status need_float(const ssm_node *n, int i, const char *what) {
   char b[96];
   if (!is_float(arg(n, i)->dtype))
     return bad("%s must be a float tensor, got %s", what, FMT(arg(n, i), b));
+  return NULL;
+}
+
+static ssm_status need_weight(const ssm_node *n, int i, const char *what) {
+  char b[96];
+  if (!is_weight(arg(n, i)->dtype))
+    return bad("%s must be a float or q8_0 tensor, got %s", what, FMT(arg(n, i), b));
   return NULL;
 }
 
@@ -103,7 +112,7 @@ static ssm_status infer_binary(const ssm_node *n, ssm_type *out) {
 static ssm_status infer_embed(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96];
   const ssm_type *tab = arg(n, 0), *ids = arg(n, 1);
-  if (tab->rank != 2 || !is_float(tab->dtype))
+  if (tab->rank != 2 || !is_weight(tab->dtype))
     return bad("embedding table must be a float [V,H], got %s", FMT(tab, b1));
   if (ids->rank != 1 || ids->dtype != SSM_I32)
     return bad("token ids must be i32 [T], got %s", FMT(ids, b2));
@@ -115,7 +124,7 @@ static ssm_status infer_matmul(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96];
   const ssm_type *x = arg(n, 0), *w = arg(n, 1);
   SSM_TRY(need_float(n, 0, "matmul input"));
-  SSM_TRY(need_float(n, 1, "matmul weight"));
+  SSM_TRY(need_weight(n, 1, "matmul weight"));
   if (x->rank < 1 || w->rank != 2 || x->dims[x->rank - 1] != w->dims[1])
     return bad("matmul needs x [..,K] and weight [N,K], got %s and %s", FMT(x, b1),
                FMT(w, b2));
@@ -303,7 +312,7 @@ static ssm_status infer_matmul_sel(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96], b3[96];
   const ssm_type *x = arg(n, 0), *w = arg(n, 1), *idx = arg(n, 2);
   SSM_TRY(need_float(n, 0, "matmul_sel input"));
-  SSM_TRY(need_float(n, 1, "matmul_sel weight"));
+  SSM_TRY(need_weight(n, 1, "matmul_sel weight"));
   if (idx->dtype != SSM_I32 || idx->rank != 2)
     return bad("matmul_sel needs i32 indices [T,k], got %s", FMT(idx, b1));
   int64_t T = idx->dims[0], k = idx->dims[1];

@@ -100,7 +100,7 @@ ssm_status ssm_groups_collect(ssm_graph *g, ssm_arena *a, ssm_group **out, int *
 }
 
 uint64_t ssm_value_bytes(const ssm_value *v, uint32_t align) {
-  uint64_t b = (uint64_t)ssm_type_numel(&v->type) * ssm_dtype_size(v->type.dtype);
+  uint64_t b = ssm_type_bytes(&v->type);
   return (b + align - 1) / align * align;
 }
 

@@ -13,6 +13,11 @@
  * with a transform stay f32, as do activations and state: the math is f32.
  * With f32 (the default) the pass changes nothing.
  *
+ * With q8_0 those weights are kept in 8 bits (ir.h: ssm_q8_0_layout) where
+ * the kernels can read them so: a weight read directly (not through a
+ * view) whose rows are a multiple of 8 long (the GEMMs load 8 values of a
+ * row at a time). The others are kept in bf16, and the note names them.
+ *
  * The note says how many weights and bytes were retyped.
  */
 #include "passes/passes.h"
@@ -29,35 +34,54 @@ ssm_status ssm_pass_weights(ssm_graph *g, const ssm_pass_opts *o, char *out_note
   if (n) out_note[0] = 0;
   ssm_dtype to = o ? o->weight_dtype : SSM_F32;
   if (to == SSM_F32) return NULL;
-  if (to != SSM_F16 && to != SSM_BF16)
-    return ssm_status_new(SSM_ERR_INVALID, "weights: dtype %s is not f32, f16 or bf16",
+  if (to != SSM_F16 && to != SSM_BF16 && to != SSM_Q8_0)
+    return ssm_status_new(SSM_ERR_INVALID, "weights: dtype %s is not f32, f16, bf16 or q8_0",
                           ssm_dtype_name(to));
   ssm_graph_number(g);
-  /* per value: 1 used, 2 some use cannot read 16 bits */
+  /* per value: 1 used, 2 some use cannot read 16 bits, 4 read through a
+   * view */
   char *use;
   SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)g->nvalues + 1, 1, (void **)&use),
                           "the uses of %d values", g->nvalues));
   for (ssm_node *x = g->last; x; x = x->prev) /* a view's users come after it */
     for (int i = 0; i < x->nargs; i++)
-      use[x->args[i]->id] |= reads_16bit(x, i) ? 1 : ssm_op_is_view(x->op) ? use[x->result->id] : 2;
-  int count = 0;
+      use[x->args[i]->id] |= reads_16bit(x, i)         ? 1
+                             : ssm_op_is_view(x->op) ? (use[x->result->id] | 4)
+                                                     : 2;
+  int count = 0, kept = 0;
   uint64_t saved = 0;
+  ssm_sb why = {0};
   for (ssm_node *x = g->first; x; x = x->next) {
     ssm_value *v = x->result;
-    if (ssm_op_is_view(x->op) && x->args[0]->type.dtype == to && use[v->id] == 1) {
-      v->type.dtype = to; /* a view of a retyped weight */
+    if (ssm_op_is_view(x->op) && ssm_dtype_size(x->args[0]->type.dtype) == 2 &&
+        (use[v->id] & 3) == 1) {
+      v->type.dtype = x->args[0]->type.dtype; /* a view of a retyped weight */
       continue;
     }
-    if (x->op != SSM_OP_WEIGHT || use[v->id] != 1 || v->type.dtype != SSM_F32 ||
+    if (x->op != SSM_OP_WEIGHT || (use[v->id] & 3) != 1 || v->type.dtype != SSM_F32 ||
         v->type.rank < 2 || ssm_node_attr(x, "transform"))
       continue;
-    v->type.dtype = to;
-    count++;
-    saved += (uint64_t)ssm_type_numel(&v->type) * (4 - ssm_dtype_size(to));
+    ssm_dtype d = to;
+    if (to == SSM_Q8_0 && (use[v->id] & 4 || v->type.dims[v->type.rank - 1] % 8)) {
+      d = SSM_BF16;
+      kept++;
+      ssm_sb_printf(&why, "%s%s (%s)", kept > 1 ? ", " : "", ssm_node_str(x, "name", "?"),
+                    use[v->id] & 4 ? "read through a view" : "rows not a multiple of 8");
+    } else {
+      count++;
+    }
+    uint64_t before = ssm_type_bytes(&v->type);
+    v->type.dtype = d;
+    saved += before - ssm_type_bytes(&v->type);
   }
   free(use);
-  if (n)
-    snprintf(out_note, n, "%d weights stored as %s (%.1f MB fewer to read)", count,
-             ssm_dtype_name(to), (double)saved / 1e6);
-  return NULL;
+  ssm_status s = ssm_sb_status(&why, "the weights kept in bf16");
+  if (n && !s) {
+    int k = snprintf(out_note, n, "%d weights stored as %s (%.1f MB fewer to read)", count,
+                     ssm_dtype_name(to), (double)saved / 1e6);
+    if (kept && k > 0 && (size_t)k < n)
+      snprintf(out_note + k, n - (size_t)k, "; %d kept in bf16: %s", kept, ssm_sb_str(&why));
+  }
+  ssm_sb_free(&why);
+  return s;
 }

@@ -51,7 +51,7 @@ static void test_usage(void) {
   expect("run " FIX " --weights " FIX " --tokens 1 --chunk 99999", 2, "--chunk: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1 --device -1", 2, "--device: expected a device index");
   expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
-  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16 or bf16, got 'i32'");
+  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16, bf16 or q8_0, got 'i32'");
   expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
   expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
   expect("inspect", 2, "inspect: missing BUNDLE");

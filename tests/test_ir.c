@@ -662,6 +662,60 @@ static void survive(const char *text) {
   ssm_graph_destroy(g);
 }
 
+/* q8_0 (ir.h): the layout of a [3, 40] weight (two blocks a row, the last
+ * of 8), the quantized bytes of known rows, the values every backend takes
+ * (q * d rounded to 11 bits), a block of zeros, and the weights q8_0
+ * cannot hold (not finite, or a scale beyond f16) reported by index. */
+static void test_q8_0(void) {
+  ssm_type t = ssm_type_make(SSM_Q8_0, 2, (int64_t[]){3, 40});
+  ssm_q8_0_layout l = ssm_q8_0_layout_of(&t);
+  CU_ASSERT_EQUAL(l.k, 40);
+  CU_ASSERT_EQUAL(l.rows, 3);
+  CU_ASSERT_EQUAL(l.blocks, 2);
+  CU_ASSERT_EQUAL(l.scales, 120);
+  CU_ASSERT_EQUAL(l.bytes, 120 + 12);
+  CU_ASSERT_EQUAL(ssm_type_bytes(&t), 132);
+  CU_ASSERT(ssm_dtype_rounds_x(SSM_Q8_0));
+  float w[120] = {0};
+  for (int k = 0; k < 40; k++) w[k] = (float)(k - 20); /* row 0: -20 .. 19 */
+  w[40] = 1.0f / 3;                                      /* row 1: one value a block */
+  w[72] = -0.5f;
+  uint8_t q[132];
+  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), -1);
+  /* row 0, block 0: amax 20, d = f16(20 / 127); q = round(w / d) */
+  uint16_t d0;
+  memcpy(&d0, q + 120, 2);
+  CU_ASSERT_EQUAL(d0, ssm_f32_to_f16(20.0f / 127.0f));
+  CU_ASSERT_EQUAL((int8_t)q[0], -127);
+  CU_ASSERT_EQUAL((int8_t)q[10], (int8_t)roundf(-10.0f / ssm_f16_to_f32(d0)));
+  for (int k = 0; k < 40; k++) {
+    uint16_t dh;
+    memcpy(&dh, q + 120 + 2 * (k / 32), 2);
+    float want = ssm_round_x16((float)(int8_t)q[k] * ssm_f16_to_f32(dh));
+    CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, k), want);
+    CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, k) - w[k]) <= ssm_f16_to_f32(dh) / 2 * 1.01f);
+  }
+  /* the partial block of row 0 (k 32..39): amax 19 */
+  uint16_t d1;
+  memcpy(&d1, q + 122, 2);
+  CU_ASSERT_EQUAL(d1, ssm_f32_to_f16(19.0f / 127.0f));
+  CU_ASSERT_EQUAL((int8_t)q[39], 127);
+  /* a block's only value comes back to within f16's rounding of it */
+  CU_ASSERT_EQUAL((int8_t)q[40], 127);
+  CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, 40) - 1.0f / 3) < 1e-3f);
+  CU_ASSERT_EQUAL((int8_t)q[72], -127);
+  CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, 72), -0.5f);
+  /* row 2: zeros, scale 0, every value 0 */
+  for (int k = 80; k < 120; k++) CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, k), 0.0f);
+  w[45] = NAN;
+  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 45);
+  w[45] = 0;
+  w[90] = INFINITY;
+  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 90);
+  w[90] = 1e7f; /* d = 1e7 / 127 > 65504: the block starting at 80 */
+  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 80);
+}
+
 static void test_fuzz(void) {
   char *text;
   size_t n;
@@ -719,6 +773,7 @@ int main(void) {
                          {"verify_errors", test_verify_errors},
                          {"verify_built", test_verify_built},
                          {"golden_files", test_golden_files},
+                         {"q8_0", test_q8_0},
                          {"fuzz", test_fuzz},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("ir", tests);

@@ -99,7 +99,7 @@ static void test_weights_pass(void) {
   }
   ssm_graph *g = parse(in);
   ssm_pass_opts po = {.weight_dtype = SSM_I32};
-  if (g) SSM_ASSERT_ERR(ssm_pass_weights(g, &po, NULL, 0), "weights: dtype i32 is not f32, f16 or bf16");
+  if (g) SSM_ASSERT_ERR(ssm_pass_weights(g, &po, NULL, 0), "weights: dtype i32 is not f32, f16, bf16 or q8_0");
   ssm_graph_destroy(g);
   /* a 16-bit weight anywhere but a matmul's weight or an embed's table */
   g = NULL;

@@ -110,6 +110,52 @@ export function f32ToF16(x) {
   return sign | q;
 }
 
+// ---- q8_0 weights ---------------------------------------------------------
+// ir/ir.h's ssm_q8_0_layout: a row (the last dim, k values) in blocks of 32,
+// q = round(w / d) in [-127, 127] with d = amax / 127 rounded to f16; every
+// q as an int8 in element order, then from a 4-byte boundary each block's d
+// as f16. The same bytes as ssm_q8_0_quantize (f32 arithmetic, roundf).
+
+export function q8Layout(shape) {
+  const k = shape.length ? shape[shape.length - 1] : 1;
+  const n = shape.reduce((a, d) => a * d, 1);
+  const rows = k ? n / k : 0, blocks = Math.ceil(k / 32);
+  const scales = (n + 3) & ~3;
+  return { k, rows, blocks, scales, bytes: scales + ((rows * blocks * 2 + 3) & ~3) };
+}
+
+export function toQ8(data, shape) {
+  const l = q8Layout(shape);
+  const out = new Uint8Array(l.bytes), q = new Int8Array(out.buffer, 0, l.scales);
+  const d16 = new DataView(out.buffer);
+  for (let r = 0; r < l.rows; r++)
+    for (let b = 0; b < l.blocks; b++) {
+      const k0 = r * l.k + b * 32, k1 = r * l.k + Math.min((b + 1) * 32, l.k);
+      let amax = 0;
+      for (let i = k0; i < k1; i++) {
+        if (!Number.isFinite(data[i])) throw new Error(`element ${i} (${data[i]}) cannot be held in q8_0`);
+        amax = Math.max(amax, Math.abs(data[i]));
+      }
+      const dh = f32ToF16(Math.fround(amax / 127));
+      const d = f16ToF32(dh);
+      if (!Number.isFinite(d)) throw new Error(`element ${k0}: its block's scale overflows f16 in q8_0`);
+      d16.setUint16(l.scales + (r * l.blocks + b) * 2, dh, true);
+      for (let i = k0; i < k1; i++) {
+        let v = d > 0 ? Math.fround(data[i] / d) : 0;
+        v = Math.sign(v) * Math.round(Math.abs(v)); // roundf: halves away from zero
+        q[i] = Math.max(-127, Math.min(127, v));
+      }
+    }
+  return out;
+}
+
+function f16ToF32(h) {
+  const s = h & 0x8000 ? -1 : 1, e = (h >>> 10) & 0x1f, m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+
 // f32 values as `dtype` ('f16' or 'bf16') words: a Uint16Array of even length.
 export function toHalf(dtype, data) {
   const round = dtype === 'bf16' ? f32ToBf16 : dtype === 'f16' ? f32ToF16 : null;

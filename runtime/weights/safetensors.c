@@ -604,7 +604,29 @@ ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want
   return check_one(st, name, want);
 }
 
+/* q8_0: the tensor read as f32 (one tensor of host memory), then quantized
+ * a row at a time (ir.h: ssm_q8_0_quantize). */
+static ssm_status read_q8_0(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  ssm_type f = *want;
+  f.dtype = SSM_F32;
+  int64_t n = ssm_type_numel(&f);
+  void *tmp;
+  SSM_TRY(ssm_status_wrap(ssm_alloc(n ? (size_t)n : 1, 4, &tmp), "tensor '%s' as f32", name));
+  ssm_status s = ssm_st_read(st, name, &f, tmp);
+  if (!s) {
+    ssm_q8_0_layout l = ssm_q8_0_layout_of(want);
+    int64_t bad = ssm_q8_0_quantize(tmp, &l, dst);
+    if (bad >= 0)
+      s = ssm_status_new(SSM_ERR_INVALID, "tensor '%s': element %lld (%g) cannot be held in "
+                         "q8_0 (a finite weight whose block's scale fits f16); use --dtype bf16",
+                         name, (long long)bad, (double)((float *)tmp)[bad]);
+  }
+  free(tmp);
+  return s;
+}
+
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+  if (want->dtype == SSM_Q8_0) return read_q8_0(st, name, want, dst);
   if (strstr(name, "{*}")) {
     SSM_TRY(ssm_st_check(st, name, want));
     return each_part(st, name, want, dst, read_one);

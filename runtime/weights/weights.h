@@ -50,7 +50,7 @@ ssm_status ssm_st_path_dtype(const char *path, ssm_dtype *out);
  * refuses a stored name holding "{*}"). */
 ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want);
 /* Copies tensor `name` into `dst`, converting to want->dtype (f32, f16, bf16
- * from f32, f16, bf16). Errors name the tensor: missing ("tensor 'x' not
+ * from f32, f16, bf16; or q8_0, ssm_type_bytes(want) bytes: ir.h). Errors name the tensor: missing ("tensor 'x' not
  * found in DIR"), or a shape other than want's ("tensor 'x' has shape
  * [4,8] in the checkpoint but the model expects [8,4]"). */
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
