@@ -40,7 +40,7 @@
 /* decode of a few sequences: the weight's bytes are the cost, gemv streams them once */
 #define KNOB_GEMV_MAX_ROWS 4
 /* a few more rows: the matmul template, one tile of rows for each read of a weight */
-#define KNOB_MATMUL_MAX_ROWS 8
+#define KNOB_MATMUL_MAX_ROWS SSM_MATMUL_MAX_ROWS /* passes.h: fuse.c agrees */
 /* matmul: rows of a tile, whose sums a thread keeps in registers */
 #define KNOB_MATMUL_TILE_ROWS 8
 

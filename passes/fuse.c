@@ -27,7 +27,11 @@
  *      whose uses all lead, through pointwise ops, to a scan and are in its
  *      group: each element a dot product of K terms there, which saves a
  *      dispatch per layer (such a matmul is not made an anchor in 2; if it
- *      cannot join, it gets a group of its own in 5);
+ *      cannot join, it gets a group of its own in 5); but an op that
+ *      computes a GEMM's x (or its norm prologue's), more than
+ *      SSM_MATMUL_MAX_ROWS rows, stays out: the GEMM reads every element of
+ *      x once per block of columns, and reads it fastest from memory (Mamba-2's
+ *      gate before its gated norm, an MLP's act(gate) * up);
  *   5. whatever is left gets a group of its own, and views that must exist
  *      in memory (a graph output) are materialized.
  * With no_fuse, every op that does work is a group of its own (views are
@@ -134,6 +138,20 @@ static int users_evals(const fuser *f, int k, int depth) {
                                                       : f->evals[j] * (int)per;
   }
   return sum;
+}
+
+/* Whether node k computes the x of group gr's anchor, a matmul of more
+ * than SSM_MATMUL_MAX_ROWS rows, or the x of that matmul's norm prologue
+ * (step 4 keeps it out). */
+static int computes_gemm_x(const fuser *f, int k, int gr) {
+  int a = f->anchor.items[gr];
+  const ssm_node *m = a >= 0 ? f->nodes[a] : NULL;
+  if (!m || m->op != SSM_OP_MATMUL ||
+      ssm_type_numel(&m->args[0]->type) / m->args[1]->type.dims[1] <= SSM_MATMUL_MAX_ROWS)
+    return 0;
+  const ssm_value *v = f->nodes[k]->result;
+  const ssm_node *x = m->args[0]->def;
+  return m->args[0] == v || (f->norm_of[index_of(f, x)] == a && x->args[0] == v);
 }
 
 /* Puts node k into group `gr` (-1: a new group). Out of memory for a new
@@ -514,6 +532,7 @@ static void assign(fuser *f, int no_fuse) {
     if (ug >= 0 && n->op == SSM_OP_MATMUL &&
         (f->anchor.items[ug] < 0 || f->nodes[f->anchor.items[ug]]->op != SSM_OP_SCAN))
       ug = -1;
+    if (ug >= 0 && computes_gemm_x(f, k, ug)) ug = -1;
     if (ug < 0 || f->members.items[ug] >= MAX_MEMBERS || evals > MAX_EVALS) {
       join(f, k, -1);
     } else {

@@ -65,6 +65,12 @@ typedef struct {
  * kernel (recomputed per use); longer rows get a kernel or a matmul prologue. */
 #define SSM_SMALL_ROW 64
 
+/* The most rows of a matmul that codegen runs a row at a time (the GEMV,
+ * the small matmul); more rows make a GEMM of tiles, which reads each row
+ * of x once per block of columns, straight from memory where x is there
+ * (fuse.c, 4; codegen/kernels.c). */
+#define SSM_MATMUL_MAX_ROWS 8
+
 /* Can this node be evaluated as an expression inside another kernel? */
 int ssm_node_is_pointwise(const ssm_node *n);
 /* The node's group, or -1. */
