@@ -88,9 +88,7 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
                     "fn b%d_ld(e: u32) -> f32 {\n"
                     "  let r = e / %lldu;\n  let j = r * %lldu + (e - r * %lldu) / 32u;\n"
                     "  let d = unpack2x16float(b%d_w(%lluu + (j >> 1u)) >> ((j & 1u) << 4u)).x;\n"
-                    "  let q = extractBits(bitcast<i32>(b%d_w(e >> 2u)), (e & 3u) << 3u, 8u);\n"
-                    "  let u = bitcast<u32>(f32(q) * d);\n"
-                    "  return bitcast<f32>((u + 0xfffu + ((u >> 13u) & 1u)) & 0xffffe000u);\n}\n",
+                    "  return f32(extractBits(bitcast<i32>(b%d_w(e >> 2u)), (e & 3u) << 3u, 8u)) * d;\n}\n",
                     i, wword, i, (long long)l.k, (long long)l.blocks, (long long)l.k, i,
                     (unsigned long long)(l.scales / 4), i);
       continue;

@@ -59,6 +59,18 @@ ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t) {
   return l;
 }
 
+/* x >= 0 rounded up to 4 significant bits, as an f16 (inf past 65504):
+ * from 2^-21 on, 1.xxx times a power of two, exact in f16 (subnormal below
+ * 2^-14); below, a multiple of 2^-24 (f16's least subnormal). */
+static uint16_t f16_up4(float x) {
+  if (x < 0x1p-21f) return (uint16_t)ceilf(x * 0x1p24f);
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  if (u & 0xfffffu) u = (u | 0xfffffu) + 1;
+  memcpy(&x, &u, 4);
+  return ssm_f32_to_f16(x);
+}
+
 int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
   memset(dst, 0, (size_t)l->bytes);
   for (int64_t r = 0; r < l->rows; r++)
@@ -70,7 +82,7 @@ int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *d
         if (!isfinite(x[k])) return r * l->k + k;
         amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
       }
-      uint16_t dh = ssm_f32_to_f16(amax / 127.0f);
+      uint16_t dh = f16_up4(amax / 127.0f);
       float d = ssm_f16_to_f32(dh);
       if (!isfinite(d)) return r * l->k + k0;
       memcpy(dst + l->scales + (uint64_t)(r * l->blocks + b) * 2, &dh, 2);
@@ -87,7 +99,7 @@ float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i) {
   int64_t r = i / l->k, b = r * l->blocks + (i - r * l->k) / SSM_Q8_0_BLOCK;
   uint16_t dh;
   memcpy(&dh, q + l->scales + (uint64_t)b * 2, 2);
-  return ssm_round_x16((float)(int8_t)q[i] * ssm_f16_to_f32(dh));
+  return (float)(int8_t)q[i] * ssm_f16_to_f32(dh);
 }
 
 int ssm_type_equal(const ssm_type *a, const ssm_type *b) {

@@ -58,12 +58,13 @@ uint64_t ssm_type_bytes(const ssm_type *t);
 
 /* q8_0, a row (the last dim, K values) at a time in blocks of 32 (the last
  * one partial when K is not a multiple of 32): block j of a row holds
- * q[i] = round(w[i] / d) in [-127, 127], d = amax / 127 of the block rounded
- * to f16 (0 for a block of zeros). In memory: every element's q as an int8
- * in element order, then from byte `scales` (a multiple of 4) each block's
- * d as f16, row by row. The value an element stands for, in every backend,
- * is q * d rounded to 11 significant bits (ssm_round_x16): f16's precision,
- * so that the matrix units take it exactly. */
+ * q[i] = round(w[i] / d) in [-127, 127], with d = amax / 127 of the block
+ * rounded up to 4 significant bits (0 for a block of zeros), an f16. In
+ * memory: every element's q as an int8 in element order, then from byte
+ * `scales` (a multiple of 4) each block's d as f16, row by row. The value
+ * an element stands for, in every backend, is q * d: 11 significant bits at
+ * most, so f32 and the matrix units' f16 hold it exactly, and no backend
+ * rounds it. (A d of 4 bits leaves q at least 113/127 of its range.) */
 #define SSM_Q8_0_BLOCK 32
 typedef struct {
   int64_t k, rows, blocks; /* blocks a row */

@@ -663,9 +663,10 @@ static void survive(const char *text) {
 }
 
 /* q8_0 (ir.h): the layout of a [3, 40] weight (two blocks a row, the last
- * of 8), the quantized bytes of known rows, the values every backend takes
- * (q * d rounded to 11 bits), a block of zeros, and the weights q8_0
- * cannot hold (not finite, or a scale beyond f16) reported by index. */
+ * of 8), the quantized bytes of known rows (d rounded up to 4 significant
+ * bits), the values every backend takes (q * d, exact in f16), a block of
+ * zeros, and the weights q8_0 cannot hold (not finite, or a scale beyond
+ * f16) reported by index. */
 static void test_q8_0(void) {
   ssm_type t = ssm_type_make(SSM_Q8_0, 2, (int64_t[]){3, 40});
   ssm_q8_0_layout l = ssm_q8_0_layout_of(&t);
@@ -682,29 +683,30 @@ static void test_q8_0(void) {
   w[72] = -0.5f;
   uint8_t q[132];
   CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), -1);
-  /* row 0, block 0: amax 20, d = f16(20 / 127); q = round(w / d) */
+  /* row 0, block 0: amax 20, 20 / 127 = 1.2598 * 2^-3 up to 1.375 * 2^-3 */
   uint16_t d0;
   memcpy(&d0, q + 120, 2);
-  CU_ASSERT_EQUAL(d0, ssm_f32_to_f16(20.0f / 127.0f));
-  CU_ASSERT_EQUAL((int8_t)q[0], -127);
-  CU_ASSERT_EQUAL((int8_t)q[10], (int8_t)roundf(-10.0f / ssm_f16_to_f32(d0)));
+  CU_ASSERT_EQUAL(ssm_f16_to_f32(d0), 0.171875f);
+  CU_ASSERT_EQUAL((int8_t)q[0], -116); /* round(-20 / d) */
+  CU_ASSERT_EQUAL((int8_t)q[10], -58);
   for (int k = 0; k < 40; k++) {
     uint16_t dh;
     memcpy(&dh, q + 120 + 2 * (k / 32), 2);
-    float want = ssm_round_x16((float)(int8_t)q[k] * ssm_f16_to_f32(dh));
-    CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, k), want);
-    CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, k) - w[k]) <= ssm_f16_to_f32(dh) / 2 * 1.01f);
+    float v = ssm_q8_0_value(q, &l, k);
+    CU_ASSERT_EQUAL(v, (float)(int8_t)q[k] * ssm_f16_to_f32(dh));
+    CU_ASSERT_EQUAL(v, ssm_f16_to_f32(ssm_f32_to_f16(v))); /* an f16, exactly */
+    CU_ASSERT(fabsf(v - w[k]) <= ssm_f16_to_f32(dh) / 2);
   }
-  /* the partial block of row 0 (k 32..39): amax 19 */
+  /* the partial block of row 0 (k 32..39): amax 19, d = 1.25 * 2^-3 */
   uint16_t d1;
   memcpy(&d1, q + 122, 2);
-  CU_ASSERT_EQUAL(d1, ssm_f32_to_f16(19.0f / 127.0f));
-  CU_ASSERT_EQUAL((int8_t)q[39], 127);
-  /* a block's only value comes back to within f16's rounding of it */
-  CU_ASSERT_EQUAL((int8_t)q[40], 127);
+  CU_ASSERT_EQUAL(ssm_f16_to_f32(d1), 0.15625f);
+  CU_ASSERT_EQUAL((int8_t)q[39], 122);
+  /* a block's only value: q at least 113 */
+  CU_ASSERT_EQUAL((int8_t)q[40], 124);
   CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, 40) - 1.0f / 3) < 1e-3f);
-  CU_ASSERT_EQUAL((int8_t)q[72], -127);
-  CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, 72), -0.5f);
+  CU_ASSERT_EQUAL((int8_t)q[72], -114);
+  CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, 72) + 0.5f) < 2.5e-3f);
   /* row 2: zeros, scale 0, every value 0 */
   for (int k = 80; k < 120; k++) CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, k), 0.0f);
   w[45] = NAN;

@@ -112,7 +112,8 @@ export function f32ToF16(x) {
 
 // ---- q8_0 weights ---------------------------------------------------------
 // ir/ir.h's ssm_q8_0_layout: a row (the last dim, k values) in blocks of 32,
-// q = round(w / d) in [-127, 127] with d = amax / 127 rounded to f16; every
+// q = round(w / d) in [-127, 127] with d = amax / 127 rounded up to 4
+// significant bits, an f16 (f16Up4); every
 // q as an int8 in element order, then from a 4-byte boundary each block's d
 // as f16. The same bytes as ssm_q8_0_quantize (f32 arithmetic, roundf).
 
@@ -136,7 +137,7 @@ export function toQ8(data, shape) {
         if (!Number.isFinite(data[i])) throw new Error(`element ${i} (${data[i]}) cannot be held in q8_0`);
         amax = Math.max(amax, Math.abs(data[i]));
       }
-      const dh = f32ToF16(Math.fround(amax / 127));
+      const dh = f16Up4(Math.fround(amax / 127));
       const d = f16ToF32(dh);
       if (!Number.isFinite(d)) throw new Error(`element ${k0}: its block's scale overflows f16 in q8_0`);
       d16.setUint16(l.scales + (r * l.blocks + b) * 2, dh, true);
@@ -147,6 +148,14 @@ export function toQ8(data, shape) {
       }
     }
   return out;
+}
+
+// x >= 0 rounded up to 4 significant bits, as f16 bits (ir/ir.c's f16_up4)
+function f16Up4(x) {
+  if (x < 2 ** -21) return Math.ceil(x * 2 ** 24);
+  f32[0] = x;
+  if (u32[0] & 0xfffff) u32[0] = ((u32[0] | 0xfffff) + 1) >>> 0;
+  return f32ToF16(f32[0]);
 }
 
 function f16ToF32(h) {

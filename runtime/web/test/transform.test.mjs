@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './helpers.mjs';
-import { UNARY, applyTransform, erfc, f32ToBf16, f32ToF16, toHalf } from '../transform.mjs';
+import { UNARY, applyTransform, erfc, f32ToBf16, f32ToF16, q8Layout, toHalf, toQ8 } from '../transform.mjs';
 
 // UNARY(ENUM, c, glsl, wgsl) rows: the op's name (ops.def) and its C expression.
 function rows() {
@@ -107,4 +107,28 @@ test('16-bit weights are rounded to nearest even, as ir/ir.c does', () => {
   const packed = toHalf('bf16', Float32Array.of(1, -0.5, 2));
   assert.deepEqual([...packed], [0x3f80, 0xbf00, 0x4000, 0]);
   assert.throws(() => toHalf('f32', Float32Array.of(1)), /no 16-bit dtype 'f32'/);
+});
+
+// q8_0 as tests/test_ir.c's q8_0 has it: the layout of a [3, 40] weight,
+// d rounded up to 4 significant bits, the int8s, zeros, and the refusals.
+test('q8_0: the bytes of ssm_q8_0_quantize', () => {
+  const l = q8Layout([3, 40]);
+  assert.deepEqual(l, { k: 40, rows: 3, blocks: 2, scales: 120, bytes: 132 });
+  const w = new Float32Array(120);
+  for (let k = 0; k < 40; k++) w[k] = k - 20;
+  w[40] = 1 / 3;
+  w[72] = -0.5;
+  const q = toQ8(w, [3, 40]);
+  const v = new DataView(q.buffer), i8 = new Int8Array(q.buffer);
+  assert.equal(q.length, 132);
+  assert.equal(v.getUint16(120, true), f32ToF16(0.171875));
+  assert.equal(v.getUint16(122, true), f32ToF16(0.15625));
+  assert.deepEqual([i8[0], i8[10], i8[39], i8[40], i8[72]], [-116, -58, 122, 124, -114]);
+  for (let k = 80; k < 120; k++) assert.equal(i8[k], 0);
+  assert.equal(v.getUint16(124 + 4, true), 0);
+  w[45] = NaN;
+  assert.throws(() => toQ8(w, [3, 40]), /element 45 \(NaN\) cannot be held in q8_0/);
+  w[45] = 0;
+  w[90] = 1e7;
+  assert.throws(() => toQ8(w, [3, 40]), /element 80: its block's scale overflows f16/);
 });
