@@ -178,7 +178,7 @@ static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K)
  * are added in order of group: a fixed order, within f32 rounding of the
  * unsplit one.
  *
- * When the weight is stored 16-bit, GLSL also gets a variant on
+ * When the weight is stored 16-bit or q8_0, GLSL also gets a variant on
  * cooperative matrices (gemm_coop.glsl.in: f16 tiles of w and of x, which
  * such a matmul takes at f16's precision (ops.def), f32 sums) with the
  * same LOADS, grid and epilogue, which the Vulkan runtime picks at load
