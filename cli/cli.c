@@ -250,7 +250,7 @@ static const struct {
             {"bench", ssm_cli_bench},     {"inspect", cmd_inspect},
             {"ir", cmd_ir},               {"tokenize", ssm_cli_tokenize},
             {"devices", cmd_devices},     {"export-web", cmd_export_web},
-            {"serve", ssm_cli_serve}};
+            {"serve", ssm_cli_serve},     {"perplexity", ssm_cli_perplexity}};
 
 int main(int argc, char **argv) {
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);

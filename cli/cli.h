@@ -72,6 +72,7 @@ ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, siz
 
 int ssm_cli_run(int argc, char **argv);      /* run.c */
 int ssm_cli_bench(int argc, char **argv);    /* run.c */
+int ssm_cli_perplexity(int argc, char **argv); /* run.c */
 int ssm_cli_tokenize(int argc, char **argv); /* tokenize.c */
 
 /* ---- files (files.c) ----------------------------------------------------------------- */

@@ -4,7 +4,7 @@
  * (with the weights it records); a prompt of ids, text, a file, or turns
  * read from stdin (-i), the continuation streamed to stdout, and a summary
  * of the timings on stderr. bench repeats its measurement and reports the
- * spread.
+ * spread. perplexity feeds a text and scores each of its tokens.
  */
 #include <errno.h>
 #include <math.h>
@@ -426,6 +426,83 @@ int ssm_cli_bench(int argc, char **argv) {
   if (!st && r.json) puts("}");
   ssmc_session_close(s);
   free(v);
+  free(r.cache_dir);
+  return st ? ssm_cli_fail(st) : 0;
+}
+
+/* ---- ssmc perplexity ----------------------------------------------------------------- */
+
+typedef struct {
+  const int32_t *ids;
+  size_t n, row; /* row i's logits predict ids[i + 1] */
+  double nll;    /* the sum of -log p over the rows scored */
+  size_t scored;
+} scorer;
+
+static int score_row(const float *logits, int64_t vocab, int64_t position, void *user) {
+  scorer *sc = user;
+  size_t i = sc->row++;
+  if (i + 1 < sc->n) {
+    double mx = logits[0], z = 0;
+    for (int64_t v = 1; v < vocab; v++) mx = fmax(mx, logits[v]);
+    for (int64_t v = 0; v < vocab; v++) z += exp(logits[v] - mx);
+    sc->nll -= logits[sc->ids[i + 1]] - mx - log(z);
+    sc->scored++;
+  }
+  return ssm_cli_signal != 0;
+}
+
+/* The text's tokens (--file, through the session's tokenizer) or --tokens. */
+static ssmc_status text_ids(ssmc_session *s, run_args *r, int32_t **ids, size_t *n) {
+  if (r->tokens) return ssm_cli_parse_ids("--tokens", r->tokens, ids, n);
+  const ssmc_tokenizer *t = NULL;
+  ssmc_status st = ssmc_session_tokenizer(s, &t);
+  if (st) return ssm_status_wrap(st, "--file needs a tokenizer (--tokenizer FILE, or "
+                                 "tokenizer.json in the weights directory)");
+  char *text = NULL;
+  size_t len = 0;
+  st = ssm_cli_text_file("--file", r->prompt_file, &text, &len);
+  if (!st) st = ssmc_tokenizer_encode(t, text, len, ids, n);
+  free(text);
+  return st;
+}
+
+/* Feeds the whole text from a fresh state, as one sequence (a model with a
+ * KV cache needs --max-seq at least its length), and reports
+ * exp(mean -log p(token i+1 | tokens ..i)) over its tokens but the first. */
+int ssm_cli_perplexity(int argc, char **argv) {
+  run_args r = {.device = -1, .eos = -1, .backend = "vulkan"};
+  ssmc_options_init(&r.o);
+  opt opts[] = {SESSION_OPTS(&r), O_STR("--file", &r.prompt_file), O_STR("--tokens", &r.tokens),
+                O_STR("--tokenizer", &r.o.tokenizer), {0}};
+  SSM_CLI_PARSE("perplexity", argc, argv, opts, &r.model);
+  if (session_options(&r, "perplexity")) return 2;
+  if (!!r.prompt_file + !!r.tokens != 1)
+    return ssm_cli_usage_error("perplexity", "give --file TEXT (or --tokens IDS): the text to "
+                               "score");
+  ssmc_session *s = NULL;
+  int32_t *ids = NULL;
+  size_t n = 0;
+  ssmc_status st = open_session(&r, &s);
+  if (!st) st = text_ids(s, &r, &ids, &n);
+  if (!st && n < 2)
+    st = ssm_status_new(SSM_ERR_INVALID, "perplexity: the text is %zu token%s long; it needs "
+                        "at least 2", n, n == 1 ? "" : "s");
+  scorer sc = {.ids = ids, .n = n};
+  if (!st) st = ssmc_session_feed(s, ids, n, score_row, &sc);
+  if (!st && ssm_cli_signal) st = ssm_status_new(SSM_ERR_CANCELLED, "perplexity: cancelled");
+  if (!st) {
+    double mean = sc.nll / (double)sc.scored;
+    if (r.json)
+      printf("{\"perplexity\": %.6f, \"nll\": %.6f, \"tokens\": %zu, \"dtype\": \"%s\"}\n",
+             exp(mean), mean, n, ssmc_session_dtype(s));
+    else
+      printf("perplexity %.4f over %zu tokens (mean negative log-likelihood %.6f, %s weights)\n",
+             exp(mean), sc.scored, mean, ssmc_session_dtype(s));
+  }
+  if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, 0);
+  ssmc_session_close(s);
+  free(ids);
   free(r.cache_dir);
   return st ? ssm_cli_fail(st) : 0;
 }

@@ -18,6 +18,7 @@ static const char usage[] =
     "  run MODEL_DIR --prompt TEXT      generate text (compiled once, then cached)\n"
     "  compile MODEL -o OUT.ssmb        compile a model into a kernel bundle\n"
     "  bench MODEL_DIR|BUNDLE           time decode and prefill\n"
+    "  perplexity MODEL --file TEXT     how well the model predicts a text\n"
     "  inspect BUNDLE                   a bundle's kernels, buffers and programs\n"
     "  ir MODEL                         the op IR, after any pass\n"
     "  tokenize --tokenizer DIR TEXT    text to tokens, and back (--decode)\n"
@@ -116,6 +117,19 @@ static const char usage_bench[] =
     "  --profile            GPU time of every dispatch, by kernel family and op group\n"
     "  -q, --quiet          no progress bar\n";
 
+static const char usage_perplexity[] =
+    "usage: ssmc perplexity MODEL_DIR|BUNDLE (--file TEXT | --tokens IDS) [OPTIONS]\n"
+    "\n"
+    "Feeds the text from a fresh state as one sequence and prints the perplexity,\n"
+    "exp of the mean -log p(token | the tokens before it), over every token but the\n"
+    "first. Takes the model options of `ssmc run` (--weights, --dtype, --backend...);\n"
+    "a model with attention needs --max-seq of at least the text's length.\n"
+    "  --file TEXT          the text ('-': standard input), through the tokenizer\n"
+    "  --tokens 1,2,3       token ids instead\n"
+    "  --tokenizer PATH     tokenizer.json or its directory (default: the weights')\n"
+    "  --json               one JSON object: perplexity, nll (the mean), tokens, dtype\n"
+    "  -q, --quiet          no progress bar and no timing summary on stderr\n";
+
 static const char usage_tokenize[] =
     "usage: ssmc tokenize --tokenizer PATH (TEXT | - | --decode IDS) [--ids]\n"
     "\n"
@@ -142,6 +156,7 @@ static const struct {
 } usages[] = {{"run", usage_run},
               {"compile", usage_compile},
               {"bench", usage_bench},
+              {"perplexity", usage_perplexity},
               {"inspect", usage_inspect},
               {"ir", usage_ir},
               {"tokenize", usage_tokenize},

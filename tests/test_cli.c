@@ -57,13 +57,20 @@ static void test_usage(void) {
   expect("inspect", 2, "inspect: missing BUNDLE");
   expect("devices extra", 2, "devices: unexpected argument 'extra'");
   expect("bench " FIX " --backend cpu", 2, "bench: --backend cpu: bench times the Vulkan runtime");
+  expect("perplexity " FIX, 2, "perplexity: give --file TEXT (or --tokens IDS)");
+  expect("perplexity " FIX " --file x --tokens 1,2", 2, "perplexity: give --file TEXT");
+  expect("perplexity " FIX " --tokens 1,2 --dtype q4", 2, "--dtype: expected f32, f16, bf16 or q8_0, got 'q4'");
+  expect("perplexity " FIX " --backend cpu --tokens 7", 1, "the text is 1 token long; it needs at least 2");
+  expect("perplexity " FIX " --backend cpu --tokens 7,99999", 1, "99999");
+  expect("perplexity " FIX " --backend cpu --file x.txt", 1, "--file needs a tokenizer");
+  expect("perplexity models/pymamba --backend cpu --file /nonexistent/t.txt", 1, "/nonexistent/t.txt");
 }
 
 /* Every command answers --help (and -h, also after other arguments) with
  * its own usage on stdout and exit 0; ssmc --help lists the commands. */
 static void test_help(void) {
   static const char *const cmds[] = {"run", "compile", "bench", "inspect", "ir", "tokenize",
-                                     "devices"};
+                                     "devices", "perplexity"};
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     for (int form = 0; form < 3; form++) {
       char cmd[1024], want[64], *out;

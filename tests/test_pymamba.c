@@ -105,6 +105,41 @@ static void check_loglik(const char *backend) {
 static void test_loglik_cpu(void) { check_loglik("cpu"); }
 static void test_loglik_vulkan(void) { check_loglik("vulkan"); }
 
+/* `ssmc perplexity --json` of the held-out file on Vulkan, weights in
+ * `dtype`; fills *nll (the mean negative log-likelihood). */
+static double perplexity(const char *dtype, double *nll) {
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s perplexity " DIR " --file " DIR "/heldout.py --dtype %s "
+           "--json -q 2>&1", ssm_test_source_dir(), ssm_test_ssmc(), dtype);
+  int rc = ssm_test_sh(cmd, &out);
+  CU_ASSERT_EQUAL(rc, 0);
+  cJSON *j = rc ? NULL : cJSON_Parse(out);
+  if (!j) fprintf(stderr, "\n  exit %d: %s\n", rc, out);
+  free(out);
+  double p = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "perplexity"));
+  *nll = cJSON_GetNumberValue(cJSON_GetObjectItem(j, "nll"));
+  CU_ASSERT_EQUAL(cJSON_GetNumberValue(cJSON_GetObjectItem(j, "tokens")), (double)nref);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetStringValue(cJSON_GetObjectItem(j, "dtype")), dtype);
+  cJSON_Delete(j);
+  return p;
+}
+
+/* ssmc perplexity of the held-out file: with f32 weights its mean
+ * negative log-likelihood is transformers' (heldout.json) within 1e-3, and
+ * the perplexity is exp of it; a q8_0 bundle (docs/quantization.md) is
+ * within +0.5% of the f32 perplexity (bf16 is reported beside it). */
+static void test_perplexity(void) {
+  CU_ASSERT_FATAL(load_reference());
+  double nll[3];
+  double f32 = perplexity("f32", &nll[0]), bf16 = perplexity("bf16", &nll[1]),
+         q8 = perplexity("q8_0", &nll[2]);
+  fprintf(stderr, "\n  perplexity f32 %.4f (nll %.6f, transformers %.6f), bf16 %.4f, q8_0 %.4f "
+          "(%+.2f%%)", f32, nll[0], -ref_ll, bf16, q8, 100 * (q8 / f32 - 1));
+  CU_ASSERT(fabs(nll[0] + ref_ll) <= 1e-3);
+  CU_ASSERT(fabs(f32 - exp(nll[0])) <= 1e-4 * f32);
+  CU_ASSERT(q8 <= f32 * 1.005);
+}
+
 static void test_prompt_generates_text(void) {
   char cmd[2048], *out;
   snprintf(cmd, sizeof cmd, "cd %s && %s run " DIR " --weights " DIR
@@ -127,6 +162,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"tokenizer_matches_library", test_tokenizer_matches_library},
                          {"loglik_cpu", test_loglik_cpu},
                          {"loglik_vulkan", test_loglik_vulkan},
+                         {"perplexity", test_perplexity},
                          {"prompt_generates_text", test_prompt_generates_text},
                          CU_TEST_INFO_NULL};
   int rc = ssm_test_main("pymamba", tests);
