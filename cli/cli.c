@@ -151,6 +151,14 @@ static ssm_status record_weights(ssm_bundle *b, const char *model, const char *w
   return s;
 }
 
+/* The weights pass's note (what it retyped, what it kept and why) on
+ * stderr, after the progress bar's line. */
+static void weights_note(const char *pass, const char *note, void *user) {
+  if (strcmp(pass, "weights")) return;
+  ssm_cli_progress_end(user);
+  fprintf(stderr, "weights: %s\n", note);
+}
+
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
@@ -177,7 +185,8 @@ static int cmd_compile(int argc, char **argv) {
   ssm_cli_progress bar = {.quiet = quiet};
   ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
                          .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar},
-                         .wgsl_window = (uint64_t)window};
+                         .wgsl_window = (uint64_t)window,
+                         .on_note = quiet ? NULL : weights_note, .note_user = &bar};
   const char *inputs[] = {model, config, weights};
   ssm_cli_catch_signals();
   ssm_status s = ssm_cli_not_an_input("-o", out, inputs, sizeof inputs / sizeof *inputs,

@@ -280,12 +280,16 @@ typedef struct {
   const char *dir, *program;
   int index;
   ssm_status err;
+  const ssm_compile_opts *o; /* its on_note, for the decode program */
 } dumper;
 
-/* Writes DIR/<program>.<NN>-<pass>.ssmir after each pass. */
+/* Hands the pass's note to on_note (decode), and writes
+ * DIR/<program>.<NN>-<pass>.ssmir after each pass (--dump-ir). */
 static void dump_after(const char *pass, ssm_graph *g, const char *note, void *user) {
   dumper *d = user;
-  if (d->err) return;
+  if (d->o->on_note && note && *note && !strcmp(d->program, "decode"))
+    d->o->on_note(pass, note, d->o->note_user);
+  if (d->err || !d->dir) return;
   ssm_sb path = {0}, text = {0};
   ssm_sb_printf(&path, "%s/%s.%02d-%s.ssmir", d->dir, d->program, d->index++, pass);
   char *ir;
@@ -398,8 +402,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
    * one row is read by its sampler at every step */
   ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype,
                       .output_apart = p->tokens > 1};
-  dumper d = {o->dump_dir, name, 0, NULL};
-  ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir ? dump_after : NULL, &d);
+  dumper d = {o->dump_dir, name, 0, NULL, o};
+  ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir || o->on_note ? dump_after : NULL, &d);
   if (!s) s = d.err;
   if (!s) s = program_io(c, g, p);
   if (s) return s;

@@ -24,6 +24,11 @@ typedef struct {
   uint64_t wgsl_window; /* bytes of a WGSL storage window, and of the GLSL windows
                            of larger tensors (0: SSM_BUNDLE_WINDOW; smaller ones
                            test the window split on small models) */
+  /* with each pass's note on the decode program (the weights pass says how
+   * many weights it retyped and which it kept in bf16, and why), when not
+   * NULL */
+  void (*on_note)(const char *pass, const char *note, void *user);
+  void *note_user;
 } ssm_compile_opts;
 
 /* The prefill program's T that ssm_compile gives `m` with `opts`:

@@ -334,6 +334,19 @@ static void test_outputs_are_not_inputs(void) {
 
 /* bench --profile --json: one JSON object with each program's dispatches
  * (as many as inspect counts) and its totals per family. */
+/* compile says which weights q8_0 keeps in bf16, and why (unless -q). */
+static void test_weights_note(void) {
+  char args[1024];
+  snprintf(args, sizeof args, "compile " FIX " -o %s/q8.ssmb --dtype q8_0", ssm_test_tmpdir());
+  expect(args, 0, "weights: 7 weights stored as q8_0");
+  expect(args, 0, "kept in bf16: backbone.layers.0.mixer.dt_proj.weight (rows not a multiple of 8)");
+  char cmd[2048], *out;
+  snprintf(cmd, sizeof cmd, "cd %s && %s %s -q", ssm_test_source_dir(), ssm_test_ssmc(), args);
+  CU_ASSERT_EQUAL(ssm_test_sh(cmd, &out), 0);
+  CU_ASSERT_PTR_NULL(strstr(out, "weights:"));
+  free(out);
+}
+
 static void test_bench_profile(void) {
   char cmd[2048], *out;
   snprintf(cmd, sizeof cmd, "cd %s && %s compile " FIX " -o %s/p.ssmb --chunk 4 && %s bench "
@@ -370,6 +383,7 @@ int main(void) {
                          {"bad_settings", test_bad_settings},
                          {"outputs_are_not_inputs", test_outputs_are_not_inputs},
                          {"bench_profile", test_bench_profile},
+                         {"weights_note", test_weights_note},
                          {"help", test_help},
                          {"version", test_version},
                          CU_TEST_INFO_NULL};
