@@ -9,24 +9,25 @@
 #include "codegen/internal.h"
 
 /* A q8_0 tensor's reads (ir.h: ssm_q8_0_layout): q8_<i>(e), element e's
- * value (q * d, exact: ssm_q8_0_value), and
- * q8x8_<i>(e, a, b), the 8 values from e, a multiple of 8 in a row of a
- * multiple of 8 (one block's). */
+ * value (q * d, exact: ssm_q8_0_value), and q8x8_<i>(e, j, a, b), the 8
+ * values from e, a multiple of 8 in a row of a multiple of 8, which lie in
+ * block j (of all the tensor's blocks, row by row). */
 static void q8_loads(ssm_sb *b, int i, const ssm_type *t) {
   ssm_q8_0_layout l = ssm_q8_0_layout_of(t);
   ssm_sb_printf(b,
-                "float q8d%d(uint e) {\n"
-                "  uint r = e / %lldu, j = r * %lldu + (e - r * %lldu) / 32u;\n"
+                "float q8s%d(uint j) {\n"
                 "  return unpackHalf2x16(ld%d(%lluu + (j >> 1u)) >> ((j & 1u) << 4u)).x;\n}\n"
                 "float q8_%d(uint e) {\n"
-                "  return float(bitfieldExtract(int(ld%d(e >> 2u)), int((e & 3u) << 3u), 8)) * q8d%d(e);\n}\n"
-                "void q8x8_%d(uint e, out vec4 a, out vec4 b) {\n"
-                "  float d = q8d%d(e);\n"
+                "  uint r = e / %lldu;\n"
+                "  float d = q8s%d(r * %lldu + (e - r * %lldu) / 32u);\n"
+                "  return float(bitfieldExtract(int(ld%d(e >> 2u)), int((e & 3u) << 3u), 8)) * d;\n}\n"
+                "void q8x8_%d(uint e, uint j, out vec4 a, out vec4 b) {\n"
+                "  float d = q8s%d(j);\n"
                 "  ivec2 w = ivec2(ld%d(e >> 2u), ld%d((e >> 2u) + 1u));\n"
                 "  a = vec4(bitfieldExtract(w.x, 0, 8), bitfieldExtract(w.x, 8, 8), bitfieldExtract(w.x, 16, 8), bitfieldExtract(w.x, 24, 8)) * d;\n"
                 "  b = vec4(bitfieldExtract(w.y, 0, 8), bitfieldExtract(w.y, 8, 8), bitfieldExtract(w.y, 16, 8), bitfieldExtract(w.y, 24, 8)) * d;\n}\n",
-                i, (long long)l.k, (long long)l.blocks, (long long)l.k, i,
-                (unsigned long long)(l.scales / 4), i, i, i, i, i, i, i);
+                i, i, (unsigned long long)(l.scales / 4), i, (long long)l.k, i, (long long)l.blocks,
+                (long long)l.k, i, i, i, i, i);
 }
 
 /* GLSL: one storage buffer per tensor, read through ld<i>(word) (and

@@ -71,9 +71,20 @@ static uint16_t f16_up4(float x) {
   return ssm_f32_to_f16(x);
 }
 
+void ssm_q8_0_pad(const ssm_q8_0_layout *l, uint8_t *dst) {
+  uint64_t n = (uint64_t)(l->rows * l->k), end = l->scales + (uint64_t)(l->rows * l->blocks) * 2;
+  memset(dst + n, 0, (size_t)(l->scales - n));
+  memset(dst + end, 0, (size_t)(l->bytes - end));
+}
+
 int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
-  memset(dst, 0, (size_t)l->bytes);
-  for (int64_t r = 0; r < l->rows; r++)
+  ssm_q8_0_pad(l, dst);
+  return ssm_q8_0_quantize_rows(src, l, dst, 0, l->rows);
+}
+
+int64_t ssm_q8_0_quantize_rows(const float *src, const ssm_q8_0_layout *l, uint8_t *dst,
+                               int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; r++)
     for (int64_t b = 0; b < l->blocks; b++) {
       int64_t k0 = b * SSM_Q8_0_BLOCK, k1 = k0 + SSM_Q8_0_BLOCK < l->k ? k0 + SSM_Q8_0_BLOCK : l->k;
       const float *x = src + r * l->k;
@@ -86,10 +97,15 @@ int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *d
       float d = ssm_f16_to_f32(dh);
       if (!isfinite(d)) return r * l->k + k0;
       memcpy(dst + l->scales + (uint64_t)(r * l->blocks + b) * 2, &dh, 2);
+      /* q = x * (1 / d) rounded half away from zero (as roundf; |v| < 2^31,
+       * so the truncation and v - t are exact), within [-127, 127] */
+      float id = d > 0 ? 1.0f / d : 0.0f;
       for (int64_t k = k0; k < k1; k++) {
-        float q = d > 0 ? roundf(x[k] / d) : 0;
-        q = q > 127 ? 127 : q < -127 ? -127 : q;
-        dst[r * l->k + k] = (uint8_t)(int8_t)q;
+        float v = x[k] * id;
+        int32_t t = (int32_t)v;
+        float f = v - (float)t;
+        t += (f >= 0.5f) - (f <= -0.5f);
+        dst[r * l->k + k] = (uint8_t)(int8_t)(t > 127 ? 127 : t < -127 ? -127 : t);
       }
     }
   return -1;

@@ -58,7 +58,8 @@ uint64_t ssm_type_bytes(const ssm_type *t);
 
 /* q8_0, a row (the last dim, K values) at a time in blocks of 32 (the last
  * one partial when K is not a multiple of 32): block j of a row holds
- * q[i] = round(w[i] / d) in [-127, 127], with d = amax / 127 of the block
+ * q[i] = round(w[i] * (1 / d)) in [-127, 127] (f32 arithmetic, halves away
+ * from zero), with d = amax / 127 of the block
  * rounded up to 4 significant bits (0 for a block of zeros), an f16. In
  * memory: every element's q as an int8 in element order, then from byte
  * `scales` (a multiple of 4) each block's d as f16, row by row. The value
@@ -75,6 +76,11 @@ ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t);
  * or the index of the first element that q8_0 cannot hold: not finite, or
  * in a block whose scale overflows f16 (dst is then not to be used). */
 int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst);
+/* The same in parts that may run at once: rows r0..r1-1 of src (their q and
+ * scales), and the padding of dst (ssm_q8_0_quantize is both). */
+int64_t ssm_q8_0_quantize_rows(const float *src, const ssm_q8_0_layout *l, uint8_t *dst,
+                               int64_t r0, int64_t r1);
+void ssm_q8_0_pad(const ssm_q8_0_layout *l, uint8_t *dst);
 /* Element i's value (above). */
 float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i);
 int ssm_type_equal(const ssm_type *a, const ssm_type *b);

@@ -112,7 +112,7 @@ export function f32ToF16(x) {
 
 // ---- q8_0 weights ---------------------------------------------------------
 // ir/ir.h's ssm_q8_0_layout: a row (the last dim, k values) in blocks of 32,
-// q = round(w / d) in [-127, 127] with d = amax / 127 rounded up to 4
+// q = round(w * (1 / d)) in [-127, 127] with d = amax / 127 rounded up to 4
 // significant bits, an f16 (f16Up4); every
 // q as an int8 in element order, then from a 4-byte boundary each block's d
 // as f16. The same bytes as ssm_q8_0_quantize (f32 arithmetic, roundf).
@@ -141,8 +141,9 @@ export function toQ8(data, shape) {
       const d = f16ToF32(dh);
       if (!Number.isFinite(d)) throw new Error(`element ${k0}: its block's scale overflows f16 in q8_0`);
       d16.setUint16(l.scales + (r * l.blocks + b) * 2, dh, true);
+      const id = d > 0 ? Math.fround(1 / d) : 0;
       for (let i = k0; i < k1; i++) {
-        let v = d > 0 ? Math.fround(data[i] / d) : 0;
+        let v = d > 0 ? Math.fround(data[i] * id) : 0;
         v = Math.sign(v) * Math.round(Math.abs(v)); // roundf: halves away from zero
         q[i] = Math.max(-127, Math.min(127, v));
       }

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -604,8 +605,49 @@ ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want
   return check_one(st, name, want);
 }
 
+/* Rows r0..r1-1 of a tensor being quantized, on a thread of their own. */
+typedef struct {
+  const float *src;
+  const ssm_q8_0_layout *l;
+  uint8_t *dst;
+  int64_t r0, r1, bad;
+} q8_part;
+
+static void *quantize_part(void *arg) {
+  q8_part *p = arg;
+  p->bad = ssm_q8_0_quantize_rows(p->src, p->l, p->dst, p->r0, p->r1);
+  return NULL;
+}
+
+/* ssm_q8_0_quantize on up to every core (the rows split evenly; the parts
+ * write disjoint bytes, so the result is the same on any count of them).
+ * The first element that cannot be held, or -1. */
+static int64_t quantize_all(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
+  enum { MAX_PARTS = 64, MIN_ROWS = 64 };
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int64_t parts = cores < 1 ? 1 : cores > MAX_PARTS ? MAX_PARTS : cores;
+  if (parts > l->rows / MIN_ROWS) parts = l->rows / MIN_ROWS;
+  if (parts < 2) return ssm_q8_0_quantize(src, l, dst);
+  ssm_q8_0_pad(l, dst);
+  q8_part p[MAX_PARTS];
+  pthread_t th[MAX_PARTS];
+  int started[MAX_PARTS] = {0};
+  for (int64_t i = 0; i < parts; i++) {
+    p[i] = (q8_part){src, l, dst, l->rows * i / parts, l->rows * (i + 1) / parts, -1};
+    /* a part whose thread does not start runs here */
+    started[i] = i > 0 && !pthread_create(&th[i], NULL, quantize_part, &p[i]);
+  }
+  for (int64_t i = 0; i < parts; i++) {
+    if (started[i]) pthread_join(th[i], NULL);
+    else quantize_part(&p[i]);
+  }
+  for (int64_t i = 0; i < parts; i++)
+    if (p[i].bad >= 0) return p[i].bad;
+  return -1;
+}
+
 /* q8_0: the tensor read as f32 (one tensor of host memory), then quantized
- * a row at a time (ir.h: ssm_q8_0_quantize). */
+ * a row at a time on every core (ir.h: ssm_q8_0_quantize). */
 static ssm_status read_q8_0(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
   ssm_type f = *want;
   f.dtype = SSM_F32;
@@ -615,7 +657,7 @@ static ssm_status read_q8_0(const ssm_st *st, const char *name, const ssm_type *
   ssm_status s = ssm_st_read(st, name, &f, tmp);
   if (!s) {
     ssm_q8_0_layout l = ssm_q8_0_layout_of(want);
-    int64_t bad = ssm_q8_0_quantize(tmp, &l, dst);
+    int64_t bad = quantize_all(tmp, &l, dst);
     if (bad >= 0)
       s = ssm_status_new(SSM_ERR_INVALID, "tensor '%s': element %lld (%g) cannot be held in "
                          "q8_0 (a finite weight whose block's scale fits f16); use --dtype bf16",
