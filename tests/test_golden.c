@@ -521,6 +521,18 @@ static void test_half_weights(void) {
   }
 }
 
+/* Whether row r of two runs' logits has its best token (the first largest
+ * logit) in different places. */
+static int best_differs(const golden *g, const float *x, const float *y, int r) {
+  const float *a = x + (size_t)r * (size_t)g->vocab, *b = y + (size_t)r * (size_t)g->vocab;
+  int ia = 0, ib = 0;
+  for (int v = 1; v < g->vocab; v++) {
+    if (a[v] > a[ia]) ia = v;
+    if (b[v] > b[ib]) ib = v;
+  }
+  return ia != ib;
+}
+
 /* Every fixture with bf16 weights (an f32 checkpoint rounded, or its own
  * bf16), each matmul's x rounded to f16's precision (an rmsnorm's x·gain
  * where the norm feeds only this matmul): on Vulkan as the prefill GEMM
@@ -551,15 +563,9 @@ static void test_x16_bound(void) {
       int row, flips = 0, prompt_flips = 0;
       double e = rel_err(runs[k], g.logits, &g, &row);
       for (int r = 0; r < g.rows; r++) {
-        const float *a = runs[k] + (size_t)r * (size_t)g.vocab;
-        const float *b = same_weights + (size_t)r * (size_t)g.vocab;
-        int ia = 0, ib = 0;
-        for (int v = 1; v < g.vocab; v++) {
-          if (a[v] > a[ia]) ia = v;
-          if (b[v] > b[ib]) ib = v;
-        }
-        if (r >= g.np - 1) flips += ia != ib;
-        else prompt_flips += ia != ib;
+        int d = best_differs(&g, runs[k], same_weights, r);
+        if (r >= g.np - 1) flips += d;
+        else prompt_flips += d;
       }
       fprintf(stderr, "\n  %s bf16 %s: vs transformers %.3g (bound %.3g), %d greedy tokens "
               "differ (%d best tokens of prompt rows)", name, how[k], e, bound, flips,
@@ -630,16 +636,7 @@ static void test_q8_0(void) {
       if (!runs[k] || !runs[2]) continue;
       double e = rel_err(runs[k], runs[2], &g, &row);
       int flips = 0;
-      for (int r = g.np - 1; r < g.rows; r++) {
-        const float *a = runs[k] + (size_t)r * (size_t)g.vocab;
-        const float *b = runs[2] + (size_t)r * (size_t)g.vocab;
-        int ia = 0, ib = 0;
-        for (int v = 1; v < g.vocab; v++) {
-          if (a[v] > a[ia]) ia = v;
-          if (b[v] > b[ib]) ib = v;
-        }
-        flips += ia != ib;
-      }
+      for (int r = g.np - 1; r < g.rows; r++) flips += best_differs(&g, runs[k], runs[2], r);
       fprintf(stderr, "\n  %s q8_0 %s vs cpu: %.3g (bound %.3g), %d greedy tokens differ", name,
               how[k], e, same_bound(&g, 1, 0), flips);
       CU_ASSERT(e <= same_bound(&g, 1, 0));
