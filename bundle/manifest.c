@@ -337,7 +337,7 @@ static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t
   *t = (ssm_type){0};
   size_t n = enter(r, "dtype", 0);
   if (!ssm_dtype_parse(dt, strlen(dt), &t->dtype)) {
-    ssm_status s = bad(r, "is not f32, f16, bf16, i32 or q8_0");
+    ssm_status s = bad(r, "is not f32, f16, bf16, i32, q8_0 or q4_0");
     leave(r, n);
     return s;
   }
@@ -356,7 +356,7 @@ static ssm_status tensor_type(reader *r, const cJSON *obj, ssm_type *t, uint64_t
       s = bad(r, "describes a tensor too large for any buffer");
   }
   leave(r, n);
-  if (!s && t->dtype == SSM_Q8_0) bytes = (size_t)ssm_type_bytes(t); /* under 2 x numel */
+  if (!s && ssm_dtype_is_quant(t->dtype)) bytes = (size_t)ssm_type_bytes(t); /* under 2 x numel */
   *out_bytes = bytes;
   return s;
 }

@@ -82,7 +82,7 @@ static int cmd_ir(int argc, char **argv) {
   if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
   ssm_pass_opts po = {0};
   if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
-    return ssm_cli_usage_error("ir", "--dtype: expected f32, f16, bf16 or q8_0, got '%s'", dtype_name);
+    return ssm_cli_usage_error("ir", "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got '%s'", dtype_name);
   if (after && strcmp(after, "all")) {
     const ssm_pass *p = ssm_passes;
     while (p->name && strcmp(p->name, after)) p++;
@@ -172,7 +172,7 @@ static int cmd_compile(int argc, char **argv) {
   SSM_CLI_PARSE("compile", argc, argv, opts, &model);
   ssm_dtype dtype = SSM_F32;
   if (dtype_name && (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &dtype) || dtype == SSM_I32))
-    return ssm_cli_usage_error("compile", "--dtype: expected f32, f16, bf16 or q8_0, got '%s'", dtype_name);
+    return ssm_cli_usage_error("compile", "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got '%s'", dtype_name);
   if (!model) return ssm_cli_usage_error("compile", "missing MODEL");
   /* without --dtype: the checkpoint's own (of --weights, or of MODEL when it is a directory) */
   struct stat st;

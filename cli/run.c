@@ -61,11 +61,11 @@ static int session_options(run_args *r, const char *cmd) {
   if (r->max_seq_given && bundle)
     return ssm_cli_usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc "
                                "compile --max-seq): %s", r->model);
-  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16", "q8_0"};
+  static const char *const dtypes[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"};
   int d = 0;
-  while (r->dtype && d < 5 && strcmp(r->dtype, dtypes[d])) d++;
-  if (d == 5)
-    return ssm_cli_usage_error(cmd, "--dtype: expected f32, f16, bf16 or q8_0, got '%s'", r->dtype);
+  while (r->dtype && d < 6 && strcmp(r->dtype, dtypes[d])) d++;
+  if (d == 6)
+    return ssm_cli_usage_error(cmd, "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got '%s'", r->dtype);
   if (r->dtype && bundle)
     return ssm_cli_usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile "
                                "--dtype): %s", r->model);

@@ -59,8 +59,8 @@ static const char usage_run[] =
     "  --validate           run under VK_LAYER_KHRONOS_validation\n"
     CHUNK_USAGE
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --dtype f32|f16|bf16|q8_0 how matmul and embedding weights are kept (default: the\n"
-    "                       checkpoint's own)\n"
+    "  --dtype D            f32, f16, bf16, q8_0 or q4_0: how matmul and embedding\n"
+    "                       weights are kept (default: the checkpoint's own)\n"
     "  --no-cache           compile anew, without reading or writing the cache\n"
     "files:\n"
     "  --state-in FILE      start from a saved state\n"
@@ -80,8 +80,9 @@ static const char usage_compile[] =
     "                       MODEL when it is one), so that `ssmc run OUT.ssmb` finds it\n"
     CHUNK_USAGE
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
-    "  --dtype f32|f16|bf16|q8_0 how matmul and embedding weights are kept (default: the\n"
-    "                       checkpoint's own; activations and state are f32)\n"
+    "  --dtype D            f32, f16, bf16, q8_0 or q4_0: how matmul and embedding\n"
+    "                       weights are kept (default: the checkpoint's own;\n"
+    "                       activations and state are f32)\n"
     "  --no-fuse            every op a kernel of its own\n"
     "  --dump-ir DIR        the IR after every pass, of both programs\n"
     "  --wgsl-window BYTES  storage window of WGSL slots and of tensors Vulkan kernels\n"
@@ -98,7 +99,8 @@ static const char usage_ir[] =
     "  --max-seq N          positions a KV cache holds (default 2048)\n"
     "  --after PASS|all     the IR after a pass: verify, infer, simplify, weights,\n"
     "                       fuse, plan_buffers, schedule (or after each)\n"
-    "  --dtype f32|f16|bf16|q8_0 the weights pass's dtype for matmul and embedding weights\n";
+    "  --dtype D            the weights pass's dtype for matmul and embedding weights:\n"
+    "                       f32, f16, bf16, q8_0 or q4_0\n";
 
 static const char usage_inspect[] =
     "usage: ssmc inspect BUNDLE [--json]\n"

@@ -20,7 +20,8 @@ const char *ssm_cg_buffers_decl(cg_ctx *c) {
                      (c->bind[i]->type.dtype == SSM_I32    ? SSM_CG_I32
                       : c->bind[i]->type.dtype == SSM_F16  ? SSM_CG_F16
                       : c->bind[i]->type.dtype == SSM_BF16 ? SSM_CG_BF16
-                      : c->bind[i]->type.dtype == SSM_Q8_0 ? SSM_CG_Q8 : 0);
+                      : c->bind[i]->type.dtype == SSM_Q8_0 ? SSM_CG_Q8
+                      : c->bind[i]->type.dtype == SSM_Q4_0 ? SSM_CG_Q4 : 0);
     _Static_assert(SSM_BUNDLE_MAX_BINDINGS % 4 == 0, "offsets are vec4s");
     return ssm_arena_printf(c->a, "%s\n", SNIPPET(c, "helpers", "offsets", "N",
                                                  I64(SSM_BUNDLE_MAX_BINDINGS / 4)));

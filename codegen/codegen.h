@@ -65,7 +65,8 @@ typedef struct {
 } ssm_cg_kernel;
 
 /* The type flags: none is f32; 16-bit weights are read two per u32 word. */
-enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16, SSM_CG_Q8 = 32 };
+enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG_BF16 = 16, SSM_CG_Q8 = 32,
+       SSM_CG_Q4 = 64 };
 
 /* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,

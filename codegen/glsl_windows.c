@@ -8,26 +8,39 @@
 
 #include "codegen/internal.h"
 
-/* A q8_0 tensor's reads (ir.h: ssm_q8_0_layout): q8_<i>(e), element e's
- * value (q * d, exact: ssm_q8_0_value), and q8x8_<i>(e, j, a, b), the 8
- * values from e, a multiple of 8 in a row of a multiple of 8, which lie in
- * block j (of all the tensor's blocks, row by row). */
-static void q8_loads(ssm_sb *b, int i, const ssm_type *t) {
-  ssm_q8_0_layout l = ssm_q8_0_layout_of(t);
+/* A quantized tensor's reads (ir.h: ssm_qlayout): qs<i>(j), the scale of
+ * block j (of all the tensor's blocks, row by row), q_<i>(e), element e's
+ * value (q * d, exact: ssm_qvalue), and qx8_<i>(e, j, a, b), the 8 values
+ * from e, a multiple of 8 in a row of a multiple of 8, which lie in block
+ * j. */
+static void quant_loads(ssm_sb *b, int i, const ssm_type *t) {
+  ssm_qlayout l = ssm_qlayout_of(t);
   ssm_sb_printf(b,
-                "float q8s%d(uint j) {\n"
+                "float qs%d(uint j) {\n"
                 "  return unpackHalf2x16(ld%d(%lluu + (j >> 1u)) >> ((j & 1u) << 4u)).x;\n}\n"
-                "float q8_%d(uint e) {\n"
+                "float q_%d(uint e) {\n"
                 "  uint r = e / %lldu;\n"
-                "  float d = q8s%d(r * %lldu + (e - r * %lldu) / 32u);\n"
-                "  return float(bitfieldExtract(int(ld%d(e >> 2u)), int((e & 3u) << 3u), 8)) * d;\n}\n"
-                "void q8x8_%d(uint e, uint j, out vec4 a, out vec4 b) {\n"
-                "  float d = q8s%d(j);\n"
-                "  ivec2 w = ivec2(ld%d(e >> 2u), ld%d((e >> 2u) + 1u));\n"
-                "  a = vec4(bitfieldExtract(w.x, 0, 8), bitfieldExtract(w.x, 8, 8), bitfieldExtract(w.x, 16, 8), bitfieldExtract(w.x, 24, 8)) * d;\n"
-                "  b = vec4(bitfieldExtract(w.y, 0, 8), bitfieldExtract(w.y, 8, 8), bitfieldExtract(w.y, 16, 8), bitfieldExtract(w.y, 24, 8)) * d;\n}\n",
+                "  float d = qs%d(r * %lldu + (e - r * %lldu) / 32u);\n",
                 i, i, (unsigned long long)(l.scales / 4), i, (long long)l.k, i, (long long)l.blocks,
-                (long long)l.k, i, i, i, i, i);
+                (long long)l.k);
+  if (t->dtype == SSM_Q4_0)
+    ssm_sb_printf(b,
+                  "  return float(int((ld%d(e >> 3u) >> ((e & 7u) << 2u)) & 15u) - 8) * d;\n}\n"
+                  "void qx8_%d(uint e, uint j, out vec4 a, out vec4 b) {\n"
+                  "  float d = qs%d(j);\n"
+                  "  uint w = ld%d(e >> 3u);\n"
+                  "  a = vec4(ivec4(uvec4(w, w >> 4u, w >> 8u, w >> 12u) & 15u) - 8) * d;\n"
+                  "  b = vec4(ivec4(uvec4(w >> 16u, w >> 20u, w >> 24u, w >> 28u) & 15u) - 8) * d;\n}\n",
+                  i, i, i, i);
+  else
+    ssm_sb_printf(b,
+                  "  return float(bitfieldExtract(int(ld%d(e >> 2u)), int((e & 3u) << 3u), 8)) * d;\n}\n"
+                  "void qx8_%d(uint e, uint j, out vec4 a, out vec4 b) {\n"
+                  "  float d = qs%d(j);\n"
+                  "  ivec2 w = ivec2(ld%d(e >> 2u), ld%d((e >> 2u) + 1u));\n"
+                  "  a = vec4(bitfieldExtract(w.x, 0, 8), bitfieldExtract(w.x, 8, 8), bitfieldExtract(w.x, 16, 8), bitfieldExtract(w.x, 24, 8)) * d;\n"
+                  "  b = vec4(bitfieldExtract(w.y, 0, 8), bitfieldExtract(w.y, 8, 8), bitfieldExtract(w.y, 16, 8), bitfieldExtract(w.y, 24, 8)) * d;\n}\n",
+                  i, i, i, i, i);
 }
 
 /* GLSL: one storage buffer per tensor, read through ld<i>(word) (and
@@ -38,7 +51,7 @@ static void q8_loads(ssm_sb *b, int i, const ssm_type *t) {
 void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigned vec4,
                          const int *windows, uint64_t window) {
   int extra = n, split = 0;
-  char q8_after[SSM_BUNDLE_MAX_BINDINGS] = {0};
+  char quant_after[SSM_BUNDLE_MAX_BINDINGS] = {0};
   SSM_ASSERT(n <= SSM_BUNDLE_MAX_BINDINGS);
   for (int i = 0; i < n && windows; i++) split |= windows[i] > 1;
   if (split)
@@ -60,7 +73,7 @@ void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
                       at, name + 1, name);
     }
     for (int view = 0; view <= q; view++) {
-      if (view == 0 && v->type.dtype == SSM_Q8_0) q8_after[i] = 1;
+      if (view == 0 && ssm_dtype_is_quant(v->type.dtype)) quant_after[i] = 1;
       const char *sfx = view ? "q" : "";
       if (nw == 1) {
         ssm_sb_printf(b, "#define ld%s%d(e) b%d%s.v[e]\n", sfx, i, i, sfx);
@@ -76,7 +89,7 @@ void ssm_cg_glsl_buffers(ssm_sb *b, int n, const ssm_value *const *bind, unsigne
         else ssm_sb_printf(b, "  return %s.v[r];\n}\n", name);
       }
     }
-    if (q8_after[i]) q8_loads(b, i, &v->type);
+    if (quant_after[i]) quant_loads(b, i, &v->type);
   }
 }
 

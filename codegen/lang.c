@@ -101,12 +101,13 @@ void ssm_cg_const_fn(const cg_ctx *c, ssm_sb *b, const char *name, const char *p
 }
 
 /* Element `idx` of binding b as a float (or int): lang.def's load, or for a
- * 16-bit or q8_0 weight load_bf16, load_f16 or load_q8 (the math stays f32). */
+ * 16-bit or quantized weight load_bf16, load_f16 or load_q (the math stays
+ * f32). */
 void ssm_cg_mem_load(const cg_ctx *c, ssm_sb *out, int b, ssm_dtype dt, const char *idx) {
   const ssm_cg_lang *l = lang(c);
   const char *pattern = dt == SSM_BF16   ? l->load_bf16
                         : dt == SSM_F16  ? l->load_f16
-                        : dt == SSM_Q8_0 ? l->load_q8
+                        : ssm_dtype_is_quant(dt) ? l->load_q
                                          : l->load;
   ssm_cg_spell(out, pattern, ssm_arena_printf(c->a, "%d", b), idx);
 }

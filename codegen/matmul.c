@@ -112,7 +112,7 @@ static void load8_direct(cg_ctx *c, ssm_sb *loads, const char *name, const char 
                          const char *index, const ssm_value *v) {
   int b = ssm_cg_binding(c, v);
   c->vec4 |= 1u << b;
-  SSM_ASSERT(v->type.dtype != SSM_Q8_0); /* load8_weight */
+  SSM_ASSERT(!ssm_dtype_is_quant(v->type.dtype)); /* load8_weight */
   const char *snippet = v->type.dtype == SSM_F32   ? "load8_f32"
                         : v->type.dtype == SSM_F16 ? "load8_f16"
                                                    : "load8_bf16";
@@ -128,10 +128,10 @@ static int weight_direct(const cg_ctx *c, const ssm_value *w, int64_t K) {
 }
 
 static void load8_weight(cg_ctx *c, ssm_sb *loads, const ssm_value *w, int64_t K) {
-  if (w->type.dtype == SSM_Q8_0) { /* the block of the 8 values known without a division */
+  if (ssm_dtype_is_quant(w->type.dtype)) { /* the block of the 8 values known without a division */
     ssm_sb_printf(loads, "%s\n",
-                  SNIPPET(c, "helpers", "load8_q8", "B", I64(ssm_cg_binding(c, w)), "K", I64(K),
-                          "BLOCKS", I64((K + SSM_Q8_0_BLOCK - 1) / SSM_Q8_0_BLOCK)));
+                  SNIPPET(c, "helpers", "load8_q", "B", I64(ssm_cg_binding(c, w)), "K", I64(K),
+                          "BLOCKS", I64((K + SSM_QBLOCK - 1) / SSM_QBLOCK)));
     return;
   }
   load8_direct(c, loads, "load_w", "uint n, ", ssm_arena_printf(c->a, "n * %lldu + k", (long long)K),

@@ -66,31 +66,34 @@ ssm_status ssm_cg_wgsl_module(const ssm_cg_kernel *k, const int *windows, uint64
   }
   for (int i = 0; i < k->nbindings; i++) {
     int s = k->slot[i];
-    unsigned half = k->access[i] & (SSM_CG_F16 | SSM_CG_BF16), q8 = k->access[i] & SSM_CG_Q8;
+    unsigned half = k->access[i] & (SSM_CG_F16 | SSM_CG_BF16), quant = k->access[i] & (SSM_CG_Q8 | SSM_CG_Q4);
     const char *t = k->access[i] & SSM_CG_I32 ? "i32" : "f32";
     /* the word holding element e: s<s>w0[at] with one window, else through
      * s<s>_ld; a 16-bit element is half of word e / 2 */
     const char *at = ssm_arena_printf(a, "ssm_u.o[%d][%d] + %s", i / 4, i % 4, half ? "(e >> 1u)" : "e");
     const char *word = windows[s] == 1 ? ssm_arena_printf(a, "s%dw0[%s]", s, at)
                                        : ssm_arena_printf(a, "s%d_ld(%s)", s, at);
-    if ((half || q8) && (k->access[i] & SSM_CG_WRITE)) {
+    if ((half || quant) && (k->access[i] & SSM_CG_WRITE)) {
       ssm_sb_free(&b);
-      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL kernel writes a 16-bit or q8_0 tensor");
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "a WGSL kernel writes a 16-bit or quantized tensor");
     }
-    if (q8 && (k->access[i] & SSM_CG_READ)) {
-      /* word w of the tensor, then element e's value (ssm_q8_0_value) */
+    if (quant && (k->access[i] & SSM_CG_READ)) {
+      /* word w of the tensor, then element e's value (ssm_qvalue) */
       const char *wat = ssm_arena_printf(a, "ssm_u.o[%d][%d] + w", i / 4, i % 4);
       const char *wword = windows[s] == 1 ? ssm_arena_printf(a, "s%dw0[%s]", s, wat)
                                           : ssm_arena_printf(a, "s%d_ld(%s)", s, wat);
-      ssm_q8_0_layout l = ssm_q8_0_layout_of(&k->type[i]);
+      ssm_qlayout l = ssm_qlayout_of(&k->type[i]);
       ssm_sb_printf(&b,
                     "fn b%d_w(w: u32) -> u32 { return %s; }\n"
                     "fn b%d_ld(e: u32) -> f32 {\n"
                     "  let r = e / %lldu;\n  let j = r * %lldu + (e - r * %lldu) / 32u;\n"
                     "  let d = unpack2x16float(b%d_w(%lluu + (j >> 1u)) >> ((j & 1u) << 4u)).x;\n"
-                    "  return f32(extractBits(bitcast<i32>(b%d_w(e >> 2u)), (e & 3u) << 3u, 8u)) * d;\n}\n",
+                    "  return f32(%s) * d;\n}\n",
                     i, wword, i, (long long)l.k, (long long)l.blocks, (long long)l.k, i,
-                    (unsigned long long)(l.scales / 4), i);
+                    (unsigned long long)(l.scales / 4),
+                    l.dtype == SSM_Q4_0
+                        ? ssm_arena_printf(a, "i32((b%d_w(e >> 3u) >> ((e & 7u) << 2u)) & 15u) - 8", i)
+                        : ssm_arena_printf(a, "extractBits(bitcast<i32>(b%d_w(e >> 2u)), (e & 3u) << 3u, 8u)", i));
       continue;
     }
     if (k->access[i] & SSM_CG_READ) {

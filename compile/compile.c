@@ -502,8 +502,8 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   *out = NULL;
   ssm_compile_opts o = opts ? *opts : (ssm_compile_opts){0};
   o.prefill_tokens = ssm_compile_chunk(m, opts);
-  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16 && o.dtype != SSM_Q8_0)
-    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16, bf16 or q8_0",
+  if (o.dtype != SSM_F32 && o.dtype != SSM_F16 && o.dtype != SSM_BF16 && !ssm_dtype_is_quant(o.dtype))
+    return ssm_status_new(SSM_ERR_INVALID, "--dtype %s: expected f32, f16, bf16, q8_0 or q4_0",
                           ssm_dtype_name(o.dtype));
   if (!o.wgsl_window) o.wgsl_window = SSM_BUNDLE_WINDOW;
   if (o.wgsl_window < ALIGN || o.wgsl_window & (o.wgsl_window - 1))

@@ -121,7 +121,7 @@ typedef struct {
 typedef struct {
   yaml_node_t *key;
   yaml_node_t *spec;
-  int present, is_state;
+  int present, is_state, keep16; /* keep16: quantize: false */
   const char *name;
   const char *transform;
   ssm_type type;

@@ -8,6 +8,8 @@
  */
 #include "frontend/internal.h"
 
+#include <string.h>
+
 #define MAX_NODES (1L << 22)
 
 /* ---- the graph builder ------------------------------------------------- */
@@ -77,7 +79,7 @@ ssm_status ssm_fe_eval_cond(scope *sc, yaml_node_t *cond, int *out) {
   return NULL;
 }
 
-static const char *const weight_keys[] = {"name", "shape", "if", "transform", NULL};
+static const char *const weight_keys[] = {"name", "shape", "if", "transform", "quantize", NULL};
 static const char *const weight_required[] = {"name", "shape", NULL};
 
 /* Fills `d` from one `weights:` entry. */
@@ -96,6 +98,13 @@ static ssm_status decl_weight(scope *sc, yaml_node_t *key, yaml_node_t *spec, de
   if (tr) {
     SSM_TRY(ssm_fe_expect_type(m, tr, YAML_SCALAR_NODE, "a transform"));
     d->transform = stext(tr);
+  }
+  yaml_node_t *qz = map_get(m, spec, "quantize");
+  if (qz) {
+    SSM_TRY(ssm_fe_expect_type(m, qz, YAML_SCALAR_NODE, "quantize: true or false"));
+    if (strcmp(stext(qz), "true") && strcmp(stext(qz), "false"))
+      return ssm_src_error(text_pos(m, qz), "quantize: expected true or false, got '%s'", stext(qz));
+    d->keep16 = !strcmp(stext(qz), "false");
   }
   return eval_shape(sc, map_get(m, spec, "shape"), "a weight shape", &d->type);
 }
@@ -164,6 +173,7 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
     if (!n) return ssm_graph_status(b->g);
     ssm_node_set_str(b->g, n, "name", d->name);
     if (d->transform) ssm_node_set_str(b->g, n, "transform", d->transform);
+    if (d->keep16) ssm_node_set_int(b->g, n, "keep16", 1);
     *slot = n->result;
     d->v = n->result;
   }

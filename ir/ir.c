@@ -6,8 +6,9 @@
 #include <math.h>
 #include <string.h>
 
-static const char *const dtype_names[SSM_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "q8_0"};
-static const size_t dtype_sizes[SSM_DTYPE_COUNT] = {4, 2, 2, 4, 1};
+static const char *const dtype_names[SSM_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "q8_0",
+                                                            "q4_0"};
+static const size_t dtype_sizes[SSM_DTYPE_COUNT] = {4, 2, 2, 4, 1, 1};
 
 const char *ssm_dtype_name(ssm_dtype d) {
   SSM_ASSERT(d >= 0 && d < SSM_DTYPE_COUNT);
@@ -36,7 +37,9 @@ float ssm_round_x16(float v) {
   return v;
 }
 
-int ssm_dtype_rounds_x(ssm_dtype w) { return w == SSM_F16 || w == SSM_BF16 || w == SSM_Q8_0; }
+int ssm_dtype_is_quant(ssm_dtype d) { return d == SSM_Q8_0 || d == SSM_Q4_0; }
+
+int ssm_dtype_rounds_x(ssm_dtype w) { return w == SSM_F16 || w == SSM_BF16 || ssm_dtype_is_quant(w); }
 
 int64_t ssm_type_numel(const ssm_type *t) {
   int64_t n = 1;
@@ -45,16 +48,16 @@ int64_t ssm_type_numel(const ssm_type *t) {
 }
 
 uint64_t ssm_type_bytes(const ssm_type *t) {
-  if (t->dtype == SSM_Q8_0) return ssm_q8_0_layout_of(t).bytes;
+  if (ssm_dtype_is_quant(t->dtype)) return ssm_qlayout_of(t).bytes;
   return (uint64_t)ssm_type_numel(t) * ssm_dtype_size(t->dtype);
 }
 
-ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t) {
-  ssm_q8_0_layout l = {.k = t->rank ? t->dims[t->rank - 1] : 1};
-  int64_t n = ssm_type_numel(t);
-  l.rows = l.k ? n / l.k : 0;
-  l.blocks = (l.k + SSM_Q8_0_BLOCK - 1) / SSM_Q8_0_BLOCK;
-  l.scales = ((uint64_t)n + 3) & ~(uint64_t)3;
+ssm_qlayout ssm_qlayout_of(const ssm_type *t) {
+  ssm_qlayout l = {.dtype = t->dtype, .k = t->rank ? t->dims[t->rank - 1] : 1};
+  uint64_t n = (uint64_t)ssm_type_numel(t);
+  l.rows = l.k ? (int64_t)n / l.k : 0;
+  l.blocks = (l.k + SSM_QBLOCK - 1) / SSM_QBLOCK;
+  l.scales = ((t->dtype == SSM_Q4_0 ? (n + 1) / 2 : n) + 3) & ~(uint64_t)3;
   l.bytes = l.scales + (((uint64_t)(l.rows * l.blocks) * 2 + 3) & ~(uint64_t)3);
   return l;
 }
@@ -71,51 +74,95 @@ static uint16_t f16_up4(float x) {
   return ssm_f32_to_f16(x);
 }
 
-void ssm_q8_0_pad(const ssm_q8_0_layout *l, uint8_t *dst) {
+void ssm_quantize_pad(const ssm_qlayout *l, uint8_t *dst) {
   uint64_t n = (uint64_t)(l->rows * l->k), end = l->scales + (uint64_t)(l->rows * l->blocks) * 2;
+  if (l->dtype == SSM_Q4_0) n /= 2; /* with the last element's byte, written after */
   memset(dst + n, 0, (size_t)(l->scales - n));
   memset(dst + end, 0, (size_t)(l->bytes - end));
 }
 
-int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
-  ssm_q8_0_pad(l, dst);
-  return ssm_q8_0_quantize_rows(src, l, dst, 0, l->rows);
+int64_t ssm_quantize(const float *src, const ssm_qlayout *l, uint8_t *dst) {
+  ssm_quantize_pad(l, dst);
+  return ssm_quantize_rows(src, l, dst, 0, l->rows);
 }
 
-int64_t ssm_q8_0_quantize_rows(const float *src, const ssm_q8_0_layout *l, uint8_t *dst,
-                               int64_t r0, int64_t r1) {
+/* q = v rounded half away from zero (as roundf; |v| < 2^31, so the
+ * truncation and v - t are exact), clamped to [lo, hi] */
+static int32_t round_clamp(float v, int32_t lo, int32_t hi) {
+  int32_t t = (int32_t)v;
+  float f = v - (float)t;
+  t += (f >= 0.5f) - (f <= -0.5f);
+  return t > hi ? hi : t < lo ? lo : t;
+}
+
+/* x rounded to nearest, ties to even, at 8 significant bits (x finite; f16
+ * may round it again where it is subnormal or past 65504) */
+static float round8(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* q8_0's d of the n values x (ir.h), or inf if it overflows f16 */
+static uint16_t q8_scale(const float *x, int64_t n) {
+  float amax = 0;
+  for (int64_t k = 0; k < n; k++) amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
+  return f16_up4(amax / 127.0f);
+}
+
+/* q4_0's d of the n values x (ir.h) */
+static uint16_t q4_scale(const float *x, int64_t n) {
+  float m = 0, best_err = INFINITY;
+  for (int64_t k = 0; k < n; k++) m = fabsf(x[k]) > fabsf(m) ? x[k] : m;
+  uint16_t best = 0;
+  for (int t = -4; t <= 4 && m != 0; t++) {
+    uint16_t dh = ssm_f32_to_f16(round8(m / (-8.0f + (float)t / 10.0f)));
+    float d = ssm_f16_to_f32(dh), id = d != 0 ? 1.0f / d : 0.0f, err = 0;
+    if (!isfinite(d)) return dh;
+    for (int64_t k = 0; k < n; k++) {
+      float e = x[k] - (float)round_clamp(x[k] * id, -8, 7) * d;
+      err += e * e;
+    }
+    if (err < best_err) best_err = err, best = dh;
+  }
+  return best;
+}
+
+int64_t ssm_quantize_rows(const float *src, const ssm_qlayout *l, uint8_t *dst,
+                          int64_t r0, int64_t r1) {
+  int q4 = l->dtype == SSM_Q4_0;
   for (int64_t r = r0; r < r1; r++)
     for (int64_t b = 0; b < l->blocks; b++) {
-      int64_t k0 = b * SSM_Q8_0_BLOCK, k1 = k0 + SSM_Q8_0_BLOCK < l->k ? k0 + SSM_Q8_0_BLOCK : l->k;
+      int64_t k0 = b * SSM_QBLOCK, k1 = k0 + SSM_QBLOCK < l->k ? k0 + SSM_QBLOCK : l->k;
       const float *x = src + r * l->k;
-      float amax = 0;
-      for (int64_t k = k0; k < k1; k++) {
+      for (int64_t k = k0; k < k1; k++)
         if (!isfinite(x[k])) return r * l->k + k;
-        amax = fabsf(x[k]) > amax ? fabsf(x[k]) : amax;
-      }
-      uint16_t dh = f16_up4(amax / 127.0f);
+      uint16_t dh = q4 ? q4_scale(x + k0, k1 - k0) : q8_scale(x + k0, k1 - k0);
       float d = ssm_f16_to_f32(dh);
       if (!isfinite(d)) return r * l->k + k0;
       memcpy(dst + l->scales + (uint64_t)(r * l->blocks + b) * 2, &dh, 2);
-      /* q = x * (1 / d) rounded half away from zero (as roundf; |v| < 2^31,
-       * so the truncation and v - t are exact), within [-127, 127] */
-      float id = d > 0 ? 1.0f / d : 0.0f;
+      float id = d != 0 ? 1.0f / d : 0.0f;
       for (int64_t k = k0; k < k1; k++) {
-        float v = x[k] * id;
-        int32_t t = (int32_t)v;
-        float f = v - (float)t;
-        t += (f >= 0.5f) - (f <= -0.5f);
-        dst[r * l->k + k] = (uint8_t)(int8_t)(t > 127 ? 127 : t < -127 ? -127 : t);
+        uint64_t e = (uint64_t)(r * l->k + k);
+        if (!q4) {
+          dst[e] = (uint8_t)(int8_t)round_clamp(x[k] * id, -127, 127);
+          continue;
+        }
+        uint8_t u = (uint8_t)(round_clamp(x[k] * id, -8, 7) + 8), sh = (uint8_t)((e & 1) * 4);
+        dst[e / 2] = (uint8_t)((dst[e / 2] & ~(0xfu << sh)) | (unsigned)u << sh);
       }
     }
   return -1;
 }
 
-float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i) {
-  int64_t r = i / l->k, b = r * l->blocks + (i - r * l->k) / SSM_Q8_0_BLOCK;
+float ssm_qvalue(const uint8_t *q, const ssm_qlayout *l, int64_t i) {
+  int64_t r = i / l->k, b = r * l->blocks + (i - r * l->k) / SSM_QBLOCK;
   uint16_t dh;
   memcpy(&dh, q + l->scales + (uint64_t)b * 2, 2);
-  return (float)(int8_t)q[i] * ssm_f16_to_f32(dh);
+  int v = l->dtype == SSM_Q4_0 ? (int)((q[i / 2] >> ((i & 1) * 4)) & 0xf) - 8 : (int8_t)q[i];
+  return (float)v * ssm_f16_to_f32(dh);
 }
 
 int ssm_type_equal(const ssm_type *a, const ssm_type *b) {

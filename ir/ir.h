@@ -25,9 +25,10 @@
 
 /* ---- dtypes and types (ir.c) -------------------------------------------- */
 
-/* SSM_Q8_0: 8-bit weights in blocks of 32 along each row (the last dim),
- * with an f16 scale a block (ssm_q8_0_*): only matmul and embed weights. */
-typedef enum { SSM_F32, SSM_F16, SSM_BF16, SSM_I32, SSM_Q8_0, SSM_DTYPE_COUNT } ssm_dtype;
+/* SSM_Q8_0 and SSM_Q4_0: 8- and 4-bit weights in blocks of 32 along each
+ * row (the last dim), with an f16 scale a block (ssm_qlayout): only matmul
+ * and embed weights. */
+typedef enum { SSM_F32, SSM_F16, SSM_BF16, SSM_I32, SSM_Q8_0, SSM_Q4_0, SSM_DTYPE_COUNT } ssm_dtype;
 
 #define SSM_MAX_RANK 6
 
@@ -38,51 +39,67 @@ typedef struct {
 } ssm_type;
 
 const char *ssm_dtype_name(ssm_dtype d); /* "f32" ... */
-/* Parses "f32", "f16", "bf16", "i32", "q8_0"; returns 0 if unknown. */
+/* Parses "f32", "f16", "bf16", "i32", "q8_0", "q4_0"; returns 0 if unknown. */
 int ssm_dtype_parse(const char *s, size_t n, ssm_dtype *out);
-/* Bytes of an element (q8_0: its 8-bit value; ssm_type_bytes counts the
- * scales too). */
+/* Bytes of an element (q8_0 and q4_0: 1; ssm_type_bytes counts a
+ * quantized tensor's bytes). */
 size_t ssm_dtype_size(ssm_dtype d);
+/* Whether d is a block-quantized dtype (q8_0, q4_0). */
+int ssm_dtype_is_quant(ssm_dtype d);
 /* The activation operand of a matmul whose weight is 16-bit (ops.def: the
  * products take x at f16's precision): `v` rounded to 11 significant bits,
  * to nearest even, in f32's exponent range. Every backend rounds the same
  * way (templates/common.*.in: ssm_x16). */
 float ssm_round_x16(float v);
 /* Whether a matmul reading weight type `w` rounds its x (ssm_round_x16):
- * 16-bit and q8_0 weights. */
+ * 16-bit and quantized weights. */
 int ssm_dtype_rounds_x(ssm_dtype w);
 /* Number of elements (1 for rank 0). */
 int64_t ssm_type_numel(const ssm_type *t);
-/* Bytes a tensor of type t takes in memory (q8_0: ssm_q8_0_layout). */
+/* Bytes a tensor of type t takes in memory (quantized: ssm_qlayout). */
 uint64_t ssm_type_bytes(const ssm_type *t);
 
-/* q8_0, a row (the last dim, K values) at a time in blocks of 32 (the last
- * one partial when K is not a multiple of 32): block j of a row holds
- * q[i] = round(w[i] * (1 / d)) in [-127, 127] (f32 arithmetic, halves away
- * from zero), with d = amax / 127 of the block
- * rounded up to 4 significant bits (0 for a block of zeros), an f16. In
- * memory: every element's q as an int8 in element order, then from byte
- * `scales` (a multiple of 4) each block's d as f16, row by row. The value
- * an element stands for, in every backend, is q * d: 11 significant bits at
- * most, so f32 and the matrix units' f16 hold it exactly, and no backend
- * rounds it. (A d of 4 bits leaves q at least 113/127 of its range.) */
-#define SSM_Q8_0_BLOCK 32
+/* The quantized dtypes, a row (the last dim, K values) at a time in blocks
+ * of 32 (the last one partial when K is not a multiple of 32), each block
+ * with a scale d, an f16; an element stands for q * d, with q its integer.
+ * In memory: every element's q in element order, then from byte `scales`
+ * (a multiple of 4) each block's d, row by row, then zeros to a multiple
+ * of 4 bytes.
+ *
+ * q8_0: q = round(w * (1 / d)) in [-127, 127] (f32 arithmetic, halves away
+ * from zero), an int8, with d = amax / 127 of the block rounded up to 4
+ * significant bits (0 for a block of zeros).
+ *
+ * q4_0: q in [-8, 7], stored as the 4 bits of q + 8, element e in bits
+ * 4 * (e % 2) of byte e / 2 (a row of an odd K ends mid-byte; the next row
+ * starts there). d is signed: of 9 candidates m / (-8 + t / 10), t in
+ * -4..4, with m the block's value of largest magnitude (the first such),
+ * each rounded to nearest (even) at 8 significant bits, the one whose q
+ * (rounded as q8_0's, then clamped) gives the least sum of squared errors
+ * (in f32; the first such t). d of a block of zeros is 0.
+ *
+ * q * d has 11 significant bits at most in both, so f32 and the matrix
+ * units' f16 hold it exactly, and no backend rounds it. */
+#define SSM_QBLOCK 32
 typedef struct {
+  ssm_dtype dtype;         /* SSM_Q8_0 or SSM_Q4_0 */
   int64_t k, rows, blocks; /* blocks a row */
   uint64_t scales, bytes;  /* offset of the scales; the whole tensor */
-} ssm_q8_0_layout;
-ssm_q8_0_layout ssm_q8_0_layout_of(const ssm_type *t);
+} ssm_qlayout;
+ssm_qlayout ssm_qlayout_of(const ssm_type *t);
 /* Quantizes the rows x k floats of src into dst (layout.bytes). Returns -1,
- * or the index of the first element that q8_0 cannot hold: not finite, or
- * in a block whose scale overflows f16 (dst is then not to be used). */
-int64_t ssm_q8_0_quantize(const float *src, const ssm_q8_0_layout *l, uint8_t *dst);
-/* The same in parts that may run at once: rows r0..r1-1 of src (their q and
- * scales), and the padding of dst (ssm_q8_0_quantize is both). */
-int64_t ssm_q8_0_quantize_rows(const float *src, const ssm_q8_0_layout *l, uint8_t *dst,
-                               int64_t r0, int64_t r1);
-void ssm_q8_0_pad(const ssm_q8_0_layout *l, uint8_t *dst);
+ * or the index of the first element that the dtype cannot hold: not
+ * finite, or in a block whose scale overflows f16 (dst is then not to be
+ * used). */
+int64_t ssm_quantize(const float *src, const ssm_qlayout *l, uint8_t *dst);
+/* The same in parts: the padding of dst (first), then rows r0..r1-1 of src
+ * (their q and scales), parts that may run at once when they start at even
+ * rows (q4_0's rows of odd k share a byte). ssm_quantize is both. */
+int64_t ssm_quantize_rows(const float *src, const ssm_qlayout *l, uint8_t *dst,
+                          int64_t r0, int64_t r1);
+void ssm_quantize_pad(const ssm_qlayout *l, uint8_t *dst);
 /* Element i's value (above). */
-float ssm_q8_0_value(const uint8_t *q, const ssm_q8_0_layout *l, int64_t i);
+float ssm_qvalue(const uint8_t *q, const ssm_qlayout *l, int64_t i);
 int ssm_type_equal(const ssm_type *a, const ssm_type *b);
 /* Writes "f32[1,64]" into buf; returns buf. 160 bytes always suffice. */
 char *ssm_type_format(const ssm_type *t, char *buf, size_t n);

@@ -31,8 +31,8 @@ static ssm_status SSM_PRINTF(1, 2) bad(const char *fmt, ...) {
 }
 
 static int is_float(ssm_dtype d) { return d == SSM_F32 || d == SSM_F16 || d == SSM_BF16; }
-/* a matmul's weight or an embedding table may also be q8_0 */
-static int is_weight(ssm_dtype d) { return is_float(d) || d == SSM_Q8_0; }
+/* a matmul's weight or an embedding table may also be quantized */
+static int is_weight(ssm_dtype d) { return is_float(d) || ssm_dtype_is_quant(d); }
 
 static const ssm_type *arg(const ssm_node *n, int i) { return &n->args[i]->type; }
 
@@ -59,7 +59,7 @@ static ssm_status need_float(const ssm_node *n, int i, const char *what) {
 static ssm_status need_weight(const ssm_node *n, int i, const char *what) {
   char b[96];
   if (!is_weight(arg(n, i)->dtype))
-    return bad("%s must be a float or q8_0 tensor, got %s", what, FMT(arg(n, i), b));
+    return bad("%s must be a float or quantized tensor, got %s", what, FMT(arg(n, i), b));
   return NULL;
 }
 

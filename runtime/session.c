@@ -170,8 +170,8 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   if (bundle && o->backend == SSMC_BACKEND_CPU)
     return ssm_status_new(SSM_ERR_INVALID, "%s: the CPU backend runs a model (a directory or an "
                           "architecture YAML), not a compiled bundle", model);
-  if ((unsigned)o->dtype > SSMC_DTYPE_Q8_0)
-    return ssm_status_new(SSM_ERR_INVALID, "options.dtype: %d is not AUTO, F32, F16, BF16 or Q8_0",
+  if ((unsigned)o->dtype > SSMC_DTYPE_Q4_0)
+    return ssm_status_new(SSM_ERR_INVALID, "options.dtype: %d is not AUTO, F32, F16, BF16, Q8_0 or Q4_0",
                           (int)o->dtype);
   if (bundle && (o->chunk || o->max_seq || o->no_fuse || o->dtype))
     return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq, dtype and no_fuse are fixed when "

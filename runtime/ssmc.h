@@ -158,7 +158,8 @@ typedef enum {
   SSMC_DTYPE_F32,
   SSMC_DTYPE_F16,
   SSMC_DTYPE_BF16,
-  SSMC_DTYPE_Q8_0 /* 8 bits in blocks of 32 with an f16 scale (docs/quantization.md) */
+  SSMC_DTYPE_Q8_0, /* 8 bits in blocks of 32 with an f16 scale (docs/quantization.md) */
+  SSMC_DTYPE_Q4_0  /* 4 bits in blocks of 32 with an f16 scale (docs/quantization.md) */
 } ssmc_dtype;
 
 typedef struct {
@@ -213,8 +214,8 @@ int64_t ssmc_session_vocab(const ssmc_session *s);
 int ssmc_session_chunk(const ssmc_session *s);
 /* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
 int64_t ssmc_session_eos(const ssmc_session *s);
-/* How the matmul and embedding weights are kept: "f32", "f16", "bf16" or
- * "q8_0". */
+/* How the matmul and embedding weights are kept: "f32", "f16", "bf16",
+ * "q8_0" or "q4_0". */
 const char *ssmc_session_dtype(const ssmc_session *s);
 /* Tokens fed since the session was opened or reset (or restored). */
 int64_t ssmc_session_position(const ssmc_session *s);
@@ -345,7 +346,7 @@ typedef struct {
   double prefill_tokens_per_s;
   int decode_tokens, prefill_tokens;   /* how many were timed */
   uint64_t weight_bytes;               /* read by every decode step */
-  const char *dtype;                   /* of the weights on the device: "f32", "f16", "bf16", "q8_0" */
+  const char *dtype;                   /* of the weights on the device: "f32", "f16", "bf16", "q8_0", "q4_0" */
 } ssmc_bench_result;
 
 /* Times `decode_tokens` decode steps both ways and about as many prefill

@@ -51,7 +51,7 @@ static void test_usage(void) {
   expect("run " FIX " --weights " FIX " --tokens 1 --chunk 99999", 2, "--chunk: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1 --device -1", 2, "--device: expected a device index");
   expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
-  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16, bf16 or q8_0, got 'i32'");
+  expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got 'i32'");
   expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
   expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
   expect("inspect", 2, "inspect: missing BUNDLE");
@@ -59,7 +59,7 @@ static void test_usage(void) {
   expect("bench " FIX " --backend cpu", 2, "bench: --backend cpu: bench times the Vulkan runtime");
   expect("perplexity " FIX, 2, "perplexity: give --file TEXT (or --tokens IDS)");
   expect("perplexity " FIX " --file x --tokens 1,2", 2, "perplexity: give --file TEXT");
-  expect("perplexity " FIX " --tokens 1,2 --dtype q4", 2, "--dtype: expected f32, f16, bf16 or q8_0, got 'q4'");
+  expect("perplexity " FIX " --tokens 1,2 --dtype q4", 2, "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got 'q4'");
   expect("perplexity " FIX " --backend cpu --tokens 7", 1, "the text is 1 token long; it needs at least 2");
   expect("perplexity " FIX " --backend cpu --tokens 7,99999", 1, "99999");
   expect("perplexity " FIX " --backend cpu --file x.txt", 1, "--file needs a tokenizer");
@@ -334,9 +334,16 @@ static void test_outputs_are_not_inputs(void) {
 
 /* bench --profile --json: one JSON object with each program's dispatches
  * (as many as inspect counts) and its totals per family. */
-/* compile says which weights q8_0 keeps in bf16, and why (unless -q). */
+/* compile says which weights q8_0 keeps in bf16, and why (unless -q);
+ * q4_0 keeps the vocabulary's in q8_0, and a router its architecture marks
+ * `quantize: false` in bf16. */
 static void test_weights_note(void) {
   char args[1024];
+  snprintf(args, sizeof args, "compile %s/tests/data/jamba_moe -o %s/q4.ssmb --dtype q4_0",
+           ssm_test_source_dir(), ssm_test_tmpdir());
+  expect(args, 0, "weights: 25 weights stored as q4_0 (0.3 MB fewer to read); 2 of the vocabulary "
+         "in q8_0; 5 kept in bf16: model.layers.0.mamba.dt_proj.weight (rows not a multiple of "
+         "8), model.layers.1.feed_forward.router.weight (quantize: false)");
   snprintf(args, sizeof args, "compile " FIX " -o %s/q8.ssmb --dtype q8_0", ssm_test_tmpdir());
   expect(args, 0, "weights: 7 weights stored as q8_0");
   expect(args, 0, "kept in bf16: backbone.layers.0.mixer.dt_proj.weight (rows not a multiple of 8)");

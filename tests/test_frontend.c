@@ -693,6 +693,22 @@ static void test_error_templates(void) {
                "undefined name 'j'");
   expect_error("embed: {", "  embed: {name: \"embed.{i}\", shape: [vocab, hidden]}", "embed.{i}", 7,
                "undefined name 'i'");
+  expect_error("up: {", "      up: {name: \"layers.{i}.up\", shape: [half, hidden], quantize: no}",
+               "no}", 0, "quantize: expected true or false, got 'no'");
+}
+
+/* `quantize: false` on a weight: the IR weight's keep16=1 (which the
+ * weights pass keeps in bf16: test_passes). */
+static void test_quantize_false(void) {
+  char text[4096];
+  const char *path = tiny_variant("keep.yaml", "up: {",
+                                  "      up: {name: \"layers.{i}.up\", shape: [half, hidden], quantize: false}",
+                                  text, sizeof text);
+  ssm_graph *g = build(path, tiny_config("config.json", ""), 1);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+  CU_ASSERT_EQUAL(ssm_node_int(find_named(g, SSM_OP_WEIGHT, "layers.1.up"), "keep16", 0), 1);
+  CU_ASSERT_EQUAL(ssm_node_int(find_named(g, SSM_OP_WEIGHT, "layers.0.up"), "keep16", 0), 1);
+  ssm_graph_destroy(g);
 }
 
 static void test_error_shapes(void) {
@@ -947,6 +963,7 @@ int main(void) {
                          {"error_attrs", test_error_attrs},
                          {"error_missing_config_key", test_error_missing_config_key},
                          {"error_templates", test_error_templates},
+                         {"quantize_false", test_quantize_false},
                          {"error_shapes", test_error_shapes},
                          {"error_yaml", test_error_yaml},
                          {"error_libyaml_message", test_error_libyaml_message},

@@ -669,7 +669,7 @@ static void survive(const char *text) {
  * f16) reported by index. */
 static void test_q8_0(void) {
   ssm_type t = ssm_type_make(SSM_Q8_0, 2, (int64_t[]){3, 40});
-  ssm_q8_0_layout l = ssm_q8_0_layout_of(&t);
+  ssm_qlayout l = ssm_qlayout_of(&t);
   CU_ASSERT_EQUAL(l.k, 40);
   CU_ASSERT_EQUAL(l.rows, 3);
   CU_ASSERT_EQUAL(l.blocks, 2);
@@ -682,7 +682,7 @@ static void test_q8_0(void) {
   w[40] = 1.0f / 3;                                      /* row 1: one value a block */
   w[72] = -0.5f;
   uint8_t q[132];
-  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), -1);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), -1);
   /* row 0, block 0: amax 20, 20 / 127 = 1.2598 * 2^-3 up to 1.375 * 2^-3 */
   uint16_t d0;
   memcpy(&d0, q + 120, 2);
@@ -692,7 +692,7 @@ static void test_q8_0(void) {
   for (int k = 0; k < 40; k++) {
     uint16_t dh;
     memcpy(&dh, q + 120 + 2 * (k / 32), 2);
-    float v = ssm_q8_0_value(q, &l, k);
+    float v = ssm_qvalue(q, &l, k);
     CU_ASSERT_EQUAL(v, (float)(int8_t)q[k] * ssm_f16_to_f32(dh));
     CU_ASSERT_EQUAL(v, ssm_f16_to_f32(ssm_f32_to_f16(v))); /* an f16, exactly */
     CU_ASSERT(fabsf(v - w[k]) <= ssm_f16_to_f32(dh) / 2);
@@ -704,18 +704,87 @@ static void test_q8_0(void) {
   CU_ASSERT_EQUAL((int8_t)q[39], 122);
   /* a block's only value: q at least 113 */
   CU_ASSERT_EQUAL((int8_t)q[40], 124);
-  CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, 40) - 1.0f / 3) < 1e-3f);
+  CU_ASSERT(fabsf(ssm_qvalue(q, &l, 40) - 1.0f / 3) < 1e-3f);
   CU_ASSERT_EQUAL((int8_t)q[72], -114);
-  CU_ASSERT(fabsf(ssm_q8_0_value(q, &l, 72) + 0.5f) < 2.5e-3f);
+  CU_ASSERT(fabsf(ssm_qvalue(q, &l, 72) + 0.5f) < 2.5e-3f);
   /* row 2: zeros, scale 0, every value 0 */
-  for (int k = 80; k < 120; k++) CU_ASSERT_EQUAL(ssm_q8_0_value(q, &l, k), 0.0f);
+  for (int k = 80; k < 120; k++) CU_ASSERT_EQUAL(ssm_qvalue(q, &l, k), 0.0f);
   w[45] = NAN;
-  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 45);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), 45);
   w[45] = 0;
   w[90] = INFINITY;
-  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 90);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), 90);
   w[90] = 1e7f; /* d = 1e7 / 127 > 65504: the block starting at 80 */
-  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, q), 80);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), 80);
+}
+
+/* Squared error of the n values x taken as q4_0 with scale d. */
+static float q4_err(const float *x, int n, float d) {
+  float e = 0;
+  for (int k = 0; k < n; k++) {
+    float q = roundf(x[k] / d);
+    float v = (q < -8 ? -8 : q > 7 ? 7 : q) * d;
+    e += (x[k] - v) * (x[k] - v);
+  }
+  return e;
+}
+
+/* q4_0 (ir.h): the layout of a [3, 41] weight (rows of odd k share a byte),
+ * the scales the search picks (signed, 8 significant bits; figures from an
+ * independent model of the format), the nibbles, the values every backend
+ * takes (exact in f16), no worse than the plain amax / 8 scale, a block of
+ * zeros, and the weights q4_0 cannot hold. */
+static void test_q4_0(void) {
+  ssm_type t = ssm_type_make(SSM_Q4_0, 2, (int64_t[]){3, 41});
+  ssm_qlayout l = ssm_qlayout_of(&t);
+  CU_ASSERT_EQUAL(l.dtype, SSM_Q4_0);
+  CU_ASSERT_EQUAL(l.blocks, 2);
+  CU_ASSERT_EQUAL(l.scales, 64); /* 62 bytes of q, to a multiple of 4 */
+  CU_ASSERT_EQUAL(l.bytes, 64 + 12);
+  CU_ASSERT_EQUAL(ssm_type_bytes(&t), 76);
+  CU_ASSERT(ssm_dtype_rounds_x(SSM_Q4_0) && ssm_dtype_is_quant(SSM_Q4_0));
+  CU_ASSERT(!ssm_dtype_is_quant(SSM_BF16));
+  float w[123] = {0};
+  for (int k = 0; k < 41; k++) w[k] = (float)(k - 20); /* row 0: -20 .. 20 */
+  w[41] = 1.0f / 3;                                      /* row 1: one value a block */
+  w[73] = -0.5f;
+  uint8_t q[76];
+  memset(q, 0xab, sizeof q);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), -1);
+  float d[6];
+  for (int j = 0; j < 6; j++) {
+    uint16_t dh;
+    memcpy(&dh, q + 64 + 2 * j, 2);
+    d[j] = ssm_f16_to_f32(dh);
+  }
+  CU_ASSERT_EQUAL(d[0], 2.375f);           /* -20 / -8.4, t = -4 */
+  CU_ASSERT_EQUAL(d[1], -2.4375f);         /* 20 / -8.2, t = -2 */
+  CU_ASSERT_EQUAL(d[2], -0.041748046875f); /* (1/3) / -8 */
+  CU_ASSERT_EQUAL(d[3], 0.0625f);          /* 0.5 / 8 */
+  CU_ASSERT_EQUAL(d[4], 0.0f);
+  CU_ASSERT_EQUAL(d[5], 0.0f);
+  static const uint8_t head[] = {0x00, 0x10, 0x21, 0x32};
+  CU_ASSERT(!memcmp(q, head, 4));
+  CU_ASSERT_EQUAL(q[20], 0x00); /* element 40 (q -8) and row 1's first (q -8) */
+  CU_ASSERT_EQUAL(q[21], 0x88); /* two zeros */
+  CU_ASSERT_EQUAL(q[62], 0);    /* padding */
+  CU_ASSERT_EQUAL(q[63], 0);
+  for (int k = 0; k < 82; k++) {
+    float v = ssm_qvalue(q, &l, k), dk = d[(k / 41) * 2 + (k % 41) / 32];
+    CU_ASSERT_EQUAL(v, (float)(((q[k / 2] >> (k % 2 * 4)) & 15) - 8) * dk);
+    CU_ASSERT_EQUAL(v, ssm_f16_to_f32(ssm_f32_to_f16(v))); /* an f16, exactly */
+  }
+  /* the search is no worse than the scale of the largest value over -8 */
+  CU_ASSERT(q4_err(w, 32, d[0]) <= q4_err(w, 32, -20.0f / -8.0f));
+  CU_ASSERT(q4_err(w + 32, 9, d[1]) <= q4_err(w + 32, 9, 20.0f / -8.0f));
+  CU_ASSERT_EQUAL(ssm_qvalue(q, &l, 41), -8 * d[2]);
+  CU_ASSERT_EQUAL(ssm_qvalue(q, &l, 73), -8 * d[3]);
+  for (int k = 82; k < 123; k++) CU_ASSERT_EQUAL(ssm_qvalue(q, &l, k), 0.0f);
+  w[45] = NAN;
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), 45);
+  w[45] = 0;
+  w[90] = 1e6f; /* d = 1e6 / -8 beyond f16: the block starting at 82 */
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, q), 82);
 }
 
 static void test_fuzz(void) {
@@ -776,6 +845,7 @@ int main(void) {
                          {"verify_built", test_verify_built},
                          {"golden_files", test_golden_files},
                          {"q8_0", test_q8_0},
+                         {"q4_0", test_q4_0},
                          {"fuzz", test_fuzz},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("ir", tests);

@@ -59,6 +59,37 @@ static void check_simplify(const char *in, const char *want, const char *note) {
 
 /* ---- weights ------------------------------------------------------------------ */
 
+/* q4_0: the embedding table and a weight of one row per logit (the
+ * output's width) in q8_0, a weight marked keep16 (YAML `quantize: false`)
+ * in bf16, the others in q4_0; the note says so. */
+static void test_weights_q4_0(void) {
+  ssm_graph *g = parse("graph g {\n"
+                       "  %0:i32[2] = input name=\"tokens\"\n"
+                       "  %1:f32[16,8] = weight name=\"emb\"\n"
+                       "  %2:f32[2,8] = embed %1, %0\n"
+                       "  %3:f32[32,8] = weight name=\"up\"\n"
+                       "  %4:f32[2,32] = matmul %2, %3\n"
+                       "  %5:f32[8,32] = weight name=\"router\" keep16=1\n"
+                       "  %6:f32[2,8] = matmul %4, %5\n"
+                       "  %7:f32[24,8] = weight name=\"head\"\n"
+                       "  %8:f32[2,24] = matmul %6, %7\n"
+                       "  output %8\n"
+                       "}\n");
+  if (!g) return;
+  ssm_pass_opts po = {.weight_dtype = SSM_Q4_0};
+  char note[512] = "";
+  SSM_ASSERT_OK(ssm_pass_weights(g, &po, note, sizeof note));
+  SSM_ASSERT_OK(ssm_graph_verify(g));
+  ssm_dtype want[] = {SSM_Q8_0, SSM_Q4_0, SSM_BF16, SSM_Q8_0};
+  int i = 0;
+  for (ssm_node *n = g->first; n; n = n->next)
+    if (n->op == SSM_OP_WEIGHT) CU_ASSERT_EQUAL(n->result->type.dtype, want[i++]);
+  CU_ASSERT_EQUAL(i, 4);
+  CU_ASSERT_PTR_NOT_NULL(strstr(note, "1 weights stored as q4_0"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(note, "2 of the vocabulary in q8_0; 1 kept in bf16: router (quantize: false)"));
+  ssm_graph_destroy(g);
+}
+
 /* Only weights that nothing but a matmul (as its weight) or an embed (as
  * its table) reads become 16-bit, and only without a transform: %1 is
  * also added to, %3 has a transform, %6 is rank 1. The f32 results keep
@@ -99,7 +130,7 @@ static void test_weights_pass(void) {
   }
   ssm_graph *g = parse(in);
   ssm_pass_opts po = {.weight_dtype = SSM_I32};
-  if (g) SSM_ASSERT_ERR(ssm_pass_weights(g, &po, NULL, 0), "weights: dtype i32 is not f32, f16, bf16 or q8_0");
+  if (g) SSM_ASSERT_ERR(ssm_pass_weights(g, &po, NULL, 0), "weights: dtype i32 is not f32, f16, bf16, q8_0 or q4_0");
   ssm_graph_destroy(g);
   /* a 16-bit weight anywhere but a matmul's weight or an embed's table */
   g = NULL;
@@ -1156,6 +1187,7 @@ int main(void) {
                          {"cpu_simplified", test_cpu_simplified},
                          {"golden_ir", test_golden_ir},
                          {"weights_pass", test_weights_pass},
+                         {"weights_q4_0", test_weights_q4_0},
                          {"cli", test_cli},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("passes", tests);

@@ -147,35 +147,43 @@ static void test_bf16_rounding(void) {
   }
 }
 
-/* A tensor read as q8_0 (on every core, 1,000 rows of 40) is the bytes of
- * ssm_q8_0_quantize of it read as f32; a NaN in it is refused naming the
- * tensor and the element. */
-static void test_q8_0_read(void) {
-  enum { R = 1000, K = 40 };
-  static float w[R * K];
+/* A tensor read as q8_0 or q4_0 (on every core, 1,001 rows of K, odd K
+ * for q4_0: rows share bytes) is the bytes of ssm_quantize of it read as
+ * f32; a NaN in it is refused naming the element. */
+static void quant_read(ssm_dtype dt, int K) {
+  enum { R = 1001 };
+  static float w[R * 41];
   for (int i = 0; i < R * K; i++) w[i] = sinf((float)i * 0.37f) * (float)(1 + i % 7);
   char header[128];
   snprintf(header, sizeof header, "{\"w\":{\"dtype\":\"F32\",\"shape\":[%d,%d],\"data_offsets\":[0,%d]}}",
            R, K, R * K * 4);
-  const char *path = st_write("q8.safetensors", header, w, sizeof w);
+  const char *path = st_write("q.safetensors", header, w, (size_t)(R * K) * 4);
   ssm_st *st = NULL;
   SSM_ASSERT_OK(ssm_st_open(path, &st));
   if (!st) return;
-  ssm_type t = ssm_type_make(SSM_Q8_0, 2, (int64_t[]){R, K});
-  ssm_q8_0_layout l = ssm_q8_0_layout_of(&t);
+  ssm_type t = ssm_type_make(dt, 2, (int64_t[]){R, K});
+  ssm_qlayout l = ssm_qlayout_of(&t);
   uint8_t *got = malloc(l.bytes), *want = malloc(l.bytes);
   memset(got, 0xab, l.bytes); /* the padding too must be written */
   SSM_ASSERT_OK(ssm_st_read(st, "w", &t, got));
-  CU_ASSERT_EQUAL(ssm_q8_0_quantize(w, &l, want), -1);
+  CU_ASSERT_EQUAL(ssm_quantize(w, &l, want), -1);
   CU_ASSERT(!memcmp(got, want, l.bytes));
   ssm_st_close(st);
   w[777 * K + 5] = NAN;
-  path = st_write("q8nan.safetensors", header, w, sizeof w);
+  path = st_write("qnan.safetensors", header, w, (size_t)(R * K) * 4);
   SSM_ASSERT_OK(ssm_st_open(path, &st));
-  if (st) SSM_ASSERT_ERR(ssm_st_read(st, "w", &t, got), "tensor 'w': element 31085 (nan) cannot be held in q8_0");
+  char want_err[96];
+  snprintf(want_err, sizeof want_err, "tensor 'w': element %d (nan) cannot be held in %s",
+           777 * K + 5, ssm_dtype_name(dt));
+  if (st) SSM_ASSERT_ERR(ssm_st_read(st, "w", &t, got), want_err);
   ssm_st_close(st);
   free(got);
   free(want);
+}
+
+static void test_quant_read(void) {
+  quant_read(SSM_Q8_0, 40);
+  quant_read(SSM_Q4_0, 41);
 }
 
 static void test_f16_conversion(void) {
@@ -538,7 +546,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"truncated_while_open", test_truncated_while_open},
                          {"valid_file", test_valid_file},
                          {"bf16_rounding", test_bf16_rounding},
-                         {"q8_0_read", test_q8_0_read},
+                         {"quant_read", test_quant_read},
                          {"f16_conversion", test_f16_conversion},
                          {"sharded", test_sharded},
                          {"directory", test_directory},

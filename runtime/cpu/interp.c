@@ -158,12 +158,12 @@ static ssm_status weight_read(const ssm_cpu *c, const char *name,
       dst[i] = type->dtype == SSM_F16 ? ssm_f16_to_f32(half[i]) : ssm_bf16_to_f32(half[i]);
     free(half);
     SSM_TRY(s);
-  } else if (type->dtype == SSM_Q8_0) {
-    ssm_q8_0_layout l = ssm_q8_0_layout_of(type);
+  } else if (ssm_dtype_is_quant(type->dtype)) {
+    ssm_qlayout l = ssm_qlayout_of(type);
     void *mem;
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)l.bytes, 1, &mem), "weight '%s'", name));
     ssm_status s = ssm_st_read(c->weights, name, type, mem);
-    for (int64_t i = 0; !s && i < n; i++) dst[i] = ssm_q8_0_value(mem, &l, i);
+    for (int64_t i = 0; !s && i < n; i++) dst[i] = ssm_qvalue(mem, &l, i);
     free(mem);
     SSM_TRY(s);
   } else {

@@ -16,7 +16,8 @@ static ssm_status open_model(ssmc_session *s, const char *model, const ssmc_opti
                           "(--weights DIR)", model);
   SSM_TRY(ssm_strdup(weights, "the weights' path", &s->weights));
   static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
-                                      [SSMC_DTYPE_BF16] = SSM_BF16, [SSMC_DTYPE_Q8_0] = SSM_Q8_0};
+                                      [SSMC_DTYPE_BF16] = SSM_BF16, [SSMC_DTYPE_Q8_0] = SSM_Q8_0,
+                                      [SSMC_DTYPE_Q4_0] = SSM_Q4_0};
   ssm_dtype dtype = SSM_F32;
   if (o->dtype == SSMC_DTYPE_AUTO) SSM_TRY(ssm_st_path_dtype(weights, &dtype));
   else dtype = dtypes[o->dtype];

@@ -8,7 +8,7 @@
 // steps[3].kernel is not an integer in the range it must have".
 
 import { parseJson, JsonError } from './json.mjs';
-import { q8Layout } from './transform.mjs';
+import { qLayout } from './transform.mjs';
 
 export const BUNDLE_VERSION = 4;
 export const SAMPLER_STATE_LEN = 8;
@@ -21,7 +21,7 @@ const MAX_BINDINGS = 32;
 const MAX_WINDOWS = 65536;
 const MAX_RANK = 6;
 const USAGES = ['state', 'activations', 'weights', 'output'];
-export const DTYPE_SIZE = { f32: 4, f16: 2, bf16: 2, i32: 4, q8_0: 1 };
+export const DTYPE_SIZE = { f32: 4, f16: 2, bf16: 2, i32: 4, q8_0: 1, q4_0: 1 };
 
 export class BundleError extends Error {}
 
@@ -161,7 +161,7 @@ function fieldBlob(r, obj, key) {
 function tensorType(r, obj) {
   const dtype = r.str(obj, 'dtype');
   const shape = r.get(obj, 'shape');
-  if (!(dtype in DTYPE_SIZE)) throw r.at('dtype', () => r.bad('is not f32, f16, bf16, i32 or q8_0'));
+  if (!(dtype in DTYPE_SIZE)) throw r.at('dtype', () => r.bad('is not f32, f16, bf16, i32, q8_0 or q4_0'));
   return r.at('shape', () => {
     if (!Array.isArray(shape) || shape.length > MAX_RANK) throw r.bad('is not a list of at most 6 dimensions');
     let bytes = DTYPE_SIZE[dtype];
@@ -171,8 +171,8 @@ function tensorType(r, obj) {
       if (bytes > MAX_BYTES) throw r.bad('describes a tensor too large for any buffer');
       return v;
     });
-    // q8_0: its scales too (transform.mjs: q8Layout)
-    return { dtype, shape: dims, bytes: dtype === 'q8_0' ? q8Layout(dims).bytes : bytes };
+    // quantized: its scales too (transform.mjs: qLayout)
+    return { dtype, shape: dims, bytes: dtype.startsWith('q') ? qLayout(dims, dtype).bytes : bytes };
   });
 }
 
@@ -312,7 +312,7 @@ export function parseManifest(root, name, blobsSize) {
   m.max_seq = r.num(root, 'max_seq', 0, 1 << 24);
   m.eos = r.num(root, 'eos_token_id', -1, 1 << 30);
   m.dtype = r.str(root, 'dtype');
-  if (!['f32', 'f16', 'bf16', 'q8_0'].includes(m.dtype)) throw r.at('dtype', () => r.bad('is not f32, f16, bf16 or q8_0'));
+  if (!['f32', 'f16', 'bf16', 'q8_0', 'q4_0'].includes(m.dtype)) throw r.at('dtype', () => r.bad('is not f32, f16, bf16, q8_0 or q4_0'));
   m.align = r.num(root, 'align', 4, 1 << 16);
   if (m.align & (m.align - 1)) throw r.at('align', () => r.bad('is not a power of two'));
   m.wgsl_window = r.num(root, 'wgsl_window', 256, MAX_BYTES);

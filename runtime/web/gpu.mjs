@@ -25,7 +25,7 @@
 // is read.
 
 import { SAMPLER_STATE_LEN } from './bundle.mjs';
-import { applyTransform, toHalf, toQ8 } from './transform.mjs';
+import { applyTransform, toHalf, toQuant } from './transform.mjs';
 
 export const GEN_BATCH = 16;
 const UNIFORM_STRIDE = 256; // a dynamic uniform offset's alignment on every adapter
@@ -244,8 +244,8 @@ export class Runtime {
     const oom = await device.popErrorScope();
     if (oom) throw new GpuError(`${this.name}: cannot allocate its buffers: ${oom.message}`);
     // weights
-    const odd = m.weights.find((w) => !['f32', 'f16', 'bf16', 'q8_0'].includes(w.dtype));
-    if (odd) throw new GpuError(`${this.name}: weight '${odd.name}' is ${odd.dtype}; weights are f32, f16, bf16 or q8_0`);
+    const odd = m.weights.find((w) => !['f32', 'f16', 'bf16', 'q8_0', 'q4_0'].includes(w.dtype));
+    if (odd) throw new GpuError(`${this.name}: weight '${odd.name}' is ${odd.dtype}; weights are f32, f16, bf16, q8_0 or q4_0`);
     const total = m.weights.reduce((a, w) => a + w.region.bytes, 0);
     let done = 0;
     onProgress(0, total);
@@ -257,10 +257,10 @@ export class Runtime {
         throw new GpuError(`${this.name}: weight '${w.name}': ${e.message}`);
       }
       // 16-bit weights: two to a u32 word (regions start on 256-byte
-      // boundaries); q8_0: its bytes (transform.mjs: toQ8)
+      // boundaries); quantized: its bytes (transform.mjs: toQuant)
       let words;
       try {
-        words = w.dtype === 'f32' ? data : w.dtype === 'q8_0' ? toQ8(data, w.shape) : toHalf(w.dtype, data);
+        words = w.dtype === 'f32' ? data : w.dtype.startsWith('q') ? toQuant(data, w.shape, w.dtype) : toHalf(w.dtype, data);
       } catch (e) {
         throw new GpuError(`${this.name}: weight '${w.name}': ${e.message}`);
       }

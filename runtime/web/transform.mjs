@@ -110,42 +110,79 @@ export function f32ToF16(x) {
   return sign | q;
 }
 
-// ---- q8_0 weights ---------------------------------------------------------
-// ir/ir.h's ssm_q8_0_layout: a row (the last dim, k values) in blocks of 32,
-// q = round(w * (1 / d)) in [-127, 127] with d = amax / 127 rounded up to 4
-// significant bits, an f16 (f16Up4); every
-// q as an int8 in element order, then from a 4-byte boundary each block's d
-// as f16. The same bytes as ssm_q8_0_quantize (f32 arithmetic, roundf).
+// ---- quantized weights ---------------------------------------------------
+// ir/ir.h's ssm_qlayout: a row (the last dim, k values) in blocks of 32,
+// each with a scale d, an f16, an element standing for q * d. Every q in
+// element order (q8_0: an int8; q4_0: the 4 bits of q + 8, element e in
+// bits 4 * (e % 2) of byte e / 2), then from a 4-byte boundary each block's
+// d as f16. q8_0: q = round(w * (1 / d)) in [-127, 127], d = amax / 127
+// rounded up to 4 significant bits (f16Up4). q4_0: q in [-8, 7], d the
+// best of 9 candidates (q4Scale). The same bytes as ssm_quantize (f32
+// arithmetic, roundf).
 
-export function q8Layout(shape) {
+export function qLayout(shape, dtype = 'q8_0') {
   const k = shape.length ? shape[shape.length - 1] : 1;
   const n = shape.reduce((a, d) => a * d, 1);
   const rows = k ? n / k : 0, blocks = Math.ceil(k / 32);
-  const scales = (n + 3) & ~3;
+  const scales = ((dtype === 'q4_0' ? Math.ceil(n / 2) : n) + 3) & ~3;
   return { k, rows, blocks, scales, bytes: scales + ((rows * blocks * 2 + 3) & ~3) };
 }
 
-export function toQ8(data, shape) {
-  const l = q8Layout(shape);
-  const out = new Uint8Array(l.bytes), q = new Int8Array(out.buffer, 0, l.scales);
+// v rounded half away from zero (roundf), clamped to [lo, hi]
+function roundClamp(v, lo, hi) {
+  return Math.max(lo, Math.min(hi, Math.sign(v) * Math.round(Math.abs(v))));
+}
+
+// x rounded to nearest even at 8 significant bits (ir/ir.c's round8)
+function round8(x) {
+  f32[0] = x;
+  u32[0] = ((u32[0] + 0x7fff + ((u32[0] >>> 16) & 1)) & 0xffff0000) >>> 0;
+  return f32[0];
+}
+
+// q4_0's d of data[k0..k1) as f16 bits (ir/ir.c's q4_scale)
+function q4Scale(data, k0, k1) {
+  let m = 0, best = 0, bestErr = Infinity;
+  for (let i = k0; i < k1; i++) if (Math.abs(data[i]) > Math.abs(m)) m = data[i];
+  for (let t = -4; t <= 4 && m !== 0; t++) {
+    const dh = f32ToF16(round8(Math.fround(m / Math.fround(-8 + Math.fround(t / 10)))));
+    const d = f16ToF32(dh), id = d !== 0 ? Math.fround(1 / d) : 0;
+    if (!Number.isFinite(d)) return dh;
+    let err = 0;
+    for (let i = k0; i < k1; i++) {
+      const e = Math.fround(data[i] - Math.fround(roundClamp(Math.fround(data[i] * id), -8, 7) * d));
+      err = Math.fround(err + Math.fround(e * e));
+    }
+    if (err < bestErr) { bestErr = err; best = dh; }
+  }
+  return best;
+}
+
+export function toQuant(data, shape, dtype = 'q8_0') {
+  const l = qLayout(shape, dtype), q4 = dtype === 'q4_0';
+  const out = new Uint8Array(l.bytes);
   const d16 = new DataView(out.buffer);
   for (let r = 0; r < l.rows; r++)
     for (let b = 0; b < l.blocks; b++) {
       const k0 = r * l.k + b * 32, k1 = r * l.k + Math.min((b + 1) * 32, l.k);
       let amax = 0;
       for (let i = k0; i < k1; i++) {
-        if (!Number.isFinite(data[i])) throw new Error(`element ${i} (${data[i]}) cannot be held in q8_0`);
+        if (!Number.isFinite(data[i])) throw new Error(`element ${i} (${data[i]}) cannot be held in ${dtype}`);
         amax = Math.max(amax, Math.abs(data[i]));
       }
-      const dh = f16Up4(Math.fround(amax / 127));
+      const dh = q4 ? q4Scale(data, k0, k1) : f16Up4(Math.fround(amax / 127));
       const d = f16ToF32(dh);
-      if (!Number.isFinite(d)) throw new Error(`element ${k0}: its block's scale overflows f16 in q8_0`);
+      if (!Number.isFinite(d)) throw new Error(`element ${k0}: its block's scale overflows f16 in ${dtype}`);
       d16.setUint16(l.scales + (r * l.blocks + b) * 2, dh, true);
-      const id = d > 0 ? Math.fround(1 / d) : 0;
+      const id = d !== 0 ? Math.fround(1 / d) : 0;
       for (let i = k0; i < k1; i++) {
-        let v = d > 0 ? Math.fround(data[i] * id) : 0;
-        v = Math.sign(v) * Math.round(Math.abs(v)); // roundf: halves away from zero
-        q[i] = Math.max(-127, Math.min(127, v));
+        const v = Math.fround(data[i] * id);
+        if (!q4) {
+          out[i] = roundClamp(v, -127, 127) & 0xff;
+          continue;
+        }
+        const u = roundClamp(v, -8, 7) + 8, sh = (i & 1) * 4;
+        out[i >> 1] = (out[i >> 1] & ~(0xf << sh)) | (u << sh);
       }
     }
   return out;

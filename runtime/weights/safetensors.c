@@ -608,32 +608,34 @@ ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want
 /* Rows r0..r1-1 of a tensor being quantized, on a thread of their own. */
 typedef struct {
   const float *src;
-  const ssm_q8_0_layout *l;
+  const ssm_qlayout *l;
   uint8_t *dst;
   int64_t r0, r1, bad;
-} q8_part;
+} q_part;
 
 static void *quantize_part(void *arg) {
-  q8_part *p = arg;
-  p->bad = ssm_q8_0_quantize_rows(p->src, p->l, p->dst, p->r0, p->r1);
+  q_part *p = arg;
+  p->bad = ssm_quantize_rows(p->src, p->l, p->dst, p->r0, p->r1);
   return NULL;
 }
 
-/* ssm_q8_0_quantize on up to every core (the rows split evenly; the parts
- * write disjoint bytes, so the result is the same on any count of them).
+/* ssm_quantize on up to every core (the rows split evenly at even rows;
+ * the parts write disjoint bytes, so the result is the same on any count
+ * of them).
  * The first element that cannot be held, or -1. */
-static int64_t quantize_all(const float *src, const ssm_q8_0_layout *l, uint8_t *dst) {
+static int64_t quantize_all(const float *src, const ssm_qlayout *l, uint8_t *dst) {
   enum { MAX_PARTS = 64, MIN_ROWS = 64 };
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   int64_t parts = cores < 1 ? 1 : cores > MAX_PARTS ? MAX_PARTS : cores;
   if (parts > l->rows / MIN_ROWS) parts = l->rows / MIN_ROWS;
-  if (parts < 2) return ssm_q8_0_quantize(src, l, dst);
-  ssm_q8_0_pad(l, dst);
-  q8_part p[MAX_PARTS];
+  if (parts < 2) return ssm_quantize(src, l, dst);
+  ssm_quantize_pad(l, dst);
+  q_part p[MAX_PARTS];
   pthread_t th[MAX_PARTS];
   int started[MAX_PARTS] = {0};
   for (int64_t i = 0; i < parts; i++) {
-    p[i] = (q8_part){src, l, dst, l->rows * i / parts, l->rows * (i + 1) / parts, -1};
+    p[i] = (q_part){src, l, dst, l->rows * i / parts & ~(int64_t)1,
+                    i + 1 < parts ? l->rows * (i + 1) / parts & ~(int64_t)1 : l->rows, -1};
     /* a part whose thread does not start runs here */
     started[i] = i > 0 && !pthread_create(&th[i], NULL, quantize_part, &p[i]);
   }
@@ -646,9 +648,9 @@ static int64_t quantize_all(const float *src, const ssm_q8_0_layout *l, uint8_t 
   return -1;
 }
 
-/* q8_0: the tensor read as f32 (one tensor of host memory), then quantized
- * a row at a time on every core (ir.h: ssm_q8_0_quantize). */
-static ssm_status read_q8_0(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
+/* q8_0 or q4_0: the tensor read as f32 (one tensor of host memory), then
+ * quantized a row at a time on every core (ir.h: ssm_quantize). */
+static ssm_status read_quant(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
   ssm_type f = *want;
   f.dtype = SSM_F32;
   int64_t n = ssm_type_numel(&f);
@@ -656,19 +658,20 @@ static ssm_status read_q8_0(const ssm_st *st, const char *name, const ssm_type *
   SSM_TRY(ssm_status_wrap(ssm_alloc(n ? (size_t)n : 1, 4, &tmp), "tensor '%s' as f32", name));
   ssm_status s = ssm_st_read(st, name, &f, tmp);
   if (!s) {
-    ssm_q8_0_layout l = ssm_q8_0_layout_of(want);
+    ssm_qlayout l = ssm_qlayout_of(want);
     int64_t bad = quantize_all(tmp, &l, dst);
     if (bad >= 0)
       s = ssm_status_new(SSM_ERR_INVALID, "tensor '%s': element %lld (%g) cannot be held in "
-                         "q8_0 (a finite weight whose block's scale fits f16); use --dtype bf16",
-                         name, (long long)bad, (double)((float *)tmp)[bad]);
+                         "%s (a finite weight whose block's scale fits f16); use --dtype bf16",
+                         name, (long long)bad, (double)((float *)tmp)[bad],
+                         ssm_dtype_name(want->dtype));
   }
   free(tmp);
   return s;
 }
 
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
-  if (want->dtype == SSM_Q8_0) return read_q8_0(st, name, want, dst);
+  if (ssm_dtype_is_quant(want->dtype)) return read_quant(st, name, want, dst);
   if (strstr(name, "{*}")) {
     SSM_TRY(ssm_st_check(st, name, want));
     return each_part(st, name, want, dst, read_one);

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT } from './helpers.mjs';
-import { UNARY, applyTransform, erfc, f32ToBf16, f32ToF16, q8Layout, toHalf, toQ8 } from '../transform.mjs';
+import { UNARY, applyTransform, erfc, f32ToBf16, f32ToF16, qLayout, toHalf, toQuant } from '../transform.mjs';
 
 // UNARY(ENUM, c, glsl, wgsl) rows: the op's name (ops.def) and its C expression.
 function rows() {
@@ -111,14 +111,14 @@ test('16-bit weights are rounded to nearest even, as ir/ir.c does', () => {
 
 // q8_0 as tests/test_ir.c's q8_0 has it: the layout of a [3, 40] weight,
 // d rounded up to 4 significant bits, the int8s, zeros, and the refusals.
-test('q8_0: the bytes of ssm_q8_0_quantize', () => {
-  const l = q8Layout([3, 40]);
+test('q8_0: the bytes of ssm_quantize', () => {
+  const l = qLayout([3, 40]);
   assert.deepEqual(l, { k: 40, rows: 3, blocks: 2, scales: 120, bytes: 132 });
   const w = new Float32Array(120);
   for (let k = 0; k < 40; k++) w[k] = k - 20;
   w[40] = 1 / 3;
   w[72] = -0.5;
-  const q = toQ8(w, [3, 40]);
+  const q = toQuant(w, [3, 40]);
   const v = new DataView(q.buffer), i8 = new Int8Array(q.buffer);
   assert.equal(q.length, 132);
   assert.equal(v.getUint16(120, true), f32ToF16(0.171875));
@@ -127,8 +127,31 @@ test('q8_0: the bytes of ssm_q8_0_quantize', () => {
   for (let k = 80; k < 120; k++) assert.equal(i8[k], 0);
   assert.equal(v.getUint16(124 + 4, true), 0);
   w[45] = NaN;
-  assert.throws(() => toQ8(w, [3, 40]), /element 45 \(NaN\) cannot be held in q8_0/);
+  assert.throws(() => toQuant(w, [3, 40]), /element 45 \(NaN\) cannot be held in q8_0/);
   w[45] = 0;
   w[90] = 1e7;
-  assert.throws(() => toQ8(w, [3, 40]), /element 80: its block's scale overflows f16/);
+  assert.throws(() => toQuant(w, [3, 40]), /element 80: its block's scale overflows f16/);
+});
+
+// q4_0 as tests/test_ir.c's q4_0 has it: a [3, 41] weight (rows sharing a
+// byte), the scales the search picks, the nibbles, zeros, and the refusals.
+test('q4_0: the bytes of ssm_quantize', () => {
+  const l = qLayout([3, 41], 'q4_0');
+  assert.deepEqual(l, { k: 41, rows: 3, blocks: 2, scales: 64, bytes: 76 });
+  const w = new Float32Array(123);
+  for (let k = 0; k < 41; k++) w[k] = k - 20;
+  w[41] = Math.fround(1 / 3);
+  w[73] = -0.5;
+  const q = toQuant(w, [3, 41], 'q4_0');
+  const v = new DataView(q.buffer);
+  assert.equal(q.length, 76);
+  const d = [0, 1, 2, 3, 4, 5].map((j) => v.getUint16(64 + 2 * j, true));
+  assert.deepEqual(d, [2.375, -2.4375, -0.041748046875, 0.0625, 0, 0].map(f32ToF16));
+  assert.deepEqual([...q.subarray(0, 4)], [0x00, 0x10, 0x21, 0x32]);
+  assert.deepEqual([q[20], q[21], q[62], q[63]], [0x00, 0x88, 0, 0]);
+  w[45] = NaN;
+  assert.throws(() => toQuant(w, [3, 41], 'q4_0'), /element 45 \(NaN\) cannot be held in q4_0/);
+  w[45] = 0;
+  w[90] = 1e6;
+  assert.throws(() => toQuant(w, [3, 41], 'q4_0'), /element 82: its block's scale overflows f16 in q4_0/);
 });
