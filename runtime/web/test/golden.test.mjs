@@ -247,21 +247,23 @@ test('mamba1_tiny chunk 16: the prefill logits buffer is made when first asked f
   }
 });
 
-// q8_0 bundles (8-bit weights in blocks of 32, quantized by the host as it
-// loads them: transform.mjs's toQ8): chunks of 9 (the GEMM) and greedy
-// decode on Dawn give the CPU interpreter's greedy tokens, and its logits
-// within the bound of two runs of a 16-bit bundle (the matmuls take x at
-// f16's precision), as tests/test_golden.c's q8_0 asks of Vulkan.
-for (const name of ['mamba1_tiny', 'mamba2_groups', 'jamba_gqa', 'lfm2_tiny']) {
-  test(`${name} q8_0: WebGPU matches the CPU interpreter`, async () => {
+// Quantized bundles (8- or 4-bit weights in blocks of 32, quantized by the
+// host as it loads them: transform.mjs's toQuant): chunks of 9 (the GEMM)
+// and greedy decode on Dawn give the CPU interpreter's greedy tokens, and
+// its logits within the bound of two runs of a 16-bit bundle (the matmuls
+// take x at f16's precision), as tests/test_golden.c's q8_0 and q4_0 ask of
+// Vulkan.
+for (const [name, dt] of [['mamba1_tiny', 'q8_0'], ['mamba2_groups', 'q8_0'], ['jamba_gqa', 'q8_0'],
+                          ['lfm2_tiny', 'q8_0'], ['mamba2_groups', 'q4_0'], ['jamba_moe', 'q4_0']]) {
+  test(`${name} ${dt}: WebGPU matches the CPU interpreter`, async () => {
     const g = golden(name);
-    const b = compile(g.dir, dir, `${name}.q8`, ['--chunk', '9', '--dtype', 'q8_0']);
+    const b = compile(g.dir, dir, `${name}.${dt}`, ['--chunk', '9', '--dtype', dt]);
     const m = readBundle(readFileSync(b), b).manifest;
-    assert.equal(m.dtype, 'q8_0');
-    assert.ok(m.weights.some((w) => w.dtype === 'q8_0'));
+    assert.equal(m.dtype, dt);
+    assert.ok(m.weights.some((w) => w.dtype === dt));
     const web = await runFixture(b, g, true);
-    const dump = join(dir, `${name}.q8.cpu.f32`);
-    const out = ssmc(['run', g.dir, '--backend', 'cpu', '--dtype', 'q8_0', '--no-cache', '-q', '--greedy',
+    const dump = join(dir, `${name}.${dt}.cpu.f32`);
+    const out = ssmc(['run', g.dir, '--backend', 'cpu', '--dtype', dt, '--no-cache', '-q', '--greedy',
                       '--tokens', g.prompt.join(','), '-n', String(g.generated.length), '--dump-logits', dump]);
     const ids = out.trim().split('\n').pop().split(',').map(Number);
     assert.deepEqual(web.ids, ids, `WebGPU generated ${web.ids}, the CPU ${ids}`);
@@ -269,7 +271,7 @@ for (const name of ['mamba1_tiny', 'mamba2_groups', 'jamba_gqa', 'lfm2_tiny']) {
     const cpu = new Float32Array(buf.buffer, buf.byteOffset, buf.byteLength / 4);
     assert.equal(cpu.length, g.rows * g.vocab);
     const e = relErr(web.rows, cpu, g.vocab, g.maxAbs);
-    console.log(`# ${name} q8_0: WebGPU vs CPU ${e.toExponential(2)}`);
+    console.log(`# ${name} ${dt}: WebGPU vs CPU ${e.toExponential(2)}`);
     assert.ok(e <= sameBound(g, true, 0), `WebGPU vs CPU ${e}`);
   });
 }
