@@ -363,6 +363,13 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
     load8(c, &loads, "load_g", "", "", "gain", K);
   }
   int direct = weight_direct(c, wv, K);
+  /* a quantized weight: its products through dot_w8 (the template's QDOT) */
+  int qdot = direct && ssm_dtype_is_quant(wv->type.dtype);
+  if (qdot)
+    ssm_sb_printf(&loads, "%s\n",
+                  SNIPPET(c, "helpers", wv->type.dtype == SSM_Q4_0 ? "dot8_q4" : "dot8_q8", "B",
+                          I64(ssm_cg_binding(c, wv)), "K", I64(K), "BLOCKS",
+                          I64((K + SSM_QBLOCK - 1) / SSM_QBLOCK)));
   if (direct) {
     load8_weight(c, &loads, wv, K);
   } else {
@@ -383,7 +390,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_cg_grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
   const char *buffers = ssm_cg_buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
-                      I64(rows), "TOUCH", touch ? "1" : "0", "ITERS",
+                      I64(rows), "TOUCH", touch ? "1" : "0", "QDOT", qdot ? "1" : "0", "ITERS",
                       I64((K + local * 8 - 1) / (local * 8)), "NORM",
                       norm ? "1" : "0", "X16", x16 ? "1" : "0", "COLS", I64(cols), "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",

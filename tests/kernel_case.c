@@ -220,7 +220,13 @@ ssm_status kc_gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, float
     float scratch;
     const void *data = b ? operand_data(kc, v, &scratch) : NULL;
     uint16_t *half = NULL; /* a 16-bit weight goes up as its 16-bit values */
-    if (data && (v->type.dtype == SSM_F16 || v->type.dtype == SSM_BF16)) {
+    if (data && ssm_dtype_is_quant(v->type.dtype)) { /* a quantized one as its bytes */
+      ssm_qlayout l = ssm_qlayout_of(&v->type);
+      half = calloc(l.bytes / 2 + 2, 2);
+      CU_ASSERT_EQUAL(ssm_quantize(data, &l, (uint8_t *)half), -1);
+      data = half;
+      bytes = (size_t)l.bytes;
+    } else if (data && (v->type.dtype == SSM_F16 || v->type.dtype == SSM_BF16)) {
       half = calloc(bytes / 4 + 2, 2);
       for (size_t e = 0; e < bytes / 4; e++)
         half[e] = v->type.dtype == SSM_F16 ? ssm_f32_to_f16(((const float *)data)[e])

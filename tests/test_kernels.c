@@ -98,7 +98,8 @@ static void test_binary(void) {
 }
 
 /* x [.., K] times W [N, K] transposed, W held in `wdt` (the interpreter
- * reads the f32 data rounded to it; the device gets the 16-bit values). */
+ * reads the f32 data rounded or quantized to it; the device gets the
+ * 16-bit values or the quantized bytes). */
 static void matmul_dt(const char *label, ssm_type tx, int64_t N, int64_t K, ssm_dtype wdt) {
   kcase kc;
   kc_begin(&kc, label);
@@ -153,6 +154,20 @@ static void test_matmul(void) {
               "workgroup, threads past K, last one short)", F32(1, 100), 16411, 100, SSM_F32);
   norm_matmul("rmsnorm + matmul M=3 K=64 N=2051 (gemv's norm prologue, 4 columns)", F32(3, 64),
               2051, 64, SSM_F32);
+  /* quantized weights: gemv's dot_w8 in both forms, with and without the
+   * norm prologue, whole and partial blocks */
+  matmul_dt("matmul M=1 K=4096 N=8192 q4_0 (gemv, 32 columns a workgroup 8 at a time)",
+            F32(1, 4096), 8192, 4096, SSM_Q4_0);
+  matmul_dt("matmul M=2 K=2080 N=8197 q8_0 (gemv, 8 columns a workgroup, threads past K)",
+            F32(2, 2080), 8197, 2080, SSM_Q8_0);
+  matmul_dt("matmul M=2 K=8224 N=2053 q4_0 (gemv, 8 columns a group)",
+            F32(2, 8224), 2053, 8224, SSM_Q4_0);
+  matmul_dt("matmul M=1 K=1032 N=515 q4_0 (gemv, a partial last block)",
+            F32(1, 1032), 515, 1032, SSM_Q4_0);
+  norm_matmul("rmsnorm + matmul M=1 K=1056 N=9000 q4_0 (norm prologue, 8 columns)",
+              F32(1, 1056), 9000, 1056, SSM_Q4_0);
+  norm_matmul("rmsnorm + matmul M=3 K=64 N=2051 q8_0 (norm prologue, 4 columns)",
+              F32(3, 64), 2051, 64, SSM_Q8_0);
   matmul("matmul M=13 K=67 N=5 (two row tiles)", F32(13, 67), 5, 67);
   matmul("matmul x [2,3,67] W [13,67]", F32(2, 3, 67), 13, 67);
   /* more than 8 rows: the tiled gemm, its blocks cut by every edge */
