@@ -607,6 +607,48 @@ static void test_x16_bound(void) {
  * AddressSanitizer (a second run of the same suite, for memory errors: the
  * numerics are the plain build's) the first `nasan` fixtures, a Mamba-1
  * and a hybrid with attention and experts, cover its C paths. */
+/* Whether fixture `name` compiled to `dt` keeps each matmul and embedding
+ * weight in the dtype its reference was made with (golden.json's
+ * quant.<dn>.weights): a change in which weights the pass quantizes must
+ * come with new references. */
+static void quant_map_matches(const char *name, ssm_dtype dt, const char *dn) {
+  char rel[256], *text;
+  size_t n;
+  snprintf(rel, sizeof rel, "tests/data/%s/golden.json", name);
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path(rel), 0, &text, &n));
+  cJSON *j = text ? cJSON_Parse(text) : NULL;
+  free(text);
+  const cJSON *map = cJSON_GetObjectItem(
+      cJSON_GetObjectItem(cJSON_GetObjectItem(j, "quant"), dn), "weights");
+  CU_ASSERT_PTR_NOT_NULL(map);
+  char dir[512], cfg[600];
+  snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
+  snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(dir, cfg, &m));
+  ssm_compile_opts co = {.dtype = dt};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &co, &b));
+  ssm_model_close(m);
+  const ssm_manifest *mf = b ? ssm_bundle_manifest(b) : NULL;
+  int kept = 0;
+  for (int i = 0; mf && map && i < mf->nweights; i++) {
+    const ssm_mf_tensor *w = &mf->weights[i];
+    if (w->type.dtype == SSM_F32) continue;
+    kept++;
+    const char *want = cJSON_GetStringValue(
+        cJSON_GetObjectItem(cJSON_GetObjectItem(map, w->name), "dtype"));
+    if (!want || strcmp(want, ssm_dtype_name(w->type.dtype))) {
+      fprintf(stderr, "\n  %s %s: %s is %s, its reference's %s", name, dn, w->name,
+              ssm_dtype_name(w->type.dtype), want ? want : "absent");
+      CU_FAIL("a weight's dtype differs from the reference's");
+    }
+  }
+  CU_ASSERT_EQUAL(kept, cJSON_GetArraySize(map));
+  ssm_bundle_close(b);
+  cJSON_Delete(j);
+}
+
 static void quant_goldens(ssmc_dtype dt, const char *dn, size_t nasan) {
   static const char *const some[] = {"mamba1_tiny", "jamba_moe",   "falcon_tiny",
                                      "mamba2_groups", "jamba_gqa", "bamba_tiny",
@@ -623,6 +665,7 @@ static void quant_goldens(ssmc_dtype dt, const char *dn, size_t nasan) {
     const char *name = some[f];
     golden g = {0};
     CU_ASSERT_FATAL(load_golden(name, &g));
+    quant_map_matches(name, dt == SSMC_DTYPE_Q4_0 ? SSM_Q4_0 : SSM_Q8_0, dn);
     float *ref = read_rows(name, file, &g);
     ssmc_options o9 = opts(SSMC_BACKEND_VULKAN, 9), o1 = opts(SSMC_BACKEND_VULKAN, 1),
                  cpu = opts(SSMC_BACKEND_CPU, 0);
