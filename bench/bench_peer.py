@@ -4,7 +4,7 @@
 Run on a GPU machine with torch and transformers, from the repository root,
 after building ssmc:
 
-    python3 bench/bench_peer.py [--shapes mamba-130m,mamba-1.4b] [--dtypes f32,bf16]
+    python3 bench/bench_peer.py [--shapes mamba-130m,mamba-1.4b] [--dtypes f32,bf16,q8_0,q4_0]
                                 [-n 256] [--chunk T] [--work /tmp/peer] [--ssmc build/ssmc]
                                 [--profile]
 
@@ -14,7 +14,9 @@ For each shape it makes a model of the real shape with random weights
     the logits read back, decode with the token fed back on the device, and
     prefill), plus the dispatches per token from `ssmc inspect --json`;
   - transformers: greedy `generate` of n tokens after a 16-token prompt, and
-    one forward over 512 and over 2048 tokens (prefill), CUDA-event timed;
+    one forward over 512 and over 2048 tokens (prefill), CUDA-event timed, in
+    that dtype, or in bf16 for a quantized one (q8_0, q4_0: transformers has
+    no such weights; its bf16 run is what a quantized bundle replaces);
 and it measures the device's read bandwidth itself (a reduction over a
 large tensor). It prints one table: tokens/s, ms/token, dispatches/token,
 % of the bandwidth limit (weights bytes x tokens/s / bandwidth), and the
@@ -171,8 +173,9 @@ def main():
                 row["ssmc_error"] = str(e)
                 log("  ssmc: %s" % e)
             if not args.no_hf:
+                row["hf_dtype"] = dtype if dtype in TORCH_DTYPE else "bf16"
                 try:
-                    row["hf"] = hf_side(d, dtype, min(args.n, 128))
+                    row["hf"] = hf_side(d, row["hf_dtype"], min(args.n, 128))
                 except Exception as e:
                     row["hf_error"] = str(e)
                     log("  transformers: %s" % e)
@@ -183,7 +186,7 @@ def main():
           % (gpu, bw / 1e12, results["rows"][0].get("ssmc", {}).get("ssmc_version", "?"),
              transformers.__version__))
     print("| shape | dtype | weights GB | ssmc decode tok/s (fed back) | ms/token | dispatches/token "
-          "| % of bandwidth limit | transformers decode tok/s | ratio | ssmc prefill tok/s "
+          "| % of bandwidth limit | transformers (dtype) decode tok/s | ratio | ssmc prefill tok/s "
           "| transformers prefill 512 / 2048 tok/s |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results["rows"]:
@@ -195,7 +198,8 @@ def main():
         print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s |" % (
             r["shape"], r["dtype"], fmt(wb / 1e9 if wb else None, "%.2f"), fmt(tok),
             fmt(1e3 / tok if tok else None, "%.3f"), fmt(s.get("dispatches_per_token"), "%d"),
-            fmt(pct, "%.0f%%"), fmt(hf_tok), fmt(tok / hf_tok if tok and hf_tok else None, "%.1fx"),
+            fmt(pct, "%.0f%%"), "%s (%s)" % (fmt(hf_tok), r.get("hf_dtype", "-")),
+            fmt(tok / hf_tok if tok and hf_tok else None, "%.1fx"),
             fmt(s.get("prefill_tokens_per_s")), fmt(h.get("prefill_512_tokens_per_s")),
             fmt(h.get("prefill_2048_tokens_per_s"))))
         for k in ("ssmc_error", "hf_error"):
