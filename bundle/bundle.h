@@ -161,6 +161,13 @@ typedef struct {
   const char *source_dir;
   int nsource_files;
   ssm_mf_source_file *source_files;
+  /* Optional: the file that `ssmc compile` wrote the weights to, as the
+   * bundle reads them (quantized ones quantized: runtime/weights:
+   * ssm_st_write), a file name in the bundle's directory (NULL: none), and
+   * its fingerprint (ssm_st_fingerprint), which the weights a run loads
+   * from it must have. */
+  const char *weights_file;
+  uint64_t weights_fingerprint;
 } ssm_manifest;
 
 /* The manifest as JSON (malloc'd); NULL when host memory is exhausted. */
@@ -208,6 +215,10 @@ const void *ssm_bundle_blob(const ssm_bundle *b, ssm_blob blob);
  * when the copies do not fit. */
 ssm_status ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_source_file *files,
                                  int n) SSM_MUST_CHECK;
+/* Records the weights file `name` (a file name) and its fingerprint in the
+ * manifest (see ssm_manifest.weights_file). */
+ssm_status ssm_bundle_set_weights_file(ssm_bundle *b, const char *name,
+                                       uint64_t fingerprint) SSM_MUST_CHECK;
 /* The file's bytes (malloc'd). */
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size);
 /* Writes the file: to a temporary file next to `path`, then renamed over

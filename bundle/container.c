@@ -82,6 +82,12 @@ ssm_status ssm_bundle_set_source(ssm_bundle *b, const char *dir, const ssm_mf_so
   return ssm_arena_status(b->arena, "the bundle's source files");
 }
 
+ssm_status ssm_bundle_set_weights_file(ssm_bundle *b, const char *name, uint64_t fingerprint) {
+  b->manifest.weights_file = ssm_arena_strdup(b->arena, name);
+  b->manifest.weights_fingerprint = fingerprint;
+  return ssm_arena_status(b->arena, "the bundle's weights file");
+}
+
 ssm_status ssm_bundle_serialize(const ssm_bundle *b, void **out_data, size_t *out_size) {
   *out_data = NULL;
   *out_size = 0;

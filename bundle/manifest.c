@@ -162,6 +162,13 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
       cJSON_AddItemToArray(files, f);
     }
   }
+  if (m->weights_file) {
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)m->weights_fingerprint);
+    cJSON *wf = cJSON_AddObjectToObject(j, "weights_file");
+    cJSON_AddStringToObject(wf, "name", m->weights_file);
+    cJSON_AddStringToObject(wf, "xxh3", hex);
+  }
   return j;
 }
 
@@ -596,6 +603,33 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
   return s;
 }
 
+static int is_file_name(const char *n) {
+  return n[0] && !strchr(n, '/') && strcmp(n, ".") && strcmp(n, "..") && strlen(n) <= 255;
+}
+
+static int is_hex16(const char *hex) {
+  return strlen(hex) == 16 && strspn(hex, "0123456789abcdef") == 16;
+}
+
+/* The optional "weights_file": {"name": "m.q4_0.safetensors", "xxh3": "16
+ * hex digits"}: the weights as the bundle reads them, beside it. */
+static ssm_status weights_file(reader *r, const cJSON *root) {
+  ssm_manifest *m = r->m;
+  const cJSON *wf = cJSON_GetObjectItemCaseSensitive(root, "weights_file");
+  if (!wf) return NULL;
+  size_t n = enter(r, "weights_file", 0);
+  const char *hex = NULL;
+  ssm_status s = cJSON_IsObject(wf) ? NULL : bad(r, "is not an object");
+  if (!s) s = field_str(r, wf, "name", &m->weights_file);
+  if (!s && !is_file_name(m->weights_file)) s = bad(r, "has a name that is not a file name");
+  if (!s) s = field_str(r, wf, "xxh3", &hex);
+  if (!s && !is_hex16(hex)) s = bad(r, "has an xxh3 that is not 16 lowercase hex digits");
+  if (!s) m->weights_fingerprint = strtoull(hex, NULL, 16);
+  leave(r, n);
+  if (s) m->weights_file = NULL;
+  return s;
+}
+
 /* The optional "source": {"dir": "/abs/dir", "files": [{"name": "config.json",
  * "xxh3": "16 hex digits"}, ...]}: the weights directory it was compiled with. */
 static ssm_status source(reader *r, const cJSON *root) {
@@ -619,14 +653,12 @@ static ssm_status source(reader *r, const cJSON *root) {
     size_t k = enter(r, "files", 0);
     enter(r, NULL, i);
     s = field_str(r, e, "name", &f->name);
-    if (!s && (!f->name[0] || strchr(f->name, '/') || !strcmp(f->name, ".") ||
-               !strcmp(f->name, "..") || strlen(f->name) > 255))
+    if (!s && !is_file_name(f->name))
       s = bad(r, "has a name that is not a file name");
     for (int j = 0; !s && j < i; j++)
       if (!strcmp(m->source_files[j].name, f->name)) s = bad(r, "names a file given before");
     if (!s) s = field_str(r, e, "xxh3", &hex);
-    if (!s && (strlen(hex) != 16 || strspn(hex, "0123456789abcdef") != 16))
-      s = bad(r, "has an xxh3 that is not 16 lowercase hex digits");
+    if (!s && !is_hex16(hex)) s = bad(r, "has an xxh3 that is not 16 lowercase hex digits");
     if (!s) f->hash = strtoull(hex, NULL, 16);
     leave(r, k);
   }
@@ -714,6 +746,7 @@ static ssm_status read_root(reader *r, const cJSON *root) {
     s = bad(r, "places the decode program's sampler outside the state and activations");
   leave(r, n);
   if (!s) s = source(r, root);
+  if (!s) s = weights_file(r, root);
   return s;
 }
 

@@ -21,6 +21,7 @@
 #include "cli/export.h"
 #include "compile/compile.h"
 #include "passes/passes.h"
+#include "runtime/internal.h"
 #include "runtime/ssmc.h"
 #include "runtime/weights/weights.h"
 
@@ -159,6 +160,16 @@ static void weights_note(const char *pass, const char *note, void *user) {
   fprintf(stderr, "weights: %s\n", note);
 }
 
+/* The file a quantized bundle OUT.ssmb keeps its weights in: OUT.DTYPE.safetensors
+ * (ssm_bundle_write_weights). */
+static ssm_status weights_file_name(const char *out, ssm_dtype d, char **path) {
+  size_t n = strlen(out);
+  if (n > 5 && !strcmp(out + n - 5, ".ssmb")) n -= 5;
+  ssm_sb p = {0};
+  ssm_sb_printf(&p, "%.*s.%s.safetensors", (int)n, out, ssm_dtype_name(d));
+  return ssm_sb_take(&p, "the weights file's name", path);
+}
+
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
@@ -195,6 +206,19 @@ static int cmd_compile(int argc, char **argv) {
   if (!s) s = ssm_compile(m, &co, &b);
   ssm_cli_progress_end(&bar);
   if (!s) s = record_weights(b, model, weights);
+  /* quantized weights are written once, beside the bundle, so that a run
+   * loads them instead of quantizing them again */
+  char *wfile = NULL;
+  const char *src = b ? ssm_bundle_manifest(b)->source_dir : NULL;
+  if (!s && src && ssm_dtype_is_quant(dtype)) {
+    s = weights_file_name(out, dtype, &wfile);
+    if (!s) s = ssm_cli_not_an_input("-o", wfile, inputs, sizeof inputs / sizeof *inputs, src);
+    ssm_progress pr = {ssm_cli_progress_fn, &bar};
+    if (!s) s = ssm_bundle_write_weights(b, src, wfile, &pr);
+    ssm_cli_progress_end(&bar);
+    if (!s && !quiet) fprintf(stderr, "weights: written to %s\n", wfile);
+  }
+  free(wfile);
   if (!s) s = ssm_bundle_save(b, out);
   ssm_bundle_close(b);
   ssm_model_close(m);

@@ -31,6 +31,7 @@ struct ssmc_session {
   ssm_snapshot *parked; /* its state while another session is resident */
   ssm_backend *b;       /* model->b */
   char *weights;        /* the checkpoint it was opened with */
+  char *model_dir;      /* where its tokenizer is looked for when not beside `weights` (NULL) */
   ssmc_stats stats;
   char *cache_file;
   double gen_t0;        /* when the prompt of the generate call under way was fed */
@@ -78,9 +79,21 @@ int ssm_is_dir(const char *path);
 
 /* ---- a bundle's recorded weights (source.c) ------------------------------------- */
 
-/* The weights directory that bundle `b` was compiled with, checked against
- * the fingerprints it recorded: an error naming the bundle and what is
- * missing or changed, or when it recorded none. */
-ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir);
+/* The weights of bundle `b`: the file that `ssmc compile` wrote them to
+ * (ssm_manifest.weights_file) when it is beside the bundle (*out_file is
+ * then 1, and the weights loaded from it must have the recorded
+ * fingerprint: ssm_bundle_check_fingerprint), else the weights directory
+ * it was compiled with, checked against the fingerprints it recorded: an
+ * error naming the bundle and what is missing or changed, or when it
+ * recorded none. *out_path is malloc'd. */
+ssm_status ssm_bundle_weights(const ssm_bundle *b, char **out_path, int *out_file);
+/* Whether weights of fingerprint `fp`, loaded from `path`, are the file
+ * bundle `b` records: an error that says it changed. */
+ssm_status ssm_bundle_check_fingerprint(const ssm_bundle *b, const char *path, uint64_t fp);
+/* Writes the weights that bundle `b` reads, from the checkpoint `weights`,
+ * to the file `path` beside it (runtime/weights: ssm_st_write) and
+ * records it in the bundle's manifest (ssm_bundle_set_weights_file). */
+ssm_status ssm_bundle_write_weights(ssm_bundle *b, const char *weights, const char *path,
+                                    const ssm_progress *p);
 
 #endif

@@ -193,14 +193,18 @@ ssm_status ssm_session_open_vulkan(ssmc_session *s, ssm_bundle *bd, const char *
 static ssm_status open_bundle(ssmc_session *s, const char *path, const ssmc_options *o) {
   ssm_bundle *bd;
   SSM_TRY(ssm_bundle_open(path, &bd));
-  const char *weights = o->weights;
-  ssm_status st = weights ? NULL : ssm_bundle_weights(bd, &weights);
-  if (!st) st = ssm_strdup(weights, "the weights' path", &s->weights);
+  int file = 0;
+  ssm_status st = o->weights ? ssm_strdup(o->weights, "the weights' path", &s->weights)
+                             : ssm_bundle_weights(bd, &s->weights, &file);
+  const ssm_manifest *m = ssm_bundle_manifest(bd);
+  /* the weights file beside the bundle holds no tokenizer: the model's directory does */
+  if (!st && file && m->source_dir) st = ssm_strdup(m->source_dir, "the model's path", &s->model_dir);
   if (st) {
     ssm_bundle_close(bd);
     return st;
   }
-  return ssm_session_open_vulkan(s, bd, s->weights, o);
+  SSM_TRY(ssm_session_open_vulkan(s, bd, s->weights, o));
+  return file ? ssm_bundle_check_fingerprint(bd, s->weights, s->b->fingerprint) : NULL;
 }
 
 ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
@@ -228,7 +232,7 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
   }
   *s->model = (ssm_loaded){s->b, 1, s};
   s->eos_option = o.eos;
-  const char *weights = s->weights;
+  const char *weights = s->model_dir ? s->model_dir : s->weights;
   if (o.tokenizer) {
     st = tokenizer_file(o.tokenizer, &s->tok_path);
     s->tok_explicit = 1;
@@ -262,6 +266,7 @@ void ssmc_session_close(ssmc_session *s) {
   }
   ssm_tok_close(s->tok);
   free(s->weights);
+  free(s->model_dir);
   free(s->cache_file);
   free(s->tok_path);
   free(s->rows);

@@ -16,7 +16,67 @@ static const ssm_st_source_file *find_now(const ssm_st_source_file *v, int n, co
   return NULL;
 }
 
-ssm_status ssm_bundle_weights(const ssm_bundle *b, const char **out_dir) {
+/* `name` in the directory of file `beside` (malloc'd) */
+static ssm_status beside(const char *file, const char *name, char **out) {
+  const char *slash = strrchr(file, '/');
+  ssm_sb p = {0};
+  if (slash) ssm_sb_printf(&p, "%.*s/%s", (int)(slash - file), file, name);
+  else ssm_sb_printf(&p, "%s", name);
+  return ssm_sb_take(&p, "the weights file's path", out);
+}
+
+static ssm_status recorded_dir(const ssm_bundle *b, const char **out_dir);
+
+ssm_status ssm_bundle_weights(const ssm_bundle *b, char **out_path, int *out_file) {
+  *out_path = NULL;
+  *out_file = 0;
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  if (m->weights_file) {
+    char *path;
+    SSM_TRY(beside(ssm_bundle_name(b), m->weights_file, &path));
+    struct stat sb;
+    if (!stat(path, &sb)) {
+      *out_path = path;
+      *out_file = 1;
+      return NULL;
+    }
+    ssm_log("%s: its weights file %s is not there: reading the weights it was compiled from",
+            ssm_bundle_name(b), path);
+    free(path);
+  }
+  const char *dir;
+  SSM_TRY(recorded_dir(b, &dir));
+  return ssm_strdup(dir, "the weights' path", out_path);
+}
+
+ssm_status ssm_bundle_check_fingerprint(const ssm_bundle *b, const char *path, uint64_t fp) {
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  if (fp == m->weights_fingerprint) return NULL;
+  return ssm_status_new(SSM_ERR_INVALID, "%s: its weights file %s changed since it was "
+                        "compiled (fingerprint %016llx, recorded %016llx): compile it again",
+                        ssm_bundle_name(b), path, (unsigned long long)fp,
+                        (unsigned long long)m->weights_fingerprint);
+}
+
+ssm_status ssm_bundle_write_weights(ssm_bundle *b, const char *weights, const char *path,
+                                    const ssm_progress *p) {
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  ssm_st_weight *w;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)m->nweights + 1, sizeof *w, (void **)&w),
+                          "the weights to write"));
+  for (int i = 0; i < m->nweights; i++) w[i] = (ssm_st_weight){m->weights[i].name, m->weights[i].type};
+  ssm_st *st = NULL;
+  uint64_t fp = 0;
+  ssm_status s = ssm_st_open(weights, &st);
+  if (!s) s = ssm_st_write(st, w, m->nweights, path, p, &fp);
+  ssm_st_close(st);
+  free(w);
+  const char *slash = strrchr(path, '/');
+  if (!s) s = ssm_bundle_set_weights_file(b, slash ? slash + 1 : path, fp);
+  return s;
+}
+
+static ssm_status recorded_dir(const ssm_bundle *b, const char **out_dir) {
   *out_dir = NULL;
   const ssm_manifest *m = ssm_bundle_manifest(b);
   const char *name = ssm_bundle_name(b), *dir = m->source_dir;

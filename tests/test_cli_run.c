@@ -405,6 +405,54 @@ static void write_mamba130m_shape(const char *dir) {
  * kernels read them through two windows. A few tokens through `ssmc run`
  * (no cap), their logits those of the CPU interpreter, the greedy ids the
  * same. */
+/* A quantized bundle's weights file: written by compile (the same bytes
+ * each time), read instead of the checkpoint (the same logits), moved
+ * with the bundle, checked against its fingerprint, and kept in the
+ * compile cache for a model directory run quantized. */
+static void test_weights_file(void) {
+  const char *d = fresh_dir("qfile");
+  char *out = sh(0, "cp -r tests/data/jamba_moe %s/m && $SSMC compile %s/m -o %s/b.ssmb --dtype q4_0 "
+                 "&& $SSMC inspect %s/b.ssmb --json", d, d, d, d);
+  char want[700];
+  snprintf(want, sizeof want, "weights: written to %s/b.q4_0.safetensors\n", d);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  cJSON *j = cJSON_Parse(strchr(out, '{') ? strchr(out, '{') : "");
+  const cJSON *wf = cJSON_GetObjectItem(j, "weights_file");
+  CU_ASSERT(cJSON_IsString(cJSON_GetObjectItem(wf, "name")) &&
+            !strcmp(cJSON_GetObjectItem(wf, "name")->valuestring, "b.q4_0.safetensors"));
+  cJSON_Delete(j);
+  free(out);
+  /* the file and the checkpoint give the same logits; moved together, the
+   * bundle still finds it (the checkpoint moved away too) */
+  free(sh(0, "$SSMC run %s/b.ssmb --tokens 1,2,3 -n 4 -q --dump-logits %s/a.f32 >/dev/null && "
+          "$SSMC run %s/b.ssmb --weights %s/m --tokens 1,2,3 -n 4 -q --dump-logits %s/b.f32 "
+          ">/dev/null && cmp %s/a.f32 %s/b.f32 && mkdir %s/x && mv %s/b.ssmb %s/b.q4_0.safetensors "
+          "%s/x && mv %s/m %s/m2 && $SSMC run %s/x/b.ssmb --tokens 1,2,3 -n 4 -q --dump-logits "
+          "%s/c.f32 >/dev/null && cmp %s/a.f32 %s/c.f32", d, d, d, d, d, d, d, d, d, d, d, d, d, d,
+          d, d, d));
+  /* one byte of its data changed: refused */
+  out = sh(1, "mv %s/m2 %s/m && f=%s/x/b.q4_0.safetensors && n=$(stat -c %%s $f) && "
+           "printf '\\177' | dd of=$f bs=1 seek=$((n - 100)) conv=notrunc 2>/dev/null && "
+           "$SSMC run %s/x/b.ssmb --tokens 1 -n 1", d, d, d, d);
+  snprintf(want, sizeof want, "x/b.ssmb: its weights file %s/x/b.q4_0.safetensors changed since "
+           "it was compiled (fingerprint ", d);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+  free(out);
+  /* gone: the checkpoint is read */
+  free(sh(0, "rm %s/x/b.q4_0.safetensors && $SSMC run %s/x/b.ssmb --tokens 1,2,3 -n 4 -q "
+          "--dump-logits %s/c.f32 >/dev/null && cmp %s/a.f32 %s/c.f32", d, d, d, d, d));
+  /* the compile cache keeps the quantized file: written once (the bytes
+   * compile writes), then read (the same logits) */
+  out = sh(0, "$SSMC compile " FIX " -o %s/t.ssmb --dtype q4_0 -q && for i in 1 2; do "
+           "XDG_CACHE_HOME=%s/xdg $SSMC run " FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q "
+           "--dump-logits %s/t$i.f32 >/dev/null; done && cmp %s/t1.f32 %s/t2.f32 && "
+           "$SSMC run %s/t.ssmb --tokens 1,2,3 -n 4 -q --dump-logits %s/t.f32 >/dev/null && "
+           "cmp %s/t.f32 %s/t1.f32 && cmp %s/t.q4_0.safetensors %s/xdg/ssmc/*.safetensors && "
+           "ls %s/xdg/ssmc | sed 's/[0-9a-f]\\{16,\\}//g'", d, d, d, d, d, d, d, d, d, d, d, d);
+  CU_ASSERT_STRING_EQUAL(out, ".q4_0..safetensors\n.ssmb\n");
+  free(out);
+}
+
 static void test_mamba130m_shape(void) {
   const char *dir = fresh_dir("m130");
   write_mamba130m_shape(dir);
@@ -864,7 +912,7 @@ int main(void) {
                          {"tokenize_pieces", test_tokenize_pieces},
                          {"cache", test_cache},
                          {"sigint_while_compiling", test_sigint_while_compiling},
-                         {"bundle_weights", test_bundle_weights},
+                         {"bundle_weights", test_bundle_weights}, {"weights_file", test_weights_file},
                          {"summary", test_summary},
                          {"progress", test_progress},
                          {"bench_reps", test_bench_reps},

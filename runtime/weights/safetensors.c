@@ -80,7 +80,8 @@ static int json_uint(const cJSON *j, size_t *out) {
 
 static int parse_st_dtype(const char *s, ssm_dtype *out) {
   static const struct { const char *name; ssm_dtype d; } known[] = {
-      {"F32", SSM_F32}, {"F16", SSM_F16}, {"BF16", SSM_BF16}, {"I32", SSM_I32}};
+      {"F32", SSM_F32}, {"F16", SSM_F16}, {"BF16", SSM_BF16}, {"I32", SSM_I32},
+      {"I8", SSM_Q8_0}, {"U8", SSM_Q4_0}}; /* weights.h: the blocks of pre-quantized weights */
   for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
     if (!strcmp(s, known[i].name)) {
       *out = known[i].d;
@@ -90,7 +91,7 @@ static int parse_st_dtype(const char *s, ssm_dtype *out) {
 }
 
 static const char *st_dtype_name(ssm_dtype d) {
-  static const char *const names[SSM_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32"};
+  static const char *const names[SSM_DTYPE_COUNT] = {"F32", "F16", "BF16", "I32", "I8", "U8"};
   return names[d];
 }
 
@@ -557,7 +558,9 @@ static ssm_status check_one(const ssm_st *st, const char *name, const ssm_type *
                           name, format_dims(a, sizeof a, t->rank, t->shape),
                           format_dims(b, sizeof b, want->rank, want->dims));
   }
-  if (t->dtype != want->dtype && (t->dtype == SSM_I32 || want->dtype == SSM_I32))
+  /* f32, f16 and bf16 convert to each other and quantize; other bytes are read as they are */
+  if (t->dtype != want->dtype &&
+      (t->dtype == SSM_I32 || ssm_dtype_is_quant(t->dtype) || want->dtype == SSM_I32))
     return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' is %s in %s but the model expects %s",
                           name, st_dtype_name(t->dtype), t->file, ssm_dtype_name(want->dtype));
   return NULL;
@@ -600,7 +603,91 @@ static ssm_status check_part(const ssm_st *st, const char *name, const ssm_type 
   return check_one(st, name, want);
 }
 
+ssm_status ssm_st_quant_names(const char *name, ssm_dtype d, char **out_q, char **out_d) {
+  *out_q = *out_d = NULL;
+  SSM_ASSERT(ssm_dtype_is_quant(d));
+  const char *hole = strstr(name, "{*}");
+  ssm_sb q = {0}, sc = {0};
+  if (hole) ssm_sb_printf(&q, "%.*s*%s.%s", (int)(hole - name), name, hole + 3, ssm_dtype_name(d));
+  else ssm_sb_printf(&q, "%s.%s", name, ssm_dtype_name(d));
+  ssm_sb_printf(&sc, "%s.scales", ssm_sb_str(&q));
+  ssm_status s = ssm_sb_take(&q, "a quantized tensor's name", out_q);
+  if (!s) s = ssm_sb_take(&sc, "a quantized tensor's name", out_d);
+  else ssm_sb_free(&sc);
+  if (s) {
+    free(*out_q);
+    *out_q = NULL;
+  }
+  return s;
+}
+
+/* The stored types of a pre-quantized weight of type `want` (weights.h:
+ * ssm_st_quant_names): its blocks (q8_0: I8 in want's shape; q4_0: U8, two
+ * elements a byte, the last dim halved when it is even, else one dim of
+ * all the bytes) and its scales (F16, the last dim counting blocks). */
+static void quant_types(const ssm_type *want, ssm_type *q, ssm_type *d) {
+  ssm_qlayout l = ssm_qlayout_of(want);
+  *q = *want;
+  *d = *want;
+  d->dtype = SSM_F16;
+  d->dims[want->rank - 1] = l.blocks;
+  if (want->dtype != SSM_Q4_0) return;
+  if (l.k % 2 == 0) q->dims[want->rank - 1] = l.k / 2;
+  else *q = (ssm_type){.dtype = SSM_Q4_0, .rank = 1, .dims = {(l.rows * l.k + 1) / 2}};
+}
+
+/* A weight stored quantized (ssm_st_quant_names): 1 when its blocks are in
+ * `st`, with their names in *qn and *dn (free() them). */
+static ssm_status find_quant(const ssm_st *st, const char *name, const ssm_type *want, char **qn,
+                             char **dn, int *found) {
+  *found = 0;
+  SSM_TRY(ssm_st_quant_names(name, want->dtype, qn, dn));
+  *found = find(st, *qn) != NULL;
+  return NULL;
+}
+
+static ssm_status check_quant(const ssm_st *st, const char *qn, const char *dn,
+                              const ssm_type *want) {
+  ssm_type q, d;
+  quant_types(want, &q, &d);
+  SSM_TRY(check_one(st, qn, &q));
+  return check_one(st, dn, &d);
+}
+
+/* A pre-quantized weight's bytes, laid out as ir.h's ssm_qlayout: its
+ * blocks, then its scales (each finite), with the layout's zero padding. */
+static ssm_status read_prequant(const ssm_st *st, const char *qn, const char *dn,
+                                const ssm_type *want, void *dst) {
+  SSM_TRY(check_quant(st, qn, dn, want));
+  ssm_type q, d;
+  quant_types(want, &q, &d);
+  ssm_qlayout l = ssm_qlayout_of(want);
+  uint8_t *p = dst;
+  size_t qbytes = find(st, qn)->nbytes, scales = (size_t)(l.rows * l.blocks);
+  memset(p + qbytes, 0, (size_t)l.scales - qbytes);
+  memset(p + l.scales + scales * 2, 0, (size_t)(l.bytes - l.scales) - scales * 2);
+  SSM_TRY(read_one(st, qn, &q, p));
+  SSM_TRY(read_one(st, dn, &d, p + l.scales));
+  for (size_t i = 0; i < scales; i++) {
+    uint16_t h;
+    memcpy(&h, p + l.scales + i * 2, 2);
+    if ((h & 0x7c00) == 0x7c00)
+      return ssm_status_new(SSM_ERR_INVALID, "tensor '%s' in %s: scale %zu is not finite", dn,
+                            st->path, i);
+  }
+  return NULL;
+}
+
 ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want) {
+  if (ssm_dtype_is_quant(want->dtype)) {
+    char *qn, *dn;
+    int found;
+    SSM_TRY(find_quant(st, name, want, &qn, &dn, &found));
+    ssm_status s = found ? check_quant(st, qn, dn, want) : NULL;
+    free(qn);
+    free(dn);
+    if (found) return s;
+  }
   if (strstr(name, "{*}")) return each_part(st, name, want, NULL, check_part);
   return check_one(st, name, want);
 }
@@ -671,7 +758,15 @@ static ssm_status read_quant(const ssm_st *st, const char *name, const ssm_type 
 }
 
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want, void *dst) {
-  if (ssm_dtype_is_quant(want->dtype)) return read_quant(st, name, want, dst);
+  if (ssm_dtype_is_quant(want->dtype)) {
+    char *qn, *dn;
+    int found;
+    SSM_TRY(find_quant(st, name, want, &qn, &dn, &found));
+    ssm_status s = found ? read_prequant(st, qn, dn, want, dst) : read_quant(st, name, want, dst);
+    free(qn);
+    free(dn);
+    return s;
+  }
   if (strstr(name, "{*}")) {
     SSM_TRY(ssm_st_check(st, name, want));
     return each_part(st, name, want, dst, read_one);

@@ -56,6 +56,37 @@ ssm_status ssm_st_check(const ssm_st *st, const char *name, const ssm_type *want
 ssm_status ssm_st_read(const ssm_st *st, const char *name, const ssm_type *want,
                        void *dst);
 
+/* Quantized weights may be stored quantized (ssm_st_write writes them so):
+ * a weight `name` of type q8_0 or q4_0 is then two tensors, its blocks
+ * *out_q (`name` with "{*}" as "*", then ".q8_0" or ".q4_0") and its
+ * scales *out_d (that, then ".scales"; malloc'd, free() both). The blocks
+ * are I8 (q8_0's q, in the weight's shape) or U8 (q4_0's bytes of two
+ * elements, low nibble first: the weight's shape with the last dim halved
+ * when it is even, else one dim of all the bytes), the scales F16 (the
+ * weight's shape with the last dim counting blocks): ir.h's ssm_qlayout in
+ * two parts. ssm_st_check and ssm_st_read take a weight so stored when the
+ * blocks are there (each scale must be finite), and quantize it from its
+ * float tensor when they are not. I8 and U8 tensors are read only so. */
+ssm_status ssm_st_quant_names(const char *name, ssm_dtype d, char **out_q, char **out_d);
+
+/* One weight a bundle reads: its name in the checkpoint (stacked: "{*}")
+ * and its type. */
+typedef struct {
+  const char *name;
+  ssm_type type;
+} ssm_st_weight;
+
+/* Writes the `n` weights `w` as read from `src` into the safetensors file
+ * `path`: a quantized one as its blocks and scales (ssm_st_quant_names),
+ * every other as `src` holds it (a stacked one part by part), each once.
+ * Streams weight by weight (host memory of about one weight as f32),
+ * quantizing on every core; deterministic (the same weights and types give
+ * the same bytes); atomic (a temporary file renamed over `path`). Reports
+ * to `p` ("quantizing weights", bytes written of all). *out_fingerprint
+ * (may be NULL) is the written file's ssm_st_fingerprint. */
+ssm_status ssm_st_write(const ssm_st *src, const ssm_st_weight *w, int n, const char *path,
+                        const ssm_progress *p, uint64_t *out_fingerprint);
+
 /* A fingerprint of the checkpoint: XXH3-64 over every tensor's name, dtype,
  * shape and all of its bytes. State files carry it so a state is not
  * restored into other weights. Tensors already read (ssm_st_read hashes what
