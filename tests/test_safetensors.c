@@ -171,7 +171,7 @@ static void quant_read(ssm_dtype dt, int K) {
   /* stored quantized (ssm_st_write), read back as the same bytes, with
    * the tensor read as f32 too (a weight read twice) stored as it is */
   char qpath[4096];
-  snprintf(qpath, sizeof qpath, "%s", ssm_test_path("qw.safetensors"));
+  snprintf(qpath, sizeof qpath, "%s/qw.safetensors", ssm_test_tmpdir());
   ssm_type f = ssm_type_make(SSM_F32, 2, (int64_t[]){R, K});
   ssm_st_weight ws[] = {{"w", t}, {"w", f}};
   uint64_t fp = 0;
