@@ -875,10 +875,14 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   if (!s) s = fit_memory(v);
   if (!s) s = make_buffers(v);
   if (!s) s = fit_bindings(v);
+  double t0 = ssm_now();
   if (!s) s = upload_weights(v, st);
   ssm_st_close(st);
+  double t1 = ssm_now();
+  if (!s) ssm_log("vulkan: %.2f GB of weights read and uploaded in %.2f s", (double)b->weight_bytes / 1e9, t1 - t0);
   if (!s) s = vk_reset(b);
   if (!s) s = load_kernels(v);
+  if (!s) ssm_log("vulkan: %d kernels made in %.2f s", m->nkernels, ssm_now() - t1);
   if (!s) s = make_io(v);
   if (s) {
     vk_close(b);
