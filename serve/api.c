@@ -375,17 +375,20 @@ ssm_status ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *fi
 
 /* OpenAI's completions logprobs: tokens (each one's text), token_logprobs,
  * top_logprobs ({text: logprob} of the `logprobs` likeliest) and
- * text_offset, for the tokens whose text is in the response. */
+ * text_offset (into the completion's text), for the tokens whose text is
+ * in the response (sched.c leaves out those of a stop string): a token's
+ * text runs to the next one's offset or the end of the text, so the
+ * token in which a stop string begins is cut there, and the tokens join to
+ * the text. */
 static ssm_status logprobs(const ssm_job *j, cJSON **out) {
   *out = NULL;
   cJSON *r = cJSON_CreateObject(), *tokens = cJSON_AddArrayToObject(r, "tokens"),
         *lps = cJSON_AddArrayToObject(r, "token_logprobs"), *tops = cJSON_AddArrayToObject(r, "top_logprobs"),
         *offsets = cJSON_AddArrayToObject(r, "text_offset");
-  for (size_t i = 0; i < j->lps.n && (j->lps.items[i].offset < j->text.n ||
-                                      (j->lps.items[i].offset == j->text.n && !j->stopped)); i++) {
+  for (size_t i = 0; i < j->lps.n; i++) {
     const ssm_logprob *l = &j->lps.items[i];
     size_t end = i + 1 < j->lps.n ? j->lps.items[i + 1].offset : j->text.n;
-    if (end > j->text.n) end = j->text.n;
+    SSM_ASSERT(l->offset <= end && end <= j->text.n);
     char *piece;
     ssm_status s = ssm_strndup(j->text.s ? j->text.s + l->offset : "", end > l->offset ? end - l->offset : 0,
                                "logprobs", &piece);

@@ -250,6 +250,16 @@ static int cut_at_stop(ssm_job *j, size_t from) {
   return 1;
 }
 
+/* Keeps the log-probabilities of the first `n` tokens (those drawn after a
+ * stop string are not the response's), less those whose text starts at or
+ * after the end of the text: after a stop string, the tokens that begin
+ * inside it. The one in which it begins stays; ssm_api_final cuts its text
+ * at the stop string. */
+static void trim_logprobs(ssm_job *j, size_t n) {
+  if (j->lps.n > n) j->lps.n = n;
+  while (j->stopped && j->lps.n && j->lps.items[j->lps.n - 1].offset >= j->text.n) j->lps.n--;
+}
+
 /* With logprobs: each step's logits, then its id (ssmc_generate_options). */
 static int lp_logits(const float *logits, int64_t vocab, int64_t position, void *user) {
   ssm_job *j = user;
@@ -324,16 +334,18 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
     if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
   SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&j->tokens, got), "the request's tokens"));
   for (size_t i = 0; i < got; i++) j->tokens.items[j->tokens.n++] = ids[i];
-  for (size_t i = 0; i < got && !j->stopped; i++) {
+  size_t used = 0;
+  for (; used < got && !j->stopped; used++) {
     const char *piece;
     size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
-    SSM_TRY(ssmc_decoder_feed(j->dec, ids[i], &piece, &n));
-    if (j->logprobs >= 0) j->lps.items[lp0 + i].offset = j->text.n;
+    SSM_TRY(ssmc_decoder_feed(j->dec, ids[used], &piece, &n));
+    if (j->logprobs >= 0) j->lps.items[lp0 + used].offset = j->text.n;
     ssm_sb_append(&j->text, piece, n);
     j->ngen++;
     if (cut_at_stop(j, from)) j->stopped = 1;
   }
   SSM_TRY(ssm_sb_status(&j->text, "the generated text"));
+  if (j->logprobs >= 0) trim_logprobs(j, lp0 + used);
   if (j->stopped || got < (size_t)k) j->finish = "stop";
   else if (j->ngen >= j->max_tokens) j->finish = "length";
   else j->next = ids[got - 1];

@@ -83,6 +83,33 @@ for t, l, top, off in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]
     assert sorted(top.values(), reverse=True) == list(top.values()), top
     assert c["text"][off:off + len(t)] == t, (off, t)
 EOF
+# logprobs with a stop string: the entries cover the returned text and no more
+"$PY" - "$URL" "$P" <<'EOF' && ok "logprobs with a stop string: the tokens up to the stop, the one it begins in cut there" || fail "logprobs with a stop string"
+import json, sys, urllib.request
+def complete(**kw):
+    body = dict(prompt=sys.argv[2], max_tokens=12, temperature=0, logprobs=1, **kw)
+    rq = urllib.request.Request(sys.argv[1] + "/v1/completions", json.dumps(body).encode(),
+                                {"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(rq))
+whole = complete()["choices"][0]
+text, lp = whole["text"], whole["logprobs"]
+T, O = lp["tokens"], lp["text_offset"]
+# a stop string inside token k, not at its start; and one from token k's
+# start into token k + 1. k is in the first turn (8 tokens), so tokens drawn
+# after the stop string come in the same turn.
+inside = [k for k in range(1, 6) if len(T[k]) >= 2 and text.find(T[k][1:]) == O[k] + 1][0]
+spans = [k for k in range(1, 6) if T[k + 1] and text.find(T[k] + T[k + 1][0]) == O[k]][0]
+cases = [(T[inside][1:], inside + 1, T[:inside] + [T[inside][:1]], inside + 1),
+         (T[spans] + T[spans + 1][0], spans, T[:spans], spans + 2)]
+for stop, n, tokens, drawn in cases:
+    b = complete(stop=[stop])
+    c, l = b["choices"][0], b["choices"][0]["logprobs"]
+    assert c["finish_reason"] == "stop" and c["text"] == "".join(tokens) == text[:len(c["text"])], (stop, c)
+    assert l["tokens"] == tokens, (stop, l["tokens"], tokens)
+    assert l["text_offset"] == O[:n] and l["token_logprobs"] == lp["token_logprobs"][:n], (stop, l)
+    assert len(l["top_logprobs"]) == n
+    assert b["usage"]["completion_tokens"] == drawn, (stop, b["usage"])
+EOF
 [ "$(post /v1/completions '{"prompt": "x", "logprobs": 6}')" = 400 ] && [ "$(j "b['error']['param']")" = logprobs ] &&
   [ "$(post /v1/completions '{"prompt": "x", "logprobs": 1, "stream": true}')" = 400 ] &&
   [ "$(post /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "logprobs": true}')" = 400 ] &&
