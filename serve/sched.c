@@ -361,22 +361,22 @@ static int run_slice(ssm_server *srv, ssm_job *j, ssm_job **resident) {
   int cancelled = j->cancelled;
   pthread_mutex_unlock(&j->mu);
   if (cancelled) return 1;
+  if (j->failed) { /* its state could not be parked, so it has none to go on from */
+    finish_error(srv, j, j->failed);
+    j->failed = NULL;
+    return 1;
+  }
   if (*resident != j) {
     if (*resident) {
       ssm_job *r = *resident;
       s = r->parked ? ssmc_session_snapshot_into(srv->session, r->parked)
                     : ssmc_session_snapshot(srv->session, &r->parked);
-      if (s) { /* its state is lost: it ends with the error */
-        r->failed = s;
-        s = NULL;
-      }
+      if (s) /* its state is lost: it ends with the error at its turn */
+        r->failed = ssm_status_wrap(s, "parking the request's state between turns");
+      s = NULL;
     }
     *resident = j;
     if (j->started) s = ssmc_session_restore(srv->session, j->parked);
-  }
-  if (!s && j->failed) {
-    s = j->failed;
-    j->failed = NULL;
   }
   if (!s && !j->started) s = start(srv, j);
   int done = 0;

@@ -2,9 +2,10 @@
  * test_nomem.c — exhausted host memory on the paths a user reaches with
  * input (config.json and the model description, its IR, the passes, codegen
  * and compiling to a bundle, weights on the CPU backend, tokenizer.json,
- * bundles, state files; chat templates and the server's requests): the allocations of each path, bookkeeping
- * included (the arena, the string builder, growable arrays: every
- * allocator counts toward ssm_alloc_fail_at), are failed one at a time,
+ * bundles, state files; chat templates, the server's requests and its
+ * device thread): the allocations of each path, bookkeeping included (the
+ * arena, the string builder, growable arrays: every allocator counts toward
+ * ssm_alloc_fail_at), are failed one at a time,
  * and each time the call returns SSM_ERR_NOMEM with the size and what it
  * was for, instead of aborting, and leaks nothing (LSan builds). Then the
  * CLI prints such an error and exits 1.
@@ -457,6 +458,105 @@ static void test_api(void) {
   ssmc_tokenizer_close(tok);
 }
 
+/* Two requests taking turns on a server's device thread (mamba1_tiny on
+ * the CPU, no prompt cache, one decode token per turn, so each turn parks
+ * the other's state in a snapshot): with each allocation of the device
+ * thread failed in turn, each request ends, either with the text it has
+ * without failures or with a 503 that says it ran out of host memory, and
+ * the server goes on. */
+typedef struct {
+  ssm_server *srv;
+  const char *body[2];
+  char *want[2]; /* the responses' texts, from a run without failures */
+  int served, refused;
+  unsigned long calls; /* the allocations of the last run, after parsing */
+} sched_run;
+
+/* The "text" of a completion body, or NULL. */
+static char *completion_text(const char *body) {
+  cJSON *r = cJSON_Parse(body);
+  const cJSON *t = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(r, "choices"), 0), "text");
+  char *text = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+  cJSON_Delete(r);
+  return text;
+}
+
+/* Runs both requests; 0 when one ended otherwise than the top says. */
+static int run_two(sched_run *r, int failing) {
+  ssm_job *j[2] = {NULL, NULL};
+  for (int i = 0; i < 2; i++) {
+    char *err = NULL;
+    SSM_ASSERT_OK(ssm_api_parse(r->srv->api, 0, r->body[i], strlen(r->body[i]), &j[i], &err));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j[i]);
+  }
+  unsigned long before = ssm_alloc_calls();
+  if (failing) ssm_alloc_fail_at(failing);
+  /* the first turn waits for the second request: the turns are the same each run */
+  pthread_mutex_lock(&j[0]->mu);
+  CU_ASSERT_EQUAL(ssm_sched_submit(r->srv, j[0]), 0);
+  CU_ASSERT_EQUAL(ssm_sched_submit(r->srv, j[1]), 0);
+  pthread_mutex_unlock(&j[0]->mu);
+  int ok = 1;
+  for (int i = 0; i < 2; i++) {
+    pthread_mutex_lock(&j[i]->mu);
+    while (!j[i]->done) pthread_cond_wait(&j[i]->cv, &j[i]->mu);
+    pthread_mutex_unlock(&j[i]->mu);
+  }
+  ssm_alloc_fail_at(0);
+  r->calls = ssm_alloc_calls() - before;
+  for (int i = 0; i < 2; i++) {
+    const char *body = ssm_sb_str(&j[i]->out);
+    char *text = j[i]->status == 200 ? completion_text(body) : NULL;
+    if (!failing && text) r->want[i] = strdup(text);
+    int good = j[i]->status == 200 ? text && r->want[i] && !strcmp(text, r->want[i])
+                                   : j[i]->status == 503 && strstr(body, "out of host memory (");
+    if (!good)
+      fprintf(stderr, "\n  allocation %d failed: request %d ended with %d: %s\n", failing, i,
+              j[i]->status, body);
+    ok &= good;
+    r->served += j[i]->status == 200;
+    r->refused += j[i]->status == 503;
+    free(text);
+    ssm_job_release(j[i]);
+  }
+  CU_ASSERT(ok);
+  return ok;
+}
+
+static void test_sched(void) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  o.chunk = 4;
+  o.tokenizer = ssm_test_path("models/pymamba/tokenizer.json"); /* ids up to the fixture's vocab */
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  ssm_serve_options so;
+  ssm_serve_options_init(&so);
+  so.port = 0;
+  so.cache_bytes = 0;
+  so.slice_tokens = 1;
+  sched_run r = {.body = {"{\"prompt\": [1, 2, 3], \"max_tokens\": 2, \"temperature\": 0}",
+                          "{\"prompt\": [4, 5], \"max_tokens\": 2, \"temperature\": 0}"}};
+  SSM_ASSERT_OK(ssm_server_start(s, NULL, &so, &r.srv));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(r.srv);
+  run_two(&r, 0); /* the device thread's first allocations, made once */
+  CU_ASSERT_FATAL(run_two(&r, 0));
+  long total = (long)r.calls;
+  CU_ASSERT_FATAL(total > 0 && r.want[0] && r.want[1]);
+  r.served = r.refused = 0;
+  for (long n = 1; n <= total && run_two(&r, (int)n); n++) {}
+  fprintf(stderr, "\n  two requests taking turns: %ld allocations failed in turn (%d requests "
+          "served, %d refused)", total, r.served, r.refused);
+  CU_ASSERT(r.served > 0 && r.refused > 0);
+  CU_ASSERT(run_two(&r, 0)); /* and the server goes on */
+  ssm_server_stop(r.srv);
+  ssmc_session_close(s);
+  free(r.want[0]);
+  free(r.want[1]);
+}
+
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
  * N-th allocation, bookkeeping included), for allocations of a CPU run with
  * a saved state: the first 40 in turn, then every 50th up to the 1000th,
@@ -565,6 +665,7 @@ int main(void) {
                          {"state", test_state},
                          {"chat", test_chat},
                          {"api", test_api},
+                         {"sched", test_sched},
                          {"cli", test_cli},
                          {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},
