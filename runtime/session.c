@@ -278,6 +278,7 @@ int ssmc_session_chunk(const ssmc_session *s) { return s->b->chunk > 0 ? s->b->c
 int64_t ssmc_session_position(const ssmc_session *s) {
   return s->model->resident == s || !s->parked ? s->b->position : s->parked->position;
 }
+int64_t ssmc_session_max_seq(const ssmc_session *s) { return s->b->max_seq; }
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
 

@@ -219,6 +219,10 @@ int64_t ssmc_session_eos(const ssmc_session *s);
 const char *ssmc_session_dtype(const ssmc_session *s);
 /* Tokens fed since the session was opened or reset (or restored). */
 int64_t ssmc_session_position(const ssmc_session *s);
+/* The most positions the session holds (an attention layer's KV cache has
+ * that many rows: ssmc_options.max_seq, or the bundle's); feeding or
+ * generating past it is an error. 0: no bound (a model without attention). */
+int64_t ssmc_session_max_seq(const ssmc_session *s);
 /* The architecture's name ("mamba", "falcon_mamba", "jamba", ...). */
 const char *ssmc_session_architecture(const ssmc_session *s);
 /* "cpu", or the GPU's name. */

@@ -5,6 +5,7 @@
  * tokenized; and the responses, whole or as server-sent events.
  */
 #include <cjson/cJSON.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <string.h>
@@ -261,6 +262,8 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   ok = ok && number(&b, mt, 0, api->o->max_tokens, 0, 1, &max_tokens);
   ok = ok && number(&b, "temperature", 0, 2, 0, 0, &temperature);
   ok = ok && number(&b, "top_p", 0, 1, 1, 0, &top_p);
+  ok = ok && ((float)top_p > 0 || bad(&b, "top_p", "%g is 0 in the sampler's 32-bit float: expected "
+                                      "a number from %g to 1", top_p, (double)FLT_TRUE_MIN));
   ok = ok && number(&b, "top_k", 0, 1e9, 0, 1, &top_k);
   ok = ok && number(&b, "seed", -9.2e18, 9.2e18, 0, 1, &seed);
   ok = ok && neutral(&b, chat) && stops(&b, j);
@@ -278,6 +281,9 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   if (ok && chat && field(&b, "prompt")) ok = bad(&b, "prompt", "belongs to /v1/completions");
   ok = ok && (chat ? messages_field(&b, api, j) : prompt_field(&b, api, j));
   if (ok && !j->nprompt) ok = bad(&b, chat ? "messages" : "prompt", "the prompt has no tokens");
+  if (ok && api->max_seq && j->nprompt > (size_t)api->max_seq)
+    ok = bad(&b, chat ? "messages" : "prompt", "the prompt has %zu tokens, more than the %lld "
+             "positions the model holds (ssmc serve --max-seq)", j->nprompt, (long long)api->max_seq);
   if (ok) {
     j->stream = cJSON_IsTrue(stream);
     j->max_tokens = (int)max_tokens;

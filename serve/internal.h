@@ -138,6 +138,7 @@ typedef struct {
   const ssm_chat *chat;
   int64_t vocab;
   const ssm_serve_options *o;
+  int64_t max_seq; /* the positions a request may use (ssmc_session_max_seq); 0: no bound */
 } ssm_api;
 
 /* The error body of a request when even its own could not be made (503). */

@@ -65,13 +65,13 @@ void ssm_sched_stats(ssm_server *srv, ssm_serve_stats *out) {
 
 /* ---- finishing ------------------------------------------------------------------- */
 
-/* Ends `j` with `s` (freed): 400 for a bad request, 503 when out of host
- * memory, else 500. */
+/* Ends `j` with `s` (freed), a server_error: 503 when out of host memory,
+ * else 500. (A request reaches the device thread only once its values
+ * were checked, so what fails here is the server's or the model's: not
+ * finite logits, or the device.) */
 static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
-  int invalid = ssmc_status_code(s) == SSMC_ERR_INVALID, nomem = ssmc_status_code(s) == SSMC_ERR_NOMEM;
-  int status = invalid ? 400 : nomem ? 503 : 500;
-  char *e = ssm_api_error(status, invalid ? "invalid_request_error" : "server_error", NULL,
-                          "%s", ssmc_status_message(s));
+  int status = ssmc_status_code(s) == SSMC_ERR_NOMEM ? 503 : 500;
+  char *e = ssm_api_error(status, "server_error", NULL, "%s", ssmc_status_message(s));
   ssmc_status_free(s);
   /* counted before the client can see the end, so /metrics read after a
    * response includes it */
@@ -300,6 +300,10 @@ static int lp_token(int32_t id, void *user) {
 static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   int k = j->max_tokens - j->ngen;
   if (k > srv->o.slice_tokens) k = srv->o.slice_tokens;
+  /* each step takes a position (the first feeds j->next): past the KV
+   * cache's last one, the request ends with what it has, as at max_tokens */
+  int64_t max_seq = ssmc_session_max_seq(srv->session), room = max_seq - ssmc_session_position(srv->session);
+  if (max_seq && room < k) k = room > 0 ? (int)room : 0;
   if (k <= 0) {
     j->finish = "length";
     *out_done = 1;
@@ -347,7 +351,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   SSM_TRY(ssm_sb_status(&j->text, "the generated text"));
   if (j->logprobs >= 0) trim_logprobs(j, lp0 + used);
   if (j->stopped || got < (size_t)k) j->finish = "stop";
-  else if (j->ngen >= j->max_tokens) j->finish = "length";
+  else if (j->ngen >= j->max_tokens || (max_seq && got == (size_t)room)) j->finish = "length";
   else j->next = ids[got - 1];
   *out_done = j->finish != NULL;
   if (j->stream && !*out_done) return stream_text(j, 0);

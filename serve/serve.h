@@ -6,7 +6,10 @@
  * as server-sent events), GET /v1/models, /health and /metrics
  * (Prometheus text). Errors have OpenAI's shape, {"error": {"message",
  * "type", "param", "code"}}: 400 for bad JSON or parameters, 404, 405, 413
- * for a body over the limit, 503 when the queue is full.
+ * for a body over the limit, 503 when the queue is full; a request that
+ * fails while it runs gets a server_error (503 out of host memory, else
+ * 500). A request that runs out of the model's positions (--max-seq)
+ * ends with what it generated, finish_reason "length".
  *
  * HTTP threads parse, template and tokenize a request and queue it; one
  * device thread runs every request in turns (a prefill chunk or a few

@@ -223,6 +223,8 @@ bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"pro
 bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"prompt": "x", "temperature": 2.5}'
 bad 400 "max_tokens: expected an integer from 0 to 1024" POST /v1/completions '{"prompt": "x", "max_tokens": -1}'
 bad 400 "top_p: expected a number above 0" POST /v1/completions '{"prompt": "x", "top_p": 0}'
+bad 400 "top_p: 1e-50 is 0 in the sampler's 32-bit float" POST /v1/completions '{"prompt": "x", "top_p": 1e-50}'
+[ "$(j "b['error']['param']")" = top_p ] && ok "a top_p that is 0 as a float names top_p" || fail "top_p param"
 bad 400 "n: only 1 is supported" POST /v1/completions '{"prompt": "x", "n": 2}'
 bad 400 "stop: item 0: expected a non-empty string" POST /v1/completions '{"prompt": "x", "stop": [1]}'
 bad 400 "stop: expected a string or an array of up to 4 strings" POST /v1/completions '{"prompt": "x", "stop": ["a", "b", "c", "d", "e"]}'

@@ -3,7 +3,9 @@
 # port) with the shipped model (models/pymamba, CPU backend) and drives it:
 #   curl    curl requests (tests/serve/curl_checks.sh): completions and chat,
 #           streamed and not, the same text as `ssmc run`, cache hits, two
-#           concurrent conversations, 503, and every malformed request
+#           concurrent conversations, 503, and every malformed request; then
+#           servers of a model with a KV cache of 8 positions and of one
+#           whose weights produce NaN (tests/serve/limit_checks.sh)
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
 #   load    8 concurrent clients x 50 requests (tests/serve/load.test.mjs):
 #           no failure, and the server's RSS bounded
@@ -27,9 +29,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# start_server [ssmc serve options...]: sets URL and SERVER_PID
+# start_server [ssmc serve options...]: sets URL and SERVER_PID (the model:
+# $MODEL, default models/pymamba)
 start_server() {
-  "$SSMC" serve models/pymamba --port 0 "$@" >"$TMP/server.log" 2>&1 &
+  "$SSMC" serve "${MODEL:-models/pymamba}" --port 0 "$@" >"$TMP/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 1 600); do
     if grep -q "listening on" "$TMP/server.log"; then break; fi
@@ -56,6 +59,25 @@ curl)
   start_server --backend cpu --chunk 4 --chat-template "$TEMPLATE" --parallel 2 --queue 1 --cache-every 32 \
     --max-body-kb 64
   SSMC="$SSMC" TMP="$TMP" CHUNK=4 bash tests/serve/curl_checks.sh
+  stop_server
+  # the edges of a model (tests/serve/limit_checks.sh): a KV cache of 8 positions
+  MODEL=tests/data/jamba_tiny start_server --backend cpu --chunk 4 --max-seq 8 \
+    --tokenizer models/pymamba/tokenizer.json
+  bash tests/serve/limit_checks.sh max-seq
+  stop_server
+  # and weights that produce NaN: mamba1_untied with a NaN in embedding row 684
+  mkdir "$TMP/nan_model"
+  cp tests/data/mamba1_untied/config.json "$TMP/nan_model/"
+  python3 - tests/data/mamba1_untied/model.safetensors "$TMP/nan_model/model.safetensors" <<'EOF'
+import json, struct, sys
+data = bytearray(open(sys.argv[1], "rb").read())
+n = struct.unpack("<Q", data[:8])[0]
+start = json.loads(data[8:8 + n])["backbone.embeddings.weight"]["data_offsets"][0]
+struct.pack_into("<f", data, 8 + n + start + 4 * (684 * 48 + 7), float("nan"))
+open(sys.argv[2], "wb").write(data)
+EOF
+  MODEL=$TMP/nan_model start_server --backend cpu --tokenizer models/pymamba/tokenizer.json
+  bash tests/serve/limit_checks.sh nan
   stop_server
   ;;
 openai)

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# tests/serve/limit_checks.sh max-seq|nan — a running `ssmc serve` at $URL
+# (started by tests/serve/run.sh) at the edges of its model:
+#   max-seq  tests/data/jamba_tiny with --max-seq 8 (a KV cache of 8 rows):
+#            a request that runs out of positions gets the tokens that fit
+#            with finish_reason "length"; a prompt of more than 8 tokens is
+#            the client's error
+#   nan      mamba1_untied with a NaN in the embedding row of the third
+#            generated token: the server's error (500), not the client's
+set -euo pipefail
+PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
+"$PY" - "$URL" "$1" <<'EOF'
+import json, sys, urllib.request, urllib.error
+url, mode = sys.argv[1], sys.argv[2]
+
+def post(body):
+    rq = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
+                                {"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(rq) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+def ok(name):
+    print("  ok: " + name)
+
+if mode == "max-seq":
+    # 3 prompt tokens and 8 positions: 6 generated tokens fit (the last one is not fed)
+    code, body = post({"prompt": [1, 2, 3], "max_tokens": 6, "temperature": 0})
+    assert code == 200, body
+    six = json.loads(body)["choices"][0]
+    assert six["finish_reason"] == "length", six
+    code, body = post({"prompt": [1, 2, 3], "max_tokens": 20, "temperature": 0})
+    assert code == 200, body
+    b = json.loads(body)
+    assert b["choices"][0]["text"] == six["text"] and b["choices"][0]["finish_reason"] == "length", b
+    assert b["usage"]["completion_tokens"] == 6, b["usage"]
+    ok("past --max-seq: the 6 tokens that fit, finish_reason length")
+    code, body = post({"prompt": [1, 2, 3], "max_tokens": 20, "temperature": 0, "stream": True})
+    events = [l[6:] for l in body.split("\n") if l.startswith("data: ")]
+    assert code == 200 and events[-1] == "[DONE]", body
+    chunks = [json.loads(e) for e in events[:-1]]
+    assert "".join(c["choices"][0]["text"] for c in chunks) == six["text"], chunks
+    assert chunks[-1]["choices"][0]["finish_reason"] == "length", chunks[-1]
+    ok("past --max-seq, streamed: the same text, finish_reason length")
+    code, body = post({"prompt": list(range(1, 9)), "max_tokens": 5, "temperature": 0})
+    b = json.loads(body)
+    assert code == 200 and b["usage"]["completion_tokens"] == 1, body
+    assert b["choices"][0]["finish_reason"] == "length", b
+    ok("a prompt of --max-seq tokens: one token")
+    code, body = post({"prompt": list(range(1, 10)), "max_tokens": 5})
+    e = json.loads(body)["error"]
+    assert code == 400 and e["type"] == "invalid_request_error" and e["param"] == "prompt", body
+    assert "9 tokens, more than the 8 positions" in e["message"], e
+    ok("a prompt longer than --max-seq: 400 naming the prompt")
+elif mode == "nan":
+    # mamba1_untied after token 5 draws 655, 29, 684; row 684 of the
+    # embedding holds a NaN, so the logits of position 3 are NaN
+    for stream in (False, True):
+        code, body = post({"prompt": [5], "max_tokens": 6, "temperature": 0, "stream": stream})
+        if stream:
+            events = [l[6:] for l in body.split("\n") if l.startswith("data: ")]
+            assert code == 200 and events[-1] == "[DONE]", body
+            body = events[-2]
+        else:
+            assert code == 500, (code, body)
+        e = json.loads(body)["error"]
+        assert e["type"] == "server_error" and e["param"] is None, e
+        assert "non-finite logit at position 3" in e["message"], e
+    ok("NaN logits: a server_error (500), streamed or not")
+else:
+    sys.exit("usage: limit_checks.sh max-seq|nan")
+EOF
