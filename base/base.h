@@ -278,6 +278,13 @@ struct cJSON;
  * "NAME:LINE:COL: not valid JSON". An object that gives a key twice is
  * refused, naming the key and where it is. The caller cJSON_Deletes *out. */
 ssm_status ssm_json_parse(const char *name, const char *text, size_t len, struct cJSON **out);
+/* Whether a string or key of the JSON text[0..len) (one ssm_json_parse
+ * took) holds a NUL character, as \u0000 or as a byte, which cJSON's
+ * strings end at; when one does, its place is appended to *out_path
+ * ("messages[0].content", "stop[1]"; a key's place ends with the key).
+ * Nothing is allocated unless one does; the caller checks out_path with
+ * ssm_sb_status. */
+int ssm_json_find_nul(const char *text, size_t len, ssm_sb *out_path);
 
 /* ---- files (text.c) ----------------------------------------------------------- */
 

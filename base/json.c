@@ -43,6 +43,75 @@ static ssm_status duplicate_key(const cJSON *j, ssm_sb *path, const char **out_d
   return s;
 }
 
+static void cut(ssm_sb *b, size_t n) {
+  if (n >= b->n) return;
+  b->n = n;
+  if (b->s) b->s[n] = 0;
+}
+
+/* The end (after the closing quote) of the string at text[i] == '"', and
+ * whether it holds a NUL. */
+static size_t string_end(const char *text, size_t len, size_t i, int *out_nul) {
+  *out_nul = 0;
+  for (i++; i < len && text[i] != '"'; i++) {
+    if (!text[i]) *out_nul = 1;
+    if (text[i] != '\\') continue;
+    if (i + 5 < len && text[i + 1] == 'u' && !memcmp(text + i + 2, "0000", 4)) *out_nul = 1;
+    i++; /* the escaped character (\u's digits are plain ones) */
+  }
+  return i + 1;
+}
+
+/* ssm_json_find_nul's walk; with out_path NULL, only whether there is one
+ * (nothing is allocated). */
+static int find_nul(const char *text, size_t len, ssm_sb *out_path) {
+  struct {
+    int object;
+    long index;
+    size_t at; /* out_path's length before this level's part */
+  } level[CJSON_NESTING_LIMIT + 1];
+  int depth = 0, want_key = 0;
+  ssm_sb none = {0}, *path = out_path ? out_path : &none;
+  size_t base = path->n;
+  for (size_t i = 0; i < len;) {
+    char c = text[i];
+    int open = c == '{' || c == '[', close = c == '}' || c == ']';
+    if ((open && depth > CJSON_NESTING_LIMIT) || ((close || c == ',') && !depth)) break; /* not JSON */
+    if (c == '"') {
+      int nul;
+      size_t end = string_end(text, len, i, &nul);
+      if (want_key && depth && out_path) {
+        cut(path, level[depth - 1].at);
+        ssm_sb_printf(path, "%s%.*s", path->n > base ? "." : "", (int)(end - i - 2), text + i + 1);
+      }
+      want_key = 0;
+      if (nul) return 1;
+      i = end;
+      continue;
+    }
+    if (open) {
+      level[depth].object = c == '{';
+      level[depth].index = 0;
+      level[depth++].at = path->n;
+      if (c == '[' && out_path) ssm_sb_printf(path, "[0]");
+      want_key = c == '{';
+    } else if (close) {
+      cut(path, level[--depth].at);
+    } else if (c == ',') {
+      cut(path, level[depth - 1].at);
+      if (level[depth - 1].object) want_key = 1;
+      else if (out_path) ssm_sb_printf(path, "[%ld]", ++level[depth - 1].index);
+    }
+    i++;
+  }
+  cut(path, base);
+  return 0;
+}
+
+int ssm_json_find_nul(const char *text, size_t len, ssm_sb *out_path) {
+  return find_nul(text, len, NULL) && find_nul(text, len, out_path);
+}
+
 ssm_status ssm_json_parse(const char *name, const char *text, size_t len, cJSON **out) {
   *out = NULL;
   const char *end = NULL;

@@ -1,7 +1,8 @@
 /*
  * api.c — the OpenAI request and response bodies: a /v1/completions or
  * /v1/chat/completions body checked field by field into a job (every
- * problem is a 400 naming the parameter), the prompt templated and
+ * problem is a 400 naming the parameter, a NUL character in any string
+ * included), the prompt templated and
  * tokenized; and the responses, whole or as server-sent events.
  */
 #include <cjson/cJSON.h>
@@ -243,6 +244,20 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
     ssmc_status_free(s);
     return NULL;
   }
+  /* cJSON's strings end at a NUL: a prompt, a message or a stop string
+   * holding one would lose what follows it, so it is refused */
+  ssm_sb where = {0};
+  if (ssm_json_find_nul(text, len, &where)) {
+    cJSON_Delete(root);
+    s = ssm_sb_status(&where, "the place of a NUL character");
+    if (!s)
+      *out_error = ssm_api_error(400, "invalid_request_error", ssm_sb_str(&where),
+                                 "%s: holds a NUL character (\\u0000), which ssmc serve does not "
+                                 "take in a string", ssm_sb_str(&where));
+    ssm_sb_free(&where);
+    return s;
+  }
+  ssm_sb_free(&where);
   body b = {root, NULL, NULL};
   ssm_job *j;
   if ((s = ssm_status_wrap(ssm_alloc(1, sizeof *j, (void **)&j), "a request"))) {

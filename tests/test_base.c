@@ -193,6 +193,37 @@ static void test_file_temp_killed(void) {
   CU_ASSERT(!stat(path, &st) && (st.st_mode & 0777) == (0666 & ~mask));
 }
 
+/* A NUL in a JSON string or key, escaped or as a byte, is found with its
+ * place; an escaped backslash before "u0000" is no NUL. */
+static void test_json_find_nul(void) {
+  static const struct {
+    const char *text;
+    size_t len; /* 0: strlen */
+    const char *place; /* NULL: none */
+  } cases[] = {
+      {"{\"prompt\": \"a\\u0000b\"}", 0, "prompt"},
+      {"{\"prompt\": \"a\\\\u0000b\"}", 0, NULL},
+      {"{\"a\": 1, \"stop\": [\"x\", \"y\\u0000\"]}", 0, "stop[1]"},
+      {"{\"m\": [{\"r\": \"u\"}, {\"c\": [{\"t\": \"\\u0000\"}]}]}", 0, "m[1].c[0].t"},
+      {"{\"k\\u0000\": true}", 0, "k\\u0000"},
+      {"[[1, {\"a\": [2, \"\\u0000\"]}]]", 0, "[0][1].a[1]"},
+      {"{\"a\": {\"b\": \"x\"}, \"c\": \"\\u00001\"}", 0, "c"},
+      {"{\"p\": \"a\0b\"}", 12, "p"},
+      {"{\"p\": \"a\\u0001\", \"q\": [\"\\u1000\", {}]}", 0, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ssm_sb place = {0};
+    ssm_sb_printf(&place, "x"); /* appended to */
+    size_t len = cases[i].len ? cases[i].len : strlen(cases[i].text);
+    int found = ssm_json_find_nul(cases[i].text, len, &place);
+    CU_ASSERT_EQUAL(found, cases[i].place != NULL);
+    if (found && cases[i].place) CU_ASSERT_STRING_EQUAL(ssm_sb_str(&place) + 1, cases[i].place);
+    if (!found) CU_ASSERT_STRING_EQUAL(ssm_sb_str(&place), "x");
+    CU_ASSERT_PTR_NULL(ssm_sb_status(&place, "place"));
+    ssm_sb_free(&place);
+  }
+}
+
 static void test_file_read_directory(void) {
   const char *dir = ssm_test_tmpdir();
   char *d = (char *)1;
@@ -216,6 +247,7 @@ int main(void) {
                          {"fnv1a", test_fnv1a},
                          {"alloc", test_alloc},
                          {"file_read_directory", test_file_read_directory},
+                         {"json_find_nul", test_json_find_nul},
                          {"file_temp_killed", test_file_temp_killed},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("base", tests);

@@ -237,6 +237,17 @@ bad 400 "messages: expected a non-empty array" POST /v1/chat/completions '{"mess
 bad 400 "messages[0]: expected an object with a string 'role'" POST /v1/chat/completions '{"messages": [{"content": "hi"}]}'
 bad 400 "tools: not supported" POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]}'
 bad 400 "stream: expected true or false" POST /v1/chat/completions '{"messages": [{"role": "user", "content": "x"}], "stream": "yes"}'
+# a NUL character would cut a string short (cJSON's strings end at one): refused, naming where
+bad 400 "prompt: holds a NUL character (\\u0000)" POST /v1/completions '{"prompt": "def add\u0000(a, b):"}'
+[ "$(j "b['error']['param']")" = prompt ] && ok "a NUL in the prompt names prompt" || fail "NUL param"
+bad 400 "stop[1]: holds a NUL character" POST /v1/completions '{"prompt": "x", "stop": ["a", "b\u0000c"]}'
+bad 400 "messages[1].content[0].text: holds a NUL character" POST /v1/chat/completions \
+  '{"messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": [{"type": "text", "text": "a\u0000"}]}]}'
+bad 400 "messages[0].content: holds a NUL character" POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi\u0000there"}]}'
+code=$(printf '{"prompt": "a\0b"}' | curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/completions" --data-binary @-)
+[ "$code" = 400 ] && [ "$(j "b['error']['param']")" = prompt ] && ok "400: a NUL byte in the prompt" || fail "NUL byte ($code)"
+[ "$(post /v1/completions '{"prompt": "a\\u0000b", "max_tokens": 1}')" = 200 ] && [ "$(j "b['usage']['prompt_tokens'] > 3")" = True ] &&
+  ok "an escaped backslash before u0000 is no NUL" || fail "escaped backslash"
 bad 404 "Invalid URL (GET /v2/nothing)" GET /v2/nothing
 bad 405 "GET /v1/completions: method not allowed (use POST)" GET /v1/completions
 bad 405 "method not allowed (use GET)" POST /health '{}'
