@@ -507,7 +507,7 @@ static int run_two(sched_run *r, int failing) {
   for (int i = 0; i < 2; i++) {
     const char *body = ssm_sb_str(&j[i]->out);
     char *text = j[i]->status == 200 ? completion_text(body) : NULL;
-    if (!failing && text) r->want[i] = strdup(text);
+    if (!failing && text && !r->want[i]) r->want[i] = strdup(text);
     int good = j[i]->status == 200 ? text && r->want[i] && !strcmp(text, r->want[i])
                                    : j[i]->status == 503 && strstr(body, "out of host memory (");
     if (!good)
