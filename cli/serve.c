@@ -28,7 +28,13 @@ static const char serve_usage[] =
     "  --cache-mb N         prompt cache budget in MiB (default 256; 0: off)\n"
     "  --cache-every N      cache the prompt state every N tokens (default 512; 0: only\n"
     "                       after prompts and conversations)\n"
-    "  --max-body-kb N      largest request body (default 1024)\n";
+    "  --max-body-kb N      largest request body (default 1024)\n"
+    "  --max-connections N  open connections (default 256)\n"
+    "  --max-client-connections N\n"
+    "                       open connections from one address (default 32; 0: no limit)\n"
+    "  --timeout S          seconds a client may be silent while it sends its request or\n"
+    "                       reads the answer; the time the answer takes to make does\n"
+    "                       not count (default 10; 0: no limit)\n";
 
 static int usage_fail(const char *fmt, const char *arg) {
   fprintf(stderr, "ssmc: serve: ");
@@ -71,7 +77,9 @@ int ssm_cli_serve(int argc, char **argv) {
       {"max-seq", 1, 0, 's'},  {"tokenizer", 1, 0, 't'},  {"chat-template", 1, 0, 'T'},
       {"name", 1, 0, 'n'},     {"parallel", 1, 0, 'P'},   {"queue", 1, 0, 'q'},
       {"max-tokens", 1, 0, 'm'}, {"cache-mb", 1, 0, 'M'}, {"cache-every", 1, 0, 'e'},
-      {"max-body-kb", 1, 0, 'B'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"max-body-kb", 1, 0, 'B'}, {"max-connections", 1, 0, 'C'},
+      {"max-client-connections", 1, 0, 'I'}, {"timeout", 1, 0, 'o'}, {"help", 0, 0, 'h'},
+      {0, 0, 0, 0}};
   optind = 1;
   opterr = 0;
   argv--, argc++; /* getopt starts at argv[1] */
@@ -94,6 +102,9 @@ int ssm_cli_serve(int argc, char **argv) {
     case 'e': if (!int_arg("cache-every", optarg, 0, 1 << 24, &v)) return 2; so.cache_every = (int)v; break;
     case 'h': fputs(serve_usage, stdout); return 0;
     case 'B': if (!int_arg("max-body-kb", optarg, 1, 1 << 20, &v)) return 2; so.max_body = (size_t)v << 10; break;
+    case 'C': if (!int_arg("max-connections", optarg, 1, 100000, &v)) return 2; so.max_connections = (int)v; break;
+    case 'I': if (!int_arg("max-client-connections", optarg, 0, 100000, &v)) return 2; so.max_client_connections = (int)v; break;
+    case 'o': if (!int_arg("timeout", optarg, 0, 86400, &v)) return 2; so.timeout = (int)v; break;
     default:
       return usage_fail("unknown option or missing value: '%s'", argv[optind - 1]);
     }

@@ -9,6 +9,8 @@
 
 #include "serve/serve.h"
 
+struct MHD_Connection;
+
 /* ---- the prompt cache (cache.c); used by the device thread only --------------- */
 
 typedef struct ssm_pcache ssm_pcache;
@@ -72,6 +74,10 @@ struct ssm_job {
   const char *model_id;
   int logprobs; /* the top alternatives to list per token; -1: no logprobs */
   const ssmc_tokenizer *tok;
+
+  /* the HTTP side's */
+  struct MHD_Connection *conn; /* the client's connection, once the job is queued */
+  unsigned timeout;            /* its inactivity timeout (ssm_serve_options.timeout) */
 
   /* the device thread's */
   int started, decoding;

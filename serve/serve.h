@@ -44,6 +44,10 @@ typedef struct {
                          * at the end of prompts and conversations */
   uint64_t cache_bytes; /* the prompt cache's budget (default 256 MiB; 0: no cache) */
   size_t max_body;      /* bytes of a request body (default 1 MiB) */
+  int max_connections;  /* open connections (default 256) */
+  int max_client_connections; /* open connections from one address (default 32; 0: no limit) */
+  int timeout;          /* seconds a connection may stay inactive while the client sends its
+                         * request or reads the response (default 10; 0: no limit) */
 } ssm_serve_options;
 
 void ssm_serve_options_init(ssm_serve_options *o);

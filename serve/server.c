@@ -16,13 +16,12 @@
 
 #include "serve/internal.h"
 
-#define MAX_CONNECTIONS 128
-
 void ssm_serve_options_init(ssm_serve_options *o) {
   *o = (ssm_serve_options){.host = "127.0.0.1", .port = 8080, .model_id = "ssmc", .parallel = 4,
                            .queue = 32, .max_tokens = 1024, .slice_tokens = 8, .slice_chunks = 4,
                            .cache_every = 512, .cache_bytes = (uint64_t)256 << 20,
-                           .max_body = (size_t)1 << 20};
+                           .max_body = (size_t)1 << 20, .max_connections = 256,
+                           .max_client_connections = 32, .timeout = 10};
 }
 
 /* What one connection's request carries between calls of the handler. */
@@ -58,6 +57,17 @@ static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const c
   return reply(c, status, "application/json", ssm_api_error(status, type, NULL, "%s", message));
 }
 
+/* The connection's timeout counts the client's inactivity, not the
+ * server's. libmicrohttpd checks it against the last time bytes moved, also
+ * right after a stream's reader returns; queueing a response restarts the
+ * timer, but a reader that waited for the device does not, so it restarts
+ * the timer itself (setting a timeout on a connection that has none
+ * restarts it). */
+static void restart_timeout(struct MHD_Connection *c, unsigned timeout) {
+  MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
+  MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, timeout);
+}
+
 /* ---- streaming -------------------------------------------------------------------- */
 
 /* Hands the client what the job has produced, waiting for more; ends the
@@ -72,6 +82,7 @@ static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
   j->out_read += n;
   int end = !n && j->done;
   pthread_mutex_unlock(&j->mu);
+  restart_timeout(j->conn, j->timeout);
   return end ? MHD_CONTENT_READER_END_OF_STREAM : (ssize_t)n;
 }
 
@@ -97,6 +108,8 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
     return ok;
   }
   if (!j) return reply(c, 400, "application/json", err);
+  j->conn = c;
+  j->timeout = (unsigned)srv->o.timeout;
   if (ssm_sched_submit(srv, j)) {
     ssm_job_release(j);
     return reply_error(c, 503, "server_error", "the server is busy: every slot and the whole queue "
@@ -274,6 +287,9 @@ static ssm_status check_options(const ssm_serve_options *o) {
   if (o->slice_chunks < 1) return ssm_status_new(SSM_ERR_INVALID, "slice_chunks: expected at least 1");
   if (o->max_tokens < 1) return ssm_status_new(SSM_ERR_INVALID, "--max-tokens: expected at least 1");
   if (o->cache_every < 0) return ssm_status_new(SSM_ERR_INVALID, "--cache-every: expected 0 or more");
+  if (o->max_connections < 1) return ssm_status_new(SSM_ERR_INVALID, "--max-connections: expected at least 1");
+  if (o->max_client_connections < 0) return ssm_status_new(SSM_ERR_INVALID, "--max-client-connections: expected 0 or more");
+  if (o->timeout < 0) return ssm_status_new(SSM_ERR_INVALID, "--timeout: expected 0 or more");
   return NULL;
 }
 
@@ -330,11 +346,13 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
     free(srv);
     return ssm_status_new(SSM_ERR_INTERNAL, "could not start the device thread");
   }
-  srv->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+  /* poll, not select: a connection's socket may be past FD_SETSIZE */
+  srv->mhd = MHD_start_daemon(MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
                                   (v6 ? MHD_USE_IPv6 : 0),
                               (uint16_t)opts->port, NULL, NULL, handle, srv, MHD_OPTION_SOCK_ADDR, &addr,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)MAX_CONNECTIONS,
-                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)600,
+                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)opts->max_connections,
+                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)opts->max_client_connections,
+                              MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)opts->timeout,
                               MHD_OPTION_NOTIFY_COMPLETED, request_done, srv, MHD_OPTION_END);
   if (!srv->mhd) {
     ssm_server_stop(srv);

@@ -206,6 +206,59 @@ curl -s -N --max-time 1 "$URL/v1/completions" --data-binary '{"prompt": "import"
 for _ in $(seq 1 100); do [ "$(metric ssmc_requests_active)" = 0 ] && break; sleep 0.1; done
 [ "$(metric ssmc_requests_active)" = 0 ] && [ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] && ok "a dropped stream is abandoned, the server goes on" || fail "dropped stream"
 
+# ---- slow and vanished clients (run.sh starts this server with --timeout 2) --------------
+# 140 silent connections from one address (127.0.0.2; half of them stop in the middle of
+# a header): the default --max-client-connections keeps 32 and closes the rest at once,
+# /health from another address answers meanwhile, and after 2 s of silence the server
+# closes the 32 too
+"$PY" - "$URL" <<'EOF' && ok "140 silent connections from one address: 32 held, /health answers, closed after --timeout" || fail "silent connections"
+import select, socket, sys, time, urllib.request
+url = sys.argv[1]
+host, port = url.split("//")[1].split(":")
+socks = []
+for i in range(140):
+    s = socket.socket()
+    s.bind(("127.0.0.2", 0))
+    s.connect((host, int(port)))
+    if i % 2:
+        s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+    socks.append(s)
+t0 = time.monotonic()
+with urllib.request.urlopen(url + "/health", timeout=10) as r:
+    assert r.status == 200 and time.monotonic() - t0 < 1, (r.status, time.monotonic() - t0)
+
+def closed(s):
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+def held(most, wait):  # the sockets still open once at most `most` are, or after `wait` s
+    left = [s for s in socks if s.fileno() >= 0]
+    end = time.monotonic() + wait
+    while len(left) > most and time.monotonic() < end:
+        for s in select.select(left, [], [], 0.05)[0]:
+            if closed(s):
+                s.close()
+                left.remove(s)
+    return left
+
+n = len(held(32, 1.5))  # the refused ones go at once, the held ones after 2 s
+assert n == 32, f"{n} connections held"
+n = len(held(0, 5))
+assert n == 0, f"{n} connections still open 5 s later"
+EOF
+# the timeout counts the client's silence, not the time the server takes to answer: two
+# prompts of 160 tokens prefilled side by side take longer than 2 s before a first byte
+t0=$EPOCHREALTIME
+p160() { "$PY" -c 'import sys; print(",".join([sys.argv[1]] * 160))' "$1"; }
+curl -s -o "$TMP/body" "$URL/v1/completions" --data-binary "{\"prompt\": [$(p160 51)], \"max_tokens\": 4}" &
+curl -s -N "$URL/v1/completions" --data-binary "{\"prompt\": [$(p160 50)], \"max_tokens\": 4, \"stream\": true}" >"$TMP/slow.sse" || true
+wait
+took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+[ "$(j "b['usage']['prompt_tokens']")" = 160 ] && [ "$(grep -c '^data: \[DONE\]' "$TMP/slow.sse")" = 1 ] &&
+  ok "answers that take ${took}s to make outlast --timeout 2, streamed or not" || { cat "$TMP/body" "$TMP/slow.sse"; fail "answers longer than --timeout"; }
+
 # ---- malformed requests: the status and an OpenAI-shaped error naming the problem ----------
 bad() { # bad STATUS MATCH METHOD PATH [DATA]: the body's error message contains MATCH
   local code

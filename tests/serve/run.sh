@@ -3,7 +3,8 @@
 # port) with the shipped model (models/pymamba, CPU backend) and drives it:
 #   curl    curl requests (tests/serve/curl_checks.sh): completions and chat,
 #           streamed and not, the same text as `ssmc run`, cache hits, two
-#           concurrent conversations, 503, and every malformed request; then
+#           concurrent conversations, 503, silent connections and answers that
+#           take longer than --timeout, and every malformed request; then
 #           servers of a model with a KV cache of 8 positions and of one
 #           whose weights produce NaN (tests/serve/limit_checks.sh)
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
@@ -57,7 +58,7 @@ TEMPLATE=tests/data/chat/nemotron-h-8b-reasoning-128k/chat_template.jinja
 case "$MODE" in
 curl)
   start_server --backend cpu --chunk 4 --chat-template "$TEMPLATE" --parallel 2 --queue 1 --cache-every 32 \
-    --max-body-kb 64
+    --max-body-kb 64 --timeout 2
   SSMC="$SSMC" TMP="$TMP" CHUNK=4 bash tests/serve/curl_checks.sh
   stop_server
   # the edges of a model (tests/serve/limit_checks.sh): a KV cache of 8 positions
