@@ -37,6 +37,7 @@ void ssm_pcache_stats(const ssm_pcache *c, uint64_t *entries, uint64_t *bytes, u
 
 typedef struct {
   uint64_t requests, failed, rejected_busy;
+  uint64_t cancelled; /* dropped unfinished: the client hung up */
   uint64_t prompt_tokens, cached_tokens, prefilled_tokens, generated_tokens;
   uint64_t cache_hits, cache_misses, cache_entries, cache_bytes, cache_evictions;
   uint64_t aligned_tokens; /* prefilled again to cache exchanges at chunk boundaries */
@@ -77,6 +78,7 @@ struct ssm_job {
 
   /* the HTTP side's */
   struct MHD_Connection *conn; /* the client's connection, once the job is queued */
+  int fd;                      /* its socket */
   unsigned timeout;            /* its inactivity timeout (ssm_serve_options.timeout) */
 
   /* the device thread's */
@@ -102,7 +104,8 @@ struct ssm_job {
   pthread_cond_t cv;
   ssm_sb out;      /* bytes for the client: SSE events, or the final body */
   size_t out_read; /* how much of `out` the HTTP side has taken */
-  int done, cancelled, status, refs;
+  int done, status, refs;
+  int cancelled; /* the client hung up: the device thread drops the job at its next step */
   ssm_job *next_in_queue;
 };
 

@@ -194,6 +194,14 @@ static void finish(ssm_server *srv, ssm_job *j) {
 
 /* ---- slices ------------------------------------------------------------------------ */
 
+/* Whether the client of `j` hung up (the HTTP side sets it). */
+static int cancelled(ssm_job *j) {
+  pthread_mutex_lock(&j->mu);
+  int c = j->cancelled;
+  pthread_mutex_unlock(&j->mu);
+  return c;
+}
+
 static ssm_status start(ssm_server *srv, ssm_job *j) {
   size_t len = 0;
   const ssmc_snapshot *snap = srv->cache ? ssm_pcache_lookup(srv->cache, j->prompt, j->nprompt,
@@ -224,11 +232,17 @@ static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
     if (next <= target && j->fed + n > next) n = next - j->fed;
   }
   if (j->fed < last && j->fed + n > last) n = last - j->fed;
-  if (n) SSM_TRY(ssmc_session_feed(srv->session, j->prompt + j->fed, n, NULL, NULL));
-  j->fed += n;
-  pthread_mutex_lock(&srv->mu);
-  srv->stats.prefilled_tokens += n;
-  pthread_mutex_unlock(&srv->mu);
+  /* one chunk per feed (the runs one feed of them all makes), so that a
+   * request whose client hung up stops after the chunk it is in */
+  for (size_t end = j->fed + n; j->fed < end;) {
+    size_t k = end - j->fed < c ? end - j->fed : c;
+    SSM_TRY(ssmc_session_feed(srv->session, j->prompt + j->fed, k, NULL, NULL));
+    j->fed += k;
+    pthread_mutex_lock(&srv->mu);
+    srv->stats.prefilled_tokens += k;
+    pthread_mutex_unlock(&srv->mu);
+    if (j->fed < end && cancelled(j)) return NULL; /* run_slice drops it next */
+  }
   if ((every && j->fed % every == 0) || j->fed == last) cache_insert(srv, j->prompt, j->fed);
   if (j->fed < target) return NULL;
   j->decoding = 1;
@@ -358,13 +372,16 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   return NULL;
 }
 
-/* Runs one slice of `j`; 1 when the job is finished. */
+/* Runs one slice of `j`; 1 when the job is finished, or dropped because
+ * its client hung up. */
 static int run_slice(ssm_server *srv, ssm_job *j, ssm_job **resident) {
   ssm_status s = NULL;
-  pthread_mutex_lock(&j->mu);
-  int cancelled = j->cancelled;
-  pthread_mutex_unlock(&j->mu);
-  if (cancelled) return 1;
+  if (cancelled(j)) {
+    pthread_mutex_lock(&srv->mu);
+    srv->stats.cancelled++;
+    pthread_mutex_unlock(&srv->mu);
+    return 1;
+  }
   if (j->failed) { /* its state could not be parked, so it has none to go on from */
     finish_error(srv, j, j->failed);
     j->failed = NULL;

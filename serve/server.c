@@ -8,8 +8,10 @@
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -68,14 +70,44 @@ static void restart_timeout(struct MHD_Connection *c, unsigned timeout) {
   MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, timeout);
 }
 
+/* Whether the client hung up: it closed its end of the connection (a read
+ * would see the end), or the connection broke. */
+static int client_gone(int fd) {
+  struct pollfd p = {.fd = fd, .events = POLLRDHUP};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+}
+
+/* Waits, under j->mu, until the job is done or (`output`) has bytes the
+ * client has not read. While it waits, the thread can notice nothing else,
+ * so every 100 ms it looks whether the client hung up: then it cancels the
+ * job (the device thread drops it at its next step, between two prefill
+ * chunks at the latest) and returns 0. */
+static int wait_job(ssm_job *j, int output) {
+  while (!j->done && !(output && j->out_read < j->out.n)) {
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    t.tv_nsec += 100 * 1000 * 1000;
+    if (t.tv_nsec >= 1000 * 1000 * 1000) t.tv_sec++, t.tv_nsec -= 1000 * 1000 * 1000;
+    if (pthread_cond_timedwait(&j->cv, &j->mu, &t) == ETIMEDOUT && client_gone(j->fd)) {
+      j->cancelled = 1;
+      return 0;
+    }
+  }
+  return 1;
+}
+
 /* ---- streaming -------------------------------------------------------------------- */
 
 /* Hands the client what the job has produced, waiting for more; ends the
- * stream when the job is done and everything was read. */
+ * stream when the job is done and everything was read, or when the client
+ * hung up. */
 static ssize_t read_events(void *cls, uint64_t pos, char *buf, size_t max) {
   ssm_job *j = cls;
   pthread_mutex_lock(&j->mu);
-  while (j->out_read == j->out.n && !j->done) pthread_cond_wait(&j->cv, &j->mu);
+  if (!wait_job(j, 1)) {
+    pthread_mutex_unlock(&j->mu);
+    return MHD_CONTENT_READER_END_WITH_ERROR;
+  }
   size_t n = j->out.n - j->out_read;
   if (n > max) n = max;
   memcpy(buf, j->out.s + j->out_read, n);
@@ -108,7 +140,9 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
     return ok;
   }
   if (!j) return reply(c, 400, "application/json", err);
+  const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   j->conn = c;
+  j->fd = fd ? fd->connect_fd : -1;
   j->timeout = (unsigned)srv->o.timeout;
   if (ssm_sched_submit(srv, j)) {
     ssm_job_release(j);
@@ -125,7 +159,11 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
     return ok;
   }
   pthread_mutex_lock(&j->mu);
-  while (!j->done) pthread_cond_wait(&j->cv, &j->mu);
+  if (!wait_job(j, 0)) { /* nobody to answer: the connection closes */
+    pthread_mutex_unlock(&j->mu);
+    ssm_job_release(j);
+    return MHD_NO;
+  }
   char *body = NULL;
   ssm_status s2 = ssm_sb_status(&j->out, "the response");
   if (!s2) s2 = ssm_strndup(ssm_sb_str(&j->out), j->out.n, "the response", &body);
@@ -150,6 +188,7 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
       {"ssmc_requests_total", "requests completed"},
       {"ssmc_requests_failed_total", "requests that ended with an error"},
       {"ssmc_requests_rejected_total", "requests refused with 503 (queue full)"},
+      {"ssmc_requests_cancelled_total", "requests dropped unfinished because the client hung up"},
       {"ssmc_prompt_tokens_total", "prompt tokens of completed requests"},
       {"ssmc_prompt_tokens_cached_total", "prompt tokens restored from the prompt cache"},
       {"ssmc_prompt_tokens_prefilled_total", "prompt tokens run through the model"},
@@ -164,7 +203,7 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
       {"ssmc_prefill_chunk", "tokens per prefill chunk; cache hits start at multiples of it"},
       {"ssmc_requests_active", "requests taking turns on the device"},
       {"ssmc_requests_queued", "requests waiting for a turn"}};
-  uint64_t v[] = {s.requests, s.failed, s.rejected_busy, s.prompt_tokens, s.cached_tokens,
+  uint64_t v[] = {s.requests, s.failed, s.rejected_busy, s.cancelled, s.prompt_tokens, s.cached_tokens,
                   s.prefilled_tokens, s.generated_tokens, s.cache_hits, s.cache_misses,
                   s.cache_entries, s.cache_bytes, s.cache_evictions, s.aligned_tokens,
                   (uint64_t)srv->chunk, s.active, s.queued};

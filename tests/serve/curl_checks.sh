@@ -259,6 +259,24 @@ took=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
 [ "$(j "b['usage']['prompt_tokens']")" = 160 ] && [ "$(grep -c '^data: \[DONE\]' "$TMP/slow.sse")" = 1 ] &&
   ok "answers that take ${took}s to make outlast --timeout 2, streamed or not" || { cat "$TMP/body" "$TMP/slow.sse"; fail "answers longer than --timeout"; }
 
+# a client that hangs up before a non-streamed answer, or in the middle of a stream's
+# long prompt: the request is dropped at its next step (between two prefill chunks), not
+# run to its end for nobody
+gone() { # gone NAME JSON PROMPT_TOKENS: dropped by its client after 1 s, it must stop within 3 s
+  local cancelled prefilled fed
+  cancelled=$(metric ssmc_requests_cancelled_total)
+  prefilled=$(metric ssmc_prompt_tokens_prefilled_total)
+  curl -s -N --max-time 1 "$URL/v1/completions" --data-binary "$2" >/dev/null || true
+  for _ in $(seq 1 30); do [ "$(metric ssmc_requests_active)" = 0 ] && break; sleep 0.1; done
+  fed=$(($(metric ssmc_prompt_tokens_prefilled_total) - prefilled))
+  [ "$(metric ssmc_requests_active)" = 0 ] && [ "$(metric ssmc_requests_cancelled_total)" = $((cancelled + 1)) ] &&
+    [ "$fed" -lt "$3" ] && ok "$1: dropped ($fed of its $3 prompt tokens prefilled)" ||
+    fail "$1 (active $(metric ssmc_requests_active), cancelled $(metric ssmc_requests_cancelled_total), $fed prefilled)"
+}
+gone "a client gone before its answer of 1024 tokens" '{"prompt": "import", "max_tokens": 1024}' 1
+P2000=$("$PY" -c 'print(",".join(["50"] * 2000))')
+gone "a client gone during its stream's prompt of 2000 tokens" "{\"prompt\": [$P2000], \"max_tokens\": 1, \"stream\": true}" 2000
+
 # ---- malformed requests: the status and an OpenAI-shaped error naming the problem ----------
 bad() { # bad STATUS MATCH METHOD PATH [DATA]: the body's error message contains MATCH
   local code

@@ -4,7 +4,8 @@
 #   curl    curl requests (tests/serve/curl_checks.sh): completions and chat,
 #           streamed and not, the same text as `ssmc run`, cache hits, two
 #           concurrent conversations, 503, silent connections and answers that
-#           take longer than --timeout, and every malformed request; then
+#           take longer than --timeout, clients that hang up, and every
+#           malformed request; then
 #           servers of a model with a KV cache of 8 positions and of one
 #           whose weights produce NaN (tests/serve/limit_checks.sh)
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
