@@ -25,6 +25,8 @@ static const char serve_usage[] =
     "  --parallel N         requests taking turns on the device (default 4)\n"
     "  --queue N            requests waiting beyond those; more get 503 (default 32)\n"
     "  --max-tokens N       the most one request generates (default 1024)\n"
+    "  --max-prompt-tokens N\n"
+    "                       the most prompt tokens one request may have (default 32768)\n"
     "  --cache-mb N         prompt cache budget in MiB (default 256; 0: off)\n"
     "  --cache-every N      cache the prompt state every N tokens (default 512; 0: only\n"
     "                       after prompts and conversations)\n"
@@ -77,9 +79,9 @@ int ssm_cli_serve(int argc, char **argv) {
       {"max-seq", 1, 0, 's'},  {"tokenizer", 1, 0, 't'},  {"chat-template", 1, 0, 'T'},
       {"name", 1, 0, 'n'},     {"parallel", 1, 0, 'P'},   {"queue", 1, 0, 'q'},
       {"max-tokens", 1, 0, 'm'}, {"cache-mb", 1, 0, 'M'}, {"cache-every", 1, 0, 'e'},
-      {"max-body-kb", 1, 0, 'B'}, {"max-connections", 1, 0, 'C'},
-      {"max-client-connections", 1, 0, 'I'}, {"timeout", 1, 0, 'o'}, {"help", 0, 0, 'h'},
-      {0, 0, 0, 0}};
+      {"max-body-kb", 1, 0, 'B'}, {"max-prompt-tokens", 1, 0, 'R'},
+      {"max-connections", 1, 0, 'C'}, {"max-client-connections", 1, 0, 'I'},
+      {"timeout", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   optind = 1;
   opterr = 0;
   argv--, argc++; /* getopt starts at argv[1] */
@@ -102,6 +104,7 @@ int ssm_cli_serve(int argc, char **argv) {
     case 'e': if (!int_arg("cache-every", optarg, 0, 1 << 24, &v)) return 2; so.cache_every = (int)v; break;
     case 'h': fputs(serve_usage, stdout); return 0;
     case 'B': if (!int_arg("max-body-kb", optarg, 1, 1 << 20, &v)) return 2; so.max_body = (size_t)v << 10; break;
+    case 'R': if (!int_arg("max-prompt-tokens", optarg, 1, 1 << 24, &v)) return 2; so.max_prompt_tokens = (int)v; break;
     case 'C': if (!int_arg("max-connections", optarg, 1, 100000, &v)) return 2; so.max_connections = (int)v; break;
     case 'I': if (!int_arg("max-client-connections", optarg, 0, 100000, &v)) return 2; so.max_client_connections = (int)v; break;
     case 'o': if (!int_arg("timeout", optarg, 0, 86400, &v)) return 2; so.timeout = (int)v; break;

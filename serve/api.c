@@ -296,9 +296,14 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   if (ok && chat && field(&b, "prompt")) ok = bad(&b, "prompt", "belongs to /v1/completions");
   ok = ok && (chat ? messages_field(&b, api, j) : prompt_field(&b, api, j));
   if (ok && !j->nprompt) ok = bad(&b, chat ? "messages" : "prompt", "the prompt has no tokens");
-  if (ok && api->max_seq && j->nprompt > (size_t)api->max_seq)
+  /* the smaller bound is named: the positions of a KV cache, or --max-prompt-tokens */
+  int by_seq = api->max_seq && api->max_seq <= api->o->max_prompt_tokens;
+  if (ok && by_seq && j->nprompt > (size_t)api->max_seq)
     ok = bad(&b, chat ? "messages" : "prompt", "the prompt has %zu tokens, more than the %lld "
              "positions the model holds (ssmc serve --max-seq)", j->nprompt, (long long)api->max_seq);
+  if (ok && !by_seq && j->nprompt > (size_t)api->o->max_prompt_tokens)
+    ok = bad(&b, chat ? "messages" : "prompt", "the prompt has %zu tokens, more than the %d a "
+             "request may have (ssmc serve --max-prompt-tokens)", j->nprompt, api->o->max_prompt_tokens);
   if (ok) {
     j->stream = cJSON_IsTrue(stream);
     j->max_tokens = (int)max_tokens;

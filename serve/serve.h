@@ -38,6 +38,8 @@ typedef struct {
   int parallel;         /* requests taking turns on the device (default 4) */
   int queue;            /* requests waiting beyond those; more get 503 (default 32) */
   int max_tokens;       /* the most a request may generate (default 1024); chat's default */
+  int max_prompt_tokens; /* the most prompt tokens a request may have (default 32768); with
+                          * a KV cache, its positions bound them too */
   int slice_tokens;     /* decode tokens per turn (default 8) */
   int slice_chunks;     /* prefill chunks per turn (default 4) */
   int cache_every;      /* a prompt checkpoint every N tokens (rounded to the chunk); 0: only

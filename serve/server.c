@@ -20,8 +20,8 @@
 
 void ssm_serve_options_init(ssm_serve_options *o) {
   *o = (ssm_serve_options){.host = "127.0.0.1", .port = 8080, .model_id = "ssmc", .parallel = 4,
-                           .queue = 32, .max_tokens = 1024, .slice_tokens = 8, .slice_chunks = 4,
-                           .cache_every = 512, .cache_bytes = (uint64_t)256 << 20,
+                           .queue = 32, .max_tokens = 1024, .max_prompt_tokens = 32768,
+                           .slice_tokens = 8, .slice_chunks = 4, .cache_every = 512, .cache_bytes = (uint64_t)256 << 20,
                            .max_body = (size_t)1 << 20, .max_connections = 256,
                            .max_client_connections = 32, .timeout = 10};
 }
@@ -325,6 +325,7 @@ static ssm_status check_options(const ssm_serve_options *o) {
   if (o->slice_tokens < 1 || o->slice_tokens > 256) return ssm_status_new(SSM_ERR_INVALID, "slice_tokens: expected 1 to 256");
   if (o->slice_chunks < 1) return ssm_status_new(SSM_ERR_INVALID, "slice_chunks: expected at least 1");
   if (o->max_tokens < 1) return ssm_status_new(SSM_ERR_INVALID, "--max-tokens: expected at least 1");
+  if (o->max_prompt_tokens < 1) return ssm_status_new(SSM_ERR_INVALID, "--max-prompt-tokens: expected at least 1");
   if (o->cache_every < 0) return ssm_status_new(SSM_ERR_INVALID, "--cache-every: expected 0 or more");
   if (o->max_connections < 1) return ssm_status_new(SSM_ERR_INVALID, "--max-connections: expected at least 1");
   if (o->max_client_connections < 0) return ssm_status_new(SSM_ERR_INVALID, "--max-client-connections: expected 0 or more");

@@ -303,6 +303,14 @@ bad 400 "prompt: missing" POST /v1/completions '{}'
 bad 400 "prompt: the prompt has no tokens" POST /v1/completions '{"prompt": ""}'
 bad 400 "prompt: item 1: expected a token id from 0 to 4095" POST /v1/completions '{"prompt": [1, 5000]}'
 bad 400 "several prompts in one request" POST /v1/completions '{"prompt": ["a", "b"]}'
+# run.sh starts this server with --max-prompt-tokens 3000 (a model without a KV cache has
+# no --max-seq to bound a prompt)
+bad 400 "prompt: the prompt has 3001 tokens, more than the 3000 a request may have (ssmc serve --max-prompt-tokens)" \
+  POST /v1/completions "{\"prompt\": [$("$PY" -c 'print(",".join(["50"] * 3001))')]}"
+bad 400 "messages: the prompt has" POST /v1/chat/completions \
+  "{\"messages\": [{\"role\": \"user\", \"content\": \"$("$PY" -c 'print(" x" * 3000)')\"}]}"
+[ "$(j "b['error']['param']")" = messages ] && grep -q "more than the 3000 a request may have" "$TMP/body" &&
+  ok "a chat prompt past --max-prompt-tokens names messages" || fail "chat prompt past --max-prompt-tokens"
 bad 400 "the key 'prompt' is given twice" POST /v1/completions '{"prompt": "a", "prompt": "b"}'
 bad 400 "messages: expected a non-empty array" POST /v1/chat/completions '{"messages": "hi"}'
 bad 400 "messages[0]: expected an object with a string 'role'" POST /v1/chat/completions '{"messages": [{"content": "hi"}]}'

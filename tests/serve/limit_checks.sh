@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/serve/limit_checks.sh max-seq|nan — a running `ssmc serve` at $URL
+# tests/serve/limit_checks.sh max-seq|nan|prompt — a running `ssmc serve` at $URL
 # (started by tests/serve/run.sh) at the edges of its model:
 #   max-seq  tests/data/jamba_tiny with --max-seq 8 (a KV cache of 8 rows):
 #            a request that runs out of positions gets the tokens that fit
@@ -7,6 +7,8 @@
 #            the client's error
 #   nan      mamba1_untied with a NaN in the embedding row of the third
 #            generated token: the server's error (500), not the client's
+#   prompt   a model without attention (mamba1_untied, so no --max-seq) and the
+#            default options: a prompt past --max-prompt-tokens is the client's error
 set -euo pipefail
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
 "$PY" - "$URL" "$1" <<'EOF'
@@ -69,6 +71,13 @@ elif mode == "nan":
         assert e["type"] == "server_error" and e["param"] is None, e
         assert "non-finite logit at position 3" in e["message"], e
     ok("NaN logits: a server_error (500), streamed or not")
+elif mode == "prompt":
+    # no attention, so no KV cache and no --max-seq: the default --max-prompt-tokens bounds a prompt
+    code, body = post({"prompt": [1] * 32769, "max_tokens": 1})
+    e = json.loads(body)["error"]
+    assert code == 400 and e["type"] == "invalid_request_error" and e["param"] == "prompt", body
+    assert "32769 tokens, more than the 32768 a request may have (ssmc serve --max-prompt-tokens)" in e["message"], e
+    ok("a prompt past the default --max-prompt-tokens of a model without a KV cache: 400")
 else:
-    sys.exit("usage: limit_checks.sh max-seq|nan")
+    sys.exit("usage: limit_checks.sh max-seq|nan|prompt")
 EOF

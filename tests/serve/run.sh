@@ -7,7 +7,8 @@
 #           take longer than --timeout, clients that hang up, and every
 #           malformed request; then
 #           servers of a model with a KV cache of 8 positions and of one
-#           whose weights produce NaN (tests/serve/limit_checks.sh)
+#           whose weights produce NaN, which also checks the default bound of a
+#           prompt (tests/serve/limit_checks.sh)
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
 #   load    8 concurrent clients x 50 requests (tests/serve/load.test.mjs):
 #           no failure, and the server's RSS bounded
@@ -59,7 +60,7 @@ TEMPLATE=tests/data/chat/nemotron-h-8b-reasoning-128k/chat_template.jinja
 case "$MODE" in
 curl)
   start_server --backend cpu --chunk 4 --chat-template "$TEMPLATE" --parallel 2 --queue 1 --cache-every 32 \
-    --max-body-kb 64 --timeout 2
+    --max-body-kb 64 --timeout 2 --max-prompt-tokens 3000
   SSMC="$SSMC" TMP="$TMP" CHUNK=4 bash tests/serve/curl_checks.sh
   stop_server
   # the edges of a model (tests/serve/limit_checks.sh): a KV cache of 8 positions
@@ -80,6 +81,7 @@ open(sys.argv[2], "wb").write(data)
 EOF
   MODEL=$TMP/nan_model start_server --backend cpu --tokenizer models/pymamba/tokenizer.json
   bash tests/serve/limit_checks.sh nan
+  bash tests/serve/limit_checks.sh prompt
   stop_server
   ;;
 openai)
