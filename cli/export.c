@@ -4,7 +4,8 @@
  * (runtime/web/, compiled into the binary so the command works from any
  * directory), the bundle (its manifest and WGSL kernels), the tokenizer,
  * the weights as they are (the page reads the .safetensors by HTTP Range
- * requests), and site.json, which tells the page their names and the
+ * requests; a quantized bundle's weights file where it is beside the
+ * bundle, as model.safetensors), and site.json, which tells the page their names and the
  * end-of-text id. Everything is checked before anything is written: the
  * bundle, the tokenizer, and that the checkpoint holds every weight the
  * bundle needs with its shape. Every file goes through a temporary name and
@@ -121,23 +122,31 @@ static ssm_status weight_files(const char *dir, name_vec *out) {
   return s;
 }
 
-/* Every weight of the bundle is in the checkpoint with its shape. */
-static ssm_status check_weights(const ssm_manifest *m, const char *dir) {
+/* Every weight of the bundle is in the checkpoint with its shape and a
+ * dtype the page reads it as (runtime/weights: ssm_st_check). */
+static ssm_status check_weights(const ssm_manifest *m, const char *path) {
   ssm_st *st;
-  SSM_TRY(ssm_st_open(dir, &st));
+  SSM_TRY(ssm_st_open(path, &st));
   ssm_status s = NULL;
-  for (int i = 0; i < m->nweights && !s; i++) {
-    const ssm_mf_tensor *w = &m->weights[i];
-    const ssm_st_tensor *t = ssm_st_find(st, w->name);
-    int same = t && t->rank == w->type.rank;
-    for (int d = 0; same && d < t->rank; d++) same = t->shape[d] == w->type.dims[d];
-    if (!t) s = ssm_status_new(SSM_ERR_INVALID, "tensor '%s' not found in %s", w->name, dir);
-    else if (!same || t->dtype == SSM_I32)
-      s = ssm_status_new(SSM_ERR_INVALID, "tensor '%s' in %s does not have the bundle's shape and "
-                         "dtype (%s)", w->name, dir, ssm_type_format(&w->type, (char[96]){0}, 96));
-  }
+  for (int i = 0; i < m->nweights && !s; i++)
+    s = ssm_status_wrap(ssm_st_check(st, m->weights[i].name, &m->weights[i].type), "%s", path);
   ssm_st_close(st);
   return s;
+}
+
+/* A quantized bundle's weights file (ssm_manifest.weights_file) when it is
+ * beside the bundle: its path (malloc'd), else NULL. */
+static char *weights_file(const char *bundle, const ssm_manifest *m) {
+  if (!m->weights_file) return NULL;
+  const char *slash = strrchr(bundle, '/');
+  ssm_sb p = {0};
+  if (slash) ssm_sb_xprintf(&p, "%.*s/%s", (int)(slash - bundle), bundle, m->weights_file);
+  else ssm_sb_xprintf(&p, "%s", m->weights_file);
+  char *path = ssm_sb_xtake(&p);
+  struct stat st;
+  if (!stat(path, &st)) return path;
+  free(path);
+  return NULL;
 }
 
 static ssm_status write_text(const char *dir, const char *name, const char *text) {
@@ -152,7 +161,7 @@ static ssm_status write_text(const char *dir, const char *name, const char *text
  * weights' directory (with --link-weights the checkpoint would become a
  * link to itself), or the bundle's or tokenizer's own file. */
 static ssm_status outputs_not_inputs(const ssm_export_opts *o, const char *tok_path,
-                                     const name_vec *weights) {
+                                     const name_vec *weights, const name_vec *srcs) {
   ssm_status s = NULL;
   size_t nin = 2 + weights->n, nout = 0;
   while (site_files[nout]) nout++;
@@ -163,7 +172,7 @@ static ssm_status outputs_not_inputs(const ssm_export_opts *o, const char *tok_p
     char *dst = join(o->out, name);
     for (size_t j = 0; j < nin && !s; j++) {
       char *src = j == 0 ? ssm_xstrdup(o->bundle) : j == 1 ? ssm_xstrdup(tok_path)
-                                                           : join(o->weights, weights->items[j - 2]);
+                                                           : ssm_xstrdup(srcs->items[j - 2]);
       /* (a link at dst, from an export with --link-weights, is replaced
        * itself, never what it points to) */
       struct stat ls;
@@ -180,15 +189,25 @@ static ssm_status outputs_not_inputs(const ssm_export_opts *o, const char *tok_p
 ssm_status ssm_export_web(const ssm_export_opts *o) {
   ssm_bundle *b = NULL;
   ssm_tok *tok = NULL;
-  name_vec weights = {0};
+  name_vec weights = {0}, srcs = {0}; /* the site's names of the weights' files, and their sources */
   char *tok_path = o->tokenizer ? ssm_xstrdup(o->tokenizer) : join(o->weights, "tokenizer.json");
   struct stat st;
   ssm_status s = ssm_bundle_open(o->bundle, &b);
   if (!s) s = ssm_status_wrap(ssm_tok_open(tok_path, &tok), "export-web needs the tokenizer for "
                               "the page's text (--tokenizer FILE, or tokenizer.json in --weights)");
-  if (!s) s = weight_files(o->weights, &weights);
-  if (!s) s = check_weights(ssm_bundle_manifest(b), o->weights);
-  if (!s) s = outputs_not_inputs(o, tok_path, &weights);
+  /* a quantized bundle's weights file ships as the site's checkpoint (a
+   * quarter to a half of the 16-bit bytes, nothing to quantize in the page) */
+  char *qfile = s ? NULL : weights_file(o->bundle, ssm_bundle_manifest(b));
+  if (!s && qfile) {
+    ssm_vec_xpush(&weights, ssm_xstrdup("model.safetensors"));
+    ssm_vec_xpush(&srcs, ssm_xstrdup(qfile));
+  } else if (!s) {
+    s = weight_files(o->weights, &weights);
+    for (size_t i = 0; !s && i < weights.n; i++) ssm_vec_xpush(&srcs, join(o->weights, weights.items[i]));
+  }
+  if (!s) s = check_weights(ssm_bundle_manifest(b), qfile ? qfile : o->weights);
+  free(qfile);
+  if (!s) s = outputs_not_inputs(o, tok_path, &weights, &srcs);
   if (!s && stat(o->out, &st) && mkdir(o->out, 0755))
     s = ssm_status_new(SSM_ERR_IO, "%s: cannot create (%s)", o->out, strerror(errno));
   else if (!s && !stat(o->out, &st) && !S_ISDIR(st.st_mode))
@@ -199,9 +218,9 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
     s = write_text(o->out, site_files[i], text);
   }
   /* the bundle, the tokenizer and the weights, as they are */
-  const char *srcs[] = {o->bundle, tok_path}, *names[] = {"model.ssmb", "tokenizer.json"};
+  const char *srcs0[] = {o->bundle, tok_path}, *names[] = {"model.ssmb", "tokenizer.json"};
   for (size_t i = 0; i < 2 + weights.n && !s; i++) {
-    char *src = i < 2 ? ssm_xstrdup(srcs[i]) : join(o->weights, weights.items[i - 2]);
+    char *src = ssm_xstrdup(i < 2 ? srcs0[i] : srcs.items[i - 2]);
     char *dst = join(o->out, i < 2 ? names[i] : weights.items[i - 2]);
     s = copy_file(src, dst, i >= 2 && o->link_weights);
     free(src);
@@ -225,7 +244,9 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
     cJSON_Delete(j);
   }
   for (size_t i = 0; i < weights.n; i++) free(weights.items[i]);
+  for (size_t i = 0; i < srcs.n; i++) free(srcs.items[i]);
   ssm_vec_free(&weights);
+  ssm_vec_free(&srcs);
   free(tok_path);
   ssm_tok_close(tok);
   ssm_bundle_close(b);

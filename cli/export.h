@@ -17,8 +17,9 @@ typedef struct {
 
 /* Checks the bundle, the tokenizer and that the checkpoint has every weight
  * the bundle needs, then writes OUT/index.html, the page's modules,
- * model.ssmb, tokenizer.json, the weights files and site.json, each
- * through a temporary file and a rename. */
+ * model.ssmb, tokenizer.json, the weights files (a quantized bundle's
+ * weights file beside it in their place) and site.json, each through a
+ * temporary file and a rename. */
 ssm_status ssm_export_web(const ssm_export_opts *o);
 
 #endif

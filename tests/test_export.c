@@ -93,6 +93,19 @@ static void test_site(void) {
   expect(args, 0, "index.html over http");
 }
 
+/* A quantized bundle's site ships its weights file as the checkpoint (the
+ * file's bytes, the only weights named), not the float checkpoint. */
+static void test_quantized_site(void) {
+  char b[600], out[600], args[4200];
+  snprintf(b, sizeof b, "%s/q8site.ssmb", ssm_test_tmpdir());
+  snprintf(out, sizeof out, "%s/q8site", ssm_test_tmpdir());
+  snprintf(args, sizeof args, "compile tests/data/mamba1_tiny --dtype q8_0 -q -o %s && %s export-web "
+           "%s --weights tests/data/mamba1_tiny --tokenizer " TOK " -o %s && cmp %s/q8site.q8_0.safetensors "
+           "%s/model.safetensors && tr -d ' \t\n' <%s/site.json", b, ssm_test_ssmc(), b, out,
+           ssm_test_tmpdir(), out, out);
+  expect(args, 0, "\"weights\":[\"model.safetensors\"]");
+}
+
 static void test_errors(void) {
   const char *b = bundle("mamba1_tiny");
   char args[2000], out[600];
@@ -178,7 +191,7 @@ static void test_output_is_not_an_input(void) {
 }
 
 int main(void) {
-  CU_TestInfo tests[] = {{"site", test_site},
+  CU_TestInfo tests[] = {{"site", test_site}, {"quantized_site", test_quantized_site},
                          {"errors", test_errors},
                          {"failed_write_keeps_the_site", test_failed_write_keeps_the_site},
                          {"output_is_not_an_input", test_output_is_not_an_input},

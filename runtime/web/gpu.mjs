@@ -250,6 +250,14 @@ export class Runtime {
     let done = 0;
     onProgress(0, total);
     for (const w of m.weights) {
+      // stored quantized (ssmc compile's weights file): its bytes as they are
+      const stored = w.dtype.startsWith('q') ? await checkpoint.readQuant(w.name, w.shape, w.dtype) : null;
+      if (stored) {
+        device.queue.writeBuffer(this.buffers[w.region.buffer], w.region.offset, stored);
+        done += w.region.bytes;
+        onProgress(done, total);
+        continue;
+      }
       const data = await checkpoint.readF32(w.name, w.shape);
       try {
         applyTransform(w.transform, data);

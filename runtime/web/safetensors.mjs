@@ -12,10 +12,21 @@
 // naming the shard of each tensor.
 
 import { parseJson } from './json.mjs';
+import { qLayout } from './transform.mjs';
 
 const MAX_HEADER = 100 * 1024 * 1024;
 const MAX_INT = 2 ** 53;
-const DTYPES = { F32: 4, F16: 2, BF16: 2, I32: 4 };
+const DTYPES = { F32: 4, F16: 2, BF16: 2, I32: 4, I8: 1, U8: 1 };
+
+// The names a quantized weight is stored under (runtime/weights/weights.h:
+// ssm_st_quant_names): its blocks, `name` with "{*}" as "*" then ".q8_0" or
+// ".q4_0" (I8 q8_0's q in the weight's shape; U8 q4_0's bytes, the last dim
+// halved when even, else one dim of all the bytes), and its scales, that
+// with ".scales" (F16, the last dim counting blocks).
+export function quantNames(name, dtype) {
+  const q = `${name.replace('{*}', '*')}.${dtype}`;
+  return { q, d: `${q}.scales` };
+}
 
 export class WeightsError extends Error {}
 
@@ -158,13 +169,38 @@ export class Checkpoint {
     return out;
   }
 
-  #check(name, shape) {
+  // A quantized weight stored so (quantNames) as its bytes in memory
+  // (transform.mjs: qLayout: the blocks, then the scales, each finite), or
+  // null when the checkpoint holds it as floats.
+  async readQuant(name, shape, dtype) {
+    const { q, d } = quantNames(name, dtype);
+    if (!this.tensors.has(q)) return null;
+    const l = qLayout(shape, dtype), last = shape.length - 1;
+    const qShape = dtype === 'q8_0' ? shape : l.k % 2 === 0 ? [...shape.slice(0, last), l.k / 2]
+                                                             : [Math.ceil(l.rows * l.k / 2)];
+    const dShape = [...shape.slice(0, last), l.blocks];
+    this.#check(q, qShape, dtype === 'q8_0' ? 'I8' : 'U8');
+    this.#check(d, dShape, 'F16');
+    const out = new Uint8Array(l.bytes);
+    const qt = this.tensors.get(q), dt = this.tensors.get(d);
+    out.set(await qt.source.read(qt.offset, qt.nbytes), 0);
+    const scales = await dt.source.read(dt.offset, dt.nbytes);
+    for (let i = 0; i < scales.length; i += 2)
+      if ((scales[i + 1] & 0x7c) === 0x7c)
+        throw new WeightsError(`tensor '${d}' in ${dt.source.name}: scale ${i / 2} is not finite`);
+    out.set(scales, l.scales);
+    return out;
+  }
+
+  #check(name, shape, dtype = null) {
     const t = this.tensors.get(name);
     if (!t) throw new WeightsError(`tensor '${name}' not found in ${this.name}`);
     if (t.shape.length !== shape.length || t.shape.some((d, i) => d !== shape[i]))
       throw new WeightsError(`tensor '${name}' has shape ${fmtDims(t.shape)} in the checkpoint but ` +
                              `the model expects ${fmtDims(shape)}`);
-    if (t.dtype === 'I32') throw new WeightsError(`tensor '${name}' is I32 in ${t.source.name} but the model expects f32`);
+    const want = dtype ?? 'f32';
+    if (dtype ? t.dtype !== dtype : ['I32', 'I8', 'U8'].includes(t.dtype))
+      throw new WeightsError(`tensor '${name}' is ${t.dtype} in ${t.source.name} but the model expects ${want}`);
   }
 
   async #read(name) {

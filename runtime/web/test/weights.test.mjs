@@ -11,7 +11,8 @@ import { createServer } from 'node:http';
 import { readFileSync, writeFileSync, mkdirSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, scratch, ROOT } from './helpers.mjs';
-import { openCheckpoint, httpFiles, WeightsError } from '../safetensors.mjs';
+import { openCheckpoint, httpFiles, quantNames, WeightsError } from '../safetensors.mjs';
+import { toHalf, toQuant } from '../transform.mjs';
 import { readBundle } from '../bundle.mjs';
 import { Runtime } from '../gpu.mjs';
 import { nodeGpu, dirFiles } from '../node.mjs';
@@ -195,3 +196,52 @@ test('stacked weights ({*}): the parts one after another, from a file and over H
   writeFileSync(join(d, 'model.safetensors'), Buffer.from(bytes.toString('latin1').replace('experts.1.down_proj', 'experts{*}down_proj'), 'latin1'));
   await assert.rejects(openCheckpoint(dirFiles(d), d), /tensor '.*experts\{\*\}down_proj.weight': the name holds "\{\*\}"/);
 });
+
+// A quantized bundle's weights file (ssmc compile --dtype q4_0|q8_0 writes
+// it beside the bundle; export-web ships it): every quantized weight read
+// as it is stored gives the bytes the host makes quantizing the
+// checkpoint's floats, stacked experts and a partial last block included,
+// and a scale that is not finite is refused, naming it.
+for (const [fixture, dt] of [['jamba_moe', 'q4_0'], ['mamba1_tiny', 'q8_0']]) {
+  test(`${fixture} ${dt}: the weights file holds the bytes the host would quantize`, async () => {
+    const src = join(ROOT, 'tests/data', fixture);
+    const b = compile(src, dir, `wf-${fixture}`, ['--dtype', dt]);
+    const m = readBundle(readFileSync(b), b).manifest;
+    const wdir = join(dir, `wf-${fixture}`);
+    mkdirSync(wdir, { recursive: true });
+    copyFileSync(join(dir, `wf-${fixture}.${dt}.safetensors`), join(wdir, 'model.safetensors'));
+    const stored = await openCheckpoint(dirFiles(wdir), wdir), floats = await openCheckpoint(dirFiles(src), src);
+    let quantized = 0;
+    for (const w of m.weights) {
+      if (!w.dtype.startsWith('q')) {
+        assert.equal(await stored.readQuant(w.name, w.shape, dt), null);
+        // stored in the bundle's dtype: what the host makes of the floats
+        const a = await stored.readF32(w.name, w.shape), f = await floats.readF32(w.name, w.shape);
+        if (w.dtype === 'f32') assert.deepEqual(a, f, w.name);
+        else assert.deepEqual(toHalf(w.dtype, a), toHalf(w.dtype, f), w.name);
+        continue;
+      }
+      const got = await stored.readQuant(w.name, w.shape, w.dtype);
+      assert.ok(got, `${w.name} is stored quantized`);
+      assert.deepEqual(got, toQuant(await floats.readF32(w.name, w.shape), w.shape, w.dtype), w.name);
+      assert.equal(await floats.readQuant(w.name, w.shape, w.dtype), null);
+      quantized++;
+    }
+    assert.ok(quantized >= 3, `${quantized} quantized weights`);
+    // the blocks are not floats
+    const q = m.weights.find((w) => w.dtype === dt);
+    const { q: qn, d: dn } = quantNames(q.name, dt);
+    await assert.rejects(stored.readF32(qn, stored.tensors.get(qn).shape),
+                         new RegExp(`tensor '${qn.replace(/[.*]/g, '\\$&')}' is ${dt === 'q8_0' ? 'I8' : 'U8'} in`));
+    await stored.close();
+    await floats.close();
+    // scale 1 made +inf
+    const bytes = readFileSync(join(wdir, 'model.safetensors'));
+    const hlen = Number(bytes.readBigUInt64LE(0)), t = JSON.parse(bytes.subarray(8, 8 + hlen).toString())[dn];
+    bytes.writeUInt16LE(0x7c00, 8 + hlen + t.data_offsets[0] + 2);
+    writeFileSync(join(wdir, 'model.safetensors'), bytes);
+    const bad = await openCheckpoint(dirFiles(wdir), wdir);
+    await assert.rejects(bad.readQuant(q.name, q.shape, dt), new RegExp(`scale 1 is not finite`));
+    await bad.close();
+  });
+}
