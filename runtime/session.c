@@ -231,6 +231,13 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
     return st;
   }
   *s->model = (ssm_loaded){s->b, 1, s};
+  if (o.eos >= s->b->vocab) {
+    st = ssm_status_new(SSM_ERR_INVALID, "eos: token id %lld is outside the vocabulary of "
+                        "%lld ids (0 to %lld)", (long long)o.eos, (long long)s->b->vocab,
+                        (long long)s->b->vocab - 1);
+    ssmc_session_close(s);
+    return st;
+  }
   s->eos_option = o.eos;
   const char *weights = s->model_dir ? s->model_dir : s->weights;
   if (o.tokenizer) {

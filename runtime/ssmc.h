@@ -175,7 +175,7 @@ typedef struct {
   int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
   ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
   int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
-                          * tokenizer's <|endoftext|> */
+                          * tokenizer's <|endoftext|>; an id past the vocabulary is refused */
   /* Where compiled models are kept, by content (NULL: a model is compiled in
    * memory at every open and nothing is written). A model compiled before
    * with the same description, config.json, options and ssmc build is read

@@ -143,6 +143,9 @@ static void test_bad_tokens(void) {
   expect("run " FIX " --weights " FIX " --tokens abc", 1, "--tokens: expected comma-separated");
   expect("run " FIX " --weights " FIX " --tokens 1,99999 -n 1", 1,
          "token id 99999 out of range [0, 1000)");
+  expect("run " FIX " --tokens 1 -n 1 --eos 1000", 1,
+         "eos: token id 1000 is outside the vocabulary of 1000 ids (0 to 999)");
+  expect("run " FIX " --tokens 1 -n 1 --eos 999 -q", 0, "");
 }
 
 static void test_bad_paths(void) {
