@@ -61,6 +61,12 @@ static int session_options(run_args *r, const char *cmd) {
   if (r->max_seq_given && bundle)
     return ssm_cli_usage_error(cmd, "--max-seq is fixed when a bundle is compiled (ssmc "
                                "compile --max-seq): %s", r->model);
+  if (r->chunk_given && bundle)
+    return ssm_cli_usage_error(cmd, "--chunk is fixed when a bundle is compiled (ssmc "
+                               "compile --chunk): %s", r->model);
+  if (r->o.config && bundle)
+    return ssm_cli_usage_error(cmd, "--config: a bundle keeps the config it was compiled "
+                               "with (ssmc compile --config): %s", r->model);
   static const char *const dtypes[] = {"auto", "f32", "f16", "bf16", "q8_0", "q4_0"};
   int d = 0;
   while (r->dtype && d < 6 && strcmp(r->dtype, dtypes[d])) d++;
@@ -73,7 +79,7 @@ static int session_options(run_args *r, const char *cmd) {
   r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;
-  r->o.chunk = r->chunk_given && !bundle ? (int)r->chunk : 0;
+  r->o.chunk = r->chunk_given ? (int)r->chunk : 0;
   r->o.max_seq = (int)r->max_seq;
   r->o.eos = r->eos;
   r->progress.quiet = r->quiet;

@@ -173,9 +173,10 @@ static ssm_status check_options(const char *model, const ssmc_options *o, int bu
   if ((unsigned)o->dtype > SSMC_DTYPE_Q4_0)
     return ssm_status_new(SSM_ERR_INVALID, "options.dtype: %d is not AUTO, F32, F16, BF16, Q8_0 or Q4_0",
                           (int)o->dtype);
-  if (bundle && (o->chunk || o->max_seq || o->no_fuse || o->dtype))
-    return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq, dtype and no_fuse are fixed when "
-                          "a bundle is compiled (ssmc compile --chunk, --max-seq, --dtype)", model);
+  if (bundle && (o->chunk || o->max_seq || o->no_fuse || o->dtype || o->config))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: chunk, max_seq, dtype, no_fuse and config are "
+                          "fixed when a bundle is compiled (ssmc compile --chunk, --max-seq, "
+                          "--dtype, --config)", model);
   if (o->validation && o->backend == SSMC_BACKEND_VULKAN && !ssm_vk_validation_available())
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "validation: VK_LAYER_KHRONOS_validation is not "
                           "installed (Debian: apt-get install vulkan-validationlayers)");

@@ -148,6 +148,20 @@ static void test_bad_tokens(void) {
   expect("run " FIX " --tokens 1 -n 1 --eos 999 -q", 0, "");
 }
 
+/* What a bundle fixed when it was compiled is refused with it. */
+static void test_bundle_options(void) {
+  char b[512], args[2048];
+  snprintf(b, sizeof b, "%s/opts.ssmb", ssm_test_tmpdir());
+  snprintf(args, sizeof args, "compile " FIX " -o %s -q", b);
+  expect(args, 0, "");
+  snprintf(args, sizeof args, "run %s --tokens 1 -n 1 --chunk 4", b);
+  expect(args, 2, "--chunk is fixed when a bundle is compiled");
+  snprintf(args, sizeof args, "run %s --tokens 1 -n 1 --config " FIX "/config.json", b);
+  expect(args, 2, "--config: a bundle keeps the config it was compiled with");
+  snprintf(args, sizeof args, "bench %s --chunk 4", b);
+  expect(args, 2, "--chunk is fixed when a bundle is compiled");
+}
+
 static void test_bad_paths(void) {
   expect("run " FIX " --weights /nonexistent/w --tokens 1 -n 1", 1, "/nonexistent/w");
   expect("run /nonexistent/m --weights " FIX " --tokens 1 -n 1", 1, "/nonexistent/m");
@@ -385,6 +399,7 @@ int main(void) {
                          {"bad_tokens", test_bad_tokens},
                          {"bad_device", test_bad_device},
                          {"bad_paths", test_bad_paths},
+                         {"bundle_options", test_bundle_options},
                          {"max_seq", test_max_seq},
                          {"bad_files", test_bad_files},
                          {"ir_roundtrip_cli", test_ir_roundtrip_cli},
