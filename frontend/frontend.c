@@ -193,6 +193,29 @@ static ssm_status pick_embedded(const char *config_path, const cJSON *cfg, ssm_m
                         mt->valuestring, known);
 }
 
+/* A file that is binary (a NUL byte among its first bytes, which no YAML
+ * holds) or named .ssmb is no description: most likely a bundle whose
+ * header is damaged, which is what the message says rather than asking
+ * for a config.json. */
+static ssm_status not_binary(const char *model) {
+  int fd;
+  size_t size;
+  ssm_status s = ssm_file_open(model, &fd, &size);
+  if (s) {
+    ssm_status_free(s); /* said in context, when it is read */
+    return NULL;
+  }
+  char head[64];
+  ssize_t n = read(fd, head, sizeof head);
+  close(fd);
+  size_t len = strlen(model);
+  int named = len > 5 && !strcmp(model + len - 5, ".ssmb");
+  if (!named && (n <= 0 || !memchr(head, 0, (size_t)n))) return NULL;
+  return ssm_status_new(SSM_ERR_INVALID, "%s: not a bundle (its first bytes are not \"SSMB\"), "
+                        "nor a model description or IR text: a damaged bundle? Compile it again",
+                        model);
+}
+
 ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model **out) {
   *out = NULL;
   struct stat st;
@@ -215,6 +238,7 @@ ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model 
       SSM_TRY(ssm_file_open(model, &fd, &size));
       close(fd); /* replaced by a regular file meanwhile: read below */
     }
+    SSM_TRY(not_binary(model));
     if (!config_path)
       return ssm_status_new(SSM_ERR_INVALID, "%s: a model description needs a config.json (--config)", model);
     SSM_TRY(ssm_fe_json_read(config_path, &cfg));

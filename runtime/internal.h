@@ -68,7 +68,10 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
                                  ssm_open_model_fn open_model, ssmc_session **out);
 /* Whether `path` is a bundle: a regular file that starts with the bundle
  * magic. A FIFO, device or socket is refused here, before anything guesses
- * what the path is from its name (it could not be read as a model either). */
+ * what the path is from its name (it could not be read as a model either),
+ * and so is a file without the magic that is named .ssmb or binary (a NUL
+ * among its first bytes, which no description or IR text holds): a
+ * damaged bundle. */
 ssm_status ssm_path_is_bundle(const char *path, int *out_bundle);
 /* Opens bundle `bd` (owned by the backend from now on, also on failure) on
  * Vulkan with the weights at `weights` into s->b. */

@@ -148,7 +148,8 @@ static void test_bad_tokens(void) {
   expect("run " FIX " --tokens 1 -n 1 --eos 999 -q", 0, "");
 }
 
-/* What a bundle fixed when it was compiled is refused with it. */
+/* What a bundle fixed when it was compiled is refused with it, and a
+ * bundle whose magic is damaged is called that, not a description. */
 static void test_bundle_options(void) {
   char b[512], args[2048];
   snprintf(b, sizeof b, "%s/opts.ssmb", ssm_test_tmpdir());
@@ -160,6 +161,17 @@ static void test_bundle_options(void) {
   expect(args, 2, "--config: a bundle keeps the config it was compiled with");
   snprintf(args, sizeof args, "bench %s --chunk 4", b);
   expect(args, 2, "--chunk is fixed when a bundle is compiled");
+  snprintf(args, sizeof args, "cd %s && cp opts.ssmb bad.ssmb && printf X | dd of=bad.ssmb "
+           "conv=notrunc 2>/dev/null && cp bad.ssmb bad.bin", ssm_test_tmpdir());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(args, NULL), 0);
+  snprintf(args, sizeof args, "run %s/bad.ssmb --tokens 1 -n 1", ssm_test_tmpdir());
+  expect(args, 1, "bad.ssmb: not a bundle (its first bytes are not \"SSMB\"), nor a model "
+         "description or IR text: a damaged bundle?");
+  snprintf(args, sizeof args, "run %s/bad.bin --tokens 1 -n 1", ssm_test_tmpdir());
+  expect(args, 1, "bad.bin: not a bundle");
+  snprintf(args, sizeof args, "run %s/bad.bin --config " FIX "/config.json --tokens 1 -n 1",
+           ssm_test_tmpdir());
+  expect(args, 1, "a damaged bundle?");
 }
 
 static void test_bad_paths(void) {
