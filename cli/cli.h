@@ -89,6 +89,12 @@ ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, siz
  * .safetensors file of the `weights` directory. `what` names the option. */
 ssm_status ssm_cli_not_an_input(const char *what, const char *out, const char *const *inputs,
                                 size_t n, const char *weights);
+/* When `model` is a bundle: the weights directory its manifest records
+ * and the weights file beside it (bundle.h: ssm_manifest.source_dir and
+ * weights_file), each malloc'd or NULL when it has none, so that outputs
+ * are checked against them too. Nothing when `model` is not a bundle (or
+ * does not read as one: the run says why). */
+ssm_status ssm_cli_bundle_inputs(const char *model, char **out_dir, char **out_file);
 
 /* ---- progress and summaries (progress.c) ------------------------------------------- */
 

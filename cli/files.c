@@ -1,12 +1,16 @@
 /*
  * files.c — the command line's dealings with files that are not the
  * library's: text from stdin or a file, and refusing an output that would
- * overwrite one of the command's own inputs.
+ * overwrite one of the command's own inputs (a bundle's among them: the
+ * weights directory it records and the weights file beside it).
  */
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include "bundle/bundle.h"
 #include "cli/cli.h"
 
 static int ends_with(const char *s, const char *suffix) {
@@ -40,6 +44,38 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
 ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len) {
   if (!strcmp(path, "-")) return ssm_cli_text_arg(what, path, out, out_len);
   return ssm_status_wrap(ssm_file_read(path, MAX_STDIN, out, out_len), "%s", what);
+}
+
+ssm_status ssm_cli_bundle_inputs(const char *model, char **out_dir, char **out_file) {
+  *out_dir = NULL;
+  *out_file = NULL;
+  int fd;
+  size_t size;
+  ssm_status s = ssm_file_open(model, &fd, &size);
+  if (s) { /* not a file, or unreadable: said when the run opens it */
+    ssm_status_free(s);
+    return NULL;
+  }
+  char magic[4];
+  int bundle = size >= 4 && read(fd, magic, 4) == 4 && !memcmp(magic, "SSMB", 4);
+  close(fd);
+  ssm_bundle *b = NULL;
+  s = bundle ? ssm_bundle_open(model, &b) : NULL;
+  if (s) { /* damaged: said when the run opens it */
+    ssm_status_free(s);
+    return NULL;
+  }
+  const ssm_manifest *m = b ? ssm_bundle_manifest(b) : NULL;
+  if (m && m->source_dir) s = ssm_strdup(m->source_dir, "the bundle's weights directory", out_dir);
+  if (!s && m && m->weights_file) {
+    const char *slash = strrchr(model, '/');
+    ssm_sb p = {0};
+    if (slash) ssm_sb_printf(&p, "%.*s/%s", (int)(slash - model), model, m->weights_file);
+    else ssm_sb_printf(&p, "%s", m->weights_file);
+    s = ssm_sb_take(&p, "the bundle's weights file", out_file);
+  }
+  ssm_bundle_close(b);
+  return s;
 }
 
 /* Refuses an output path that names a file the command reads: one of the

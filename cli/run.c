@@ -304,10 +304,18 @@ int ssm_cli_run(int argc, char **argv) {
                                "FILE, or -i for turns from standard input)");
   printer p = {0};
   const char *weights = r.o.weights ? r.o.weights : r.model;
-  const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file};
+  char *rec_dir = NULL, *rec_file = NULL; /* a bundle's */
+  ssmc_status st = ssm_cli_bundle_inputs(r.model, &rec_dir, &rec_file);
+  const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file,
+                          rec_file};
   size_t ninputs = sizeof inputs / sizeof *inputs;
-  ssmc_status st = ssm_cli_not_an_input("--dump-logits", r.dump, inputs, ninputs, weights);
-  if (!st) st = ssm_cli_not_an_input("--state-out", r.state_out, inputs, ninputs, weights);
+  const char *outs[][2] = {{"--dump-logits", r.dump}, {"--state-out", r.state_out}};
+  for (int i = 0; i < 2 && !st; i++) {
+    st = ssm_cli_not_an_input(outs[i][0], outs[i][1], inputs, ninputs, weights);
+    if (!st) st = ssm_cli_not_an_input(outs[i][0], outs[i][1], NULL, 0, rec_dir);
+  }
+  free(rec_dir);
+  free(rec_file);
   if (!st && r.dump && ssm_file_same(r.dump, r.state_out ? r.state_out : ""))
     st = ssm_status_new(SSM_ERR_INVALID, "--dump-logits and --state-out name one file");
   char *tmp = NULL;

@@ -326,6 +326,10 @@ static void test_outputs_are_not_inputs(void) {
            "&& mkdir -p keep && cp s.state p.txt t.json keep/", dir, ssm_test_ssmc(),
            ssm_test_source_dir());
   CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  /* a quantized bundle elsewhere, with its weights file beside it */
+  snprintf(cmd, sizeof cmd, "cd %s && mkdir -p q && %s compile . --dtype q8_0 -o q/q.ssmb -q && "
+           "cp q/q.q8_0.safetensors keep/", dir, ssm_test_ssmc());
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
   struct { const char *args, *want; } cases[] = {
       {"compile %s/mamba1.yaml --config %s/config.json -o %s/mamba1.yaml", "-o "},
       {"compile %s -o %s/config.json%.0s", "a file of the weights directory"},
@@ -339,6 +343,16 @@ static void test_outputs_are_not_inputs(void) {
       {"run %s --backend cpu --prompt-file %s/p.txt -n 2 --state-out %s/p.txt", "--state-out "},
       {"run %s --backend cpu --tokenizer %s/t.json --prompt hi -n 2 --dump-logits %s/t.json",
        "--dump-logits "},
+      /* a bundle's inputs: the weights directory it records, the weights file beside it */
+      {"run %s/m.ssmb --tokens 1 -n 2 --dump-logits %s/model.safetensors%.0s",
+       "a file of the weights directory"},
+      {"run %s/m.ssmb --tokens 1 -n 2 --state-out %s/config.json%.0s",
+       "a file of the weights directory"},
+      {"run %s/m.ssmb --weights %s --tokens 1 -n 2 --state-out %s/config.json", "--state-out "},
+      {"run %s/q/q.ssmb --tokens 1 -n 2 --dump-logits %s/q/q.q8_0.safetensors%.0s",
+       "--dump-logits "},
+      {"run %s/q/q.ssmb --tokens 1 -n 2 --state-out %s/q/q.q8_0.safetensors%.0s",
+       "--state-out "},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[2048];
@@ -352,7 +366,7 @@ static void test_outputs_are_not_inputs(void) {
            ssm_test_source_dir(), dir, ssm_test_source_dir(), ssm_test_ssmc(), dir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0); /* every input as it was */
   snprintf(cmd, sizeof cmd, "cd %s && cmp s.state keep/s.state && cmp p.txt keep/p.txt && "
-           "cmp t.json keep/t.json", dir);
+           "cmp t.json keep/t.json && cmp q/q.q8_0.safetensors keep/q.q8_0.safetensors", dir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd, "head -c 70000000 /dev/zero | %s tokenize --tokenizer "
            "%s/models/pymamba -", ssm_test_ssmc(), ssm_test_source_dir());
