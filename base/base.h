@@ -285,6 +285,15 @@ ssm_status ssm_json_parse(const char *name, const char *text, size_t len, struct
  * Nothing is allocated unless one does; the caller checks out_path with
  * ssm_sb_status. */
 int ssm_json_find_nul(const char *text, size_t len, ssm_sb *out_path);
+/* Parses a Hugging Face config.json's text as ssm_json_parse does, after
+ * rewriting the non-standard tokens Python's json module writes (Infinity,
+ * -Infinity, NaN); anything but an object is refused. */
+ssm_status ssm_json_parse_config(const char *name, const char *text, size_t len,
+                                 struct cJSON **out);
+/* The value at a possibly dotted key of `root` ("text_config.hidden_size";
+ * a part that is a number indexes a list: "time_step_limit.1"), the first
+ * `n` bytes of `key`; NULL when there is none. */
+const struct cJSON *ssm_json_path(const struct cJSON *root, const char *key, size_t n);
 
 /* ---- files (text.c) ----------------------------------------------------------- */
 

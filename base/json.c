@@ -10,6 +10,8 @@
 
 #include "base/base.h"
 
+#define MAX_PATH_PART 128 /* bytes of one part of a dotted key */
+
 /* The first key given twice in an object under `j` in *out_dup, with its
  * place in *path ("model.vocab"); NULL when there is none. */
 static ssm_status duplicate_key(const cJSON *j, ssm_sb *path, const char **out_dup) {
@@ -150,5 +152,88 @@ ssm_status ssm_json_parse(const char *name, const char *text, size_t len, cJSON 
   }
   ssm_sb_free(&path);
   *out = j;
+  return NULL;
+}
+
+/* Python's json module writes the non-standard tokens Infinity, -Infinity and
+ * NaN: config.json files saved by transformers 4.x hold Mamba-2's
+ * time_step_limit as [0.0, Infinity] (5.x writes {"__float__": "Infinity"}).
+ * Rewrites them, outside strings, as JSON that cJSON reads: 1e999 (which
+ * parses as infinity, padded to the same width so positions stay exact) and
+ * null. Gives a new buffer in *out and its length in *n. */
+static ssm_status python_tokens(const char *data, size_t *n, char **out) {
+  void *buf;
+  SSM_TRY(ssm_alloc(*n + *n / 3 + 1, 1, &buf));
+  char *o = buf;
+  size_t k = 0;
+  int in_str = 0;
+  for (size_t i = 0; i < *n; i++) {
+    char c = data[i];
+    if (in_str) {
+      o[k++] = c;
+      if (c == '\\' && i + 1 < *n) o[k++] = data[++i];
+      else if (c == '"') in_str = 0;
+      continue;
+    }
+    if (c == '"') in_str = 1;
+    if (c == 'I' && *n - i >= 8 && !memcmp(data + i, "Infinity", 8)) {
+      memcpy(o + k, "1e999   ", 8);
+      k += 8;
+      i += 7;
+    } else if (c == 'N' && *n - i >= 3 && !memcmp(data + i, "NaN", 3)) {
+      memcpy(o + k, "null", 4);
+      k += 4;
+      i += 2;
+    } else {
+      o[k++] = c;
+    }
+  }
+  *n = k;
+  *out = o;
+  return NULL;
+}
+
+/* Parses config.json text; `name` names it in messages. Python's
+ * non-standard tokens are rewritten first (python_tokens). */
+ssm_status ssm_json_parse_config(const char *name, const char *text, size_t len, cJSON **out) {
+  *out = NULL;
+  size_t n = len;
+  char *data = NULL;
+  SSM_TRY(ssm_status_wrap(python_tokens(text, &n, &data), "%s", name));
+  cJSON *j;
+  ssm_status s = ssm_json_parse(name, data, n, &j);
+  free(data);
+  if (s) return s;
+  if (!cJSON_IsObject(j)) {
+    cJSON_Delete(j);
+    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);
+  }
+  *out = j;
+  return NULL;
+}
+
+/* Looks up a possibly dotted key ("text_config.hidden_size"); a part that
+ * is a number indexes a list ("time_step_limit.1"). */
+const cJSON *ssm_json_path(const cJSON *root, const char *key, size_t n) {
+  const cJSON *cur = root;
+  while (cur) {
+    const char *dot = memchr(key, '.', n);
+    size_t part = dot ? (size_t)(dot - key) : n;
+    char buf[MAX_PATH_PART + 1];
+    if (part > MAX_PATH_PART || part == 0) return NULL;
+    memcpy(buf, key, part);
+    buf[part] = 0;
+    if (cJSON_IsArray(cur)) {
+      if (strspn(buf, "0123456789") != part || part > 6) return NULL;
+      cur = cJSON_GetArrayItem(cur, atoi(buf));
+    } else if (cJSON_IsObject(cur)) {
+      cur = cJSON_GetObjectItemCaseSensitive(cur, buf);
+    } else {
+      return NULL;
+    }
+    if (!dot) return cur;
+    key += part + 1;
+    n -= part + 1;
+  }
   return NULL;
 }

@@ -274,7 +274,7 @@ ssm_status ssm_model_open_text(const char *yaml_name, const char *yaml, size_t y
   if (yaml_len > MAX_YAML_BYTES)
     return ssm_status_new(SSM_ERR_INVALID, "%s: larger than %u bytes", yaml_name, MAX_YAML_BYTES);
   cJSON *cfg;
-  SSM_TRY(ssm_fe_json_parse(config_name, config, config_len, &cfg));
+  SSM_TRY(ssm_json_parse_config(config_name, config, config_len, &cfg));
   ssm_model *m = NULL;
   ssm_status s = model_read(yaml_name, yaml, yaml_len, config_name, &m);
   if (!s) s = model_init(m, cfg);

@@ -95,9 +95,6 @@ ssm_status ssm_fe_check_map(ssm_model *m, const yaml_node_t *map, const char *wh
 
 /* ---- config.json and params (params.c) ------------------------------------ */
 
-/* Parses config.json text; `name` names it in messages. Python's
- * non-standard tokens (Infinity, NaN) are read too. */
-ssm_status ssm_fe_json_parse(const char *name, const char *text, size_t len, cJSON **out);
 /* Reads and parses config.json at `path`. */
 ssm_status ssm_fe_json_read(const char *path, cJSON **out);
 /* The param `name` (or the built-in max_seq) into *out (may be NULL); 0

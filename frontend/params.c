@@ -1,7 +1,7 @@
 /*
  * params.c — config.json and the params of a description bound to it.
  * config.json is read as Python's json module writes it (Infinity and NaN
- * included); a param takes its value from a key of it (dotted for nested
+ * included: base.h, ssm_json_parse_config); a param takes its value from a key of it (dotted for nested
  * objects, indexed for lists, or the first of a list of keys present), from
  * its default, or from an expression of the params before it.
  */
@@ -16,97 +16,14 @@
 
 /* ---- config.json ------------------------------------------------------- */
 
-/* Python's json module writes the non-standard tokens Infinity, -Infinity and
- * NaN: config.json files saved by transformers 4.x hold Mamba-2's
- * time_step_limit as [0.0, Infinity] (5.x writes {"__float__": "Infinity"}).
- * Rewrites them, outside strings, as JSON that cJSON reads: 1e999 (which
- * parses as infinity, padded to the same width so positions stay exact) and
- * null. Gives a new buffer in *out and its length in *n. */
-static ssm_status json_python_tokens(const char *data, size_t *n, char **out) {
-  void *buf;
-  SSM_TRY(ssm_alloc(*n + *n / 3 + 1, 1, &buf));
-  char *o = buf;
-  size_t k = 0;
-  int in_str = 0;
-  for (size_t i = 0; i < *n; i++) {
-    char c = data[i];
-    if (in_str) {
-      o[k++] = c;
-      if (c == '\\' && i + 1 < *n) o[k++] = data[++i];
-      else if (c == '"') in_str = 0;
-      continue;
-    }
-    if (c == '"') in_str = 1;
-    if (c == 'I' && *n - i >= 8 && !memcmp(data + i, "Infinity", 8)) {
-      memcpy(o + k, "1e999   ", 8);
-      k += 8;
-      i += 7;
-    } else if (c == 'N' && *n - i >= 3 && !memcmp(data + i, "NaN", 3)) {
-      memcpy(o + k, "null", 4);
-      k += 4;
-      i += 2;
-    } else {
-      o[k++] = c;
-    }
-  }
-  *n = k;
-  *out = o;
-  return NULL;
-}
-
-/* Parses config.json text; `name` names it in messages. Python's
- * non-standard tokens are rewritten first (json_python_tokens). */
-ssm_status ssm_fe_json_parse(const char *name, const char *text, size_t len, cJSON **out) {
-  *out = NULL;
-  size_t n = len;
-  char *data = NULL;
-  SSM_TRY(ssm_status_wrap(json_python_tokens(text, &n, &data), "%s", name));
-  cJSON *j;
-  ssm_status s = ssm_json_parse(name, data, n, &j);
-  free(data);
-  if (s) return s;
-  if (!cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    return ssm_status_new(SSM_ERR_INVALID, "%s: not a JSON object", name);
-  }
-  *out = j;
-  return NULL;
-}
-
 ssm_status ssm_fe_json_read(const char *path, cJSON **out) {
   *out = NULL;
   char *data;
   size_t n;
   SSM_TRY(ssm_file_read(path, MAX_JSON_BYTES, &data, &n));
-  ssm_status s = ssm_fe_json_parse(path, data, n, out);
+  ssm_status s = ssm_json_parse_config(path, data, n, out);
   free(data);
   return s;
-}
-
-/* Looks up a possibly dotted key ("text_config.hidden_size"); a part that
- * is a number indexes a list ("time_step_limit.1"). */
-static const cJSON *json_get(const cJSON *root, const char *key, size_t n) {
-  const cJSON *cur = root;
-  while (cur) {
-    const char *dot = memchr(key, '.', n);
-    size_t part = dot ? (size_t)(dot - key) : n;
-    char buf[SSM_FE_MAX_NAME + 1];
-    if (part > SSM_FE_MAX_NAME || part == 0) return NULL;
-    memcpy(buf, key, part);
-    buf[part] = 0;
-    if (cJSON_IsArray(cur)) {
-      if (strspn(buf, "0123456789") != part || part > 6) return NULL;
-      cur = cJSON_GetArrayItem(cur, atoi(buf));
-    } else if (cJSON_IsObject(cur)) {
-      cur = cJSON_GetObjectItemCaseSensitive(cur, buf);
-    } else {
-      return NULL;
-    }
-    if (!dot) return cur;
-    key += part + 1;
-    n -= part + 1;
-  }
-  return NULL;
 }
 
 /* ---- params ------------------------------------------------------------ */
@@ -175,7 +92,7 @@ static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg,
     for (yaml_node_item_t *it = key->data.sequence.items.start; it < key->data.sequence.items.top; it++) {
       yaml_node_t *k = ynode(m, *it);
       SSM_TRY(ssm_fe_expect_type(m, k, YAML_SCALAR_NODE, "a config key"));
-      const cJSON *j = json_get(cfg, stext(k), slen(k));
+      const cJSON *j = ssm_json_path(cfg, stext(k), slen(k));
       if (*it == *key->data.sequence.items.start) *used = k;
       if (j && !cJSON_IsNull(j)) {
         *out = j;
@@ -186,7 +103,7 @@ static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg,
     return NULL;
   }
   SSM_TRY(ssm_fe_expect_type(m, key, YAML_SCALAR_NODE, "a config key (or a list of them)"));
-  const cJSON *j = json_get(cfg, stext(key), slen(key));
+  const cJSON *j = ssm_json_path(cfg, stext(key), slen(key));
   if (j && !cJSON_IsNull(j)) *out = j;
   return NULL;
 }
