@@ -168,6 +168,14 @@ typedef struct {
    * from it must have. */
   const char *weights_file;
   uint64_t weights_fingerprint;
+  /* Optional (NULL: not recorded): what the compiled model depends on in
+   * its config.json (frontend.h: ssm_model_config_used), the text of a
+   * JSON object of config keys and their values (null: absent), which
+   * the config.json beside the weights a run is given must agree with. */
+  const char *config;
+  /* Optional (NULL: none): the compile cache's key of the entry this
+   * bundle was written as (compile/cache.c), 32 lowercase hex digits. */
+  const char *cache_key;
 } ssm_manifest;
 
 /* The manifest as JSON (malloc'd); NULL when host memory is exhausted. */

@@ -169,6 +169,15 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
     cJSON_AddStringToObject(wf, "name", m->weights_file);
     cJSON_AddStringToObject(wf, "xxh3", hex);
   }
+  if (m->config) {
+    cJSON *cfg = cJSON_Parse(m->config);
+    if (!cfg || !cJSON_AddItemToObject(j, "config", cfg)) { /* out of memory: no manifest */
+      cJSON_Delete(cfg);
+      cJSON_Delete(j);
+      return NULL;
+    }
+  }
+  if (m->cache_key) cJSON_AddStringToObject(j, "cache_key", m->cache_key);
   return j;
 }
 
@@ -630,6 +639,37 @@ static ssm_status weights_file(reader *r, const cJSON *root) {
   return s;
 }
 
+/* The optional "config": an object of config.json keys and their values
+ * (bundle.h: ssm_manifest.config), kept as its text, and the optional
+ * "cache_key": 32 hex digits. */
+static ssm_status config_and_key(reader *r, const cJSON *root) {
+  ssm_manifest *m = r->m;
+  const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(root, "config");
+  ssm_status s = NULL;
+  if (cfg && (!cJSON_IsObject(cfg) || cJSON_GetArraySize(cfg) > 4096)) {
+    size_t n = enter(r, "config", 0);
+    s = bad(r, "is not an object (of at most 4096 keys)");
+    leave(r, n);
+  }
+  if (!s && cfg) {
+    char *text = cJSON_PrintUnformatted(cfg);
+    m->config = text ? ssm_arena_strdup(r->arena, text) : NULL;
+    cJSON_free(text);
+    if (!m->config) s = ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the manifest's "
+                                       "config", r->name);
+  }
+  if (!s && cJSON_GetObjectItemCaseSensitive(root, "cache_key")) {
+    s = field_str(r, root, "cache_key", &m->cache_key);
+    if (!s && (strlen(m->cache_key) != 32 || strspn(m->cache_key, "0123456789abcdef") != 32)) {
+      size_t n = enter(r, "cache_key", 0);
+      s = bad(r, "is not 32 lowercase hex digits");
+      leave(r, n);
+    }
+  }
+  if (s) m->config = m->cache_key = NULL;
+  return s;
+}
+
 /* The optional "source": {"dir": "/abs/dir", "files": [{"name": "config.json",
  * "xxh3": "16 hex digits"}, ...]}: the weights directory it was compiled with. */
 static ssm_status source(reader *r, const cJSON *root) {
@@ -747,6 +787,7 @@ static ssm_status read_root(reader *r, const cJSON *root) {
   leave(r, n);
   if (!s) s = source(r, root);
   if (!s) s = weights_file(r, root);
+  if (!s) s = config_and_key(r, root);
   return s;
 }
 

@@ -193,6 +193,7 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
   char *tok_path = o->tokenizer ? ssm_xstrdup(o->tokenizer) : join(o->weights, "tokenizer.json");
   struct stat st;
   ssm_status s = ssm_bundle_open(o->bundle, &b);
+  if (!s) s = ssm_st_check_config(o->weights, ssm_bundle_manifest(b)->config, o->bundle);
   if (!s) s = ssm_status_wrap(ssm_tok_open(tok_path, &tok), "export-web needs the tokenizer for "
                               "the page's text (--tokenizer FILE, or tokenizer.json in --weights)");
   /* a quantized bundle's weights file ships as the site's checkpoint (a

@@ -465,6 +465,10 @@ static ssm_status finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   mf->vocab = ssm_model_param(m, "vocab", &v) ? v : 0;
   mf->max_seq = c->uses_pos && ssm_model_param(m, "max_seq", &v) ? v : 0;
   mf->eos = ssm_model_eos(m);
+  char *config;
+  SSM_TRY(ssm_model_config_used(m, &config));
+  mf->config = ssm_arena_strdup(c->arena, config);
+  free(config);
   mf->dtype = o->dtype;
   mf->align = ALIGN;
   mf->wgsl_window = c->window;

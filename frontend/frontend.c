@@ -129,6 +129,7 @@ static ssm_status model_new(const char *file, const char *config_path, ssm_model
 void ssm_model_close(ssm_model *m) {
   if (!m) return;
   if (m->has_doc) yaml_document_delete(&m->doc);
+  cJSON_Delete(m->config_used);
   ssm_arena_destroy(m->arena);
 }
 
@@ -305,6 +306,17 @@ ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v) {
       return NULL;
     }
   return ssm_status_new(SSM_ERR_INVALID, "%s: no param '%s' to set", m->file, name);
+}
+
+ssm_status ssm_model_config_used(const ssm_model *m, char **out_json) {
+  *out_json = NULL;
+  if (!m->config_used) return ssm_strdup("{}", "the config keys a model reads", out_json);
+  char *text = cJSON_PrintUnformatted(m->config_used);
+  if (!text) return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the config keys "
+                                   "it reads", m->file);
+  ssm_status s = ssm_strdup(text, "the config keys a model reads", out_json);
+  cJSON_free(text);
+  return s;
 }
 
 uint64_t ssm_model_digest(const ssm_model *m) {

@@ -44,6 +44,13 @@ ssm_status ssm_model_set_param(ssm_model *m, const char *name, int64_t v);
  * compile to the same bundle with the same compiler and options. */
 uint64_t ssm_model_digest(const ssm_model *m);
 
+/* What the model depends on in config.json, as the text of one JSON
+ * object (malloc'd): each key its params read (dotted as the description
+ * writes it) with its value there, null for a key that was absent (its
+ * param took a default), and model_type. A runtime compares it with the
+ * config.json of the weights a compiled model is given. */
+ssm_status ssm_model_config_used(const ssm_model *m, char **out_json);
+
 /* Architecture YAMLs compiled into the binary (models/<name>.yaml), so the tool
  * works from any directory. Returns NULL if `file` (e.g. "mamba1.yaml") is
  * not embedded. */

@@ -42,6 +42,7 @@ struct ssm_model {
   int64_t max_seq; /* the built-in param max_seq */
   int64_t eos;     /* config.json's eos_token_id (the first of a list); -1 if none */
   uint64_t source_hash; /* of the YAML text and the config (ssm_model_digest) */
+  cJSON *config_used;   /* the config keys the params read (ssm_model_config_used) */
 };
 
 /* ---- YAML accessors ----------------------------------------------------- */

@@ -80,8 +80,26 @@ static int json_scalar(ssm_model *m, const cJSON *j, ssm_scalar *out, int depth)
   return 1;
 }
 
+/* Notes config key `key` (n bytes) and its value `j` (NULL or null:
+ * absent) in m->config_used, once. */
+static ssm_status note_key(ssm_model *m, const char *key, size_t n, const cJSON *j) {
+  char name[256];
+  if (n >= sizeof name) return NULL; /* no such key is found either */
+  memcpy(name, key, n);
+  name[n] = 0;
+  if (!m->config_used && !(m->config_used = cJSON_CreateObject())) goto nomem;
+  if (cJSON_GetObjectItemCaseSensitive(m->config_used, name)) return NULL;
+  cJSON *v = j && !cJSON_IsNull(j) ? cJSON_Duplicate(j, 1) : cJSON_CreateNull();
+  if (v && cJSON_AddItemToObject(m->config_used, name, v)) return NULL;
+  cJSON_Delete(v);
+nomem:
+  return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the config keys it reads",
+                        m->file);
+}
+
 /* The first of a param's keys (one, or a list of fallbacks) that config.json
- * holds with a value other than null; *used names it. */
+ * holds with a value other than null; *used names it. Every key looked at
+ * is noted (note_key). */
 static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg, const cJSON **out,
                                yaml_node_t **used) {
   *out = NULL;
@@ -93,6 +111,7 @@ static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg,
       yaml_node_t *k = ynode(m, *it);
       SSM_TRY(ssm_fe_expect_type(m, k, YAML_SCALAR_NODE, "a config key"));
       const cJSON *j = ssm_json_path(cfg, stext(k), slen(k));
+      SSM_TRY(note_key(m, stext(k), slen(k), j));
       if (*it == *key->data.sequence.items.start) *used = k;
       if (j && !cJSON_IsNull(j)) {
         *out = j;
@@ -104,6 +123,7 @@ static ssm_status param_lookup(ssm_model *m, yaml_node_t *key, const cJSON *cfg,
   }
   SSM_TRY(ssm_fe_expect_type(m, key, YAML_SCALAR_NODE, "a config key (or a list of them)"));
   const cJSON *j = ssm_json_path(cfg, stext(key), slen(key));
+  SSM_TRY(note_key(m, stext(key), slen(key), j));
   if (j && !cJSON_IsNull(j)) *out = j;
   return NULL;
 }
@@ -130,6 +150,8 @@ ssm_status ssm_fe_bind_params(ssm_model *m, yaml_node_t *params, const cJSON *cf
   m->params = ssm_arena_alloc(m->arena, sizeof(param) * (size_t)(count ? count : 1));
   if (!m->params) return ssm_arena_status(m->arena, "the model's params");
   static const char *const keys[] = {"key", "default", "value", NULL};
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(cfg, "model_type");
+  SSM_TRY(note_key(m, "model_type", 10, cJSON_IsString(mt) ? mt : NULL));
   for (yaml_node_pair_t *p = params->data.mapping.pairs.start; p < params->data.mapping.pairs.top; p++) {
     yaml_node_t *k = ynode(m, p->key), *v = ynode(m, p->value);
     static const char *const reserved[] = {"T", "i", "use", "in", "true", "false", "tokens", "pos", "max_seq", NULL};

@@ -206,6 +206,8 @@ static ssm_status open_bundle(ssmc_session *s, const char *path, const ssmc_opti
   const ssm_manifest *m = ssm_bundle_manifest(bd);
   /* the weights file beside the bundle holds no tokenizer: the model's directory does */
   if (!st && file && m->source_dir) st = ssm_strdup(m->source_dir, "the model's path", &s->model_dir);
+  /* weights given for it must be of the model it was compiled for */
+  if (!st && o->weights) st = ssm_st_check_config(o->weights, m->config, ssm_bundle_name(bd));
   if (st) {
     ssm_bundle_close(bd);
     return st;

@@ -287,12 +287,63 @@ static void test_source(void) {
   ssm_bundle_close(b);
 }
 
+/* The config keys a bundle was compiled with (manifest "config") and the
+ * compile cache's key: they survive the round trip and are checked. */
+static void test_config(void) {
+  ssm_bundle *b = compile_tiny(), *c = NULL;
+  const char *cfg = ssm_bundle_manifest(b)->config;
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cfg);
+  CU_ASSERT_PTR_NOT_NULL(strstr(cfg, "\"model_type\":\"mamba\""));
+  CU_ASSERT_PTR_NOT_NULL(strstr(cfg, "\"vocab_size\":1000"));
+  void *data;
+  size_t size;
+  SSM_ASSERT_OK(ssm_bundle_serialize(b, &data, &size));
+  SSM_ASSERT_OK(ssm_bundle_open_memory(data, size, "c.ssmb", &c));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+  CU_ASSERT_STRING_EQUAL(ssm_bundle_manifest(c)->config, cfg);
+  CU_ASSERT_PTR_NULL(ssm_bundle_manifest(c)->cache_key);
+  ssm_bundle_close(c);
+  uint64_t mlen = 0;
+  for (int i = 7; i >= 0; i--) mlen = mlen << 8 | ((unsigned char *)data)[16 + i];
+  char *json = strndup((char *)data + 64, (size_t)mlen);
+  char *at = strstr(json, ",\"config\":");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(at);
+  struct { const char *tail, *error; } cases[] = {
+      {",\"config\":5", "config is not an object"},
+      {",\"config\":{},\"cache_key\":\"0123\"", "cache_key is not 32 lowercase hex digits"},
+      {",\"cache_key\":7", "cache_key is not a string"},
+      {",\"cache_key\":\"0123456789abcdef0123456789abcdef\"", NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char text[65536];
+    snprintf(text, sizeof text, "%.*s%s}", (int)(at - json), json, cases[i].tail);
+    size_t n;
+    unsigned char *f = with_manifest(data, size, text, &n);
+    ssm_bundle *d = NULL;
+    if (cases[i].error) {
+      SSM_ASSERT_ERR(ssm_bundle_open_memory(f, n, "c.ssmb", &d), cases[i].error);
+      CU_ASSERT_PTR_NULL(d);
+    } else {
+      SSM_ASSERT_OK(ssm_bundle_open_memory(f, n, "c.ssmb", &d));
+      CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+      CU_ASSERT_PTR_NULL(ssm_bundle_manifest(d)->config);
+      CU_ASSERT_STRING_EQUAL(ssm_bundle_manifest(d)->cache_key, "0123456789abcdef0123456789abcdef");
+      ssm_bundle_close(d);
+    }
+    free(f);
+  }
+  free(json);
+  free(data);
+  ssm_bundle_close(b);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"roundtrip", test_roundtrip},
                          {"bad_files", test_bad_files},
                          {"manifest_not_object", test_manifest_not_object},
                          {"save_is_atomic", test_save_is_atomic},
                          {"source", test_source},
+                         {"config", test_config},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("bundle", tests);
 }

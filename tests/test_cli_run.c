@@ -295,6 +295,30 @@ static void test_bundle_weights(void) {
   b = sh(0, "$SSMC run %s/m.ssmb --weights %s/m2 --tokens 1,2,3 -n 4 -q", dir, dir);
   CU_ASSERT_STRING_EQUAL(a, b);
   free(b);
+  /* weights given must be of the model it was compiled for: by config.json's
+   * keys its description reads, so that a copy whose config.json says
+   * more (a fine-tune's) still runs, another model's (same tensor names and
+   * shapes) does not, and neither does a file of another model's directory */
+  b = sh(0, "cp -r %s/m2 %s/ft && sed -i 's/\"dtype\"/\"_name_or_path\": \"ft\", "
+         "\"dtype\"/' %s/ft/config.json && $SSMC run %s/m.ssmb --weights %s/ft --tokens "
+         "1,2,3 -n 4 -q", dir, dir, dir, dir, dir);
+  CU_ASSERT_STRING_EQUAL(a, b);
+  free(b);
+  out = sh(1, "$SSMC run %s/m.ssmb --weights tests/data/falcon_tiny --tokens 1 -n 1", dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "m.ssmb: the weights tests/data/falcon_tiny are not of the "
+                                     "model it was compiled for: tests/data/falcon_tiny/config."
+                                     "json differs from the config it was compiled with "
+                                     "(model_type is \"falcon_mamba\", not \"mamba\"); compile "
+                                     "a bundle for these weights"));
+  free(out);
+  out = sh(1, "$SSMC run %s/m.ssmb --weights tests/data/mamba1_untied/model.safetensors "
+           "--tokens 1 -n 1", dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "(vocab_size is 757, not 1000; hidden_size is 48, not 64; "
+                                     "intermediate_size is 96, not 128; and 7 more)"));
+  free(out);
+  out = sh(1, "$SSMC export-web %s/m.ssmb --weights tests/data/falcon_tiny -o %s/web", dir, dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "model_type is \"falcon_mamba\", not \"mamba\""));
+  free(out);
   /* config.json edited (the same values, another layout), a tensor table
    * changed (another file's), a file added */
   out = sh(1, "mv %s/m2 %s/m && sed -i 's/,/ ,/' %s/m/config.json && $SSMC run %s/m.ssmb "

@@ -121,12 +121,23 @@ static void test_errors(void) {
   snprintf(args, sizeof args, "export-web %s --weights " FIX " -o %s", b, out);
   expect(args, 1, "export-web needs the tokenizer for the page's text (--tokenizer FILE, or "
          "tokenizer.json in --weights)");
+  /* another model's weights: its config.json says so; without one, its tensors */
   snprintf(args, sizeof args, "export-web %s --weights tests/data/mamba1_untied --tokenizer " TOK
            " -o %s", b, out);
-  expect(args, 1, "in tests/data/mamba1_untied does not have the bundle's shape and dtype");
-  snprintf(args, sizeof args, "export-web %s --weights tests/data/jamba_tiny --tokenizer " TOK
-           " -o %s", b, out);
-  expect(args, 1, "tensor 'backbone.embeddings.weight' not found in tests/data/jamba_tiny");
+  expect(args, 1, "tests/data/mamba1_untied/config.json differs from the config it was "
+         "compiled with (vocab_size is 757, not 1000;");
+  char w[600], cmd[2600];
+  snprintf(w, sizeof w, "%s/bare", ssm_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/untied %s/jamba && cp tests/data/mamba1_untied/"
+           "model.safetensors %s/untied/ && cp tests/data/jamba_tiny/model.safetensors %s/jamba/",
+           w, w, w, w);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  snprintf(args, sizeof args, "export-web %s --weights %s/untied --tokenizer " TOK " -o %s", b,
+           w, out);
+  expect(args, 1, "/untied does not have the bundle's shape and dtype");
+  snprintf(args, sizeof args, "export-web %s --weights %s/jamba --tokenizer " TOK " -o %s", b, w,
+           out);
+  expect(args, 1, "tensor 'backbone.embeddings.weight' not found in ");
   /* nothing was written for any of them */
   struct stat st;
   CU_ASSERT(stat(out, &st) != 0);

@@ -6,7 +6,11 @@
  * a safetensors file by its tensor table (every tensor's name, dtype,
  * shape, size and offset), which ssm_st_open reads anyway, not by its data:
  * the runtime hashes every weight byte as it loads them (ssm_st_fingerprint).
+ * And the check that given weights are of the model a bundle was compiled
+ * for, by the config.json keys it recorded: a path of its own does not
+ * count, so the same checkpoint moved, copied or fine-tuned still runs.
  */
+#include <cjson/cJSON.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <xxhash.h>
@@ -99,4 +103,66 @@ ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *o
   *out_files = v;
   *out_count = n;
   return NULL;
+}
+
+/* A config value as messages show it: its JSON, cut at 40 bytes; "absent". */
+static void show_value(ssm_sb *b, const cJSON *v) {
+  if (!v || cJSON_IsNull(v)) {
+    ssm_sb_printf(b, "absent");
+    return;
+  }
+  char *text = cJSON_PrintUnformatted(v);
+  if (!text) ssm_sb_printf(b, "?");
+  else if (strlen(text) > 40) ssm_sb_printf(b, "%.37s...", text);
+  else ssm_sb_printf(b, "%s", text);
+  cJSON_free(text);
+}
+
+ssm_status ssm_st_check_config(const char *weights, const char *config, const char *name) {
+  if (!config) return NULL;
+  struct stat sb;
+  ssm_sb path = {0};
+  const char *slash = strrchr(weights, '/');
+  if (!stat(weights, &sb) && S_ISDIR(sb.st_mode)) ssm_sb_printf(&path, "%s/config.json", weights);
+  else if (slash) ssm_sb_printf(&path, "%.*s/config.json", (int)(slash - weights), weights);
+  else ssm_sb_printf(&path, "config.json");
+  ssm_status s = ssm_sb_status(&path, "config.json's path");
+  if (s || stat(path.s, &sb)) {
+    ssm_sb_free(&path);
+    return s;
+  }
+  char *text = NULL;
+  size_t len;
+  cJSON *now = NULL, *was = NULL;
+  s = ssm_file_read(path.s, MAX_JSON, &text, &len);
+  if (!s) s = ssm_json_parse_config(path.s, text, len, &now);
+  free(text);
+  if (!s && !(was = cJSON_Parse(config)))
+    s = ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for its recorded config", name);
+  ssm_sb what = {0};
+  int differ = 0;
+  const cJSON *k, *recorded = s ? NULL : was;
+  cJSON_ArrayForEach(k, recorded) {
+    const cJSON *v = ssm_json_path(now, k->string, strlen(k->string));
+    int absent = !v || cJSON_IsNull(v), was_absent = cJSON_IsNull(k);
+    if (absent && was_absent) continue;
+    if (!absent && !was_absent && cJSON_Compare(k, v, 1)) continue;
+    if (++differ > 3) continue;
+    ssm_sb_printf(&what, "%s%s is ", what.n ? "; " : "", k->string);
+    show_value(&what, v);
+    ssm_sb_printf(&what, ", not ");
+    show_value(&what, k);
+  }
+  if (differ > 3) ssm_sb_printf(&what, "; and %d more", differ - 3);
+  cJSON_Delete(was);
+  cJSON_Delete(now);
+  if (!s) s = ssm_sb_status(&what, "the config's differences");
+  if (!s && differ)
+    s = ssm_status_new(SSM_ERR_INVALID, "%s: the weights %s are not of the model it was "
+                       "compiled for: %s differs from the config it was compiled with (%s); "
+                       "compile a bundle for these weights (ssmc compile DIR -o OUT.ssmb)",
+                       name, weights, path.s, what.s);
+  ssm_sb_free(&what);
+  ssm_sb_free(&path);
+  return s;
 }

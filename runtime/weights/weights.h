@@ -114,6 +114,14 @@ typedef struct {
  * offsets; not the data). *out_files is malloc'd (free() it). A directory
  * that ssm_st_open refuses is that error. */
 ssm_status ssm_st_source(const char *dir, ssm_st_source_file **out_files, int *out_count);
+/* Checks that the weights at `weights` (a directory, or a file in one)
+ * are of the model a bundle was compiled for: the config.json there must
+ * agree with `config`, the keys and values the bundle recorded
+ * (bundle.h: ssm_manifest.config; null: absent). A difference is an error
+ * that names the keys, starting with `name` (the bundle). Nothing to
+ * compare (no `config`, or no config.json there) passes: the weights'
+ * names and shapes are still checked as they load. */
+ssm_status ssm_st_check_config(const char *weights, const char *config, const char *name);
 
 /* ---- load-time weight transforms (transform.c) ------------------------- */
 
