@@ -10,8 +10,9 @@
  * compiler never reads what an older one wrote. Entries are written
  * atomically (ssm_bundle_save: a temporary file renamed over the entry),
  * so concurrent runs at worst compile twice; an entry that does not read
- * back (the bundle's checksum, its version) is compiled again and
- * replaced. Temporary files that killed writers left behind are removed
+ * back (the bundle's checksum, its version), or that does not record the
+ * key it is named by (a file copied or written there by other means), is
+ * compiled again and replaced, and the log says which entry and why. Temporary files that killed writers left behind are removed
  * once they are an hour old.
  */
 #include <dirent.h>
@@ -136,16 +137,25 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   struct stat sb;
   if (!stat(*out_path, &sb)) {
     ssm_status s = ssm_bundle_open(*out_path, out);
-    if (!s) {
+    const char *was = s ? NULL : ssm_bundle_manifest(*out)->cache_key;
+    if (was && !strcmp(was, key)) {
       *out_hit = 1;
       return NULL;
     }
-    ssm_log("compile cache: %s; compiling again", ssm_status_message(s));
+    if (s) ssm_log("compile cache: %s; compiling it again", ssm_status_message(s));
+    else if (!was) ssm_log("compile cache: %s records no key, so it need not be this model's "
+                           "compile; compiling it again", *out_path);
+    else ssm_log("compile cache: %s holds the compile of key %s, not of its name; compiling it "
+                 "again", *out_path, was);
     ssm_status_free(s);
+    ssm_bundle_close(*out);
+    *out = NULL;
   }
   double t0 = ssm_now();
   SSM_TRY(ssm_compile(m, co, out));
   *out_compile_s = ssm_now() - t0;
+  ssm_manifest *mf = ssm_bundle_manifest_mut(*out);
+  mf->cache_key = ssm_arena_strdup(ssm_bundle_arena(*out), key); /* NULL: not kept, a miss next time */
   ssm_status s = make_dir(dir);
   if (!s) sweep(dir);
   if (!s) s = ssm_bundle_save(*out, *out_path);

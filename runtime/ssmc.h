@@ -179,7 +179,8 @@ typedef struct {
   /* Where compiled models are kept, by content (NULL: a model is compiled in
    * memory at every open and nothing is written). A model compiled before
    * with the same description, config.json, options and ssmc build is read
-   * from there instead; a corrupt entry is compiled again and replaced.
+   * from there instead; a corrupt entry, or one that does not record the key
+   * it is named by, is compiled again and replaced.
    * ssmc_cache_dir_default() gives the directory the ssmc tool uses. */
   const char *cache_dir;
   ssmc_progress_fn progress; /* may be NULL */

@@ -232,8 +232,37 @@ static void test_cache(void) {
   snprintf(want, sizeof want, "%s\n", slash ? slash + 1 : path);
   CU_ASSERT_STRING_EQUAL(ls, want);
   free(ls);
+  /* an entry is this model's only when it records the key it is named by:
+   * another model's entry copied there (same tensor names and shapes), or a
+   * bundle of other shapes written there, is compiled again and replaced */
+  char *out = sh(0, "%s $SSMC run tests/data/falcon_tiny --tokens 1 -n 1 --json 2>%s/err && "
+                 "tail -n 1 %s/err", env, home, home);
+  cJSON *j = cJSON_Parse(strchr(out, '\n') ? strchr(out, '\n') + 1 : "");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  const char *falcon = cJSON_GetObjectItem(j, "cache_file")->valuestring;
+  CU_ASSERT_STRING_NOT_EQUAL(falcon, path);
+  const char *other[] = {"cp %s %s%.0s", "$SSMC compile tests/data/mamba1_untied -q -o %.0s%s"};
+  for (int i = 0; i < 2; i++) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, other[i], falcon, path, "");
+    char *o = sh(0, "%s && SSMC_VERBOSE=1 %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json "
+                 "2>%s/err && cat %s/err", cmd, env, home, home);
+    CU_ASSERT_EQUAL(strncmp(o, first, strlen(first)), 0); /* the same ids */
+    CU_ASSERT_PTR_NOT_NULL(strstr(o, "\"cache\":\"miss\""));
+    char want_log[1400];
+    snprintf(want_log, sizeof want_log, "compile cache: %s %s", path,
+             i ? "records no key" : "holds the compile of key ");
+    CU_ASSERT_PTR_NOT_NULL(strstr(o, want_log));
+    free(o);
+    o = sh(0, "%s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json 2>&1", env);
+    CU_ASSERT_PTR_NOT_NULL(strstr(o, "\"cache\":\"hit\""));
+    CU_ASSERT_EQUAL(strncmp(o, first, strlen(first)), 0);
+    free(o);
+  }
+  cJSON_Delete(j);
+  free(out);
   /* --no-cache: compiled, nothing read or written */
-  char *out = sh(0, "rm -rf %s/ssmc && %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json --no-cache "
+  out = sh(0, "rm -rf %s/ssmc && %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json --no-cache "
                  "2>%s/err && tail -n 1 %s/err && ls -A %s", home, env, home, home, home);
   CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"cache\":\"off\""));
