@@ -294,6 +294,14 @@ ssm_status ssm_json_parse_config(const char *name, const char *text, size_t len,
  * a part that is a number indexes a list: "time_step_limit.1"), the first
  * `n` bytes of `key`; NULL when there is none. */
 const struct cJSON *ssm_json_path(const struct cJSON *root, const char *key, size_t n);
+/* A copy of config.json value `v` that prints as it reads: a non-finite
+ * number (Python's Infinity), in lists and objects too, as transformers
+ * 5's {"__float__": "Infinity"} (cJSON would print null). NULL when host
+ * memory is exhausted. */
+struct cJSON *ssm_json_config_copy(const struct cJSON *v);
+/* Whether two config.json values are equal, a number and its
+ * {"__float__": ...} form alike, in lists too. */
+int ssm_json_config_equal(const struct cJSON *a, const struct cJSON *b);
 
 /* ---- files (text.c) ----------------------------------------------------------- */
 

@@ -6,6 +6,7 @@
  * model than the author meant).
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/base.h"
@@ -236,4 +237,51 @@ const cJSON *ssm_json_path(const cJSON *root, const char *key, size_t n) {
     n -= part + 1;
   }
   return NULL;
+}
+
+cJSON *ssm_json_config_copy(const cJSON *v) {
+  if (cJSON_IsNumber(v) && !isfinite(v->valuedouble)) {
+    cJSON *o = cJSON_CreateObject();
+    const char *f = isnan(v->valuedouble) ? "NaN" : v->valuedouble > 0 ? "Infinity" : "-Infinity";
+    if (o && cJSON_AddStringToObject(o, "__float__", f)) return o;
+    cJSON_Delete(o);
+    return NULL;
+  }
+  int list = cJSON_IsArray(v);
+  if (!list && !cJSON_IsObject(v)) return cJSON_Duplicate(v, 1);
+  cJSON *a = list ? cJSON_CreateArray() : cJSON_CreateObject();
+  for (const cJSON *e = v->child; a && e; e = e->next) {
+    cJSON *c = ssm_json_config_copy(e);
+    if (!c || !(list ? cJSON_AddItemToArray(a, c) : cJSON_AddItemToObject(a, e->string, c))) {
+      cJSON_Delete(c);
+      cJSON_Delete(a);
+      return NULL;
+    }
+  }
+  return a;
+}
+
+/* A number, or transformers 5's {"__float__": "Infinity"} form of one, into *out. */
+static int config_number(const cJSON *v, double *out) {
+  const cJSON *f = cJSON_IsObject(v) && cJSON_GetArraySize(v) == 1
+                       ? cJSON_GetObjectItemCaseSensitive(v, "__float__") : NULL;
+  if (cJSON_IsNumber(v)) *out = v->valuedouble;
+  else if (!cJSON_IsString(f)) return 0;
+  else if (!strcmp(f->valuestring, "Infinity")) *out = HUGE_VAL;
+  else if (!strcmp(f->valuestring, "-Infinity")) *out = -HUGE_VAL;
+  else if (!strcmp(f->valuestring, "NaN")) *out = NAN;
+  else return 0;
+  return 1;
+}
+
+int ssm_json_config_equal(const cJSON *a, const cJSON *b) {
+  double x, y;
+  if (config_number(a, &x) && config_number(b, &y)) return x == y || (isnan(x) && isnan(y));
+  if (cJSON_IsArray(a) && cJSON_IsArray(b)) {
+    const cJSON *i = a->child, *j = b->child;
+    for (; i && j; i = i->next, j = j->next)
+      if (!ssm_json_config_equal(i, j)) return 0;
+    return !i && !j;
+  }
+  return cJSON_Compare(a, b, 1);
 }

@@ -89,7 +89,7 @@ static ssm_status note_key(ssm_model *m, const char *key, size_t n, const cJSON 
   name[n] = 0;
   if (!m->config_used && !(m->config_used = cJSON_CreateObject())) goto nomem;
   if (cJSON_GetObjectItemCaseSensitive(m->config_used, name)) return NULL;
-  cJSON *v = j && !cJSON_IsNull(j) ? cJSON_Duplicate(j, 1) : cJSON_CreateNull();
+  cJSON *v = j && !cJSON_IsNull(j) ? ssm_json_config_copy(j) : cJSON_CreateNull();
   if (v && cJSON_AddItemToObject(m->config_used, name, v)) return NULL;
   cJSON_Delete(v);
 nomem:

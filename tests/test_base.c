@@ -5,6 +5,7 @@
  */
 #include <dirent.h>
 #include <signal.h>
+#include <cjson/cJSON.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -237,6 +238,39 @@ static void test_file_read_directory(void) {
   ssm_status_free(s);
 }
 
+/* config.json values: Python's Infinity, as read, prints in transformers
+ * 5's form, and compares equal to it (in lists too); other values as
+ * cJSON compares them. */
+static void test_json_config_values(void) {
+  cJSON *py = NULL, *t5 = NULL;
+  const char *a = "{\"l\": [0.0, Infinity], \"x\": -Infinity, \"s\": \"mamba\"}";
+  const char *b = "{\"l\": [0, {\"__float__\": \"Infinity\"}], \"x\": {\"__float__\": "
+                  "\"-Infinity\"}, \"s\": \"mamba\"}";
+  SSM_ASSERT_OK(ssm_json_parse_config("a", a, strlen(a), &py));
+  SSM_ASSERT_OK(ssm_json_parse_config("b", b, strlen(b), &t5));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(py);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t5);
+  cJSON *copy = ssm_json_config_copy(py);
+  char *text = cJSON_PrintUnformatted(copy);
+  CU_ASSERT_STRING_EQUAL(text, "{\"l\":[0,{\"__float__\":\"Infinity\"}],\"x\":{\"__float__\":"
+                               "\"-Infinity\"},\"s\":\"mamba\"}");
+  const char *keys[] = {"l", "x", "s"};
+  for (int i = 0; i < 3; i++) {
+    const cJSON *p = cJSON_GetObjectItem(py, keys[i]), *q = cJSON_GetObjectItem(t5, keys[i]);
+    CU_ASSERT(ssm_json_config_equal(p, q));
+    CU_ASSERT(ssm_json_config_equal(q, p));
+    CU_ASSERT(ssm_json_config_equal(cJSON_GetObjectItem(copy, keys[i]), p));
+  }
+  CU_ASSERT(!ssm_json_config_equal(cJSON_GetObjectItem(py, "l"), cJSON_GetObjectItem(py, "x")));
+  CU_ASSERT(!ssm_json_config_equal(cJSON_GetObjectItem(py, "x"), cJSON_GetObjectItem(t5, "l")));
+  CU_ASSERT(!ssm_json_config_equal(cJSON_GetArrayItem(cJSON_GetObjectItem(py, "l"), 0),
+                                   cJSON_GetObjectItem(py, "x")));
+  cJSON_free(text);
+  cJSON_Delete(copy);
+  cJSON_Delete(py);
+  cJSON_Delete(t5);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"status", test_status},
                          {"size_math", test_size_math},
@@ -248,6 +282,7 @@ int main(void) {
                          {"alloc", test_alloc},
                          {"file_read_directory", test_file_read_directory},
                          {"json_find_nul", test_json_find_nul},
+                         {"json_config_values", test_json_config_values},
                          {"file_temp_killed", test_file_temp_killed},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("base", tests);

@@ -146,7 +146,7 @@ ssm_status ssm_st_check_config(const char *weights, const char *config, const ch
     const cJSON *v = ssm_json_path(now, k->string, strlen(k->string));
     int absent = !v || cJSON_IsNull(v), was_absent = cJSON_IsNull(k);
     if (absent && was_absent) continue;
-    if (!absent && !was_absent && cJSON_Compare(k, v, 1)) continue;
+    if (!absent && !was_absent && ssm_json_config_equal(k, v)) continue;
     if (++differ > 3) continue;
     ssm_sb_printf(&what, "%s%s is ", what.n ? "; " : "", k->string);
     show_value(&what, v);
