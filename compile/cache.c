@@ -2,7 +2,8 @@
  * cache.c — compiled models kept on disk by content, so that running a
  * model directory a second time does not compile it again.
  *
- * An entry is DIR/<key>.ssmb, an ordinary bundle. The key is an XXH3-128
+ * An entry is DIR/<key>.ssmb, an ordinary bundle that records its key
+ * (ssm_manifest.cache_key). The key is an XXH3-128
  * over everything the compiled bundle depends on: the model's digest (its
  * description's text, config.json as parsed, every param: frontend.h), the
  * compile options, and the ssmc build: its version, its git revision and
@@ -12,8 +13,9 @@
  * so concurrent runs at worst compile twice; an entry that does not read
  * back (the bundle's checksum, its version), or that does not record the
  * key it is named by (a file copied or written there by other means), is
- * compiled again and replaced, and the log says which entry and why. Temporary files that killed writers left behind are removed
- * once they are an hour old.
+ * compiled again and replaced, and the log says which entry and why.
+ * Temporary files that killed writers left behind are removed once they
+ * are an hour old.
  */
 #include <dirent.h>
 #include <errno.h>
