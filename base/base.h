@@ -327,6 +327,11 @@ ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
  * or when flushing fails) removed. Both take ownership of `tmp` and `fd`. */
 ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
+/* What the first `n` bytes `head` (n < 0: none read) of file `path` say it
+ * is: *out_bundle 1 when they start with the bundle magic "SSMB"; without
+ * it, a file named .ssmb or holding a NUL byte there (which no YAML or IR
+ * text holds) is an error that calls it a damaged bundle. */
+ssm_status ssm_file_bundle_magic(const char *path, const char *head, long n, int *out_bundle);
 /* 1 when `a` and `b` name the same existing file (one device, one inode). */
 int ssm_file_same(const char *a, const char *b);
 

@@ -307,3 +307,13 @@ ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
   }
   return s;
 }
+
+ssm_status ssm_file_bundle_magic(const char *path, const char *head, long n, int *out_bundle) {
+  *out_bundle = n >= 4 && !memcmp(head, "SSMB", 4);
+  size_t len = strlen(path);
+  int named = len > 5 && !strcmp(path + len - 5, ".ssmb");
+  if (*out_bundle || (!named && (n <= 0 || !memchr(head, 0, (size_t)n)))) return NULL;
+  return ssm_status_new(SSM_ERR_INVALID, "%s: not a bundle (its first bytes are not \"SSMB\"), "
+                        "nor a model description or IR text: a damaged bundle? Compile it again",
+                        path);
+}

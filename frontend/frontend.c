@@ -209,12 +209,12 @@ static ssm_status not_binary(const char *model) {
   char head[64];
   ssize_t n = read(fd, head, sizeof head);
   close(fd);
-  size_t len = strlen(model);
-  int named = len > 5 && !strcmp(model + len - 5, ".ssmb");
-  if (!named && (n <= 0 || !memchr(head, 0, (size_t)n))) return NULL;
-  return ssm_status_new(SSM_ERR_INVALID, "%s: not a bundle (its first bytes are not \"SSMB\"), "
-                        "nor a model description or IR text: a damaged bundle? Compile it again",
-                        model);
+  int bundle;
+  SSM_TRY(ssm_file_bundle_magic(model, head, (long)n, &bundle));
+  return bundle ? ssm_status_new(SSM_ERR_INVALID, "%s: a compiled bundle, not a model "
+                                 "description (an architecture YAML, IR text or a model directory)",
+                                 model)
+                : NULL;
 }
 
 ssm_status ssm_model_open(const char *model, const char *config_path, ssm_model **out) {

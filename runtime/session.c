@@ -153,13 +153,7 @@ ssm_status ssm_path_is_bundle(const char *path, int *out_bundle) {
   char head[64];
   ssize_t n = read(fd, head, sizeof head);
   close(fd);
-  *out_bundle = n >= 4 && !memcmp(head, "SSMB", 4);
-  size_t len = strlen(path);
-  int named = len > 5 && !strcmp(path + len - 5, ".ssmb");
-  if (*out_bundle || (!named && (n <= 0 || !memchr(head, 0, (size_t)n)))) return NULL;
-  return ssm_status_new(SSM_ERR_INVALID, "%s: not a bundle (its first bytes are not \"SSMB\"), "
-                        "nor a model description or IR text: a damaged bundle? Compile it again",
-                        path);
+  return ssm_file_bundle_magic(path, head, (long)n, out_bundle);
 }
 
 static ssm_status check_options(const char *model, const ssmc_options *o, int bundle) {

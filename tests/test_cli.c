@@ -172,6 +172,11 @@ static void test_bundle_options(void) {
   snprintf(args, sizeof args, "run %s/bad.bin --config " FIX "/config.json --tokens 1 -n 1",
            ssm_test_tmpdir());
   expect(args, 1, "a damaged bundle?");
+  /* a whole bundle where a description is read */
+  snprintf(args, sizeof args, "compile %s -o %s/again.ssmb", b, ssm_test_tmpdir());
+  expect(args, 1, "opts.ssmb: a compiled bundle, not a model description");
+  snprintf(args, sizeof args, "compile %s/bad.bin -o %s/again.ssmb", ssm_test_tmpdir(), ssm_test_tmpdir());
+  expect(args, 1, "bad.bin: not a bundle (its first bytes are not \"SSMB\")");
 }
 
 static void test_bad_paths(void) {
