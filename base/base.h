@@ -332,6 +332,9 @@ ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
  * it, a file named .ssmb or holding a NUL byte there (which no YAML or IR
  * text holds) is an error that calls it a damaged bundle. */
 ssm_status ssm_file_bundle_magic(const char *path, const char *head, long n, int *out_bundle);
+/* mkdir -p: creates `dir` and its missing parents, private to the user
+ * (0700) where it creates; an error when `dir` is then not a directory. */
+ssm_status ssm_file_mkdirs(const char *dir);
 /* 1 when `a` and `b` name the same existing file (one device, one inode). */
 int ssm_file_same(const char *a, const char *b);
 

@@ -317,3 +317,21 @@ ssm_status ssm_file_bundle_magic(const char *path, const char *head, long n, int
                         "nor a model description or IR text: a damaged bundle? Compile it again",
                         path);
 }
+
+ssm_status ssm_file_mkdirs(const char *dir) {
+  char *p;
+  SSM_TRY(ssm_strdup(dir, "a directory's name", &p));
+  int err = 0;
+  for (char *c = p + 1; !err; c++) {
+    if (*c && *c != '/') continue;
+    char was = *c;
+    *c = 0;
+    if (mkdir(p, 0700) && errno != EEXIST) err = errno;
+    *c = was;
+    if (!was) break;
+  }
+  free(p);
+  struct stat sb;
+  if (!err && (stat(dir, &sb) || !S_ISDIR(sb.st_mode))) err = ENOTDIR;
+  return err ? ssm_status_new(SSM_ERR_IO, "%s: cannot create (%s)", dir, strerror(err)) : NULL;
+}

@@ -90,25 +90,6 @@ static ssm_status key_of(const ssm_model *m, const ssm_compile_opts *co, char ou
   return NULL;
 }
 
-/* mkdir -p, private to the user (0700) where it creates. */
-static ssm_status make_dir(const char *dir) {
-  char *p;
-  SSM_TRY(ssm_strdup(dir, "the cache directory's name", &p));
-  int err = 0;
-  for (char *c = p + 1; !err; c++) {
-    if (*c && *c != '/') continue;
-    char was = *c;
-    *c = 0;
-    if (mkdir(p, 0700) && errno != EEXIST) err = errno;
-    *c = was;
-    if (!was) break;
-  }
-  free(p);
-  struct stat sb;
-  if (!err && (stat(dir, &sb) || !S_ISDIR(sb.st_mode))) err = ENOTDIR;
-  return err ? ssm_status_new(SSM_ERR_IO, "%s: cannot create (%s)", dir, strerror(err)) : NULL;
-}
-
 /* Removes ".<key>.ssmb.XXXXXX" files that writers killed outright left. */
 static void sweep(const char *dir) {
   DIR *d = opendir(dir);
@@ -158,7 +139,7 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   *out_compile_s = ssm_now() - t0;
   ssm_manifest *mf = ssm_bundle_manifest_mut(*out);
   mf->cache_key = ssm_arena_strdup(ssm_bundle_arena(*out), key); /* NULL: not kept, a miss next time */
-  ssm_status s = make_dir(dir);
+  ssm_status s = ssm_file_mkdirs(dir);
   if (!s) sweep(dir);
   if (!s) s = ssm_bundle_save(*out, *out_path);
   if (s) ssm_log("compile cache: the compiled model is not kept: %s", ssm_status_message(s));

@@ -8,9 +8,12 @@
  * synchronization validation) is on for the whole suite, and the suite
  * fails if it reports anything, including while the device is destroyed.
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include "codegen/codegen.h"
 #include "bundle/bundle.h"
@@ -210,6 +213,102 @@ static void test_compile_error(void) {
   SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &words, &count));
   CU_ASSERT_TRUE(count > 5 && words && words[0] == 0x07230203u);
   free(words);
+}
+
+static uint32_t *mul_add_kernel(const char *pragma, const char *sum, size_t *count);
+
+/* The one entry in kernel cache `dir` (its path into `path`): 1 if there is
+ * exactly one. */
+static int only_entry(const char *dir, char *path, size_t size) {
+  DIR *d = opendir(dir);
+  int n = 0;
+  for (struct dirent *e; d && (e = readdir(d));)
+    if (strstr(e->d_name, ".spv") && strlen(strstr(e->d_name, ".spv")) == 4) {
+      snprintf(path, size, "%s/%s", dir, e->d_name);
+      n++;
+    }
+  if (d) closedir(d);
+  return n == 1;
+}
+
+static int same_words(const uint32_t *a, size_t na, const uint32_t *b, size_t nb) {
+  return a && b && na == nb && !memcmp(a, b, na * 4);
+}
+
+/* SSMC_KERNEL_CACHE: a compile writes one entry, the next one reads it
+ * (shown by an entry that holds another kernel's words: what comes back is
+ * that kernel, decorated as a compile would), and an entry that is damaged,
+ * cut short, a directory or a FIFO is compiled again without a hang. */
+static void test_kernel_cache(void) {
+  const char *was = getenv("SSMC_KERNEL_CACHE");
+  char *saved = was ? strdup(was) : NULL, dir[4096], entry[4200];
+  snprintf(dir, sizeof dir, "%s/kernel-cache-test/new", ssm_test_tmpdir());
+  uint32_t *ref = NULL, *other = NULL, *w = NULL;
+  size_t nref = 0, nother = 0, nw = 0;
+  unsetenv("SSMC_KERNEL_CACHE");
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &ref, &nref));
+  setenv("SSMC_KERNEL_CACHE", dir, 1);
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &w, &nw));
+  CU_ASSERT_TRUE(same_words(ref, nref, w, nw));
+  free(w);
+  CU_ASSERT_TRUE_FATAL(only_entry(dir, entry, sizeof entry));
+  char *good = NULL;
+  size_t ngood = 0;
+  SSM_ASSERT_OK(ssm_file_read(entry, 0, &good, &ngood));
+  CU_ASSERT_TRUE(ngood > 16 && !memcmp(good, "SSMSPV1", 8));
+
+  /* what the entry holds is what comes back: here a kernel of another
+   * source, taken from a second cache */
+  char dir2[4200], entry2[4300];
+  snprintf(dir2, sizeof dir2, "%s/kernel-cache-test/other", ssm_test_tmpdir());
+  setenv("SSMC_KERNEL_CACHE", dir2, 1);
+  other = mul_add_kernel("", "p + pc.b", &nother);
+  CU_ASSERT_TRUE_FATAL(only_entry(dir2, entry2, sizeof entry2));
+  CU_ASSERT_EQUAL(rename(entry2, entry), 0);
+  setenv("SSMC_KERNEL_CACHE", dir, 1);
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &w, &nw));
+  CU_ASSERT_TRUE(same_words(other, nother, w, nw));
+  free(w);
+
+  /* a byte of the words changed, the words cut short, the header alone */
+  size_t cuts[3] = {ngood, ngood - 4, 16};
+  for (int i = 0; i < 3; i++) {
+    char *bad = malloc(ngood);
+    memcpy(bad, good, ngood);
+    if (i == 0) bad[ngood - 1] ^= 1;
+    const void *parts[1] = {bad};
+    SSM_ASSERT_OK(ssm_file_write(entry, 1, parts, &cuts[i]));
+    free(bad);
+    SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &w, &nw));
+    CU_ASSERT_TRUE(same_words(ref, nref, w, nw));
+    free(w);
+    char *now = NULL;
+    size_t nnow = 0;
+    SSM_ASSERT_OK(ssm_file_read(entry, 0, &now, &nnow)); /* written again, whole */
+    CU_ASSERT_TRUE(nnow == ngood && !memcmp(now, good, ngood));
+    free(now);
+  }
+
+  /* a directory, then a FIFO, where the entry belongs */
+  CU_ASSERT_EQUAL(unlink(entry), 0);
+  CU_ASSERT_EQUAL(mkdir(entry, 0700), 0);
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &w, &nw));
+  CU_ASSERT_TRUE(same_words(ref, nref, w, nw));
+  free(w);
+  CU_ASSERT_EQUAL(rmdir(entry), 0);
+  CU_ASSERT_EQUAL(mkfifo(entry, 0600), 0);
+  SSM_ASSERT_OK(ssm_cg_compile_glsl(AXPB_GLSL, "axpb.comp", &w, &nw));
+  CU_ASSERT_TRUE(same_words(ref, nref, w, nw));
+  free(w);
+  struct stat st;
+  CU_ASSERT_TRUE(!stat(entry, &st) && S_ISREG(st.st_mode)); /* replaced by the entry */
+
+  if (saved) setenv("SSMC_KERNEL_CACHE", saved, 1);
+  else unsetenv("SSMC_KERNEL_CACHE");
+  free(saved);
+  free(good);
+  free(ref);
+  free(other);
 }
 
 /* A kernel that stores a product p = y[i] * a and, at y[i + 64], `sum`;
@@ -627,6 +726,7 @@ int main(int argc, char **argv) {
                          {"create", test_create},
                          {"device_out_of_range", test_device_out_of_range},
                          {"compile_error", test_compile_error},
+                         {"kernel_cache", test_kernel_cache},
                          {"no_contraction", test_no_contraction},
                          {"optimize_off", test_optimize_off},
                          {"buffer_roundtrip", test_buffer_roundtrip},
