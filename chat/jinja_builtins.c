@@ -9,6 +9,7 @@
  * The tables at the end list every filter, test, method and global; the
  * parser refuses any other name.
  */
+#include <errno.h>
 #include <math.h>
 #include <time.h>
 
@@ -36,6 +37,15 @@ static ssm_status check_arity(ctx *c, const jnode *n, const args *a, int max, co
 
 /* ---- strings ------------------------------------------------------------------------ */
 
+/* A NUL-terminated copy of string `s` ("" once the render's memory failed). */
+static char *cstr(ctx *c, jv s) {
+  char *d = ssm_jv_alloc(c, s.u.s.n + 1);
+  if (!d) return "";
+  memcpy(d, s.u.s.p, s.u.s.n);
+  d[s.u.s.n] = 0;
+  return d;
+}
+
 static int is_space(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r') || (ch >= 0x1c && ch <= 0x1f); }
 
 static jv strip(jv s, const jv *chars, int left, int right) {
@@ -50,7 +60,7 @@ static jv strip(jv s, const jv *chars, int left, int right) {
 }
 
 static jv change_case(ctx *c, jv s, char how) { /* 'u'pper, 'l'ower, 't'itle, 'c'apitalize */
-  char *o = ssm_arena_alloc(c->a, s.u.s.n + 1);
+  char *o = ssm_jv_alloc(c, s.u.s.n + 1);
   if (!o) return v_str("", 0);
   memcpy(o, s.u.s.p, s.u.s.n);
   int start = 1;
@@ -65,18 +75,18 @@ static jv change_case(ctx *c, jv s, char how) { /* 'u'pper, 'l'ower, 't'itle, 'c
   return v_str(o, s.u.s.n);
 }
 
-static jv replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
+static ssm_status replace(ctx *c, const jnode *n, jv s, jv old, jv new_, int64_t count, jv *out) {
   ssm_sb b = {0};
   ssm_sb_append(&b, "", 0);
   size_t i = 0;
   int64_t done = 0;
   if (!old.u.s.n) { /* Python: inserts between characters */
-    for (size_t k = 0; k <= s.u.s.n; k++) {
+    for (size_t k = 0; k <= s.u.s.n && b.n <= MAX_OUTPUT; k++) {
       if (count < 0 || done < count) ssm_sb_append(&b, new_.u.s.p, new_.u.s.n), done++;
       if (k < s.u.s.n) ssm_sb_append(&b, s.u.s.p + k, 1);
     }
   } else {
-    while (i < s.u.s.n) {
+    while (i < s.u.s.n && b.n <= MAX_OUTPUT) {
       const char *hit = (count < 0 || done < count) ? memmem(s.u.s.p + i, s.u.s.n - i, old.u.s.p, old.u.s.n) : NULL;
       if (!hit) break;
       ssm_sb_append(&b, s.u.s.p + i, (size_t)(hit - s.u.s.p) - i);
@@ -86,9 +96,7 @@ static jv replace(ctx *c, jv s, jv old, jv new_, int64_t count) {
     }
     ssm_sb_append(&b, s.u.s.p + i, s.u.s.n - i);
   }
-  jv r = ssm_jv_copy(c, ssm_sb_str(&b), b.n);
-  ssm_sb_free(&b);
-  return r;
+  return ssm_jv_take(c, n, &b, out);
 }
 
 static jv split(ctx *c, jv s, jv sep, int64_t maxsplit) {
@@ -138,7 +146,8 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
   SSM_TRY(ssm_jv_iterable(c, n, seq, &l));
   ssm_sb b = {0};
   ssm_sb_append(&b, "", 0);
-  for (size_t i = 0; i < l->n; i++) {
+  SSM_TRY(ssm_jv_work(c, n, l->n));
+  for (size_t i = 0; i < l->n && b.n <= MAX_OUTPUT; i++) {
     if (i && sep.k == V_STR) ssm_sb_append(&b, sep.u.s.p, sep.u.s.n);
     jv item = l->v[i];
     if (attr && attr->k == V_STR && (item.k == V_DICT || item.k == V_NS)) {
@@ -147,9 +156,7 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
     }
     ssm_jv_put_str(&b, item);
   }
-  *out = ssm_jv_copy(c, ssm_sb_str(&b), b.n);
-  ssm_sb_free(&b);
-  return NULL;
+  return ssm_jv_take(c, n, &b, out);
 }
 
 /* ---- methods -------------------------------------------------------------------- */
@@ -157,6 +164,7 @@ static ssm_status join(ctx *c, const jnode *n, jv seq, jv sep, const jv *attr, j
 ssm_status ssm_jv_call_method(ctx *c, const jnode *n, jv self, const char *name, const args *a, jv *out) {
   jv a0 = arg(a, 0, NULL, UNDEF), a1 = arg(a, 1, NULL, UNDEF);
   if (self.k == V_STR) {
+    SSM_TRY(ssm_jv_work(c, n, 1 + self.u.s.n / 64)); /* each method scans the string at most once */
     int l = !strcmp(name, "lstrip"), r = !strcmp(name, "rstrip");
     if (!strcmp(name, "strip") || l || r) {
       *out = strip(self, a0.k == V_STR ? &a0 : NULL, !r, !l);
@@ -170,7 +178,7 @@ ssm_status ssm_jv_call_method(ctx *c, const jnode *n, jv self, const char *name,
       SSM_TRY(need_str(c, n, a0, "replace"));
       SSM_TRY(need_str(c, n, a1, "replace"));
       jv cnt = arg(a, 2, "count", v_int(-1));
-      *out = replace(c, self, a0, a1, cnt.k == V_INT ? cnt.u.i : -1);
+      SSM_TRY(replace(c, n, self, a0, a1, cnt.k == V_INT ? cnt.u.i : -1, out));
     } else if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
       int end = name[0] == 'e', hit = 0;
       if (a0.k == V_LIST)
@@ -212,6 +220,7 @@ ssm_status ssm_jv_call_method(ctx *c, const jnode *n, jv self, const char *name,
     return NULL;
   }
   if (self.k == V_DICT || self.k == V_NS) {
+    SSM_TRY(ssm_jv_work(c, n, 1 + self.u.d->n));
     if (!strcmp(name, "items") || !strcmp(name, "keys") || !strcmp(name, "values")) {
       jlist *l = ssm_jv_list_new(c, self.u.d->n);
       for (size_t i = 0; i < self.u.d->n; i++) {
@@ -280,10 +289,11 @@ ssm_status ssm_jv_get_item(ctx *c, const jnode *n, jv obj, jv key, jv *out) {
   *out = UNDEF;
   if (obj.k == V_UNDEF) return ssm_jv_err(c, n, "'%s' is undefined", obj.name ? obj.name : "value");
   if (key.k == V_STR && (obj.k == V_DICT || obj.k == V_NS || obj.k == V_LOOP)) {
-    char *k = ssm_arena_strndup(c->a, key.u.s.p, key.u.s.n);
+    char *k = cstr(c, key);
     return ssm_jv_get_attr(c, n, obj, k, out);
   }
   if ((obj.k == V_LIST || obj.k == V_STR) && (key.k == V_INT || key.k == V_BOOL)) {
+    if (obj.k == V_STR) SSM_TRY(ssm_jv_work(c, n, obj.u.s.n / 64));
     int64_t len = (int64_t)ssm_jv_length(obj), i = key.u.i < 0 ? key.u.i + len : key.u.i;
     if (i < 0 || i >= len) return NULL; /* Jinja: an undefined value */
     if (obj.k == V_LIST) {
@@ -301,28 +311,27 @@ ssm_status ssm_jv_slice(ctx *c, const jnode *n, jv obj, const jv *bounds, jv *ou
   if (obj.k == V_UNDEF) return ssm_jv_err(c, n, "'%s' is undefined", obj.name ? obj.name : "value");
   if (obj.k != V_LIST && obj.k != V_STR)
     return ssm_jv_err(c, n, "'%s' object cannot be sliced", ssm_jv_type_name(obj));
-  int64_t len = (int64_t)ssm_jv_length(obj), st = bounds[2].k == V_INT ? bounds[2].u.i : 1;
+  jlist *items; /* a string's characters: walked once, not once per index */
+  SSM_TRY(ssm_jv_iterable(c, n, obj, &items));
+  int64_t len = (int64_t)items->n, st = bounds[2].k == V_INT ? bounds[2].u.i : 1;
   if (st == 0) return ssm_jv_err(c, n, "slice step cannot be zero");
   int64_t lo = st > 0 ? 0 : -1, hi = st > 0 ? len : len - 1;
   int64_t b = bounds[0].k == V_INT ? bounds[0].u.i : st > 0 ? 0 : len - 1;
   int64_t e = bounds[1].k == V_INT ? bounds[1].u.i : st > 0 ? len : -len - 1;
-  if (bounds[0].k == V_INT) b = b < 0 ? (b + len < lo ? lo : b + len) : (b > hi ? hi : b);
-  if (bounds[1].k == V_INT) e = e < 0 ? (e + len < lo ? lo : e + len) : (e > hi ? hi : e);
+  if (bounds[0].k == V_INT) b = b < 0 ? (b < lo - len ? lo : b + len) : (b > hi ? hi : b);
+  if (bounds[1].k == V_INT) e = e < 0 ? (e < lo - len ? lo : e + len) : (e > hi ? hi : e);
   else e = st > 0 ? len : -1;
   jlist *l = ssm_jv_list_new(c, 0);
   ssm_sb s = {0};
   ssm_sb_append(&s, "", 0);
-  for (int64_t i = b; st > 0 ? i < e : i > e; i += st) {
-    if (obj.k == V_LIST) {
-      ssm_jv_list_push(c, l, obj.u.l->v[i]);
-    } else {
-      size_t x = ssm_jv_u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i),
-             y = ssm_jv_u8_offset(obj.u.s.p, obj.u.s.n, (size_t)i + 1);
-      ssm_sb_append(&s, obj.u.s.p + x, y - x);
-    }
+  for (int64_t i = b; st > 0 ? i < e : i > e;) {
+    if (obj.k == V_LIST) ssm_jv_list_push(c, l, items->v[i]);
+    else ssm_sb_append(&s, items->v[i].u.s.p, items->v[i].u.s.n);
+    if (__builtin_add_overflow(i, st, &i)) break;
   }
-  *out = obj.k == V_LIST ? v_list(l) : ssm_jv_copy(c, ssm_sb_str(&s), s.n);
+  if (obj.k == V_STR) return ssm_jv_take(c, n, &s, out);
   ssm_sb_free(&s);
+  *out = v_list(l);
   return NULL;
 }
 
@@ -333,6 +342,7 @@ ssm_status ssm_jv_slice(ctx *c, const jnode *n, jv obj, const jv *bounds, jv *ou
 static ssm_status filter_seq(ctx *c, const jnode *n, const char *name, jv v, const args *a, jv *out) {
   jlist *in, *res = ssm_jv_list_new(c, 0);
   SSM_TRY(ssm_jv_iterable(c, n, v, &in));
+  SSM_TRY(ssm_jv_work(c, n, in->n));
   int by_attr = !strcmp(name, "selectattr") || !strcmp(name, "rejectattr");
   int keep_if = name[0] == 's', is_map = !strcmp(name, "map");
   jv attr = arg(a, 0, is_map ? "attribute" : NULL, UNDEF);
@@ -340,7 +350,7 @@ static ssm_status filter_seq(ctx *c, const jnode *n, const char *name, jv v, con
     jv dflt = arg(a, 99, "default", UNDEF);
     for (size_t i = 0; i < in->n; i++) {
       jv item;
-      SSM_TRY(ssm_jv_get_attr(c, n, in->v[i], ssm_arena_strndup(c->a, attr.u.s.p, attr.u.s.n), &item));
+      SSM_TRY(ssm_jv_get_attr(c, n, in->v[i], cstr(c, attr), &item));
       ssm_jv_list_push(c, res, item.k == V_UNDEF && dflt.k != V_UNDEF ? dflt : item);
     }
     *out = v_list(res);
@@ -351,13 +361,13 @@ static ssm_status filter_seq(ctx *c, const jnode *n, const char *name, jv v, con
   if ((by_attr && attr.k != V_STR) || (is_map && fname.k != V_STR && attr.k != V_STR))
     return ssm_jv_err(c, n, "%s: expected an attribute or filter name", name);
   if (is_map) fname = attr;
-  char *fn = fname.k == V_STR ? ssm_arena_strndup(c->a, fname.u.s.p, fname.u.s.n) : NULL;
+  char *fn = fname.k == V_STR ? cstr(c, fname) : NULL;
   if (fn && (is_map ? !ssm_jinja_has_filter(fn) : !ssm_jinja_has_test(fn)))
     return ssm_jv_err(c, n, "%s: unsupported %s '%s'", name, is_map ? "filter" : "test", fn);
   args rest = {a->pos + first + 1, a->npos > first + 1 ? a->npos - first - 1 : 0, NULL, NULL, 0};
   for (size_t i = 0; i < in->n; i++) {
     jv item = in->v[i], probe = item;
-    if (by_attr) SSM_TRY(ssm_jv_get_attr(c, n, item, ssm_arena_strndup(c->a, attr.u.s.p, attr.u.s.n), &probe));
+    if (by_attr) SSM_TRY(ssm_jv_get_attr(c, n, item, cstr(c, attr), &probe));
     if (is_map) {
       jv r;
       SSM_TRY(ssm_jv_filter(c, n, fn, item, &rest, &r));
@@ -372,19 +382,23 @@ static ssm_status filter_seq(ctx *c, const jnode *n, const char *name, jv v, con
   return NULL;
 }
 
+/* Whether float `f` truncates to an int64. */
+static int fits_int(double f) { return f > -9223372036854775808.0 - 1 && f < 9223372036854775808.0; }
+
 static ssm_status to_int(ctx *c, jv v, jv dflt, jv *out) {
   if (v.k == V_INT || v.k == V_BOOL) *out = v_int(v.u.i);
-  else if (v.k == V_FLOAT) *out = isfinite(v.u.f) ? v_int((int64_t)v.u.f) : dflt;
+  else if (v.k == V_FLOAT) *out = fits_int(v.u.f) ? v_int((int64_t)v.u.f) : dflt;
   else if (v.k == V_STR) {
-    char *s = ssm_arena_strndup(c->a, v.u.s.p, v.u.s.n), *end;
+    char *s = cstr(c, v), *end;
     while (*s && is_space(*s)) s++;
+    errno = 0;
     long long x = strtoll(s, &end, 10);
     while (*end && is_space(*end)) end++;
-    if (end != s && !*end) *out = v_int(x);
+    if (end != s && !*end && !errno) *out = v_int(x);
     else {
       double d = strtod(s, &end);
       while (*end && is_space(*end)) end++;
-      *out = end != s && !*end && isfinite(d) ? v_int((int64_t)d) : dflt;
+      *out = end != s && !*end && fits_int(d) ? v_int((int64_t)d) : dflt;
     }
   } else *out = dflt;
   return NULL;
@@ -392,6 +406,8 @@ static ssm_status to_int(ctx *c, jv v, jv dflt, jv *out) {
 
 ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const args *a, jv *out) {
   jv a0 = arg(a, 0, NULL, UNDEF);
+  /* a string is scanned about once; the filters that walk a list count it */
+  SSM_TRY(ssm_jv_work(c, n, 1 + (v.k == V_STR ? v.u.s.n / 64 : 0)));
   if (!strcmp(name, "default") || !strcmp(name, "d")) {
     jv dflt = arg(a, 0, "default_value", v_str("", 0)), boolean = arg(a, 1, "boolean", v_bool(0));
     *out = v.k == V_UNDEF || (ssm_jv_truthy(boolean) && !ssm_jv_truthy(v)) ? dflt : v;
@@ -407,11 +423,14 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     if (indent.k != V_NONE && indent.k != V_INT) return ssm_jv_err(c, n, "tojson: indent must be an integer");
     ssm_sb b = {0};
     ssm_sb_append(&b, "", 0);
+    if (indent.k == V_INT && (indent.u.i < 0 || indent.u.i > 64)) return ssm_jv_err(c, n, "tojson: indent must be 0 to 64");
     ssm_status s = ssm_jv_put_json(c, n, &b, v, indent.k == V_INT ? (int)indent.u.i : -1, 0,
                                    ssm_jv_truthy(arg(a, 99, "sort_keys", v_bool(0))));
-    *out = ssm_jv_copy(c, ssm_sb_str(&b), b.n);
-    ssm_sb_free(&b);
-    return s;
+    if (s) {
+      ssm_sb_free(&b);
+      return s;
+    }
+    return ssm_jv_take(c, n, &b, out);
   } else if (!strcmp(name, "string")) {
     *out = ssm_jv_to_str(c, v);
   } else if (!strcmp(name, "safe")) {
@@ -422,7 +441,7 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     jv i;
     if (v.k == V_FLOAT) *out = v;
     else if (v.k == V_STR) {
-      char *s = ssm_arena_strndup(c->a, v.u.s.p, v.u.s.n), *end;
+      char *s = cstr(c, v), *end;
       double d = strtod(s, &end);
       *out = end != s && !*end ? v_float(d) : arg(a, 0, "default", v_float(0));
     } else {
@@ -431,7 +450,13 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     }
   } else if (!strcmp(name, "abs")) {
     if (!is_num(v)) return ssm_jv_err(c, n, "abs: expected a number, got %s", ssm_jv_type_name(v));
-    *out = v.k == V_FLOAT ? v_float(fabs(v.u.f)) : v_int(v.u.i < 0 ? -v.u.i : v.u.i);
+    if (v.k == V_FLOAT) *out = v_float(fabs(v.u.f));
+    else if (v.u.i >= 0) *out = v_int(v.u.i);
+    else {
+      int64_t r;
+      SSM_TRY(ssm_jv_int_op(c, n, 'n', 0, v.u.i, &r));
+      *out = v_int(r);
+    }
   } else if (!strcmp(name, "round")) {
     if (!is_num(v)) return ssm_jv_err(c, n, "round: expected a number, got %s", ssm_jv_type_name(v));
     jv prec = arg(a, 0, "precision", v_int(0));
@@ -447,13 +472,14 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     SSM_TRY(need_str(c, n, a0, "replace"));
     jv a1 = arg(a, 1, NULL, UNDEF), cnt = arg(a, 2, "count", NONE);
     SSM_TRY(need_str(c, n, a1, "replace"));
-    *out = replace(c, s, a0, a1, cnt.k == V_INT ? cnt.u.i : -1);
+    return replace(c, n, s, a0, a1, cnt.k == V_INT ? cnt.u.i : -1, out);
   } else if (!strcmp(name, "join")) {
     jv attr = arg(a, 1, "attribute", NONE);
     SSM_TRY(join(c, n, v, arg(a, 0, "d", v_str("", 0)), &attr, out));
   } else if (!strcmp(name, "list")) {
     jlist *l, *copy = ssm_jv_list_new(c, 0);
     SSM_TRY(ssm_jv_iterable(c, n, v, &l));
+    SSM_TRY(ssm_jv_work(c, n, l->n));
     for (size_t i = 0; i < l->n; i++) ssm_jv_list_push(c, copy, l->v[i]);
     *out = v_list(copy);
   } else if (!strcmp(name, "first") || !strcmp(name, "last")) {
@@ -469,6 +495,7 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     } else {
       jlist *l, *r = ssm_jv_list_new(c, 0);
       SSM_TRY(ssm_jv_iterable(c, n, v, &l));
+      SSM_TRY(ssm_jv_work(c, n, l->n));
       for (size_t i = l->n; i-- > 0;) ssm_jv_list_push(c, r, l->v[i]);
       *out = v_list(r);
     }
@@ -485,6 +512,7 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     jlist *l = items.u.l;
     for (size_t i = 1; i < l->n; i++)
       for (size_t j = i; j > 0; j--) {
+        SSM_TRY(ssm_jv_work(c, n, 1));
         int cmp;
         jv ka = change_case(c, ssm_jv_to_str(c, l->v[j - 1].u.l->v[0]), 'l'),
            kb = change_case(c, ssm_jv_to_str(c, l->v[j].u.l->v[0]), 'l');
@@ -500,18 +528,25 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
     SSM_TRY(ssm_jv_iterable(c, n, v, &l));
     for (size_t i = 0; i < l->n; i++) {
       int seen = 0;
-      for (size_t k = 0; k < r->n && !seen; k++) seen = ssm_jv_equal(r->v[k], l->v[i]);
+      for (size_t k = 0; k < r->n && !seen; k++) seen = ssm_jv_equal(c, r->v[k], l->v[i]);
+      SSM_TRY(ssm_jv_work(c, n, 0)); /* what the comparisons counted */
       if (!seen) ssm_jv_list_push(c, r, l->v[i]);
     }
     *out = v_list(r);
   } else if (!strcmp(name, "sum")) {
     jlist *l;
     SSM_TRY(ssm_jv_iterable(c, n, v, &l));
+    SSM_TRY(ssm_jv_work(c, n, l->n));
     jv total = arg(a, 1, "start", v_int(0));
     for (size_t i = 0; i < l->n; i++) {
       if (!is_num(l->v[i]) || !is_num(total)) return ssm_jv_err(c, n, "sum: expected numbers");
-      total = total.k == V_FLOAT || l->v[i].k == V_FLOAT ? v_float(num(total) + num(l->v[i]))
-                                                          : v_int(total.u.i + l->v[i].u.i);
+      if (total.k == V_FLOAT || l->v[i].k == V_FLOAT) {
+        total = v_float(num(total) + num(l->v[i]));
+      } else {
+        int64_t r;
+        SSM_TRY(ssm_jv_int_op(c, n, '+', total.u.i, l->v[i].u.i, &r));
+        total = v_int(r);
+      }
     }
     *out = total;
   } else if (!strcmp(name, "escape") || !strcmp(name, "e")) {
@@ -524,8 +559,7 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
       if (e) ssm_sb_printf(&b, "%s", e);
       else ssm_sb_append(&b, &ch, 1);
     }
-    *out = ssm_jv_copy(c, ssm_sb_str(&b), b.n);
-    ssm_sb_free(&b);
+    return ssm_jv_take(c, n, &b, out);
   } else {
     return filter_seq(c, n, name, v, a, out);
   }
@@ -554,12 +588,14 @@ ssm_status ssm_jv_test(ctx *c, const jnode *n, const char *name, jv v, const arg
     *out = (int)(((v.u.i % 2) + 2) % 2) == (name[0] == 'o');
   } else if (!strcmp(name, "divisibleby")) {
     if (v.k != V_INT || a0.k != V_INT || !a0.u.i) return ssm_jv_err(c, n, "divisibleby: expected integers");
-    *out = v.u.i % a0.u.i == 0;
-  } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) *out = ssm_jv_equal(v, a0);
-  else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *out = !ssm_jv_equal(v, a0);
+    int64_t r;
+    SSM_TRY(ssm_jv_int_op(c, n, '%', v.u.i, a0.u.i, &r));
+    *out = r == 0;
+  } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) *out = ssm_jv_equal(c, v, a0);
+  else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *out = !ssm_jv_equal(c, v, a0);
   else if (!strcmp(name, "sameas"))
     *out = v.k == a0.k && (v.k == V_NONE || v.k == V_UNDEF || (v.k == V_BOOL && v.u.i == a0.u.i) ||
-                           ssm_jv_equal(v, a0));
+                           ssm_jv_equal(c, v, a0));
   else if (!strcmp(name, "in")) return ssm_jv_contains(c, n, a0, v, out);
   else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
     *out = v.k == V_STR;
@@ -589,10 +625,15 @@ ssm_status ssm_jv_call_global(ctx *c, const jnode *n, int fn, const args *a, jv 
     else b = a->pos[0].u.i, e = a->pos[1].u.i;
     if (a->npos == 3) st = a->pos[2].u.i;
     if (!st) return ssm_jv_err(c, n, "range: the step is zero");
-    double count = ceil(((double)e - (double)b) / (double)st);
-    if (count > MAX_RANGE) return ssm_jv_err(c, n, "range of %.0f items (at most %d)", count, MAX_RANGE);
-    jlist *l = ssm_jv_list_new(c, 0);
-    for (int64_t i = b; st > 0 ? i < e : i > e; i += st) ssm_jv_list_push(c, l, v_int(i));
+    /* the count in unsigned 64 bits: exact, where e - b or i + st would overflow */
+    uint64_t span = st > 0 ? (e > b ? (uint64_t)e - (uint64_t)b : 0) : (b > e ? (uint64_t)b - (uint64_t)e : 0);
+    uint64_t stride = st > 0 ? (uint64_t)st : (uint64_t)0 - (uint64_t)st;
+    uint64_t count = span ? (span - 1) / stride + 1 : 0;
+    if (count > MAX_RANGE)
+      return ssm_jv_err(c, n, "range of %llu items (at most %d)", (unsigned long long)count, MAX_RANGE);
+    SSM_TRY(ssm_jv_work(c, n, (size_t)count));
+    jlist *l = ssm_jv_list_new(c, (size_t)count);
+    for (uint64_t k = 0; k < count; k++) ssm_jv_list_push(c, l, v_int((int64_t)((uint64_t)b + k * (uint64_t)st)));
     *out = v_list(l);
   } else if (fn == F_NAMESPACE || fn == F_DICT) {
     jdict *d = ssm_jv_dict_new(c);
@@ -612,7 +653,7 @@ ssm_status ssm_jv_call_global(ctx *c, const jnode *n, int fn, const args *a, jv 
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    size_t k = strftime(buf, sizeof buf, ssm_arena_strndup(c->a, fmt.u.s.p, fmt.u.s.n), &tm);
+    size_t k = strftime(buf, sizeof buf, cstr(c, fmt), &tm);
     *out = ssm_jv_copy(c, buf, k);
   }
   return NULL;

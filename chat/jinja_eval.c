@@ -7,7 +7,10 @@
  * jinja_value.c's; what a template calls by name is jinja_builtins.c's.
  *
  * ssm_jinja_render returns NOMEM when an allocation failed anywhere in a
- * render, whatever the render made of it.
+ * render, whatever the render made of it. Every render is bounded
+ * (jinja_value.h): in nesting, steps of work, bytes of output and bytes of
+ * values, and integers never overflow; past a bound, the render is an
+ * error with the template's place, never a crash or a hang.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -21,6 +24,19 @@
 static ssm_status eval(ctx *c, const jnode *n, jv *out);
 static ssm_status exec(ctx *c, const jnode *n);
 static ssm_status exec_list(ctx *c, const jnodes *l);
+
+/* One more evaluation under way (leave() ends it), or an error past the
+ * bound: the C stack is not the template's to exhaust. */
+static ssm_status enter(ctx *c, const jnode *n) {
+  if (c->nest >= MAX_EVAL_NEST)
+    return ssm_jv_err(c, n, "expressions, blocks and macro calls nested deeper than %d", MAX_EVAL_NEST);
+  c->nest++;
+  return NULL;
+}
+static ssm_status leave(ctx *c, ssm_status s) {
+  c->nest--;
+  return s;
+}
 
 static ssm_status eval_args(ctx *c, const jnode *n, args *a) {
   jlist *pos = ssm_jv_list_new(c, (size_t)n->list.n + 1);
@@ -39,7 +55,7 @@ static ssm_status eval_args(ctx *c, const jnode *n, args *a) {
   a->npos = (int)pos->n;
   a->names = n->names;
   a->nkw = n->nnames;
-  a->kw = ssm_arena_alloc(c->a, sizeof(jv) * ((size_t)n->nnames + 1));
+  a->kw = ssm_jv_alloc(c, sizeof(jv) * ((size_t)n->nnames + 1));
   if (!a->kw) return oom(c);
   for (int i = 0; i < n->nnames; i++) SSM_TRY(eval(c, n->list2.items[i], &a->kw[i]));
   return NULL;
@@ -76,9 +92,9 @@ static ssm_status call_macro(ctx *c, const jnode *at, const jnode *m, const args
   c->out = outer;
   c->cur = saved;
   c->brk = c->cont = 0;
-  *out = ssm_jv_copy(c, ssm_sb_str(&body), body.n);
-  ssm_sb_free(&body);
-  return s;
+  ssm_status t = ssm_jv_take(c, at, &body, out);
+  if (s) ssm_status_free(t);
+  return s ? s : t;
 }
 
 static ssm_status slice(ctx *c, const jnode *n, jv obj, jv *out) {
@@ -95,23 +111,14 @@ static ssm_status slice(ctx *c, const jnode *n, jv obj, jv *out) {
 /* ---- expressions -------------------------------------------------------------------- */
 
 static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *out) {
-  if (op[0] == '~') {
+  if (op[0] == '~' || (op[0] == '+' && a.k == V_STR && b.k == V_STR)) {
     ssm_sb s = {0};
     ssm_jv_put_str(&s, a);
     ssm_jv_put_str(&s, b);
-    *out = ssm_jv_copy(c, ssm_sb_str(&s), s.n);
-    ssm_sb_free(&s);
-    return NULL;
-  }
-  if (op[0] == '+' && a.k == V_STR && b.k == V_STR) {
-    char *p = ssm_arena_alloc(c->a, a.u.s.n + b.u.s.n + 1);
-    if (!p) return oom(c);
-    memcpy(p, a.u.s.p, a.u.s.n);
-    memcpy(p + a.u.s.n, b.u.s.p, b.u.s.n);
-    *out = v_str(p, a.u.s.n + b.u.s.n);
-    return NULL;
+    return ssm_jv_take(c, n, &s, out);
   }
   if (op[0] == '+' && a.k == V_LIST && b.k == V_LIST) {
+    SSM_TRY(ssm_jv_work(c, n, a.u.l->n + b.u.l->n));
     jlist *l = ssm_jv_list_new(c, a.u.l->n + b.u.l->n);
     for (size_t i = 0; i < a.u.l->n; i++) ssm_jv_list_push(c, l, a.u.l->v[i]);
     for (size_t i = 0; i < b.u.l->n; i++) ssm_jv_list_push(c, l, b.u.l->v[i]);
@@ -121,19 +128,13 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
   if (op[0] == '*' && !op[1] && ((a.k == V_STR && b.k == V_INT) || (a.k == V_INT && b.k == V_STR))) {
     jv s = a.k == V_STR ? a : b;
     int64_t k = a.k == V_INT ? a.u.i : b.u.i;
+    if (k > 0 && s.u.s.n && (uint64_t)k > MAX_OUTPUT / s.u.s.n)
+      return ssm_jv_err(c, n, "a string longer than %zu bytes", MAX_OUTPUT);
+    SSM_TRY(ssm_jv_work(c, n, k > 0 ? (size_t)k : 0));
     ssm_sb r = {0};
     ssm_sb_append(&r, "", 0);
-    for (int64_t i = 0; i < k; i++) {
-      SSM_TRY(ssm_jv_step(c, n));
-      ssm_sb_append(&r, s.u.s.p, s.u.s.n);
-      if (r.n > MAX_OUTPUT) {
-        ssm_sb_free(&r);
-        return ssm_jv_err(c, n, "a string longer than %zu bytes", MAX_OUTPUT);
-      }
-    }
-    *out = ssm_jv_copy(c, ssm_sb_str(&r), r.n);
-    ssm_sb_free(&r);
-    return NULL;
+    for (int64_t i = 0; i < k; i++) ssm_sb_append(&r, s.u.s.p, s.u.s.n);
+    return ssm_jv_take(c, n, &r, out);
   }
   if (!is_num(a) || !is_num(b)) {
     if (a.k == V_UNDEF || b.k == V_UNDEF) {
@@ -145,25 +146,23 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
   }
   int ints = a.k != V_FLOAT && b.k != V_FLOAT;
   double x = num(a), y = num(b);
-  switch (op[0]) {
-  case '+': *out = ints ? v_int(a.u.i + b.u.i) : v_float(x + y); return NULL;
-  case '-': *out = ints ? v_int(a.u.i - b.u.i) : v_float(x - y); return NULL;
-  case '*':
-    if (op[1]) {
-      *out = ints && b.u.i >= 0 ? v_int((int64_t)llround(pow(x, y))) : v_float(pow(x, y));
-      return NULL;
-    }
-    *out = ints ? v_int(a.u.i * b.u.i) : v_float(x * y);
+  char iop = op[1] == '*' ? 'p' : op[0];
+  if (ints && (iop != '/' || op[1]) && (iop != 'p' || b.u.i >= 0)) {
+    int64_t r;
+    SSM_TRY(ssm_jv_int_op(c, n, iop, a.u.i, b.u.i, &r));
+    *out = v_int(r);
     return NULL;
+  }
+  switch (op[0]) {
+  case '+': *out = v_float(x + y); return NULL;
+  case '-': *out = v_float(x - y); return NULL;
+  case '*': *out = v_float(op[1] ? pow(x, y) : x * y); return NULL;
   default: break;
   }
   if (y == 0) return ssm_jv_err(c, n, "division by zero");
   if (op[0] == '/' && !op[1]) *out = v_float(x / y);
-  else if (op[0] == '/') *out = ints ? v_int((int64_t)floor(x / y)) : v_float(floor(x / y));
-  else if (ints) {
-    int64_t r = a.u.i % b.u.i;
-    *out = v_int(r && ((r < 0) != (b.u.i < 0)) ? r + b.u.i : r);
-  } else {
+  else if (op[0] == '/') *out = v_float(floor(x / y));
+  else {
     double r = fmod(x, y);
     *out = v_float(r && ((r < 0) != (y < 0)) ? r + y : r);
   }
@@ -194,7 +193,14 @@ callable:;
   return ssm_jv_err(c, n, "'%s' object is not callable", ssm_jv_type_name(fn));
 }
 
+static ssm_status eval_node(ctx *c, const jnode *n, jv *out);
+
 static ssm_status eval(ctx *c, const jnode *n, jv *out) {
+  SSM_TRY(enter(c, n));
+  return leave(c, eval_node(c, n, out));
+}
+
+static ssm_status eval_node(ctx *c, const jnode *n, jv *out) {
   jv a, b;
   switch (n->kind) {
   case J_CONST_STR: *out = v_str(n->str, n->len); return NULL;
@@ -236,7 +242,12 @@ static ssm_status eval(ctx *c, const jnode *n, jv *out) {
     if (!is_num(a))
       return ssm_jv_err(c, n, "bad operand type for unary %c: '%s'", n->kind == J_NEG ? '-' : '+',
                         ssm_jv_type_name(a));
-    *out = n->kind == J_POS ? a : a.k == V_FLOAT ? v_float(-a.u.f) : v_int(-a.u.i);
+    if (n->kind == J_POS || a.k == V_FLOAT) {
+      *out = n->kind == J_POS ? a : v_float(-a.u.f);
+      return NULL;
+    }
+    SSM_TRY(ssm_jv_int_op(c, n, 'n', 0, a.u.i, &b.u.i));
+    *out = v_int(b.u.i);
     return NULL;
   case J_NOT: SSM_TRY(eval(c, n->a, &a)); *out = v_bool(!ssm_jv_truthy(a)); return NULL;
   case J_AND: case J_OR: /* Python: the deciding operand itself */
@@ -255,8 +266,8 @@ static ssm_status eval(ctx *c, const jnode *n, jv *out) {
     SSM_TRY(eval(c, n->b, &b));
     int r = 0;
     const char *op = n->str;
-    if (!strcmp(op, "==")) r = ssm_jv_equal(a, b);
-    else if (!strcmp(op, "!=")) r = !ssm_jv_equal(a, b);
+    if (!strcmp(op, "==")) r = ssm_jv_equal(c, a, b);
+    else if (!strcmp(op, "!=")) r = !ssm_jv_equal(c, a, b);
     else if (!strcmp(op, "in") || !strcmp(op, "notin")) {
       SSM_TRY(ssm_jv_contains(c, n, b, a, &r));
       r = op[0] == 'n' ? !r : r;
@@ -326,12 +337,13 @@ static ssm_status exec_for(ctx *c, const jnode *n) {
     items = ssm_jv_list_new(c, 0);
     for (size_t i = 0; i < all->n && !s; i++) {
       jv cond;
-      s = assign(c, n, n->names, n->nnames, all->v[i]);
+      s = ssm_jv_work(c, n, 1);
+      if (!s) s = assign(c, n, n->names, n->nnames, all->v[i]);
       if (!s) s = eval(c, n->b, &cond);
       if (!s && ssm_jv_truthy(cond)) ssm_jv_list_push(c, items, all->v[i]);
     }
   }
-  jloop *loop = s ? NULL : ssm_arena_alloc(c->a, sizeof *loop);
+  jloop *loop = s ? NULL : ssm_jv_alloc(c, sizeof *loop);
   if (!s && !loop) s = oom(c);
   if (loop) loop->items = items;
   for (size_t i = 0; i < items->n && !s; i++) {
@@ -351,19 +363,34 @@ static ssm_status exec_for(ctx *c, const jnode *n) {
   return s;
 }
 
+static ssm_status exec_node(ctx *c, const jnode *n);
+
 static ssm_status exec(ctx *c, const jnode *n) {
+  SSM_TRY(enter(c, n));
+  return leave(c, exec_node(c, n));
+}
+
+static ssm_status exec_node(ctx *c, const jnode *n) {
   jv v;
+  size_t was = c->out->n;
   switch (n->kind) {
   case J_BODY: return exec_list(c, &n->list);
-  case J_TEXT: ssm_sb_append(c->out, n->str, n->len); return ssm_jv_step(c, n);
+  case J_TEXT:
+    ssm_sb_append(c->out, n->str, n->len);
+    SSM_TRY(ssm_jv_work(c, n, n->len / 64));
+    return ssm_jv_step(c, n);
   case J_OUT:
     SSM_TRY(eval(c, n->a, &v));
     ssm_jv_put_str(c->out, v);
+    SSM_TRY(ssm_jv_work(c, n, (c->out->n - was) / 64));
     return ssm_jv_step(c, n);
   case J_IF:
-    SSM_TRY(eval(c, n->a, &v));
-    if (ssm_jv_truthy(v)) return exec(c, n->b);
-    return n->c ? exec(c, n->c) : NULL;
+    while (n && n->kind == J_IF) { /* an elif chain is a loop, not a recursion */
+      SSM_TRY(eval(c, n->a, &v));
+      if (ssm_jv_truthy(v)) return exec(c, n->b);
+      n = n->c;
+    }
+    return n ? exec(c, n) : NULL;
   case J_FOR: return exec_for(c, n);
   case J_SET:
     SSM_TRY(eval(c, n->a, &v));
@@ -381,8 +408,11 @@ static ssm_status exec(ctx *c, const jnode *n) {
     c->out = &body;
     ssm_status s = exec(c, n->a);
     c->out = outer;
-    ssm_jv_frame_set(c, c->cur, n->names[0], ssm_jv_copy(c, ssm_sb_str(&body), body.n));
-    ssm_sb_free(&body);
+    jv text;
+    ssm_status t = ssm_jv_take(c, n, &body, &text);
+    if (s) ssm_status_free(t);
+    else s = t;
+    if (!s) ssm_jv_frame_set(c, c->cur, n->names[0], text);
     return s;
   }
   case J_MACRO: ssm_jv_frame_set(c, c->cur, n->str, (jv){V_MACRO, {.m = n}, NULL}); return NULL;

@@ -49,6 +49,7 @@ struct ssm_jinja {
   ssm_arena *arena;
   const char *name;
   jnode *root; /* J_BODY */
+  size_t walked; /* bytes the parser walked to count lines and columns: linear in the text */
 };
 
 /* The evaluator's tables, for the parser to check names against. */

@@ -5,9 +5,16 @@
  * trailing newline dropped), each tag's inside into tokens, and the tokens
  * into a tree (jinja_internal.h). Every construct the evaluator does not
  * implement is refused here with NAME:LINE:COL.
+ *
+ * The parse is linear in the text (the line and column of a place are
+ * counted on from the last place asked for, which only moves forward but
+ * once, and the names that calls use are sorted before they are checked),
+ * and nesting is bounded (MAX_NEST) so that no template exhausts the stack.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "chat/jinja_internal.h"
@@ -40,19 +47,28 @@ typedef struct {
   SSM_VEC(const char *) macros, assigned; /* names a call may use */
   SSM_VEC(jnode *) calls;                    /* J_CALL of a plain name, checked at the end */
   const char *what; /* the caller's name, for NOMEM */
+  const char *pos_at; /* pos_of's last place, and its line and column */
+  int pos_line, pos_col;
+  size_t walked;      /* bytes pos_of walked */
+  int nest;           /* expressions and blocks being parsed (MAX_NEST) */
 } parser;
+
+#define MAX_NEST 100
 
 /* The arena's NOMEM status. */
 static ssm_status oom(const parser *p) { return ssm_arena_status(p->arena, p->what); }
 
-static void pos_of(const parser *p, const char *at, int *line, int *col) {
-  int l = 1, c = 1;
-  for (const char *q = p->src; q < at; q++) {
+static void pos_of(parser *p, const char *at, int *line, int *col) {
+  if (!p->pos_at || at < p->pos_at) p->pos_at = p->src, p->pos_line = 1, p->pos_col = 1;
+  int l = p->pos_line, c = p->pos_col;
+  p->walked += (size_t)(at - p->pos_at);
+  for (const char *q = p->pos_at; q < at; q++) {
     if (*q == '\n') l++, c = 1;
     else if ((*q & 0xc0) != 0x80) c++;
   }
-  *line = l;
-  *col = c;
+  p->pos_at = at;
+  *line = p->pos_line = l;
+  *col = p->pos_col = c;
 }
 
 static ssm_status error_at(const parser *p, int line, int col, const char *fmt, ...) SSM_PRINTF(4, 5);
@@ -451,8 +467,11 @@ static ssm_status parse_primary(parser *p, jnode **out) {
       if (t->s[i] != '_') buf[k++] = t->s[i];
     buf[k] = 0;
     SSM_TRY(mk(p, t->kind == 'i' ? J_CONST_INT : J_CONST_FLOAT, t, &n));
+    errno = 0;
     if (t->kind == 'i') n->i = strtoll(buf, NULL, 10);
     else n->f = strtod(buf, NULL);
+    if (t->kind == 'i' && (errno == ERANGE || k + 1 >= sizeof buf))
+      return error_at(p, t->line, t->col, "integer %.*s does not fit 64 bits", (int)t->n, t->s);
   } else if (t->kind == 's') {
     SSM_TRY(mk(p, J_CONST_STR, t, &n));
     SSM_TRY(unescape(p, t, n));
@@ -639,7 +658,23 @@ static ssm_status parse_filter_expr(parser *p, jnode *n, jnode **out) {
   }
 }
 
+/* One more level of nesting (p->nest-- ends it), or an error past MAX_NEST. */
+static ssm_status nest(parser *p, const struct tok *t) {
+  if (++p->nest > MAX_NEST)
+    return error_at(p, t->line, t->col, "expressions and blocks nested deeper than %d", MAX_NEST);
+  return NULL;
+}
+
+static ssm_status parse_unary_(parser *p, int with_filter, jnode **out);
+
 static ssm_status parse_unary(parser *p, int with_filter, jnode **out) {
+  SSM_TRY(nest(p, peek(p)));
+  SSM_TRY(parse_unary_(p, with_filter, out));
+  p->nest--;
+  return NULL;
+}
+
+static ssm_status parse_unary_(parser *p, int with_filter, jnode **out) {
   struct tok *t = peek(p);
   jnode *n;
   if (accept(p, 'o', "-") || accept(p, 'o', "+")) {
@@ -746,8 +781,10 @@ static ssm_status parse_not(parser *p, jnode **out) {
   struct tok *t = peek(p);
   if (accept(p, 'n', "not")) {
     jnode *n;
+    SSM_TRY(nest(p, t));
     SSM_TRY(mk(p, J_NOT, t, &n));
     SSM_TRY(parse_not(p, &n->a));
+    p->nest--;
     *out = n;
     return NULL;
   }
@@ -791,7 +828,9 @@ static ssm_status parse_expr(parser *p, jnode **out) {
     SSM_TRY(mk(p, J_COND, t, &n));
     n->a = *out;
     SSM_TRY(parse_or(p, &n->b));
+    SSM_TRY(nest(p, t));
     if (accept(p, 'n', "else")) SSM_TRY(parse_expr(p, &n->c));
+    p->nest--;
     *out = n;
     t = peek(p);
   }
@@ -972,14 +1011,18 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
 static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, const char **out_stop) {
   node_vec items = {0};
   jnode *body;
-  SSM_TRY(mk(p, J_BODY, &(struct tok){0}, &body));
   const piece *opened = p->at ? &p->pieces.items[p->at - 1] : NULL;
+  SSM_TRY(nest(p, &(struct tok){.line = opened ? opened->line : 1, .col = opened ? opened->col : 1}));
+  SSM_TRY(mk(p, J_BODY, &(struct tok){0}, &body));
   ssm_status s = NULL;
   while (!s) {
     if (p->at >= p->pieces.n) {
-      if (stops)
+      const char *end = NULL; /* the stop that ends the block: "endif" of an if */
+      for (int k = 0; stops && stops[k]; k++)
+        if (!strncmp(stops[k], "end", 3)) end = stops[k];
+      if (end)
         s = error_at(p, opened ? opened->line : 1, opened ? opened->col : 1,
-                     "this block is not closed (expected {%% %s %%})", stops[0]);
+                     "{%% %s %%} is not closed (expected {%% %s %%})", end + 3, end);
       break;
     }
     const piece *pc = &p->pieces.items[p->at++];
@@ -1014,18 +1057,22 @@ static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, c
   }
   body->list = to_nodes(&items);
   *out = body;
+  p->nest--;
   return s;
 }
 
 /* A call of a plain name must name a macro of the template, a variable it
  * assigns, or a global the evaluator has. */
+static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
 static ssm_status check_calls(parser *p) {
+  for (size_t k = 0; k < p->macros.n; k++) SSM_TRY(ssm_vec_push(&p->assigned, p->macros.items[k]));
+  if (p->assigned.n) qsort(p->assigned.items, p->assigned.n, sizeof *p->assigned.items, by_name);
   for (size_t i = 0; i < p->calls.n; i++) {
     const jnode *c = p->calls.items[i];
     const char *name = c->a->str;
-    int known = ssm_jinja_has_global(name);
-    for (size_t k = 0; !known && k < p->macros.n; k++) known = !strcmp(p->macros.items[k], name);
-    for (size_t k = 0; !known && k < p->assigned.n; k++) known = !strcmp(p->assigned.items[k], name);
+    int known = ssm_jinja_has_global(name) ||
+                (p->assigned.n && bsearch(&name, p->assigned.items, p->assigned.n, sizeof *p->assigned.items, by_name));
     if (!known) return error_at(p, c->a->line, c->a->col, "unsupported function '%s'", name);
   }
   return NULL;
@@ -1072,7 +1119,7 @@ ssm_status ssm_jinja_parse(const char *name, const char *text, size_t len, ssm_j
     ssm_arena_destroy(a);
     return s;
   }
-  *t = (ssm_jinja){a, p.name, root};
+  *t = (ssm_jinja){a, p.name, root, p.walked};
   *out = t;
   return NULL;
 }

@@ -17,7 +17,16 @@
 
 #include "chat/jinja_internal.h"
 
-#define MAX_OUTPUT ((size_t)64 << 20) /* bytes a render may produce */
+/* The bounds of one render, so that a hostile template costs one request
+ * its error and never the server its memory, its time or its stack: */
+#define MAX_OUTPUT ((size_t)16 << 20) /* bytes of its output, and of any one string */
+#define MAX_MADE_MIB 64                /* MiB of all the values it makes */
+#define MAX_MADE ((size_t)MAX_MADE_MIB << 20)
+#define MAX_WORK 5000000L             /* steps: loop iterations, calls, outputs, and
+                                       * the work inside filters and methods (an item
+                                       * visited, 64 bytes scanned) */
+#define MAX_EVAL_NEST 400             /* nested evaluations (expressions, statements,
+                                       * macro calls), and nested values */
 
 typedef enum { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_MACRO, V_FUNC, V_LOOP } vkind;
 
@@ -43,13 +52,17 @@ typedef struct {
   const char *name; /* V_UNDEF: what was looked up, for messages */
 } jv;
 
+/* depth: 1 + that of the deepest item, at most MAX_EVAL_NEST (an item
+ * that would pass it is dropped, and the render fails at its next step) */
 struct jlist {
   jv *v;
   size_t n, cap;
+  int depth;
 };
 struct jdict {
   jv *keys, *vals;
   size_t n, cap;
+  int depth;
 };
 struct jloop {
   const jlist *items;
@@ -69,7 +82,10 @@ typedef struct {
   ssm_sb *out;
   frame *root, *cur;
   int depth, brk, cont;
+  int nest;             /* evaluations under way */
   long steps;
+  size_t made;          /* bytes of values made (MAX_MADE) */
+  const char *over;     /* the bound a dropped value passed, for the next step's message */
   unsigned long mark;   /* ssm_nomem_mark when the render began */
   jlist no_list;        /* what ssm_jv_list_new gives once the arena failed: empty, never grown */
   jdict no_dict;        /* and ssm_jv_dict_new */
@@ -97,8 +113,10 @@ static inline int str_eq(jv a, const char *s, size_t n) { return a.k == V_STR &&
 static inline int is_num(jv v) { return v.k == V_INT || v.k == V_FLOAT || v.k == V_BOOL; }
 static inline double num(jv v) { return v.k == V_FLOAT ? v.u.f : (double)v.u.i; }
 
-/* The arena's NOMEM status, when it failed. */
-static inline ssm_status oom(const ctx *c) { return ssm_arena_status(c->a, c->t->name); }
+/* Why an allocation of the render failed: a bound it passed, else the
+ * arena's NOMEM. */
+ssm_status ssm_jv_oom(const ctx *c, const jnode *n);
+static inline ssm_status oom(const ctx *c) { return ssm_jv_oom(c, NULL); }
 
 /* ---- values (jinja_value.c) ----------------------------------------------------------- */
 
@@ -107,6 +125,18 @@ ssm_status ssm_jv_err(const ctx *c, const jnode *n, const char *fmt, ...) SSM_PR
 /* Counts a step of the render; an error once it runs too long, its output
  * grows too large, or an allocation failed. */
 ssm_status ssm_jv_step(ctx *c, const jnode *n);
+/* Counts `units` steps of work inside a filter, method or operator. */
+ssm_status ssm_jv_work(ctx *c, const jnode *n, size_t units);
+/* `bytes` of the render's arena, counted against MAX_MADE: NULL past it
+ * (or out of memory), and oom() says which. */
+void *ssm_jv_alloc(ctx *c, size_t bytes);
+/* A string value of b's text (counted as work and as bytes made); `b` is
+ * freed. An error when it is longer than MAX_OUTPUT. */
+ssm_status ssm_jv_take(ctx *c, const jnode *n, ssm_sb *b, jv *out);
+/* a op b on integers as Python computes it ('+', '-', '*', '/' floor
+ * division, '%' modulo with the divisor's sign, 'p' power, 'n' negation: 0 - b), or an error
+ * naming the operation when the result does not fit 64 bits or b is 0. */
+ssm_status ssm_jv_int_op(ctx *c, const jnode *n, char op, int64_t a, int64_t b, int64_t *out);
 
 /* Lists and dicts in the render's arena. Out of memory, a new container is
  * an empty one that never grows, and an item is dropped: the render fails
@@ -143,8 +173,9 @@ size_t ssm_jv_u8_len(const char *s, size_t n);
 size_t ssm_jv_u8_offset(const char *s, size_t n, size_t cp);
 size_t ssm_jv_length(jv v);
 
-/* ==, ordering (-1, 0, 1; an error for kinds that do not order), `in`. */
-int ssm_jv_equal(jv a, jv b);
+/* ==, ordering (-1, 0, 1; an error for kinds that do not order), `in`.
+ * equal counts its work as steps; the next step checks them. */
+int ssm_jv_equal(ctx *c, jv a, jv b);
 ssm_status ssm_jv_order(ctx *c, const jnode *n, jv a, jv b, int *out);
 ssm_status ssm_jv_contains(ctx *c, const jnode *n, jv hay, jv needle, int *out);
 /* The items a for loop or a filter walks: a list, a dict's keys, a

@@ -14,6 +14,7 @@
 
 #include "chat/chat.h"
 #include "chat/jinja.h"
+#include "chat/jinja_internal.h"
 #include "testutil.h"
 
 static char *render(const char *tmpl, const char *vars_json, ssm_status *out_err) {
@@ -129,7 +130,8 @@ static void test_refused(void) {
   expect_error("{{ cycler('a') }}", NULL, "t:1:4: unsupported function 'cycler'");
   expect_error("{% for x in y recursive %}{% endfor %}", NULL, "unsupported 'for ... recursive'");
   expect_error("{% include 'x' %}", NULL, "unsupported Jinja statement 'include'");
-  expect_error("{% if x %}never closed", NULL, "t:1:3: this block is not closed (expected {% elif %})");
+  expect_error("{% if x %}never closed", NULL, "t:1:3: {% if %} is not closed (expected {% endif %})");
+  expect_error("a\n{% for x in y %}{% if x %}{% endif %}", NULL, "t:2:3: {% for %} is not closed (expected {% endfor %})");
   expect_error("{{ x", NULL, "t:1:1: '{{' is not closed");
   expect_error("{% endfor %}", NULL, "unexpected {% endfor %}");
   expect_error("{{ 'abc }}", NULL, "t:1:1: '{{' is not closed");
@@ -141,8 +143,110 @@ static void test_refused(void) {
   expect_error("{{ 1 + 'a' }}", NULL, "unsupported operand types for +: 'int' and 'str'");
   expect_error("{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", NULL, "macro 'm' takes 1 arguments, got 2");
   expect_error("{% for x in range(100000000) %}{% endfor %}", NULL, "range of 100000000 items");
+  expect_error("{% for x in range(1000000) %}{{ '' }}{{ '' }}{{ '' }}{{ '' }}{{ '' }}{% endfor %}", NULL,
+               "runs too long");
   expect_error("{% set ys = [1, 2, 3, 4, 5, 6] %}{% for x in range(1000000) %}{% for y in ys %}{% endfor %}"
-               "{% endfor %}", NULL, "runs too long");
+               "{% endfor %}", NULL, "t:1:");
+}
+
+/* A template that repeats `unit` n times between `head` and `tail`. */
+static char *repeat(const char *head, const char *unit, int n, const char *tail) {
+  size_t u = strlen(unit), h = strlen(head), t = strlen(tail);
+  char *s = malloc(h + u * (size_t)n + t + 1);
+  memcpy(s, head, h);
+  for (int i = 0; i < n; i++) memcpy(s + h + u * (size_t)i, unit, u);
+  memcpy(s + h + u * (size_t)n, tail, t + 1);
+  return s;
+}
+
+static void expect_error_free(char *tmpl, const char *needle) {
+  expect_error(tmpl, NULL, needle);
+  free(tmpl);
+}
+
+/* A template is untrusted: nesting, arithmetic, work and memory are
+ * bounded, and each failure is an error of that render with its place,
+ * never a crash or a hang. */
+static void test_bounds(void) {
+  /* nesting: the parser's and the evaluator's */
+  char *open = repeat("{{ ", "(", 20000, "1"), *parens = repeat(open, ")", 20000, " }}");
+  free(open);
+  expect_error_free(parens, "t:1:103: expressions and blocks nested deeper than 100");
+  expect_error_free(repeat("{{ ", "(", 20000, "1 }}"), "t:1:1: '{{' is not closed");
+  expect_error_free(repeat("{{ ", "-", 200000, "1 }}"), "t:1:103: expressions and blocks nested deeper than 100");
+  expect_error_free(repeat("", "{% if true %}", 30000, "x"), "t:1:1294: expressions and blocks nested deeper than 100");
+  expect_error_free(repeat("{{ ", "not ", 30000, "1 }}"), "nested deeper than 100");
+  expect_error_free(repeat("{{ 1", " + 1", 20000, " }}"), "t:1:");
+  expect_error_free(repeat("{{ 1", " + 1", 20000, " }}"), "nested deeper than 400");
+  char *elifs = repeat("{% if false %}", "{% elif false %}", 20000, "{% else %}z{% endif %}");
+  expect(elifs, NULL, "z");
+  free(elifs);
+  expect("{{ [[[[1]]]] }}", NULL, "[[[[1]]]]");
+  expect_error("{% set ns = namespace() %}{% set ns.x = ns %}{{ ns | tojson }}", NULL,
+               "t:1:54: tojson: a value nested deeper than 400");
+  expect_error("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}"
+               "{{ ns.l }}", NULL, "values nested deeper than 400");
+
+  /* int64 edges: Python's results where they fit, else an error naming the operation */
+  expect("{{ (-9223372036854775807 - 1) % -1 }} {{ (-9223372036854775807 - 1) is divisibleby(-1) }} "
+         "{{ -7 // 2 }} {{ 7 // -2 }} {{ -7 % 3 }} {{ 7 % -3 }} {{ 3 ** 39 }} {{ 2 ** -1 }}",
+         NULL, "0 True -4 -4 2 -2 4052555153018976267 0.5");
+  expect_error("{{ (-9223372036854775807 - 1) // -1 }}", NULL, "t:1:31: integer overflow in floor division");
+  expect_error("{{ 9223372036854775807 + 1 }}", NULL, "t:1:24: integer overflow in addition");
+  expect_error("{{ -9223372036854775807 - 2 }}", NULL, "integer overflow in subtraction");
+  expect_error("{{ 4611686018427387904 * 2 }}", NULL, "integer overflow in multiplication");
+  expect_error("{{ 2 ** 64 }}", NULL, "integer overflow in power");
+  expect_error("{{ -(-9223372036854775807 - 1) }}", NULL, "integer overflow in negation");
+  expect_error("{{ [9223372036854775807, 1] | sum }}", NULL, "t:1:31: integer overflow in addition");
+  expect_error("{{ (-9223372036854775807 - 1) | abs }}", NULL, "integer overflow in negation");
+  expect_error("{{ 9223372036854775808 }}", NULL, "t:1:4: integer 9223372036854775808 does not fit 64 bits");
+  expect("{{ 1e300 | int }} {{ '1e300' | int }} {{ '99999999999999999999' | int(7) }}", NULL, "0 0 7");
+  expect("{% for i in range(9223372036854775800, 9223372036854775807, 5) %}{{ i }},{% endfor %}"
+         "{{ range(-9223372036854775807 - 1, -9223372036854775807 + 1) | list }}"
+         "{{ range(9223372036854775807, 9223372036854775806, -9223372036854775807 - 1) | list }}",
+         NULL, "9223372036854775800,9223372036854775805,[-9223372036854775808, -9223372036854775807]"
+         "[9223372036854775807]");
+  expect_error("{{ range(-9223372036854775807 - 1, 9223372036854775807) }}", NULL,
+               "range of 18446744073709551615 items");
+  expect("{{ 'abc'[-9223372036854775807 - 1:9223372036854775807:9223372036854775807] }}", NULL, "a");
+
+  /* work inside filters and values' bytes, not only loop steps */
+  expect_error("{{ range(1000000) | unique | length }}", NULL, "t:1:21: the template runs too long");
+  expect_error("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+               NULL, "t:1:75: a string longer than 16777216 bytes");
+  expect_error("{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}",
+               NULL, "a string longer than");
+  expect_error("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+               NULL, "t:1:");
+  expect_error("{{ ('x' * 100000) | replace('', 'y' * 100000) }}", NULL, "a string longer than");
+  expect_error("{{ 'ab' * 9223372036854775807 }}", NULL, "a string longer than");
+  expect_error("{% set s = 'x' * 10000000 %}{% for i in range(1000000) %}{% if s == s %}{% endif %}{% endfor %}",
+               NULL, "runs too long");
+  expect_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{{ s[-1] }}{% endfor %}", NULL, "t:1:");
+}
+
+/* The parse is linear in the text: a 560 KB template parses and renders,
+ * and the parser walks each byte about once to place its tokens. */
+static void test_large_template(void) {
+  char *tmpl = repeat("", "{{ x }} some text {% if x %}{{ x | length }}{% endif %}{# c #}\n", 9000,
+                      "{% set y = x %}{{ y() if false }}");
+  size_t len = strlen(tmpl);
+  CU_ASSERT(len > 560000);
+  ssm_jinja *t = NULL;
+  ssm_status s = ssm_jinja_parse("t", tmpl, len, &t);
+  CU_ASSERT_PTR_NULL_FATAL(s);
+  CU_ASSERT(t->walked <= 2 * len);
+  cJSON *vars = cJSON_Parse("{\"x\": \"ab\"}");
+  char *out = NULL;
+  size_t n = 0;
+  s = ssm_jinja_render(t, vars, &out, &n);
+  CU_ASSERT_PTR_NULL(s);
+  CU_ASSERT(n == 9000 * strlen("ab some text 2"));
+  ssm_status_free(s);
+  free(out);
+  cJSON_Delete(vars);
+  ssm_jinja_destroy(t);
+  free(tmpl);
 }
 
 /* The shipped templates against transformers' renderings. */
@@ -246,6 +350,8 @@ int main(void) {
                          {"statements", test_statements},
                          {"filters_and_methods", test_filters_and_methods},
                          {"refused", test_refused},
+                         {"bounds", test_bounds},
+                         {"large_template", test_large_template},
                          {"goldens", test_goldens},
                          {"sources", test_sources},
                          CU_TEST_INFO_NULL};
