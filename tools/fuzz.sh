@@ -30,6 +30,7 @@ cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]/#/fuzz_}" >>"$blog"
 max_len() {
   case $1 in
     bundle) echo 393216 ;; # the mamba1_tiny seed (chunk 4) is 321,664 bytes
+    chat) echo 16384 ;; # the largest seed (jamba-mini-1.7) is 9,632 bytes
     safetensors) echo 65536 ;;
     state) echo 32768 ;; # the mamba2_tiny seed is 20,672 bytes
     tokenizer) echo 131072 ;;
