@@ -293,7 +293,7 @@ ssm_status ssm_jv_get_item(ctx *c, const jnode *n, jv obj, jv key, jv *out) {
     return ssm_jv_get_attr(c, n, obj, k, out);
   }
   if ((obj.k == V_LIST || obj.k == V_STR) && (key.k == V_INT || key.k == V_BOOL)) {
-    if (obj.k == V_STR) SSM_TRY(ssm_jv_work(c, n, obj.u.s.n / 64));
+    if (obj.k == V_STR) SSM_TRY(ssm_jv_work(c, n, obj.u.s.n / 16)); /* three scans */
     int64_t len = (int64_t)ssm_jv_length(obj), i = key.u.i < 0 ? key.u.i + len : key.u.i;
     if (i < 0 || i >= len) return NULL; /* Jinja: an undefined value */
     if (obj.k == V_LIST) {

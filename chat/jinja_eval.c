@@ -130,7 +130,7 @@ static ssm_status arith(ctx *c, const jnode *n, const char *op, jv a, jv b, jv *
     int64_t k = a.k == V_INT ? a.u.i : b.u.i;
     if (k > 0 && s.u.s.n && (uint64_t)k > MAX_OUTPUT / s.u.s.n)
       return ssm_jv_err(c, n, "a string longer than %zu bytes", MAX_OUTPUT);
-    SSM_TRY(ssm_jv_work(c, n, k > 0 ? (size_t)k : 0));
+    SSM_TRY(ssm_jv_work(c, n, k > 0 ? (size_t)k / 16 + (size_t)k * s.u.s.n / 64 : 0));
     ssm_sb r = {0};
     ssm_sb_append(&r, "", 0);
     for (int64_t i = 0; i < k; i++) ssm_sb_append(&r, s.u.s.p, s.u.s.n);

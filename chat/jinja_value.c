@@ -23,6 +23,7 @@ ssm_status ssm_jv_err(const ctx *c, const jnode *n, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   ssm_sb b = {0}; /* a failed append: the render's NOMEM replaces the message */
+  n = n ? n : c->at;
   ssm_sb_printf(&b, "%s:%d:%d: ", c->t->name, n ? n->line : 0, n ? n->col : 0);
   ssm_sb_vprintf(&b, fmt, ap);
   va_end(ap);
@@ -37,6 +38,7 @@ ssm_status ssm_jv_oom(const ctx *c, const jnode *n) {
 }
 
 ssm_status ssm_jv_work(ctx *c, const jnode *n, size_t units) {
+  if (n) c->at = n;
   SSM_TRY(ssm_nomem_since(c->mark, c->t->name));
   if (c->over) return ssm_jv_err(c, n, "%s", c->over);
   c->steps += units > (size_t)MAX_WORK ? MAX_WORK : (long)units;

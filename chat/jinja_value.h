@@ -19,8 +19,8 @@
 
 /* The bounds of one render, so that a hostile template costs one request
  * its error and never the server its memory, its time or its stack: */
-#define MAX_OUTPUT ((size_t)16 << 20) /* bytes of its output, and of any one string */
-#define MAX_MADE_MIB 64                /* MiB of all the values it makes */
+#define MAX_OUTPUT ((size_t)8 << 20)  /* bytes of its output, and of any one string */
+#define MAX_MADE_MIB 32                /* MiB of all the values it makes */
 #define MAX_MADE ((size_t)MAX_MADE_MIB << 20)
 #define MAX_WORK 5000000L             /* steps: loop iterations, calls, outputs, and
                                        * the work inside filters and methods (an item
@@ -86,6 +86,7 @@ typedef struct {
   long steps;
   size_t made;          /* bytes of values made (MAX_MADE) */
   const char *over;     /* the bound a dropped value passed, for the next step's message */
+  const jnode *at;      /* the node of the last step: the place of an error that has none */
   unsigned long mark;   /* ssm_nomem_mark when the render began */
   jlist no_list;        /* what ssm_jv_list_new gives once the arena failed: empty, never grown */
   jdict no_dict;        /* and ssm_jv_dict_new */
