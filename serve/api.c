@@ -220,6 +220,10 @@ static int messages_field(body *b, const ssm_api *api, ssm_job *j) {
                "start ssmc serve with --chat-template FILE, or use /v1/completions");
   char *text = NULL;
   size_t n;
+  /* on this connection's thread: a template is untrusted, but every render
+   * is bounded (chat/jinja_value.h: at most 5M steps, well under a second;
+   * 8 MiB of output and 32 MiB of values; nesting bounded below the thread's
+   * stack), and past a bound it is this request's 400, as any template error */
   ssm_status s = ssm_chat_render(api->chat, m, NULL, NULL, 1, &text, &n);
   if (ssm_status_code(s) == SSM_ERR_NOMEM) return out_of_memory(b, ssm_status_wrap(s, "messages"));
   if (s) {

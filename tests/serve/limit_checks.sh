@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/serve/limit_checks.sh max-seq|nan|prompt — a running `ssmc serve` at $URL
+# tests/serve/limit_checks.sh max-seq|nan|prompt|template — a running `ssmc serve` at $URL
 # (started by tests/serve/run.sh) at the edges of its model:
 #   max-seq  tests/data/jamba_tiny with --max-seq 8 (a KV cache of 8 rows):
 #            a request that runs out of positions gets the tokens that fit
@@ -9,14 +9,17 @@
 #            generated token: the server's error (500), not the client's
 #   prompt   a model without attention (mamba1_untied, so no --max-seq) and the
 #            default options: a prompt past --max-prompt-tokens is the client's error
+#   template a chat template that, for some message contents, passes a bound
+#            of its render (work, nesting, integers, bytes): each is that
+#            request's 400 naming the bound, and the server goes on
 set -euo pipefail
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
 "$PY" - "$URL" "$1" <<'EOF'
 import json, sys, urllib.request, urllib.error
 url, mode = sys.argv[1], sys.argv[2]
 
-def post(body):
-    rq = urllib.request.Request(url + "/v1/completions", json.dumps(body).encode(),
+def post(body, path="/v1/completions"):
+    rq = urllib.request.Request(url + path, json.dumps(body).encode(),
                                 {"Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(rq) as r:
@@ -78,6 +81,21 @@ elif mode == "prompt":
     assert code == 400 and e["type"] == "invalid_request_error" and e["param"] == "prompt", body
     assert "32769 tokens, more than the 32768 a request may have (ssmc serve --max-prompt-tokens)" in e["message"], e
     ok("a prompt past the default --max-prompt-tokens of a model without a KV cache: 400")
+elif mode == "template":
+    chat = lambda content: post({"messages": [{"role": "user", "content": content}], "max_tokens": 1},
+                                "/v1/chat/completions")
+    for content, want in [("work", "runs too long"), ("self", "tojson: a value nested deeper"),
+                          ("int", "integer overflow in floor division"), ("bytes", "a string longer than"),
+                          ("deep", "nested deeper than 400")]:
+        code, body = chat(content)
+        e = json.loads(body)["error"]
+        assert code == 400 and e["type"] == "invalid_request_error" and e["param"] == "messages", body
+        assert want in e["message"], e
+        with urllib.request.urlopen(url + "/health") as r:
+            assert r.status == 200, r.status
+    code, body = chat("hello")
+    assert code == 200, body
+    ok("a template past its bounds: each request's 400, /health and other requests answered")
 else:
-    sys.exit("usage: limit_checks.sh max-seq|nan|prompt")
+    sys.exit("usage: limit_checks.sh max-seq|nan|prompt|template")
 EOF

@@ -8,7 +8,8 @@
 #           malformed request; then
 #           servers of a model with a KV cache of 8 positions and of one
 #           whose weights produce NaN, which also checks the default bound of a
-#           prompt (tests/serve/limit_checks.sh)
+#           prompt, and of a chat template that passes the bounds of a render
+#           (tests/serve/limit_checks.sh)
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
 #   load    8 concurrent clients x 50 requests (tests/serve/load.test.mjs):
 #           no failure, and the server's RSS bounded
@@ -82,6 +83,20 @@ EOF
   MODEL=$TMP/nan_model start_server --backend cpu --tokenizer models/pymamba/tokenizer.json
   bash tests/serve/limit_checks.sh nan
   bash tests/serve/limit_checks.sh prompt
+  stop_server
+  # a chat template that passes a bound of its render for some message contents
+  cat >"$TMP/hostile.jinja" <<'EOF'
+{%- for m in messages %}
+{%- if m.content == 'work' %}{{ range(1000000) | unique | length }}
+{%- elif m.content == 'self' %}{% set ns = namespace() %}{% set ns.x = ns %}{{ ns | tojson }}
+{%- elif m.content == 'int' %}{{ (-9223372036854775807 - 1) // -1 }}
+{%- elif m.content == 'bytes' %}{% set ns = namespace(s='x') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}
+{%- elif m.content == 'deep' %}{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}
+{%- endif %}{{ m.role }}: {{ m.content }}
+{% endfor %}
+EOF
+  start_server --backend cpu --chat-template "$TMP/hostile.jinja"
+  bash tests/serve/limit_checks.sh template
   stop_server
   ;;
 openai)
