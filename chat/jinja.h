@@ -20,6 +20,11 @@
  * when the template is parsed, with NAME:LINE:COL, so a model whose
  * template needs more fails at startup rather than rendering wrong text.
  *
+ * A template is untrusted: parsing is linear in its text and bounds its
+ * nesting, and every render is bounded in nesting, steps of work, bytes of
+ * output and of values (jinja_value.h), with checked integer arithmetic.
+ * Past a bound, parse or render is an error with NAME:LINE:COL.
+ *
  * Strings are UTF-8; their length, indexing and slicing count code points
  * as Python does; upper, lower, title, capitalize and strip change only
  * ASCII letters and whitespace.
