@@ -51,11 +51,11 @@ static int is_space(char ch) { return ch == ' ' || (ch >= '\t' && ch <= '\r') ||
 static jv strip(jv s, const jv *chars, int left, int right) {
   const char *p = s.u.s.p;
   size_t b = 0, e = s.u.s.n;
-  int set = chars && chars->k == V_STR;
-#define STRIPPED(ch) (set ? memchr(chars->u.s.p, (ch), chars->u.s.n) != NULL : is_space(ch))
-  while (left && b < e && STRIPPED(p[b])) b++;
-  while (right && e > b && STRIPPED(p[e - 1])) e--;
-#undef STRIPPED
+  unsigned char in[256] = {0}; /* the bytes to strip */
+  for (int ch = 0; ch < 256 && !(chars && chars->k == V_STR); ch++) in[ch] = (unsigned char)is_space((char)ch);
+  for (size_t i = 0; chars && chars->k == V_STR && i < chars->u.s.n; i++) in[(unsigned char)chars->u.s.p[i]] = 1;
+  while (left && b < e && in[(unsigned char)p[b]]) b++;
+  while (right && e > b && in[(unsigned char)p[e - 1]]) e--;
   return v_str(p + b, e - b);
 }
 
@@ -181,6 +181,7 @@ ssm_status ssm_jv_call_method(ctx *c, const jnode *n, jv self, const char *name,
       SSM_TRY(replace(c, n, self, a0, a1, cnt.k == V_INT ? cnt.u.i : -1, out));
     } else if (!strcmp(name, "startswith") || !strcmp(name, "endswith")) {
       int end = name[0] == 'e', hit = 0;
+      if (a0.k == V_LIST) SSM_TRY(ssm_jv_work(c, n, a0.u.l->n));
       if (a0.k == V_LIST)
         for (size_t i = 0; i < a0.u.l->n && !hit; i++) hit = starts_with(self, a0.u.l->v[i], end);
       else if (a0.k == V_STR)
@@ -261,6 +262,7 @@ ssm_status ssm_jv_get_attr(ctx *c, const jnode *n, jv obj, const char *name, jv 
   switch (obj.k) {
   case V_UNDEF: return ssm_jv_err(c, n, "'%s' is undefined", obj.name ? obj.name : "value");
   case V_DICT: case V_NS: {
+    SSM_TRY(ssm_jv_work(c, n, obj.u.d->n / 8));
     jv *f = ssm_jv_dict_find(obj.u.d, name, strlen(name));
     if (f) *out = *f;
     return NULL;
@@ -568,6 +570,7 @@ ssm_status ssm_jv_filter(ctx *c, const jnode *n, const char *name, jv v, const a
 
 ssm_status ssm_jv_test(ctx *c, const jnode *n, const char *name, jv v, const args *a, int *out) {
   jv a0 = arg(a, 0, NULL, UNDEF);
+  SSM_TRY(ssm_jv_work(c, n, 1 + (v.k == V_STR ? v.u.s.n / 64 : 0)));
   int cmp;
   if (!strcmp(name, "defined")) *out = v.k != V_UNDEF;
   else if (!strcmp(name, "undefined")) *out = v.k == V_UNDEF;

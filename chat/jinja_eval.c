@@ -46,6 +46,7 @@ static ssm_status eval_args(ctx *c, const jnode *n, args *a) {
     if (i == n->i) {
       jlist *l;
       SSM_TRY(ssm_jv_iterable(c, n->list.items[i], v, &l));
+      SSM_TRY(ssm_jv_work(c, n, l->n));
       for (size_t k = 0; k < l->n; k++) ssm_jv_list_push(c, pos, l->v[k]);
     } else {
       ssm_jv_list_push(c, pos, v);
@@ -444,7 +445,8 @@ static jv from_json(ctx *c, const cJSON *j) {
   }
   if (cJSON_IsObject(j)) {
     jdict *d = ssm_jv_dict_new(c);
-    for (const cJSON *e = j->child; e; e = e->next)
+    /* dict_set counts its search: past the render's steps, the first step fails */
+    for (const cJSON *e = j->child; e && c->steps <= MAX_WORK; e = e->next)
       ssm_jv_dict_set(c, d, v_str(e->string, strlen(e->string)), from_json(c, e));
     return (jv){V_DICT, {.d = d}, NULL};
   }

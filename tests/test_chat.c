@@ -223,6 +223,14 @@ static void test_bounds(void) {
   expect_error("{% set s = 'x' * 8000000 %}{% for i in range(100000) %}{% if s == s %}{% endif %}{% endfor %}",
                NULL, "runs too long");
   expect_error("{% set s = 'x' * 1000000 %}{% for i in range(1000000) %}{{ s[-1] }}{% endfor %}", NULL, "t:1:");
+  expect("{% set s = 'b' * 4000000 %}{{ s.strip(s ~ 'a') | length }}", NULL, "0");
+  /* an object of the variables with 200,000 keys: its dict is not built key by key past the steps */
+  ssm_sb vars = {0};
+  ssm_sb_printf(&vars, "{\"d\": {");
+  for (int i = 0; i < 200000; i++) ssm_sb_printf(&vars, "%s\"k%d\": %d", i ? ", " : "", i, i);
+  ssm_sb_printf(&vars, "}}");
+  expect_error("{{ d | length }}", ssm_sb_str(&vars), "runs too long");
+  ssm_sb_free(&vars);
 }
 
 /* The parse is linear in the text: a 560 KB template parses and renders,
