@@ -864,7 +864,8 @@ static ssm_status expect_end(parser *p) {
 
 /* ---- statements ------------------------------------------------------------------- */
 
-static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, const char **out_stop);
+static ssm_status parse_body(parser *p, const piece *opened, const char *const *stops, jnode **out,
+                             const char **out_stop);
 
 static ssm_status parse_targets(parser *p, name_vec *names) {
   do {
@@ -891,21 +892,21 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     SSM_TRY(expect_end(p));
     static const char *const stops[] = {"elif", "else", "endif", NULL};
     const char *stop;
-    SSM_TRY(parse_body(p, stops, &n->b, &stop));
+    SSM_TRY(parse_body(p, pc, stops, &n->b, &stop));
     jnode *cur = n;
     while (!strcmp(stop, "elif")) { /* elif: a nested if in the else branch */
       jnode *e;
       SSM_TRY(mk(p, J_IF, peek(p), &e));
       SSM_TRY(parse_expr(p, &e->a));
       SSM_TRY(expect_end(p));
-      SSM_TRY(parse_body(p, stops, &e->b, &stop));
+      SSM_TRY(parse_body(p, pc, stops, &e->b, &stop));
       cur->c = e;
       cur = e;
     }
     if (!strcmp(stop, "else")) {
       SSM_TRY(expect_end(p));
       static const char *const end[] = {"endif", NULL};
-      SSM_TRY(parse_body(p, end, &cur->c, &stop));
+      SSM_TRY(parse_body(p, pc, end, &cur->c, &stop));
     }
   } else if (is_name(kw, "for")) {
     SSM_TRY(mk(p, J_FOR, kw, &n));
@@ -922,12 +923,12 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     static const char *const stops[] = {"else", "endfor", NULL};
     const char *stop;
     jnode *body;
-    SSM_TRY(parse_body(p, stops, &body, &stop));
+    SSM_TRY(parse_body(p, pc, stops, &body, &stop));
     n->list2 = body->list;
     if (!strcmp(stop, "else")) {
       SSM_TRY(expect_end(p));
       static const char *const end[] = {"endfor", NULL};
-      SSM_TRY(parse_body(p, end, &n->c, &stop));
+      SSM_TRY(parse_body(p, pc, end, &n->c, &stop));
     }
   } else if (is_name(kw, "set")) {
     struct tok *t1 = peek(p);
@@ -952,7 +953,7 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
         n->names = names.items;
         static const char *const end[] = {"endset", NULL};
         const char *stop;
-        SSM_TRY(parse_body(p, end, &n->a, &stop));
+        SSM_TRY(parse_body(p, pc, end, &n->a, &stop));
         *out = n;
         return NULL;
       }
@@ -988,12 +989,12 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
     n->list2 = to_nodes(&defaults);
     static const char *const end[] = {"endmacro", NULL};
     const char *stop;
-    SSM_TRY(parse_body(p, end, &n->a, &stop));
+    SSM_TRY(parse_body(p, pc, end, &n->a, &stop));
   } else if (is_name(kw, "generation")) { /* transformers' AssistantTracker: no effect here */
     SSM_TRY(expect_end(p));
     static const char *const end[] = {"endgeneration", NULL};
     const char *stop;
-    SSM_TRY(parse_body(p, end, &n, &stop));
+    SSM_TRY(parse_body(p, pc, end, &n, &stop));
   } else if (is_name(kw, "break") || is_name(kw, "continue")) {
     SSM_TRY(mk(p, is_name(kw, "break") ? J_BREAK : J_CONTINUE, kw, &n));
     SSM_TRY(expect_end(p));
@@ -1007,11 +1008,12 @@ static ssm_status parse_statement(parser *p, const piece *pc, jnode **out) {
 }
 
 /* Statements up to one of `stops` (whose name goes to *out_stop, its tag's
- * tokens left to read), or to the end of the template when stops is NULL. */
-static ssm_status parse_body(parser *p, const char *const *stops, jnode **out, const char **out_stop) {
+ * tokens left to read), or to the end of the template when stops is NULL;
+ * `opened` is the tag of the statement whose body it is (NULL: none). */
+static ssm_status parse_body(parser *p, const piece *opened, const char *const *stops, jnode **out,
+                             const char **out_stop) {
   node_vec items = {0};
   jnode *body;
-  const piece *opened = p->at ? &p->pieces.items[p->at - 1] : NULL;
   SSM_TRY(nest(p, &(struct tok){.line = opened ? opened->line : 1, .col = opened ? opened->col : 1}));
   SSM_TRY(mk(p, J_BODY, &(struct tok){0}, &body));
   ssm_status s = NULL;
@@ -1105,7 +1107,7 @@ ssm_status ssm_jinja_parse(const char *name, const char *text, size_t len, ssm_j
   p.n = n;
   ssm_status s = memchr(src, 0, n) ? ssm_status_new(SSM_ERR_INVALID, "%s: contains a NUL byte", name)
                                    : cut(&p);
-  if (!s) s = parse_body(&p, NULL, &root, NULL);
+  if (!s) s = parse_body(&p, NULL, NULL, &root, NULL);
   /* what was parsed after an allocation failed (a name that became "", a
    * message cut short) is not to be trusted */
   s = ssm_nomem_check(mark, s, name);

@@ -132,6 +132,8 @@ static void test_refused(void) {
   expect_error("{% include 'x' %}", NULL, "unsupported Jinja statement 'include'");
   expect_error("{% if x %}never closed", NULL, "t:1:3: {% if %} is not closed (expected {% endif %})");
   expect_error("a\n{% for x in y %}{% if x %}{% endif %}", NULL, "t:2:3: {% for %} is not closed (expected {% endfor %})");
+  expect_error("\n {% if x %}a{% elif y %}b{% else %}c", NULL, "t:2:4: {% if %} is not closed (expected {% endif %})");
+  expect_error("{% macro m() %}{% for x in y %}{% endfor %}", NULL, "t:1:3: {% macro %} is not closed");
   expect_error("{{ x", NULL, "t:1:1: '{{' is not closed");
   expect_error("{% endfor %}", NULL, "unexpected {% endfor %}");
   expect_error("{{ 'abc }}", NULL, "t:1:1: '{{' is not closed");
