@@ -285,6 +285,42 @@ static const struct {
             {"devices", cmd_devices},     {"export-web", cmd_export_web},
             {"serve", ssm_cli_serve},     {"perplexity", ssm_cli_perplexity}};
 
+/* Levenshtein distance of `a` and `b`, up to 31 bytes of each */
+static size_t edits(const char *a, const char *b) {
+  size_t na = strnlen(a, 31), nb = strnlen(b, 31), row[32];
+  for (size_t j = 0; j <= nb; j++) row[j] = j;
+  for (size_t i = 1; i <= na; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
+}
+
+/* The command that `name` most likely misspells (at most 2 edits, and
+ * fewer than its length), or NULL. */
+static const char *nearest_command(const char *name) {
+  static const char *const more[] = {"help", "version"};
+  const size_t ncmds = sizeof cmds / sizeof cmds[0];
+  const char *best = NULL;
+  size_t least = 3, len = strlen(name);
+  for (size_t i = 0; i < ncmds + 2; i++) {
+    const char *c = i < ncmds ? cmds[i].name : more[i - ncmds];
+    size_t d = edits(name, c);
+    if (d < least && d < len) {
+      least = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
 int main(int argc, char **argv) {
   if (getenv("SSMC_VERBOSE")) ssmc_set_log(log_to_stderr, NULL);
   /* a write past the file-size limit (ulimit -f) fails with EFBIG, and is
@@ -300,7 +336,25 @@ int main(int argc, char **argv) {
     printf("ssmc %s (git %s)\n", ssmc_version(), ssm_revision());
     return 0;
   }
+  if (!strcmp(argv[1], "version")) {
+    if (argc > 2) return ssm_cli_usage_error(NULL, "version takes no arguments");
+    printf("ssmc %s (git %s)\n", ssmc_version(), ssm_revision());
+    return 0;
+  }
+  /* ssmc help [CMD]: what ssmc --help or ssmc CMD --help print */
+  int help = !strcmp(argv[1], "help");
+  if (help && argc == 2) {
+    fputs(ssm_cli_usage(NULL), stdout);
+    return 0;
+  }
+  if (help && argc > 3) return ssm_cli_usage_error(NULL, "help takes one command");
+  const char *name = argv[help ? 2 : 1];
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
-    if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 2, argv + 2);
-  return ssm_cli_usage_error(NULL, "unknown command '%s'", argv[1]);
+    if (!strcmp(name, cmds[i].name)) {
+      char *ask[] = {"--help", NULL};
+      return help ? cmds[i].fn(1, ask) : cmds[i].fn(argc - 2, argv + 2);
+    }
+  const char *near = nearest_command(name);
+  if (near) return ssm_cli_usage_error(NULL, "unknown command '%s' (did you mean '%s'?)", name, near);
+  return ssm_cli_usage_error(NULL, "unknown command '%s'", name);
 }

@@ -25,7 +25,8 @@ static const char usage[] =
     "  serve MODEL_DIR|BUNDLE           an OpenAI-compatible HTTP server\n"
     "  export-web BUNDLE -o DIR         a static site running the bundle on WebGPU\n"
     "  devices                          the Vulkan devices\n"
-    "  --version                        the version and git revision\n"
+    "  version, --version               the version and git revision\n"
+    "  help [COMMAND]                   this, or a command's options\n"
     "\n"
     "MODEL: a Hugging Face model directory (config.json, model.safetensors), an\n"
     "architecture YAML with --config config.json, or (ir) an IR text file .ssmir.\n";

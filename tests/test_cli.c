@@ -27,7 +27,17 @@ static void expect(const char *args, int want_rc, const char *needle) {
 
 static void test_usage(void) {
   expect("", 2, "usage:");
-  expect("frobnicate", 2, "unknown command 'frobnicate'");
+  expect("frobnicate", 2, "unknown command 'frobnicate'\n");
+  expect("rn", 2, "unknown command 'rn' (did you mean 'run'?)");
+  expect("complie " FIX, 2, "(did you mean 'compile'?)");
+  expect("hlep", 2, "(did you mean 'help'?)");
+  expect("help", 0, "usage: ssmc COMMAND");
+  expect("help run", 0, "usage: ssmc run MODEL");
+  expect("help serve", 0, "--host ADDR");
+  expect("help nope", 2, "unknown command 'nope'");
+  expect("help run serve", 2, "help takes one command");
+  expect("version", 0, "ssmc ");
+  expect("version 2", 2, "version takes no arguments");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --bogus", 2, "unknown option '--bogus'");
   expect("run models/mamba1.yaml --config " FIX "/config.json --tokens 1,2", 1,
          "models/mamba1.yaml: no weights: give the checkpoint directory (--weights DIR)");
