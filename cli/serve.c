@@ -16,7 +16,8 @@
 
 static const char serve_usage[] =
     "usage: ssmc serve MODEL_DIR|BUNDLE [options]\n"
-    "  --host ADDR          numeric address to listen on (default 127.0.0.1)\n"
+    "  --host ADDR          address or name to listen on (default 127.0.0.1; ::1,\n"
+    "                       0.0.0.0, localhost)\n"
     "  --port N             port (default 8080; 0: any free one, printed at start)\n"
     "  --weights DIR        the checkpoint (default: MODEL_DIR)\n"
     "  --backend vulkan|cpu, --device N, --chunk T, --max-seq N, --tokenizer FILE\n"
@@ -34,15 +35,15 @@ static const char serve_usage[] =
     "  --max-connections N  open connections (default 256)\n"
     "  --max-client-connections N\n"
     "                       open connections from one address (default 32; 0: no limit)\n"
+    "  --cors-origin LIST   origins whose web pages may call the server, comma-separated\n"
+    "                       (https://app.example,http://host:8000; '*': any); pages of\n"
+    "                       this machine (localhost, 127.0.0.1, [::1]) always may\n"
     "  --timeout S          seconds a client may be silent while it sends its request or\n"
     "                       reads the answer; the time the answer takes to make does\n"
     "                       not count (default 10; 0: no limit)\n";
 
 static int usage_fail(const char *fmt, const char *arg) {
-  fprintf(stderr, "ssmc: serve: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n%s", serve_usage);
-  return 2;
+  return ssm_cli_usage_error("serve", fmt, arg);
 }
 
 /* An integer option in [lo, hi]. */
@@ -51,8 +52,7 @@ static int int_arg(const char *name, const char *v, long lo, long hi, long *out)
   errno = 0;
   long x = strtol(v, &end, 10);
   if (!*v || *end || errno || x < lo || x > hi) {
-    fprintf(stderr, "ssmc: serve: --%s: expected an integer from %ld to %ld, got '%s'\n%s", name, lo,
-            hi, v, serve_usage);
+    ssm_cli_usage_error("serve", "--%s: expected an integer from %ld to %ld, got '%s'", name, lo, hi, v);
     return 0;
   }
   *out = x;
@@ -81,7 +81,7 @@ int ssm_cli_serve(int argc, char **argv) {
       {"max-tokens", 1, 0, 'm'}, {"cache-mb", 1, 0, 'M'}, {"cache-every", 1, 0, 'e'},
       {"max-body-kb", 1, 0, 'B'}, {"max-prompt-tokens", 1, 0, 'R'},
       {"max-connections", 1, 0, 'C'}, {"max-client-connections", 1, 0, 'I'},
-      {"timeout", 1, 0, 'o'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"timeout", 1, 0, 'o'}, {"cors-origin", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   optind = 1;
   opterr = 0;
   argv--, argc++; /* getopt starts at argv[1] */
@@ -108,11 +108,15 @@ int ssm_cli_serve(int argc, char **argv) {
     case 'C': if (!int_arg("max-connections", optarg, 1, 100000, &v)) return 2; so.max_connections = (int)v; break;
     case 'I': if (!int_arg("max-client-connections", optarg, 0, 100000, &v)) return 2; so.max_client_connections = (int)v; break;
     case 'o': if (!int_arg("timeout", optarg, 0, 86400, &v)) return 2; so.timeout = (int)v; break;
+    case 'O': so.cors = optarg; break;
     default:
       return usage_fail("unknown option or missing value: '%s'", argv[optind - 1]);
     }
   }
   if (optind + 1 != argc) return usage_fail("expected one MODEL_DIR or BUNDLE%s", "");
+  struct sockaddr_storage addr; /* a --host that does not resolve: said before the model loads */
+  ssmc_status st = ssm_server_resolve(so.host, so.port, &addr);
+  if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 2;
   model = argv[optind];
   so.cache_bytes = (uint64_t)cache_mb << 20;
   if (strcmp(backend, "cpu") && strcmp(backend, "vulkan"))
@@ -126,7 +130,7 @@ int ssm_cli_serve(int argc, char **argv) {
   }
   ssmc_set_log(log_line, NULL);
   ssm_chat *chat = NULL;
-  ssmc_status st = is_dir(dir) || chat_file ? ssm_chat_open(is_dir(dir) ? dir : ".", chat_file, &chat) : NULL;
+  st = is_dir(dir) || chat_file ? ssm_chat_open(is_dir(dir) ? dir : ".", chat_file, &chat) : NULL;
   if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 1;
   /* the threads the server starts inherit this mask: only sigwait sees them */
   sigset_t stop;
@@ -149,7 +153,9 @@ int ssm_cli_serve(int argc, char **argv) {
   fprintf(stderr, "ssmc: serve: %s (%s) on %s; chat template: %s\n", so.model_id,
           ssmc_session_architecture(s), ssmc_session_device(s),
           chat ? ssm_chat_source(chat) : "none (chat requests get 400; --chat-template FILE)");
-  fprintf(stderr, "ssmc: serve: listening on http://%s:%d\n", so.host, ssm_server_port(srv));
+  char url[300];
+  ssm_server_url(so.host, ssm_server_port(srv), url, sizeof url);
+  fprintf(stderr, "ssmc: serve: listening on %s\n", url);
   fflush(stderr);
   int sig = 0;
   sigwait(&stop, &sig);

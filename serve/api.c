@@ -476,14 +476,21 @@ ssm_status ssm_api_final(ssm_job *j) {
   return emit(j, r, 0);
 }
 
-char *ssm_api_models(const char *model_id) {
-  cJSON *r = cJSON_CreateObject(), *data = cJSON_AddArrayToObject(r, "data"), *m = cJSON_CreateObject();
-  cJSON_AddStringToObject(r, "object", "list");
+char *ssm_api_models(const char *model_id, int one) {
+  cJSON *m = cJSON_CreateObject();
   cJSON_AddStringToObject(m, "id", model_id);
   cJSON_AddStringToObject(m, "object", "model");
   cJSON_AddNumberToObject(m, "created", 0);
   cJSON_AddStringToObject(m, "owned_by", "ssmc");
-  cJSON_AddItemToArray(data, m);
+  cJSON *r = m;
+  if (!one) {
+    if (!(r = cJSON_CreateObject())) {
+      cJSON_Delete(m);
+      return NULL;
+    }
+    cJSON_AddStringToObject(r, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(r, "data"), m);
+  }
   char *s = cJSON_PrintUnformatted(r);
   cJSON_Delete(r);
   return s;

@@ -171,7 +171,8 @@ void ssm_job_free(ssm_job *j);
 ssm_status ssm_api_chunk(ssm_job *j, const char *delta, size_t n, const char *finish, int usage);
 /* The whole response of a finished non-streamed job, the same way. */
 ssm_status ssm_api_final(ssm_job *j);
-/* The models list. */
-char *ssm_api_models(const char *model_id);
+/* The models list (/v1/models), or with `one` the model's object alone
+ * (/v1/models/ID). */
+char *ssm_api_models(const char *model_id, int one);
 
 #endif

@@ -26,13 +26,15 @@
 #ifndef SSM_SERVE_H
 #define SSM_SERVE_H
 
+#include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "chat/chat.h"
 #include "runtime/ssmc.h"
 
 typedef struct {
-  const char *host;     /* numeric IPv4 or IPv6 address to listen on ("127.0.0.1") */
+  const char *host;     /* address or name to listen on ("127.0.0.1", "::1", "localhost") */
   int port;             /* 0: any free port (ssm_server_port says which) */
   const char *model_id; /* the name /v1/models lists and responses carry */
   int parallel;         /* requests taking turns on the device (default 4) */
@@ -50,9 +52,17 @@ typedef struct {
   int max_client_connections; /* open connections from one address (default 32; 0: no limit) */
   int timeout;          /* seconds a connection may stay inactive while the client sends its
                          * request or reads the response (default 10; 0: no limit) */
+  const char *cors;     /* origins whose pages may call the server, comma-separated
+                         * ("https://a.example,http://b.example:8000"; "*": any); pages of
+                         * this machine (localhost, 127.0.0.1, [::1]) always may */
 } ssm_serve_options;
 
 void ssm_serve_options_init(ssm_serve_options *o);
+/* The address `host` names (numeric, or a name such as localhost: its first
+ * address) with `port`, for listening; an error names the host. */
+ssm_status ssm_server_resolve(const char *host, int port, struct sockaddr_storage *out);
+/* "http://HOST:PORT", the host in brackets when it is an IPv6 address. */
+void ssm_server_url(const char *host, int port, char *out, size_t size);
 
 typedef struct ssm_server ssm_server;
 

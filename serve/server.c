@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <netdb.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -38,7 +39,54 @@ static request no_request;
 static char out_of_memory_body[] = SSM_API_NOMEM_BODY;
 
 /* Answers with `text` (malloc'd, taken over; NULL: out of memory, a 503). */
-static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *type, char *text) {
+/* ---- browsers' pages (CORS) ------------------------------------------------------- */
+
+/* Whether `origin` ("scheme://host[:port]") is a page of this machine:
+ * http or https on localhost, 127.0.0.1 or [::1], any port. */
+static int loopback_origin(const char *origin) {
+  static const char *const schemes[] = {"http://", "https://"};
+  static const char *const hosts[] = {"localhost", "127.0.0.1", "[::1]"};
+  for (int i = 0; i < 2; i++) {
+    size_t n = strlen(schemes[i]);
+    if (strncmp(origin, schemes[i], n)) continue;
+    for (int j = 0; j < 3; j++) {
+      size_t m = strlen(hosts[j]);
+      const char *rest = origin + n + m;
+      if (!strncmp(origin + n, hosts[j], m) &&
+          (!*rest || (*rest == ':' && rest[1] && strspn(rest + 1, "0123456789") == strlen(rest + 1))))
+        return 1;
+    }
+  }
+  return 0;
+}
+
+/* Whether a page of `origin` may call the server (ssm_serve_options.cors). */
+static int origin_allowed(const ssm_server *srv, const char *origin) {
+  if (loopback_origin(origin)) return 1;
+  const char *list = srv->o.cors;
+  for (const char *at = list; at && *at;) {
+    size_t n = strcspn(at, ",");
+    if ((n == 1 && *at == '*') || (n == strlen(origin) && !strncmp(at, origin, n))) return 1;
+    at += n + (at[n] == ',');
+  }
+  return 0;
+}
+
+/* Queues response `r` (destroyed here) with, for a page of an allowed
+ * origin, the headers that let it read the answer. */
+static enum MHD_Result queue(ssm_server *srv, struct MHD_Connection *c, unsigned status,
+                             struct MHD_Response *r) {
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  if (origin && origin_allowed(srv, origin)) {
+    MHD_add_response_header(r, "Access-Control-Allow-Origin", origin);
+    MHD_add_response_header(r, "Vary", "Origin");
+  }
+  enum MHD_Result ok = MHD_queue_response(c, status, r);
+  MHD_destroy_response(r);
+  return ok;
+}
+
+static enum MHD_Result reply(ssm_server *srv, struct MHD_Connection *c, int status, const char *type, char *text) {
   struct MHD_Response *r =
       text ? MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE)
            : MHD_create_response_from_buffer(strlen(out_of_memory_body), out_of_memory_body,
@@ -49,14 +97,12 @@ static enum MHD_Result reply(struct MHD_Connection *c, int status, const char *t
   }
   if (!text) status = 503, type = "application/json";
   MHD_add_response_header(r, "Content-Type", type);
-  enum MHD_Result ok = MHD_queue_response(c, (unsigned)status, r);
-  MHD_destroy_response(r);
-  return ok;
+  return queue(srv, c, (unsigned)status, r);
 }
 
-static enum MHD_Result reply_error(struct MHD_Connection *c, int status, const char *type,
+static enum MHD_Result reply_error(ssm_server *srv, struct MHD_Connection *c, int status, const char *type,
                                    const char *message) {
-  return reply(c, status, "application/json", ssm_api_error(status, type, NULL, "%s", message));
+  return reply(srv, c, status, "application/json", ssm_api_error(status, type, NULL, "%s", message));
 }
 
 /* The connection's timeout counts the client's inactivity, not the
@@ -135,18 +181,18 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
   ssm_status s = ssm_sb_status(&rq->body, "the request body");
   if (!s) s = ssm_api_parse(srv->api, chat, ssm_sb_str(&rq->body), rq->body.n, &j, &err);
   if (s) { /* out of host memory: the server goes on, the client may try again */
-    enum MHD_Result ok = reply_error(c, 503, "server_error", ssm_status_message(s));
+    enum MHD_Result ok = reply_error(srv, c, 503, "server_error", ssm_status_message(s));
     ssm_status_free(s);
     return ok;
   }
-  if (!j) return reply(c, 400, "application/json", err);
+  if (!j) return reply(srv, c, 400, "application/json", err);
   const union MHD_ConnectionInfo *fd = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
   j->conn = c;
   j->fd = fd ? fd->connect_fd : -1;
   j->timeout = (unsigned)srv->o.timeout;
   if (ssm_sched_submit(srv, j)) {
     ssm_job_release(j);
-    return reply_error(c, 503, "server_error", "the server is busy: every slot and the whole queue "
+    return reply_error(srv, c, 503, "server_error", "the server is busy: every slot and the whole queue "
                        "are taken (ssmc serve --parallel, --queue); try again");
   }
   if (j->stream) {
@@ -154,9 +200,7 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
                                                                stream_closed);
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    enum MHD_Result ok = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ok;
+    return queue(srv, c, MHD_HTTP_OK, r);
   }
   pthread_mutex_lock(&j->mu);
   if (!wait_job(j, 0)) { /* nobody to answer: the connection closes */
@@ -171,11 +215,11 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
   pthread_mutex_unlock(&j->mu);
   ssm_job_release(j);
   if (s2) {
-    enum MHD_Result ok = reply_error(c, 503, "server_error", ssm_status_message(s2));
+    enum MHD_Result ok = reply_error(srv, c, 503, "server_error", ssm_status_message(s2));
     ssm_status_free(s2);
     return ok;
   }
-  return reply(c, status, "application/json", body);
+  return reply(srv, c, status, "application/json", body);
 }
 
 /* ---- the other endpoints ------------------------------------------------------------- */
@@ -214,7 +258,7 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
   char *text = NULL;
   ssm_status st = ssm_sb_take(&b, "/metrics", &text);
   ssm_status_free(st); /* NULL text: a 503 */
-  return reply(c, 200, "text/plain; version=0.0.4", text);
+  return reply(srv, c, 200, "text/plain; version=0.0.4", text);
 }
 
 static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const char *url,
@@ -225,13 +269,36 @@ static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const ch
   } routes[] = {{"/health", "GET", 0},          {"/v1/models", "GET", 1},
                 {"/metrics", "GET", 2},         {"/v1/completions", "POST", 3},
                 {"/v1/chat/completions", "POST", 4}};
+  const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+  if (origin && !origin_allowed(srv, origin)) {
+    char msg[400];
+    snprintf(msg, sizeof msg, "a page of origin '%.200s' may not call this server (ssmc serve "
+             "--cors-origin ORIGIN allows it)", origin);
+    return reply_error(srv, c, 403, "invalid_request_error", msg);
+  }
+  const char *model = !strncmp(url, "/v1/models/", 11) ? url + 11 : NULL;
   for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
-    if (strcmp(url, routes[i].path)) continue;
+    if (strcmp(url, routes[i].path) && !(model && routes[i].what == 1)) continue;
+    if (!strcmp(method, "OPTIONS")) { /* a browser's preflight, or a plain OPTIONS */
+      struct MHD_Response *r = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+      if (!r) return MHD_NO;
+      char allow[32];
+      snprintf(allow, sizeof allow, "%s, OPTIONS", routes[i].method);
+      MHD_add_response_header(r, "Allow", allow);
+      if (origin) {
+        const char *asked = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Access-Control-Request-Headers");
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", allow);
+        MHD_add_response_header(r, "Access-Control-Allow-Headers",
+                                asked && strlen(asked) < 1024 ? asked : "Content-Type, Authorization");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "600");
+      }
+      return queue(srv, c, 204, r);
+    }
     if (strcmp(method, routes[i].method)) {
       char msg[160];
       snprintf(msg, sizeof msg, "%s %s: method not allowed (use %s)", method, url, routes[i].method);
       char *body = ssm_api_error(405, "invalid_request_error", NULL, "%s", msg);
-      if (!body) return reply(c, 503, NULL, NULL);
+      if (!body) return reply(srv, c, 503, NULL, NULL);
       struct MHD_Response *r = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
       if (!r) {
         free(body);
@@ -239,30 +306,35 @@ static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const ch
       }
       MHD_add_response_header(r, "Content-Type", "application/json");
       MHD_add_response_header(r, "Allow", routes[i].method);
-      enum MHD_Result ok = MHD_queue_response(c, 405, r);
-      MHD_destroy_response(r);
-      return ok;
+      return queue(srv, c, 405, r);
     }
     if (rq->too_large) {
       char msg[128];
       snprintf(msg, sizeof msg, "the request body is larger than %zu bytes (ssmc serve --max-body)",
                srv->o.max_body);
-      return reply_error(c, 413, "invalid_request_error", msg);
+      return reply_error(srv, c, 413, "invalid_request_error", msg);
     }
     switch (routes[i].what) {
     case 0: {
       char *ok = NULL;
       ssm_status_free(ssm_strdup("{\"status\":\"ok\"}", "/health", &ok)); /* NULL: a 503 */
-      return reply(c, 200, "application/json", ok);
+      return reply(srv, c, 200, "application/json", ok);
     }
-    case 1: return reply(c, 200, "application/json", ssm_api_models(srv->o.model_id));
+    case 1:
+      if (model && strcmp(model, srv->o.model_id)) {
+        char msg[400];
+        snprintf(msg, sizeof msg, "The model '%.200s' does not exist (this server has '%.60s')",
+                 model, srv->o.model_id);
+        return reply_error(srv, c, 404, "invalid_request_error", msg);
+      }
+      return reply(srv, c, 200, "application/json", ssm_api_models(srv->o.model_id, model != NULL));
     case 2: return metrics(srv, c);
     default: return completions(srv, c, routes[i].what == 4, rq);
     }
   }
   char msg[300];
   snprintf(msg, sizeof msg, "Invalid URL (%s %.200s)", method, url);
-  return reply_error(c, 404, "invalid_request_error", msg);
+  return reply_error(srv, c, 404, "invalid_request_error", msg);
 }
 
 static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *url,
@@ -275,7 +347,7 @@ static enum MHD_Result handle(void *cls, struct MHD_Connection *c, const char *u
       *upload_size = 0;
       return MHD_YES;
     }
-    return reply(c, 503, NULL, NULL);
+    return reply(srv, c, 503, NULL, NULL);
   }
   if (!rq) { /* the headers: refuse a declared oversized body before it comes */
     ssm_status s = ssm_alloc(1, sizeof *rq, (void **)&rq);
@@ -333,32 +405,51 @@ static ssm_status check_options(const ssm_serve_options *o) {
   return NULL;
 }
 
+ssm_status ssm_server_resolve(const char *host, int port, struct sockaddr_storage *out) {
+  memset(out, 0, sizeof *out);
+  struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)out;
+  struct sockaddr_in *a4 = (struct sockaddr_in *)out;
+  if (inet_pton(AF_INET6, host, &a6->sin6_addr) == 1) {
+    a6->sin6_family = AF_INET6;
+    a6->sin6_port = htons((uint16_t)port);
+    return NULL;
+  }
+  if (inet_pton(AF_INET, host, &a4->sin_addr) == 1) {
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    return NULL;
+  }
+  struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res = NULL;
+  int err = getaddrinfo(host, NULL, &hints, &res);
+  if (err || !res)
+    return ssm_status_new(SSM_ERR_INVALID, "--host: '%s' is not an address, nor a name this machine "
+                          "resolves (%s)", host, err ? gai_strerror(err) : "no address");
+  const struct addrinfo *pick = res; /* IPv4 where the name has it: ::1 may not be there */
+  for (const struct addrinfo *r = res; r; r = r->ai_next)
+    if (r->ai_family == AF_INET) {
+      pick = r;
+      break;
+    }
+  memcpy(out, pick->ai_addr, pick->ai_addrlen < sizeof *out ? pick->ai_addrlen : sizeof *out);
+  freeaddrinfo(res);
+  if (out->ss_family == AF_INET6) a6->sin6_port = htons((uint16_t)port);
+  else a4->sin_port = htons((uint16_t)port);
+  return NULL;
+}
+
+void ssm_server_url(const char *host, int port, char *out, size_t size) {
+  snprintf(out, size, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
+}
+
 ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_serve_options *opts,
                             ssm_server **out) {
   *out = NULL;
   SSM_TRY(check_options(opts));
   const ssmc_tokenizer *tok;
   SSM_TRY(ssm_status_wrap(ssmc_session_tokenizer(s, &tok), "ssmc serve needs the model's tokenizer"));
-  struct sockaddr_storage addr = {0};
-  socklen_t alen;
-  int v6 = strchr(opts->host, ':') != NULL;
-  if (v6) {
-    struct sockaddr_in6 *a = (struct sockaddr_in6 *)&addr;
-    a->sin6_family = AF_INET6;
-    a->sin6_port = htons((uint16_t)opts->port);
-    if (inet_pton(AF_INET6, opts->host, &a->sin6_addr) != 1)
-      return ssm_status_new(SSM_ERR_INVALID, "--host: '%s' is not a numeric IPv6 address", opts->host);
-    alen = sizeof *a;
-  } else {
-    struct sockaddr_in *a = (struct sockaddr_in *)&addr;
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)opts->port);
-    if (inet_pton(AF_INET, opts->host, &a->sin_addr) != 1)
-      return ssm_status_new(SSM_ERR_INVALID, "--host: '%s' is not a numeric IPv4 address (127.0.0.1, "
-                            "0.0.0.0, ...)", opts->host);
-    alen = sizeof *a;
-  }
-  (void)alen;
+  struct sockaddr_storage addr;
+  SSM_TRY(ssm_server_resolve(opts->host, opts->port, &addr));
+  int v6 = addr.ss_family == AF_INET6;
   ssm_server *srv;
   ssm_api *api = NULL;
   ssm_status st = ssm_status_wrap(ssm_alloc(1, sizeof *srv, (void **)&srv), "the server");

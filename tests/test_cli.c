@@ -36,6 +36,9 @@ static void test_usage(void) {
   expect("help serve", 0, "--host ADDR");
   expect("help nope", 2, "unknown command 'nope'");
   expect("help run serve", 2, "help takes one command");
+  expect("serve", 2, "serve: expected one MODEL_DIR or BUNDLE\nTry 'ssmc serve --help'.");
+  /* the address is checked before the model is looked at */
+  expect("serve no/such/model --host ''", 2, "--host: '' is not an address, nor a name");
   expect("version", 0, "ssmc ");
   expect("version 2", 2, "version takes no arguments");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --bogus", 2, "unknown option '--bogus'");

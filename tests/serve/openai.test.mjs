@@ -16,6 +16,13 @@ test("models.list names the served model", async () => {
   assert.deepEqual(ids, [model]);
 });
 
+test("models.retrieve finds the served model, and only it", async () => {
+  const m = await client.models.retrieve(model);
+  assert.equal(m.id, model);
+  assert.equal(m.object, "model");
+  await assert.rejects(client.models.retrieve("no-such-model"), (e) => e.status === 404);
+});
+
 test("completions.create: text, finish_reason and usage", async () => {
   const r = await client.completions.create({ model, prompt: "import os\n", max_tokens: 8, temperature: 0 });
   assert.equal(r.object, "text_completion");

@@ -43,7 +43,7 @@ start_server() {
     if ! kill -0 "$SERVER_PID" 2>/dev/null; then cat "$TMP/server.log"; echo "server died"; exit 1; fi
     sleep 0.1
   done
-  URL=$(grep -o "http://127.0.0.1:[0-9]*" "$TMP/server.log" | head -1)
+  URL=$(grep -o "listening on http://[^ ]*:[0-9]*" "$TMP/server.log" | head -1 | cut -d' ' -f3)
   [ -n "$URL" ] || { cat "$TMP/server.log"; echo "server did not start"; exit 1; }
   export URL SERVER_PID
 }
@@ -97,6 +97,17 @@ EOF
 EOF
   start_server --backend cpu --chat-template "$TMP/hostile.jinja"
   bash tests/serve/limit_checks.sh template
+  stop_server
+  # a host given by name, and the origins of --cors-origin
+  start_server --backend cpu --host localhost --cors-origin 'https://app.example,http://b.example:8000'
+  grep -q "listening on http://localhost:[0-9]" "$TMP/server.log" &&
+    [ "$(curl -s "$URL/health")" = '{"status":"ok"}' ] && echo "  ok: --host localhost" || { cat "$TMP/server.log"; echo "FAILED: --host localhost"; exit 1; }
+  for o in https://app.example http://b.example:8000; do
+    [ "$(curl -s -D "$TMP/headers" -o /dev/null -w '%{http_code}' -H "Origin: $o" "$URL/v1/models")" = 200 ] &&
+      grep -qi "^Access-Control-Allow-Origin: $o" "$TMP/headers" || { cat "$TMP/headers"; echo "FAILED: --cors-origin allows $o"; exit 1; }
+  done
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: https://app.example:8443" "$URL/v1/models")" = 403 ] &&
+    echo "  ok: --cors-origin allows its origins, and only them" || { echo "FAILED: --cors-origin allows another port"; exit 1; }
   stop_server
   ;;
 openai)
