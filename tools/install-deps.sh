@@ -1,24 +1,35 @@
 #!/bin/sh
-# Installs what ssmc needs to build, test and run on Debian 12 (run as root).
-# libutf8proc-dev and libonig-dev are the tokenizer's Unicode and regular
-# expressions. clang, libFuzzer (libclang-rt-14-dev) and llvm-symbolizer
-# (llvm) are for tools/fuzz.sh. libmicrohttpd is `ssmc serve`'s HTTP server;
-# curl and the openai npm package (tests/serve, pinned, npm ci) drive it in the
-# tests. The WebGPU host (runtime/web) needs Node 20+
-# with npm and its npm packages (webgpu: Dawn; playwright-core: drives
-# Chromium), and Debian's chromium, whose chromium-common holds SwiftShader
-# (the Vulkan driver Dawn runs on without a GPU). Node and npm are installed
-# only where they are missing: an image that has Node from elsewhere (with
-# its own npm) conflicts with Debian's npm package.
+# Installs what ssmc needs on Debian 12 (run as root):
+#   tools/install-deps.sh          to build and run it
+#   tools/install-deps.sh --test   also what the test suite needs
+# To build and run: a C compiler and CMake, Vulkan's loader and headers and
+# Mesa's drivers (lavapipe where there is no GPU), libshaderc (GLSL to SPIR-V),
+# libyaml, cJSON, xxHash, and the tokenizer's Unicode and regular expressions
+# (libutf8proc, Oniguruma), and libmicrohttpd, `ssmc serve`'s HTTP server.
+# For the tests: CUnit, the validation layers, python3, curl and the openai
+# npm package (tests/serve, pinned, npm ci) that drive the server, clang with
+# libFuzzer (libclang-rt-14-dev) and llvm-symbolizer (llvm) for tools/fuzz.sh,
+# and for the WebGPU host (runtime/web) Node 20+ with npm and its npm packages
+# (webgpu: Dawn; playwright-core: drives Chromium) and Debian's chromium, whose
+# chromium-common holds SwiftShader (the Vulkan driver Dawn runs on without a
+# GPU). Node and npm are installed only where they are missing: an image that
+# has Node from elsewhere (with its own npm) conflicts with Debian's npm package.
 set -e
+case "${1:-}" in
+  "") test= ;;
+  --test) test=1 ;;
+  *) echo "usage: tools/install-deps.sh [--test]" >&2; exit 2 ;;
+esac
 export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates git \
-  libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libcunit1-dev libxxhash-dev \
-  libutf8proc-dev libonig-dev \
-  mesa-vulkan-drivers vulkan-validationlayers python3 \
-  clang libclang-rt-14-dev llvm libmicrohttpd-dev curl chromium chromium-common >/dev/null
+  libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libxxhash-dev \
+  libutf8proc-dev libonig-dev libmicrohttpd-dev mesa-vulkan-drivers >/dev/null
+[ -n "$test" ] || exit 0
+apt-get install -y -qq --no-install-recommends \
+  libcunit1-dev vulkan-validationlayers python3 \
+  clang libclang-rt-14-dev llvm curl chromium chromium-common >/dev/null
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs >/dev/null
 command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm >/dev/null
 node -e 'process.exit(parseInt(process.versions.node) < 20 ? 1 : 0)' ||

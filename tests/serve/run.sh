@@ -111,13 +111,13 @@ EOF
   stop_server
   ;;
 openai)
-  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh (npm ci)"; exit 1; }
+  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh --test (npm ci)"; exit 1; }
   start_server --backend cpu --chunk 4 --chat-template "$TEMPLATE" --parallel 4
   node --test tests/serve/openai.test.mjs
   stop_server
   ;;
 load)
-  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh (npm ci)"; exit 1; }
+  [ -d tests/serve/node_modules/openai ] || { echo "tests/serve/node_modules is missing: run tools/install-deps.sh --test (npm ci)"; exit 1; }
   # Under AddressSanitizer, freed memory waits in a quarantine of 256 MiB
   # before reuse, so the server's RSS climbs by whatever the quarantine has
   # not yet filled, leak or not (247 MiB here once the interpreter reused its

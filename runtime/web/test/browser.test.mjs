@@ -62,7 +62,7 @@ async function runPage(context, url) {
 }
 
 test('the exported pymamba site generates Python in headless Chromium', { timeout: 600000 }, async () => {
-  assert.ok(CHROMIUM, 'no Chromium (tools/install-deps.sh installs Debian\'s chromium)');
+  assert.ok(CHROMIUM, 'no Chromium (tools/install-deps.sh --test installs Debian\'s chromium)');
   const { chromium } = await import('playwright-core');
   const dir = scratch();
   const bundle = compile(join(ROOT, 'models/pymamba'), dir, 'pymamba');
