@@ -200,8 +200,35 @@ static ssmc_status text_turn(ssmc_session *s, const ssmc_tokenizer *t, run_args 
   return st;
 }
 
+/* One line of `f` (its newline kept) into *buf, grown as it fills but
+ * never past MAX_LINE + 1 bytes: a longer line stops the read at that
+ * point. Returns 1 for a line, 0 at the end of input, -1 for a line over
+ * MAX_LINE, -2 when reading or growing fails (errno says why). */
+static int read_line(FILE *f, char **buf, size_t *cap, size_t *out_len) {
+  size_t n = 0;
+  int c = 0;
+  *out_len = 0;
+  while (n <= MAX_LINE && (c = getc(f)) != EOF) {
+    if (n == *cap) {
+      size_t grown = *cap ? *cap * 2 : 4096;
+      if (grown > MAX_LINE + 1) grown = MAX_LINE + 1;
+      char *b = realloc(*buf, grown);
+      if (!b) return -2;
+      *buf = b;
+      *cap = grown;
+    }
+    (*buf)[n++] = (char)c;
+    if (c == '\n') break;
+  }
+  *out_len = n;
+  if (n > MAX_LINE) return -1;
+  if (c == EOF && ferror(f)) return -2;
+  return n > 0;
+}
+
 /* -i: turns read line by line from stdin until its end, the state going
- * on from one turn to the next; the first turn is --prompt when given. */
+ * on from one turn to the next; the first turn is --prompt when given. A
+ * line over 1 MiB ends the run unread past its first MiB. */
 static ssmc_status interactive(ssmc_session *s, const ssmc_tokenizer *t, run_args *r,
                                printer *p, const char *first, size_t first_len) {
   int tty = isatty(STDIN_FILENO);
@@ -209,18 +236,18 @@ static ssmc_status interactive(ssmc_session *s, const ssmc_tokenizer *t, run_arg
   ssmc_status st = first ? text_turn(s, t, r, p, first, first_len, 1, 0, &pending) : NULL;
   if (first && tty && !st) putchar('\n');
   char *line = NULL;
-  size_t cap = 0;
+  size_t cap = 0, n = 0;
   for (long no = 1; !st && !ssm_cli_signal; no++) {
     if (tty) fputs("> ", stderr);
     errno = 0;
-    ssize_t n = getline(&line, &cap, stdin);
-    if (n < 0) {
-      if (errno && errno != EINTR) st = ssm_status_new(SSM_ERR_IO, "standard input: %s", strerror(errno));
-      break;
-    }
-    if ((size_t)n > MAX_LINE)
-      st = ssm_status_new(SSM_ERR_INVALID, "-i: line %ld of standard input is longer than 1 MiB", no);
-    if (!st) st = text_turn(s, t, r, p, line, (size_t)n, !tty, 0, &pending);
+    int got = read_line(stdin, &line, &cap, &n);
+    if (got == 0 || (got == -2 && errno == EINTR)) break;
+    if (got == -2)
+      st = ssm_status_new(SSM_ERR_IO, "standard input: %s", strerror(errno ? errno : EIO));
+    else if (got < 0)
+      st = ssm_status_new(SSM_ERR_INVALID, "-i: line %ld of standard input is longer than 1 MiB "
+                          "(read stopped there)", no);
+    if (!st) st = text_turn(s, t, r, p, line, n, !tty, 0, &pending);
     if (tty && !st) putchar('\n');
   }
   free(line);

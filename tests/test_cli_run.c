@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -142,6 +143,48 @@ static void test_interactive(void) {
   free(g2);
   free(text_g);
   free(text_g2);
+}
+
+/* The largest resident size (KiB) of the processes that the shell command
+ * `cmd` runs, from a child that runs it and waits for them all. */
+static long peak_kib(const char *cmd) {
+  int fds[2];
+  CU_ASSERT_FATAL(pipe(fds) == 0);
+  pid_t pid = fork();
+  CU_ASSERT_FATAL(pid >= 0);
+  if (!pid) {
+    close(fds[0]);
+    if (system(cmd) == -1) _exit(127);
+    struct rusage ru;
+    getrusage(RUSAGE_CHILDREN, &ru);
+    ssize_t w = write(fds[1], &ru.ru_maxrss, sizeof ru.ru_maxrss);
+    _exit(w == (ssize_t)sizeof ru.ru_maxrss ? 0 : 1);
+  }
+  close(fds[1]);
+  long kib = -1;
+  if (read(fds[0], &kib, sizeof kib) != (ssize_t)sizeof kib) kib = -1;
+  close(fds[0]);
+  waitpid(pid, NULL, 0);
+  return kib;
+}
+
+/* -i with a line over 1 MiB: refused, and read no further than its first
+ * MiB, so that a stream without newlines (64 MiB of NULs here) costs no
+ * more memory than a short line does. */
+static void test_interactive_long_line(void) {
+  char *out = sh(1, "head -c 67108864 /dev/zero | $SSMC run " PY " --backend cpu -i -n 2 2>&1 >/dev/null");
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "-i: line 1 of standard input is longer than 1 MiB"));
+  free(out);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd %s && echo hi | %s run " PY " --backend cpu -i -n 2 >/dev/null 2>&1",
+           ssm_test_source_dir(), ssm_test_ssmc());
+  long small = peak_kib(cmd);
+  snprintf(cmd, sizeof cmd, "cd %s && head -c 67108864 /dev/zero | %s run " PY " --backend cpu -i "
+           "-n 2 >/dev/null 2>&1", ssm_test_source_dir(), ssm_test_ssmc());
+  long zeros = peak_kib(cmd);
+  if (zeros > small + 16384) fprintf(stderr, "\n  peak %ld KiB, %ld KiB for a short line\n", zeros, small);
+  CU_ASSERT(small > 0 && zeros > 0);
+  CU_ASSERT(zeros <= small + 16384);
 }
 
 /* tokenize: `ID -> 'PIECE'` a line, escaped like llama-tokenize; --ids the
@@ -962,6 +1005,7 @@ int main(void) {
                          {"option_forms", test_option_forms},
                          {"prompt_sources", test_prompt_sources},
                          {"interactive", test_interactive},
+                         {"interactive_long_line", test_interactive_long_line},
                          {"tokenize_pieces", test_tokenize_pieces},
                          {"cache", test_cache},
                          {"sigint_while_compiling", test_sigint_while_compiling},
