@@ -309,6 +309,9 @@ int ssm_json_config_equal(const struct cJSON *a, const struct cJSON *b);
  * device or socket is an error that says which, given without blocking.
  * *out_size is its size. The caller closes *out_fd. */
 ssm_status ssm_file_open(const char *path, int *out_fd, size_t *out_size);
+/* What a file of mode `m` is, for messages: "a directory", "a FIFO", "a
+ * character device", ... */
+const char *ssm_file_kind(mode_t m);
 /* Reads a whole regular file into malloc'd memory with a terminating NUL.
  * `max_bytes` bounds what is accepted (0: 1 GiB), checked before reading. */
 ssm_status ssm_file_read(const char *path, size_t max_bytes, char **out_data,

@@ -89,7 +89,7 @@ void ssm_sb_free(ssm_sb *b) {
   *b = (ssm_sb){0};
 }
 
-static const char *file_kind(mode_t m) {
+const char *ssm_file_kind(mode_t m) {
   return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
          : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
 }
@@ -109,7 +109,7 @@ ssm_status ssm_file_open(const char *path, int *out_fd, size_t *out_size) {
   if (!S_ISREG(st.st_mode)) {
     close(fd);
     return ssm_status_new(SSM_ERR_INVALID, "%s: is %s, not a regular file", path,
-                          file_kind(st.st_mode));
+                          ssm_file_kind(st.st_mode));
   }
   int flags = fcntl(fd, F_GETFL);
   if (flags >= 0) fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);

@@ -13,7 +13,9 @@
  * so concurrent runs at worst compile twice; an entry that does not read
  * back (the bundle's checksum, its version), or that does not record the
  * key it is named by (a file copied or written there by other means), is
- * compiled again and replaced, and the log says which entry and why.
+ * compiled again and replaced, and the log says which entry and why. A
+ * FIFO, device or socket where an entry belongs is never opened (a FIFO
+ * would wait for a writer): it is removed and the entry written anew.
  * Temporary files that killed writers left behind are removed once they
  * are an hour old.
  */
@@ -106,6 +108,25 @@ static void sweep(const char *dir) {
   if (d) closedir(d);
 }
 
+ssm_status ssm_cache_entry_look(const char *path, int *out_present) {
+  *out_present = 0;
+  struct stat sb;
+  if (stat(path, &sb)) return NULL;
+  if (S_ISREG(sb.st_mode)) {
+    *out_present = 1;
+    return NULL;
+  }
+  if (S_ISDIR(sb.st_mode))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: is a directory, where a compile-cache entry "
+                          "belongs", path);
+  if (unlink(path))
+    return ssm_status_new(SSM_ERR_IO, "%s: is %s, where a compile-cache entry belongs, and "
+                          "cannot be removed (%s)", path, ssm_file_kind(sb.st_mode), strerror(errno));
+  ssm_log("compile cache: %s was %s, not a regular file; removed, to be written again", path,
+          ssm_file_kind(sb.st_mode));
+  return NULL;
+}
+
 ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const char *dir,
                              ssm_bundle **out, int *out_hit, char **out_path,
                              double *out_compile_s) {
@@ -117,8 +138,12 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   ssm_sb path = {0};
   ssm_sb_printf(&path, "%s/%s.ssmb", dir, key);
   SSM_TRY(ssm_sb_take(&path, "a cache entry's name", out_path));
-  struct stat sb;
-  if (!stat(*out_path, &sb)) {
+  int present = 0;
+  ssm_status look = ssm_cache_entry_look(*out_path, &present);
+  if (look) ssm_log("compile cache: the compiled model is not kept: %s", ssm_status_message(look));
+  int keep = !look;
+  ssm_status_free(look);
+  if (present) {
     ssm_status s = ssm_bundle_open(*out_path, out);
     const char *was = s ? NULL : ssm_bundle_manifest(*out)->cache_key;
     if (was && !strcmp(was, key)) {
@@ -139,6 +164,7 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
   *out_compile_s = ssm_now() - t0;
   ssm_manifest *mf = ssm_bundle_manifest_mut(*out);
   mf->cache_key = ssm_arena_strdup(ssm_bundle_arena(*out), key); /* NULL: not kept, a miss next time */
+  if (!keep) return NULL;
   ssm_status s = ssm_file_mkdirs(dir);
   if (!s) sweep(dir);
   if (!s) s = ssm_bundle_save(*out, *out_path);

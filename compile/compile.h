@@ -54,4 +54,11 @@ ssm_status ssm_cache_compile(ssm_model *m, const ssm_compile_opts *co, const cha
                              ssm_bundle **out, int *out_hit, char **out_path,
                              double *out_compile_s);
 
+/* Whether a regular file is at `path`, a cache entry's place, found
+ * without opening it: *out_present 1 when one is, 0 when nothing is. A
+ * FIFO, device, socket or link to one there is removed (and logged), so
+ * that the entry written next replaces it and nothing waits on it; a
+ * directory is an error. */
+ssm_status ssm_cache_entry_look(const char *path, int *out_present);
+
 #endif

@@ -319,6 +319,36 @@ static void test_cache(void) {
   free(first);
 }
 
+/* A FIFO, or a socket, where a compile-cache entry belongs (the compiled
+ * model, or the quantized weights kept beside it): never opened (a FIFO
+ * would wait for a writer), but removed and written anew, then read. */
+static void test_cache_special_files(void) {
+  const char *home = fresh_dir("xdg_special");
+  char *first = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --tokens 1,2,3 -n 4 -q", home);
+  char *names = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q "
+                   ">/dev/null && cd %s/ssmc && ls", home, home);
+  CU_ASSERT(strstr(names, ".ssmb\n") && strstr(names, ".safetensors\n"));
+  free(names);
+  static const char *const specials[] = {"mkfifo $f", "python3 -c 'import socket, sys; "
+                                         "socket.socket(socket.AF_UNIX).bind(sys.argv[1])' $f"};
+  for (int i = 0; i < 2; i++) {
+    char *out = sh(0, "cd %s/ssmc && for f in *; do rm $f && %s && ! test -f $f || exit 1; done "
+                   "&& cd - >/dev/null && SSMC_VERBOSE=1 XDG_CACHE_HOME=%s timeout 60 $SSMC run "
+                   FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q 2>&1 && XDG_CACHE_HOME=%s timeout 60 "
+                   "$SSMC run " FIX " --tokens 1,2,3 -n 4 -q >/dev/null && cd %s/ssmc && "
+                   "for f in *; do test -f $f || exit 1; done", home, specials[i], home, home, home);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, i ? ", not a regular file; removed" : "was a FIFO, not a "
+                                  "regular file; removed, to be written again"));
+    free(out);
+    out = sh(0, "XDG_CACHE_HOME=%s timeout 60 $SSMC run " FIX " --tokens 1,2,3 -n 4 --json "
+             "2>&1", home);
+    CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"cache\":\"hit\""));
+    free(out);
+  }
+  free(first);
+}
+
 /* SIGINT while compiling or loading: the run stops at once (exit 130) and
  * leaves no temporary file in the cache, nor beside compile's -o. */
 static void test_sigint_while_compiling(void) {
@@ -1008,6 +1038,7 @@ int main(void) {
                          {"interactive_long_line", test_interactive_long_line},
                          {"tokenize_pieces", test_tokenize_pieces},
                          {"cache", test_cache},
+                         {"cache_special_files", test_cache_special_files},
                          {"sigint_while_compiling", test_sigint_while_compiling},
                          {"bundle_weights", test_bundle_weights}, {"weights_file", test_weights_file},
                          {"summary", test_summary},

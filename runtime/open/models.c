@@ -60,9 +60,10 @@ static ssm_status cached_weights(ssm_bundle *bd, const char *entry, const char *
   ssm_sb_printf(&p, "%.*s.%s.%016llx.safetensors", (int)n, entry,
                 ssm_dtype_name(ssm_bundle_manifest(bd)->dtype), (unsigned long long)id);
   SSM_TRY(ssm_sb_take(&p, "a cached weights file's name", path));
-  struct stat sb;
-  if (!stat(*path, &sb)) return NULL;
-  ssm_status s = ssm_bundle_write_weights(bd, weights, *path, progress);
+  int present = 0;
+  ssm_status s = ssm_cache_entry_look(*path, &present);
+  if (!s && present) return NULL;
+  if (!s) s = ssm_bundle_write_weights(bd, weights, *path, progress);
   if (s && ssm_status_code(s) != SSM_ERR_CANCELLED) {
     ssm_log("compile cache: the quantized weights are not kept: %s", ssm_status_message(s));
     ssm_status_free(s);
