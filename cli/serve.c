@@ -129,8 +129,10 @@ int ssm_cli_serve(int argc, char **argv) {
     so.model_id = base;
   }
   ssmc_set_log(log_line, NULL);
+  /* a template that does not parse fails here, before the model loads;
+   * a bundle's is found, with its tokenizer, once the session knows where */
   ssm_chat *chat = NULL;
-  st = is_dir(dir) || chat_file ? ssm_chat_open(is_dir(dir) ? dir : ".", chat_file, &chat) : NULL;
+  st = is_dir(dir) ? ssm_chat_open(dir, chat_file, &chat) : NULL;
   if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 1;
   /* the threads the server starts inherit this mask: only sigwait sees them */
   sigset_t stop;
@@ -142,6 +144,7 @@ int ssm_cli_serve(int argc, char **argv) {
   ssmc_session *s = NULL;
   ssm_server *srv = NULL;
   st = ssmc_session_open(model, &o, &s);
+  if (!st && !is_dir(dir)) st = ssm_chat_open(ssmc_session_model_dir(s), chat_file, &chat);
   if (!st) st = ssm_server_start(s, chat, &so, &srv);
   if (st) {
     fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st));

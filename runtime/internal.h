@@ -31,7 +31,7 @@ struct ssmc_session {
   ssm_snapshot *parked; /* its state while another session is resident */
   ssm_backend *b;       /* model->b */
   char *weights;        /* the checkpoint it was opened with */
-  char *model_dir;      /* where its tokenizer is looked for when not beside `weights` (NULL) */
+  char *model_dir;      /* where its tokenizer and chat template are looked for */
   ssmc_stats stats;
   char *cache_file;
   double gen_t0;        /* when the prompt of the generate call under way was fed */

@@ -242,18 +242,21 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
     return st;
   }
   s->eos_option = o.eos;
-  const char *weights = s->model_dir ? s->model_dir : s->weights;
-  if (o.tokenizer) {
+  if (!s->model_dir) {
+    ssm_sb p = {0};
+    if (ssm_is_dir(s->weights)) ssm_sb_printf(&p, "%s", s->weights);
+    else {
+      const char *slash = strrchr(s->weights, '/');
+      ssm_sb_printf(&p, "%.*s", slash ? (int)(slash - s->weights) : 1, slash ? s->weights : ".");
+    }
+    st = ssm_sb_take(&p, "the model's path", &s->model_dir);
+  }
+  if (!st && o.tokenizer) {
     st = tokenizer_file(o.tokenizer, &s->tok_path);
     s->tok_explicit = 1;
-  } else {
+  } else if (!st) {
     ssm_sb p = {0};
-    if (ssm_is_dir(weights)) ssm_sb_printf(&p, "%s/tokenizer.json", weights);
-    else {
-      const char *slash = strrchr(weights, '/');
-      ssm_sb_printf(&p, "%.*s/tokenizer.json", slash ? (int)(slash - weights) : 1,
-                    slash ? weights : ".");
-    }
+    ssm_sb_printf(&p, "%s/tokenizer.json", s->model_dir);
     st = ssm_sb_take(&p, "the tokenizer's file name", &s->tok_path);
   }
   if (st) {
@@ -291,6 +294,7 @@ int64_t ssmc_session_position(const ssmc_session *s) {
 int64_t ssmc_session_max_seq(const ssmc_session *s) { return s->b->max_seq; }
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
+const char *ssmc_session_model_dir(const ssmc_session *s) { return s->model_dir; }
 
 const char *ssmc_session_dtype(const ssmc_session *s) { return ssm_dtype_name(s->b->dtype); }
 

@@ -228,6 +228,11 @@ int64_t ssmc_session_max_seq(const ssmc_session *s);
 const char *ssmc_session_architecture(const ssmc_session *s);
 /* "cpu", or the GPU's name. */
 const char *ssmc_session_device(const ssmc_session *s);
+/* The directory where the model's own files (tokenizer.json, the chat
+ * template) are looked for: the checkpoint directory, the one that holds
+ * the weights file, or, for a bundle whose weights file is beside it, the
+ * model directory it was compiled from. */
+const char *ssmc_session_model_dir(const ssmc_session *s);
 /* The tokenizer (see ssmc_options.tokenizer), loaded on first use and owned
  * by the session; an error when there is none or it does not load. */
 ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out);

@@ -349,6 +349,27 @@ static void test_cache_special_files(void) {
   free(first);
 }
 
+/* serve BUNDLE: the chat template is found where the tokenizer is, in the
+ * model directory the bundle records, whether the bundle reads its
+ * weights there or from the quantized file beside it. */
+static void test_serve_bundle_template(void) {
+  const char *d = fresh_dir("serve_bundle");
+  free(sh(0, "cp -r " PY " %s/m && echo '{{ messages[0].content }}' > %s/m/chat_template.jinja && "
+          "$SSMC compile %s/m -o %s/b.ssmb -q && $SSMC compile %s/m --dtype q4_0 -o %s/q.ssmb -q",
+          d, d, d, d, d, d));
+  static const char *const bundles[] = {"b.ssmb", "q.ssmb"};
+  for (int i = 0; i < 2; i++) {
+    char *out = sh(0, "$SSMC serve %s/%s --host 127.0.0.1 --port 0 2>%s/err & pid=$!; "
+                   "for k in $(seq 300); do grep -q listening %s/err && break; sleep 0.1; done; "
+                   "kill $pid; wait $pid; cat %s/err", d, bundles[i], d, d, d);
+    char want[1024];
+    snprintf(want, sizeof want, "; chat template: %s/m/chat_template.jinja\n", d);
+    if (!strstr(out, want)) fprintf(stderr, "\n  %s: '%s' lacks '%s'", bundles[i], out, want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
+    free(out);
+  }
+}
+
 /* SIGINT while compiling or loading: the run stops at once (exit 130) and
  * leaves no temporary file in the cache, nor beside compile's -o. */
 static void test_sigint_while_compiling(void) {
@@ -1039,6 +1060,7 @@ int main(void) {
                          {"tokenize_pieces", test_tokenize_pieces},
                          {"cache", test_cache},
                          {"cache_special_files", test_cache_special_files},
+                         {"serve_bundle_template", test_serve_bundle_template},
                          {"sigint_while_compiling", test_sigint_while_compiling},
                          {"bundle_weights", test_bundle_weights}, {"weights_file", test_weights_file},
                          {"summary", test_summary},
