@@ -383,6 +383,21 @@ static void test_header_errors(void) {
   expect_header_error("{\"x\":5}", "tensor 'x': entry is not an object");
   expect_header_error("{\"a.{*}.w\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
                       "tensor 'a.{*}.w': the name holds \"{*}\"");
+  /* names that C cannot carry whole, or that are not UTF-8: the entry and
+   * its place in the file */
+  expect_header_error("{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                      "tensor entry 0 of the header (at byte 9): the name holds a NUL character");
+  expect_header_error("{\"__metadata__\":{\"k\":\"v\"}, \"\\u0000\":{\"dtype\":\"F32\",\"shape\":[1],"
+                      "\"data_offsets\":[0,4]}}",
+                      "tensor entry 1 of the header (at byte 35): the name holds a NUL character");
+  expect_header_error("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},\"w\xff\":{"
+                      "\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+                      "tensor entry 1 of the header (at byte 62): the name is not valid UTF-8");
+  expect_header_error("{\"__metadata__\":{\"k\":\"\xc3\"}}", "header is not valid UTF-8 (at byte 30)");
+  expect_header_error("{\"a\tb\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
+                      "tensor entry 0 of the header (at byte 9): the name holds a raw control");
+  expect_header_error("{\"__metadata__\":{\"k\":\"\\\"\n\"}}",
+                      "header has a raw control character in a string (at byte 32)");
   expect_header_error("{\"x\":{\"dtype\":\"F64\",\"shape\":[1],\"data_offsets\":[0,8]}}",
                       "unsupported dtype 'F64' for tensor 'x'");
   expect_header_error("{\"x\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[0,8]}}",

@@ -34,6 +34,40 @@ function fmtDims(d) {
   return `[${d.join(',')}]`;
 }
 
+// The offset of the first byte of `b` that does not begin or continue a
+// well-formed UTF-8 character (overlong forms, surrogates and code points
+// past U+10FFFF included), or b.length.
+function utf8Invalid(b) {
+  for (let i = 0; i < b.length;) {
+    const c = b[i];
+    const len = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+    if (!len || i + len > b.length) return i;
+    let v = len === 1 ? c : c & (0xff >> (len + 1));
+    for (let k = 1; k < len; k++) {
+      if ((b[i + k] & 0xc0) !== 0x80) return i;
+      v = v * 64 + (b[i + k] & 0x3f);
+    }
+    if (v < [0, 0, 0x80, 0x800, 0x10000][len] || v > 0x10ffff || (v >= 0xd800 && v <= 0xdfff)) return i;
+    i += len;
+  }
+  return b.length;
+}
+
+// Whether every string and key in `v` (parsed JSON) is well-formed UTF-16:
+// an escaped lone surrogate (\ud800) is refused by the C reader's parser.
+function wellFormed(v) {
+  for (const stack = [v]; stack.length;) {
+    const x = stack.pop();
+    if (typeof x === 'string' && !x.isWellFormed()) return false;
+    if (x === null || typeof x !== 'object') continue;
+    for (const [k, e] of Object.entries(x)) {
+      if (!k.isWellFormed()) return false;
+      stack.push(e);
+    }
+  }
+  return true;
+}
+
 // One .safetensors file: `source` has name, size (a number, or undefined
 // until the first read tells) and read(offset, length) -> Promise<Uint8Array>.
 async function loadFile(source, tensors) {
@@ -47,7 +81,13 @@ async function loadFile(source, tensors) {
   if (hlen > MAX_HEADER)
     throw new WeightsError(`${path}: header length ${hlen} is absurd (limit ${MAX_HEADER} bytes)`);
   if (hlen > size - 8) throw new WeightsError(`${path}: header length ${hlen} exceeds the file (${size} bytes)`);
-  const text = new TextDecoder().decode(await source.read(8, hlen));
+  const bytes = await source.read(8, hlen);
+  let text;
+  try { // fatal, and a byte-order mark kept: the C reader refuses both
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(bytes);
+  } catch {
+    throw new WeightsError(`${path}: header is not valid UTF-8 (at byte ${8 + utf8Invalid(bytes)})`);
+  }
   let root;
   try {
     root = parseJson(text);
@@ -55,6 +95,7 @@ async function loadFile(source, tensors) {
     if (e.message.startsWith('not valid')) throw new WeightsError(`${path}: header is not valid JSON`);
     throw new WeightsError(`${path}: header: ${e.message}`);
   }
+  if (!wellFormed(root)) throw new WeightsError(`${path}: header is not valid JSON (a lone surrogate)`);
   if (root === null || typeof root !== 'object' || Array.isArray(root))
     throw new WeightsError(`${path}: header is not a JSON object`);
   const dataStart = 8 + hlen, dataSize = size - dataStart;
@@ -66,6 +107,9 @@ async function loadFile(source, tensors) {
       continue;
     }
     const where = `${path}: tensor '${name}'`;
+    if (name.includes('\u0000'))
+      throw new WeightsError(`${path}: tensor ${JSON.stringify(name)}: the name holds a NUL character ` +
+                             '(\\u0000), a hole no tensor name may have');
     if (name.includes('{*}'))
       throw new WeightsError(`${where}: the name holds "{*}", which names a stacked weight ` +
                              '(its parts are stored as name.0, name.1, ...)');

@@ -6,7 +6,10 @@
  * Files stay open until ssm_st_close and tensors are read with pread, so a
  * file truncated or changed under a run is a read error, never a SIGBUS;
  * every header field is checked (with overflow-checked arithmetic) before
- * any tensor is read, so a corrupt file is an error, never a crash. A
+ * any tensor is read, so a corrupt file is an error, never a crash. The
+ * header must be UTF-8, and a tensor's name may hold no NUL (a hole a C
+ * string would cut the name at) nor raw control character; the WebGPU
+ * host's reader (runtime/web/safetensors.mjs) refuses the same. A
  * sharded checkpoint is a model.safetensors.index.json whose weight_map names
  * the shard of each tensor. Tensors of all shards are kept in one array sorted
  * by name for binary-search lookup. The fingerprint is an XXH3-64 of every
@@ -24,6 +27,7 @@
 #include <xxhash.h>
 
 #include "runtime/weights/weights.h"
+#include "tokenizer/unicode.h"
 
 #define ST_MAX_HEADER ((size_t)100 << 20)
 #define ST_MAX_INT 9007199254740992.0 /* 2^53: larger JSON numbers are inexact */
@@ -264,6 +268,90 @@ static ssm_status parse_header(ssm_st *st, const char *path, const cJSON *root, 
   return s;
 }
 
+/* The end of the JSON string that starts at s[at] (its opening quote):
+ * the index just past its closing quote. */
+static size_t string_end(const char *s, size_t n, size_t at) {
+  for (size_t i = at + 1; i < n; i++) {
+    if (s[i] == '\\') i++;
+    else if (s[i] == '"') return i + 1;
+  }
+  return n;
+}
+
+/* The end of the JSON value that starts at s[at] (whitespace before it
+ * skipped), in text the parser accepted. */
+static size_t value_end(const char *s, size_t n, size_t at) {
+  int depth = 0;
+  for (size_t i = at; i < n; i++) {
+    if (s[i] == '"') i = string_end(s, n, i) - 1;
+    else if (s[i] == '{' || s[i] == '[') depth++;
+    else if (s[i] == '}' || s[i] == ']') {
+      if (--depth < 0) return i;
+      if (!depth) return i + 1;
+    } else if (s[i] == ',' && !depth) return i;
+  }
+  return n;
+}
+
+/* Why the raw JSON key s[0..n) (quotes included) cannot name a tensor, or
+ * NULL: a NUL (escaped as \u0000, or a raw byte) would cut the name short
+ * in C, a raw control character is not JSON (cJSON lets it through where
+ * JSON.parse does not), and a name must be UTF-8 as the format says. */
+static const char *key_problem(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    if (!s[i] || (s[i] == '\\' && i + 5 < n && s[i + 1] == 'u' && !memcmp(s + i + 2, "0000", 4)))
+      return "the name holds a NUL character (\\u0000), a hole no tensor name may have";
+    if ((unsigned char)s[i] < 0x20) return "the name holds a raw control character";
+    if (s[i] == '\\') {
+      i += 2;
+      continue;
+    }
+    int k = ssm_utf8_decode(s + i, n - i, &cp);
+    if (!k) return "the name is not valid UTF-8";
+    i += (size_t)k;
+  }
+  return NULL;
+}
+
+/* Checks the names of the header's top-level entries as written (the
+ * parsed strings end at a NUL), then that the rest of it is UTF-8 with no
+ * raw control character inside a string, as JSON.parse would have it. */
+static ssm_status check_names(const char *path, const char *text, size_t n) {
+  size_t i = 0;
+  while (i < n && text[i] != '{') i++;
+  for (int entry = 0; ++i < n; entry++) {
+    while (i < n && strchr(" \t\r\n", text[i]) && text[i]) i++;
+    if (i >= n || text[i] != '"') break;
+    size_t end = string_end(text, n, i);
+    const char *why = key_problem(text + i, end - i);
+    if (why)
+      return ssm_status_new(SSM_ERR_INVALID, "%s: tensor entry %d of the header (at byte %zu): %s",
+                            path, entry, 8 + i, why);
+    i = end;
+    while (i < n && text[i] != ':') i++;
+    i++;
+    while (i < n && strchr(" \t\r\n", text[i]) && text[i]) i++;
+    i = value_end(text, n, i);
+    while (i < n && text[i] != ',' && text[i] != '}') i++;
+    if (i >= n || text[i] == '}') break;
+  }
+  int quoted = 0;
+  for (size_t at = 0; at < n;) {
+    uint32_t cp;
+    int k = ssm_utf8_decode(text + at, n - at, &cp);
+    if (!k)
+      return ssm_status_new(SSM_ERR_INVALID, "%s: header is not valid UTF-8 (at byte %zu)", path,
+                            8 + at);
+    if (quoted && cp < 0x20)
+      return ssm_status_new(SSM_ERR_INVALID, "%s: header has a raw control character in a string "
+                            "(at byte %zu)", path, 8 + at);
+    if (cp == '"') quoted = !quoted;
+    at += (size_t)k + (quoted && cp == '\\');
+  }
+  return NULL;
+}
+
 /* Opens and validates one .safetensors file, appending its tensors. */
 static ssm_status load_file(ssm_st *st, const char *path) {
   int file;
@@ -303,6 +391,7 @@ static ssm_status load_file(ssm_st *st, const char *path) {
     if (end != text + header_len)
       s = ssm_status_new(SSM_ERR_INVALID, "%s: header has trailing bytes after the JSON", path);
   }
+  if (!s && cJSON_IsObject(root)) s = check_names(path, text, header_len);
   if (!s) s = parse_header(st, path, root, file, 8 + header_len, size - 8 - header_len);
   cJSON_Delete(root);
   free(text);

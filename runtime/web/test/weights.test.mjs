@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
 import { readFileSync, writeFileSync, mkdirSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { compile, scratch, ROOT } from './helpers.mjs';
+import { compile, scratch, ssmc, ROOT } from './helpers.mjs';
 import { openCheckpoint, httpFiles, quantNames, WeightsError } from '../safetensors.mjs';
 import { toHalf, toQuant } from '../transform.mjs';
 import { readBundle } from '../bundle.mjs';
@@ -141,6 +141,34 @@ test('truncated and malformed safetensors give errors that say what is wrong', a
   index.weight_map[first] = 'model-00009-of-00003.safetensors';
   writeFileSync(join(sh, 'model.safetensors.index.json'), JSON.stringify(index));
   await assert.rejects(openCheckpoint(dirFiles(sh), sh), /shard 'model-00009-of-00003.safetensors'/);
+});
+
+// Tensor names the C reader refuses (runtime/weights/safetensors.c) are
+// refused here too: a NUL (a hole in a C string), bytes that are not UTF-8,
+// an escaped lone surrogate, a raw control character. Each file is also
+// given to ssmc, whose message is checked.
+test('tensor names with a NUL, bad UTF-8, a lone surrogate or a control character: refused as by the C reader', async () => {
+  const good = 'backbone.norm_f.weight';
+  const cases = [ // [what, the name (same length), this reader's message, the C reader's]
+    ['NUL', 'backbon\\u0000_f.weight', /tensor "backbon\\u0000_f.weight": the name holds a NUL character/,
+     /tensor entry \d+ of the header \(at byte \d+\): the name holds a NUL character/],
+    ['not UTF-8', 'backbone.norm_f.weigh\xff', /header is not valid UTF-8 \(at byte \d+\)/,
+     /tensor entry \d+ of the header \(at byte \d+\): the name is not valid UTF-8/],
+    ['lone surrogate', 'backbone.norm_\\ud800ht', /header is not valid JSON \(a lone surrogate\)/,
+     /header is not valid JSON/],
+    ['control', 'backbone.norm_f.weigh\t', /header is not valid JSON/,
+     /tensor entry \d+ of the header \(at byte \d+\): the name holds a raw control character/],
+  ];
+  for (const [what, name, re, reC] of cases) {
+    assert.equal(name.length, good.length);
+    const d = join(dir, `name_${what.replace(/\W/g, '_')}`);
+    mkdirSync(d, { recursive: true });
+    writeFileSync(join(d, 'model.safetensors'), Buffer.from(file.toString('latin1').replace(good, name), 'latin1'));
+    copyFileSync(join(FIX, 'config.json'), join(d, 'config.json'));
+    await assert.rejects(openCheckpoint(dirFiles(d), d), (e) => e instanceof WeightsError && re.test(e.message), what);
+    assert.throws(() => ssmc(['run', d, '--backend', 'cpu', '--tokens', '1', '-n', '1', '-q']),
+                  (e) => reC.test(e.stderr), `${what} (ssmc)`);
+  }
 });
 
 test("weights that do not fit the bundle: the tensor is named", async () => {
