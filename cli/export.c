@@ -33,6 +33,17 @@ static const char *const site_files[] = {"index.html",    "page.mjs",      "bund
                                          "gpu.mjs",       "session.mjs",   "safetensors.mjs",
                                          "tokenizer.mjs", "transform.mjs", "json.mjs",
                                          NULL};
+/* The site's other files of fixed names. */
+static const char *const data_files[] = {"model.ssmb", "tokenizer.json", "site.json", NULL};
+
+/* Whether `name` is one of the site's own files (site_files, data_files). */
+static int site_name(const char *name) {
+  for (int i = 0; site_files[i]; i++)
+    if (!strcmp(name, site_files[i])) return 1;
+  for (int i = 0; data_files[i]; i++)
+    if (!strcmp(name, data_files[i])) return 1;
+  return 0;
+}
 
 static char *join(const char *dir, const char *name) {
   ssm_sb b = {0};
@@ -112,6 +123,19 @@ static ssm_status weight_files(const char *dir, name_vec *out) {
         while (cJSON_IsString(e) && k < out->n && strcmp(out->items[k], e->valuestring)) k++;
         if (cJSON_IsString(e) && k == out->n) ssm_vec_xpush(out, ssm_xstrdup(e->valuestring));
       }
+    /* a shard is copied into the site under its own name: one of the
+     * page's files, the index's, or a path, would replace a file of the
+     * site or land outside it */
+    for (size_t k = 1; !s && k < out->n; k++) {
+      const char *name = out->items[k];
+      if (site_name(name) || !strcmp(name, out->items[0]))
+        s = ssm_status_new(SSM_ERR_INVALID, "%s: the shard '%s' has the name of one of the "
+                           "exported site's own files; rename the shard (and its weight_map "
+                           "entries)", index, name);
+      else if (!*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
+        s = ssm_status_new(SSM_ERR_INVALID, "%s: the shard '%s' is not a file name in the "
+                           "checkpoint's directory", index, name);
+    }
     cJSON_Delete(root);
     if (!s) free(text);
   } else {
@@ -165,9 +189,8 @@ static ssm_status outputs_not_inputs(const ssm_export_opts *o, const char *tok_p
   ssm_status s = NULL;
   size_t nin = 2 + weights->n, nout = 0;
   while (site_files[nout]) nout++;
-  const char *fixed[] = {"model.ssmb", "tokenizer.json", "site.json"};
   for (size_t i = 0; i < nout + 3 + weights->n && !s; i++) {
-    const char *name = i < nout ? site_files[i] : i < nout + 3 ? fixed[i - nout]
+    const char *name = i < nout ? site_files[i] : i < nout + 3 ? data_files[i - nout]
                                                                : weights->items[i - nout - 3];
     char *dst = join(o->out, name);
     for (size_t j = 0; j < nin && !s; j++) {

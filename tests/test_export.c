@@ -202,11 +202,43 @@ static void test_output_is_not_an_input(void) {
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
 }
 
+/* A shard named as one of the site's own files (the page, site.json, the
+ * bundle) would replace that file of the site, and one named by a path
+ * would land outside it: refused, naming the shard, before anything is
+ * written. */
+static void test_shard_names(void) {
+  const char *b = bundle("mamba1_f16_sharded");
+  static const struct { const char *name, *why; } cases[] = {
+      {"index.html", "has the name of one of the exported site's own files"},
+      {"site.json", "has the name of one of the exported site's own files"},
+      {"model.ssmb", "has the name of one of the exported site's own files"},
+      {"../w.safetensors", "is not a file name in the checkpoint's directory"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char d[600], cmd[3000], args[2000], want[300], *out;
+    snprintf(d, sizeof d, "%s/shard_names%zu", ssm_test_tmpdir(), i);
+    snprintf(cmd, sizeof cmd, "cd %s && rm -rf %s && mkdir -p %s/sub && cp tests/data/mamba1_f16_sharded/* "
+             "%s/sub && cd %s/sub && f=model-00001-of-00003.safetensors && mv $f %s && "
+             "sed -i \"s|$f|%s|g\" model.safetensors.index.json", ssm_test_source_dir(), d, d, d, d,
+             cases[i].name, cases[i].name);
+    CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &out), 0);
+    free(out);
+    snprintf(args, sizeof args, "export-web %s --weights %s/sub --tokenizer " TOK " -o %s/site", b, d, d);
+    snprintf(want, sizeof want, "model.safetensors.index.json: the shard '%s' %s", cases[i].name,
+             cases[i].why);
+    expect(args, 1, want);
+    char site[700];
+    snprintf(site, sizeof site, "%s/site", d);
+    CU_ASSERT_EQUAL(access(site, F_OK), -1); /* nothing written */
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"site", test_site}, {"quantized_site", test_quantized_site},
                          {"errors", test_errors},
                          {"failed_write_keeps_the_site", test_failed_write_keeps_the_site},
                          {"output_is_not_an_input", test_output_is_not_an_input},
+                         {"shard_names", test_shard_names},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("export", tests);
 }
