@@ -652,12 +652,29 @@ ssm_status ssm_jv_call_global(ctx *c, const jnode *n, int fn, const args *a, jv 
   } else {
     jv fmt = arg(a, 0, NULL, UNDEF);
     SSM_TRY(need_str(c, n, fmt, "strftime_now"));
-    char buf[256];
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
-    size_t k = strftime(buf, sizeof buf, cstr(c, fmt), &tm);
-    *out = ssm_jv_copy(c, buf, k);
+    /* a space after the format, so that 0 from strftime only ever means
+     * "no room" (the result itself may be empty); the room doubles up to
+     * MAX_STRFTIME bytes, the terminating NUL included */
+    enum { MAX_STRFTIME = 4096 };
+    const char *spaced = ssm_arena_printf(c->a, "%.*s ", (int)fmt.u.s.n, fmt.u.s.p);
+    SSM_TRY(ssm_arena_status(c->a, "strftime_now's format"));
+    char *buf = NULL;
+    size_t k = 0;
+    for (size_t cap = 256; !k && cap <= MAX_STRFTIME; cap *= 2) {
+      char *grown = realloc(buf, cap);
+      if (!grown) {
+        free(buf);
+        return ssm_status_new(SSM_ERR_NOMEM, "out of host memory for strftime_now's result");
+      }
+      buf = grown;
+      k = strftime(buf, cap, spaced, &tm);
+    }
+    if (k) *out = ssm_jv_copy(c, buf, k - 1);
+    free(buf);
+    if (!k) return ssm_jv_err(c, n, "strftime_now: the date is longer than %d bytes", MAX_STRFTIME - 2);
   }
   return NULL;
 }

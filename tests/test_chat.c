@@ -354,8 +354,31 @@ static void test_sources(void) {
   ssm_chat_close(c);
 }
 
+/* strftime_now: a date of any length up to 4094 bytes (a format of plain
+ * text is its own result), an empty one, and an error past the bound. */
+static void test_strftime_now(void) {
+  char tmpl[4200], want[4100];
+  static const size_t lens[] = {255, 256, 1000, 4094};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+    memset(want, 'x', lens[i]);
+    want[lens[i]] = 0;
+    snprintf(tmpl, sizeof tmpl, "{{ strftime_now('%s') }}", want);
+    expect(tmpl, NULL, want);
+  }
+  expect("[{{ strftime_now('') }}]", NULL, "[]");
+  ssm_status s;
+  char *got = render("{{ strftime_now('%Y-%m-%d') | length }}", NULL, &s);
+  CU_ASSERT(!s && got && !strcmp(got, "10"));
+  ssm_status_free(s);
+  free(got);
+  memset(want, 'x', 4095);
+  want[4095] = 0;
+  snprintf(tmpl, sizeof tmpl, "{{ strftime_now('%s') }}", want);
+  expect_error(tmpl, NULL, "strftime_now: the date is longer than 4094 bytes");
+}
+
 int main(void) {
-  CU_TestInfo tests[] = {{"whitespace", test_whitespace},
+  CU_TestInfo tests[] = {{"whitespace", test_whitespace}, {"strftime_now", test_strftime_now},
                          {"expressions", test_expressions},
                          {"statements", test_statements},
                          {"filters_and_methods", test_filters_and_methods},
