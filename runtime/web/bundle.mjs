@@ -338,5 +338,109 @@ export function parseManifest(root, name, blobsSize) {
                          m.buffers[d.next.buffer].usage !== 'activations'))
       throw r.bad("places the decode program's sampler outside the state and activations");
   });
+  // the config.json keys it was compiled with (bundle/manifest.c: config)
+  if ('config' in root) {
+    const c = root.config;
+    if (c === null || typeof c !== 'object' || Array.isArray(c) || Object.keys(c).length > 4096)
+      throw r.at('config', () => r.bad('is not an object (of at most 4096 keys)'));
+    m.config = c;
+  }
   return m;
+}
+
+// ---- the weights' config.json against the one the bundle was compiled with ---------
+
+// config.json as transformers writes it: JSON with Python's Infinity,
+// -Infinity and NaN, which become {"__float__": ...} (base/json.c's rule).
+export function parseConfig(text) {
+  let out = '';
+  for (let i = 0; i < text.length;) {
+    const c = text[i];
+    if (c === '"') {
+      let j = i + 1;
+      while (j < text.length && text[j] !== '"') j += text[j] === '\\' ? 2 : 1;
+      out += text.slice(i, j + 1);
+      i = j + 1;
+      continue;
+    }
+    const word = ['-Infinity', 'Infinity', 'NaN'].find((w) => text.startsWith(w, i));
+    if (word) {
+      out += `{"__float__":"${word}"}`;
+      i += word.length;
+      continue;
+    }
+    out += c;
+    i++;
+  }
+  return parseJson(out);
+}
+
+// A number, or its {"__float__": ...} form; undefined for anything else.
+function configNumber(v) {
+  if (typeof v === 'number') return v;
+  if (v && typeof v === 'object' && !Array.isArray(v) && Object.keys(v).length === 1 &&
+      typeof v.__float__ === 'string')
+    return { Infinity: Infinity, '-Infinity': -Infinity, NaN: NaN }[v.__float__];
+  return undefined;
+}
+
+function configEqual(a, b) {
+  const x = configNumber(a), y = configNumber(b);
+  if (x !== undefined && y !== undefined) return x === y || (Number.isNaN(x) && Number.isNaN(y));
+  if (Array.isArray(a) && Array.isArray(b))
+    return a.length === b.length && a.every((e, i) => configEqual(e, b[i]));
+  if (a && b && typeof a === 'object' && typeof b === 'object' && !Array.isArray(a) && !Array.isArray(b)) {
+    const ka = Object.keys(a), kb = Object.keys(b);
+    return ka.length === kb.length && ka.every((k) => k in b && configEqual(a[k], b[k]));
+  }
+  return a === b;
+}
+
+// The value at dotted path `key` ("text_config.d_model", "layers.0"), as
+// ssm_json_path finds it; undefined where there is none.
+function configPath(root, key) {
+  let cur = root;
+  for (const part of key.split('.')) {
+    if (!part || part.length > 128 || cur === null || typeof cur !== 'object') return undefined;
+    if (Array.isArray(cur)) {
+      if (!/^\d{1,6}$/.test(part)) return undefined;
+      cur = cur[Number(part)];
+    } else {
+      cur = Object.prototype.hasOwnProperty.call(cur, part) ? cur[part] : undefined;
+    }
+  }
+  return cur;
+}
+
+function showValue(v) {
+  if (v === undefined || v === null) return 'absent';
+  const t = JSON.stringify(v);
+  return t.length > 40 ? `${t.slice(0, 37)}...` : t;
+}
+
+// Checks the weights' config.json (its text `text`, read from `path`) against
+// the keys bundle `b` recorded, as ssm_st_check_config does: a BundleError
+// that names up to three keys that differ.
+export function checkConfig(b, text, path, weights) {
+  const recorded = b.manifest.config;
+  if (!recorded) return;
+  let now;
+  try {
+    now = parseConfig(text);
+  } catch (e) {
+    throw new BundleError(`${path}: not JSON (${e.message})`);
+  }
+  const what = [];
+  let differ = 0;
+  for (const [k, was] of Object.entries(recorded)) {
+    const v = configPath(now, k);
+    const absent = v === undefined || v === null, wasAbsent = was === null;
+    if ((absent && wasAbsent) || (!absent && !wasAbsent && configEqual(was, v))) continue;
+    if (++differ <= 3) what.push(`${k} is ${showValue(v)}, not ${showValue(was)}`);
+  }
+  if (differ > 3) what.push(`and ${differ - 3} more`);
+  if (differ)
+    throw new BundleError(`${b.name}: the weights ${weights} are not of the model it was compiled for: ` +
+                          `${path} differs from the config it was compiled with (${what.join('; ')}); ` +
+                          'compile a bundle for these weights (ssmc compile DIR -o OUT.ssmb)');
 }

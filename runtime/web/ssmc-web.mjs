@@ -16,7 +16,7 @@
 
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { readBundle } from './bundle.mjs';
+import { readBundle, checkConfig } from './bundle.mjs';
 import { openCheckpoint } from './safetensors.mjs';
 import { Runtime, GEN_BATCH } from './gpu.mjs';
 import { Session } from './session.mjs';
@@ -91,6 +91,10 @@ async function openRuntime(args, cmd) {
   if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
   if (!args['--weights']) throw new UsageError(`${cmd}: missing --weights DIR`);
   const bundle = readBundle(await readFile(args._), args._);
+  // the weights' config.json, where there is one, against the bundle's record
+  const config = join(args['--weights'], 'config.json');
+  const text = await readFile(config, 'utf8').catch((e) => (e.code === 'ENOENT' ? null : Promise.reject(e)));
+  if (text !== null) checkConfig(bundle, text, config, args['--weights']);
   const checkpoint = await openCheckpoint(dirFiles(args['--weights']), args['--weights']);
   try {
     return await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint });

@@ -8,12 +8,13 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer } from 'node:http';
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync, mkdirSync, copyFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { compile, scratch, ssmc, ROOT } from './helpers.mjs';
+import { compile, scratch, ssmc, ROOT, WEB, SSMC } from './helpers.mjs';
 import { openCheckpoint, httpFiles, quantNames, WeightsError } from '../safetensors.mjs';
 import { toHalf, toQuant } from '../transform.mjs';
-import { readBundle } from '../bundle.mjs';
+import { readBundle, checkConfig, BundleError } from '../bundle.mjs';
 import { Runtime } from '../gpu.mjs';
 import { nodeGpu, dirFiles } from '../node.mjs';
 
@@ -187,6 +188,31 @@ test("weights that do not fit the bundle: the tensor is named", async () => {
                        new RegExp(`tensor 'backbone.norm_f.weight' not found in ${miss}`));
   await ck.close();
   await ck2.close();
+});
+
+// A bundle records the config.json it was compiled with; weights whose
+// config.json differs are refused before anything runs, in the words of the
+// C runtime, and Python's Infinity in config.json reads as base/json.c reads it.
+test("weights of another model's config: refused, naming what differs", async () => {
+  const b = compile(FIX, dir, 'm1cfg', ['--chunk', '4']);
+  const falcon = join(ROOT, 'tests/data/falcon_tiny');
+  const r = spawnSync(process.execPath, [join(WEB, 'ssmc-web.mjs'), 'run', b, '--weights', falcon, '--tokens', '1,2', '-n', '2'],
+                      { encoding: 'utf8' });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /the weights \S+falcon_tiny are not of the model it was compiled for: \S+config\.json differs from the config it was compiled with \(model_type is "falcon_mamba", not "mamba"[;)]/);
+  const c = spawnSync(SSMC, ['run', b, '--weights', falcon, '--tokens', '1,2', '-n', '2', '-q'], { encoding: 'utf8' });
+  assert.equal(c.stderr.replace(/^ssmc: /, ''), r.stderr.replace(/^ssmc-web: /, ''));
+
+  const m2 = join(ROOT, 'tests/data/mamba2_tiny');
+  const text = readFileSync(join(m2, 'config.json'), 'utf8');
+  assert.match(text, /Infinity/);
+  const b2 = readBundle(readFileSync(compile(m2, dir, 'm2cfg', ['--chunk', '4'])), 'm2cfg.ssmb');
+  assert.ok(b2.manifest.config && Object.keys(b2.manifest.config).length > 3);
+  checkConfig(b2, text, 'config.json', m2); // its own: no error
+  const changed = text.replace(/"state_size": *\d+/, '"state_size": 3');
+  assert.notEqual(changed, text);
+  assert.throws(() => checkConfig(b2, changed, 'config.json', m2),
+                (e) => e instanceof BundleError && /state_size is 3, not \d+/.test(e.message));
 });
 
 // Stacked expert weights: 'name.{*}.x' is the parts name.0.x, name.1.x, ...
