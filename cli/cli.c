@@ -285,24 +285,6 @@ static const struct {
             {"devices", cmd_devices},     {"export-web", cmd_export_web},
             {"serve", ssm_cli_serve},     {"perplexity", ssm_cli_perplexity}};
 
-/* Levenshtein distance of `a` and `b`, up to 31 bytes of each */
-static size_t edits(const char *a, const char *b) {
-  size_t na = strnlen(a, 31), nb = strnlen(b, 31), row[32];
-  for (size_t j = 0; j <= nb; j++) row[j] = j;
-  for (size_t i = 1; i <= na; i++) {
-    size_t diag = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= nb; j++) {
-      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
-      if (up + 1 < best) best = up + 1;
-      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-      row[j] = best;
-      diag = up;
-    }
-  }
-  return row[nb];
-}
-
 /* The command that `name` most likely misspells (at most 2 edits, and
  * fewer than its length), or NULL. */
 static const char *nearest_command(const char *name) {
@@ -312,7 +294,7 @@ static const char *nearest_command(const char *name) {
   size_t least = 3, len = strlen(name);
   for (size_t i = 0; i < ncmds + 2; i++) {
     const char *c = i < ncmds ? cmds[i].name : more[i - ncmds];
-    size_t d = edits(name, c);
+    size_t d = ssm_cli_edits(name, c);
     if (d < least && d < len) {
       least = d;
       best = c;

@@ -58,12 +58,21 @@ typedef struct {
  * after printing the command's usage for --help / -h. */
 int ssm_cli_parse(const char *cmd, int argc, char **argv, const opt *opts, const char **pos);
 
+/* ssm_cli_parse with a second positional argument, into *pos2. */
+int ssm_cli_parse2(const char *cmd, int argc, char **argv, const opt *opts, const char **pos,
+                   const char **pos2);
+
 /* ssm_cli_parse, returning from the calling command unless it went on. */
-#define SSM_CLI_PARSE(cmd, argc, argv, opts, pos)                                  \
+#define SSM_CLI_PARSE(cmd, argc, argv, opts, pos) SSM_CLI_PARSE2(cmd, argc, argv, opts, pos, NULL)
+#define SSM_CLI_PARSE2(cmd, argc, argv, opts, pos, pos2)                           \
   do {                                                                             \
-    int parse_rc_ = ssm_cli_parse(cmd, argc, argv, opts, pos);                     \
+    int parse_rc_ = ssm_cli_parse2(cmd, argc, argv, opts, pos, pos2);              \
     if (parse_rc_) return parse_rc_ < 0 ? 0 : parse_rc_;                           \
   } while (0)
+
+/* Levenshtein distance of `a` and `b` (up to 31 bytes of each), for "did
+ * you mean". */
+size_t ssm_cli_edits(const char *a, const char *b);
 
 /* "1,2,3" to a malloc'd array; `what` names the option in messages. */
 ssm_status ssm_cli_parse_ids(const char *what, const char *s, int32_t **out, size_t *out_n);

@@ -38,7 +38,30 @@ static int set_value(const char *cmd, const opt *o, const char *v) {
   return 0;
 }
 
+/* The option of `opts` (or --help) nearest to unknown option `arg` (its
+ * name before any '='), at most 2 edits away; NULL if none is. */
+static const char *nearest_option(const opt *opts, const char *arg) {
+  char name[32];
+  snprintf(name, sizeof name, "%.*s", (int)strcspn(arg, "="), arg);
+  const char *best = NULL;
+  size_t least = 3;
+  for (int k = 0;; k++) {
+    const char *o = opts[k].name ? opts[k].name : "--help";
+    size_t d = ssm_cli_edits(name, o);
+    if (d < least && d + 1 < strlen(name)) {
+      least = d;
+      best = o;
+    }
+    if (!opts[k].name) return best;
+  }
+}
+
 int ssm_cli_parse(const char *cmd, int argc, char **argv, const opt *opts, const char **pos) {
+  return ssm_cli_parse2(cmd, argc, argv, opts, pos, NULL);
+}
+
+int ssm_cli_parse2(const char *cmd, int argc, char **argv, const opt *opts, const char **pos,
+                   const char **pos2) {
   struct option longs[MAX_OPTS + 2];
   char shorts[3 * MAX_OPTS + 4] = ":h";
   int n = 0, nl = 0;
@@ -86,6 +109,9 @@ int ssm_cli_parse(const char *cmd, int argc, char **argv, const opt *opts, const
         rc = ssm_cli_usage_error(cmd, "option '%s' takes no value", bad->name);
       else if (optopt)
         rc = ssm_cli_usage_error(cmd, "unknown option '-%c'", optopt);
+      else if (nearest_option(opts, args[optind - 1]))
+        rc = ssm_cli_usage_error(cmd, "unknown option '%s' (did you mean '%s'?)", args[optind - 1],
+                                 nearest_option(opts, args[optind - 1]));
       else
         rc = ssm_cli_usage_error(cmd, "unknown option '%s'", args[optind - 1]);
     } else {
@@ -94,8 +120,9 @@ int ssm_cli_parse(const char *cmd, int argc, char **argv, const opt *opts, const
     }
   }
   for (int i = optind; !rc && i <= argc; i++) {
-    if (!pos || *pos) rc = ssm_cli_usage_error(cmd, "unexpected argument '%s'", args[i]);
-    else *pos = args[i];
+    if (pos && !*pos) *pos = args[i];
+    else if (pos2 && !*pos2) *pos2 = args[i];
+    else rc = ssm_cli_usage_error(cmd, "unexpected argument '%s'", args[i]);
   }
   free(args);
   return rc < 0 ? -1 : rc;

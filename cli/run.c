@@ -299,7 +299,7 @@ int ssm_cli_run(int argc, char **argv) {
   run_args r = {.n = 16, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
   ssmc_options_init(&r.o);
   opt opts[] = {SESSION_OPTS(&r),
-                O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt),
+                O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt), O_STR("-p", &r.prompt),
                 O_STR("--prompt-file", &r.prompt_file), O_FLAG("-i", &r.interactive),
                 O_FLAG("--interactive", &r.interactive),
                 O_STR("--tokenizer", &r.o.tokenizer), O_STR("--dump-logits", &r.dump),
@@ -312,7 +312,12 @@ int ssm_cli_run(int argc, char **argv) {
                  .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
                 O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
                 {0}};
-  SSM_CLI_PARSE("run", argc, argv, opts, &r.model);
+  const char *text = NULL; /* ssmc run MODEL "PROMPT" */
+  SSM_CLI_PARSE2("run", argc, argv, opts, &r.model, &text);
+  if (text && (r.prompt || r.prompt_file || r.tokens))
+    return ssm_cli_usage_error("run", "a prompt after MODEL ('%.40s') and %s: give one", text,
+                               r.tokens ? "--tokens" : r.prompt ? "--prompt" : "--prompt-file");
+  if (text) r.prompt = text;
   if (r.greedy && (r.sampling[0] || r.sampling[1] || r.sampling[2] || r.sampling[3]))
     return ssm_cli_usage_error("run", "--greedy: cannot be combined with --temperature, "
                                "--top-k, --top-p or --seed");

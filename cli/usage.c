@@ -32,7 +32,8 @@ static const char usage[] =
     "architecture YAML with --config config.json, or (ir) an IR text file .ssmir.\n";
 
 static const char usage_run[] =
-    "usage: ssmc run MODEL (--prompt TEXT | --prompt-file FILE | --tokens IDS | -i) [OPTIONS]\n"
+    "usage: ssmc run MODEL (PROMPT | --prompt TEXT | --prompt-file FILE | --tokens IDS | -i)\n"
+    "                [OPTIONS]\n"
     "\n"
     "MODEL: a Hugging Face model directory (compiled on first use, then read from\n"
     "the compile cache, $XDG_CACHE_HOME/ssmc or ~/.cache/ssmc), an architecture YAML\n"
@@ -40,7 +41,8 @@ static const char usage_run[] =
     "weights directory).\n"
     "\n"
     "input:\n"
-    "  --prompt TEXT        text to continue ('-': standard input)\n"
+    "  PROMPT, -p, --prompt TEXT\n"
+    "                       text to continue ('-': standard input)\n"
     "  --prompt-file FILE   the text to continue, from a file\n"
     "  --tokens 1,2,3       token ids; the last line of stdout is then the generated ids\n"
     "  -i, --interactive    turns from standard input, a line each, the state kept\n"
@@ -193,4 +195,22 @@ int ssm_cli_usage_error(const char *cmd, const char *fmt, ...) {
   if (cmd) fprintf(stderr, "\nTry 'ssmc %s --help'.\n", cmd);
   else fprintf(stderr, "\nTry 'ssmc --help'.\n");
   return 2;
+}
+
+/* Levenshtein distance of `a` and `b`, up to 31 bytes of each */
+size_t ssm_cli_edits(const char *a, const char *b) {
+  size_t na = strnlen(a, 31), nb = strnlen(b, 31), row[32];
+  for (size_t j = 0; j <= nb; j++) row[j] = j;
+  for (size_t i = 1; i <= na; i++) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= nb; j++) {
+      size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+      if (up + 1 < best) best = up + 1;
+      if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+      row[j] = best;
+      diag = up;
+    }
+  }
+  return row[nb];
 }

@@ -55,7 +55,15 @@ static void test_usage(void) {
   expect("run " FIX " --tokens 1 -x", 2, "run: unknown option '-x'");
   expect("run " FIX " --tokens 1 --bogus", 2, "Try 'ssmc run --help'.");
   expect("compile " FIX " --bogus=1", 2, "compile: unknown option '--bogus=1'");
-  expect("run " FIX " extra --tokens 1", 2, "run: unexpected argument 'extra'");
+  expect("run " FIX " extra --tokens 1", 2, "run: a prompt after MODEL ('extra') and --tokens: give one");
+  expect("run " FIX " extra --prompt-file x", 2, "and --prompt-file: give one");
+  expect("run " FIX " one two", 2, "run: unexpected argument 'two'");
+  expect("run " FIX " --temprature 1 x", 2, "unknown option '--temprature' (did you mean '--temperature'?)");
+  expect("run " FIX " --tokenz=1", 2, "unknown option '--tokenz=1' (did you mean '--tokens'?)");
+  expect("run " FIX " --zzzzzz 1", 2, "unknown option '--zzzzzz'\n");
+  /* the prompt as the second argument, and -p, are --prompt */
+  expect("run models/pymamba 'def f(x):' -n 6 --backend cpu -q", 0, "def f(x):\n    \"\"\"Return a list");
+  expect("run models/pymamba -p 'def f(x):' -n 6 --backend cpu -q", 0, "def f(x):\n    \"\"\"Return a list");
   expect("bench " FIX " --reps 0", 2, "--reps: expected a count from 1 to 1000, got '0'");
   expect("run " FIX " --weights " FIX " --tokens 1,2 -n -3", 2, "-n: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1,2 --chunk 0", 2, "--chunk");
