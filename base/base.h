@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/types.h> /* mode_t */
 
 typedef enum {
   SSM_OK = 0,
