@@ -338,6 +338,16 @@ export function parseManifest(root, name, blobsSize) {
                          m.buffers[d.next.buffer].usage !== 'activations'))
       throw r.bad("places the decode program's sampler outside the state and activations");
   });
+  // the weights directory it was compiled with (bundle/manifest.c: source)
+  if ('source' in root) {
+    const src = root.source;
+    if (src === null || typeof src !== 'object' || Array.isArray(src))
+      throw r.at('source', () => r.bad('is not an object'));
+    const dir = r.at('source', () => r.str(src, 'dir'));
+    if (!dir.startsWith('/') || dir.length >= 4096)
+      throw r.at('source', () => r.at('dir', () => r.bad('is not an absolute path (of at most 4095 bytes)')));
+    m.sourceDir = dir;
+  }
   // the config.json keys it was compiled with (bundle/manifest.c: config)
   if ('config' in root) {
     const c = root.config;

@@ -2,12 +2,13 @@
 // ssmc-web.mjs — the WebGPU host from the command line, on Dawn (the npm
 // package `webgpu`), with the contract of `ssmc run` and `ssmc bench`:
 //
-//   node runtime/web/ssmc-web.mjs run BUNDLE --weights DIR (--tokens IDS | --prompt TEXT|-) [-n N]
+//   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
 //        [--greedy | --temperature T --top-k K --top-p P --seed S] [--tokenizer FILE] [--eos ID]
 //        [--dump-logits FILE] [--batch K]
-//   node runtime/web/ssmc-web.mjs bench BUNDLE --weights DIR [-n N] [--batch K] [--json]
+//   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
+// --weights defaults to the weights directory the bundle records (as ssmc run).
 // With --tokens, the last line on stdout is the generated ids, comma-separated;
 // with --prompt, the text is printed and its continuation streamed (never half
 // a UTF-8 character). --dump-logits writes little-endian f32 rows of length
@@ -24,12 +25,13 @@ import { Tokenizer, StreamDecoder } from './tokenizer.mjs';
 import { nodeGpu, dirFiles } from './node.mjs';
 
 const USAGE = `usage:
-  node runtime/web/ssmc-web.mjs run BUNDLE --weights DIR (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
+  node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
        [--greedy | --temperature T --top-k K --top-p P --seed S]
        [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K]
-  node runtime/web/ssmc-web.mjs bench BUNDLE --weights DIR [-n N] [--batch K] [--json]
+  node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
-The same contract as ssmc run and ssmc bench, on WebGPU (Dawn).
+The same contract as ssmc run and ssmc bench, on WebGPU (Dawn); --weights defaults to
+the weights directory the bundle records.
 --batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
 `;
 
@@ -89,8 +91,11 @@ async function readStdin() {
 
 async function openRuntime(args, cmd) {
   if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
-  if (!args['--weights']) throw new UsageError(`${cmd}: missing --weights DIR`);
   const bundle = readBundle(await readFile(args._), args._);
+  // the weights directory the bundle records, unless --weights names one
+  args['--weights'] ??= bundle.manifest.sourceDir;
+  if (!args['--weights'])
+    throw new UsageError(`${cmd}: give --weights DIR (${args._} records no weights directory)`);
   // the weights' config.json, where there is one, against the bundle's record
   const config = join(args['--weights'], 'config.json');
   const text = await readFile(config, 'utf8').catch((e) => (e.code === 'ENOENT' ? null : Promise.reject(e)));

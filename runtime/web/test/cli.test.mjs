@@ -69,10 +69,20 @@ test('--prompt: the text, then the same streamed continuation as ssmc run', () =
   assert.equal(stdin.out, w.out);
 });
 
+// Without --weights, the weights directory the bundle records (as ssmc run)
+test('--weights defaults to the directory the bundle records', () => {
+  const w = web(['run', bundle, '--tokens', PROMPT, '-n', '8']);
+  assert.equal(w.code, 0, w.err);
+  assert.equal(w.out.trimEnd().split('\n').pop(), '598,598,598,598,618,280,152,152'); // transformers'
+});
+
 test('errors: usage (status 2) and runtime (status 1) messages; a failed run keeps the old dump', () => {
+  // a bundle compiled from its description alone records no weights
+  const bare = join(dir, 'bare.ssmb');
+  ssmc(['compile', join(ROOT, 'models/mamba1.yaml'), '--config', join(FIX, 'config.json'), '-o', bare, '--chunk', '4']);
   const usage = [
     [[], /usage:/],
-    [['run', bundle, '--tokens', '1'], /run: missing --weights DIR/],
+    [['run', bare, '--tokens', '1'], /run: give --weights DIR \(\S+bare\.ssmb records no weights directory\)/],
     [['run', bundle, '--weights', FIX], /run: give --tokens IDS or --prompt TEXT/],
     [['run', bundle, '--weights', FIX, '--tokens', '1', '--top-p', '0'], /--top-p: expected a number in \(0, 1\]/],
     [['run', bundle, '--weights', FIX, '--tokens', '1', '--greedy', '--seed', '3'], /--greedy: cannot be combined/],
