@@ -266,9 +266,18 @@ static int cmd_export_web(int argc, char **argv) {
   opt opts[] = {O_STR("--weights", &o.weights), O_STR("-o", &o.out),
                 O_STR("--tokenizer", &o.tokenizer), O_FLAG("--link-weights", &o.link_weights), {0}};
   SSM_CLI_PARSE("export-web", argc, argv, opts, &o.bundle);
-  const char *lack = !o.bundle ? "BUNDLE" : !o.weights ? "--weights DIR" : !o.out ? "-o OUTDIR" : NULL;
+  const char *lack = !o.bundle ? "BUNDLE" : !o.out ? "-o OUTDIR" : NULL;
   if (lack) return ssm_cli_usage_error("export-web", "missing %s", lack);
-  ssm_status s = ssm_export_web(&o);
+  /* the weights directory the bundle records, unless --weights names one */
+  char *rec_dir = NULL, *rec_file = NULL;
+  ssm_status s = o.weights ? NULL : ssm_cli_bundle_inputs(o.bundle, &rec_dir, &rec_file);
+  free(rec_file);
+  if (s) return ssm_cli_fail(s);
+  if (!o.weights && !(o.weights = rec_dir))
+    return ssm_cli_usage_error("export-web", "missing --weights DIR (%s records no weights "
+                               "directory)", o.bundle);
+  s = ssm_export_web(&o);
+  free(rec_dir);
   if (!s) printf("%s: open index.html over http, e.g. python3 -m http.server -d %s --bind 127.0.0.1\n",
                  o.out, o.out);
   return s ? ssm_cli_fail(s) : 0;

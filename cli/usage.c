@@ -145,10 +145,11 @@ static const char usage_tokenize[] =
     "  --decode 1,2,3       the text of these ids\n";
 
 static const char usage_export[] =
-    "usage: ssmc export-web BUNDLE --weights DIR -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
+    "usage: ssmc export-web BUNDLE [--weights DIR] -o OUTDIR [--tokenizer FILE] [--link-weights]\n"
     "\n"
     "A static site that runs the bundle in a browser on WebGPU (index.html, the host,\n"
-    "the kernels, the tokenizer, and the weights copied or, with --link-weights, linked).\n";
+    "the kernels, the tokenizer, and the weights copied or, with --link-weights, linked).\n"
+    "--weights defaults to the weights directory the bundle records.\n";
 
 static const char usage_devices[] =
     "usage: ssmc devices\n"

@@ -104,6 +104,13 @@ static void test_quantized_site(void) {
            "%s/model.safetensors && tr -d ' \t\n' <%s/site.json", b, ssm_test_ssmc(), b, out,
            ssm_test_tmpdir(), out, out);
   expect(args, 0, "\"weights\":[\"model.safetensors\"]");
+  /* without --weights: the directory the bundle records, the same site */
+  char out2[700];
+  snprintf(out2, sizeof out2, "%s/q8site_rec", ssm_test_tmpdir());
+  snprintf(args, sizeof args, "export-web %s --tokenizer " TOK " -o %s && cmp %s/model.safetensors "
+           "%s/model.safetensors && cmp %s/site.json %s/site.json && echo same", b, out2, out, out2, out,
+           out2);
+  expect(args, 0, "same");
 }
 
 static void test_errors(void) {
@@ -111,8 +118,10 @@ static void test_errors(void) {
   char args[2000], out[600];
   snprintf(out, sizeof out, "%s/bad", ssm_test_tmpdir());
   expect("export-web", 2, "export-web: missing BUNDLE");
-  snprintf(args, sizeof args, "export-web %s -o %s", b, out);
-  expect(args, 2, "export-web: missing --weights DIR");
+  /* a bundle compiled from its description alone records no weights */
+  snprintf(args, sizeof args, "compile models/mamba1.yaml --config " FIX "/config.json -q -o %s/bare.ssmb "
+           "&& %s export-web %s/bare.ssmb -o %s", ssm_test_tmpdir(), ssm_test_ssmc(), ssm_test_tmpdir(), out);
+  expect(args, 2, "export-web: missing --weights DIR (");
   snprintf(args, sizeof args, "export-web %s --weights " FIX, b);
   expect(args, 2, "export-web: missing -o OUTDIR");
   snprintf(args, sizeof args, "export-web " FIX "/config.json --weights " FIX " -o %s", out);
