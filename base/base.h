@@ -329,6 +329,9 @@ ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
  * (mkostemp), mode as the umask allows; and its end: flushed, linked as
  * ".NAME.XXXXXX" if anonymous, and renamed over `path`, or (with `failed`,
  * or when flushing fails) removed. Both take ownership of `tmp` and `fd`. */
+/* Writes the `n` parts to `fd` whole, retrying after EINTR: 0, or the
+ * errno of the failure (EIO for a write of nothing). */
+int ssm_file_write_all(int fd, int n, const void *const *parts, const size_t *sizes);
 ssm_status ssm_file_temp(const char *path, char **out_tmp, int *out_fd);
 ssm_status ssm_file_commit(char *tmp, int fd, const char *path, int failed);
 /* What the first `n` bytes `head` (n < 0: none read) of file `path` say it

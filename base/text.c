@@ -168,8 +168,7 @@ int ssm_file_same(const char *a, const char *b) {
   return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
-/* Writes the parts to an open descriptor; 0 or an errno. */
-static int write_all(int fd, int n, const void *const *parts, const size_t *sizes) {
+int ssm_file_write_all(int fd, int n, const void *const *parts, const size_t *sizes) {
   for (int i = 0; i < n; i++)
     for (size_t done = 0; done < sizes[i];) {
       ssize_t w = write(fd, (const char *)parts[i] + done, sizes[i] - done);
@@ -291,7 +290,7 @@ ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
       return ssm_status_new(SSM_ERR_INVALID, "%s: is a directory", path);
     /* a device or a pipe (/dev/null, /dev/stdout): written in place */
     int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOCTTY);
-    int err = fd < 0 ? errno : write_all(fd, n, parts, sizes);
+    int err = fd < 0 ? errno : ssm_file_write_all(fd, n, parts, sizes);
     if (fd >= 0 && close(fd) && !err) err = errno;
     if (err) return ssm_status_new(SSM_ERR_IO, "%s: cannot write (%s)", path, strerror(err));
     return NULL;
@@ -299,7 +298,7 @@ ssm_status ssm_file_write(const char *path, int n, const void *const *parts,
   char *tmp;
   int fd;
   SSM_TRY(ssm_file_temp(path, &tmp, &fd));
-  int err = write_all(fd, n, parts, sizes);
+  int err = ssm_file_write_all(fd, n, parts, sizes);
   ssm_status s = ssm_file_commit(tmp, fd, path, err != 0);
   if (err) {
     ssm_status_free(s);

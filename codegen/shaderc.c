@@ -28,12 +28,10 @@
  */
 #include <shaderc/shaderc.h>
 #include <xxhash.h>
-#include <errno.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "codegen/codegen.h"
 
@@ -180,13 +178,9 @@ static void cache_write(const char *path, const uint32_t *words, size_t count) {
     char head[CACHE_HEAD] = CACHE_MAGIC;
     uint64_t sum = XXH3_64bits(words, count * 4);
     memcpy(head + 8, &sum, 8);
-    int failed = write(fd, head, sizeof head) != (ssize_t)sizeof head;
-    for (size_t at = 0; !failed && at < count * 4;) {
-      ssize_t w = write(fd, (const char *)words + at, count * 4 - at);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) failed = 1;
-      else at += (size_t)w;
-    }
+    const void *parts[2] = {head, words};
+    size_t sizes[2] = {sizeof head, count * 4};
+    int failed = ssm_file_write_all(fd, 2, parts, sizes) != 0;
     s = ssm_file_commit(tmp, fd, path, failed);
     if (failed && !s) s = ssm_status_new(SSM_ERR_IO, "%s: cannot write", path);
   }
