@@ -48,7 +48,8 @@ typedef enum {
   SSM_BUFFER_STATE,
   SSM_BUFFER_ACTIVATIONS,
   SSM_BUFFER_WEIGHTS,
-  SSM_BUFFER_OUTPUT
+  SSM_BUFFER_OUTPUT,
+  SSM_BUFFER_SLOTS /* the batch program's states (ssm_manifest.batch), apart from the state */
 } ssm_buffer_usage;
 
 typedef struct {
@@ -154,6 +155,12 @@ typedef struct {
   int nkernels;
   ssm_mf_kernel *kernels;
   ssm_mf_program decode, prefill; /* decode.tokens is 1 */
+  /* the batched decode program (ssmc compile --slots B), or batch.tokens 0:
+   * it advances batch.tokens sequences by one token each, sequence b on
+   * row b of its tokens, logits and sampler (f32[B, SSM_SAMPLER_STATE_LEN]),
+   * and on the states named SSM_SLOTS_PREFIX + a state's name, whose first
+   * dim is B (row b: sequence b's copy of that state) */
+  ssm_mf_program batch;
   /* Optional: the weights directory it was compiled with (an absolute
    * path; NULL when none was recorded) and the fingerprints of its files,
    * so that `ssmc run X.ssmb` finds the weights and notices when they
@@ -193,6 +200,11 @@ uint64_t ssm_manifest_weight_bytes(const ssm_manifest *m);
  * run, so what comes after (the last layer's output projection, the final
  * norm, the lm_head) only makes the logits. */
 int ssm_manifest_state_steps(const ssm_manifest *m, const ssm_mf_program *p);
+/* The states of one sequence: the first this many of m->states; the batch
+ * program's (in a slots buffer, named "slots." + a state's name) follow. */
+int ssm_manifest_own_states(const ssm_manifest *m);
+/* The batch program's copy of state `t` ([B, t's shape]), or NULL. */
+const ssm_mf_tensor *ssm_manifest_slots_state(const ssm_manifest *m, const ssm_mf_tensor *t);
 /* The bytes [*lo, *hi) of buffer *buffer that the bindings of WGSL slot
  * `slot` of dispatch `st` (of kernel `k`) cover; 0 when they lie in more
  * than one buffer (manifest.c). */

@@ -8,6 +8,7 @@ static const char *usage_name(ssm_buffer_usage u) {
   return u == SSM_BUFFER_STATE         ? "state"
          : u == SSM_BUFFER_ACTIVATIONS ? "activations"
          : u == SSM_BUFFER_OUTPUT      ? "output"
+         : u == SSM_BUFFER_SLOTS       ? "slots"
                                        : "weights";
 }
 
@@ -46,5 +47,6 @@ ssm_status ssm_bundle_describe(const ssm_bundle *b, int json, char **out) {
   ssm_sb_printf(&t, "\nprograms:\n");
   program_line(&t, "decode", &m->decode);
   program_line(&t, "prefill", &m->prefill);
+  if (m->batch.tokens) program_line(&t, "batch", &m->batch);
   return ssm_sb_take(&t, "the bundle's description", out);
 }

@@ -21,7 +21,7 @@
 #define MAX_DIM 1e12     /* one dimension */
 #define MAX_ITEMS 1000000 /* weights, states, kernels, steps */
 
-static const char *const usage_names[] = {"state", "activations", "weights", "output"};
+static const char *const usage_names[] = {"state", "activations", "weights", "output", "slots"};
 
 /* ---- writing ------------------------------------------------------------- */
 
@@ -148,6 +148,7 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
   cJSON *ps = cJSON_AddObjectToObject(j, "programs");
   cJSON_AddItemToObject(ps, "decode", jprogram(&m->decode, with_steps));
   cJSON_AddItemToObject(ps, "prefill", jprogram(&m->prefill, with_steps));
+  if (m->batch.tokens) cJSON_AddItemToObject(ps, "batch", jprogram(&m->batch, with_steps));
   if (!with_steps) cJSON_AddNumberToObject(j, "weight_bytes", (double)ssm_manifest_weight_bytes(m));
   if (m->source_dir) {
     cJSON *src = cJSON_AddObjectToObject(j, "source");
@@ -206,6 +207,19 @@ int ssm_manifest_state_steps(const ssm_manifest *m, const ssm_mf_program *p) {
     for (int b = 0; b < p->steps[i].nbindings; b++)
       if (m->buffers[p->steps[i].bindings[b].buffer].usage == SSM_BUFFER_STATE) n = i + 1;
   return n;
+}
+
+int ssm_manifest_own_states(const ssm_manifest *m) {
+  int n = 0;
+  while (n < m->nstates && m->buffers[m->states[n].region.buffer].usage != SSM_BUFFER_SLOTS) n++;
+  return n;
+}
+
+const ssm_mf_tensor *ssm_manifest_slots_state(const ssm_manifest *m, const ssm_mf_tensor *t) {
+  for (int i = ssm_manifest_own_states(m); i < m->nstates; i++)
+    if (!strncmp(m->states[i].name, "slots.", 6) && !strcmp(m->states[i].name + 6, t->name))
+      return &m->states[i];
+  return NULL;
 }
 
 /* ---- reading ------------------------------------------------------------- */
@@ -393,9 +407,12 @@ static ssm_status tensors(reader *r, const cJSON *root, const char *key, int wei
     if (!s && weight) s = field_str(r, e, "transform", &t->transform);
     if (!s && !weight) t->transform = "";
     if (!s && t->region.bytes != bytes) s = bad(r, "has a region whose size does not match its shape");
+    /* a batch program's state (SSM_SLOTS_PREFIX) lies in a slots buffer */
+    int slots = !weight && !strncmp(t->name, "slots.", 6);
     if (!s && r->m->buffers[t->region.buffer].usage !=
-                  (weight ? SSM_BUFFER_WEIGHTS : SSM_BUFFER_STATE))
-      s = bad(r, weight ? "lies outside a weights buffer" : "lies outside a state buffer");
+                  (weight ? SSM_BUFFER_WEIGHTS : slots ? SSM_BUFFER_SLOTS : SSM_BUFFER_STATE))
+      s = bad(r, weight ? "lies outside a weights buffer"
+                 : slots ? "lies outside a slots buffer" : "lies outside a state buffer");
     if (!s && !weight && t->type.dtype != SSM_F32 && t->type.dtype != SSM_I32)
       s = bad(r, "is not an f32 or i32 state");
     leave(r, n);
@@ -564,6 +581,28 @@ static ssm_status steps(reader *r, const cJSON *jp, ssm_mf_program *p) {
   return NULL;
 }
 
+/* The batch program's states follow the others, and each is a state's
+ * copy a slot (ssm_manifest_slots_state). */
+static ssm_status check_slots(reader *r) {
+  const ssm_manifest *m = r->m;
+  int own = ssm_manifest_own_states(m);
+  for (int i = own; i < m->nstates; i++) {
+    const ssm_mf_tensor *t = &m->states[i], *base = NULL;
+    if (m->buffers[t->region.buffer].usage != SSM_BUFFER_SLOTS)
+      return bad(r, ssm_arena_printf(r->arena, "lists state '%s' after the batch program's states",
+                                     t->name));
+    for (int k = 0; k < own && !base; k++)
+      if (!strcmp(m->states[k].name, t->name + 6)) base = &m->states[k];
+    int ok = base && t->type.rank == base->type.rank + 1 && t->type.dims[0] == m->batch.tokens &&
+             t->type.dtype == base->type.dtype;
+    for (int d = 0; ok && d < base->type.rank; d++) ok = t->type.dims[d + 1] == base->type.dims[d];
+    if (!ok)
+      return bad(r, ssm_arena_printf(r->arena, "has state '%s', which is not a state of every slot "
+                                     "of the batch program", t->name));
+  }
+  return NULL;
+}
+
 static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_mf_program *p) {
   const cJSON *jp, *in, *sm;
   SSM_TRY(get(r, progs, which, &jp));
@@ -593,8 +632,9 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
     size_t k = enter(r, "sampler", 0);
     s = field_region(r, sm, "next", &p->next);
     if (!s) s = field_region(r, sm, "state", &p->sampler);
-    if (!s && (p->next.bytes != 4 || p->sampler.bytes != SSM_SAMPLER_STATE_LEN * 4 ||
-               p->tokens != 1))
+    uint64_t rows = strcmp(which, "batch") ? 1 : (uint64_t)p->tokens;
+    if (!s && (p->next.bytes != 4 * rows || p->sampler.bytes != SSM_SAMPLER_STATE_LEN * 4 * rows ||
+               (rows == 1 && p->tokens != 1)))
       s = bad(r, "has regions of the wrong size (or a program of more than one token)");
     leave(r, k);
   }
@@ -765,8 +805,9 @@ static ssm_status read_root(reader *r, const cJSON *root) {
     if (!s) s = field_num(r, e, "bytes", 4, MAX_BYTES, &v);
     m->buffers[i].bytes = (uint64_t)v;
     int u = 0;
-    while (!s && u < 4 && strcmp(usage, usage_names[u])) u++;
-    if (!s && u == 4) s = bad(r, "has a usage other than state, activations, weights or output");
+    while (!s && u < 5 && strcmp(usage, usage_names[u])) u++;
+    if (!s && u == 5)
+      s = bad(r, "has a usage other than state, activations, weights, output or slots");
     m->buffers[i].usage = (ssm_buffer_usage)u;
     leave(r, n);
     SSM_TRY(s);
@@ -784,7 +825,16 @@ static ssm_status read_root(reader *r, const cJSON *root) {
       (m->buffers[m->decode.sampler.buffer].usage != SSM_BUFFER_STATE ||
        m->buffers[m->decode.next.buffer].usage != SSM_BUFFER_ACTIVATIONS))
     s = bad(r, "places the decode program's sampler outside the state and activations");
+  if (!s && cJSON_GetObjectItemCaseSensitive(progs, "batch")) {
+    s = program(r, progs, "batch", &m->batch);
+    if (!s && (!m->batch.has_sampler || m->batch.has_pos || m->batch.any_count ||
+               m->buffers[m->batch.sampler.buffer].usage != SSM_BUFFER_SLOTS ||
+               m->buffers[m->batch.next.buffer].usage != SSM_BUFFER_ACTIVATIONS))
+      s = bad(r, "gives the batch program no sampler, a position, any_count or a sampler "
+                 "outside the slots and activations");
+  }
   leave(r, n);
+  if (!s) s = check_slots(r);
   if (!s) s = source(r, root);
   if (!s) s = weights_file(r, root);
   if (!s) s = config_and_key(r, root);

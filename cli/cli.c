@@ -73,11 +73,14 @@ static ssm_status load_model(const char *model, const char *config, long max_seq
   return s;
 }
 
+_Static_assert(SSM_MAX_SLOTS == 256, "the --batch messages say 256");
+
 static int cmd_ir(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *after = NULL, *dtype_name = "f32";
-  long seq = 1, max_seq = 0;
+  long seq = 1, max_seq = 0, batch = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("--after", &after), O_STR("--dtype", &dtype_name),
                 O_INT("--seq", &seq, 1, 1 << 20, "a token count from 1 to 1048576", NULL),
+                O_INT("--batch", &batch, 1, SSM_MAX_SLOTS, "a sequence count from 1 to 256", NULL),
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
   SSM_CLI_PARSE("ir", argc, argv, opts, &model);
   if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
@@ -108,7 +111,9 @@ static int cmd_ir(int argc, char **argv) {
   } else {
     ssm_model *m = NULL;
     s = load_model(model, config, max_seq, &m);
-    if (!s) s = ssm_model_build(m, (int)seq, &g);
+    if (!s && batch && seq != 1)
+      s = ssm_status_new(SSM_ERR_INVALID, "--batch and --seq: a batched graph takes one token a sequence");
+    if (!s) s = batch ? ssm_model_build_batch(m, (int)batch, &g) : ssm_model_build(m, (int)seq, &g);
     ssm_model_close(m);
   }
   int all = after && !strcmp(after, "all");
@@ -173,9 +178,10 @@ static ssm_status weights_file_name(const char *out, ssm_dtype d, char **path) {
 static int cmd_compile(int argc, char **argv) {
   const char *model = NULL, *config = NULL, *out = NULL, *dump = NULL, *dtype_name = NULL,
              *weights = NULL;
-  long chunk = 0, max_seq = 0, window = 0; /* 0: the default (ssm_compile_chunk) */
+  long chunk = 0, max_seq = 0, window = 0, slots = 0; /* 0: the default (ssm_compile_chunk) */
   int no_fuse = 0, quiet = 0;
   opt opts[] = {O_STR("--config", &config), O_STR("-o", &out), O_STR("--dump-ir", &dump),
+                O_INT("--slots", &slots, 1, SSM_MAX_SLOTS, "a sequence count from 1 to 256", NULL),
                 O_STR("--dtype", &dtype_name), O_FLAG("--no-fuse", &no_fuse),
                 O_STR("--weights", &weights), O_FLAG("--quiet", &quiet), O_FLAG("-q", &quiet),
                 CHUNK_OPT(&chunk, NULL), MAX_SEQ_OPT(&max_seq, NULL),
@@ -194,7 +200,8 @@ static int cmd_compile(int argc, char **argv) {
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
   ssm_cli_progress bar = {.quiet = quiet};
-  ssm_compile_opts co = {.prefill_tokens = (int)chunk, .dtype = dtype, .no_fuse = no_fuse,
+  ssm_compile_opts co = {.prefill_tokens = (int)chunk, .slots = (int)slots, .dtype = dtype,
+                         .no_fuse = no_fuse,
                          .dump_dir = dump, .progress = {ssm_cli_progress_fn, &bar},
                          .wgsl_window = (uint64_t)window,
                          .on_note = quiet ? NULL : weights_note, .note_user = &bar};

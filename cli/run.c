@@ -16,6 +16,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli/cli.h"
+#include "frontend/frontend.h"
 
 #define MAX_LINE ((size_t)1 << 20)
 
@@ -438,19 +439,57 @@ static void print_bench(ssmc_session *s, const ssmc_bench_result *v, int reps, i
          fb.mean, sd[1], pre.mean, sd[2], b->prefill_tokens);
 }
 
+/* bench --batch B: the batched decode program's aggregate tokens a second. */
+static ssmc_status bench_batch(ssmc_session *s, run_args *r, long batch) {
+  if (ssmc_session_slots(s) != batch)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: --batch %ld: the model's batched decode program "
+                          "advances %d sequences (compile it with --slots %ld)", r->model, batch,
+                          ssmc_session_slots(s), batch);
+  double *v = calloc((size_t)r->reps, sizeof *v);
+  if (!v) ssm_fatal_nomem(0);
+  ssmc_status st = NULL;
+  for (int i = 0; !st && i < r->reps; i++) st = ssmc_session_bench_batch(s, (int)r->n, &v[i]);
+  if (!st) {
+    ssmc_bench_result one[1000];
+    for (int i = 0; i < r->reps; i++) one[i].decode_tokens_per_s = v[i];
+    spread a = spread_of(one, (int)r->reps, offsetof(ssmc_bench_result, decode_tokens_per_s));
+    if (r->json)
+      printf("{\"batch\": %ld, \"batch_tokens_per_s\": %.2f, \"batch_tokens_per_s_stddev\": %.2f, "
+             "\"steps\": %ld, \"reps\": %ld", batch, a.mean, a.sd, r->n, r->reps);
+    else
+      printf("device: %s; ssmc %s (%s)\nbatched decode: %ld sequences, %.1f tokens/s in all "
+             "(%.1f each, %ld steps)\n", ssmc_session_device(s), ssmc_version(), ssm_revision(),
+             batch, a.mean, a.mean / (double)batch, r->n);
+  }
+  free(v);
+  return st;
+}
+
 int ssm_cli_bench(int argc, char **argv) {
   run_args r = {.n = 128, .device = -1, .eos = -1, .backend = "vulkan", .reps = 1};
   ssmc_options_init(&r.o);
   int profile = 0;
+  long batch = 0;
   opt opts[] = {SESSION_OPTS(&r), O_FLAG("--profile", &profile),
+                O_INT("--batch", &batch, 1, SSM_MAX_SLOTS, "a sequence count from 1 to 256", NULL),
                 O_INT("--reps", &r.reps, 1, 1000, "a count from 1 to 1000", NULL), {0}};
   SSM_CLI_PARSE("bench", argc, argv, opts, &r.model);
   if (session_options(&r, "bench")) return 2;
   if (strcmp(r.backend, "vulkan"))
     return ssm_cli_usage_error("bench", "--backend cpu: bench times the Vulkan runtime");
+  if (batch && profile) return ssm_cli_usage_error("bench", "--batch and --profile: one at a time");
+  if (!ends_with(r.model, ".ssmb")) r.o.slots = (int)batch; /* compiled with the batch program */
   ssmc_session *s = NULL;
   ssmc_bench_result *v = calloc((size_t)r.reps, sizeof *v);
   ssmc_status st = open_session(&r, &s);
+  if (!st && batch) {
+    st = bench_batch(s, &r, batch);
+    if (!st && r.json) puts("}");
+    ssmc_session_close(s);
+    free(v);
+    free(r.cache_dir);
+    return st ? ssm_cli_fail(st) : 0;
+  }
   int done = 0;
   for (; !st && done < r.reps; done++) {
     if (r.reps > 1 && ssm_cli_progress_fn("benchmarking", (uint64_t)done, (uint64_t)r.reps,

@@ -54,22 +54,32 @@ ssm_status ssm_cg_gen_conv1d(cg_ctx *c, ssm_cg_kernel *out) {
   /* blocks of TB steps (at least K-1, the window's reach into the past),
    * doubled while the grid would pass 65535 workgroups */
   uint32_t local = KNOB_CONV1D_THREADS;
-  int64_t TB = K - 1 > KNOB_CONV1D_STEPS ? K - 1 : KNOB_CONV1D_STEPS;
-  while ((C * ((T + TB - 1) / TB) + local - 1) / local > 65535 && TB < T) TB *= 2;
+  /* batched: a block per sequence, each with its state row (conv1d.glsl.in) */
+  int batch = ssm_node_int(cv, "batch", 0) != 0;
+  int64_t TB = batch ? 1 : K - 1 > KNOB_CONV1D_STEPS ? K - 1 : KNOB_CONV1D_STEPS;
+  while (!batch && (C * ((T + TB - 1) / TB) + local - 1) / local > 65535 && TB < T) TB *= 2;
   int64_t NB = (T + TB - 1) / TB;
   if ((C * NB + local - 1) / local > 65535)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "conv1d: %lld channels need more than 65535 "
                           "workgroups", (long long)C);
   out->groups[0] = ssm_cg_groups_for(C * NB, local);
   out->groups[1] = out->groups[2] = 1;
-  const char *kv[32] = {"LOCAL", U32(local), "C", I64(C), "K", I64(K), "TB", I64(TB),
+  const char *kv[40] = {"LOCAL", U32(local), "C", I64(C), "K", I64(K), "TB", I64(TB),
                         "NB", I64(NB), "STATE", ssm_arena_printf(c->a, "b%d", state), "BUFFERS",
                         ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
-                        ssm_cg_loads_text(c, &loads), NULL};
+                        ssm_cg_loads_text(c, &loads), "FIRST", batch ? "true" : "b == 0u",
+                        "SOFS", batch ? ssm_arena_printf(c->a, "b * %lldu", (long long)((K - 1) * C))
+                                      : "0u",
+                        "PWIN", batch ? "-1"
+                              : ssm_arena_printf(c->a, c->lang == SSM_LANG_WGSL ? "i32(t0 + k) - %lld"
+                                                                                : "int(t0 + k) - %lld",
+                                                 (long long)(K - 1)), "LT", batch ? "1u" : "nt",
+                        "TBASE", batch ? "b" : "0u", NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(c, "conv1d",
-                       ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld TB=%lld", (long long)T,
-                                        (long long)C, (long long)K, (long long)TB),
+                       ssm_arena_printf(c->a, "T=%lld C=%lld K=%lld TB=%lld%s", (long long)T,
+                                        (long long)C, (long long)K, (long long)TB,
+                                        batch ? " batch" : ""),
                        kv, out);
 }
 
@@ -238,19 +248,27 @@ ssm_status ssm_cg_gen_sample(cg_ctx *c, ssm_cg_kernel *out) {
   /* as many threads as the language allows (the grid is one workgroup) */
   uint32_t local = ssm_cg_pow2_threads(V, KNOB_SAMPLE_THREADS_MIN, (uint32_t)lang(c)->max_threads);
   ssm_sb loads = {0};
+  /* batched: a workgroup a row, the row srow (sample.glsl.in) */
+  int batch = ssm_node_int(n, "batch", 0) != 0;
   ssm_type lead = *xt; /* in_x(c): element c of the last row */
   lead.rank = xt->rank - 1;
-  const char *last = ssm_arena_printf(c->a, "%lldu", (long long)(rows - 1));
+  const char *last = batch ? "srow" : ssm_arena_printf(c->a, "%lldu", (long long)(rows - 1));
   cg_coords k = ssm_cg_delinearize(last, &lead, c->a);
   k.rank = xt->rank;
   k.c[xt->rank - 1] = "c";
   ssm_cg_load_fn(c, &loads, "in_x", "c", n->args[0], &k);
   int sb = ssm_cg_binding(c, n->args[1]);
-  out->groups[0] = out->groups[1] = out->groups[2] = 1;
+  if (batch && rows > 65535)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: %lld rows need more than 65535 workgroups",
+                          (long long)rows);
+  out->groups[0] = batch ? (uint32_t)rows : 1;
+  out->groups[1] = out->groups[2] = 1;
   const char *kv[] = {"LOCAL", U32(local), "V", I64(V), "CHUNK", I64((V + local - 1) / local),
                       "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads), "STATE",
-                      ssm_arena_printf(c->a, "b%d", sb), NULL};
-  return ssm_cg_finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u", (long long)V, local),
+                      ssm_arena_printf(c->a, "b%d", sb), "ROW",
+                      !batch ? "0u" : c->lang == SSM_LANG_WGSL ? "wid.x" : "gl_WorkGroupID.x", NULL};
+  return ssm_cg_finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u%s", (long long)V, local,
+                                                     batch ? " batch" : ""),
                        kv, out);
 }

@@ -3,6 +3,8 @@
  * with the group's matmul members computed before its time loop (PRE) and
  * the rows of its cached norms computed at the start of each pass (CHUNK).
  */
+#include <string.h>
+
 #include "codegen/internal.h"
 #include "codegen/knobs.h"
 
@@ -16,7 +18,13 @@ static void pre_reduce(cg_ctx *c, ssm_sb *pre, const char *value, int64_t N, con
 
 ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_node *sc = c->anchor;
-  const ssm_type *h = &sc->args[3]->type;
+  /* batched: the state's first dim is the steps' (scan.glsl.in, BATCH) */
+  int batch = ssm_node_int(sc, "batch", 0) != 0;
+  ssm_type h0 = sc->args[3]->type, *h = &h0;
+  if (batch) { /* one step's state: [S.., N] */
+    memmove(h0.dims, h0.dims + 1, sizeof h0.dims[0] * (size_t)(h0.rank - 1));
+    h0.rank--;
+  }
   int64_t T = sc->result->type.dims[0], N = h->dims[h->rank - 1];
   int64_t S = ssm_type_numel(h) / N;
   ssm_type full = *h; /* [T, S.., N] */
@@ -103,17 +111,17 @@ ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_cg_grid_per_item((S + rows - 1) / rows, out->groups);
   /* steps whose inputs a thread reads at once (scan.glsl.in) */
   int64_t unroll = tc < KNOB_SCAN_UNROLL ? tc : KNOB_SCAN_UNROLL;
-  const char *kv[32] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "UNROLL",
+  const char *kv[40] = {"LOCAL", I64(local), "ROWS", I64(rows), "TC", I64(tc), "UNROLL",
                         I64(unroll), "PART",
                         I64(tc * local), "S",
                         I64(S), "N", I64(N), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                         ssm_cg_loads_text(c, &loads), "PRE", ssm_cg_take(&pre, c->a),
-                        "CHUNK", chunk, NULL};
+                        "CHUNK", chunk, "BATCH", batch ? "1" : "0", NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(c, "scan",
-                       ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld",
+                       ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld ROWS=%lld TC=%lld%s",
                                         (long long)T, (long long)S, (long long)N,
-                                        (long long)rows, (long long)tc),
+                                        (long long)rows, (long long)tc, batch ? " batch" : ""),
                        kv, out);
 }

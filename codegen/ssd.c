@@ -100,7 +100,7 @@ static int64_t ssd_slice(int64_t T, int64_t P, int64_t N) {
 
 int ssm_cg_ssd_applies(const cg_ctx *c) {
   const ssm_node *sc = c->anchor;
-  if (!sc || sc->op != SSM_OP_SCAN) return 0;
+  if (!sc || sc->op != SSM_OP_SCAN || ssm_node_int(sc, "batch", 0)) return 0;
   const ssm_type *h = &sc->args[3]->type;
   int64_t T = sc->result->type.dims[0];
   if (h->rank < 3 || T < KNOB_SSD_MIN_TOKENS) return 0;

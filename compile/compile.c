@@ -37,6 +37,7 @@ typedef struct {
   ssm_strmap kernel_by_glsl;         /* a kernel's GLSL -> 1 + the last kernel with it */
   int small_weights, big_weights;    /* the weights buffers being filled, or -1 */
   int output_buffer;                 /* the buffer of an output apart (plan_buffers.c), or -1 */
+  int slots_buffer;                  /* the batch program's states (SSM_BUFFER_SLOTS), or -1 */
   uint64_t window;                   /* bytes of a WGSL storage window */
   ssm_sb blobs;
   ssm_arena *tmp;     /* generated kernels, while compiling */
@@ -114,8 +115,17 @@ static ssm_status place_state(compiler *c, const ssm_node *n, ssm_region *out) {
     *out = s->region;
     return NULL;
   }
+  int buf = BUF_STATE;
+  if (!strncmp(name, SSM_SLOTS_PREFIX, strlen(SSM_SLOTS_PREFIX))) { /* the batch program's */
+    if (c->slots_buffer < 0) {
+      SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->buffers, ((ssm_mf_buffer){SSM_BUFFER_SLOTS, 0})),
+                              "the bundle's buffers"));
+      c->slots_buffer = (int)c->buffers.n - 1;
+    }
+    buf = c->slots_buffer;
+  }
   ssm_mf_tensor t = {ssm_arena_strdup(c->arena, name), n->result->type, "",
-                     alloc_in(c, BUF_STATE, type_bytes(&n->result->type))};
+                     alloc_in(c, buf, type_bytes(&n->result->type))};
   SSM_TRY(ssm_status_wrap(ssm_vec_push(&c->states, t), "the bundle's states"));
   *out = t.region;
   return remember(c, t.name, c->states.n - 1);
@@ -255,11 +265,11 @@ static ssm_status slot_windows(const ssm_mf_kernel *k, const ssm_mf_step *st, in
 /* Completes each kernel's WGSL: every slot gets the most windows that any
  * of the kernel's dispatches needs. */
 static ssm_status wgsl_modules(compiler *c) {
-  const ssm_mf_program *progs[2] = {&c->m->decode, &c->m->prefill};
+  const ssm_mf_program *progs[3] = {&c->m->decode, &c->m->prefill, &c->m->batch};
   for (size_t i = 0; i < c->kernels.n; i++) {
     ssm_mf_kernel *k = &c->kernels.items[i];
     for (int s = 0; s < k->nslots; s++) k->windows[s] = 1;
-    for (int p = 0; p < 2; p++)
+    for (int p = 0; p < 3; p++)
       for (int j = 0; j < progs[p]->nsteps; j++) {
         const ssm_mf_step *st = &progs[p]->steps[j];
         for (int s = 0; s < k->nslots && st->kernel == (int)i; s++) {
@@ -307,7 +317,7 @@ static void dump_after(const char *pass, ssm_graph *g, const char *note, void *u
 
 /* The decode program's sampler: `next` is the drawn id, `sampler` its state. */
 static ssm_status add_sampler(compiler *c, ssm_mf_program *p, const ssm_value *next) {
-  if (p->tokens != 1)
+  if (p->tokens != 1 && ssm_node_int(next->def, "batch", 0) == 0)
     return ssm_status_new(SSM_ERR_INVALID, "a sampler needs a program of one token");
   p->has_sampler = 1;
   SSM_TRY(region_of(c, next, &p->next));
@@ -401,7 +411,7 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
   /* the prefill's logits of every row go apart (plan_buffers.c); decode's
    * one row is read by its sampler at every step */
   ssm_pass_opts po = {.no_fuse = o->no_fuse, .align = ALIGN, .weight_dtype = o->dtype,
-                      .output_apart = p->tokens > 1};
+                      .output_apart = p->tokens > 1 && strcmp(name, "batch")};
   dumper d = {o->dump_dir, name, 0, NULL, o};
   ssm_status s = ssm_passes_run(g, &po, NULL, o->dump_dir || o->on_note ? dump_after : NULL, &d);
   if (!s) s = d.err;
@@ -482,7 +492,8 @@ static ssm_status finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   /* the sampler is settings, not model state: programs.decode.sampler has it */
   mf->states = ssm_arena_alloc(c->arena, sizeof *mf->states * (c->states.n + 1));
   for (size_t i = 0; i < c->states.n && mf->states; i++)
-    if (strcmp(c->states.items[i].name, SSM_SAMPLER_STATE))
+    if (strcmp(c->states.items[i].name, SSM_SAMPLER_STATE) &&
+        strcmp(c->states.items[i].name, SSM_SLOTS_SAMPLER_STATE))
       mf->states[mf->nstates++] = c->states.items[i];
   mf->nkernels = (int)c->kernels.n;
   mf->kernels = to_arena(c, c->kernels.items, c->kernels.n, sizeof *mf->kernels);
@@ -520,7 +531,7 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   /* every allocation of a compile is checked at its end, once more: kernel
    * text and blobs are built by builders that remember a failure */
   unsigned long mark = ssm_nomem_mark();
-  compiler c = {.small_weights = -1, .big_weights = -1, .output_buffer = -1,
+  compiler c = {.small_weights = -1, .big_weights = -1, .output_buffer = -1, .slots_buffer = -1,
                 .window = o.wgsl_window};
   SSM_TRY(ssm_bundle_new("(compiled)", &c.b));
   ssm_status s = ssm_arena_create(&c.tmp);
@@ -528,14 +539,18 @@ ssm_status ssm_compile(ssm_model *m, const ssm_compile_opts *opts, ssm_bundle **
   c.arena = ssm_bundle_arena(c.b);
   if (!s) s = ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_STATE, 0}));
   if (!s) s = ssm_vec_push(&c.buffers, ((ssm_mf_buffer){SSM_BUFFER_ACTIVATIONS, 0}));
-  const char *names[2] = {"decode", "prefill"};
-  ssm_mf_program *progs[2] = {&c.m->decode, &c.m->prefill};
-  int tokens[2] = {1, o.prefill_tokens};
-  for (int p = 0; p < 2 && !s; p++) {
+  if (o.slots < 0 || o.slots > SSM_MAX_SLOTS)
+    s = ssm_status_new(SSM_ERR_INVALID, "--slots %d: expected 0 to %d", o.slots, SSM_MAX_SLOTS);
+  const char *names[3] = {"decode", "prefill", "batch"};
+  ssm_mf_program *progs[3] = {&c.m->decode, &c.m->prefill, &c.m->batch};
+  int tokens[3] = {1, o.prefill_tokens, o.slots};
+  for (int p = 0; p < 3 && !s; p++) {
     ssm_graph *g = NULL;
+    if (!tokens[p]) continue;
     progs[p]->tokens = tokens[p];
-    s = ssm_model_build(m, tokens[p], &g);
-    if (!s && p == 0) s = ssm_graph_add_sampler(g); /* decode draws its next token */
+    s = p == 2 ? ssm_model_build_batch(m, tokens[p], &g) : ssm_model_build(m, tokens[p], &g);
+    /* decode and batch draw their next tokens */
+    if (!s && p != 1) s = ssm_graph_add_sampler(g, p == 2);
     if (!s) s = compile_program(&c, g, &o, names[p], progs[p]);
     ssm_graph_destroy(g);
   }

@@ -15,6 +15,7 @@
 
 typedef struct {
   int prefill_tokens;   /* T of the prefill program (0: ssm_compile_chunk's default) */
+  int slots;            /* sequences of the batched decode program (0: none; ssm_mf_program batch) */
   ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
                          * pass); the rest, activations and state are f32 */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */

@@ -27,6 +27,16 @@ ssm_status ssm_model_open_text(const char *yaml_name, const char *yaml, size_t y
 void ssm_model_close(ssm_model *m);
 /* Builds the graph that processes `tokens` tokens per run (decode: 1). */
 ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
+/* Builds the graph named "batch" that advances `rows` sequences by one token
+ * each: T is `rows`, every state gets a first dim of `rows` (row b is
+ * sequence b's) and the name SSM_SLOTS_PREFIX + its name, and the ops that
+ * carry state take batch=1. A model whose
+ * graph reads positions (attention, rope, positions) is refused. */
+ssm_status ssm_model_build_batch(ssm_model *m, int rows, ssm_graph **out);
+/* The names of a batched graph's states: "slots.l0.ssm_state". */
+#define SSM_SLOTS_PREFIX "slots."
+/* The most sequences a batched program advances together. */
+#define SSM_MAX_SLOTS 256
 /* The architecture's name (from the YAML) and a bound integer parameter
  * (e.g. "vocab"); returns 0 if absent. */
 const char *ssm_model_arch(const ssm_model *m);

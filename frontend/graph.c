@@ -230,6 +230,16 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   if (op == SSM_OP_RESHAPE) t.dtype = args[0]->type.dtype;
   ssm_node *n = ssm_graph_append(b->g, op, info->kind == SSM_KIND_SINK ? NULL : &t, nargs, args);
   if (!n) return ssm_graph_status(b->g);
+  if (b->batch) {
+    if (op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_SAMPLE) {
+      ssm_node_set_int(b->g, n, "batch", 1);
+    } else if (op == SSM_OP_ATTENTION || op == SSM_OP_ROPE || op == SSM_OP_POSITIONS) {
+      ssm_graph_remove(b->g, n);
+      return ssm_lex_error(lx, off, "%s: batched programs (--slots) do not take positions yet: "
+                           "a model with attention or positions runs one sequence at a time",
+                           info->name);
+    }
+  }
   for (int k = 0; k < info->nattrs; k++) {
     if (!vals[k].set) continue;
     const char *key = info->attrs[k].key;
@@ -584,12 +594,12 @@ static ssm_status build_in(builder *b, scope *sc) {
   return NULL;
 }
 
-ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
+static ssm_status build(ssm_model *m, int tokens, int batch, ssm_graph **out) {
   *out = NULL;
   if (tokens < 1 || tokens > (1 << 24))
     return ssm_status_new(SSM_ERR_INVALID, "%s: tokens per run must be in 1..%d, got %d", m->file, 1 << 24, tokens);
-  builder b = {.m = m, .T = tokens};
-  SSM_TRY(ssm_graph_create(tokens == 1 ? "decode" : "prefill", &b.g));
+  builder b = {.m = m, .T = tokens, .batch = batch};
+  SSM_TRY(ssm_graph_create(batch ? "batch" : tokens == 1 ? "decode" : "prefill", &b.g));
   b.g->file = ssm_arena_strdup(b.g->arena, m->file);
   scope sc = {.b = &b};
   ssm_status s = build_in(&b, &sc);
@@ -605,4 +615,12 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
   }
   *out = b.g;
   return NULL;
+}
+
+ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out) {
+  return build(m, tokens, 0, out);
+}
+
+ssm_status ssm_model_build_batch(ssm_model *m, int rows, ssm_graph **out) {
+  return build(m, rows, 1, out);
 }

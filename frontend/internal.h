@@ -130,6 +130,7 @@ typedef struct {
   ssm_model *m;
   ssm_graph *g;
   int64_t T;
+  int batch;        /* the T rows are T sequences of one token (ssm_model_build_batch) */
   ssm_value *tokens, *pos;
   int64_t layers_run; /* block runs so far: the next layer's absolute index */
   ssm_strmap uses;    /* block name -> its runs so far (as intptr_t) */

@@ -169,9 +169,22 @@ static ssm_status decl_value(builder *b, decl *d, ssm_src at, ssm_value **out) {
     d->v = *slot;
   } else {
     SSM_TRY(ssm_fe_count_node(b, at));
-    ssm_node *n = ssm_graph_append(b->g, d->is_state ? SSM_OP_STATE : SSM_OP_WEIGHT, &d->type, 0, NULL);
+    ssm_type t = d->type;
+    if (d->is_state && b->batch) { /* a row of state per sequence */
+      if (t.rank >= SSM_MAX_RANK)
+        return ssm_src_error(at, "state '%s' has %d dims: a batched program adds one, past the "
+                             "%d an IR tensor has", d->name, t.rank, SSM_MAX_RANK);
+      memmove(t.dims + 1, t.dims, sizeof t.dims[0] * (size_t)t.rank);
+      t.dims[0] = b->T;
+      t.rank++;
+    }
+    ssm_node *n = ssm_graph_append(b->g, d->is_state ? SSM_OP_STATE : SSM_OP_WEIGHT, &t, 0, NULL);
     if (!n) return ssm_graph_status(b->g);
-    ssm_node_set_str(b->g, n, "name", d->name);
+    /* a batched graph's states are other tensors: slots.<name> (frontend.h) */
+    if (d->is_state && b->batch)
+      ssm_node_set_str(b->g, n, "name", ssm_arena_printf(b->g->arena, SSM_SLOTS_PREFIX "%s", d->name));
+    else
+      ssm_node_set_str(b->g, n, "name", d->name);
     if (d->transform) ssm_node_set_str(b->g, n, "transform", d->transform);
     if (d->keep16) ssm_node_set_int(b->g, n, "keep16", 1);
     *slot = n->result;

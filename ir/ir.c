@@ -512,21 +512,26 @@ const char *ssm_node_str(const ssm_node *n, const char *key, const char *dflt) {
   return a && a->kind == SSM_ATTR_STR ? a->s : dflt;
 }
 
-ssm_status ssm_graph_add_sampler(ssm_graph *g) {
+ssm_status ssm_graph_add_sampler(ssm_graph *g, int batch) {
   ssm_node *out = g->last;
   if (!out || out->op != SSM_OP_OUTPUT || out->nargs < 1 || out->nargs >= 16)
     return ssm_status_new(SSM_ERR_INVALID, "graph %s: no output to add a sampler to", g->name);
   ssm_value *logits = out->args[0];
   if (logits->type.rank < 1 || logits->type.dtype == SSM_I32)
     return ssm_status_new(SSM_ERR_INVALID, "graph %s: its first output is not logits", g->name);
-  ssm_type st = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
-  ssm_type id = ssm_type_make(SSM_I32, 1, (int64_t[]){1});
+  if (batch && logits->type.rank != 2)
+    return ssm_status_new(SSM_ERR_INVALID, "graph %s: its logits are not [B,V]", g->name);
+  int64_t rows = batch ? logits->type.dims[0] : 1;
+  ssm_type st = batch ? ssm_type_make(SSM_F32, 2, (int64_t[]){rows, SSM_SAMPLER_STATE_LEN})
+                      : ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  ssm_type id = ssm_type_make(SSM_I32, 1, (int64_t[]){rows});
   ssm_node *state = ssm_graph_insert(g, out, SSM_OP_STATE, &st, 0, NULL);
   if (!state) return ssm_graph_status(g);
-  ssm_node_set_str(g, state, "name", SSM_SAMPLER_STATE);
+  ssm_node_set_str(g, state, "name", batch ? SSM_SLOTS_SAMPLER_STATE : SSM_SAMPLER_STATE);
   ssm_value *sa[2] = {logits, state->result};
   ssm_node *next = ssm_graph_insert(g, out, SSM_OP_SAMPLE, &id, 2, sa);
   if (!next) return ssm_graph_status(g);
+  if (batch) ssm_node_set_int(g, next, "batch", 1);
   ssm_value *args[16];
   int nargs = out->nargs;
   for (int i = 0; i < nargs; i++) args[i] = out->args[i];

@@ -256,11 +256,14 @@ void ssm_graph_number(ssm_graph *g);
  * temperature (0: argmax), top_k (0: off), top_p (1: off), seed (an integer
  * below 2^24), the step counter that `sample` increments, and 3 reserved. */
 #define SSM_SAMPLER_STATE "sampler"
+#define SSM_SLOTS_SAMPLER_STATE "slots.sampler" /* a batched graph's (frontend.h) */
 #define SSM_SAMPLER_STATE_LEN 8
 /* Adds `%next = sample %logits, %sampler` (a state named SSM_SAMPLER_STATE)
  * before the output node, where %logits is the first output, and appends
- * %next to the outputs: a decode graph that also draws the next token. */
-ssm_status ssm_graph_add_sampler(ssm_graph *g);
+ * %next to the outputs: a decode graph that also draws the next token.
+ * With `batch` (a batched graph, logits [B,V]): one id per row, each row
+ * with its own sampler state (f32[B,8]). */
+ssm_status ssm_graph_add_sampler(ssm_graph *g, int batch);
 /* Number of operand slots that use `v`. */
 int ssm_graph_count_uses(const ssm_graph *g, const ssm_value *v);
 

@@ -224,6 +224,14 @@ static ssm_status infer_transpose(const ssm_node *n, ssm_type *out) {
   return NULL;
 }
 
+/* The optional batch attribute: 0 (one sequence of T tokens) or 1 (T
+ * sequences of one token, each with its own state row and position). */
+static ssm_status need_batch_flag(const ssm_node *n) {
+  int64_t b = ssm_node_int(n, "batch", 0);
+  if (b != 0 && b != 1) return bad("batch must be 0 or 1, got %lld", (long long)b);
+  return NULL;
+}
+
 static ssm_status infer_conv1d(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96], b3[96];
   const ssm_type *x = arg(n, 0), *st = arg(n, 1), *w = arg(n, 2);
@@ -235,7 +243,13 @@ static ssm_status infer_conv1d(const ssm_node *n, ssm_type *out) {
     return bad("conv1d_causal weight must be [C,K] with C=%lld and K>=2, got %s", (long long)c,
                FMT(w, b1));
   int64_t k = w->dims[1];
-  if (st->rank != 2 || st->dims[0] != k - 1 || st->dims[1] != c)
+  SSM_TRY(need_batch_flag(n));
+  if (ssm_node_int(n, "batch", 0)) {
+    if (st->rank != 3 || st->dims[0] != x->dims[0] || st->dims[1] != k - 1 || st->dims[2] != c)
+      return bad("conv1d_causal batch=1 state must be [T,K-1,C] = [%lld,%lld,%lld] for x %s and "
+                 "weight %s, got %s", (long long)x->dims[0], (long long)(k - 1), (long long)c,
+                 FMT(x, b1), FMT(w, b2), FMT(st, b3));
+  } else if (st->rank != 2 || st->dims[0] != k - 1 || st->dims[1] != c)
     return bad("conv1d_causal state must be [K-1,C] = [%lld,%lld] for x %s and weight %s, got %s",
                (long long)(k - 1), (long long)c, FMT(x, b1), FMT(w, b2), FMT(st, b3));
   if (n->nargs == 4) {
@@ -256,15 +270,20 @@ static ssm_status infer_scan(const ssm_node *n, ssm_type *out) {
   if (!broadcast(arg(n, 0), arg(n, 1), &ab) || !broadcast(&ab, arg(n, 2), &abc))
     return bad("scan operands a %s, b %s and c %s do not broadcast", FMT(arg(n, 0), b1),
                FMT(arg(n, 1), b2), FMT(arg(n, 2), b3));
-  int ok = h->rank >= 1 && abc.rank == h->rank + 1;
-  for (int i = 0; ok && i < h->rank; i++)
-    ok = abc.dims[i + 1] == h->dims[i] || abc.dims[i + 1] == 1;
+  SSM_TRY(need_batch_flag(n));
+  /* batch=1: the state's first dim is the steps' (one state row a step) */
+  int batch = (int)ssm_node_int(n, "batch", 0), hr = h->rank - batch;
+  int ok = hr >= 1 && abc.rank == hr + 1 && (!batch || h->dims[0] == abc.dims[0]);
+  for (int i = 0; ok && i < hr; i++)
+    ok = abc.dims[i + 1] == h->dims[i + batch] || abc.dims[i + 1] == 1;
   if (!ok)
-    return bad("scan operands a, b, c broadcast to %s, which is not [T,S..,N] for state %s",
+    return bad(batch ? "scan batch=1 operands a, b, c broadcast to %s, which is not [T,S..,N] for "
+                       "state [T,S..,N] %s"
+                     : "scan operands a, b, c broadcast to %s, which is not [T,S..,N] for state %s",
                FMT(&abc, b1), FMT(h, b2));
-  *out = (ssm_type){.dtype = abc.dtype, .rank = h->rank};
+  *out = (ssm_type){.dtype = abc.dtype, .rank = hr};
   out->dims[0] = abc.dims[0];
-  for (int i = 0; i + 1 < h->rank; i++) out->dims[i + 1] = h->dims[i];
+  for (int i = 0; i + 1 < hr; i++) out->dims[i + 1] = h->dims[i + batch];
   return NULL;
 }
 
@@ -402,6 +421,15 @@ static ssm_status infer_sample(const ssm_node *n, ssm_type *out) {
   const ssm_type *x = arg(n, 0), *st = arg(n, 1);
   if (x->rank < 1 || !is_float(x->dtype) || !x->dims[x->rank - 1])
     return bad("sample needs float logits [..,V], got %s", FMT(x, b1));
+  SSM_TRY(need_batch_flag(n));
+  if (ssm_node_int(n, "batch", 0)) {
+    if (x->rank != 2 || st->dtype != SSM_F32 || st->rank != 2 || st->dims[0] != x->dims[0] ||
+        st->dims[1] != 8)
+      return bad("sample batch=1 needs logits [B,V] and a sampler state f32[B,8], got %s and %s",
+                 FMT(x, b1), FMT(st, b2));
+    *out = (ssm_type){.dtype = SSM_I32, .rank = 1, .dims = {x->dims[0]}};
+    return NULL;
+  }
   if (st->dtype != SSM_F32 || st->rank != 1 || st->dims[0] != 8)
     return bad("sample needs a sampler state f32[8], got %s", FMT(st, b2));
   *out = (ssm_type){.dtype = SSM_I32, .rank = 1, .dims = {1}};

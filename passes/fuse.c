@@ -285,7 +285,10 @@ static ssm_node *decode_conv(const folder *fo, const ssm_node *s) {
   ssm_node *cv = u[0].node;
   if (cv->op != SSM_OP_CONV1D || cv->args[0] != s->result) return NULL;
   const ssm_type *t = &cv->result->type;
-  return t->rank == 2 && t->dims[0] == 1 && cv->args[1]->def->op == SSM_OP_STATE ? cv : NULL;
+  return t->rank == 2 && t->dims[0] == 1 && cv->args[1]->def->op == SSM_OP_STATE &&
+                 !ssm_node_int(cv, "batch", 0)
+             ? cv
+             : NULL;
 }
 
 /* Folds the decode convs reading slices of R's value (see above); adds the

@@ -75,6 +75,39 @@ ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_re
   return st;
 }
 
+int ssmc_session_slots(const ssmc_session *s) { return s->b->slots; }
+
+ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tokens_per_s) {
+  *out_tokens_per_s = 0;
+  SSM_TRY(ssm_session_resident(s));
+  ssm_backend *b = s->b;
+  if (!b->slots || !b->ops->batch_generate)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "the model has no batched decode program: compile "
+                          "it with --slots B");
+  int B = b->slots, n = steps < 1 ? 1 : steps;
+  int32_t *first = NULL, *ids = NULL;
+  float greedy[SSM_SAMPLER_STATE_LEN];
+  ssm_status st = ssm_alloc((size_t)B, sizeof *first, (void **)&first);
+  if (!st) st = ssm_alloc((size_t)B * (size_t)n, sizeof *ids, (void **)&ids);
+  if (!st) st = ssm_sampler_state(0, 0, 1, 0, greedy);
+  if (!st) st = ssm_backend_reset(b);
+  for (int i = 0; !st && i < B; i++) {
+    first[i] = (int32_t)((1 + i * 7919) % b->vocab); /* each sequence its own */
+    st = b->ops->slot_copy(b, i, 1);
+    if (!st) st = b->ops->slot_sampler(b, i, greedy);
+  }
+  if (!st) st = b->ops->batch_generate(b, first, n < 8 ? n : 8, ids); /* warm-up */
+  double t0 = ssm_now();
+  if (!st) st = b->ops->batch_generate(b, first, n, ids);
+  double t1 = ssm_now();
+  if (!st) *out_tokens_per_s = (double)B * n / (t1 - t0);
+  if (!st) st = ssm_backend_check(b);
+  if (!st) st = ssm_backend_reset(b);
+  free(first);
+  free(ids);
+  return st;
+}
+
 ssmc_status ssmc_session_profile(ssmc_session *s, int prefill, int runs,
                                  ssmc_profile_step **out_steps, int *out_count) {
   *out_steps = NULL;

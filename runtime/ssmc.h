@@ -172,6 +172,8 @@ typedef struct {
   int chunk;             /* prompt tokens per prefill run when compiling (0: 512, or
                           * max_seq when that is smaller) */
   int max_seq;           /* positions an attention KV cache holds when compiling (0: 2048) */
+  int slots;             /* when compiling: also a batched decode program of this many
+                          * sequences (0: none; ssmc_session_bench_batch) */
   int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
   ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
   int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
@@ -362,6 +364,15 @@ typedef struct {
 /* Times `decode_tokens` decode steps both ways and about as many prefill
  * tokens, after a warm-up, from a reset state (the state is reset after). */
 ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out);
+
+/* The sequences of the model's batched decode program (ssmc_options.slots;
+ * a bundle compiled with `ssmc compile --slots B`); 0 when it has none. */
+int ssmc_session_slots(const ssmc_session *s);
+/* Times `steps` steps of the batched decode program, every sequence
+ * starting from the state after `s`'s reset and drawing greedily, after a
+ * warm-up: the aggregate tokens a second of all its sequences in
+ * *out_tokens_per_s (the state is reset after). */
+ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tokens_per_s);
 
 /* One dispatch of a profiled program. */
 typedef struct {

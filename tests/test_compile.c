@@ -1127,6 +1127,76 @@ static void test_ssd_big_state(void) {
  * leaves it, beside the cv helper that shifts it. A group that is its
  * matmul alone (the lm_head after its norm) has nothing to read. The same
  * bits either way: test_golden's decode fixtures run these kernels. */
+/* The batched decode program: each slot, fed its own prompt by the
+ * one-sequence programs and copied in, draws the greedy tokens that the
+ * decode program draws for that sequence alone, whatever the others do;
+ * copying a slot back gives the state decode reaches. For B = 3 (the
+ * gemv), 6 (the matmul template) and 12 (the gemm). */
+static void batch_matches_decode(const char *fixture, int B) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "tests/data/%s", fixture);
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &m));
+  ssm_compile_opts o = {.prefill_tokens = 4, .slots = B};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  ssm_model_close(m);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->batch.tokens, B);
+  ssm_backend *be = open_vk(b, fixture);
+  CU_ASSERT_EQUAL(be->slots, B);
+  enum { STEPS = 10, MAXB = 12 };
+  int32_t first[MAXB], want[MAXB][STEPS], got[STEPS * MAXB];
+  float greedy[SSM_SAMPLER_STATE_LEN], *st = NULL, *st2 = NULL;
+  SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, greedy));
+  /* alone: prompt i (i + 2 tokens), then STEPS greedy steps */
+  for (int i = 0; i < B; i++) {
+    int32_t prompt[16];
+    for (int k = 0; k < i + 2; k++) prompt[k] = (int32_t)((i * 37 + k * 11 + 5) % be->vocab);
+    SSM_ASSERT_OK(ssm_backend_reset(be));
+    SSM_ASSERT_OK(ssm_backend_run(be, prompt, i + 2 > 4 ? 4 : i + 2, NULL));
+    for (int k = 4; k < i + 2; k++) SSM_ASSERT_OK(ssm_backend_run(be, &prompt[k], 1, NULL));
+    SSM_ASSERT_OK(be->ops->slot_copy(be, i, 1)); /* slot i starts where sequence i is */
+    SSM_ASSERT_OK(be->ops->slot_sampler(be, i, greedy));
+    first[i] = (int32_t)((i * 13 + 1) % be->vocab);
+    int n = 0;
+    SSM_ASSERT_OK(ssm_backend_generate(be, first[i], STEPS, 0, want[i], &n, NULL, NULL));
+    CU_ASSERT_EQUAL(n, STEPS);
+  }
+  /* all together */
+  SSM_ASSERT_OK(be->ops->batch_generate(be, first, STEPS, got));
+  for (int i = 0; i < B; i++)
+    for (int j = 0; j < STEPS; j++) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
+  /* slot B-1 back: the state generate left for the last sequence */
+  int last = be->nstates - 1;
+  size_t bytes = (size_t)ssm_type_numel(&be->states[last].type) * 4;
+  st = malloc(bytes);
+  st2 = malloc(bytes);
+  CU_ASSERT_FATAL(st && st2);
+  SSM_ASSERT_OK(be->ops->state_read(be, last, st));
+  SSM_ASSERT_OK(ssm_backend_reset(be));
+  SSM_ASSERT_OK(be->ops->slot_copy(be, B - 1, 0));
+  SSM_ASSERT_OK(be->ops->state_read(be, last, st2));
+  double worst = 0;
+  for (size_t k = 0; k < bytes / 4; k++) worst = fmax(worst, fabs((double)st[k] - st2[k]));
+  CU_ASSERT(worst < 1e-5);
+  int32_t bad[MAXB];
+  memcpy(bad, first, sizeof bad);
+  bad[B - 1] = (int32_t)be->vocab;
+  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, got), "is out of range");
+  free(st);
+  free(st2);
+  ssm_backend_close(be);
+}
+
+static void test_batch_matches_decode(void) {
+  batch_matches_decode("mamba1_tiny", 3);
+  batch_matches_decode("mamba1_tiny", 6);
+  batch_matches_decode("mamba1_tiny", 12);
+  batch_matches_decode("mamba2_tiny", 5);
+  batch_matches_decode("falcon_tiny", 12);
+}
+
 static void test_gemv_touches_epilogue(void) {
   ssm_bundle *b = compile("mamba1_tiny", 4);
   const ssm_manifest *m = ssm_bundle_manifest(b);
@@ -1190,6 +1260,7 @@ int main(void) {
                          {"ssd_chosen", test_ssd_chosen},
                          {"ssd_big_state", test_ssd_big_state},
                          {"gemv_touches_epilogue", test_gemv_touches_epilogue},
+                         {"batch_matches_decode", test_batch_matches_decode},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

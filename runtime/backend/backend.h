@@ -81,6 +81,15 @@ typedef struct {
   /* Copies a snapshot of this backend back into the state and position. */
   ssm_status (*restore)(ssm_backend *b, const ssm_snapshot *s);
   void (*snapshot_free)(ssm_backend *b, ssm_snapshot *s);
+  /* The batched program, where b->slots > 0 (else these may be NULL): each
+   * of the slots sequences has its state in a slot. slot_copy copies the
+   * state (the sequence fed by run) into slot `slot` (to_slot), or back;
+   * slot_sampler sets the slot's sampler (SSM_SAMPLER_STATE_LEN floats);
+   * batch_generate runs n steps of every slot from first[slots], slot i's
+   * id of step j into out_ids[j * slots + i]. */
+  ssm_status (*slot_copy)(ssm_backend *b, int slot, int to_slot);
+  ssm_status (*slot_sampler)(ssm_backend *b, int slot, const float *state);
+  ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids);
 } ssm_backend_ops;
 
 
@@ -107,6 +116,7 @@ struct ssm_backend {
   ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16) */
   int nstates;
   const ssm_backend_state *states;
+  int slots;            /* sequences of the batched program (ssm_backend_ops.batch_generate); 0: none */
 };
 
 /* Shorthands for the ops. ssm_backend_close takes NULL. */

@@ -101,7 +101,7 @@ static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_lo
   cpu_backend *c = (cpu_backend *)b;
   if (!c->sampled) {
     SSM_TRY(build(c, 1, &c->sampled));
-    SSM_TRY(ssm_graph_add_sampler(c->sampled));
+    SSM_TRY(ssm_graph_add_sampler(c->sampled, 0));
   }
   if (!c->logits)
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->vocab, sizeof(float), (void **)&c->logits),
@@ -208,7 +208,8 @@ static void cpu_close(ssm_backend *b) {
 static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_run_tokens,
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
                                         cpu_state_read,  cpu_state_write, NULL, NULL,
-                                        cpu_snapshot_take, cpu_restore,   cpu_snapshot_free};
+                                        cpu_snapshot_take, cpu_restore,   cpu_snapshot_free,
+                                        NULL,            NULL,            NULL};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */

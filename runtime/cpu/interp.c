@@ -675,25 +675,12 @@ static void op_transpose(const cpu_run *r, const ssm_node *n) {
 
 /* xin = concat(state, x) along time; y[t,c] = bias[c] + sum_k w[c,k]*xin[t+k,c];
  * the state becomes the last K-1 rows of xin. */
-static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
-  const ssm_value *xv = n->args[0], *sv = n->args[1], *wv = n->args[2];
-  SSM_ASSERT(xv->type.rank == 2 && sv->type.rank == 2 && wv->type.rank == 2);
-  int64_t steps = dim(xv, 0), chans = dim(xv, 1), kw = dim(wv, 1);
-  SSM_ASSERT(kw >= 1 && dim(wv, 0) == chans && dim(sv, 0) == kw - 1 && dim(sv, 1) == chans);
-  SSM_ASSERT(numel(n->result) == steps * chans);
-  const float *bias = NULL;
-  if (n->nargs > 3) {
-    SSM_ASSERT(numel(n->args[3]) == chans);
-    bias = fbuf(r, n->args[3]);
-  }
-  void *mem;
-  SSM_TRY(take_elems(r->c, (kw - 1 + steps) * chans, &mem));
-  float *xin = mem;
-  float *state = fbuf(r, sv);
+/* One sequence's steps: y[t,c] over the window [state; x], and the state
+ * then the last kw-1 inputs; xin holds (kw-1+steps)*chans floats. */
+static void conv1d_seq(float *state, const float *x, int64_t steps, int64_t chans, int64_t kw,
+                       const float *w, const float *bias, float *y, float *xin) {
   memcpy(xin, state, (size_t)((kw - 1) * chans) * sizeof(float));
-  memcpy(xin + (kw - 1) * chans, fbuf(r, xv), (size_t)(steps * chans) * sizeof(float));
-  const float *w = fbuf(r, wv);
-  float *y = fbuf(r, n->result);
+  memcpy(xin + (kw - 1) * chans, x, (size_t)(steps * chans) * sizeof(float));
   for (int64_t t = 0; t < steps; t++)
     for (int64_t c = 0; c < chans; c++) {
       double acc = bias ? bias[c] : 0;
@@ -701,25 +688,55 @@ static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
       y[t * chans + c] = (float)acc;
     }
   memcpy(state, xin + steps * chans, (size_t)((kw - 1) * chans) * sizeof(float));
-  return give_elems(r->c, xin, (kw - 1 + steps) * chans);
+}
+
+/* batch=1: row t of x is one step of sequence t, whose state is row t of
+ * the [T,K-1,C] state. */
+static ssm_status op_conv1d(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *xv = n->args[0], *sv = n->args[1], *wv = n->args[2];
+  int batch = ssm_node_int(n, "batch", 0) != 0;
+  SSM_ASSERT(xv->type.rank == 2 && sv->type.rank == 2 + batch && wv->type.rank == 2);
+  int64_t steps = dim(xv, 0), chans = dim(xv, 1), kw = dim(wv, 1);
+  SSM_ASSERT(kw >= 1 && dim(wv, 0) == chans && dim(sv, batch) == kw - 1 && dim(sv, 1 + batch) == chans);
+  SSM_ASSERT(numel(n->result) == steps * chans && (!batch || dim(sv, 0) == steps));
+  const float *bias = NULL;
+  if (n->nargs > 3) {
+    SSM_ASSERT(numel(n->args[3]) == chans);
+    bias = fbuf(r, n->args[3]);
+  }
+  int64_t span = batch ? 1 : steps;
+  void *mem;
+  SSM_TRY(take_elems(r->c, (kw - 1 + span) * chans, &mem));
+  float *state = fbuf(r, sv), *y = fbuf(r, n->result);
+  const float *x = fbuf(r, xv), *w = fbuf(r, wv);
+  if (!batch)
+    conv1d_seq(state, x, steps, chans, kw, w, bias, y, mem);
+  else
+    for (int64_t t = 0; t < steps; t++)
+      conv1d_seq(state + t * (kw - 1) * chans, x + t * chans, 1, chans, kw, w, bias, y + t * chans,
+                 mem);
+  return give_elems(r->c, mem, (kw - 1 + span) * chans);
 }
 
 /* a, b, c broadcast to [T,S..,N]; h[S..,N] is the state:
  * h = a_t*h + b_t, y[t,s..] = sum_n c_t[s..,n]*h[s..,n]. */
 static void op_scan(const cpu_run *r, const ssm_node *n) {
   const ssm_value *yv = n->result, *hv = n->args[3];
-  int rank = yv->type.rank + 1;
-  SSM_ASSERT(yv->type.rank >= 1 && hv->type.rank == yv->type.rank && rank <= BCAST_MAX_RANK);
+  /* batch=1: the state has a first dim of T, step t's row */
+  int rank = yv->type.rank + 1, batch = ssm_node_int(n, "batch", 0) != 0;
+  SSM_ASSERT(yv->type.rank >= 1 && hv->type.rank == yv->type.rank + batch && rank <= BCAST_MAX_RANK);
+  SSM_ASSERT(!batch || hv->type.dims[0] == dim(yv, 0));
   int64_t full[BCAST_MAX_RANK];
   full[0] = dim(yv, 0);
-  for (int d = 0; d < hv->type.rank; d++) {
-    full[d + 1] = hv->type.dims[d];
-    if (d + 1 < yv->type.rank) SSM_ASSERT(hv->type.dims[d] == yv->type.dims[d + 1]);
+  for (int d = 0; d + batch < hv->type.rank; d++) {
+    full[d + 1] = hv->type.dims[d + batch];
+    if (d + 1 < yv->type.rank) SSM_ASSERT(hv->type.dims[d + batch] == yv->type.dims[d + 1]);
   }
   const ssm_type *ops[3] = {&n->args[0]->type, &n->args[1]->type, &n->args[2]->type};
   bcast b;
   bcast_init(&b, rank, full, 3, ops);
-  int64_t steps = full[0], width = last_dim(hv), chans = width ? numel(hv) / width : 0;
+  int64_t steps = full[0], width = last_dim(hv);
+  int64_t chans = width ? numel(hv) / width / (batch ? steps : 1) : 0;
   const float *a = fbuf(r, n->args[0]), *bb = fbuf(r, n->args[1]), *c = fbuf(r, n->args[2]);
   float *h = fbuf(r, hv), *y = fbuf(r, yv);
   int64_t idx[3];
@@ -728,7 +745,7 @@ static void op_scan(const cpu_run *r, const ssm_node *n) {
       double acc = 0;
       for (int64_t j = 0; j < width; j++) {
         bcast_index(&b, (t * chans + s) * width + j, idx);
-        float *hj = &h[s * width + j];
+        float *hj = &h[((batch ? t * chans : 0) + s) * width + j];
         *hj = (float)((double)a[idx[0]] * *hj + bb[idx[1]]);
         acc += (double)c[idx[2]] * *hj;
       }
@@ -1026,6 +1043,17 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
 static void op_sample(const cpu_run *r, const ssm_node *n) {
   const ssm_value *xv = n->args[0];
   int64_t width = last_dim(xv);
+  if (ssm_node_int(n, "batch", 0)) { /* row b by sampler b */
+    int64_t rows = numel(n->result);
+    SSM_ASSERT(width > 0 && numel(xv) == rows * width &&
+               numel(n->args[1]) == rows * SSM_SAMPLER_STATE_LEN);
+    for (int64_t b = 0; b < rows; b++) {
+      float *state = fbuf(r, n->args[1]) + b * SSM_SAMPLER_STATE_LEN;
+      ibuf(r, n->result)[b] = ssm_sample_row(fbuf(r, xv) + b * width, width, state, NULL);
+      state[4] += 1;
+    }
+    return;
+  }
   SSM_ASSERT(width > 0 && numel(n->args[1]) == SSM_SAMPLER_STATE_LEN && numel(n->result) == 1);
   float *state = fbuf(r, n->args[1]);
   ibuf(r, n->result)[0] = ssm_sample_row(fbuf(r, xv) + numel(xv) - width, width, state, NULL);

@@ -89,7 +89,8 @@ static ssm_status open_model(ssmc_session *s, const char *model, const ssmc_opti
   ssm_model *m;
   SSM_TRY(ssm_model_open(model, o->config, &m));
   ssm_status st = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
-  ssm_compile_opts co = {.prefill_tokens = o->chunk, .dtype = dtype, .no_fuse = o->no_fuse,
+  ssm_compile_opts co = {.prefill_tokens = o->chunk, .slots = o->slots, .dtype = dtype,
+                         .no_fuse = o->no_fuse,
                          .progress = progress};
   if (!st && o->backend == SSMC_BACKEND_CPU)
     return ssm_cpu_backend_open(m, weights, ssm_compile_chunk(m, &co), dtype, &progress, &s->b);

@@ -65,6 +65,8 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
+  ssm_vk_buffer *bio;          /* host-visible: the batch program's ids (batch_generate) */
+  ssm_vk_program *bgen[2];     /* BGEN_STEPS (else 1) steps of the batch program */
   uint64_t window;             /* bytes of a storage window of split tensors (fit_bindings) */
 } vk_backend;
 
@@ -176,7 +178,8 @@ static ssm_status too_large(vk_backend *v, const ssm_mf_step *st, int b) {
   const ssm_region *r = &st->bindings[b];
   const char *name = tensor_at(v->m, r);
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
-  int writes = b == 0 || v->m->buffers[r->buffer].usage == SSM_BUFFER_STATE;
+  int writes = b == 0 || v->m->buffers[r->buffer].usage == SSM_BUFFER_STATE ||
+               v->m->buffers[r->buffer].usage == SSM_BUFFER_SLOTS;
   char how[128];
   if (writes) snprintf(how, sizeof how, "writes it, so it cannot be split into windows");
   else snprintf(how, sizeof how, "reads it through %d window(s) of at most %llu bytes",
@@ -260,8 +263,8 @@ static ssm_status fit_bindings(vk_backend *v) {
   uint64_t range = ssm_vk_info(v->vk)->max_storage_buffer_range;
   v->window = 256;
   while (v->window * 2 <= range && v->window < ((uint64_t)1 << 31)) v->window *= 2;
-  const ssm_mf_program *progs[2] = {&m->decode, &m->prefill};
-  for (int p = 0; p < 2; p++)
+  const ssm_mf_program *progs[3] = {&m->decode, &m->prefill, &m->batch};
+  for (int p = 0; p < 3; p++)
     for (int i = 0; i < progs[p]->nsteps; i++) {
       const ssm_mf_step *st = &progs[p]->steps[i];
       for (int b = 0; b < st->nbindings; b++) {
@@ -494,6 +497,98 @@ static ssm_status gen_prepare(vk_backend *v, int logits) {
   return NULL;
 }
 
+/* ---- the batch program (ssm_manifest.batch) -------------------------------------- */
+
+/* Steps of the batch program in one submission of batch_generate. */
+#define BGEN_STEPS 8
+
+/* bgen[many]: BGEN_STEPS steps (else 1) of the batch program: bio's first
+ * row of ids in, then each step, its drawn ids copied into its own input
+ * and into bio's row 1 + j. */
+static ssm_status record_bgen(vk_backend *v, int many) {
+  const ssm_mf_program *p = &v->m->batch;
+  ssm_vk_program **out = &v->bgen[many];
+  if (*out) return NULL;
+  size_t row = (size_t)p->tokens * 4;
+  if (!v->bio) {
+    SSM_TRY(ssm_vk_buffer_create(v->vk, row * (BGEN_STEPS + 1), SSM_VK_BUFFER_HOST, &v->bio));
+    if (!ssm_vk_buffer_map(v->bio))
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
+                            "mapped", ssm_vk_info(v->vk)->name);
+  }
+  ssm_vk_program *prog;
+  SSM_TRY(ssm_vk_program_create(v->vk, &prog));
+  ssm_vk_buffer *in = v->buffers[p->tokens_in.buffer], *next = v->buffers[p->next.buffer];
+  ssm_status s = add_copy(prog, v->bio, 0, in, (size_t)p->tokens_in.offset, row);
+  for (int j = 0; j < (many ? BGEN_STEPS : 1) && !s; j++) {
+    s = record_steps(v, p, p->nsteps, (uint32_t)p->tokens, prog);
+    if (!s) s = add_copy(prog, next, (size_t)p->next.offset, in, (size_t)p->tokens_in.offset, row);
+    if (!s) s = add_copy(prog, next, (size_t)p->next.offset, v->bio, row * (size_t)(j + 1), row);
+  }
+  if (!s) s = ssm_vk_program_end(prog);
+  if (s) {
+    ssm_vk_program_destroy(v->vk, prog);
+    return s;
+  }
+  *out = prog;
+  return NULL;
+}
+
+static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids) {
+  vk_backend *v = (vk_backend *)b;
+  int B = v->m->batch.tokens;
+  for (int i = 0; i < B; i++)
+    if (first[i] < 0 || first[i] >= b->vocab)
+      return ssm_status_new(SSM_ERR_INVALID, "slot %d: token id %d is out of range (vocab %lld)",
+                            i, first[i], (long long)b->vocab);
+  SSM_TRY(record_bgen(v, 1));
+  SSM_TRY(record_bgen(v, 0));
+  int32_t *io = ssm_vk_buffer_map(v->bio);
+  memcpy(io, first, (size_t)B * 4);
+  for (int done = 0; done < n;) {
+    int many = n - done >= BGEN_STEPS, steps = many ? BGEN_STEPS : 1;
+    SSM_TRY(ssm_vk_program_run(v->vk, v->bgen[many]));
+    for (int j = 0; j < steps; j++) {
+      const int32_t *ids = io + (size_t)(j + 1) * (size_t)B;
+      for (int i = 0; i < B; i++)
+        if (ids[i] < 0) return ssm_sampler_nonfinite(-1);
+      memcpy(out_ids + (size_t)(done + j) * (size_t)B, ids, (size_t)B * 4);
+    }
+    memcpy(io, io + (size_t)steps * (size_t)B, (size_t)B * 4);
+    done += steps;
+  }
+  return NULL;
+}
+
+/* Copies every state of the backend into row `slot` of its slots state
+ * (to_slot), or back. */
+static ssm_status vk_slot_copy(ssm_backend *b, int slot, int to_slot) {
+  vk_backend *v = (vk_backend *)b;
+  const ssm_manifest *m = v->m;
+  ssm_vk_copy *c;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->nstates + 1, sizeof *c, (void **)&c), "slot"));
+  int n = 0;
+  for (int i = 0; i < b->nstates; i++) {
+    const ssm_mf_tensor *t = &m->states[i], *row = ssm_manifest_slots_state(m, t);
+    if (!row) continue;
+    ssm_vk_buffer *state = v->buffers[t->region.buffer], *slots = v->buffers[row->region.buffer];
+    size_t at = (size_t)row->region.offset + (size_t)slot * (size_t)t->region.bytes;
+    c[n++] = to_slot ? (ssm_vk_copy){state, slots, (size_t)t->region.offset, at, (size_t)t->region.bytes}
+                     : (ssm_vk_copy){slots, state, at, (size_t)t->region.offset, (size_t)t->region.bytes};
+  }
+  ssm_status s = ssm_vk_buffer_copy(v->vk, c, n);
+  free(c);
+  return s;
+}
+
+static ssm_status vk_slot_sampler(ssm_backend *b, int slot, const float *state) {
+  vk_backend *v = (vk_backend *)b;
+  ssm_region r = v->m->batch.sampler;
+  r.offset += (uint64_t)slot * SSM_SAMPLER_STATE_LEN * 4;
+  r.bytes = SSM_SAMPLER_STATE_LEN * 4;
+  return upload(v, r, state);
+}
+
 /* ---- the ops ------------------------------------------------------------------- */
 
 static ssm_status write_sampler(vk_backend *v) {
@@ -503,7 +598,7 @@ static ssm_status write_sampler(vk_backend *v) {
 
 static ssm_status vk_reset(ssm_backend *b) {
   vk_backend *v = (vk_backend *)b;
-  for (int i = 0; i < v->m->nstates; i++) {
+  for (int i = 0; i < v->base.nstates; i++) {
     ssm_region r = v->m->states[i].region;
     SSM_TRY(ssm_vk_buffer_fill(v->vk, v->buffers[r.buffer], r.offset, r.bytes, 0));
   }
@@ -696,16 +791,16 @@ typedef struct {
 /* The copies between the state regions and a snapshot's buffer. */
 static ssm_status snapshot_copy(vk_backend *v, ssm_vk_buffer *buf, int to_snapshot) {
   ssm_vk_copy *c;
-  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nstates + 1, sizeof *c, (void **)&c), "snapshot"));
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->base.nstates + 1, sizeof *c, (void **)&c), "snapshot"));
   size_t at = 0;
-  for (int i = 0; i < v->m->nstates; i++) {
+  for (int i = 0; i < v->base.nstates; i++) {
     ssm_region r = v->m->states[i].region;
     ssm_vk_buffer *state = v->buffers[r.buffer];
     c[i] = to_snapshot ? (ssm_vk_copy){state, buf, (size_t)r.offset, at, (size_t)r.bytes}
                        : (ssm_vk_copy){buf, state, at, (size_t)r.offset, (size_t)r.bytes};
     at += (size_t)r.bytes;
   }
-  ssm_status s = ssm_vk_buffer_copy(v->vk, c, v->m->nstates);
+  ssm_status s = ssm_vk_buffer_copy(v->vk, c, v->base.nstates);
   free(c);
   return s;
 }
@@ -715,7 +810,7 @@ static ssm_status vk_snapshot_take(ssm_backend *b, ssm_snapshot **inout) {
   vk_snapshot *s = (vk_snapshot *)*inout;
   if (!s) {
     uint64_t bytes = 0;
-    for (int i = 0; i < v->m->nstates; i++) bytes += v->m->states[i].region.bytes;
+    for (int i = 0; i < v->base.nstates; i++) bytes += v->m->states[i].region.bytes;
     ssm_vk_buffer *buf;
     SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, bytes ? (size_t)bytes : 4,
                                                  SSM_VK_BUFFER_DEVICE, &buf), "snapshot"));
@@ -821,6 +916,8 @@ static void vk_close(ssm_backend *b) {
     }
     for (int h = 0; h < 2; h++)
       for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->backup[h][i]);
+    for (int i = 0; i < 2; i++) ssm_vk_program_destroy(v->vk, v->bgen[i]);
+    ssm_vk_buffer_destroy(v->vk, v->bio);
     ssm_vk_buffer_destroy(v->vk, v->io);
     ssm_vk_buffer_destroy(v->vk, v->slots);
     ssm_vk_buffer_destroy(v->vk, v->out);
@@ -839,7 +936,8 @@ static void vk_close(ssm_backend *b) {
 static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,       vk_reset,
                                        vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
                                        vk_check,      vk_profile,     vk_snapshot_take,
-                                       vk_restore,    vk_snapshot_free};
+                                       vk_restore,    vk_snapshot_free, vk_slot_copy,
+                                       vk_slot_sampler, vk_batch_generate};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
@@ -858,7 +956,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                      .any_count = m->prefill.any_count,
                      .max_seq = m->max_seq, .eos = m->eos, .arch = m->architecture,
                      .weight_bytes = ssm_manifest_weight_bytes(m), .dtype = m->dtype,
-                     .nstates = m->nstates};
+                     .nstates = ssm_manifest_own_states(m), .slots = m->batch.tokens};
   s = ssm_status_wrap(ssm_alloc((size_t)m->nstates + 1, sizeof *v->states, (void **)&v->states),
                       "the Vulkan backend");
   for (int i = 0; !s && i < m->nstates; i++)
@@ -881,6 +979,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   double t1 = ssm_now();
   if (!s) ssm_log("vulkan: %.2f GB of weights read and uploaded in %.2f s", (double)b->weight_bytes / 1e9, t1 - t0);
   if (!s) s = vk_reset(b);
+  for (int i = 0; !s && i < b->slots; i++) s = vk_slot_sampler(b, i, v->sampler);
   if (!s) s = load_kernels(v);
   if (!s) ssm_log("vulkan: %d kernels made in %.2f s", m->nkernels, ssm_now() - t1);
   if (!s) s = make_io(v);

@@ -20,7 +20,7 @@ const MAX_BUFFERS = 64;
 const MAX_BINDINGS = 32;
 const MAX_WINDOWS = 65536;
 const MAX_RANK = 6;
-const USAGES = ['state', 'activations', 'weights', 'output'];
+const USAGES = ['state', 'activations', 'weights', 'output', 'slots'];
 export const DTYPE_SIZE = { f32: 4, f16: 2, bf16: 2, i32: 4, q8_0: 1, q4_0: 1 };
 
 export class BundleError extends Error {}
@@ -184,8 +184,11 @@ function tensors(r, m, root, key, weight) {
     const reg = fieldRegion(r, m, e, 'region');
     const transform = weight ? r.str(e, 'transform') : '';
     if (reg.bytes !== bytes) throw r.bad('has a region whose size does not match its shape');
-    if (m.buffers[reg.buffer].usage !== (weight ? 'weights' : 'state'))
-      throw r.bad(weight ? 'lies outside a weights buffer' : 'lies outside a state buffer');
+    // a batch program's state (slots.*) lies in a slots buffer
+    const slots = !weight && name.startsWith('slots.');
+    if (m.buffers[reg.buffer].usage !== (weight ? 'weights' : slots ? 'slots' : 'state'))
+      throw r.bad(weight ? 'lies outside a weights buffer'
+        : slots ? 'lies outside a slots buffer' : 'lies outside a state buffer');
     if (!weight && dtype !== 'f32' && dtype !== 'i32') throw r.bad('is not an f32 or i32 state');
     return { name, dtype, shape, transform, region: reg };
   })));
@@ -322,7 +325,7 @@ export function parseManifest(root, name, blobsSize) {
   m.buffers = bufs.map((e, i) => r.at('buffers', () => r.at(i, () => {
     const usage = r.str(e, 'usage');
     const bytes = r.num(e, 'bytes', 4, MAX_BYTES);
-    if (!USAGES.includes(usage)) throw r.bad('has a usage other than state, activations, weights or output');
+    if (!USAGES.includes(usage)) throw r.bad('has a usage other than state, activations, weights, output or slots');
     return { usage, bytes };
   })));
   m.weights = tensors(r, m, root, 'weights', true);

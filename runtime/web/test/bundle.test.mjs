@@ -130,7 +130,7 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     ['[2,256000,256],[2,256256,65536],', '[2,256000,256],[0,0,256],', 'programs.decode.steps[1] puts the bindings of one WGSL slot in two buffers'],
     ['"wgsl":[', '"wgsl":[0,0],"wgsl0":[', 'kernels[0] has an empty WGSL blob'],
     ['"wgsl":[', '"wgsl":[99999999999,1],"wgsl0":[', 'kernels[0].wgsl lies outside the blob section'],
-    ['"usage":"weights"', '"usage":"const"', 'buffers[2] has a usage other than state, activations, weights or output'],
+    ['"usage":"weights"', '"usage":"const"', 'buffers[2] has a usage other than state, activations, weights, output or slots'],
     // decode's drawn id in a buffer made only when asked for
     ['"usage":"activations"', '"usage":"output"', "places the decode program's sampler outside the state and activations"],
     // a key given twice (JSON.parse would keep the last one silently)
