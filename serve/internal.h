@@ -40,7 +40,6 @@ typedef struct {
   uint64_t cancelled; /* dropped unfinished: the client hung up */
   uint64_t prompt_tokens, cached_tokens, prefilled_tokens, generated_tokens;
   uint64_t cache_hits, cache_misses, cache_entries, cache_bytes, cache_evictions;
-  uint64_t aligned_tokens; /* prefilled again to cache exchanges at chunk boundaries */
   uint64_t active, queued;
 } ssm_serve_stats;
 

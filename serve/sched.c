@@ -8,22 +8,20 @@
  * and only the rest is prefilled). The HTTP threads only queue requests
  * and read their output (ssm_job.out) under the job's lock.
  *
- * A cache hit gives the same bits as a miss. A prompt prefilled from
- * position 0 runs as whole chunks of the prefill program from 0 up to the
- * last multiple C of the chunk, then the rest in one shorter run (or token
- * by token through the decode program, with a backend that takes only
- * whole chunks); runs of different lengths round differently, so the state
- * at a position depends on how it was reached. The cache therefore holds only states at
- * multiples of the chunk that were reached by whole chunks from 0 (at
- * `cache_every` boundaries and at the last chunk boundary of the prompt):
- * after restoring one, the rest of a prompt splits into exactly the chunks
- * and single tokens it splits into from 0. A conversation's generated
- * tokens went through the decode program, so its state is not cacheable as
- * it is; at the end of a request the tokens after its last cached boundary
- * are prefilled again in whole chunks up to the last chunk boundary of the
- * exchange, and that state is cached (ssmc_cache_aligned_tokens_total
- * counts those tokens). A hit then reprocesses at most chunk - 1 tokens
- * more than the longest cached prefix would have needed.
+ * The prompt cache holds the state at the end of every request, keyed by
+ * the tokens it covers: the prompt and the generated ids that were fed
+ * (every id drawn but the last, the input of a step that never ran; when
+ * the end-of-text id ends the request, it is that last one), so a next turn
+ * whose prompt starts with them prefills only its new tokens, however few.
+ * It also holds the state at prompts' `cache_every` boundaries and at the
+ * last chunk boundary of each prompt, for prompts that share a prefix and
+ * then part ways. A restored state was reached by other runs than a cold
+ * start would take (decode steps, chunks from another position), and runs
+ * of different lengths round differently, so a hit and a miss agree to
+ * rounding, not bit for bit: within 1e-5 of the largest logit with f32
+ * weights, more with 16-bit or quantized ones, whose matmuls take their
+ * activations at f16's precision (a tiny difference can move a value to
+ * the next f16).
  */
 #include <math.h>
 #include <string.h>
@@ -125,29 +123,24 @@ static void cache_insert(ssm_server *srv, const int32_t *tokens, size_t n) {
   ssm_pcache_insert(srv->cache, tokens, n, snap);
 }
 
-/* Caches the state after the exchange's last whole chunk: the session goes
- * back to the longest cached prefix of the exchange, at or after the
- * prompt's last chunk boundary, and prefills the tokens from there in
- * whole chunks (see the top of the file). Nothing when that prefix is
- * gone (evicted) or a step fails: the cache only misses it. */
-static void cache_exchange(ssm_server *srv, ssm_job *j) {
+/* Caches the state at the end of `j` (the session's now), keyed by the
+ * tokens it covers: the session's position counts them, all of them ids of
+ * j->tokens. The request's parking snapshot, when it has one, takes the
+ * state and goes to the cache. Nothing when out of device memory: the
+ * cache only misses it. */
+static void cache_conversation(ssm_server *srv, ssm_job *j) {
   int64_t covered = ssmc_session_position(srv->session);
-  size_t c = (size_t)srv->chunk, from = 0;
-  if (!srv->cache || covered <= 0 || (size_t)covered > j->tokens.n) return;
-  size_t end = (size_t)covered / c * c, prompt_end = (j->nprompt - 1) / c * c;
-  if (!end || ssm_pcache_has(srv->cache, j->tokens.items, end)) return;
-  const ssmc_snapshot *snap = ssm_pcache_lookup(srv->cache, j->tokens.items, end, end, &from);
-  if (from < prompt_end) return;
-  ssm_status s = snap ? ssmc_session_restore(srv->session, snap) : ssmc_session_reset(srv->session);
-  if (!s) s = ssmc_session_feed(srv->session, j->tokens.items + from, end - from, NULL, NULL);
+  if (!srv->cache || covered <= 0 || (size_t)covered > j->tokens.n ||
+      ssm_pcache_has(srv->cache, j->tokens.items, (size_t)covered))
+    return;
+  ssmc_snapshot *snap = j->parked;
+  ssm_status s = snap ? ssmc_session_snapshot_into(srv->session, snap) : ssmc_session_snapshot(srv->session, &snap);
   if (s) {
     ssmc_status_free(s);
     return;
   }
-  cache_insert(srv, j->tokens.items, end);
-  pthread_mutex_lock(&srv->mu);
-  srv->stats.aligned_tokens += end - from;
-  pthread_mutex_unlock(&srv->mu);
+  j->parked = NULL;
+  ssm_pcache_insert(srv->cache, j->tokens.items, (size_t)covered, snap);
 }
 
 static void finish(ssm_server *srv, ssm_job *j) {
@@ -159,7 +152,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     ssm_sb_append(&j->text, rest, n);
   }
   if (!s) s = ssm_sb_status(&j->text, "the generated text");
-  if (!s) cache_exchange(srv, j);
+  if (!s) cache_conversation(srv, j);
   if (!s && j->stream) s = stream_text(j, 1);
   if (s) {
     finish_error(srv, j, s);
@@ -221,8 +214,8 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
 
 /* Feeds the next part of the prompt: at most slice_chunks chunks, ending
  * at a `cache_every` boundary or at the prompt's last chunk boundary,
- * where the state is cached. j->fed is a multiple of the chunk until that
- * last boundary, so every feed but the last is whole chunks. */
+ * where the state is cached. (After a cache hit that ends between chunk
+ * boundaries, the chunks start there.) */
 static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
   size_t target = j->nprompt - 1, every = (size_t)srv->cache_every, c = (size_t)srv->chunk;
   size_t n = target - j->fed, most = (size_t)srv->o.slice_chunks * c, last = target / c * c;

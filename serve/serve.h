@@ -15,13 +15,14 @@
  * device thread runs every request in turns (a prefill chunk or a few
  * decode tokens each), swapping each one's state in and out with device
  * snapshots (ssmc_session_snapshot_into / restore), so requests progress
- * together and fairly. A prompt cache keeps snapshots of the state after
- * prompts (and after whole conversations, and every `cache_every` prompt
- * tokens), each at the last multiple of the prefill chunk, under a byte
- * budget with LRU eviction: a request whose prompt starts with a cached
- * token sequence prefills only the rest
- * (usage.prompt_tokens_details.cached_tokens says how many were reused),
- * and gets the same bits as without the cache (sched.c says how).
+ * together and fairly. A prompt cache keeps snapshots of the state at the
+ * end of every request (the conversation so far: the prompt and the
+ * generated tokens fed), at the last chunk boundary of each prompt, and
+ * every `cache_every` prompt tokens, under a byte budget with LRU eviction:
+ * a request whose prompt starts with a cached token sequence prefills only
+ * the rest (usage.prompt_tokens_details.cached_tokens says how many were
+ * reused), so a chat's next turn prefills only its new message. A hit
+ * agrees with a miss to rounding (sched.c says why not bit for bit).
  */
 #ifndef SSM_SERVE_H
 #define SSM_SERVE_H

@@ -242,14 +242,12 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
       {"ssmc_cache_entries", "snapshots in the prompt cache"},
       {"ssmc_cache_bytes", "bytes of snapshots in the prompt cache"},
       {"ssmc_cache_evictions_total", "snapshots evicted to stay under the budget"},
-      {"ssmc_cache_aligned_tokens_total", "tokens of finished exchanges prefilled again in whole "
-                                          "chunks to cache them at a chunk boundary"},
-      {"ssmc_prefill_chunk", "tokens per prefill chunk; cache hits start at multiples of it"},
+      {"ssmc_prefill_chunk", "tokens per prefill chunk"},
       {"ssmc_requests_active", "requests taking turns on the device"},
       {"ssmc_requests_queued", "requests waiting for a turn"}};
   uint64_t v[] = {s.requests, s.failed, s.rejected_busy, s.cancelled, s.prompt_tokens, s.cached_tokens,
                   s.prefilled_tokens, s.generated_tokens, s.cache_hits, s.cache_misses,
-                  s.cache_entries, s.cache_bytes, s.cache_evictions, s.aligned_tokens,
+                  s.cache_entries, s.cache_bytes, s.cache_evictions,
                   (uint64_t)srv->chunk, s.active, s.queued};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     ssm_sb_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],

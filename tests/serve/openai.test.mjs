@@ -82,7 +82,8 @@ async function conversation(topic, seed) {
 }
 
 test("two concurrent conversations: second turns come from the prompt cache", async () => {
-  // states are cached at multiples of the prefill chunk (serve/sched.c)
+  // the state is cached at the last chunk boundary of each prompt and at the
+  // end of each request (serve/sched.c)
   const metrics = await (await fetch(`${process.env.URL}/metrics`)).text();
   const chunk = Number(/^ssmc_prefill_chunk (\d+)$/m.exec(metrics)[1]);
   assert.ok(chunk >= 1);
@@ -91,7 +92,6 @@ test("two concurrent conversations: second turns come from the prompt cache", as
     const boundary = Math.floor((c[0].prompt - 1) / chunk) * chunk;
     assert.ok(boundary > 0 && c[1].cached >= boundary, `second turn cached ${c[1].cached}, first prompt ${c[0].prompt}`);
     assert.ok(c[1].cached < c[1].prompt);
-    assert.equal(c[1].cached % chunk, 0);
   }
   const alone = await conversation("a parser", 5);
   assert.deepEqual(alone.map((t) => t.text), a.map((t) => t.text));
