@@ -84,6 +84,8 @@ static int cmd_ir(int argc, char **argv) {
                 MAX_SEQ_OPT(&max_seq, NULL), {0}};
   SSM_CLI_PARSE("ir", argc, argv, opts, &model);
   if (!model) return ssm_cli_usage_error("ir", "missing MODEL");
+  if (batch && seq != 1)
+    return ssm_cli_usage_error("ir", "--batch and --seq: a batched graph takes one token a sequence");
   ssm_pass_opts po = {0};
   if (!ssm_dtype_parse(dtype_name, strlen(dtype_name), &po.weight_dtype) || po.weight_dtype == SSM_I32)
     return ssm_cli_usage_error("ir", "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got '%s'", dtype_name);
@@ -111,8 +113,6 @@ static int cmd_ir(int argc, char **argv) {
   } else {
     ssm_model *m = NULL;
     s = load_model(model, config, max_seq, &m);
-    if (!s && batch && seq != 1)
-      s = ssm_status_new(SSM_ERR_INVALID, "--batch and --seq: a batched graph takes one token a sequence");
     if (!s) s = batch ? ssm_model_build_batch(m, (int)batch, &g) : ssm_model_build(m, (int)seq, &g);
     ssm_model_close(m);
   }

@@ -477,13 +477,19 @@ int ssm_cli_bench(int argc, char **argv) {
   if (session_options(&r, "bench")) return 2;
   if (strcmp(r.backend, "vulkan"))
     return ssm_cli_usage_error("bench", "--backend cpu: bench times the Vulkan runtime");
-  if (batch && profile) return ssm_cli_usage_error("bench", "--batch and --profile: one at a time");
   if (!ends_with(r.model, ".ssmb")) r.o.slots = (int)batch; /* compiled with the batch program */
   ssmc_session *s = NULL;
   ssmc_bench_result *v = calloc((size_t)r.reps, sizeof *v);
   ssmc_status st = open_session(&r, &s);
   if (!st && batch) {
     st = bench_batch(s, &r, batch);
+    ssmc_profile_step *steps;
+    int n;
+    if (!st && profile && !(st = ssmc_session_profile(s, 2, 16, &steps, &n))) {
+      fputs(r.json ? ", " : "\n", stdout);
+      ssm_cli_print_profile(stdout, r.json ? "batch_program" : "batch", steps, n, 16, r.json);
+      free(steps);
+    }
     if (!st && r.json) puts("}");
     ssmc_session_close(s);
     free(v);

@@ -383,7 +383,8 @@ typedef struct {
   uint64_t bytes;     /* the bytes of its bindings: what it may read and write */
 } ssmc_profile_step;
 
-/* Runs the decode program (or, with `prefill`, the prefill program) `runs`
+/* Runs the decode program (or, with `prefill` 1, the prefill program; with
+ * 2, the batched decode program of ssmc_session_slots) `runs`
  * times with GPU timestamps around every dispatch: *out_steps (malloc'd;
  * free() it) gets each dispatch's mean time. The state is reset after. An
  * error on the CPU backend or a device without compute timestamps. */

@@ -74,6 +74,12 @@ static void test_usage(void) {
   expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
   expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got 'i32'");
   expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
+  expect("ir " FIX " --batch 0", 2, "--batch: expected a sequence count from 1 to 256, got '0'");
+  expect("ir " FIX " --batch 2 --seq 3", 2, "--batch and --seq: a batched graph takes one token a sequence");
+  expect("ir " FIX " --batch 2", 0, "scan %");
+  expect("ir tests/data/jamba_tiny --batch 2", 1, "batched programs (--slots) do not take positions yet");
+  expect("compile " FIX " -o x.ssmb --slots 257", 2, "--slots: expected a sequence count from 1 to 256");
+  expect("bench " FIX " --batch 2 -n 8 -q", 0, "batched decode: 2 sequences");
   expect("ir " FIX " --after fusee", 2, "--after: unknown pass 'fusee' (passes: verify, infer");
   expect("inspect", 2, "inspect: missing BUNDLE");
   expect("devices extra", 2, "devices: unexpected argument 'extra'");
@@ -256,20 +262,35 @@ static void test_bad_files(void) {
          "needs a config.json (--config)");
 }
 
-static void test_ir_roundtrip_cli(void) {
+/* `ssmc ir FIX ARGS` printed, parsed back and printed again: the same
+ * text, returned (malloc'd). */
+static char *ir_roundtrip(const char *args) {
   char cmd[2048], *a, *b;
   const char *ir = ssm_test_write("m.ssmir", "", 0);
-  snprintf(cmd, sizeof cmd, "cd %s && %s ir " FIX " > %s", ssm_test_source_dir(), ssm_test_ssmc(), ir);
+  snprintf(cmd, sizeof cmd, "cd %s && %s ir " FIX "%s > %s", ssm_test_source_dir(), ssm_test_ssmc(),
+           args, ir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, NULL), 0);
   snprintf(cmd, sizeof cmd, "cat %s", ir);
   ssm_test_sh(cmd, &a);
   snprintf(cmd, sizeof cmd, "%s ir %s", ssm_test_ssmc(), ir);
   CU_ASSERT_EQUAL(ssm_test_sh(cmd, &b), 0);
-  CU_ASSERT(strlen(a) > 100);
   CU_ASSERT_STRING_EQUAL(a, b);
+  free(b);
+  return a;
+}
+
+static void test_ir_roundtrip_cli(void) {
+  char *a = ir_roundtrip("");
+  CU_ASSERT(strlen(a) > 100);
   CU_ASSERT_PTR_NOT_NULL(strstr(a, "scan"));
   free(a);
-  free(b);
+  /* the batched graph too: states with a slot dim, batch=1 ops */
+  a = ir_roundtrip(" --batch 3");
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "graph batch {"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "scan %"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, " batch=1"));
+  CU_ASSERT_PTR_NOT_NULL(strstr(a, "name=\"slots.l0.ssm_state\""));
+  free(a);
 }
 
 /* compile --dump-ir writes one file per pass and program; each parses back

@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "compile/compile.h"
+#include "frontend/frontend.h"
+#include "runtime/cpu/cpu.h"
 #include "runtime/vulkan/vulkan.h"
 #include "testutil.h"
 
@@ -1130,43 +1132,31 @@ static void test_ssd_big_state(void) {
 /* The batched decode program: each slot, fed its own prompt by the
  * one-sequence programs and copied in, draws the greedy tokens that the
  * decode program draws for that sequence alone, whatever the others do;
- * copying a slot back gives the state decode reaches. For B = 3 (the
- * gemv), 6 (the matmul template) and 12 (the gemm). */
-static void batch_matches_decode(const char *fixture, int B) {
-  char dir[512];
-  snprintf(dir, sizeof dir, "tests/data/%s", fixture);
-  ssm_model *m = NULL;
-  ssm_bundle *b = NULL;
-  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &m));
-  ssm_compile_opts o = {.prefill_tokens = 4, .slots = B};
-  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
-  ssm_model_close(m);
-  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-  CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->batch.tokens, B);
-  ssm_backend *be = open_vk(b, fixture);
-  CU_ASSERT_EQUAL(be->slots, B);
-  enum { STEPS = 10, MAXB = 12 };
-  int32_t first[MAXB], want[MAXB][STEPS], got[STEPS * MAXB];
+ * copying a slot back gives the state decode reaches. The ids of step j,
+ * slot i go to got[j * B + i]. */
+enum { BATCH_STEPS = 10, BATCH_MAX = 12 };
+static void batch_matches_alone(ssm_backend *be, int32_t *got) {
+  int B = be->slots;
+  int32_t first[BATCH_MAX], want[BATCH_MAX][BATCH_STEPS];
   float greedy[SSM_SAMPLER_STATE_LEN], *st = NULL, *st2 = NULL;
   SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, greedy));
-  /* alone: prompt i (i + 2 tokens), then STEPS greedy steps */
+  /* alone: prompt i (i + 2 tokens), then BATCH_STEPS greedy steps */
   for (int i = 0; i < B; i++) {
     int32_t prompt[16];
     for (int k = 0; k < i + 2; k++) prompt[k] = (int32_t)((i * 37 + k * 11 + 5) % be->vocab);
     SSM_ASSERT_OK(ssm_backend_reset(be));
-    SSM_ASSERT_OK(ssm_backend_run(be, prompt, i + 2 > 4 ? 4 : i + 2, NULL));
-    for (int k = 4; k < i + 2; k++) SSM_ASSERT_OK(ssm_backend_run(be, &prompt[k], 1, NULL));
+    for (int k = 0; k < i + 2; k++) SSM_ASSERT_OK(ssm_backend_run(be, &prompt[k], 1, NULL));
     SSM_ASSERT_OK(be->ops->slot_copy(be, i, 1)); /* slot i starts where sequence i is */
     SSM_ASSERT_OK(be->ops->slot_sampler(be, i, greedy));
     first[i] = (int32_t)((i * 13 + 1) % be->vocab);
     int n = 0;
-    SSM_ASSERT_OK(ssm_backend_generate(be, first[i], STEPS, 0, want[i], &n, NULL, NULL));
-    CU_ASSERT_EQUAL(n, STEPS);
+    SSM_ASSERT_OK(ssm_backend_generate(be, first[i], BATCH_STEPS, 0, want[i], &n, NULL, NULL));
+    CU_ASSERT_EQUAL(n, BATCH_STEPS);
   }
   /* all together */
-  SSM_ASSERT_OK(be->ops->batch_generate(be, first, STEPS, got));
+  SSM_ASSERT_OK(be->ops->batch_generate(be, first, BATCH_STEPS, got));
   for (int i = 0; i < B; i++)
-    for (int j = 0; j < STEPS; j++) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
+    for (int j = 0; j < BATCH_STEPS; j++) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
   /* slot B-1 back: the state generate left for the last sequence */
   int last = be->nstates - 1;
   size_t bytes = (size_t)ssm_type_numel(&be->states[last].type) * 4;
@@ -1180,13 +1170,38 @@ static void batch_matches_decode(const char *fixture, int B) {
   double worst = 0;
   for (size_t k = 0; k < bytes / 4; k++) worst = fmax(worst, fabs((double)st[k] - st2[k]));
   CU_ASSERT(worst < 1e-5);
-  int32_t bad[MAXB];
+  int32_t bad[BATCH_MAX];
   memcpy(bad, first, sizeof bad);
   bad[B - 1] = (int32_t)be->vocab;
-  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, got), "is out of range");
+  int32_t none[BATCH_MAX];
+  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, none), "is out of range");
   free(st);
   free(st2);
-  ssm_backend_close(be);
+}
+
+/* On Vulkan (B = 3: the gemv, 6: the matmul template, 12: the gemm) and on
+ * the CPU interpreter, which draw the same tokens. */
+static void batch_matches_decode(const char *fixture, int B) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "tests/data/%s", fixture);
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &m));
+  ssm_compile_opts o = {.prefill_tokens = 4, .slots = B};
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->batch.tokens, B);
+  ssm_backend *vk = open_vk(b, fixture), *cpu = NULL;
+  CU_ASSERT_EQUAL(vk->slots, B);
+  int32_t on_vk[BATCH_STEPS * BATCH_MAX], on_cpu[BATCH_STEPS * BATCH_MAX];
+  batch_matches_alone(vk, on_vk);
+  ssm_backend_close(vk);
+  SSM_ASSERT_OK(ssm_cpu_backend_open(m, ssm_test_path(dir), 4, SSM_F32, NULL, &cpu));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
+  cpu->slots = B;
+  batch_matches_alone(cpu, on_cpu);
+  CU_ASSERT_EQUAL(memcmp(on_vk, on_cpu, sizeof(int32_t) * (size_t)(BATCH_STEPS * B)), 0);
+  ssm_backend_close(cpu);
 }
 
 static void test_batch_matches_decode(void) {
@@ -1195,6 +1210,23 @@ static void test_batch_matches_decode(void) {
   batch_matches_decode("mamba1_tiny", 12);
   batch_matches_decode("mamba2_tiny", 5);
   batch_matches_decode("falcon_tiny", 12);
+}
+
+/* What a batched program refuses: a model that reads positions, and more
+ * slots than SSM_MAX_SLOTS. */
+static void test_batch_refusals(void) {
+  ssm_model *m = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
+  ssm_compile_opts o = {.prefill_tokens = 4, .slots = 2};
+  if (m) SSM_ASSERT_ERR(ssm_compile(m, &o, &b), "batched programs (--slots) do not take positions yet");
+  CU_ASSERT_PTR_NULL(b);
+  o.slots = SSM_MAX_SLOTS + 1;
+  ssm_model_close(m);
+  m = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba1_tiny"), NULL, &m));
+  if (m) SSM_ASSERT_ERR(ssm_compile(m, &o, &b), "--slots 257: expected 0 to 256");
+  ssm_model_close(m);
 }
 
 static void test_gemv_touches_epilogue(void) {
@@ -1261,6 +1293,7 @@ int main(void) {
                          {"ssd_big_state", test_ssd_big_state},
                          {"gemv_touches_epilogue", test_gemv_touches_epilogue},
                          {"batch_matches_decode", test_batch_matches_decode},
+                         {"batch_refusals", test_batch_refusals},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("compile", tests);
 }

@@ -53,8 +53,8 @@ typedef struct {
    * Ids out of range and runs past max_seq are refused before anything
    * runs. */
   ssm_status (*run)(ssm_backend *b, const int32_t *tokens, int count, float *logits);
-  /* Zeroes the state and the position; the sampler keeps its settings and
-   * restarts at step 0. */
+  /* Zeroes the state and the position (not the slots of the batched
+   * program); the sampler keeps its settings and restarts at step 0. */
   ssm_status (*reset)(ssm_backend *b);
   /* The sampler's settings: SSM_SAMPLER_STATE_LEN floats (ir.h). */
   ssm_status (*set_sampler)(ssm_backend *b, const float *state);
@@ -69,8 +69,9 @@ typedef struct {
   /* Problems seen while running that are not errors of one call (Vulkan
    * validation messages); NULL when none. May be NULL. */
   ssm_status (*check)(ssm_backend *b);
-  /* Runs the decode (or, with `prefill`, the prefill program as a prompt
-   * runs it, without the logits: ssm_manifest_state_steps) `runs` times
+  /* Runs the decode (or, with `prefill` 1, the prefill program as a prompt
+   * runs it, without the logits: ssm_manifest_state_steps; with 2, the
+   * batch program) `runs` times
    * with a timestamp around each dispatch and gives each step's mean time
    * (*out: malloc'd, *out_n steps); resets the state after. NULL when the
    * backend cannot time its work. */

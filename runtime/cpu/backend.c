@@ -7,6 +7,7 @@
  * is the decode graph with `sample` added (ssm_graph_add_sampler), exactly
  * as a bundle's decode program has it.
  */
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -25,6 +26,8 @@ typedef struct {
   ssm_cpu *cpu;
   SSM_VEC(sized_graph) graphs;
   ssm_graph *sampled; /* the decode graph with its sampler */
+  ssm_graph *batched; /* the batched graph of b->slots rows with its sampler (made when first used) */
+  float *brows;       /* its logits and ids */
   float sampler[SSM_SAMPLER_STATE_LEN];
   SSM_VEC(ssm_backend_state) states;
   float *logits; /* one row, for generate */
@@ -192,9 +195,98 @@ static void cpu_snapshot_free(ssm_backend *b, ssm_snapshot *snap) {
   free(snap);
 }
 
+/* ---- the batched graph: the slots are the interpreter's states named
+ * SSM_SLOTS_PREFIX + a state's name, row b sequence b's ---------------------- */
+
+/* The slots' copy of state i ([slots, its shape]), made zeroed when first used. */
+static ssm_status slots_state(cpu_backend *c, const char *name, const ssm_type *one, float **out) {
+  ssm_type t = *one;
+  SSM_ASSERT(t.rank < SSM_MAX_RANK);
+  memmove(t.dims + 1, t.dims, sizeof t.dims[0] * (size_t)t.rank);
+  t.dims[0] = c->base.slots;
+  t.rank++;
+  char full[256];
+  snprintf(full, sizeof full, SSM_SLOTS_PREFIX "%s", name);
+  return ssm_cpu_state(c->cpu, full, &t, out);
+}
+
+static ssm_status cpu_slot_copy(ssm_backend *b, int slot, int to_slot) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (slot < 0 || slot >= b->slots)
+    return ssm_status_new(SSM_ERR_INVALID, "slot %d is not one of the %d slots", slot, b->slots);
+  for (int i = 0; i < b->nstates; i++) {
+    float *one, *rows;
+    SSM_TRY(cpu_state(c, i, &one));
+    SSM_TRY(slots_state(c, b->states[i].name, &b->states[i].type, &rows));
+    size_t n = (size_t)ssm_type_numel(&b->states[i].type);
+    if (to_slot) memcpy(rows + (size_t)slot * n, one, n * 4);
+    else memcpy(one, rows + (size_t)slot * n, n * 4);
+  }
+  return NULL;
+}
+
+static ssm_status cpu_slot_sampler(ssm_backend *b, int slot, const float *state) {
+  cpu_backend *c = (cpu_backend *)b;
+  if (slot < 0 || slot >= b->slots)
+    return ssm_status_new(SSM_ERR_INVALID, "slot %d is not one of the %d slots", slot, b->slots);
+  ssm_type one = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SAMPLER_STATE_LEN});
+  float *rows;
+  SSM_TRY(slots_state(c, SSM_SAMPLER_STATE, &one, &rows));
+  memcpy(rows + (size_t)slot * SSM_SAMPLER_STATE_LEN, state, SSM_SAMPLER_STATE_LEN * 4);
+  return NULL;
+}
+
+static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids) {
+  cpu_backend *c = (cpu_backend *)b;
+  int B = b->slots;
+  if (!B) return ssm_status_new(SSM_ERR_UNSUPPORTED, "the backend has no slots");
+  for (int i = 0; i < B; i++)
+    if (first[i] < 0 || first[i] >= b->vocab)
+      return ssm_status_new(SSM_ERR_INVALID, "slot %d: token id %d is out of range (vocab %lld)",
+                            i, first[i], (long long)b->vocab);
+  if (!c->batched) {
+    ssm_graph *g;
+    SSM_TRY(ssm_model_build_batch(c->model, B, &g));
+    ssm_pass_opts po = {.weight_dtype = c->dtype};
+    char note[160];
+    ssm_status s = ssm_pass_weights(g, &po, note, sizeof note);
+    if (!s) s = ssm_graph_add_sampler(g, 1);
+    if (s) {
+      ssm_graph_destroy(g);
+      return s;
+    }
+    c->batched = g;
+  }
+  if (!c->brows)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)B * ((size_t)b->vocab + 1), sizeof(float),
+                                      (void **)&c->brows), "the batch's logits"));
+  int32_t *in;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)B, sizeof *in, (void **)&in), "the batch's ids"));
+  memcpy(in, first, (size_t)B * 4);
+  float *outs[2] = {c->brows, c->brows + (size_t)B * (size_t)b->vocab};
+  size_t counts[2] = {(size_t)B * (size_t)b->vocab, (size_t)B};
+  ssm_status s = NULL;
+  for (int j = 0; j < n && !s; j++) {
+    /* the slots keep their own positions: the one sequence's stays */
+    s = ssm_cpu_run_outputs(c->cpu, c->batched, in, 2, outs, counts);
+    ssm_cpu_set_position(c->cpu, b->position);
+    for (int i = 0; i < B && !s; i++) {
+      float id = outs[1][i];
+      if (id == -1) s = ssm_sampler_nonfinite(-1);
+      else if (id == SSM_SAMPLE_NOMEM)
+        s = ssm_nomem((size_t)b->vocab * (sizeof(double) + sizeof(float)), "sampling");
+      else in[i] = out_ids[(size_t)j * (size_t)B + (size_t)i] = (int32_t)id;
+    }
+  }
+  free(in);
+  return s;
+}
+
 static void cpu_close(ssm_backend *b) {
   cpu_backend *c = (cpu_backend *)b;
   ssm_graph_destroy(c->sampled);
+  ssm_graph_destroy(c->batched);
+  free(c->brows);
   for (size_t i = 0; i < c->graphs.n; i++) ssm_graph_destroy(c->graphs.items[i].g);
   ssm_vec_free(&c->graphs);
   ssm_vec_free(&c->states);
@@ -209,7 +301,7 @@ static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_ru
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
                                         cpu_state_read,  cpu_state_write, NULL, NULL,
                                         cpu_snapshot_take, cpu_restore,   cpu_snapshot_free,
-                                        NULL,            NULL,            NULL};
+                                        cpu_slot_copy,   cpu_slot_sampler, cpu_batch_generate};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */

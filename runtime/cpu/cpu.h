@@ -18,7 +18,8 @@ typedef struct ssm_cpu ssm_cpu;
 
 ssm_status ssm_cpu_create(const ssm_st *weights, ssm_cpu **out);
 void ssm_cpu_destroy(ssm_cpu *c);
-/* Zeroes every state tensor and the position. */
+/* Zeroes every state tensor and the position, but a batched graph's slots
+ * (SSM_SLOTS_PREFIX), which sequences enter and leave by copies. */
 void ssm_cpu_reset(ssm_cpu *c);
 /* The absolute position of the next run's first token: the number of tokens
  * run since creation or the last reset (part of the model state). */

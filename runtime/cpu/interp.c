@@ -124,7 +124,8 @@ void ssm_cpu_reset(ssm_cpu *c) {
   c->position = 0;
   for (size_t i = 0; i < c->states.n; i++) {
     cpu_tensor *t = &c->states.items[i];
-    memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
+    if (strncmp(t->name, SSM_SLOTS_PREFIX, strlen(SSM_SLOTS_PREFIX))) /* the slots stay */
+      memset(t->data, 0, (size_t)ssm_type_numel(&t->type) * 4);
   }
 }
 

@@ -86,14 +86,19 @@ static ssm_status open_model(ssmc_session *s, const char *model, const ssmc_opti
   ssm_dtype dtype = SSM_F32;
   if (o->dtype == SSMC_DTYPE_AUTO) SSM_TRY(ssm_st_path_dtype(weights, &dtype));
   else dtype = dtypes[o->dtype];
+  if (o->slots < 0 || o->slots > SSM_MAX_SLOTS)
+    return ssm_status_new(SSM_ERR_INVALID, "slots %d: expected 0 to %d", o->slots, SSM_MAX_SLOTS);
   ssm_model *m;
   SSM_TRY(ssm_model_open(model, o->config, &m));
   ssm_status st = o->max_seq ? ssm_model_set_param(m, "max_seq", o->max_seq) : NULL;
   ssm_compile_opts co = {.prefill_tokens = o->chunk, .slots = o->slots, .dtype = dtype,
                          .no_fuse = o->no_fuse,
                          .progress = progress};
-  if (!st && o->backend == SSMC_BACKEND_CPU)
-    return ssm_cpu_backend_open(m, weights, ssm_compile_chunk(m, &co), dtype, &progress, &s->b);
+  if (!st && o->backend == SSMC_BACKEND_CPU) {
+    SSM_TRY(ssm_cpu_backend_open(m, weights, ssm_compile_chunk(m, &co), dtype, &progress, &s->b));
+    s->b->slots = o->slots; /* the batched graph is built when first run */
+    return NULL;
+  }
   ssm_bundle *bd = NULL;
   if (!st && o->cache_dir) {
     int hit;

@@ -64,7 +64,7 @@ typedef struct {
   ssm_vk_program *restore[2];      /* backup[h] back into the state buffers */
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
-  ssm_vk_program *timed[2];    /* decode and prefill with timestamps (made on first profile) */
+  ssm_vk_program *timed[3];    /* decode, prefill and batch with timestamps (made on first profile) */
   ssm_vk_buffer *bio;          /* host-visible: the batch program's ids (batch_generate) */
   ssm_vk_program *bgen[2];     /* BGEN_STEPS (else 1) steps of the batch program */
   uint64_t window;             /* bytes of a storage window of split tensors (fit_bindings) */
@@ -852,9 +852,13 @@ static ssm_status vk_check(ssm_backend *b) {
 static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_time **out,
                              int *out_n) {
   vk_backend *v = (vk_backend *)b;
-  const ssm_mf_program *p = prefill ? &v->m->prefill : &v->m->decode;
+  /* prefill 2: the batch program */
+  const ssm_mf_program *p = prefill == 2 ? &v->m->batch : prefill ? &v->m->prefill : &v->m->decode;
+  if (!p->tokens)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle has no batch program",
+                          ssm_bundle_name(v->bundle));
   /* prefill as a prompt runs it: without the logits */
-  int nsteps = prefill ? ssm_manifest_state_steps(v->m, p) : p->nsteps;
+  int nsteps = prefill == 1 ? ssm_manifest_state_steps(v->m, p) : p->nsteps;
   *out = NULL;
   *out_n = 0;
   if (!v->timed[prefill]) {
@@ -907,8 +911,7 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
 static void vk_close(ssm_backend *b) {
   vk_backend *v = (vk_backend *)b;
   if (v->vk) {
-    ssm_vk_program_destroy(v->vk, v->timed[0]);
-    ssm_vk_program_destroy(v->vk, v->timed[1]);
+    for (int i = 0; i < 3; i++) ssm_vk_program_destroy(v->vk, v->timed[i]);
     for (int i = 0; i < 8; i++) {
       ssm_vk_program_destroy(v->vk, (&v->gen[0][0][0])[i]);
       if (i < 4) ssm_vk_program_destroy(v->vk, (&v->run[0][0])[i]);
