@@ -42,7 +42,9 @@ static ssm_status generate(cg_ctx *c, ssm_cg_kernel *out) {
   else switch (c->anchor->op) {
     case SSM_OP_MATMUL: {
       int64_t rows = ssm_type_numel(&c->anchor->args[0]->type) / c->anchor->args[1]->type.dims[1];
-      s = rows <= KNOB_GEMV_MAX_ROWS     ? ssm_cg_gen_gemv(c, out)
+      /* a batched program's many rows: each a sequence, weights once for all */
+      int batch = !strcmp(c->g->name, "batch") && rows <= KNOB_GEMV_BATCH_MAX_ROWS;
+      s = rows <= KNOB_GEMV_MAX_ROWS || batch ? ssm_cg_gen_gemv(c, out)
           : rows <= KNOB_MATMUL_MAX_ROWS ? ssm_cg_gen_matmul(c, out)
                                          : ssm_cg_gen_gemm(c, out);
       break;

@@ -39,6 +39,15 @@
 
 /* decode of a few sequences: the weight's bytes are the cost, gemv streams them once */
 #define KNOB_GEMV_MAX_ROWS 4
+/* a batched program's rows up to this many: gemv too, in tiles of rows
+ * (beyond, the GEMM: at 64 rows it takes half gemv's time on an H200) */
+#define KNOB_GEMV_BATCH_MAX_ROWS 16
+/* ... of at most this many rows (a power of two dividing KNOB_ROW_THREADS_MAX) */
+#define KNOB_GEMV_TILE_ROWS 16
+/* ... and this many columns a workgroup, of a wide matmul */
+#define KNOB_GEMV_TILE_COLS 16
+/* ... each thread reading this many steps of k at once */
+#define KNOB_GEMV_TILE_AHEAD 4
 /* a few more rows: the matmul template, one tile of rows for each read of a weight */
 #define KNOB_MATMUL_MAX_ROWS SSM_MATMUL_MAX_ROWS /* passes.h: fuse.c agrees */
 /* matmul: rows of a tile, whose sums a thread keeps in registers */

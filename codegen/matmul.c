@@ -350,8 +350,17 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
     cols = wide ? KNOB_GEMV_WIDE_COLS : KNOB_GEMV_COLS;
     if (wide) rows = KNOB_GEMV_WIDE_ROWS;
   }
-  if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
+  /* many rows (a batched program's): tiles of MT rows, a power of two of
+   * at most KNOB_GEMV_TILE_ROWS, the workgroup's threads split between
+   * them and slices of k; ROWS columns a workgroup, by N */
+  int64_t mt = 0;
+  if (M > KNOB_GEMV_MAX_ROWS) {
+    for (mt = 1; mt < M && mt < KNOB_GEMV_TILE_ROWS; mt *= 2) {}
+    cols = 0;
+    rows = N >= KNOB_GEMV_ROWS4_N ? KNOB_GEMV_TILE_COLS : N >= KNOB_GEMV_ROWS2_N ? 4 : 2;
+  }
+  if (!lang(c)->subgroups) return matmul_kernel(c, cols ? cols : rows, out);
   const ssm_node *norm = norm_prologue(c);
   int x16 = norm && rounds_x(c); /* x times the gain rounded: the template's X16 */
   ssm_sb loads = {0};
@@ -384,21 +393,33 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
    * state and weights, a residual) wait alongside the weights' rather than
    * after the sums. The COLS form, which keeps x in registers, gains
    * nothing from it and goes without. */
-  int touch = ssm_cg_epilogue(c, &loads, KNOB_GEMV_TOUCH && !cols);
+  int touch = ssm_cg_epilogue(c, &loads, KNOB_GEMV_TOUCH && !cols && !mt);
   /* at least K/8 threads (8 values of k each a step) */
   uint32_t local = ssm_cg_pow2_threads((K + 7) / 8 * 4, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
+  /* MT rows by LOCAL / MT slices of k, each ITERS steps of 8, MU at once */
+  int64_t iters = (K + local * 8 - 1) / (local * 8), mu = 1;
+  if (mt) {
+    local = KNOB_ROW_THREADS_MAX;
+    int64_t ks = local / mt;
+    iters = (K + ks * 8 - 1) / (ks * 8);
+    mu = iters < KNOB_GEMV_TILE_AHEAD ? iters : KNOB_GEMV_TILE_AHEAD;
+    iters = (iters + mu - 1) / mu * mu;
+  }
   ssm_cg_grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
   const char *buffers = ssm_cg_buffers_decl(c);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
                       I64(rows), "TOUCH", touch ? "1" : "0", "QDOT", qdot ? "1" : "0", "ITERS",
-                      I64((K + local * 8 - 1) / (local * 8)), "NORM",
-                      norm ? "1" : "0", "X16", x16 ? "1" : "0", "COLS", I64(cols), "EPS",
+                      I64(iters), "MU", I64(mu), "NORM",
+                      norm ? "1" : "0", "X16", x16 ? "1" : "0", "COLS", I64(cols), "MT", I64(mt),
+                      "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
                       "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads), NULL};
   return ssm_cg_finish(c, "gemv",
-                       ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld LOCAL=%u%s",
+                       ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld%s LOCAL=%u%s",
                                         (long long)M, (long long)K, (long long)N, (long long)rows,
-                                        (long long)cols, local, direct ? " vec" : ""),
+                                        (long long)cols,
+                                        mt ? ssm_arena_printf(c->a, " MT=%lld", (long long)mt) : "",
+                                        local, direct ? " vec" : ""),
                        kv, out);
 }

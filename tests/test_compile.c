@@ -1134,7 +1134,7 @@ static void test_ssd_big_state(void) {
  * decode program draws for that sequence alone, whatever the others do;
  * copying a slot back gives the state decode reaches. The ids of step j,
  * slot i go to got[j * B + i]. */
-enum { BATCH_STEPS = 10, BATCH_MAX = 12 };
+enum { BATCH_STEPS = 10, BATCH_MAX = 24 };
 static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   int B = be->slots;
   int32_t first[BATCH_MAX], want[BATCH_MAX][BATCH_STEPS];
@@ -1142,7 +1142,7 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, greedy));
   /* alone: prompt i (i + 2 tokens), then BATCH_STEPS greedy steps */
   for (int i = 0; i < B; i++) {
-    int32_t prompt[16];
+    int32_t prompt[BATCH_MAX + 2];
     for (int k = 0; k < i + 2; k++) prompt[k] = (int32_t)((i * 37 + k * 11 + 5) % be->vocab);
     SSM_ASSERT_OK(ssm_backend_reset(be));
     for (int k = 0; k < i + 2; k++) SSM_ASSERT_OK(ssm_backend_run(be, &prompt[k], 1, NULL));
@@ -1179,15 +1179,16 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   free(st2);
 }
 
-/* On Vulkan (B = 3: the gemv, 6: the matmul template, 12: the gemm) and on
- * the CPU interpreter, which draw the same tokens. */
-static void batch_matches_decode(const char *fixture, int B) {
+/* On Vulkan (B = 3: the gemv of few rows, 6 and 12: in tiles of rows, 24:
+ * the gemm), with weights in `dtype`, and on the CPU interpreter, which
+ * draw the same tokens. */
+static void batch_matches_decode(const char *fixture, int B, ssm_dtype dtype) {
   char dir[512];
   snprintf(dir, sizeof dir, "tests/data/%s", fixture);
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &m));
-  ssm_compile_opts o = {.prefill_tokens = 4, .slots = B};
+  ssm_compile_opts o = {.prefill_tokens = 4, .slots = B, .dtype = dtype};
   if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   CU_ASSERT_EQUAL(ssm_bundle_manifest(b)->batch.tokens, B);
@@ -1196,7 +1197,7 @@ static void batch_matches_decode(const char *fixture, int B) {
   int32_t on_vk[BATCH_STEPS * BATCH_MAX], on_cpu[BATCH_STEPS * BATCH_MAX];
   batch_matches_alone(vk, on_vk);
   ssm_backend_close(vk);
-  SSM_ASSERT_OK(ssm_cpu_backend_open(m, ssm_test_path(dir), 4, SSM_F32, NULL, &cpu));
+  SSM_ASSERT_OK(ssm_cpu_backend_open(m, ssm_test_path(dir), 4, dtype, NULL, &cpu));
   CU_ASSERT_PTR_NOT_NULL_FATAL(cpu);
   cpu->slots = B;
   batch_matches_alone(cpu, on_cpu);
@@ -1205,11 +1206,13 @@ static void batch_matches_decode(const char *fixture, int B) {
 }
 
 static void test_batch_matches_decode(void) {
-  batch_matches_decode("mamba1_tiny", 3);
-  batch_matches_decode("mamba1_tiny", 6);
-  batch_matches_decode("mamba1_tiny", 12);
-  batch_matches_decode("mamba2_tiny", 5);
-  batch_matches_decode("falcon_tiny", 12);
+  batch_matches_decode("mamba1_tiny", 3, SSM_F32);
+  batch_matches_decode("mamba1_tiny", 6, SSM_F32);
+  batch_matches_decode("mamba1_tiny", 12, SSM_F32);
+  batch_matches_decode("mamba1_tiny", 24, SSM_F32);
+  batch_matches_decode("mamba1_tiny", 12, SSM_BF16); /* the rmsnorm prologue, x rounded */
+  batch_matches_decode("mamba2_tiny", 5, SSM_F32);
+  batch_matches_decode("falcon_tiny", 12, SSM_F32);
 }
 
 /* What a batched program refuses: a model that reads positions, and more
