@@ -75,8 +75,6 @@ ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_re
   return st;
 }
 
-int ssmc_session_slots(const ssmc_session *s) { return s->b->slots; }
-
 ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tokens_per_s) {
   *out_tokens_per_s = 0;
   SSM_TRY(ssm_session_resident(s));

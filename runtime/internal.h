@@ -19,6 +19,7 @@ typedef struct {
   ssm_backend *b;
   int refs;               /* sessions and snapshots using it */
   ssmc_session *resident; /* NULL: the state belongs to no session */
+  int64_t *slot_pos;      /* the position of each slot's sequence (slots.c; made when first joined) */
 } ssm_loaded;
 
 struct ssmc_snapshot {

@@ -350,6 +350,34 @@ uint64_t ssmc_snapshot_bytes(const ssmc_snapshot *snap);
  * time, all together; close them in any order. */
 ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out);
 
+/* ---- many sequences in one step --------------------------------------------------- */
+
+/* A model compiled with slots (ssmc_options.slots, `ssmc compile --slots B`)
+ * has a batched decode program that advances its B slots by one token each
+ * in one step, reading each weight once for all of them. The sessions of
+ * one loaded model (a session and its forks) step together through it:
+ * each joins a slot (its state is copied there, on the device), the slots
+ * step, and a session takes its slot's state back when it wants to go on
+ * alone (save it, feed it a prompt). A slot's state stays until another
+ * session joins it. Models that read positions (attention) have no slots. */
+
+/* The slots of the model (0: none). */
+int ssmc_session_slots(const ssmc_session *s);
+/* Copies the state of `s` (its conversation so far) into slot `slot`, with
+ * the sampler settings of `g` (temperature, top_k, top_p, seed, step; the
+ * callbacks are not used). */
+ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generate_options *g);
+/* Copies slot `slot`'s state into `s`, which then covers what it covered
+ * when it joined and every id fed to that slot since. */
+ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot);
+/* Runs `steps` steps of every slot: slot i is fed first[i] and then each id
+ * it draws; the id slot i draws at step j goes to out_ids[j * slots + i].
+ * Slots that no session joined step too (on whatever they hold, zeros at
+ * first): ignore their ids. A logit that is not finite in any slot fails
+ * the call. */
+ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int steps,
+                                    int32_t *out_ids);
+
 /* ---- benchmarks -------------------------------------------------------------------- */
 
 typedef struct {
@@ -365,13 +393,10 @@ typedef struct {
  * tokens, after a warm-up, from a reset state (the state is reset after). */
 ssmc_status ssmc_session_bench(ssmc_session *s, int decode_tokens, ssmc_bench_result *out);
 
-/* The sequences of the model's batched decode program (ssmc_options.slots;
- * a bundle compiled with `ssmc compile --slots B`); 0 when it has none. */
-int ssmc_session_slots(const ssmc_session *s);
-/* Times `steps` steps of the batched decode program, every sequence
- * starting from the state after `s`'s reset and drawing greedily, after a
- * warm-up: the aggregate tokens a second of all its sequences in
- * *out_tokens_per_s (the state is reset after). */
+/* Times `steps` steps of the batched decode program, every slot starting
+ * from the state after `s`'s reset and drawing greedily, after a warm-up:
+ * the aggregate tokens a second of all its slots in *out_tokens_per_s (the
+ * state is reset after; the slots' states and samplers are overwritten). */
 ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tokens_per_s);
 
 /* One dispatch of a profiled program. */

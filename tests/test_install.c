@@ -4,7 +4,9 @@
  * the header, ssmc.pc and ssmc-runtime.pc, the ssmc binary and the model
  * YAMLs under a prefix; examples/generate.c, which includes only <ssmc.h>,
  * builds against that tree through pkg-config (and statically against
- * libssmc.a) and generates text from models/pymamba; examples/run_bundle.c
+ * libssmc.a) and generates text from models/pymamba; examples/together.c
+ * continues three prompts in the batched program's slots, each as `ssmc
+ * run` does alone; examples/run_bundle.c
  * builds against ssmc-runtime, holds no compiler, and runs a bundle. A build
  * configured with SSM_BUILD_COMPILER=OFF needs neither shaderc nor libyaml.
  */
@@ -85,6 +87,38 @@ static void check_example(const char *exe, const char *how) {
   free(out);
 }
 
+/* `cmd` (a shell line) succeeds; its output goes to *out (may be NULL). */
+static void run_ok(const char *cmd, char **out) {
+  char *o;
+  int rc = ssm_test_sh(cmd, &o);
+  if (rc) fprintf(stderr, "\n  %s -> %d\n%s\n", cmd, rc, o);
+  CU_ASSERT_EQUAL_FATAL(rc, 0);
+  if (out) *out = o;
+  else free(o);
+}
+
+/* examples/together.c: three prompts continued in one batched step each
+ * token, each the text `ssmc run --greedy` gives it alone. */
+static void test_example_together(void) {
+  install_tree();
+  char cmd[8192], *out, *want;
+  const char *tmp = ssm_test_tmpdir();
+  snprintf(cmd, sizeof cmd, "cd %s && %s examples/together.c -o %s/together "
+           "$(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --cflags --libs ssmc)",
+           ssm_test_source_dir(), SSM_CC, tmp, prefix);
+  run_ok(cmd, NULL);
+  snprintf(cmd, sizeof cmd, "cd %s && %s/together models/pymamba 20 'def fibonacci(n):' "
+           "'class Stack:' 'import os'", ssm_test_source_dir(), tmp);
+  run_ok(cmd, &out);
+  snprintf(cmd, sizeof cmd, "cd %s && for p in 'def fibonacci(n):' 'class Stack:' 'import os'; do "
+           "%s/bin/ssmc run models/pymamba --prompt \"$p\" -n 20 -q --greedy; echo ----; done",
+           ssm_test_source_dir(), prefix);
+  run_ok(cmd, &want);
+  CU_ASSERT_STRING_EQUAL(out, want);
+  free(out);
+  free(want);
+}
+
 static void test_example_pkg_config(void) {
   char how[2048];
   install_tree();
@@ -100,16 +134,6 @@ static void test_example_static(void) {
            "$(PKG_CONFIG_PATH=%s/lib/pkgconfig pkg-config --static --libs-only-other "
            "--libs-only-l ssmc | sed 's/-lssmc //')", prefix, prefix, prefix);
   check_example("generate-static", how);
-}
-
-/* `cmd` (a shell line) succeeds; its output goes to *out (may be NULL). */
-static void run_ok(const char *cmd, char **out) {
-  char *o;
-  int rc = ssm_test_sh(cmd, &o);
-  if (rc) fprintf(stderr, "\n  %s -> %d\n%s\n", cmd, rc, o);
-  CU_ASSERT_EQUAL_FATAL(rc, 0);
-  if (out) *out = o;
-  else free(o);
 }
 
 /* Symbols of the compiler half: shaderc, glslang, SPIRV-Tools, libyaml and
@@ -188,6 +212,7 @@ int main(void) {
   CU_TestInfo tests[] = {{"installed_files", test_installed_files},
                          {"example_pkg_config", test_example_pkg_config},
                          {"example_static", test_example_static},
+                         {"example_together", test_example_together},
                          {"runtime_example", test_runtime_example},
                          {"runtime_only_build", test_runtime_only_build},
                          CU_TEST_INFO_NULL};

@@ -4,14 +4,15 @@
  * a pure Mamba model: a restored state generates exactly what the original
  * did, forks are independent and match sessions of their own, snapshots of
  * one model do not restore into another, and the sampler's step carries a
- * draw across calls.
+ * draw across calls. Sessions that step together through the batched
+ * program's slots draw what each draws alone.
  */
 #include <string.h>
 
 #include "runtime/ssmc.h"
 #include "testutil.h"
 
-static ssmc_session *open_fixture(const char *name, ssmc_backend backend) {
+static ssmc_session *open_slots(const char *name, ssmc_backend backend, int slots) {
   char dir[512];
   snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), name);
   ssmc_options o;
@@ -19,9 +20,14 @@ static ssmc_session *open_fixture(const char *name, ssmc_backend backend) {
   o.backend = backend;
   o.chunk = 4;
   if (backend == SSMC_BACKEND_VULKAN) o.max_seq = 64;
+  o.slots = slots;
   ssmc_session *s = NULL;
   SSM_ASSERT_OK(ssmc_session_open(dir, &o, &s));
   return s;
+}
+
+static ssmc_session *open_fixture(const char *name, ssmc_backend backend) {
+  return open_slots(name, backend, 0);
 }
 
 /* Greedy ids after feeding `prompt` (on the device sampler). */
@@ -162,8 +168,63 @@ static void test_sampler_step_continues(void) {
   ssmc_session_close(s);
 }
 
+/* Three forks, each fed its own prompt, join slots 0..2 and step together:
+ * each slot draws what its session draws alone from the same state, and a
+ * session that takes its slot back covers what the lone one covers (the
+ * same position, the same next ids). A fourth slot that no session joined
+ * steps too. Bad slots and a model without slots are refused. */
+static void slots_step_together(ssmc_backend backend) {
+  enum { B = 4, N = 6 };
+  ssmc_session *s = open_slots("mamba1_tiny", backend, B);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  CU_ASSERT_EQUAL(ssmc_session_slots(s), B);
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  ssmc_session *f[3];
+  ssmc_snapshot *at[3];
+  int32_t first[B] = {7, 8, 9, 10}, ids[N * B], alone[N], more[4], more_alone[4];
+  for (int i = 0; i < 3; i++) {
+    SSM_ASSERT_OK(ssmc_session_fork(s, &f[i]));
+    SSM_ASSERT_OK(ssmc_session_feed(f[i], i == 1 ? P2 : P1, (size_t)(3 + i), NULL, NULL));
+    SSM_ASSERT_OK(ssmc_session_snapshot(f[i], &at[i]));
+    SSM_ASSERT_OK(ssmc_session_join_slot(f[i], i, &g));
+  }
+  SSM_ASSERT_OK(ssmc_session_step_slots(s, first, N, ids));
+  for (int i = 0; i < 3; i++) {
+    ssmc_session *lone;
+    SSM_ASSERT_OK(ssmc_session_fork(s, &lone));
+    SSM_ASSERT_OK(ssmc_session_restore(lone, at[i]));
+    CU_ASSERT_EQUAL(greedy(lone, &first[i], 1, N, alone), N);
+    for (int j = 0; j < N; j++) CU_ASSERT_EQUAL(ids[j * B + i], alone[j]);
+    /* the slot's state back: both go on alike */
+    SSM_ASSERT_OK(ssmc_session_take_slot(f[i], i));
+    CU_ASSERT_EQUAL(greedy(f[i], &ids[(N - 1) * B + i], 1, 4, more), 4);
+    CU_ASSERT_EQUAL(greedy(lone, &alone[N - 1], 1, 4, more_alone), 4);
+    CU_ASSERT_EQUAL(memcmp(more, more_alone, sizeof more), 0);
+    ssmc_session_close(lone);
+    ssmc_snapshot_free(at[i]);
+    ssmc_session_close(f[i]);
+  }
+  SSM_ASSERT_ERR(ssmc_session_join_slot(s, B, &g), "slot 4 is not one of the model's 4 slots");
+  SSM_ASSERT_ERR(ssmc_session_take_slot(s, -1), "slot -1 is not one of the model's 4 slots");
+  g.top_p = 0;
+  SSM_ASSERT_ERR(ssmc_session_join_slot(s, 0, &g), "sampler settings out of range");
+  first[3] = 100000;
+  SSM_ASSERT_ERR(ssmc_session_step_slots(s, first, 1, ids), "out of range");
+  ssmc_session_close(s);
+  s = open_fixture("mamba1_tiny", backend);
+  CU_ASSERT_EQUAL(ssmc_session_slots(s), 0);
+  SSM_ASSERT_ERR(ssmc_session_step_slots(s, first, 1, ids), "the model has no slots");
+  ssmc_session_close(s);
+}
+
+static void test_slots_cpu(void) { slots_step_together(SSMC_BACKEND_CPU); }
+static void test_slots_vulkan(void) { slots_step_together(SSMC_BACKEND_VULKAN); }
+
 int main(void) {
-  CU_TestInfo tests[] = {{"restore_repeats_cpu", test_restore_cpu},
+  CU_TestInfo tests[] = {{"slots_step_together_cpu", test_slots_cpu},
+                         {"slots_step_together_vulkan", test_slots_vulkan},
+                         {"restore_repeats_cpu", test_restore_cpu},
                          {"restore_repeats_vulkan", test_restore_vulkan},
                          {"forks_are_independent_cpu", test_forks_cpu},
                          {"forks_are_independent_vulkan", test_forks_vulkan},

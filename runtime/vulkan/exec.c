@@ -982,6 +982,10 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
   double t1 = ssm_now();
   if (!s) ssm_log("vulkan: %.2f GB of weights read and uploaded in %.2f s", (double)b->weight_bytes / 1e9, t1 - t0);
   if (!s) s = vk_reset(b);
+  /* the slots start zeroed (a reset leaves them), each with a greedy sampler */
+  for (int i = 0; !s && i < m->nbuffers; i++)
+    if (m->buffers[i].usage == SSM_BUFFER_SLOTS)
+      s = ssm_vk_buffer_fill(v->vk, v->buffers[i], 0, (size_t)m->buffers[i].bytes, 0);
   for (int i = 0; !s && i < b->slots; i++) s = vk_slot_sampler(b, i, v->sampler);
   if (!s) s = load_kernels(v);
   if (!s) ssm_log("vulkan: %d kernels made in %.2f s", m->nkernels, ssm_now() - t1);

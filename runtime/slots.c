@@ -1,0 +1,62 @@
+/*
+ * slots.c — sessions that step together: the batched decode program's
+ * slots (ssmc.h, "many sequences in one step"). A session joins a slot by a
+ * device-side copy of its state into the slot's rows, the slots step
+ * together, and a session takes a slot's state back the same way. The
+ * loaded model keeps each slot's position (what its sequence has covered).
+ */
+#include "runtime/internal.h"
+
+int ssmc_session_slots(const ssmc_session *s) { return s->b->slots; }
+
+/* Slot `slot` exists; the positions are made. */
+static ssm_status slot_check(ssmc_session *s, int slot) {
+  ssm_backend *b = s->b;
+  if (!b->slots || !b->ops->batch_generate)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "the model has no slots: compile it with --slots B "
+                          "(ssmc_options.slots)");
+  if (slot < 0 || slot >= b->slots)
+    return ssm_status_new(SSM_ERR_INVALID, "slot %d is not one of the model's %d slots", slot,
+                          b->slots);
+  if (!s->model->slot_pos)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->slots, sizeof *s->model->slot_pos,
+                                      (void **)&s->model->slot_pos), "the slots"));
+  return NULL;
+}
+
+ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generate_options *g) {
+  SSM_TRY(slot_check(s, slot));
+  float st[SSM_SAMPLER_STATE_LEN];
+  SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->seed, st));
+  if (g->step >= 1u << 24)
+    return ssm_status_new(SSM_ERR_INVALID, "sampler step %u is past 2^24", g->step);
+  st[4] = (float)g->step;
+  SSM_TRY(ssm_session_resident(s));
+  SSM_TRY(s->b->ops->slot_copy(s->b, slot, 1));
+  SSM_TRY(s->b->ops->slot_sampler(s->b, slot, st));
+  s->model->slot_pos[slot] = s->b->position;
+  return ssm_backend_check(s->b);
+}
+
+ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot) {
+  SSM_TRY(slot_check(s, slot));
+  SSM_TRY(ssm_session_resident(s));
+  SSM_TRY(s->b->ops->slot_copy(s->b, slot, 0));
+  s->b->position = s->model->slot_pos[slot];
+  return ssm_backend_check(s->b);
+}
+
+ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int steps,
+                                    int32_t *out_ids) {
+  SSM_TRY(slot_check(s, 0));
+  if (steps < 0) return ssm_status_new(SSM_ERR_INVALID, "steps %d is negative", steps);
+  ssm_backend *b = s->b;
+  for (int i = 0; i < b->slots; i++)
+    if (b->max_seq && s->model->slot_pos[i] + steps > b->max_seq)
+      return ssm_status_new(SSM_ERR_INVALID, "slot %d: position %lld is past --max-seq %lld", i,
+                            (long long)(s->model->slot_pos[i] + steps), (long long)b->max_seq);
+  if (!steps) return NULL;
+  SSM_TRY(b->ops->batch_generate(b, first, steps, out_ids));
+  for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] += steps;
+  return ssm_backend_check(b);
+}
