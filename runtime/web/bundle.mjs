@@ -288,7 +288,9 @@ function program(r, m, progs, which) {
     if (p.hasSampler) r.at('sampler', () => {
       p.next = fieldRegion(r, m, sm, 'next');
       p.sampler = fieldRegion(r, m, sm, 'state');
-      if (p.next.bytes !== 4 || p.sampler.bytes !== SAMPLER_STATE_LEN * 4 || p.tokens !== 1)
+      const rows = which === 'batch' ? p.tokens : 1; // a batch program draws a row each
+      if (p.next.bytes !== 4 * rows || p.sampler.bytes !== SAMPLER_STATE_LEN * 4 * rows ||
+          (rows === 1 && p.tokens !== 1))
         throw r.bad('has regions of the wrong size (or a program of more than one token)');
     });
     p.anyCount = jp.any_count !== undefined;
@@ -329,7 +331,10 @@ export function parseManifest(root, name, blobsSize) {
     return { usage, bytes };
   })));
   m.weights = tensors(r, m, root, 'weights', true);
-  m.states = tensors(r, m, root, 'state', false);
+  // one sequence's states; a batched program's (slots.*, in a slots buffer) apart
+  const states = tensors(r, m, root, 'state', false);
+  m.states = states.filter((s) => m.buffers[s.region.buffer].usage !== 'slots');
+  m.slotStates = states.filter((s) => m.buffers[s.region.buffer].usage === 'slots');
   m.kernels = kernels(r, root);
   const progs = r.get(root, 'programs');
   r.at('programs', () => {
@@ -340,6 +345,13 @@ export function parseManifest(root, name, blobsSize) {
     if (d.hasSampler && (m.buffers[d.sampler.buffer].usage !== 'state' ||
                          m.buffers[d.next.buffer].usage !== 'activations'))
       throw r.bad("places the decode program's sampler outside the state and activations");
+    // the batched decode program (ssmc compile --slots), when there is one
+    if (progs !== null && typeof progs === 'object' && 'batch' in progs) {
+      const b = m.batch = program(r, m, progs, 'batch');
+      if (!b.hasSampler || b.hasPos || b.anyCount || m.buffers[b.sampler.buffer].usage !== 'slots' ||
+          m.buffers[b.next.buffer].usage !== 'activations')
+        throw r.bad('gives the batch program no sampler, a position, any_count or a sampler outside the slots and activations');
+    }
   });
   // the weights directory it was compiled with (bundle/manifest.c: source)
   if ('source' in root) {

@@ -43,7 +43,8 @@ function plan(m) {
   const writable = m.kernels.map(() => null);
   const steps = [];
   let maxBinding = 4;
-  for (const prog of [m.decode, m.prefill]) {
+  // the batched program's steps last: its kernels' layouts need them
+  for (const prog of [m.decode, m.prefill, ...(m.batch ? [m.batch] : [])]) {
     for (const st of prog.steps) {
       const k = m.kernels[st.kernel];
       const offsets = new Uint32Array(OFFSETS_BYTES / 4);
@@ -309,7 +310,8 @@ export class Runtime {
       return bg;
     };
     const dispatches = p.steps.map((d, i) => {
-      d.offsets[COUNT_WORD] = i < decodeCount ? 1 : m.prefill.tokens;
+      d.offsets[COUNT_WORD] = i < decodeCount ? 1 : i < decodeCount + m.prefill.steps.length
+        ? m.prefill.tokens : m.batch.tokens;
       all.set(new Uint8Array(d.offsets.buffer), i * UNIFORM_STRIDE);
       return { pipeline: this.pipelines[d.st.kernel], group: this.bindGroup(d), plan: d,
                offset: i * UNIFORM_STRIDE, g: d.st.groups };
@@ -326,7 +328,7 @@ export class Runtime {
     const noSample = (d, i) => m.kernels[m.decode.steps[i].kernel].family !== 'sample';
     this.runDecodeSteps = this.decodeSteps.filter(noSample);
     this.runDecodeStateSteps = this.decodeSteps.slice(0, stateSteps(m.decode)).filter(noSample);
-    this.prefillSteps = dispatches.slice(m.decode.steps.length);
+    this.prefillSteps = dispatches.slice(m.decode.steps.length, m.decode.steps.length + m.prefill.steps.length);
     this.prefillStateSteps = this.prefillSteps.slice(0, stateSteps(m.prefill));
     // host-visible readback: logits of one run (a prefill's: made larger
     // when first asked for, #makeOutputs), and the ring of drawn ids

@@ -144,3 +144,16 @@ test('lying manifests: the same refusal, naming the field, as the C reader', () 
     assert.equal(js, cMessage(bytes), `${to}: the C reader says otherwise`);
   }
 });
+
+test("a batched program's slots are apart from one sequence's states", () => {
+  const p = compile(join(ROOT, 'tests/data/mamba1_tiny'), dir, 'slots', ['--chunk', '4', '--slots', '3']);
+  const m = readBundle(new Uint8Array(readFileSync(p)), 'slots.ssmb').manifest;
+  assert.ok(m.states.length > 0);
+  assert.ok(m.states.every((s) => !s.name.startsWith('slots.')));
+  assert.equal(m.slotStates.length, m.states.length);
+  for (const s of m.states) {
+    const row = m.slotStates.find((t) => t.name === 'slots.' + s.name);
+    assert.ok(row, s.name);
+    assert.deepEqual(row.shape, [3, ...s.shape]);
+  }
+});

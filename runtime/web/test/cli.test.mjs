@@ -113,6 +113,15 @@ test('errors: usage (status 2) and runtime (status 1) messages; a failed run kee
   assert.ok(!existsSync(join(dir, 'no')));
 });
 
+test("a batched program's WGSL kernels compile (conv, scan and sample of many sequences)", () => {
+  for (const [model, slots] of [['mamba1_tiny', '12'], ['mamba2_tiny', '5'], ['falcon_tiny', '3']]) {
+    const b = compile(join(ROOT, 'tests/data', model), dir, `${model}-slots`, ['--chunk', '4', '--slots', slots]);
+    const c = web(['check', b]);
+    assert.equal(c.code, 0, `${model}: ${c.err}`);
+    assert.match(c.out, /^\d+ kernels compile$/m);
+  }
+});
+
 test('check compiles every kernel; bench reports decode and prefill tokens/s', () => {
   const c = web(['check', bundle]);
   assert.equal(c.code, 0, c.err);
