@@ -206,7 +206,8 @@ static ssm_status slots_state(cpu_backend *c, const char *name, const ssm_type *
   t.dims[0] = c->base.slots;
   t.rank++;
   char full[256];
-  snprintf(full, sizeof full, SSM_SLOTS_PREFIX "%s", name);
+  if (snprintf(full, sizeof full, SSM_SLOTS_PREFIX "%s", name) >= (int)sizeof full)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "state '%.64s...': a name this long has no slots", name);
   return ssm_cpu_state(c->cpu, full, &t, out);
 }
 
