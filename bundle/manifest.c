@@ -586,21 +586,24 @@ static ssm_status steps(reader *r, const cJSON *jp, ssm_mf_program *p) {
 static ssm_status check_slots(reader *r) {
   const ssm_manifest *m = r->m;
   int own = ssm_manifest_own_states(m);
-  for (int i = own; i < m->nstates; i++) {
+  ssm_status s = NULL;
+  for (int i = own; i < m->nstates && !s; i++) {
     const ssm_mf_tensor *t = &m->states[i], *base = NULL;
-    if (m->buffers[t->region.buffer].usage != SSM_BUFFER_SLOTS)
-      return bad(r, ssm_arena_printf(r->arena, "lists state '%s' after the batch program's states",
-                                     t->name));
+    size_t n = enter(r, "state", 0);
+    enter(r, NULL, i);
     for (int k = 0; k < own && !base; k++)
       if (!strcmp(m->states[k].name, t->name + 6)) base = &m->states[k];
     int ok = base && t->type.rank == base->type.rank + 1 && t->type.dims[0] == m->batch.tokens &&
              t->type.dtype == base->type.dtype;
     for (int d = 0; ok && d < base->type.rank; d++) ok = t->type.dims[d + 1] == base->type.dims[d];
-    if (!ok)
-      return bad(r, ssm_arena_printf(r->arena, "has state '%s', which is not a state of every slot "
-                                     "of the batch program", t->name));
+    if (m->buffers[t->region.buffer].usage != SSM_BUFFER_SLOTS)
+      s = bad(r, ssm_arena_printf(r->arena, "('%s') follows the batch program's states", t->name));
+    else if (!ok)
+      s = bad(r, ssm_arena_printf(r->arena, "('%s') is not a state of one sequence with a first "
+                                  "dim of the batch program's %d slots", t->name, m->batch.tokens));
+    leave(r, n);
   }
-  return NULL;
+  return s;
 }
 
 static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_mf_program *p) {

@@ -382,15 +382,21 @@ typedef struct {
   double mean, sd;
 } spread;
 
-static spread spread_of(const ssmc_bench_result *v, int n, size_t field) {
+/* The spread of n doubles `stride` bytes apart from `first`. */
+static spread spread_at(const void *first, size_t stride, int n) {
+  const char *p = first;
   double sum = 0, sq = 0;
-  for (int i = 0; i < n; i++) sum += *(const double *)((const char *)&v[i] + field);
+  for (int i = 0; i < n; i++) sum += *(const double *)(p + (size_t)i * stride);
   double mean = sum / n;
   for (int i = 0; i < n; i++) {
-    double d = *(const double *)((const char *)&v[i] + field) - mean;
+    double d = *(const double *)(p + (size_t)i * stride) - mean;
     sq += d * d;
   }
   return (spread){mean, n > 1 ? sqrt(sq / (n - 1)) : 0};
+}
+
+static spread spread_of(const ssmc_bench_result *v, int n, size_t field) {
+  return spread_at((const char *)v + field, sizeof *v, n);
 }
 
 /* `s` as a JSON string (quoted, escaped). */
@@ -450,9 +456,7 @@ static ssmc_status bench_batch(ssmc_session *s, run_args *r, long batch) {
   ssmc_status st = NULL;
   for (int i = 0; !st && i < r->reps; i++) st = ssmc_session_bench_batch(s, (int)r->n, &v[i]);
   if (!st) {
-    ssmc_bench_result one[1000];
-    for (int i = 0; i < r->reps; i++) one[i].decode_tokens_per_s = v[i];
-    spread a = spread_of(one, (int)r->reps, offsetof(ssmc_bench_result, decode_tokens_per_s));
+    spread a = spread_at(v, sizeof *v, (int)r->reps);
     if (r->json)
       printf("{\"batch\": %ld, \"batch_tokens_per_s\": %.2f, \"batch_tokens_per_s_stddev\": %.2f, "
              "\"steps\": %ld, \"reps\": %ld", batch, a.mean, a.sd, r->n, r->reps);
@@ -481,37 +485,28 @@ int ssm_cli_bench(int argc, char **argv) {
   ssmc_session *s = NULL;
   ssmc_bench_result *v = calloc((size_t)r.reps, sizeof *v);
   ssmc_status st = open_session(&r, &s);
-  if (!st && batch) {
-    st = bench_batch(s, &r, batch);
-    ssmc_profile_step *steps;
-    int n;
-    if (!st && profile && !(st = ssmc_session_profile(s, 2, 16, &steps, &n))) {
-      fputs(r.json ? ", " : "\n", stdout);
-      ssm_cli_print_profile(stdout, r.json ? "batch_program" : "batch", steps, n, 16, r.json);
-      free(steps);
-    }
-    if (!st && r.json) puts("}");
-    ssmc_session_close(s);
-    free(v);
-    free(r.cache_dir);
-    return st ? ssm_cli_fail(st) : 0;
-  }
-  int done = 0;
-  for (; !st && done < r.reps; done++) {
+  if (!st && batch) st = bench_batch(s, &r, batch);
+  for (int done = 0; !st && !batch && done < r.reps; done++) {
     if (r.reps > 1 && ssm_cli_progress_fn("benchmarking", (uint64_t)done, (uint64_t)r.reps,
                                           &r.progress))
       st = ssm_status_new(SSM_ERR_CANCELLED, "bench: cancelled");
     if (!st) st = ssmc_session_bench(s, (int)r.n, &v[done]);
   }
   ssm_cli_progress_end(&r.progress);
-  if (!st) print_bench(s, v, (int)r.reps, r.json);
-  for (int prefill = 0; profile && !st && prefill < 2; prefill++) {
+  if (!st && !batch) print_bench(s, v, (int)r.reps, r.json);
+  /* the programs timed: decode and prefill, or the batch program (2) */
+  static const struct {
+    const char *name, *json;
+    int runs;
+  } progs[3] = {{"decode", "decode", 64}, {"prefill", "prefill", 8}, {"batch", "batch_program", 16}};
+  for (int p = batch ? 2 : 0; profile && !st && p < (batch ? 3 : 2); p++) {
     ssmc_profile_step *steps;
-    int n, runs = prefill ? 8 : 64;
-    st = ssmc_session_profile(s, prefill, runs, &steps, &n);
+    int n;
+    st = ssmc_session_profile(s, p, progs[p].runs, &steps, &n);
     if (st) break;
     fputs(r.json ? ", " : "\n", stdout);
-    ssm_cli_print_profile(stdout, prefill ? "prefill" : "decode", steps, n, runs, r.json);
+    ssm_cli_print_profile(stdout, r.json ? progs[p].json : progs[p].name, steps, n, progs[p].runs,
+                          r.json);
     free(steps);
   }
   if (!st && r.json) puts("}");

@@ -1211,13 +1211,45 @@ static void test_batch_matches_decode(void) {
   batch_matches_decode("mamba1_tiny", 12, SSM_F32);
   batch_matches_decode("mamba1_tiny", 24, SSM_F32);
   batch_matches_decode("mamba1_tiny", 12, SSM_BF16); /* the rmsnorm prologue, x rounded */
+  batch_matches_decode("mamba1_tiny", 12, SSM_Q8_0);  /* quantized weights: dot_w8 */
+  batch_matches_decode("mamba1_tiny", 3, SSM_Q4_0);
   batch_matches_decode("mamba2_tiny", 5, SSM_F32);
   batch_matches_decode("falcon_tiny", 12, SSM_F32);
 }
 
-/* What a batched program refuses: a model that reads positions, and more
- * slots than SSM_MAX_SLOTS. */
+/* What a batched program refuses: a model that reads positions, more slots
+ * than SSM_MAX_SLOTS, and a manifest whose batch program or slots lie. */
 static void test_batch_refusals(void) {
+  ssm_bundle *good = NULL, *bad = NULL;
+  {
+    ssm_model *m = NULL;
+    SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba1_tiny"), NULL, &m));
+    ssm_compile_opts o = {.prefill_tokens = 4, .slots = 3};
+    if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &good));
+    ssm_model_close(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(good);
+  }
+  static const char *const lies[][3] = {
+      {"\"name\":\"slots.l0.conv_state\",\"dtype\":\"f32\",\"shape\":[3,3,128]",
+       "\"name\":\"slots.l0.conv_state\",\"dtype\":\"f32\",\"shape\":[1,9,128]",
+       "state[4] ('slots.l0.conv_state') is not a state of one sequence with a first dim of the "
+       "batch program's 3 slots"},
+      {"\"name\":\"slots.l0.conv_state\"", "\"name\":\"slots.l9.conv_state\"",
+       "state[4] ('slots.l9.conv_state') is not a state of one sequence"},
+      {"\"name\":\"slots.l0.conv_state\"", "\"name\":\"l9.conv_state\"",
+       "lies outside a state buffer"},
+      {"\"usage\":\"slots\"", "\"usage\":\"slot\"",
+       "has a usage other than state, activations, weights, output or slots"},
+      {"\"batch\":{\"tokens\":3", "\"batch\":{\"tokens\":2", "programs.batch.inputs has a tokens input whose size is not tokens i32s"},
+      {"\"sampler\":{\"next\":[1,256,12],\"state\":[4,0,96]}",
+       "\"sampler\":{\"next\":[1,256,12],\"state\":[4,0,32]}", "programs.batch.sampler has regions of the wrong size"},
+  };
+  for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
+    SSM_ASSERT_ERR(open_tampered(good, lies[i][0], lies[i][1], &bad), lies[i][2]);
+    CU_ASSERT_PTR_NULL(bad);
+  }
+  ssm_bundle_close(good);
+
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
