@@ -118,6 +118,19 @@
 /* slices of w read into L2 ahead on wide tiles: a workgroup waits for each slice otherwise */
 #define KNOB_COOP_AHEAD 2
 
+/* a batched program's matmuls of up to this many rows: coop_few (gemv_coop.glsl.in) */
+#define KNOB_COOP_FEW_ROWS 64
+/* ... tiles of 16 columns a workgroup (half of it beyond 32 rows: the sums' registers) */
+#define KNOB_COOP_FEW_COLS 4
+/* ... fewer of them while the workgroups are fewer than this (about a wave) */
+#define KNOB_COOP_FEW_GROUPS 128
+/* ... subgroups that split k, at most */
+#define KNOB_COOP_FEW_SUBGROUPS 16
+/* ... each thread with this many loads of 8 weights in flight */
+#define KNOB_COOP_FEW_AHEAD 4
+/* ... within this much shared memory (device.c's condition for the variants) */
+#define KNOB_COOP_FEW_SHARED (48 * 1024)
+
 /* ---- scan ------------------------------------------------------------------- */
 
 /* state elements of a row, a thread each: WebGPU's default workgroup size limit */

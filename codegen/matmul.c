@@ -4,6 +4,8 @@
  * and its variant on cooperative matrices; which one a matmul gets is
  * decided by knobs.h's thresholds (ssm_cg_kernel_for_group).
  */
+#include <string.h>
+
 #include "codegen/internal.h"
 #include "codegen/knobs.h"
 
@@ -160,6 +162,49 @@ static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K)
     load8(c, wide, "load_w", "uint n, ", "n, ", "in_w", K);
 }
 
+/* The cooperative-matrix variant of a batched program's matmul of up to
+ * KNOB_COOP_FEW_ROWS rows (gemv_coop.glsl.in), for the kernel whose grid
+ * has `grid` workgroups and whose loads `ld` give load_x, load_g and load_w
+ * (8 values from k): tiles of 16 columns a workgroup, as many as keep
+ * KNOB_COOP_FEW_GROUPS workgroups (more where the grid is smaller), and subgroups that
+ * split k, as many as shared memory holds while each gets two steps. */
+static ssm_status coop_few(cg_ctx *c, int64_t M, int64_t K, int64_t N, const ssm_node *norm,
+                           int64_t grid, const char *buffers, const char *ld, ssm_cg_kernel *out) {
+  int64_t mt = (M + 15) / 16, fn = mt <= 2 ? KNOB_COOP_FEW_COLS : KNOB_COOP_FEW_COLS / 2;
+  while (fn > 1 && (N + 16 * fn - 1) / (16 * fn) < KNOB_COOP_FEW_GROUPS) fn /= 2;
+  while ((N + 16 * fn - 1) / (16 * fn) > grid) fn *= 2; /* the portable kernel's grid is the limit */
+  int64_t nw = KNOB_COOP_FEW_SUBGROUPS, steps = (K + 15) / 16, pool;
+  for (;;) {
+    /* 16-byte vectors: each subgroup's staging (rows of 3), or the sums */
+    int64_t stage = nw * (mt + fn) * 16 * 3, red = nw * fn * 64;
+    pool = stage > red ? stage : red;
+    int64_t bytes = pool * 16 + (norm ? nw * mt * 16 * 4 : 0);
+    if (nw == 1 || (bytes <= KNOB_COOP_FEW_SHARED && steps >= 2 * nw)) break;
+    nw /= 2;
+  }
+  /* steps of w in flight a subgroup: KNOB_COOP_FEW_AHEAD loads of 8 a thread */
+  int64_t pd = KNOB_COOP_FEW_AHEAD / fn, mine = (steps + nw - 1) / nw;
+  pd = pd < 1 ? 1 : pd > mine ? mine : pd;
+  const char *kv[] = {"M", I64(M), "K", I64(K), "N", I64(N), "MT", I64(mt), "FN", I64(fn),
+                      "NW", I64(nw), "PD", I64(pd), "POOL", I64(pool), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                      "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS", ld, NULL};
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemv_coop", c->lang, kv, &src));
+  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemv_coop.glsl.in, %s "
+                                    "(cooperative: MT=%lld FN=%lld NW=%lld PD=%lld)\n%s",
+                                    out->params, (long long)mt, (long long)fn, (long long)nw,
+                                    (long long)pd, src);
+  return NULL;
+}
+
+/* Whether a matmul gets coop_few's variant: GLSL, a batched program's rows
+ * (not counted: every row a sequence), at most KNOB_COOP_FEW_ROWS, a weight
+ * whose products take x at f16's precision. */
+static int coop_few_applies(const cg_ctx *c, int64_t M) {
+  return lang(c)->coop_matrix && !strcmp(c->g->name, "batch") && M > KNOB_GEMV_MAX_ROWS &&
+         M <= KNOB_COOP_FEW_ROWS && ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype);
+}
+
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
  * epilogue as matmul. Blocks of BM x BN outputs (64 or 32 each), 4 x 4
  * (2 x 4 when BM is 32) a thread, k in slices of 16. An output's f32 sum is
@@ -198,7 +243,9 @@ static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K)
  * narrow one in less than twice the time, but too few of them leave
  * a GPU idle. Debian 12's glslang knows GL_NV_cooperative_matrix, not yet
  * GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the portable
- * variant. */
+ * variant. A batched program's rows (up to KNOB_COOP_FEW_ROWS) take
+ * coop_few's variant instead: every row in a workgroup, k split between its
+ * subgroups. */
 ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_type *w = &c->anchor->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
@@ -229,8 +276,9 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
   int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
   int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
-  int coop = lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
-             !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K);
+  int few = coop_few_applies(c, M); /* a batched program's rows: coop_few */
+  int coop = few || (lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
+                     !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K));
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
@@ -306,6 +354,11 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
     ssm_sb_free(&wide);
     return NULL;
   }
+  if (few) {
+    const char *lw = ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide));
+    ssm_sb_free(&wide);
+    return coop_few(c, M, K, N, norm, (int64_t)out->groups[0] * out->groups[1], buffers, lw, out);
+  }
   /* w read into L2 a few slices ahead on wide tiles (the template's AHEAD),
    * where a workgroup waits for each slice of w it loads from memory;
    * narrow tiles are fewer than a wave and go without. x, the activations,
@@ -353,7 +406,8 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t M = ssm_type_numel(&mm->args[0]->type) / K;
   /* many rows (a batched program's): tiles of MT rows, a power of two of
    * at most KNOB_GEMV_TILE_ROWS, the workgroup's threads split between
-   * them and slices of k; ROWS columns a workgroup, by N */
+   * them and slices of k; ROWS columns a workgroup, by N (and with 16-bit
+   * weights, from KNOB_GEMV_MAX_ROWS rows on, coop_few's variant) */
   int64_t mt = 0;
   if (M > KNOB_GEMV_MAX_ROWS) {
     for (mt = 1; mt < M && mt < KNOB_GEMV_TILE_ROWS; mt *= 2) {}
@@ -386,7 +440,10 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
     ssm_cg_load_fn(c, &loads, "in_w", "n k", wv, &wk);
     load8(c, &loads, "load_w", "uint n, ", "n, ", "in_w", K);
   }
-  if (norm && norm->nargs < 2)
+  /* the cooperative-matrix variant (coop_few) reads a gain of ones
+   * without a norm */
+  int few = mt && coop_few_applies(c, M);
+  if ((norm && norm->nargs < 2) || (few && !norm))
     ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "helpers", "load8_ones"));
   /* one group of ROWS columns: the threads that will write them read their
    * epilogue's operands first (TOUCH), so that those loads (a decode conv's
@@ -406,20 +463,21 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
     iters = (iters + mu - 1) / mu * mu;
   }
   ssm_cg_grid_per_item(cols ? (N + cols - 1) / cols : (N + rows - 1) / rows, out->groups);
-  const char *buffers = ssm_cg_buffers_decl(c);
+  const char *buffers = ssm_cg_buffers_decl(c), *ld = ssm_cg_loads_text(c, &loads);
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "ROWS",
                       I64(rows), "TOUCH", touch ? "1" : "0", "QDOT", qdot ? "1" : "0", "ITERS",
                       I64(iters), "MU", I64(mu), "NORM",
                       norm ? "1" : "0", "X16", x16 ? "1" : "0", "COLS", I64(cols), "MT", I64(mt),
                       "EPS",
                       norm ? ssm_arena_printf(c->a, "%.9g", ssm_node_float(norm, "eps", 0)) : "0",
-                      "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS",
-                      ssm_cg_loads_text(c, &loads), NULL};
-  return ssm_cg_finish(c, "gemv",
-                       ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld%s LOCAL=%u%s",
-                                        (long long)M, (long long)K, (long long)N, (long long)rows,
-                                        (long long)cols,
-                                        mt ? ssm_arena_printf(c->a, " MT=%lld", (long long)mt) : "",
-                                        local, direct ? " vec" : ""),
-                       kv, out);
+                      "BUFFERS", buffers, "COMMON", ssm_cg_common(c), "LOADS", ld, NULL};
+  SSM_TRY(ssm_cg_finish(c, "gemv",
+                        ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld ROWS=%lld COLS=%lld%s LOCAL=%u%s",
+                                         (long long)M, (long long)K, (long long)N, (long long)rows,
+                                         (long long)cols,
+                                         mt ? ssm_arena_printf(c->a, " MT=%lld", (long long)mt) : "",
+                                         local, direct ? " vec" : ""),
+                        kv, out));
+  if (!few) return NULL;
+  return coop_few(c, M, K, N, norm, (int64_t)out->groups[0] * out->groups[1], buffers, ld, out);
 }

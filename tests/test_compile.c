@@ -1179,6 +1179,49 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   free(st2);
 }
 
+/* The matmuls of a batched program with 16-bit weights get a variant on
+ * cooperative matrices (gemv_coop.glsl.in; batch_matches_decode runs it
+ * where the device has them): tiles of 16 rows enough for the slots, from
+ * 6 rows on, whichever portable kernel the rows take (gemv up to 16, the
+ * gemm beyond), within the 48 KiB of shared memory device.c asks of such a
+ * device; f32 weights have none (their products take x at f32). */
+static void test_batch_coop_variant(void) {
+  const struct {
+    int slots;
+    ssm_dtype dtype;
+    const char *mt; /* the variant's tiles of rows, or NULL: no variant */
+  } cases[] = {{12, SSM_BF16, "#define MT 1\n"}, {24, SSM_BF16, "#define MT 2\n"},
+               {24, SSM_Q8_0, "#define MT 2\n"}, {3, SSM_BF16, NULL}, {24, SSM_F32, NULL}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    ssm_model *model = NULL;
+    ssm_bundle *b = NULL;
+    SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/mamba1_tiny"), NULL, &model));
+    ssm_compile_opts o = {.prefill_tokens = 4, .slots = cases[c].slots, .dtype = cases[c].dtype};
+    if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+    ssm_model_close(model);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    const ssm_manifest *m = ssm_bundle_manifest(b);
+    int matmuls = 0, variants = 0;
+    for (int i = 0; i < m->batch.nsteps; i++) {
+      const ssm_mf_kernel *k = &m->kernels[m->batch.steps[i].kernel];
+      if (!strstr(k->params, "matmul")) continue;
+      matmuls++;
+      if (!k->glsl_coop.size) continue;
+      variants++;
+      char *src = strndup(ssm_bundle_blob(b, k->glsl_coop), (size_t)k->glsl_coop.size);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(src);
+      CU_ASSERT_EQUAL(strncmp(src, "// ssmc kernel: template gemv_coop.glsl.in, ", 44), 0);
+      CU_ASSERT_PTR_NOT_NULL(cases[c].mt ? strstr(src, cases[c].mt) : NULL);
+      long words = shared_floats(src, "shared uvec4 pool[") * 4; /* uvec4s, in 4-byte words */
+      CU_ASSERT(words > 0 && words * 4 <= 48 * 1024);
+      free(src);
+    }
+    CU_ASSERT(matmuls >= 4); /* in_proj, x_proj, dt_proj, out_proj, lm_head */
+    CU_ASSERT_EQUAL(variants, cases[c].mt ? matmuls : 0);
+    ssm_bundle_close(b);
+  }
+}
+
 /* On Vulkan (B = 3: the gemv of few rows, 6 and 12: in tiles of rows, 24:
  * the gemm), with weights in `dtype`, and on the CPU interpreter, which
  * draw the same tokens. */
@@ -1327,6 +1370,7 @@ int main(void) {
                          {"ssd_chosen", test_ssd_chosen},
                          {"ssd_big_state", test_ssd_big_state},
                          {"gemv_touches_epilogue", test_gemv_touches_epilogue},
+                         {"batch_coop_variant", test_batch_coop_variant},
                          {"batch_matches_decode", test_batch_matches_decode},
                          {"batch_refusals", test_batch_refusals},
                          CU_TEST_INFO_NULL};
