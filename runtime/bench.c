@@ -94,9 +94,10 @@ ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tok
     st = b->ops->slot_copy(b, i, 1);
     if (!st) st = b->ops->slot_sampler(b, i, greedy);
   }
-  if (!st) st = b->ops->batch_generate(b, first, n < 8 ? n : 8, ids); /* warm-up */
+  int ran;
+  if (!st) st = b->ops->batch_generate(b, first, n < 8 ? n : 8, ids, &ran); /* warm-up */
   double t0 = ssm_now();
-  if (!st) st = b->ops->batch_generate(b, first, n, ids);
+  if (!st) st = b->ops->batch_generate(b, first, n, ids, &ran);
   double t1 = ssm_now();
   if (!st) *out_tokens_per_s = (double)B * n / (t1 - t0);
   if (!st) st = ssm_backend_check(b);

@@ -56,7 +56,18 @@ ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int s
       return ssm_status_new(SSM_ERR_INVALID, "slot %d: position %lld is past --max-seq %lld", i,
                             (long long)(s->model->slot_pos[i] + steps), (long long)b->max_seq);
   if (!steps) return NULL;
-  SSM_TRY(b->ops->batch_generate(b, first, steps, out_ids));
-  for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] += steps;
+  int ran = 0;
+  ssm_status st = b->ops->batch_generate(b, first, steps, out_ids, &ran);
+  /* the steps that ran count, also when one failed: the other slots go on */
+  for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] += ran;
+  for (int j = 0; st && j < ran; j++)
+    for (int i = 0; i < b->slots; i++)
+      if (out_ids[(size_t)j * (size_t)b->slots + (size_t)i] == -1) {
+        ssm_status_free(st);
+        return ssm_status_new(SSM_ERR_INVALID, "slot %d: non-finite logit at position %lld: the "
+                              "model or its weights produce inf/NaN", i,
+                              (long long)(s->model->slot_pos[i] - ran + j));
+      }
+  SSM_TRY(st);
   return ssm_backend_check(b);
 }

@@ -373,8 +373,13 @@ ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot);
 /* Runs `steps` steps of every slot: slot i is fed first[i] and then each id
  * it draws; the id slot i draws at step j goes to out_ids[j * slots + i].
  * Slots that no session joined step too (on whatever they hold, zeros at
- * first): ignore their ids. A logit that is not finite in any slot fails
- * the call. */
+ * first): ignore their ids. A logit that is not finite in a slot fails the
+ * call, naming the slot; the steps that ran still count for every slot
+ * (their positions, their ids in out_ids) and the others go on from there:
+ * a slot whose logits were not finite has id -1 at that step (what it
+ * draws after it means nothing, and its state is lost: join it again), and
+ * the steps that did not run have -2 for every slot (on Vulkan the steps
+ * after a failing one run in groups of up to 8). */
 ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int steps,
                                     int32_t *out_ids);
 

@@ -1154,7 +1154,9 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
     CU_ASSERT_EQUAL(n, BATCH_STEPS);
   }
   /* all together */
-  SSM_ASSERT_OK(be->ops->batch_generate(be, first, BATCH_STEPS, got));
+  int ran = 0;
+  SSM_ASSERT_OK(be->ops->batch_generate(be, first, BATCH_STEPS, got, &ran));
+  CU_ASSERT_EQUAL(ran, BATCH_STEPS);
   for (int i = 0; i < B; i++)
     for (int j = 0; j < BATCH_STEPS; j++) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
   /* slot B-1 back: the state generate left for the last sequence */
@@ -1174,7 +1176,8 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   memcpy(bad, first, sizeof bad);
   bad[B - 1] = (int32_t)be->vocab;
   int32_t none[BATCH_MAX];
-  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, none), "is out of range");
+  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, none, &ran), "is out of range");
+  CU_ASSERT_EQUAL(ran, 0);
   free(st);
   free(st2);
 }

@@ -3,8 +3,9 @@
  * of greedy decode steps on the CPU interpreter and on the Vulkan executor
  * (lavapipe when there is no GPU) do not grow the resident set; weights that
  * produce inf/NaN make `ssmc run` fail with "non-finite logit" instead of
- * sampling garbage; a model whose buffers exceed the device is a clear error
- * naming the size, with nothing leaked.
+ * sampling garbage, and in one slot of the batched program fail that slot
+ * alone; a model whose buffers exceed the device is a clear error naming the
+ * size, with nothing leaked.
  */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -15,6 +16,7 @@
 #include "codegen/codegen.h"
 #include "compile/compile.h"
 #include "runtime/cpu/cpu.h"
+#include "runtime/ssmc.h"
 #include "runtime/vulkan/vulkan.h"
 #include "tokenizer/tokenizer.h"
 #include "testutil.h"
@@ -211,6 +213,60 @@ static void test_nonfinite_by_feedback(void) {
   }
 }
 
+/* The same NaN row reached by one slot of the batched program: the step
+ * that draws from it fails naming the slot and its position, the other slot
+ * goes on drawing what it draws alone (the failing step's id included, and
+ * its position counts the step), and the failing slot steps again once a
+ * clean state joins it. On both backends. */
+static void test_nonfinite_in_a_slot(void) {
+  const char *dir = poisoned_copy("tests/data/mamba1_untied", "nan_slot", "backbone.embeddings.weight",
+                                  684 * 48 + 7);
+  for (int vk = 0; vk < 2; vk++) {
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.backend = vk ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+    o.chunk = 4;
+    o.slots = 2;
+    ssmc_session *s = NULL, *alone = NULL, *other = NULL;
+    SSM_ASSERT_OK(ssmc_session_open(dir, &o, &s));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    SSM_ASSERT_OK(ssmc_session_fork(s, &alone));
+    SSM_ASSERT_OK(ssmc_session_fork(s, &other));
+    ssmc_generate_options g;
+    ssmc_generate_options_init(&g);
+    int32_t seven = 7, want[6];
+    size_t n = 0;
+    SSM_ASSERT_OK(ssmc_session_generate(alone, (int32_t[]){7, 8}, 2, 6, &g, want, &n));
+    CU_ASSERT_EQUAL_FATAL(n, 6);
+    for (int j = 0; j < 6; j++) CU_ASSERT_NOT_EQUAL(want[j], 684); /* it never reads the NaN row */
+    SSM_ASSERT_OK(ssmc_session_join_slot(s, 0, &g)); /* slot 0: token 5, from an empty state */
+    SSM_ASSERT_OK(ssmc_session_feed(other, &seven, 1, NULL, NULL));
+    SSM_ASSERT_OK(ssmc_session_join_slot(other, 1, &g));
+    int32_t first[2] = {5, 8}, ids[2];
+    for (int j = 0; j < 6; j++) {
+      ssmc_status st = ssmc_session_step_slots(s, first, 1, ids);
+      if (j == 3) { /* 5 -> 655, 29, 684: the logits of position 3 read row 684 */
+        CU_ASSERT_EQUAL(ids[0], -1);
+        SSM_ASSERT_ERR(st, "slot 0: non-finite logit at position 3");
+        SSM_ASSERT_OK(ssmc_session_reset(s));
+        SSM_ASSERT_OK(ssmc_session_join_slot(s, 0, &g));
+        ids[0] = 5;
+      } else {
+        SSM_ASSERT_OK(st);
+        int32_t drawn = j < 3 ? ((int32_t[]){655, 29, 684})[j] : ((int32_t[]){655, 29})[j - 4];
+        CU_ASSERT_EQUAL(ids[0], drawn); /* after step 3: from the clean state */
+      }
+      CU_ASSERT_EQUAL(ids[1], want[j]);
+      memcpy(first, ids, sizeof first);
+    }
+    SSM_ASSERT_OK(ssmc_session_take_slot(other, 1));
+    CU_ASSERT_EQUAL(ssmc_session_position(other), ssmc_session_position(alone));
+    ssmc_session_close(other);
+    ssmc_session_close(alone);
+    ssmc_session_close(s);
+  }
+}
+
 /* A model whose weights outgrow every device (hidden 2^25: a 128 GiB
  * embedding): ssm_vk_backend_open fails while creating buffers, before it reads any
  * weights, with the size in the message; nothing leaks (LSan builds). The
@@ -289,6 +345,7 @@ int main(void) {
                          {"vulkan_long_run", test_vulkan_long_run},
                          {"nonfinite_logits", test_nonfinite_logits},
                          {"nonfinite_by_feedback", test_nonfinite_by_feedback},
+                         {"nonfinite_in_a_slot", test_nonfinite_in_a_slot},
                          {"too_large_for_device", test_too_large_for_device},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("limits", tests);

@@ -81,3 +81,8 @@ ssm_status ssm_sampler_nonfinite(int64_t position) {
   return ssm_status_new(SSM_ERR_INVALID, "non-finite logit at position %lld: the model or its "
                         "weights produce inf/NaN", (long long)position);
 }
+
+ssm_status ssm_slot_nonfinite(int slot) {
+  return ssm_status_new(SSM_ERR_INVALID, "slot %d: non-finite logit: the model or its weights "
+                        "produce inf/NaN", slot);
+}

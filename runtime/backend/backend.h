@@ -87,10 +87,15 @@ typedef struct {
    * state (the sequence fed by run) into slot `slot` (to_slot), or back;
    * slot_sampler sets the slot's sampler (SSM_SAMPLER_STATE_LEN floats);
    * batch_generate runs n steps of every slot from first[slots], slot i's
-   * id of step j into out_ids[j * slots + i]. */
+   * id of step j into out_ids[j * slots + i], and *out_ran gets the steps
+   * that ran, also when it fails: on a non-finite logit (ssm_slot_nonfinite)
+   * the steps that ran have their ids written, -1 for each slot whose
+   * logits were not finite, and those that did not run have -2 for every
+   * slot. */
   ssm_status (*slot_copy)(ssm_backend *b, int slot, int to_slot);
   ssm_status (*slot_sampler)(ssm_backend *b, int slot, const float *state);
-  ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids);
+  ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
+                               int *out_ran);
 } ssm_backend_ops;
 
 
@@ -147,6 +152,9 @@ ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, int64_t 
 /* The error for a sampler that drew -1: a logit of the step at `position`
  * was inf or NaN. */
 ssm_status ssm_sampler_nonfinite(int64_t position);
+/* The error of batch_generate when slot `slot` drew from logits that are
+ * not finite. */
+ssm_status ssm_slot_nonfinite(int slot);
 
 /* "position 2048 is past --max-seq 2048" when `count` more tokens at the
  * backend's position would go past its max_seq; NULL otherwise. */

@@ -237,9 +237,11 @@ static ssm_status cpu_slot_sampler(ssm_backend *b, int slot, const float *state)
   return NULL;
 }
 
-static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids) {
+static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
+                                     int *out_ran) {
   cpu_backend *c = (cpu_backend *)b;
   int B = b->slots;
+  *out_ran = 0;
   if (!B) return ssm_status_new(SSM_ERR_UNSUPPORTED, "the backend has no slots");
   for (int i = 0; i < B; i++)
     if (first[i] < 0 || first[i] >= b->vocab)
@@ -271,14 +273,19 @@ static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n
     /* the slots keep their own positions: the one sequence's stays */
     s = ssm_cpu_run_outputs(c->cpu, c->batched, in, 2, outs, counts);
     ssm_cpu_set_position(c->cpu, b->position);
-    for (int i = 0; i < B && !s; i++) {
+    if (s) break;
+    *out_ran = j + 1;
+    int bad = -1;
+    for (int i = 0; i < B; i++) { /* the step ran for every slot: all its ids are written */
       float id = outs[1][i];
-      if (id == -1) s = ssm_sampler_nonfinite(-1);
-      else if (id == SSM_SAMPLE_NOMEM)
+      if (id == -1 && bad < 0) bad = i;
+      else if (id == SSM_SAMPLE_NOMEM && !s)
         s = ssm_nomem((size_t)b->vocab * (sizeof(double) + sizeof(float)), "sampling");
-      else in[i] = out_ids[(size_t)j * (size_t)B + (size_t)i] = (int32_t)id;
+      in[i] = out_ids[(size_t)j * (size_t)B + (size_t)i] = id == -1 ? -1 : (int32_t)id;
     }
+    if (!s && bad >= 0) s = ssm_slot_nonfinite(bad);
   }
+  for (size_t k = (size_t)*out_ran * (size_t)B; s && k < (size_t)n * (size_t)B; k++) out_ids[k] = -2;
   free(in);
   return s;
 }

@@ -534,9 +534,11 @@ static ssm_status record_bgen(vk_backend *v, int many) {
   return NULL;
 }
 
-static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids) {
+static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
+                                    int *out_ran) {
   vk_backend *v = (vk_backend *)b;
   int B = v->m->batch.tokens;
+  *out_ran = 0;
   for (int i = 0; i < B; i++)
     if (first[i] < 0 || first[i] >= b->vocab)
       return ssm_status_new(SSM_ERR_INVALID, "slot %d: token id %d is out of range (vocab %lld)",
@@ -548,14 +550,22 @@ static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n,
   for (int done = 0; done < n;) {
     int many = n - done >= BGEN_STEPS, steps = many ? BGEN_STEPS : 1;
     SSM_TRY(ssm_vk_program_run(v->vk, v->bgen[many]));
+    /* every step of the submission ran, for every slot: a slot that drew
+     * -1 fails the call once they are all written */
+    int bad = -1;
     for (int j = 0; j < steps; j++) {
       const int32_t *ids = io + (size_t)(j + 1) * (size_t)B;
       for (int i = 0; i < B; i++)
-        if (ids[i] < 0) return ssm_sampler_nonfinite(-1);
+        if (ids[i] < 0 && bad < 0) bad = i;
       memcpy(out_ids + (size_t)(done + j) * (size_t)B, ids, (size_t)B * 4);
     }
     memcpy(io, io + (size_t)steps * (size_t)B, (size_t)B * 4);
     done += steps;
+    *out_ran = done;
+    if (bad >= 0) {
+      for (size_t k = (size_t)done * (size_t)B; k < (size_t)n * (size_t)B; k++) out_ids[k] = -2;
+      return ssm_slot_nonfinite(bad);
+    }
   }
   return NULL;
 }
