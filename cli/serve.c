@@ -1,7 +1,8 @@
 /*
- * serve.c — `ssmc serve`: opens the model once through the library,
- * reads its chat template, and runs the OpenAI-compatible server
- * (serve/serve.h) until SIGINT or SIGTERM.
+ * serve.c — `ssmc serve`: opens the model once through the library (a
+ * model directory compiled with a slot for each of --parallel requests,
+ * where its graphs allow slots), reads its chat template, and runs the
+ * OpenAI-compatible server (serve/serve.h) until SIGINT or SIGTERM.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -11,8 +12,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "serve/serve.h"
 #include "cli/cli.h"
+#include "frontend/frontend.h"
+#include "serve/serve.h"
 
 static const char serve_usage[] =
     "usage: ssmc serve MODEL_DIR|BUNDLE [options]\n"
@@ -23,7 +25,8 @@ static const char serve_usage[] =
     "  --backend vulkan|cpu, --device N, --chunk T, --max-seq N, --tokenizer FILE\n"
     "  --chat-template FILE a Jinja chat template instead of the model's\n"
     "  --name ID            the model id clients see (default: the model's name)\n"
-    "  --parallel N         requests taking turns on the device (default 4)\n"
+    "  --parallel N         requests running at once (default 4): a model directory\n"
+    "                       is compiled with N slots, whose requests decode together\n"
     "  --queue N            requests waiting beyond those; more get 503 (default 32)\n"
     "  --max-tokens N       the most one request generates (default 1024)\n"
     "  --max-prompt-tokens N\n"
@@ -65,6 +68,44 @@ static int is_dir(const char *p) {
 }
 
 static void log_line(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
+
+/* The slots to compile model directory `model` with: `want`, or 0 when its
+ * batched program cannot be built (a model whose graphs read positions),
+ * with the reason in *out_why (malloc'd). */
+static int model_slots(const char *model, int want, char **out_why) {
+  *out_why = NULL;
+  ssm_model *m = NULL;
+  ssm_graph *g = NULL;
+  ssm_status s = ssm_model_open(model, NULL, &m);
+  if (!s) s = ssm_model_build_batch(m, want, &g);
+  ssm_graph_destroy(g);
+  ssm_model_close(m);
+  if (!s) return want;
+  ssm_status_free(ssm_strdup(ssmc_status_message(s), "a message", out_why));
+  ssmc_status_free(s);
+  return 0;
+}
+
+/* Says once, at start, how requests share the device. */
+static void say_slots(const char *model, int bundle, int model_slots, int used, int parallel,
+                      const char *why) {
+  if (used && used == parallel && model_slots == used)
+    fprintf(stderr, "ssmc: serve: %d slots: up to %d requests decode together, one token each "
+            "a step\n", used, used);
+  else if (used && model_slots > used)
+    fprintf(stderr, "ssmc: serve: %s has %d slots; --parallel %d uses %d of them (the others step "
+            "unused)\n", model, model_slots, parallel, used);
+  else if (used)
+    fprintf(stderr, "ssmc: serve: %s has %d slots, fewer than --parallel %d: %d requests decode "
+            "together and the others wait in the queue (ssmc compile --slots %d for %d)\n", model,
+            model_slots, parallel, used, parallel, parallel);
+  else if (bundle)
+    fprintf(stderr, "ssmc: serve: %s has no slots (ssmc compile --slots %d): up to %d requests take "
+            "turns on the device\n", model, parallel, parallel);
+  else
+    fprintf(stderr, "ssmc: serve: the model has no slots (%s): up to %d requests take turns on the "
+            "device\n", why ? why : "its batched program cannot be built", parallel);
+}
 
 int ssm_cli_serve(int argc, char **argv) {
   ssmc_options o;
@@ -143,6 +184,9 @@ int ssm_cli_serve(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN);
   ssmc_session *s = NULL;
   ssm_server *srv = NULL;
+  int bundle = !is_dir(model);
+  char *why = NULL;
+  if (!bundle) o.slots = model_slots(model, so.parallel, &why);
   st = ssmc_session_open(model, &o, &s);
   if (!st && !is_dir(dir)) st = ssm_chat_open(ssmc_session_model_dir(s), chat_file, &chat);
   if (!st) st = ssm_server_start(s, chat, &so, &srv);
@@ -151,11 +195,14 @@ int ssm_cli_serve(int argc, char **argv) {
     ssmc_status_free(st);
     ssmc_session_close(s);
     ssm_chat_close(chat);
+    free(why);
     return 1;
   }
   fprintf(stderr, "ssmc: serve: %s (%s) on %s; chat template: %s\n", so.model_id,
           ssmc_session_architecture(s), ssmc_session_device(s),
           chat ? ssm_chat_source(chat) : "none (chat requests get 400; --chat-template FILE)");
+  say_slots(model, bundle, ssmc_session_slots(s), ssm_server_slots(srv), so.parallel, why);
+  free(why);
   char url[300];
   ssm_server_url(so.host, ssm_server_port(srv), url, sizeof url);
   fprintf(stderr, "ssmc: serve: listening on %s\n", url);

@@ -49,7 +49,7 @@ void ssm_job_free(ssm_job *j) {
   ssm_sb_free(&j->out);
   ssm_vec_free(&j->lps);
   free(j->row);
-  ssm_status_free(j->lp_failed);
+  ssm_status_free(j->step_failed);
   pthread_mutex_destroy(&j->mu);
   pthread_cond_destroy(&j->cv);
   free(j);
@@ -272,6 +272,7 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   pthread_cond_init(&j->cv, NULL);
   j->refs = 1;
   j->chat = chat;
+  j->slot = -1;
   double max_tokens = chat ? api->o->max_tokens : 16, temperature = 1, top_p = 1, top_k = 0, seed = NAN;
   int ok = cJSON_IsObject(root) || bad(&b, "body", "expected a JSON object");
   const cJSON *model = ok ? field(&b, "model") : NULL, *stream = ok ? field(&b, "stream") : NULL;

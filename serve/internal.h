@@ -40,6 +40,7 @@ typedef struct {
   uint64_t cancelled; /* dropped unfinished: the client hung up */
   uint64_t prompt_tokens, cached_tokens, prefilled_tokens, generated_tokens;
   uint64_t cache_hits, cache_misses, cache_entries, cache_bytes, cache_evictions;
+  uint64_t batch_steps, batch_tokens; /* steps of the slots, and the tokens they drew for requests */
   uint64_t active, queued;
 } ssm_serve_stats;
 
@@ -82,6 +83,9 @@ struct ssm_job {
 
   /* the device thread's */
   int started, decoding;
+  int solo;        /* decodes in the session, in turns (logprobs, or a model without slots) */
+  int slot;        /* the slot it decodes in, or -1 */
+  int64_t covered; /* in a slot: the tokens its state covers */
   size_t fed, reused;
   ssmc_snapshot *parked;
   int32_t next;
@@ -96,7 +100,7 @@ struct ssm_job {
   SSM_VEC(ssm_logprob) lps; /* with logprobs: one per generated token */
   ssm_logprob pending;      /* the step whose id is not drawn yet */
   float *row;               /* its logits */
-  ssm_status lp_failed;     /* the logprobs callbacks ran out of memory */
+  ssm_status step_failed;   /* what failed in a callback of ssmc_session_generate */
 
   /* shared, under mu */
   pthread_mutex_t mu;
@@ -113,6 +117,10 @@ struct ssm_job {
 struct ssm_server {
   ssm_serve_options o;
   ssmc_session *session;
+  int slots;           /* the slots requests decode in together (ssm_server_slots); 0: turns */
+  int model_slots;     /* the model's (ssmc_session_slots): each steps, used or not */
+  ssm_job **slot_job;  /* [model_slots]: the request in each slot, or NULL */
+  int32_t *slot_in, *slot_out; /* [model_slots]: each step's inputs and ids */
   const ssmc_tokenizer *tok;
   int64_t eos;
   int chunk, cache_every;

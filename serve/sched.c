@@ -1,12 +1,30 @@
 /*
  * sched.c — the device thread: the only user of the session. Requests wait
- * in a FIFO; up to `parallel` of them take turns round-robin, each turn one
- * slice (up to slice_chunks prefill chunks, or slice_tokens decode steps).
- * Before a slice the request's state is made the session's: the one there
- * is parked in its own device snapshot, and the request's is restored (or,
- * for a new request, the longest cached prefix of its prompt is restored
- * and only the rest is prefilled). The HTTP threads only queue requests
- * and read their output (ssm_job.out) under the job's lock.
+ * in a FIFO until one of `parallel` places is free (with slots: one of the
+ * slots). The HTTP threads only queue requests and read their output
+ * (ssm_job.out) under the job's lock.
+ *
+ * With slots (a model compiled with a batched decode program, ssmc.h "many
+ * sequences in one step"), requests decode together: every step of the
+ * loop advances every decoding request by one token in one step of the
+ * slots, and hands each its token at once (a stream gets it as its own
+ * event). Between two steps, one request that needs the session alone has
+ * a turn: a new request's prompt is prefilled there (one chunk a turn while
+ * others decode, so that their streams go on; the longest cached prefix of
+ * the prompt is restored first and only the rest is prefilled), and then
+ * the request joins a free slot with its sampler; a request with logprobs,
+ * which needs every step's logits, decodes there too, a slice of tokens a
+ * turn. A request that finishes, or whose client hung up, leaves its slot
+ * before the next step; its state is taken back from the slot only to be
+ * cached. Slots that no request holds step on token 0 and their ids are
+ * dropped; a slot whose logits were not finite ends its request with the
+ * error (the others go on) and gets a clean state.
+ *
+ * Without slots (models with attention), requests take turns round-robin
+ * in the session, each turn one slice (up to slice_chunks prefill chunks,
+ * or up to slice_tokens decode steps, each token streamed as it is drawn).
+ * Before a turn the request's state is made the session's: the one there is
+ * parked in its own device snapshot, and the request's is restored.
  *
  * The prompt cache holds the state at the end of every request, keyed by
  * the tokens it covers: the prompt and the generated ids that were fed
@@ -21,7 +39,7 @@
  * rounding, not bit for bit: within 1e-5 of the largest logit with f32
  * weights, more with 16-bit or quantized ones, whose matmuls take their
  * activations at f16's precision (a tiny difference can move a value to
- * the next f16).
+ * the next f16). A slot draws what its request would draw alone.
  */
 #include <math.h>
 #include <string.h>
@@ -143,7 +161,10 @@ static void cache_conversation(ssm_server *srv, ssm_job *j) {
   ssm_pcache_insert(srv->cache, j->tokens.items, (size_t)covered, snap);
 }
 
-static void finish(ssm_server *srv, ssm_job *j) {
+/* Ends `j`: the decoder's last text, the state cached (with `cache`: the
+ * session holds the state at its end), the stream's last events or the
+ * whole response. */
+static void finish(ssm_server *srv, ssm_job *j, int cache) {
   ssm_status s = NULL;
   if (j->dec && !j->stopped) {
     const char *rest;
@@ -152,7 +173,7 @@ static void finish(ssm_server *srv, ssm_job *j) {
     ssm_sb_append(&j->text, rest, n);
   }
   if (!s) s = ssm_sb_status(&j->text, "the generated text");
-  if (!s) cache_conversation(srv, j);
+  if (!s && cache) cache_conversation(srv, j);
   if (!s && j->stream) s = stream_text(j, 1);
   if (s) {
     finish_error(srv, j, s);
@@ -185,8 +206,6 @@ static void finish(ssm_server *srv, ssm_job *j) {
   pthread_mutex_unlock(&j->mu);
 }
 
-/* ---- slices ------------------------------------------------------------------------ */
-
 /* Whether the client of `j` hung up (the HTTP side sets it). */
 static int cancelled(ssm_job *j) {
   pthread_mutex_lock(&j->mu);
@@ -194,6 +213,8 @@ static int cancelled(ssm_job *j) {
   pthread_mutex_unlock(&j->mu);
   return c;
 }
+
+/* ---- prompts ------------------------------------------------------------------------ */
 
 static ssm_status start(ssm_server *srv, ssm_job *j) {
   size_t len = 0;
@@ -212,13 +233,13 @@ static ssm_status start(ssm_server *srv, ssm_job *j) {
   return NULL;
 }
 
-/* Feeds the next part of the prompt: at most slice_chunks chunks, ending
- * at a `cache_every` boundary or at the prompt's last chunk boundary,
- * where the state is cached. (After a cache hit that ends between chunk
- * boundaries, the chunks start there.) */
-static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
+/* Feeds the next part of the prompt: at most `chunks` chunks, ending at a
+ * `cache_every` boundary or at the prompt's last chunk boundary, where the
+ * state is cached. (After a cache hit that ends between chunk boundaries,
+ * the chunks start there.) */
+static ssm_status prefill_slice(ssm_server *srv, ssm_job *j, int chunks) {
   size_t target = j->nprompt - 1, every = (size_t)srv->cache_every, c = (size_t)srv->chunk;
-  size_t n = target - j->fed, most = (size_t)srv->o.slice_chunks * c, last = target / c * c;
+  size_t n = target - j->fed, most = (size_t)chunks * c, last = target / c * c;
   if (n > most) n = most;
   if (every && srv->cache) {
     size_t next = (j->fed / every + 1) * every;
@@ -234,7 +255,7 @@ static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
     pthread_mutex_lock(&srv->mu);
     srv->stats.prefilled_tokens += k;
     pthread_mutex_unlock(&srv->mu);
-    if (j->fed < end && cancelled(j)) return NULL; /* run_slice drops it next */
+    if (j->fed < end && cancelled(j)) return NULL; /* the next sweep drops it */
   }
   if ((every && j->fed % every == 0) || j->fed == last) cache_insert(srv, j->prompt, j->fed);
   if (j->fed < target) return NULL;
@@ -242,6 +263,8 @@ static ssm_status prefill_slice(ssm_server *srv, ssm_job *j) {
   j->next = j->prompt[j->nprompt - 1];
   return ssmc_decoder_create(srv->tok, 1, &j->dec);
 }
+
+/* ---- tokens -------------------------------------------------------------------------- */
 
 /* The first stop string in text[from..), truncating the text there. */
 static int cut_at_stop(ssm_job *j, size_t from) {
@@ -257,23 +280,44 @@ static int cut_at_stop(ssm_job *j, size_t from) {
   return 1;
 }
 
-/* Keeps the log-probabilities of the first `n` tokens (those drawn after a
- * stop string are not the response's), less those whose text starts at or
- * after the end of the text: after a stop string, the tokens that begin
- * inside it. The one in which it begins stays; ssm_api_final cuts its text
- * at the stop string. */
-static void trim_logprobs(ssm_job *j, size_t n) {
-  if (j->lps.n > n) j->lps.n = n;
+/* Takes `id`, drawn for `j` (not the end-of-text id): its tokens, its text
+ * (cut at a stop string, which ends it) and, streamed, the text that can no
+ * longer become a stop string. With logprobs, its entry is the last one. */
+static ssm_status take_token(ssm_job *j, int32_t id) {
+  size_t longest = 0;
+  for (int i = 0; i < j->nstop; i++)
+    if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
+  SSM_TRY(ssm_status_wrap(ssm_vec_push(&j->tokens, id), "the request's tokens"));
+  const char *piece;
+  size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
+  SSM_TRY(ssmc_decoder_feed(j->dec, id, &piece, &n));
+  if (j->logprobs >= 0) j->lps.items[j->lps.n - 1].offset = j->text.n;
+  ssm_sb_append(&j->text, piece, n);
+  j->ngen++;
+  if (cut_at_stop(j, from)) {
+    j->stopped = 1;
+    j->finish = "stop";
+  }
+  SSM_TRY(ssm_sb_status(&j->text, "the generated text"));
+  if (!j->finish && j->ngen >= j->max_tokens) j->finish = "length";
+  if (j->stream && !j->finish) return stream_text(j, 0);
+  return NULL;
+}
+
+/* Keeps the log-probabilities of the tokens whose text is in the response:
+ * after a stop string, those that begin inside it are left out. The one in
+ * which it begins stays; ssm_api_final cuts its text at the stop string. */
+static void trim_logprobs(ssm_job *j) {
   while (j->stopped && j->lps.n && j->lps.items[j->lps.n - 1].offset >= j->text.n) j->lps.n--;
 }
 
-/* With logprobs: each step's logits, then its id (ssmc_generate_options). */
+/* With logprobs: each step's logits (ssmc_generate_options.on_logits). */
 static int lp_logits(const float *logits, int64_t vocab, int64_t position, void *user) {
   ssm_job *j = user;
   (void)position;
-  if (!j->row && !j->lp_failed)
-    j->lp_failed = ssm_realloc((void **)&j->row, (size_t)vocab, sizeof *j->row, "logprobs");
-  if (j->lp_failed) return 1; /* decode_slice ends the request with it */
+  if (!j->row && !j->step_failed)
+    j->step_failed = ssm_realloc((void **)&j->row, (size_t)vocab, sizeof *j->row, "logprobs");
+  if (j->step_failed) return 1; /* decode_slice ends the request with it */
   memcpy(j->row, logits, sizeof *j->row * (size_t)vocab);
   double most = logits[0], sum = 0;
   for (int64_t i = 1; i < vocab; i++) most = logits[i] > most ? logits[i] : most;
@@ -295,16 +339,22 @@ static int lp_logits(const float *logits, int64_t vocab, int64_t position, void 
   return 0;
 }
 
-static int lp_token(int32_t id, void *user) {
+/* Each id drawn in a turn (ssmc_generate_options.on_token), as it comes:
+ * generation stops after a stop string. */
+static int solo_token(int32_t id, void *user) {
   ssm_job *j = user;
-  if (j->lp_failed) return 1;
-  j->pending.id = id;
-  j->pending.lp = (double)j->row[id] - j->pending.lp;
-  j->lp_failed = ssm_status_wrap(ssm_vec_push(&j->lps, j->pending), "logprobs");
-  return j->lp_failed != NULL;
+  if (j->step_failed) return 1;
+  if (j->logprobs >= 0) {
+    j->pending.id = id;
+    j->pending.lp = (double)j->row[id] - j->pending.lp;
+    j->step_failed = ssm_status_wrap(ssm_vec_push(&j->lps, j->pending), "logprobs");
+  }
+  if (!j->step_failed) j->step_failed = take_token(j, id);
+  return j->step_failed || j->stopped;
 }
 
-static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
+/* A turn of decoding in the session: up to slice_tokens steps. */
+static ssm_status decode_slice(ssm_server *srv, ssm_job *j) {
   int k = j->max_tokens - j->ngen;
   if (k > srv->o.slice_tokens) k = srv->o.slice_tokens;
   /* each step takes a position (the first feeds j->next): past the KV
@@ -313,7 +363,6 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   if (max_seq && room < k) k = room > 0 ? (int)room : 0;
   if (k <= 0) {
     j->finish = "length";
-    *out_done = 1;
     return NULL;
   }
   ssmc_generate_options g;
@@ -324,101 +373,247 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int *out_done) {
   g.seed = j->seed;
   g.step = (uint32_t)j->ngen;
   g.stop_at_eos = srv->eos >= 0;
-  if (j->logprobs >= 0) {
-    g.on_logits = lp_logits;
-    g.on_token = lp_token;
-    g.user = j;
-  }
+  g.on_token = solo_token;
+  if (j->logprobs >= 0) g.on_logits = lp_logits;
+  g.user = j;
   int32_t ids[256];
-  size_t got = 0, lp0 = j->lps.n;
+  size_t got = 0;
+  int before = j->ngen;
   SSM_TRY(ssmc_session_generate(srv->session, &j->next, 1, k, &g, ids, &got));
-  if (j->lp_failed) {
-    ssm_status s = j->lp_failed;
-    j->lp_failed = NULL;
+  if (j->step_failed) {
+    ssm_status s = j->step_failed;
+    j->step_failed = NULL;
     return s;
   }
-  if (j->logprobs >= 0 && j->lps.n != lp0 + got)
-    return ssm_status_new(SSM_ERR_INTERNAL, "logprobs: %zu log-probabilities for %zu tokens",
-                          j->lps.n - lp0, got);
-  size_t longest = 0;
-  for (int i = 0; i < j->nstop; i++)
-    if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
-  SSM_TRY(ssm_status_wrap(ssm_vec_reserve(&j->tokens, got), "the request's tokens"));
-  for (size_t i = 0; i < got; i++) j->tokens.items[j->tokens.n++] = ids[i];
-  size_t used = 0;
-  for (; used < got && !j->stopped; used++) {
-    const char *piece;
-    size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
-    SSM_TRY(ssmc_decoder_feed(j->dec, ids[used], &piece, &n));
-    if (j->logprobs >= 0) j->lps.items[lp0 + used].offset = j->text.n;
-    ssm_sb_append(&j->text, piece, n);
-    j->ngen++;
-    if (cut_at_stop(j, from)) j->stopped = 1;
-  }
-  SSM_TRY(ssm_sb_status(&j->text, "the generated text"));
-  if (j->logprobs >= 0) trim_logprobs(j, lp0 + used);
-  if (j->stopped || got < (size_t)k) j->finish = "stop";
-  else if (j->ngen >= j->max_tokens || (max_seq && got == (size_t)room)) j->finish = "length";
-  else j->next = ids[got - 1];
-  *out_done = j->finish != NULL;
-  if (j->stream && !*out_done) return stream_text(j, 0);
+  if ((size_t)(j->ngen - before) != got || (j->logprobs >= 0 && j->lps.n != (size_t)j->ngen))
+    return ssm_status_new(SSM_ERR_INTERNAL, "decode: %d tokens taken of %zu drawn (%zu logprobs)",
+                          j->ngen - before, got, j->lps.n);
+  if (j->logprobs >= 0) trim_logprobs(j);
+  if (!j->finish && got < (size_t)k) j->finish = "stop"; /* the end-of-text id */
+  else if (!j->finish && max_seq && got == (size_t)room) j->finish = "length";
+  else if (!j->finish) j->next = ids[got - 1];
   return NULL;
 }
 
-/* Runs one slice of `j`; 1 when the job is finished, or dropped because
- * its client hung up. */
-static int run_slice(ssm_server *srv, ssm_job *j, ssm_job **resident) {
-  ssm_status s = NULL;
-  if (cancelled(j)) {
-    pthread_mutex_lock(&srv->mu);
-    srv->stats.cancelled++;
-    pthread_mutex_unlock(&srv->mu);
-    return 1;
-  }
-  if (j->failed) { /* its state could not be parked, so it has none to go on from */
-    finish_error(srv, j, j->failed);
-    j->failed = NULL;
-    return 1;
-  }
-  if (*resident != j) {
-    if (*resident) {
-      ssm_job *r = *resident;
-      s = r->parked ? ssmc_session_snapshot_into(srv->session, r->parked)
-                    : ssmc_session_snapshot(srv->session, &r->parked);
-      if (s) /* its state is lost: it ends with the error at its turn */
-        r->failed = ssm_status_wrap(s, "parking the request's state between turns");
-      s = NULL;
+/* ---- the device thread's loop ---------------------------------------------------------- */
+
+typedef struct {
+  ssm_server *srv;
+  SSM_VEC(ssm_job *) active; /* taken from the queue, in order */
+  size_t turn;               /* the next request to have a turn of the session */
+  ssm_job *resident;         /* the request whose state the session holds, or NULL */
+} sched;
+
+/* The sampler of `j` from its next draw on. */
+static ssmc_generate_options sampler_of(const ssm_job *j) {
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = j->temperature;
+  g.top_k = j->top_k;
+  g.top_p = j->top_p;
+  g.seed = j->seed;
+  g.step = (uint32_t)j->ngen;
+  return g;
+}
+
+/* Keeps the resident request's state in its own snapshot, so that the
+ * session can be used for another. A request whose state could not be
+ * kept ends with the error at its next turn. */
+static void park(sched *d) {
+  ssm_job *r = d->resident;
+  d->resident = NULL;
+  if (!r) return;
+  ssm_status s = r->parked ? ssmc_session_snapshot_into(d->srv->session, r->parked)
+                           : ssmc_session_snapshot(d->srv->session, &r->parked);
+  if (s) r->failed = ssm_status_wrap(s, "parking the request's state between turns");
+}
+
+/* Removes `j` (finished, failed or dropped) from the device thread. */
+static void drop(sched *d, ssm_job *j) {
+  if (j->slot >= 0) d->srv->slot_job[j->slot] = NULL;
+  j->slot = -1;
+  if (d->resident == j) d->resident = NULL;
+  for (size_t i = 0; i < d->active.n; i++)
+    if (d->active.items[i] == j) {
+      memmove(d->active.items + i, d->active.items + i + 1, sizeof(ssm_job *) * (d->active.n - i - 1));
+      d->active.n--;
+      if (d->turn > i) d->turn--;
+      break;
     }
-    *resident = j;
+  pthread_mutex_lock(&d->srv->mu);
+  d->srv->nactive--;
+  pthread_mutex_unlock(&d->srv->mu);
+  ssm_job_release(j);
+}
+
+static void fail(sched *d, ssm_job *j, ssm_status s) {
+  finish_error(d->srv, j, s);
+  drop(d, j);
+}
+
+/* Ends `j`, decoding in a slot: its state is taken back from the slot when
+ * the cache is to keep it. */
+static void finish_slot(sched *d, ssm_job *j) {
+  ssm_server *srv = d->srv;
+  int cache = srv->cache && j->covered > 0 &&
+              !ssm_pcache_has(srv->cache, j->tokens.items, (size_t)j->covered);
+  if (cache) {
+    park(d);
+    ssm_status s = ssmc_session_take_slot(srv->session, j->slot);
+    SSM_ASSERT(s || ssmc_session_position(srv->session) == j->covered);
+    if (s) { /* the cache only misses it */
+      ssmc_status_free(s);
+      cache = 0;
+    }
+  }
+  finish(srv, j, cache);
+  drop(d, j);
+}
+
+/* Gives slot `slot` a clean state (its logits were not finite): the reset
+ * session's, joined greedily. Nothing when that fails: the slot's ids stay
+ * -1 and the next step tries again. */
+static void clean_slot(sched *d, int slot) {
+  park(d);
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  ssm_status s = ssmc_session_reset(d->srv->session);
+  if (!s) s = ssmc_session_join_slot(d->srv->session, slot, &g);
+  ssmc_status_free(s);
+}
+
+/* Whether some request decodes in a slot. */
+static int batch_busy(const ssm_server *srv) {
+  for (int i = 0; i < srv->slots; i++)
+    if (srv->slot_job[i]) return 1;
+  return 0;
+}
+
+/* One step of every slot: each request in one gets its next token. */
+static void batch_step(sched *d) {
+  ssm_server *srv = d->srv;
+  int B = srv->model_slots;
+  for (int i = 0; i < B; i++) {
+    srv->slot_in[i] = srv->slot_job[i] ? srv->slot_job[i]->next : 0;
+    srv->slot_out[i] = -2;
+  }
+  ssm_status st = ssmc_session_step_slots(srv->session, srv->slot_in, 1, srv->slot_out);
+  uint64_t drawn = 0;
+  for (int i = 0; i < B; i++) drawn += srv->slot_job[i] && srv->slot_out[i] >= 0;
+  pthread_mutex_lock(&srv->mu);
+  srv->stats.batch_steps++;
+  srv->stats.batch_tokens += drawn;
+  pthread_mutex_unlock(&srv->mu);
+  for (int i = 0; i < B; i++) {
+    ssm_job *j = srv->slot_job[i];
+    int32_t id = srv->slot_out[i];
+    if (id == -1) { /* its logits were not finite: its state is lost */
+      if (j)
+        fail(d, j, ssm_status_new(SSM_ERR_INVALID, "non-finite logit at position %lld: the model "
+                                  "or its weights produce inf/NaN", (long long)j->covered));
+      clean_slot(d, i);
+      continue;
+    }
+    if (!j) continue;
+    if (id < 0) { /* the step did not run for it */
+      fail(d, j, st ? ssm_status_new(ssm_status_code(st), "%s", ssm_status_message(st))
+                    : ssm_status_new(SSM_ERR_INTERNAL, "slot %d drew no id", i));
+      continue;
+    }
+    j->covered++;
+    ssm_status s = srv->eos >= 0 && id == srv->eos ? NULL : take_token(j, id);
+    if (!s && srv->eos >= 0 && id == srv->eos) j->finish = "stop";
+    if (s) fail(d, j, s);
+    else if (j->finish) finish_slot(d, j);
+    else j->next = id;
+  }
+  ssmc_status_free(st);
+}
+
+/* Puts `j`, whose prompt the session has just fed but for its last token,
+ * in a free slot. */
+static ssm_status join(sched *d, ssm_job *j) {
+  ssm_server *srv = d->srv;
+  int slot = 0;
+  while (slot < srv->slots && srv->slot_job[slot]) slot++;
+  SSM_ASSERT(slot < srv->slots); /* a request a slot, at most */
+  ssmc_generate_options g = sampler_of(j);
+  SSM_TRY(ssmc_session_join_slot(srv->session, slot, &g));
+  j->slot = slot;
+  j->covered = (int64_t)j->nprompt - 1;
+  srv->slot_job[slot] = j;
+  d->resident = NULL; /* its state is the slot's now */
+  return NULL;
+}
+
+/* A turn of the session for `j`: a part of its prompt (then, with slots,
+ * it joins one), or a slice of its decoding. */
+static void turn(sched *d, ssm_job *j) {
+  ssm_server *srv = d->srv;
+  if (j->failed) { /* its state could not be parked, so it has none to go on from */
+    ssm_status f = j->failed;
+    j->failed = NULL;
+    fail(d, j, f);
+    return;
+  }
+  ssm_status s = NULL;
+  if (d->resident != j) {
+    park(d);
+    d->resident = j;
     if (j->started) s = ssmc_session_restore(srv->session, j->parked);
   }
   if (!s && !j->started) s = start(srv, j);
-  int done = 0;
-  if (!s && !j->decoding) s = prefill_slice(srv, j);
-  else if (!s) s = decode_slice(srv, j, &done);
-  if (s) {
-    finish_error(srv, j, s);
-    return 1;
+  if (!s && !j->decoding) {
+    s = prefill_slice(srv, j, batch_busy(srv) ? 1 : srv->o.slice_chunks);
+    if (!s && j->decoding && !j->max_tokens) j->finish = "length";
+    else if (!s && j->decoding && !j->solo) s = join(d, j);
+  } else if (!s) {
+    s = decode_slice(srv, j);
   }
-  if (done) finish(srv, j);
-  return done;
+  if (s) fail(d, j, s);
+  else if (j->finish) {
+    finish(srv, j, 1);
+    drop(d, j);
+  }
+}
+
+/* One round of the loop: the requests whose clients hung up are dropped,
+ * every slot steps once, and one request has a turn of the session. */
+static void round_of(sched *d) {
+  ssm_server *srv = d->srv;
+  for (size_t i = d->active.n; i-- > 0;) {
+    ssm_job *j = d->active.items[i];
+    if (!cancelled(j)) continue;
+    pthread_mutex_lock(&srv->mu);
+    srv->stats.cancelled++;
+    pthread_mutex_unlock(&srv->mu);
+    drop(d, j);
+  }
+  if (batch_busy(srv)) batch_step(d);
+  for (size_t k = 0; k < d->active.n; k++) {
+    size_t at = (d->turn + k) % d->active.n;
+    ssm_job *j = d->active.items[at];
+    if (j->slot >= 0) continue;
+    d->turn = at + 1;
+    turn(d, j);
+    break;
+  }
 }
 
 void *ssm_sched_main(void *arg) {
   ssm_server *srv = arg;
-  SSM_VEC(ssm_job *) active = {0};
-  size_t rr = 0;
-  ssm_job *resident = NULL;
+  sched d = {.srv = srv};
+  int most = srv->slots ? srv->slots : srv->o.parallel;
   pthread_mutex_lock(&srv->mu);
   while (1) {
-    while (!srv->stopping && !active.n && !srv->head) pthread_cond_wait(&srv->cv, &srv->mu);
+    while (!srv->stopping && !d.active.n && !srv->head) pthread_cond_wait(&srv->cv, &srv->mu);
     if (srv->stopping) break;
-    while (active.n < (size_t)srv->o.parallel && srv->head) {
+    while (d.active.n < (size_t)most && srv->head) {
       ssm_job *j = srv->head;
       srv->head = j->next_in_queue;
       if (!srv->head) srv->tail = NULL;
       srv->nqueued--;
-      ssm_status s = ssm_status_wrap(ssm_vec_push(&active, j), "taking a request");
+      ssm_status s = ssm_status_wrap(ssm_vec_push(&d.active, j), "taking a request");
       if (s) { /* no room to run it: it ends with the error */
         pthread_mutex_unlock(&srv->mu);
         finish_error(srv, j, s);
@@ -426,24 +621,13 @@ void *ssm_sched_main(void *arg) {
         pthread_mutex_lock(&srv->mu);
         continue;
       }
+      j->solo = !srv->slots || j->logprobs >= 0;
       srv->nactive++;
     }
-    if (!active.n) continue;
+    if (!d.active.n) continue;
     pthread_mutex_unlock(&srv->mu);
-    size_t at = rr % active.n;
-    ssm_job *j = active.items[at];
-    int done = run_slice(srv, j, &resident);
-    if (done) {
-      if (resident == j) resident = NULL;
-      memmove(active.items + at, active.items + at + 1, sizeof(ssm_job *) * (active.n - at - 1));
-      active.n--;
-      ssm_job_release(j);
-      rr = at;
-    } else {
-      rr = at + 1;
-    }
+    round_of(&d);
     pthread_mutex_lock(&srv->mu);
-    if (done) srv->nactive--;
     ssm_pcache *c = srv->cache;
     if (c) ssm_pcache_stats(c, &srv->stats.cache_entries, &srv->stats.cache_bytes, &srv->stats.cache_evictions);
   }
@@ -452,15 +636,13 @@ void *ssm_sched_main(void *arg) {
   srv->head = srv->tail = NULL;
   srv->nqueued = 0;
   pthread_mutex_unlock(&srv->mu);
-  for (size_t i = 0; i < active.n; i++) {
-    finish_error(srv, active.items[i], ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
-    ssm_job_release(active.items[i]);
-  }
+  while (d.active.n)
+    fail(&d, d.active.items[0], ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
   for (ssm_job *j = queued, *next; j; j = next) {
     next = j->next_in_queue;
     finish_error(srv, j, ssm_status_new(SSM_ERR_INTERNAL, "the server is shutting down"));
     ssm_job_release(j);
   }
-  ssm_vec_free(&active);
+  ssm_vec_free(&d.active);
   return NULL;
 }

@@ -12,10 +12,14 @@
  * ends with what it generated, finish_reason "length".
  *
  * HTTP threads parse, template and tokenize a request and queue it; one
- * device thread runs every request in turns (a prefill chunk or a few
- * decode tokens each), swapping each one's state in and out with device
+ * device thread runs every request (sched.c). With a model that has slots
+ * (a batched decode program), decoding requests advance together, one
+ * token each per step of the slots, and prompts are prefilled between
+ * steps; otherwise requests take turns (a prefill chunk or a few decode
+ * tokens each), swapping each one's state in and out with device
  * snapshots (ssmc_session_snapshot_into / restore), so requests progress
- * together and fairly. A prompt cache keeps snapshots of the state at the
+ * together and fairly. Every token is streamed as it is drawn. A prompt
+ * cache keeps snapshots of the state at the
  * end of every request (the conversation so far: the prompt and the
  * generated tokens fed), at the last chunk boundary of each prompt, and
  * every `cache_every` prompt tokens, under a byte budget with LRU eviction:
@@ -38,13 +42,13 @@ typedef struct {
   const char *host;     /* address or name to listen on ("127.0.0.1", "::1", "localhost") */
   int port;             /* 0: any free port (ssm_server_port says which) */
   const char *model_id; /* the name /v1/models lists and responses carry */
-  int parallel;         /* requests taking turns on the device (default 4) */
+  int parallel;         /* requests running at once (default 4): with slots, the slots used */
   int queue;            /* requests waiting beyond those; more get 503 (default 32) */
   int max_tokens;       /* the most a request may generate (default 1024); chat's default */
   int max_prompt_tokens; /* the most prompt tokens a request may have (default 32768); with
                           * a KV cache, its positions bound them too */
-  int slice_tokens;     /* decode tokens per turn (default 8) */
-  int slice_chunks;     /* prefill chunks per turn (default 4) */
+  int slice_tokens;     /* decode tokens per turn in the session (default 8) */
+  int slice_chunks;     /* prefill chunks per turn (default 4; 1 while requests decode in slots) */
   int cache_every;      /* a prompt checkpoint every N tokens (rounded to the chunk); 0: only
                          * at the end of prompts and conversations */
   uint64_t cache_bytes; /* the prompt cache's budget (default 256 MiB; 0: no cache) */
@@ -74,6 +78,10 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
                             ssm_server **out);
 /* The port it listens on. */
 int ssm_server_port(const ssm_server *srv);
+/* The slots its requests decode in together: the smaller of `parallel`
+ * and the model's slots (ssmc_session_slots); 0 when the model has none,
+ * and requests take turns. */
+int ssm_server_slots(const ssm_server *srv);
 /* Ends queued and running requests with an error, stops listening, waits
  * for the threads, frees the server. NULL is fine. */
 void ssm_server_stop(ssm_server *srv);

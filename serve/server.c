@@ -243,12 +243,16 @@ static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
       {"ssmc_cache_bytes", "bytes of snapshots in the prompt cache"},
       {"ssmc_cache_evictions_total", "snapshots evicted to stay under the budget"},
       {"ssmc_prefill_chunk", "tokens per prefill chunk"},
-      {"ssmc_requests_active", "requests taking turns on the device"},
-      {"ssmc_requests_queued", "requests waiting for a turn"}};
+      {"ssmc_slots", "slots whose requests decode together (0: requests take turns)"},
+      {"ssmc_batch_steps_total", "steps of the slots"},
+      {"ssmc_batch_tokens_total", "tokens the steps of the slots drew for requests"},
+      {"ssmc_requests_active", "requests running on the device"},
+      {"ssmc_requests_queued", "requests waiting for a place"}};
   uint64_t v[] = {s.requests, s.failed, s.rejected_busy, s.cancelled, s.prompt_tokens, s.cached_tokens,
                   s.prefilled_tokens, s.generated_tokens, s.cache_hits, s.cache_misses,
                   s.cache_entries, s.cache_bytes, s.cache_evictions,
-                  (uint64_t)srv->chunk, s.active, s.queued};
+                  (uint64_t)srv->chunk, (uint64_t)srv->slots, s.batch_steps, s.batch_tokens,
+                  s.active, s.queued};
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
     ssm_sb_printf(&b, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", names[i][0], names[i][1], names[i][0],
                   strstr(names[i][0], "_total") ? "counter" : "gauge", names[i][0],
@@ -439,6 +443,12 @@ void ssm_server_url(const char *host, int port, char *out, size_t size) {
   snprintf(out, size, strchr(host, ':') ? "http://[%s]:%d" : "http://%s:%d", host, port);
 }
 
+static void free_slots(ssm_server *srv) {
+  free(srv->slot_job);
+  free(srv->slot_in);
+  free(srv->slot_out);
+}
+
 ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_serve_options *opts,
                             ssm_server **out) {
   *out = NULL;
@@ -461,6 +471,21 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
   }
   srv->o = *opts;
   srv->session = s;
+  srv->model_slots = ssmc_session_slots(s);
+  srv->slots = srv->model_slots < opts->parallel ? srv->model_slots : opts->parallel;
+  if (srv->model_slots) {
+    size_t n = (size_t)srv->model_slots;
+    st = ssm_status_wrap(ssm_alloc(n, sizeof *srv->slot_job, (void **)&srv->slot_job), "the slots");
+    if (!st) st = ssm_status_wrap(ssm_alloc(n, sizeof *srv->slot_in, (void **)&srv->slot_in), "the slots");
+    if (!st) st = ssm_status_wrap(ssm_alloc(n, sizeof *srv->slot_out, (void **)&srv->slot_out), "the slots");
+    if (st) {
+      free_slots(srv);
+      ssm_pcache_destroy(srv->cache);
+      free(api);
+      free(srv);
+      return st;
+    }
+  }
   srv->tok = tok;
   srv->eos = ssmc_session_eos(s);
   srv->chunk = ssmc_session_chunk(s);
@@ -470,6 +495,7 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
   pthread_mutex_init(&srv->mu, NULL);
   pthread_cond_init(&srv->cv, NULL);
   if (pthread_create(&srv->worker, NULL, ssm_sched_main, srv)) {
+    free_slots(srv);
     ssm_pcache_destroy(srv->cache);
     free(api);
     free(srv);
@@ -496,6 +522,8 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
 
 int ssm_server_port(const ssm_server *srv) { return srv->port; }
 
+int ssm_server_slots(const ssm_server *srv) { return srv->slots; }
+
 void ssm_server_stop(ssm_server *srv) {
   if (!srv) return;
   pthread_mutex_lock(&srv->mu);
@@ -505,6 +533,7 @@ void ssm_server_stop(ssm_server *srv) {
   pthread_join(srv->worker, NULL); /* every job ends, so every connection can finish */
   if (srv->mhd) MHD_stop_daemon(srv->mhd);
   ssm_pcache_destroy(srv->cache);
+  free_slots(srv);
   pthread_mutex_destroy(&srv->mu);
   pthread_cond_destroy(&srv->cv);
   free(srv->api);
