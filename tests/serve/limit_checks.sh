@@ -6,7 +6,8 @@
 #            with finish_reason "length"; a prompt of more than 8 tokens is
 #            the client's error
 #   nan      mamba1_untied with a NaN in the embedding row of the third
-#            generated token: the server's error (500), not the client's
+#            generated token: the server's error (500), not the client's, and
+#            only that request's when others decode beside it
 #   prompt   a model without attention (mamba1_untied, so no --max-seq) and the
 #            default options: a prompt past --max-prompt-tokens is the client's error
 #   template a chat template that, for some message contents, passes a bound
@@ -74,6 +75,24 @@ elif mode == "nan":
         assert e["type"] == "server_error" and e["param"] is None, e
         assert "non-finite logit at position 3" in e["message"], e
     ok("NaN logits: a server_error (500), streamed or not")
+    # in slots: the request that reads the NaN row fails, one decoding beside it goes on
+    import threading
+    results = {}
+    def run(name, body):
+        results[name] = post(body)
+    threads = [threading.Thread(target=run, args=("nan", {"prompt": [5], "max_tokens": 6, "temperature": 0})),
+               threading.Thread(target=run, args=("fine", {"prompt": [7, 8], "max_tokens": 6, "temperature": 0}))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    code, body = results["nan"]
+    assert code == 500 and "non-finite logit at position 3" in json.loads(body)["error"]["message"], body
+    code, body = results["fine"]
+    alone_code, alone = post({"prompt": [7, 8], "max_tokens": 6, "temperature": 0})
+    assert code == 200 and alone_code == 200, (body, alone)
+    assert json.loads(body)["choices"][0]["text"] == json.loads(alone)["choices"][0]["text"], (body, alone)
+    ok("NaN logits in one slot: that request's 500; the one beside it has the text it has alone")
 elif mode == "prompt":
     # no attention, so no KV cache and no --max-seq: the default --max-prompt-tokens bounds a prompt
     code, body = post({"prompt": [1] * 32769, "max_tokens": 1})

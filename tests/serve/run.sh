@@ -5,7 +5,9 @@
 #           streamed and not, the same text as `ssmc run`, cache hits, two
 #           concurrent conversations, 503, silent connections and answers that
 #           take longer than --timeout, clients that hang up, and every
-#           malformed request; then
+#           malformed request; then short next turns (turn_checks.sh) and
+#           requests decoding together in slots, each with the text it has
+#           alone (batch_checks.sh); then
 #           servers of a model with a KV cache of 8 positions and of one
 #           whose weights produce NaN, which also checks the default bound of a
 #           prompt, and of a chat template that passes the bounds of a render
@@ -69,10 +71,17 @@ curl)
 {% endfor %}{% if add_generation_prompt %}assistant:{% endif %}' >"$TMP/turns.jinja"
   start_server --backend cpu --chunk 16 --chat-template "$TMP/turns.jinja"
   SSMC="$SSMC" TMP="$TMP" bash tests/serve/turn_checks.sh
+  # requests that decode together in the 4 slots of --parallel's default
+  # (tests/serve/batch_checks.sh)
+  grep -q "4 slots: up to 4 requests decode together" "$TMP/server.log" || { cat "$TMP/server.log"; echo "FAILED: 4 slots"; exit 1; }
+  bash tests/serve/batch_checks.sh
   stop_server
   # the edges of a model (tests/serve/limit_checks.sh): a KV cache of 8 positions
   MODEL=tests/data/jamba_tiny start_server --backend cpu --chunk 4 --max-seq 8 \
     --tokenizer models/pymamba/tokenizer.json
+  # attention has no slots: requests take turns, and the server says why at start
+  grep -q "the model has no slots (.*do not take positions.*): up to 4 requests take turns" "$TMP/server.log" ||
+    { cat "$TMP/server.log"; echo "FAILED: a model without slots takes turns"; exit 1; }
   bash tests/serve/limit_checks.sh max-seq
   stop_server
   # and weights that produce NaN: mamba1_untied with a NaN in embedding row 684
