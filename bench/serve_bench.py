@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Second-turn latency of `ssmc serve` with and without its prompt cache.
+"""Second-turn latency of `ssmc serve` with and without its prompt cache;
+with --clients, the aggregate decode rate of concurrent clients.
 
 Starts `ssmc serve MODEL` twice on 127.0.0.1 (a free port): once with the
 prompt cache (--cache-mb, default 4096) and once without (--cache-mb 0). For
@@ -11,6 +12,15 @@ which the cache shortens to the new tokens, plus the server's first decode
 slice of up to 8 tokens) and time to the whole answer.
 Prints one table (medians over the conversations) and the speedup.
 
+With --clients N[,M...], it instead starts `ssmc serve MODEL --parallel P` once (P:
+--parallel, default the largest N) and, for each N in turn, runs N clients at once,
+each sending --requests streamed greedy requests one after another (a prompt of about
+--prompt tokens, its own words, so that the prompt cache does not help; --gen tokens
+generated). It prints, for each N, the tokens generated, the wall time from the first
+request to the last token, the aggregate tokens a second (all clients' tokens over that
+time) and the time to the first streamed text of the requests (median and 95th
+percentile).
+
 Needs only the Python standard library and a built ssmc. A model directory
 without tokenizer.json (bench/hf_bench.py make writes none) is served with
 --tokenizer models/pymamba/tokenizer.json (ids below 4096: valid for any
@@ -19,6 +29,7 @@ vocabulary at least that large).
     cmake --build build -j
     python3 bench/hf_bench.py make /tmp/m14 --preset mamba-1.4b   # a 1.4B-shaped model
     python3 bench/serve_bench.py /tmp/m14 --backend vulkan
+    python3 bench/serve_bench.py models/pymamba --backend vulkan --clients 1,8
 """
 import argparse
 import json
@@ -28,6 +39,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -76,9 +88,9 @@ def post(url, body, stream=False):
         return {"text": text, "usage": usage}, time.perf_counter() - t0, first
 
 
-def start(args, cache_mb):
+def start(args, cache_mb, parallel=1):
     cmd = [args.ssmc, "serve", args.model, "--port", "0", "--backend", args.backend, "--cache-mb", str(cache_mb),
-           "--cache-every", "0", "--max-tokens", str(max(args.gen, 16)), "--parallel", "1"]
+           "--cache-every", "0", "--max-tokens", str(max(args.gen, 16)), "--parallel", str(parallel)]
     if not os.path.exists(os.path.join(args.model, "tokenizer.json")):
         cmd += ["--tokenizer", args.tokenizer]
     if args.weights:
@@ -87,8 +99,57 @@ def start(args, cache_mb):
     for line in p.stderr:
         sys.stderr.write(line)
         if "listening on" in line:
+            # keep reading what it says, so that it never blocks on a full pipe
+            threading.Thread(target=lambda: [None for _ in p.stderr], daemon=True).start()
             return p, line.strip().split("listening on ")[1]
     sys.exit(f"ssmc serve did not start: {' '.join(cmd)}")
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(round(q * (len(v) - 1))))]
+
+
+def clients(args):
+    counts = [int(n) for n in args.clients.split(",")]
+    parallel = args.parallel or max(counts)
+    proc, url = start(args, args.cache_mb, parallel)
+    rows = []
+    try:
+        post(url + "/v1/completions", {"prompt": "warm up", "max_tokens": 2, "temperature": 0})
+        for n in counts:
+            ttft, tokens = [], [0] * n
+
+            def client(c):
+                rng = random.Random(7919 * n + c)
+                for _ in range(args.requests):
+                    body = {"prompt": text_of(int(args.prompt * 0.8), rng), "max_tokens": args.gen, "temperature": 0,
+                            "stream": True, "stream_options": {"include_usage": True}}
+                    r, total, first = post(url + "/v1/completions", body, stream=True)
+                    ttft.append((first if first is not None else total) * 1e3)
+                    tokens[c] += r["usage"]["completion_tokens"]
+
+            threads = [threading.Thread(target=client, args=(c,)) for c in range(n)]
+            t0 = time.perf_counter()
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            wall = time.perf_counter() - t0
+            rows.append((n, sum(tokens), wall, percentile(ttft, 0.5), percentile(ttft, 0.95)))
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+    print(f"\n{args.model} on {args.backend}, ssmc serve --parallel {parallel}: {args.requests} streamed greedy "
+          f"requests a client, prompts of about {args.prompt} tokens, {args.gen} generated\n")
+    print("| clients | tokens generated | wall (s) | aggregate tokens/s | TTFT p50 (ms) | TTFT p95 (ms) |")
+    print("|---|---|---|---|---|---|")
+    for n, tok, wall, p50, p95 in rows:
+        print(f"| {n} | {tok} | {wall:.1f} | {tok / wall:.1f} | {p50:.0f} | {p95:.0f} |")
+    if len(rows) > 1:
+        base = rows[0][1] / rows[0][2]
+        print("\n" + "; ".join(f"{n} clients: {tok / wall / base:.1f}x the aggregate of {rows[0][0]}"
+                               for n, tok, wall, _, _ in rows[1:]))
 
 
 def run(args, cache_mb):
@@ -122,10 +183,19 @@ def main():
     ap.add_argument("--tokenizer", default=os.path.join(ROOT, "models", "pymamba", "tokenizer.json"))
     ap.add_argument("--history", type=int, default=2000, help="first-turn prompt, about this many tokens")
     ap.add_argument("--new", type=int, default=32, help="new tokens of the second turn, about")
-    ap.add_argument("--gen", type=int, default=16, help="tokens generated per turn")
+    ap.add_argument("--gen", type=int, help="tokens generated a turn (default 16; with --clients, 64)")
     ap.add_argument("--conversations", type=int, default=5)
     ap.add_argument("--cache-mb", type=int, default=4096)
+    ap.add_argument("--clients", help="N[,M...]: concurrent clients, each count in turn (the throughput mode)")
+    ap.add_argument("--parallel", type=int, help="with --clients: ssmc serve --parallel (default: the most clients)")
+    ap.add_argument("--requests", type=int, default=4, help="with --clients: requests a client sends")
+    ap.add_argument("--prompt", type=int, default=64, help="with --clients: prompt tokens, about")
     args = ap.parse_args()
+    if args.gen is None:
+        args.gen = 64 if args.clients else 16
+    if args.clients:
+        clients(args)
+        return
     with_cache, without = run(args, args.cache_mb), run(args, 0)
     same = all(a[4] == b[4] for a, b in zip(with_cache, without))
     print(f"\n{args.model} on {args.backend}: second turns of {args.conversations} conversations "
