@@ -353,10 +353,10 @@ static int solo_token(int32_t id, void *user) {
   return j->step_failed || j->stopped;
 }
 
-/* A turn of decoding in the session: up to slice_tokens steps. */
-static ssm_status decode_slice(ssm_server *srv, ssm_job *j) {
+/* A turn of decoding in the session: up to `most` steps. */
+static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int most) {
   int k = j->max_tokens - j->ngen;
-  if (k > srv->o.slice_tokens) k = srv->o.slice_tokens;
+  if (k > most) k = most;
   /* each step takes a position (the first feeds j->next): past the KV
    * cache's last one, the request ends with what it has, as at max_tokens */
   int64_t max_seq = ssmc_session_max_seq(srv->session), room = max_seq - ssmc_session_position(srv->session);
@@ -530,32 +530,69 @@ static void batch_step(sched *d) {
   ssmc_status_free(st);
 }
 
-/* Puts `j`, whose prompt the session has just fed but for its last token,
- * in a free slot. */
+/* Puts `j`, decoding in the session, in a free slot. */
 static ssm_status join(sched *d, ssm_job *j) {
   ssm_server *srv = d->srv;
+  if (d->resident != j) {
+    park(d);
+    SSM_TRY(ssmc_session_restore(srv->session, j->parked));
+    d->resident = j;
+  }
   int slot = 0;
   while (slot < srv->slots && srv->slot_job[slot]) slot++;
   SSM_ASSERT(slot < srv->slots); /* a request a slot, at most */
   ssmc_generate_options g = sampler_of(j);
   SSM_TRY(ssmc_session_join_slot(srv->session, slot, &g));
   j->slot = slot;
-  j->covered = (int64_t)j->nprompt - 1;
+  j->covered = ssmc_session_position(srv->session);
   srv->slot_job[slot] = j;
   d->resident = NULL; /* its state is the slot's now */
   return NULL;
 }
 
-/* A turn of the session for `j`: a part of its prompt (then, with slots,
- * it joins one), or a slice of its decoding. */
-static void turn(sched *d, ssm_job *j) {
+/* Takes `j` out of its slot: it decodes in the session from now on. */
+static ssm_status leave_slot(sched *d, ssm_job *j) {
+  park(d);
+  SSM_TRY(ssmc_session_take_slot(d->srv->session, j->slot));
+  d->srv->slot_job[j->slot] = NULL;
+  j->slot = -1;
+  d->resident = j;
+  return NULL;
+}
+
+/* Whether `j` decodes and could do it in a slot. */
+static int slot_worthy(const ssm_job *j) { return j->decoding && !j->solo; }
+
+/* With slots: requests that decode together do it in slots; a lone one
+ * decodes in the session, whose decode program runs one sequence (a
+ * batched step costs each slot's work on a device that computes them one
+ * by one, as a CPU does). Returns the lone one, or NULL. */
+static ssm_job *rebalance(sched *d) {
   ssm_server *srv = d->srv;
-  if (j->failed) { /* its state could not be parked, so it has none to go on from */
-    ssm_status f = j->failed;
-    j->failed = NULL;
-    fail(d, j, f);
-    return;
+  ssm_job *lone = NULL;
+  size_t n = 0;
+  for (size_t i = 0; i < d->active.n; i++)
+    if (slot_worthy(d->active.items[i])) lone = d->active.items[i], n++;
+  if (n == 1 && lone->slot >= 0) {
+    ssm_status s = leave_slot(d, lone);
+    if (s) {
+      fail(d, lone, s);
+      return NULL;
+    }
   }
+  if (n == 1) return lone;
+  for (size_t i = d->active.n; srv->slots && i-- > 0;) {
+    ssm_job *j = d->active.items[i];
+    ssm_status s = slot_worthy(j) && j->slot < 0 ? join(d, j) : NULL;
+    if (s) fail(d, j, s);
+  }
+  return NULL;
+}
+
+/* A turn of the session for `j`: a part of its prompt, or a slice of its
+ * decoding of up to `most` tokens. Returns 1 when `j` is finished. */
+static int turn(sched *d, ssm_job *j, int most, int others_decode) {
+  ssm_server *srv = d->srv;
   ssm_status s = NULL;
   if (d->resident != j) {
     park(d);
@@ -564,38 +601,57 @@ static void turn(sched *d, ssm_job *j) {
   }
   if (!s && !j->started) s = start(srv, j);
   if (!s && !j->decoding) {
-    s = prefill_slice(srv, j, batch_busy(srv) ? 1 : srv->o.slice_chunks);
+    s = prefill_slice(srv, j, others_decode ? 1 : srv->o.slice_chunks);
     if (!s && j->decoding && !j->max_tokens) j->finish = "length";
-    else if (!s && j->decoding && !j->solo) s = join(d, j);
   } else if (!s) {
-    s = decode_slice(srv, j);
+    s = decode_slice(srv, j, most);
   }
-  if (s) fail(d, j, s);
-  else if (j->finish) {
-    finish(srv, j, 1);
-    drop(d, j);
+  if (s) {
+    fail(d, j, s);
+    return 1;
   }
+  if (!j->finish) return 0;
+  finish(srv, j, 1);
+  drop(d, j);
+  return 1;
 }
 
-/* One round of the loop: the requests whose clients hung up are dropped,
- * every slot steps once, and one request has a turn of the session. */
+/* One round of the loop: the requests whose clients hung up are dropped;
+ * every request that decodes gets a token (one step of the slots, or of a
+ * lone request in the session); and one other request has a turn of the
+ * session: a part of its prompt, or a slice of its decoding (one token
+ * when no other request needs the session, so that it streams each as it
+ * is drawn; else slice_tokens, so that the cost of swapping states is
+ * shared by several). */
 static void round_of(sched *d) {
   ssm_server *srv = d->srv;
   for (size_t i = d->active.n; i-- > 0;) {
     ssm_job *j = d->active.items[i];
+    if (j->failed) { /* its state could not be parked, so it has none to go on from */
+      ssm_status f = j->failed;
+      j->failed = NULL;
+      fail(d, j, f);
+      continue;
+    }
     if (!cancelled(j)) continue;
     pthread_mutex_lock(&srv->mu);
     srv->stats.cancelled++;
     pthread_mutex_unlock(&srv->mu);
     drop(d, j);
   }
+  ssm_job *lone = srv->slots ? rebalance(d) : NULL;
+  int others_decode = lone || batch_busy(srv);
   if (batch_busy(srv)) batch_step(d);
+  else if (lone && turn(d, lone, 1, 0)) lone = NULL;
+  size_t users = 0; /* requests that need the session */
+  for (size_t i = 0; i < d->active.n; i++)
+    users += d->active.items[i]->slot < 0 && d->active.items[i] != lone;
   for (size_t k = 0; k < d->active.n; k++) {
     size_t at = (d->turn + k) % d->active.n;
     ssm_job *j = d->active.items[at];
-    if (j->slot >= 0) continue;
+    if (j->slot >= 0 || j == lone) continue;
     d->turn = at + 1;
-    turn(d, j);
+    turn(d, j, users > 1 ? srv->o.slice_tokens : 1, others_decode);
     break;
   }
 }

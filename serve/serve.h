@@ -48,7 +48,7 @@ typedef struct {
   int max_prompt_tokens; /* the most prompt tokens a request may have (default 32768); with
                           * a KV cache, its positions bound them too */
   int slice_tokens;     /* decode tokens per turn in the session (default 8) */
-  int slice_chunks;     /* prefill chunks per turn (default 4; 1 while requests decode in slots) */
+  int slice_chunks;     /* prefill chunks per turn (default 4; 1 while others decode with slots) */
   int cache_every;      /* a prompt checkpoint every N tokens (rounded to the chunk); 0: only
                          * at the end of prompts and conversations */
   uint64_t cache_bytes; /* the prompt cache's budget (default 256 MiB; 0: no cache) */
