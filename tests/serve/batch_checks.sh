@@ -14,11 +14,13 @@
 #     ends before them
 #   - two chats at once: each second turn restores the first turn's state
 #     (cached_tokens: every token the first turn fed)
+# `batch_checks.sh few SLOTS` instead runs three streams at once on a server
+# of SLOTS slots (fewer than three), each with the text it has alone.
 set -euo pipefail
 PY=$([ -x /usr/bin/python3 ] && echo /usr/bin/python3 || command -v python3)
-"$PY" - "$URL" <<'EOF'
+"$PY" - "$URL" "${1:-all}" "${2:-4}" <<'EOF'
 import json, sys, threading, time, urllib.request
-url = sys.argv[1]
+url, mode, slots = sys.argv[1], sys.argv[2], int(sys.argv[3])
 
 
 def metric(name):
@@ -77,7 +79,18 @@ def greedy(prompt, n):
     return {"prompt": prompt, "max_tokens": n, "temperature": 0}
 
 
-assert metric("ssmc_slots") == 4, metric("ssmc_slots")
+assert metric("ssmc_slots") == slots, metric("ssmc_slots")
+if mode == "few":
+    jobs = [(greedy(p, n), {}) for p, n in (("def add(a, b):", 12), ("import os", 8), ("class Stack:", 10))]
+    steps, drawn = metric("ssmc_batch_steps_total"), metric("ssmc_batch_tokens_total")
+    outs = together(jobs)
+    steps, drawn = metric("ssmc_batch_steps_total") - steps, metric("ssmc_batch_tokens_total") - drawn
+    for (body, _), out in zip(jobs, outs):
+        assert out["text"] == post(body)["choices"][0]["text"] and out["events"] >= body["max_tokens"] - 2, out
+    assert 1 < drawn / steps <= slots, (drawn, steps)
+    print(f"  ok: three streams at once in {slots} slots: each the text it has alone, a token an event; "
+          f"{drawn} tokens in {steps} steps")
+    sys.exit(0)
 prompts = ["def add(a, b):", "class Stack:\n    def __init__(self):", "import os\nimport sys\n",
            "# a parser for arithmetic\ndef parse(text):", "for i in range(10):", "while True:\n    line ="]
 lengths = [40, 12, 30, 5, 40, 60]

@@ -18,7 +18,9 @@
 #   vulkan  a smoke run of the same server on the Vulkan backend (lavapipe),
 #           and, with f32 weights, a second turn served from the cache has the
 #           tokens of the same request on a server without the cache, and its
-#           logprobs within 1e-4 (tests/serve/cache_agree.sh)
+#           logprobs within 1e-4 (tests/serve/cache_agree.sh); that bundle has
+#           no slots, so its requests take turns; a bundle of 2 slots served
+#           with --parallel 3 decodes 2 requests together
 # Run from the source tree (ctest does). Exits non-zero on any failure.
 set -euo pipefail
 SSMC=$1
@@ -154,10 +156,21 @@ vulkan)
   # and there a hit and a miss differ by a few 1e-4 of the largest logit
   "$SSMC" compile models/pymamba --dtype f32 --chunk 16 -q -o "$TMP/pymamba-f32.ssmb"
   MODEL=$TMP/pymamba-f32.ssmb start_server --weights models/pymamba --backend vulkan
+  # a bundle without slots: its requests take turns, and the server says so
+  grep -q "pymamba-f32.ssmb has no slots (ssmc compile --slots 4): up to 4 requests take turns" "$TMP/server.log" ||
+    { cat "$TMP/server.log"; echo "FAILED: a bundle without slots"; exit 1; }
   SSMC="$SSMC" TMP="$TMP" bash tests/serve/cache_agree.sh cached
   stop_server
   MODEL=$TMP/pymamba-f32.ssmb start_server --weights models/pymamba --backend vulkan --cache-mb 0
   SSMC="$SSMC" TMP="$TMP" bash tests/serve/cache_agree.sh uncached
+  stop_server
+  # a bundle of fewer slots than --parallel: that many decode together, the
+  # others wait (tests/serve/batch_checks.sh few)
+  "$SSMC" compile models/pymamba --slots 2 --chunk 16 -q -o "$TMP/pymamba-2.ssmb"
+  MODEL=$TMP/pymamba-2.ssmb start_server --weights models/pymamba --backend vulkan --parallel 3
+  grep -q "pymamba-2.ssmb has 2 slots, fewer than --parallel 3: 2 requests decode together" "$TMP/server.log" ||
+    { cat "$TMP/server.log"; echo "FAILED: a bundle of 2 slots"; exit 1; }
+  bash tests/serve/batch_checks.sh few 2
   stop_server
   ;;
 *)
