@@ -499,7 +499,11 @@ static void batch_step(sched *d) {
   }
   ssm_status st = ssmc_session_step_slots(srv->session, srv->slot_in, 1, srv->slot_out);
   uint64_t drawn = 0;
-  for (int i = 0; i < B; i++) drawn += srv->slot_job[i] && srv->slot_out[i] >= 0;
+  int missing = 0; /* rows without an id */
+  for (int i = 0; i < B; i++) {
+    drawn += srv->slot_job[i] && srv->slot_out[i] >= 0;
+    missing += srv->slot_out[i] < 0;
+  }
   pthread_mutex_lock(&srv->mu);
   srv->stats.batch_steps++;
   srv->stats.batch_tokens += drawn;
@@ -515,7 +519,9 @@ static void batch_step(sched *d) {
       continue;
     }
     if (!j) continue;
-    if (id < 0) { /* the step did not run for it */
+    /* the step did not run for it, or it ran but the device reported a
+     * problem (a validation message) that no slot's id shows */
+    if (id < 0 || (st && !missing)) {
       fail(d, j, st ? ssm_status_new(ssm_status_code(st), "%s", ssm_status_message(st))
                     : ssm_status_new(SSM_ERR_INTERNAL, "slot %d drew no id", i));
       continue;
