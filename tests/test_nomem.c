@@ -458,12 +458,13 @@ static void test_api(void) {
   ssmc_tokenizer_close(tok);
 }
 
-/* Two requests taking turns on a server's device thread (mamba1_tiny on
- * the CPU, no prompt cache, one decode token per turn, so each turn parks
- * the other's state in a snapshot): with each allocation of the device
- * thread failed in turn, each request ends, either with the text it has
- * without failures or with a 503 that says it ran out of host memory, and
- * the server goes on. */
+/* Two requests on a server's device thread (mamba1_tiny on the CPU, no
+ * prompt cache): taking turns, one decode token per turn, so each turn
+ * parks the other's state in a snapshot; or, with two slots, one decoding
+ * alone while the other's prompt is fed, then both in the slots. With each
+ * allocation of the device thread failed in turn, each request ends,
+ * either with the text it has without failures or with a 503 that says it
+ * ran out of host memory, and the server goes on. */
 typedef struct {
   ssm_server *srv;
   const char *body[2];
@@ -523,11 +524,12 @@ static int run_two(sched_run *r, int failing) {
   return ok;
 }
 
-static void test_sched(void) {
+static void sched_failing(int slots) {
   ssmc_options o;
   ssmc_options_init(&o);
   o.backend = SSMC_BACKEND_CPU;
   o.chunk = 4;
+  o.slots = slots;
   o.tokenizer = ssm_test_path("models/pymamba/tokenizer.json"); /* ids up to the fixture's vocab */
   ssmc_session *s = NULL;
   SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(FIX), &o, &s));
@@ -541,14 +543,15 @@ static void test_sched(void) {
                           "{\"prompt\": [4, 5], \"max_tokens\": 2, \"temperature\": 0}"}};
   SSM_ASSERT_OK(ssm_server_start(s, NULL, &so, &r.srv));
   CU_ASSERT_PTR_NOT_NULL_FATAL(r.srv);
+  CU_ASSERT_EQUAL(ssm_server_slots(r.srv), slots);
   run_two(&r, 0); /* the device thread's first allocations, made once */
   CU_ASSERT_FATAL(run_two(&r, 0));
   long total = (long)r.calls;
   CU_ASSERT_FATAL(total > 0 && r.want[0] && r.want[1]);
   r.served = r.refused = 0;
   for (long n = 1; n <= total && run_two(&r, (int)n); n++) {}
-  fprintf(stderr, "\n  two requests taking turns: %ld allocations failed in turn (%d requests "
-          "served, %d refused)", total, r.served, r.refused);
+  fprintf(stderr, "\n  two requests %s: %ld allocations failed in turn (%d requests served, %d "
+          "refused)", slots ? "in slots" : "taking turns", total, r.served, r.refused);
   CU_ASSERT(r.served > 0 && r.refused > 0);
   CU_ASSERT(run_two(&r, 0)); /* and the server goes on */
   ssm_server_stop(r.srv);
@@ -556,6 +559,9 @@ static void test_sched(void) {
   free(r.want[0]);
   free(r.want[1]);
 }
+
+static void test_sched(void) { sched_failing(0); }
+static void test_sched_slots(void) { sched_failing(2); }
 
 /* The CLI prints the error and exits 1 (SSMC_TEST_ALLOC_FAIL_AT fails its
  * N-th allocation, bookkeeping included), for allocations of a CPU run with
@@ -666,6 +672,7 @@ int main(void) {
                          {"chat", test_chat},
                          {"api", test_api},
                          {"sched", test_sched},
+                         {"sched_slots", test_sched_slots},
                          {"cli", test_cli},
                          {"cli_compile", test_cli_compile},
                          {"address_space_limits", test_address_space_limits},
