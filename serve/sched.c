@@ -5,20 +5,24 @@
  * (ssm_job.out) under the job's lock.
  *
  * With slots (a model compiled with a batched decode program, ssmc.h "many
- * sequences in one step"), requests decode together: every step of the
+ * sequences in one step"), requests decode together: every round of the
  * loop advances every decoding request by one token in one step of the
  * slots, and hands each its token at once (a stream gets it as its own
- * event). Between two steps, one request that needs the session alone has
- * a turn: a new request's prompt is prefilled there (one chunk a turn while
- * others decode, so that their streams go on; the longest cached prefix of
- * the prompt is restored first and only the rest is prefilled), and then
- * the request joins a free slot with its sampler; a request with logprobs,
- * which needs every step's logits, decodes there too, a slice of tokens a
- * turn. A request that finishes, or whose client hung up, leaves its slot
- * before the next step; its state is taken back from the slot only to be
- * cached. Slots that no request holds step on token 0 and their ids are
- * dropped; a slot whose logits were not finite ends its request with the
- * error (the others go on) and gets a clean state.
+ * event). A lone decoding request runs the session's one-sequence decode
+ * program instead, a token a round: a step of the slots computes every
+ * slot, which costs on a device that computes them one by one. It joins a
+ * slot when a second request decodes, and leaves it when it is alone again.
+ * After the decoding, one request that needs the session has a turn: a new
+ * request's prompt is prefilled there (one chunk a turn while others
+ * decode, so that their streams go on; the longest cached prefix of the
+ * prompt is restored first and only the rest is prefilled), after which it
+ * decodes with the others; a request with logprobs, which needs every
+ * step's logits, decodes there too, a slice of tokens a turn. A request
+ * that finishes, or whose client hung up, leaves its slot before the next
+ * step; its state is taken back from the slot only to be cached. Slots
+ * that no request holds step on token 0 and their ids are dropped; a slot
+ * whose logits were not finite ends its request with the error (the others
+ * go on) and gets a clean state.
  *
  * Without slots (models with attention), requests take turns round-robin
  * in the session, each turn one slice (up to slice_chunks prefill chunks,
