@@ -378,8 +378,9 @@ ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot);
  * (their positions, their ids in out_ids) and the others go on from there:
  * a slot whose logits were not finite has id -1 at that step (what it
  * draws after it means nothing, and its state is lost: join it again), and
- * the steps that did not run have -2 for every slot (on Vulkan the steps
- * after a failing one run in groups of up to 8). */
+ * a slot without an id has -2: every slot in the steps that did not run
+ * (on Vulkan the steps after a failing one run in groups of up to 8), or a
+ * slot whose sampler ran out of memory. */
 ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int steps,
                                     int32_t *out_ids);
 

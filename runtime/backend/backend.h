@@ -90,8 +90,8 @@ typedef struct {
    * id of step j into out_ids[j * slots + i], and *out_ran gets the steps
    * that ran, also when it fails: on a non-finite logit (ssm_slot_nonfinite)
    * the steps that ran have their ids written, -1 for each slot whose
-   * logits were not finite, and those that did not run have -2 for every
-   * slot. */
+   * logits were not finite (-2 for one whose sampler ran out of memory),
+   * and those that did not run have -2 for every slot. */
   ssm_status (*slot_copy)(ssm_backend *b, int slot, int to_slot);
   ssm_status (*slot_sampler)(ssm_backend *b, int slot, const float *state);
   ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
