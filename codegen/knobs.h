@@ -120,6 +120,12 @@
 
 /* a batched program's matmuls of up to this many rows: coop_few (gemv_coop.glsl.in) */
 #define KNOB_COOP_FEW_ROWS 64
+/* ... all of them up to this many rows; beyond, those the portable gemm splits k of
+ * keep it (at 64 rows on an H200: x_proj 79 us against 110, out_proj 96 against 109) */
+#define KNOB_COOP_FEW_ALL_ROWS 32
+/* ... and up to 16 rows (the portable gemv), those of at least this many columns (x_proj's
+ * 160 take 28 us in gemv, 36 in coop_few's 10 workgroups, on an H200) */
+#define KNOB_COOP_FEW_MIN_COLS 256
 /* ... tiles of 16 columns a workgroup (half of it beyond 32 rows: the sums' registers) */
 #define KNOB_COOP_FEW_COLS 4
 /* ... fewer of them while the workgroups are fewer than this (about a wave) */

@@ -276,7 +276,11 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
   int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
   int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
-  int few = coop_few_applies(c, M); /* a batched program's rows: coop_few */
+  /* a batched program's rows: coop_few, except beyond KNOB_COOP_FEW_ALL_ROWS
+   * rows where the portable kernel splits k (below), which is faster there */
+  int splits = lang(c)->big_tiles && !(big && lang(c)->big_tiles) && !norm &&
+               ((M + BM - 1) / BM) * ((N + BN - 1) / BN) < KNOB_GEMM_MIN_GROUPS;
+  int few = coop_few_applies(c, M) && (M <= KNOB_COOP_FEW_ALL_ROWS || !splits);
   int coop = few || (lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
                      !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K));
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
@@ -442,7 +446,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   }
   /* the cooperative-matrix variant (coop_few) reads a gain of ones
    * without a norm */
-  int few = mt && coop_few_applies(c, M);
+  int few = mt && coop_few_applies(c, M) && N >= KNOB_COOP_FEW_MIN_COLS;
   if ((norm && norm->nargs < 2) || (few && !norm))
     ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "helpers", "load8_ones"));
   /* one group of ROWS columns: the threads that will write them read their

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "codegen/knobs.h"
 #include "compile/compile.h"
 #include "frontend/frontend.h"
 #include "runtime/cpu/cpu.h"
@@ -1185,9 +1186,11 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
 /* The matmuls of a batched program with 16-bit weights get a variant on
  * cooperative matrices (gemv_coop.glsl.in; batch_matches_decode runs it
  * where the device has them): tiles of 16 rows enough for the slots, from
- * 6 rows on, whichever portable kernel the rows take (gemv up to 16, the
- * gemm beyond), within the 48 KiB of shared memory device.c asks of such a
- * device; f32 weights have none (their products take x at f32). */
+ * 6 rows on, whichever portable kernel the rows take (up to 16 rows the
+ * gemv, which keeps matmuls of fewer than KNOB_COOP_FEW_MIN_COLS columns;
+ * the gemm beyond, all of them up to 32 rows), within the 48 KiB of shared
+ * memory device.c asks of such a device; f32 weights have none (their
+ * products take x at f32). */
 static void test_batch_coop_variant(void) {
   const struct {
     int slots;
@@ -1204,11 +1207,16 @@ static void test_batch_coop_variant(void) {
     ssm_model_close(model);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
     const ssm_manifest *m = ssm_bundle_manifest(b);
-    int matmuls = 0, variants = 0;
+    int matmuls = 0, variants = 0, want = 0;
     for (int i = 0; i < m->batch.nsteps; i++) {
       const ssm_mf_kernel *k = &m->kernels[m->batch.steps[i].kernel];
       if (!strstr(k->params, "matmul")) continue;
       matmuls++;
+      const char *n = strstr(k->params, " N=");
+      CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+      int wanted = cases[c].mt && (cases[c].slots > 16 || atol(n + 3) >= KNOB_COOP_FEW_MIN_COLS);
+      want += wanted;
+      CU_ASSERT_EQUAL(k->glsl_coop.size != 0, wanted);
       if (!k->glsl_coop.size) continue;
       variants++;
       char *src = strndup(ssm_bundle_blob(b, k->glsl_coop), (size_t)k->glsl_coop.size);
@@ -1220,7 +1228,8 @@ static void test_batch_coop_variant(void) {
       free(src);
     }
     CU_ASSERT(matmuls >= 4); /* in_proj, x_proj, dt_proj, out_proj, lm_head */
-    CU_ASSERT_EQUAL(variants, cases[c].mt ? matmuls : 0);
+    CU_ASSERT_EQUAL(variants, want);
+    CU_ASSERT(cases[c].mt ? want >= 2 : want == 0); /* 12 rows: in_proj (256 columns), lm_head */
     ssm_bundle_close(b);
   }
 }
