@@ -1,0 +1,264 @@
+"""The Python package against the C library and the ssmc command line.
+
+Run by ctest (test python_ssmc), which sets SSMC_LIBRARY to the build tree's
+libssmc.so and SSMC_EXE to its ssmc; by hand, from the source root:
+
+    SSMC_LIBRARY=build/libssmc.so SSMC_EXE=build/ssmc python3 python/tests/test_ssmc.py
+
+Every model here is models/pymamba on the CPU backend (the reference
+interpreter: no kernels to compile, so each open takes a fraction of a
+second). What the command line prints is the expectation: the package must
+generate the same text from the same prompt and sampler settings.
+"""
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+
+import ssmc  # noqa: E402
+
+MODEL = os.path.join(ROOT, "models", "pymamba")
+PROMPT = "def fibonacci(n):"
+
+
+def cli_generate(prompt, n, *sampling):
+    """The text `ssmc run` generates after `prompt` (it prints the prompt,
+    the text, and a newline)."""
+    exe = os.environ.get("SSMC_EXE", os.path.join(ROOT, "build", "ssmc"))
+    out = subprocess.run([exe, "run", MODEL, "--backend", "cpu", "-q", "-n", str(n),
+                          "--prompt", prompt] + list(sampling),
+                         check=True, stdout=subprocess.PIPE).stdout.decode("utf-8")
+    assert out.startswith(prompt) and out.endswith("\n"), out
+    return out[len(prompt):-1]
+
+
+class ModelTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.model = ssmc.Model(MODEL, backend="cpu")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+
+    def test_properties(self):
+        m = self.model
+        self.assertEqual(ssmc.version(), "0.2.0")
+        self.assertEqual((m.architecture, m.device, m.vocab), ("mamba1", "cpu", 4096))
+        self.assertEqual(m.eos, m.token_id("<|endoftext|>"))
+        self.assertEqual(os.path.realpath(m.model_dir), os.path.realpath(MODEL))
+
+    def test_generate_greedy_is_the_command_lines(self):
+        for prompt in (PROMPT, "import os\n"):
+            self.assertEqual(self.model.generate(prompt, max_tokens=24), cli_generate(prompt, 24,
+                                                                                      "--greedy"))
+
+    def test_generate_sampled_is_the_command_lines(self):
+        args = dict(temperature=0.8, top_k=40, top_p=0.9, seed=7)
+        want = cli_generate(PROMPT, 24, "--temperature", "0.8", "--top-k", "40", "--top-p",
+                            "0.9", "--seed", "7")
+        self.assertEqual(self.model.generate(PROMPT, 24, **args), want)
+        self.assertNotEqual(self.model.generate(PROMPT, 24, **dict(args, seed=8)), want)
+
+    def test_stream_pieces_join_to_generate(self):
+        pieces = list(self.model.stream(PROMPT, max_tokens=20))
+        self.assertGreater(len(pieces), 5)
+        self.assertEqual("".join(pieces), self.model.generate(PROMPT, max_tokens=20))
+        ids = self.model.generate_ids(PROMPT, max_tokens=20)
+        self.assertEqual(len(ids), 20)
+        self.assertEqual(self.model.decode(ids), "".join(pieces))
+
+    def test_stream_left_early_stops_and_the_session_goes_on(self):
+        s = self.model.session()
+        want = s.generate(PROMPT, 12)
+        s.reset()
+        stream = s.stream(PROMPT, 12)
+        first = next(stream)
+        with self.assertRaises(RuntimeError):
+            s.feed("x")  # in use by the stream
+        stream.close()
+        self.assertTrue(want.startswith(first))
+        self.assertLess(s.position, 12)
+        s.generate(None, 4)  # usable again
+        s.close()
+
+    def test_session_turns_join_up(self):
+        with self.model.session() as s:
+            self.assertEqual(s.generate(PROMPT, 10) + s.generate(None, 14),
+                             self.model.generate(PROMPT, 24))
+            self.assertEqual(s.position, len(self.model.encode(PROMPT)) + 23)
+
+    def test_feed_then_generate(self):
+        with self.model.session() as s:
+            s.feed(PROMPT)
+            self.assertEqual(s.position, len(self.model.encode(PROMPT)))
+            with self.assertRaises(ValueError):
+                s.generate(None, 4)  # everything was fed: nothing to go on from
+            ids = self.model.encode(PROMPT)
+            s.reset()
+            s.feed(ids[:-1])
+            self.assertEqual(s.generate(ids[-1:], 16), self.model.generate(PROMPT, 16))
+
+    def test_snapshot_restore_reproduces(self):
+        with self.model.session() as s:
+            s.feed("def f(")
+            snap = s.snapshot()
+            self.assertEqual(snap.position, s.position)
+            self.assertGreater(snap.nbytes, 0)
+            a = s.generate("x):", 12)
+            s.restore(snap)
+            self.assertEqual(s.position, snap.position)
+            self.assertEqual(s.generate("x):", 12), a)
+            with s.fork() as t:  # a snapshot restores into a fork too
+                t.restore(snap)
+                self.assertEqual(t.generate("x):", 12), a)
+            snap.close()
+            with self.assertRaises(ValueError):
+                s.restore(snap)
+
+    def test_fork_is_independent(self):
+        with self.model.session() as u:
+            u.feed("class A:\n")
+            want = u.generate("    def", 12)
+        with self.model.session() as s:
+            s.feed("class A:\n")
+            with s.fork() as t:
+                s.generate("import sys; sys.exit(", 12)
+                self.assertEqual(t.generate("    def", 12), want)
+                self.assertNotEqual(s.position, t.position)
+
+    def test_save_load_round_trip(self):
+        with tempfile.TemporaryDirectory() as tmp, self.model.session() as s:
+            path = os.path.join(tmp, "f.state")
+            s.generate(PROMPT, 6)
+            s.save(path)
+            position = s.position
+            want = s.generate("\n    return", 12)
+            with self.model.session() as t:
+                t.load(path)
+                self.assertEqual(t.position, position)
+                self.assertEqual(t.generate("\n    return", 12), want)
+                with open(path, "r+b") as f:
+                    f.truncate(os.path.getsize(path) // 2)
+                before = t.position
+                with self.assertRaises(ssmc.Error) as e:
+                    t.load(path)  # refused, and changes nothing
+                self.assertIn(path, str(e.exception))
+                self.assertEqual(t.position, before)
+                with self.assertRaises(ssmc.Error):
+                    t.load(os.path.join(tmp, "missing.state"))
+
+    def test_encode_decode_round_trip(self):
+        text = "def héllo(wörld):\n    return '✓'  # 日本\n"
+        ids = self.model.encode(text)
+        self.assertTrue(ids and all(isinstance(i, int) for i in ids))
+        self.assertEqual(self.model.decode(ids), text)
+        self.assertEqual(self.model.encode(""), [])
+        eos = self.model.eos
+        self.assertEqual(self.model.decode(ids + [eos]), text)
+        self.assertEqual(self.model.decode(ids + [eos], skip_special=False),
+                         text + "<|endoftext|>")
+
+    def test_bad_path_raises_error_with_the_path(self):
+        bad = os.path.join(ROOT, "no", "such", "model")
+        with self.assertRaises(ssmc.Error) as e:
+            ssmc.Model(bad, backend="cpu")
+        self.assertIn(bad, str(e.exception))
+        self.assertIsInstance(e.exception.code, int)
+        self.assertNotEqual(e.exception.code, 0)
+
+    def test_bad_arguments(self):
+        m = self.model
+        for call, exc in [
+            (lambda: ssmc.Model(42), TypeError),
+            (lambda: ssmc.Model(MODEL, backend="tpu"), ValueError),
+            (lambda: ssmc.Model(MODEL, backend="cpu", colour=1), TypeError),
+            (lambda: ssmc.Model(MODEL, backend="cpu", dtype=16), TypeError),
+            (lambda: ssmc.Model(MODEL, backend="cpu", max_seq=-1), ValueError),
+            (lambda: m.generate(PROMPT, max_tokens=0), ValueError),
+            (lambda: m.generate(PROMPT, max_tokens="8"), TypeError),
+            (lambda: m.generate(PROMPT, max_tokens=True), TypeError),
+            (lambda: m.generate(PROMPT, temperature=-1), ValueError),
+            (lambda: m.generate(PROMPT, temperature="hot"), TypeError),
+            (lambda: m.generate(PROMPT, top_p=0), ValueError),
+            (lambda: m.generate(PROMPT, top_k=-1), ValueError),
+            (lambda: m.generate(PROMPT, seed=2**24), ValueError),
+            (lambda: m.generate(PROMPT, beam=4), TypeError),
+            (lambda: m.generate(None), TypeError),
+            (lambda: m.generate(3), TypeError),
+            (lambda: m.generate([1, "2"]), TypeError),
+            (lambda: m.generate([1, -2]), ValueError),
+            (lambda: m.encode(b"bytes"), TypeError),
+            (lambda: m.decode("text"), TypeError),
+            (lambda: m.session().restore("snapshot"), TypeError),
+            (lambda: m.session().save(None), TypeError),
+        ]:
+            with self.assertRaises(exc):
+                call()
+        # ids past the vocabulary reach the library, which refuses them
+        with self.assertRaises(ssmc.InvalidError) as e:
+            m.generate([m.vocab + 5])
+        self.assertEqual(e.exception.code, ssmc.InvalidError.code)
+
+    def test_closed_objects_refuse(self):
+        s = self.model.session()
+        s.close()
+        s.close()
+        with self.assertRaises(ValueError):
+            s.feed("x")
+        with ssmc.Model(MODEL, backend="cpu") as m:
+            t = m.session()
+        with self.assertRaises(ValueError):
+            m.generate(PROMPT)
+        self.assertEqual(t.generate(PROMPT, 16), self.model.generate(PROMPT, 16))
+        t.close()
+
+
+class LibraryTest(unittest.TestCase):
+    def test_missing_library_says_how_to_point_at_it(self):
+        code = "import ssmc\ntry:\n  ssmc.Model('x')\nexcept ssmc.LibraryNotFoundError as e:\n" \
+               "  print(e)\n"
+        env = dict(os.environ, SSMC_LIBRARY="/nonexistent/libssmc.so",
+                   PYTHONPATH=os.path.join(ROOT, "python"))
+        out = subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                             stdout=subprocess.PIPE).stdout.decode()
+        self.assertIn("SSMC_LIBRARY=/nonexistent/libssmc.so", out)
+        self.assertIn("set SSMC_LIBRARY", out)
+
+    def test_pip_installs_the_package(self):
+        missing = [m for m in ("pip", "setuptools", "wheel") if not importlib.util.find_spec(m)]
+        if missing:
+            self.skipTest("%s has no %s (Debian's python3-pip brings them: "
+                          "tools/install-deps.sh --test)" % (sys.executable, ", ".join(missing)))
+        with tempfile.TemporaryDirectory() as tmp:
+            # from a copy: setuptools writes its build/ and egg-info beside the sources
+            source = os.path.join(tmp, "source")
+            shutil.copytree(os.path.join(ROOT, "python"), source,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+            target = os.path.join(tmp, "target")
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-index",
+                            "--root-user-action=ignore", "--disable-pip-version-check",
+                            "--no-build-isolation", "--no-deps", "--target", target, source],
+                           check=True)
+            code = "import ssmc; print(ssmc.__file__); print(ssmc.version())"
+            library = os.path.abspath(os.environ.get("SSMC_LIBRARY", "build/libssmc.so"))
+            out = subprocess.run([sys.executable, "-c", code], cwd=tmp, check=True,
+                                 env=dict(os.environ, PYTHONPATH=target, SSMC_LIBRARY=library),
+                                 stdout=subprocess.PIPE).stdout.decode().split()
+            self.assertTrue(out[0].startswith(target), out)
+            self.assertEqual(out[1], "0.2.0")
+
+
+if __name__ == "__main__":
+    if os.environ.get("SSM_TEST_SANITIZED"):
+        print("python_ssmc: skipped in a sanitized build (python3 would have to run with "
+              "libasan preloaded, and LeakSanitizer reports the interpreter's own memory)")
+        sys.exit(77)
+    unittest.main(verbosity=2)
