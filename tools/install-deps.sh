@@ -6,7 +6,8 @@
 # Mesa's drivers (lavapipe where there is no GPU), libshaderc (GLSL to SPIR-V),
 # libyaml, cJSON, xxHash, and the tokenizer's Unicode and regular expressions
 # (libutf8proc, Oniguruma), and libmicrohttpd, `ssmc serve`'s HTTP server.
-# For the tests: CUnit, the validation layers, python3, curl and the openai
+# For the tests: CUnit, the validation layers, python3 and python3-pip (with
+# setuptools and wheel: python/'s test installs the package), curl and the openai
 # npm package (tests/serve, pinned, npm ci) that drive the server, clang with
 # libFuzzer (libclang-rt-14-dev) and llvm-symbolizer (llvm) for tools/fuzz.sh,
 # and for the WebGPU host (runtime/web) Node 20+ with npm and its npm packages
@@ -28,7 +29,7 @@ apt-get install -y -qq --no-install-recommends \
   libutf8proc-dev libonig-dev libmicrohttpd-dev mesa-vulkan-drivers >/dev/null
 [ -n "$test" ] || exit 0
 apt-get install -y -qq --no-install-recommends \
-  libcunit1-dev vulkan-validationlayers python3 \
+  libcunit1-dev vulkan-validationlayers python3 python3-pip \
   clang libclang-rt-14-dev llvm curl chromium chromium-common >/dev/null
 command -v node >/dev/null || apt-get install -y -qq --no-install-recommends nodejs >/dev/null
 command -v npm >/dev/null || apt-get install -y -qq --no-install-recommends npm >/dev/null
