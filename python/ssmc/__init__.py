@@ -14,9 +14,9 @@ import ctypes
 from ._capi import (CancelledError, DeviceError, Error, FileError, InternalError,
                     InvalidError, LibraryNotFoundError, NoMemoryError, UnsupportedError,
                     check as _check, lib as _lib, text as _text)
-from ._model import Model, Session, Snapshot
+from ._model import Model, Session, Snapshot, Tokenizer
 
-__all__ = ["Model", "Session", "Snapshot", "Error", "InvalidError", "FileError",
+__all__ = ["Model", "Session", "Snapshot", "Tokenizer", "Error", "InvalidError", "FileError",
            "NoMemoryError", "UnsupportedError", "DeviceError", "InternalError",
            "CancelledError", "LibraryNotFoundError", "version", "devices"]
 

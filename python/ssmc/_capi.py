@@ -120,6 +120,8 @@ _PROTOTYPES = {
     "ssmc_status_free": (None, [status_t]),
     "ssmc_devices": (status_t, [ctypes.POINTER(ctypes.POINTER(Device)),
                                 ctypes.POINTER(ctypes.c_int)]),
+    "ssmc_tokenizer_open": (status_t, [ctypes.c_char_p, _PP]),
+    "ssmc_tokenizer_close": (None, [_P]),
     "ssmc_tokenizer_encode": (status_t, [_P, ctypes.c_char_p, ctypes.c_size_t,
                                          ctypes.POINTER(_I32P), _SIZEP]),
     "ssmc_tokenizer_decode": (status_t, [_P, _I32P, ctypes.c_size_t, ctypes.c_int,

@@ -203,6 +203,27 @@ def _id_array(ids, what):
     return (ctypes.c_int32 * len(ids))(*ids)
 
 
+class Tokenizer(_Handle, _Texts):
+    """A Hugging Face tokenizer.json on its own (ssmc_tokenizer_open): `path`
+    is the file or a directory that holds one."""
+
+    _free = "ssmc_tokenizer_close"
+
+    def __init__(self, path):
+        super().__init__(None)
+        out = ctypes.c_void_p()
+        check(lib().ssmc_tokenizer_open(_path(path, "Tokenizer"), ctypes.byref(out)))
+        self._h = out.value
+
+    def _tokenizer(self):
+        return self._handle()
+
+    @property
+    def vocab_size(self):
+        """Largest id + 1."""
+        return lib().ssmc_tokenizer_vocab_size(self._handle())
+
+
 class Session(_Handle, _Texts):
     """A conversation with the model: its state after every token fed so far.
     Made by Model.session() or Session.fork()."""

@@ -166,6 +166,21 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(self.model.decode(ids + [eos], skip_special=False),
                          text + "<|endoftext|>")
 
+    def test_tokenizer_alone(self):
+        text = "import os\nprint(os.getcwd())\n"
+        with ssmc.Tokenizer(os.path.join(MODEL, "tokenizer.json")) as t:
+            self.assertEqual(t.encode(text), self.model.encode(text))
+            self.assertEqual(t.decode(t.encode(text)), text)
+            self.assertEqual(t.token_id("<|endoftext|>"), self.model.eos)
+            self.assertIsNone(t.token_id("no such token"))
+            self.assertEqual(t.vocab_size, self.model.vocab)  # pymamba's logits are not padded
+        with self.assertRaises(ValueError):
+            t.encode(text)  # closed
+        bad = os.path.join(ROOT, "no", "tokenizer.json")
+        with self.assertRaises(ssmc.Error) as e:
+            ssmc.Tokenizer(bad)
+        self.assertIn(bad, str(e.exception))
+
     def test_bad_path_raises_error_with_the_path(self):
         bad = os.path.join(ROOT, "no", "such", "model")
         with self.assertRaises(ssmc.Error) as e:
