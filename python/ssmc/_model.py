@@ -230,15 +230,18 @@ class Session(_Handle, _Texts):
 
     _free = "ssmc_session_close"
 
-    def __init__(self, handle, model):
+    def __init__(self, handle, model, family=None):
         super().__init__(handle)
         self._model = model  # keeps the Model (and its library) alive
         self._pending = []   # the last id generated, not yet in the state
-        self._streaming = False
+        # what the sessions of one loaded model share: one of them streaming
+        # (on a thread of its own) keeps the others from the backend
+        self._family = family or {"streaming": False}
 
     def _handle(self):
-        if self._streaming:
-            raise RuntimeError("Session: a stream of it is still running")
+        if self._family["streaming"]:
+            raise RuntimeError("ssmc: a stream of this model is running: finish it or close() "
+                               "it first")
         return super()._handle()
 
     @property
@@ -336,7 +339,7 @@ class Session(_Handle, _Texts):
             finally:
                 pieces.put(None)
 
-        self._streaming = True
+        self._family["streaming"] = True
         worker = threading.Thread(target=work, daemon=True)
         worker.start()
         finished = False
@@ -350,7 +353,7 @@ class Session(_Handle, _Texts):
         finally:
             stop.set()
             worker.join()
-            self._streaming = False
+            self._family["streaming"] = False
             lib().ssmc_decoder_destroy(decoder)
             generated = out[:count.value]
             if out_ids is not None:
@@ -387,7 +390,7 @@ class Session(_Handle, _Texts):
         goes its own way."""
         out = ctypes.c_void_p()
         check(lib().ssmc_session_fork(self._handle(), ctypes.byref(out)))
-        s = Session(out.value, self._model)
+        s = Session(out.value, self._model, self._family)
         s._pending = list(self._pending)
         return s
 

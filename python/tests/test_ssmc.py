@@ -83,6 +83,8 @@ class ModelTest(unittest.TestCase):
         first = next(stream)
         with self.assertRaises(RuntimeError):
             s.feed("x")  # in use by the stream
+        with self.assertRaises(RuntimeError):
+            self.model.generate(PROMPT)  # the same loaded model: one thread at a time
         stream.close()
         self.assertTrue(want.startswith(first))
         self.assertLess(s.position, 12)
