@@ -72,7 +72,8 @@ def _options(kwargs):
 
 
 def _sampler(max_tokens, temperature=0.0, top_k=0, top_p=1.0, seed=0, stop_at_eos=True):
-    _int(max_tokens, "max_tokens", 1, 2**31 - 1)
+    # the sampler counts its draws in 24 bits (ssmc_generate_options.step)
+    _int(max_tokens, "max_tokens", 1, 2**24 - 1)
     g = _capi.GenerateOptions()
     lib().ssmc_generate_options_init(ctypes.byref(g))
     g.temperature = _float(temperature, "temperature")

@@ -200,6 +200,7 @@ class ModelTest(unittest.TestCase):
             (lambda: ssmc.Model(MODEL, backend="cpu", dtype=16), TypeError),
             (lambda: ssmc.Model(MODEL, backend="cpu", max_seq=-1), ValueError),
             (lambda: m.generate(PROMPT, max_tokens=0), ValueError),
+            (lambda: m.generate(PROMPT, max_tokens=2**24), ValueError),
             (lambda: m.generate(PROMPT, max_tokens="8"), TypeError),
             (lambda: m.generate(PROMPT, max_tokens=True), TypeError),
             (lambda: m.generate(PROMPT, temperature=-1), ValueError),
