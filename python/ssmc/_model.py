@@ -435,7 +435,7 @@ class Model(_Texts, _Closing):
             self._root.close()
 
     def _handle(self):
-        if self._root is None:
+        if self._root is None or not self._root._h:
             raise ValueError("Model is closed")
         return self._root._handle()
 

@@ -233,7 +233,7 @@ class ModelTest(unittest.TestCase):
             s.feed("x")
         with ssmc.Model(MODEL, backend="cpu") as m:
             t = m.session()
-        with self.assertRaises(ValueError):
+        with self.assertRaisesRegex(ValueError, "Model is closed"):
             m.generate(PROMPT)
         self.assertEqual(t.generate(PROMPT, 16), self.model.generate(PROMPT, 16))
         t.close()
