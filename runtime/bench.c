@@ -33,7 +33,7 @@ static ssm_status bench(ssm_backend *b, int n, float *logits, int32_t *toks, int
   }
   double t1 = now_s();
   /* decode, the token fed back on the device */
-  SSM_TRY(ssm_backend_set_sampler(b, 0, 0, 1, 0));
+  SSM_TRY(ssm_backend_set_sampler(b, 0, 0, 1, 0, 0));
   SSM_TRY(ssm_backend_reset(b));
   SSM_TRY(ssm_backend_generate(b, 1 % (int32_t)V, n < 8 ? n : 8, 0, ids, &got, NULL, NULL));
   SSM_TRY(ssm_backend_reset(b));
@@ -87,7 +87,7 @@ ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tok
   float greedy[SSM_SAMPLER_STATE_LEN];
   ssm_status st = ssm_alloc((size_t)B, sizeof *first, (void **)&first);
   if (!st) st = ssm_alloc((size_t)B * (size_t)n, sizeof *ids, (void **)&ids);
-  if (!st) st = ssm_sampler_state(0, 0, 1, 0, greedy);
+  if (!st) st = ssm_sampler_state(0, 0, 1, 0, 0, greedy);
   if (!st) st = ssm_backend_reset(b);
   for (int i = 0; !st && i < B; i++) {
     first[i] = (int32_t)((1 + i * 7919) % b->vocab); /* each sequence its own */

@@ -433,7 +433,7 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
     return ssm_status_new(SSM_ERR_INVALID, "generate: sampler step %u is not below 2^24", g->step);
   if (sampled) {
     float st[SSM_SAMPLER_STATE_LEN];
-    SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, (int64_t)g->seed, st));
+    SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->min_p, (int64_t)g->seed, st));
     st[4] = (float)g->step; /* the draw's counter (templates/sample.glsl.in) */
     SSM_TRY(b->ops->set_sampler(b, st));
   }

@@ -27,7 +27,7 @@ static ssm_status slot_check(ssmc_session *s, int slot) {
 ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generate_options *g) {
   SSM_TRY(slot_check(s, slot));
   float st[SSM_SAMPLER_STATE_LEN];
-  SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->seed, st));
+  SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->min_p, g->seed, st));
   if (g->step >= 1u << 24)
     return ssm_status_new(SSM_ERR_INVALID, "sampler step %u is past 2^24", g->step);
   st[4] = (float)g->step;

@@ -271,6 +271,10 @@ typedef struct {
   ssmc_token_fn on_token;   /* each id, as it is drawn (may be NULL) */
   ssmc_logits_fn on_logits; /* the logits of every position processed (may be NULL) */
   void *user;
+  /* in [0, 1]; 0: off. After temperature, top_k and top_p, the tokens whose
+   * probability is below min_p times the likeliest one's are left out (as
+   * transformers' min_p) */
+  float min_p;
 } ssmc_generate_options;
 
 /* Greedy, top_p 1, no callbacks. */

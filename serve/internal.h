@@ -65,7 +65,7 @@ struct ssm_job {
   int32_t *prompt;
   size_t nprompt;
   int max_tokens;
-  float temperature, top_p;
+  float temperature, top_p, min_p;
   int top_k;
   uint32_t seed;
   char **stop;

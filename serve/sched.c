@@ -374,6 +374,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int most) {
   g.temperature = j->temperature;
   g.top_k = j->top_k;
   g.top_p = j->top_p;
+  g.min_p = j->min_p;
   g.seed = j->seed;
   g.step = (uint32_t)j->ngen;
   g.stop_at_eos = srv->eos >= 0;
@@ -415,6 +416,7 @@ static ssmc_generate_options sampler_of(const ssm_job *j) {
   g.temperature = j->temperature;
   g.top_k = j->top_k;
   g.top_p = j->top_p;
+  g.min_p = j->min_p;
   g.seed = j->seed;
   g.step = (uint32_t)j->ngen;
   return g;

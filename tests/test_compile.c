@@ -436,7 +436,7 @@ static void test_backend_refuses_bad_input(void) {
   int32_t out[4];
   int n = 0;
   SSM_ASSERT_ERR(ssm_backend_generate(be, -1, 4, 0, out, &n, NULL, NULL), "token id -1 out of range");
-  SSM_ASSERT_ERR(ssm_backend_set_sampler(be, -1, 0, 1, 0), "sampler settings out of range");
+  SSM_ASSERT_ERR(ssm_backend_set_sampler(be, -1, 0, 1, 0, 0), "sampler settings out of range");
   ssm_backend_close(be);
   /* the right bundle with the weights of another model: the tensor is named */
   be = NULL;
@@ -1140,7 +1140,7 @@ static void batch_matches_alone(ssm_backend *be, int32_t *got) {
   int B = be->slots;
   int32_t first[BATCH_MAX], want[BATCH_MAX][BATCH_STEPS];
   float greedy[SSM_SAMPLER_STATE_LEN], *st = NULL, *st2 = NULL;
-  SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, greedy));
+  SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, 0, greedy));
   /* alone: prompt i (i + 2 tokens), then BATCH_STEPS greedy steps */
   for (int i = 0; i < B; i++) {
     int32_t prompt[BATCH_MAX + 2];

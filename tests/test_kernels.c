@@ -710,9 +710,9 @@ static void smp_close(smp *t) {
   ssm_graph_destroy(t->kc.g);
 }
 
-/* temperature, top_k, top_p, seed; step 0 */
-static void smp_set(smp *t, float temp, float top_k, float top_p, float seed) {
-  float st[8] = {temp, top_k, top_p, seed, 0, 0, 0, 0};
+/* temperature, top_k, top_p, seed, min_p; step 0 */
+static void smp_set(smp *t, float temp, float top_k, float top_p, float seed, float min_p) {
+  float st[8] = {temp, top_k, top_p, seed, 0, min_p, 0, 0};
   SSM_ASSERT_OK(ssm_cpu_state_write(t->cpu, "s0", &k_sampler, st));
   SSM_ASSERT_OK(ssm_vk_buffer_upload(g_vk, t->bufs[t->state_binding], 0, st, sizeof st));
 }
@@ -739,25 +739,33 @@ static float smp_gpu_step(smp *t) {
 /* Draws `steps` ids on both sides with the same settings. Ids must match,
  * except where the interpreter's decision was a near-tie (margin < 1e-4 of
  * the mass, or of the top-k threshold), which is counted in *near. */
-static void sample_case(int64_t V, float temp, float top_k, float top_p, int steps, int *near) {
+static void sample_case(int64_t V, float temp, float top_k, float top_p, float min_p, int steps,
+                        int *near) {
   char label[96];
-  snprintf(label, sizeof label, "sample V=%lld T=%g k=%g p=%g, %d steps", (long long)V, temp,
-           top_k, top_p, steps);
+  snprintf(label, sizeof label, "sample V=%lld T=%g k=%g p=%g min_p=%g, %d steps", (long long)V,
+           temp, top_k, top_p, min_p, steps);
   smp t;
   if (!smp_open(&t, label, 2, V, NULL)) {
     smp_close(&t);
     return;
   }
-  smp_set(&t, temp, top_k, top_p, 7);
+  smp_set(&t, temp, top_k, top_p, 7, min_p);
   int same = 0, ties = 0, bad = 0, distinct = 0;
+  int64_t best = 0; /* the likeliest: all that min_p 1 keeps */
+  for (int64_t i = 1; i < V; i++)
+    if (t.row[i] > t.row[best]) best = i;
   int32_t prev = -1;
   for (int i = 0; i < steps; i++) {
-    float st[8] = {temp, top_k, top_p, 7, (float)i, 0, 0, 0};
+    float st[8] = {temp, top_k, top_p, 7, (float)i, min_p, 0, 0};
     double margin;
     int32_t want = ssm_sample_row(t.row, V, st, &margin);
+    if (min_p >= 1) CU_ASSERT_EQUAL(want, best);
     int32_t cpu = smp_cpu(&t), gpu = smp_gpu(&t);
     CU_ASSERT_EQUAL(cpu, want); /* the op is ssm_sample_row at the current step */
     CU_ASSERT(gpu >= 0 && gpu < V);
+    /* min_p leaves out what is less likely than min_p times the likeliest */
+    if (min_p > 0 && gpu >= 0 && gpu < V)
+      CU_ASSERT((t.row[gpu] - t.row[best]) / temp >= logf(min_p) - 1e-5f);
     distinct += gpu != prev;
     prev = gpu;
     if (gpu == cpu) same++;
@@ -769,7 +777,7 @@ static void sample_case(int64_t V, float temp, float top_k, float top_p, int ste
   }
   CU_ASSERT_EQUAL(smp_gpu_step(&t), (float)steps);
   CU_ASSERT_EQUAL(bad, 0);
-  if (temp > 0 && (top_k == 0 || top_k > 1)) CU_ASSERT(distinct > 1); /* it does sample */
+  if (temp > 0 && (top_k == 0 || top_k > 1) && min_p < 1) CU_ASSERT(distinct > 1); /* it samples */
   g_failures += bad > 0;
   *near += ties;
   printf("\n    %-4s %-46s %d/%d same, %d near-ties", bad ? "FAIL" : "ok", label, same, steps, ties);
@@ -779,11 +787,15 @@ static void sample_case(int64_t V, float temp, float top_k, float top_p, int ste
 static void test_sample(void) {
   NEED_VK();
   int near = 0;
-  static const float combos[][3] = {{0, 0, 1},   {1, 0, 1},    {0.8f, 40, 0.9f}, {1.5f, 0, 0.5f},
-                                    {0.7f, 5, 1}, {1, 1, 1},   {2, 100, 0.95f},  {0.5f, 0, 0.99f}};
+  /* temperature, top_k, top_p, min_p */
+  static const float combos[][4] = {{0, 0, 1, 0},      {1, 0, 1, 0},      {0.8f, 40, 0.9f, 0},
+                                    {1.5f, 0, 0.5f, 0}, {0.7f, 5, 1, 0},   {1, 1, 1, 0},
+                                    {2, 100, 0.95f, 0}, {0.5f, 0, 0.99f, 0}, {1.2f, 0, 1, 0.05f},
+                                    {1, 40, 0.9f, 0.2f}, {2, 0, 1, 1}};
   for (int v = 0; v < 2; v++)
     for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++)
-      sample_case(v ? 50280 : 1000, combos[c][0], combos[c][1], combos[c][2], v ? 12 : 40, &near);
+      sample_case(v ? 50280 : 1000, combos[c][0], combos[c][1], combos[c][2], combos[c][3],
+                  v ? 12 : 40, &near);
   printf("\n    near-ties tolerated: %d", near);
   end_list();
 }
@@ -805,7 +817,7 @@ static void test_sample_nonfinite(void) {
         continue;
       }
       for (int greedy = 0; greedy < 2; greedy++) {
-        smp_set(&t, greedy ? 0 : 0.9f, 0, 1, 3);
+        smp_set(&t, greedy ? 0 : 0.9f, 0, 1, 3, 0);
         float st[8] = {greedy ? 0 : 0.9f, 0, 1, 3, 0, 0, 0, 0};
         CU_ASSERT_EQUAL(ssm_sample_row(t.row, V, st, NULL), -1);
         CU_ASSERT_EQUAL(smp_cpu(&t), -1);
@@ -823,7 +835,7 @@ static void test_sample_distribution(void) {
   for (int i = 0; i < 8; i++) logits[i] = (float)log(probs[i]) + 3.0f;
   smp t;
   if (smp_open(&t, "sample 8-way, 20000 draws", 1, 8, logits)) {
-    smp_set(&t, 1, 0, 1, 123);
+    smp_set(&t, 1, 0, 1, 123, 0);
     int counts[8] = {0};
     enum { DRAWS = 20000 };
     for (int i = 0; i < DRAWS; i++) {
@@ -865,14 +877,14 @@ static void test_sample_distribution(void) {
     for (int i = 0; i < nucleus; i++) in_nucleus[order[i]] = 1;
     int outside_k = 0, outside_p = 0, seen_k = 0, seen_p = 0;
     char hit_k[V] = {0}, hit_p[V] = {0};
-    smp_set(&t, 1, 3, 1, 5);
+    smp_set(&t, 1, 3, 1, 5, 0);
     for (int i = 0; i < DRAWS; i++) {
       int32_t id = smp_gpu(&t);
       outside_k += !in_top3[id];
       seen_k += !hit_k[id];
       hit_k[id] = 1;
     }
-    smp_set(&t, 1, 0, 0.5f, 5);
+    smp_set(&t, 1, 0, 0.5f, 5, 0);
     for (int i = 0; i < DRAWS; i++) {
       int32_t id = smp_gpu(&t);
       outside_p += !in_nucleus[id];
@@ -889,11 +901,11 @@ static void test_sample_distribution(void) {
 
     /* the same seed gives the same ids; another seed others */
     int32_t a[20], b[20], c[20];
-    smp_set(&t, 1, 0, 1, 7);
+    smp_set(&t, 1, 0, 1, 7, 0);
     for (int i = 0; i < 20; i++) a[i] = smp_gpu(&t);
-    smp_set(&t, 1, 0, 1, 7);
+    smp_set(&t, 1, 0, 1, 7, 0);
     for (int i = 0; i < 20; i++) b[i] = smp_gpu(&t);
-    smp_set(&t, 1, 0, 1, 8);
+    smp_set(&t, 1, 0, 1, 8, 0);
     for (int i = 0; i < 20; i++) c[i] = smp_gpu(&t);
     CU_ASSERT(!memcmp(a, b, sizeof a));
     CU_ASSERT(memcmp(a, c, sizeof a) != 0);

@@ -10,6 +10,7 @@
  * while sampling come for every position; bad settings are refused.
  */
 #include <cjson/cJSON.h>
+#include <math.h>
 #include <string.h>
 
 #include "runtime/ssmc.h"
@@ -128,6 +129,36 @@ static void test_seeded_sampling(void) {
   CU_ASSERT_STRING_NOT_EQUAL(a, greedy); /* sampling is not greedy decoding in disguise */
 }
 
+/* min_p keeps the tokens at least min_p times as likely as the likeliest:
+ * at 1, the likeliest alone, however hot the temperature (greedy's text);
+ * lower, it narrows what a hot sampler draws from. On both backends. */
+static void test_min_p(void) {
+  const char *prompt = "852,328,421,145,37,285,697,882";
+  for (int be = 0; be < 2; be++) {
+    ssmc_session *s = open_fixture("mamba1_tiny", be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN);
+    ssmc_generate_options g;
+    ssmc_generate_options_init(&g);
+    char greedy[4096], one[4096], hot[4096], narrowed[4096];
+    generate(s, prompt, 30, NULL, greedy, sizeof greedy);
+    g.temperature = 3;
+    g.seed = 11;
+    SSM_ASSERT_OK(ssmc_session_reset(s));
+    generate(s, prompt, 30, &g, hot, sizeof hot);
+    g.min_p = 1;
+    SSM_ASSERT_OK(ssmc_session_reset(s));
+    generate(s, prompt, 30, &g, one, sizeof one);
+    g.min_p = 0.5f;
+    SSM_ASSERT_OK(ssmc_session_reset(s));
+    generate(s, prompt, 30, &g, narrowed, sizeof narrowed);
+    fprintf(stderr, "\n  %s: greedy %s\n  min_p 1: %s\n  hot: %s\n  min_p 0.5: %s",
+            be ? "cpu" : "vulkan", greedy, one, hot, narrowed);
+    CU_ASSERT_STRING_EQUAL(one, greedy);
+    CU_ASSERT_STRING_NOT_EQUAL(hot, greedy);
+    CU_ASSERT_STRING_NOT_EQUAL(narrowed, hot);
+    ssmc_session_close(s);
+  }
+}
+
 static int count_row(const float *logits, int64_t vocab, int64_t position, void *user) {
   int *rows = user;
   CU_ASSERT_EQUAL(position, *rows); /* in order, one per position */
@@ -160,8 +191,9 @@ static void test_sampling_logits(void) {
 static void test_bad_settings(void) {
   ssmc_session *s = open_fixture("mamba1_tiny", SSMC_BACKEND_CPU);
   ssmc_generate_options g;
-  struct { float temperature; int top_k; float top_p; uint32_t seed; } bad[] = {
-      {-1, 0, 1, 0}, {0.5f, -3, 1, 0}, {0.5f, 0, 0, 0}, {0.5f, 0, 1.5f, 0}, {0.5f, 0, 1, 1u << 24}};
+  struct { float temperature; int top_k; float top_p; uint32_t seed; float min_p; } bad[] = {
+      {-1, 0, 1, 0, 0},    {0.5f, -3, 1, 0, 0},   {0.5f, 0, 0, 0, 0},    {0.5f, 0, 1.5f, 0, 0},
+      {0.5f, 0, 1, 1u << 24, 0}, {0.5f, 0, 1, 0, -0.1f}, {0.5f, 0, 1, 0, 1.5f}, {0.5f, 0, 1, 0, NAN}};
   int32_t p = 1, ids[2];
   size_t n;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -170,6 +202,7 @@ static void test_bad_settings(void) {
     g.top_k = bad[i].top_k;
     g.top_p = bad[i].top_p;
     g.seed = bad[i].seed;
+    g.min_p = bad[i].min_p;
     SSM_ASSERT_ERR(ssmc_session_generate(s, &p, 1, 2, &g, ids, &n), "sampler settings out of range");
   }
   CU_ASSERT_EQUAL(ssmc_session_position(s), 0);
@@ -183,6 +216,7 @@ int main(void) {
                           test_greedy_feedback_matches_transformers},
                          {"seeded_sampling", test_seeded_sampling},
                          {"sampling_logits", test_sampling_logits},
+                         {"min_p", test_min_p},
                          {"bad_settings", test_bad_settings},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("sampling", tests);

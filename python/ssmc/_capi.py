@@ -95,7 +95,8 @@ class GenerateOptions(ctypes.Structure):
                 ("top_p", ctypes.c_float), ("seed", ctypes.c_uint32),
                 ("host_greedy", ctypes.c_int), ("step", ctypes.c_uint32),
                 ("stop_at_eos", ctypes.c_int), ("on_token", token_fn),
-                ("on_logits", logits_fn), ("user", ctypes.c_void_p)]
+                ("on_logits", logits_fn), ("user", ctypes.c_void_p),
+                ("min_p", ctypes.c_float)]
 
 
 class Device(ctypes.Structure):

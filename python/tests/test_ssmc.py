@@ -67,6 +67,12 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(self.model.generate(PROMPT, 24, **args), want)
         self.assertNotEqual(self.model.generate(PROMPT, 24, **dict(args, seed=8)), want)
 
+    def test_min_p_one_keeps_only_the_likeliest(self):
+        hot = dict(temperature=2.0, seed=5)
+        greedy = self.model.generate(PROMPT, 24)
+        self.assertEqual(self.model.generate(PROMPT, 24, min_p=1.0, **hot), greedy)
+        self.assertNotEqual(self.model.generate(PROMPT, 24, **hot), greedy)
+
     def test_stream_pieces_join_to_generate(self):
         pieces = list(self.model.stream(PROMPT, max_tokens=20))
         self.assertGreater(len(pieces), 5)
@@ -206,6 +212,8 @@ class ModelTest(unittest.TestCase):
             (lambda: m.generate(PROMPT, temperature=-1), ValueError),
             (lambda: m.generate(PROMPT, temperature="hot"), TypeError),
             (lambda: m.generate(PROMPT, top_p=0), ValueError),
+            (lambda: m.generate(PROMPT, min_p=1.5), ValueError),
+            (lambda: m.generate(PROMPT, min_p="x"), TypeError),
             (lambda: m.generate(PROMPT, top_k=-1), ValueError),
             (lambda: m.generate(PROMPT, seed=2**24), ValueError),
             (lambda: m.generate(PROMPT, beam=4), TypeError),

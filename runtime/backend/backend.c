@@ -16,25 +16,27 @@ ssm_status ssm_backend_run(ssm_backend *b, const int32_t *tokens, int count, flo
 
 ssm_status ssm_backend_reset(ssm_backend *b) { return b->ops->reset(b); }
 
-ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, int64_t seed,
+ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, float min_p, int64_t seed,
                              float out[SSM_SAMPLER_STATE_LEN]) {
   if (!(temperature >= 0) || isinf(temperature) || top_k < 0 || !(top_p > 0 && top_p <= 1) ||
-      seed < 0 || seed >= (1 << 24))
+      !(min_p >= 0 && min_p <= 1) || seed < 0 || seed >= (1 << 24))
     return ssm_status_new(SSM_ERR_INVALID, "sampler settings out of range: temperature %g (>= 0), "
-                          "top_k %d (>= 0), top_p %g (in (0, 1]), seed %lld (in [0, 2^24))",
-                          temperature, top_k, top_p, (long long)seed);
+                          "top_k %d (>= 0), top_p %g (in (0, 1]), min_p %g (in [0, 1]), seed %lld "
+                          "(in [0, 2^24))",
+                          temperature, top_k, top_p, min_p, (long long)seed);
   for (int i = 0; i < SSM_SAMPLER_STATE_LEN; i++) out[i] = 0;
   out[0] = temperature;
   out[1] = (float)top_k;
   out[2] = top_p;
   out[3] = (float)seed;
+  out[5] = min_p;
   return NULL;
 }
 
 ssm_status ssm_backend_set_sampler(ssm_backend *b, float temperature, int top_k, float top_p,
-                                   int64_t seed) {
+                                   float min_p, int64_t seed) {
   float st[SSM_SAMPLER_STATE_LEN];
-  SSM_TRY(ssm_sampler_state(temperature, top_k, top_p, seed, st));
+  SSM_TRY(ssm_sampler_state(temperature, top_k, top_p, min_p, seed, st));
   return b->ops->set_sampler(b, st);
 }
 

@@ -132,7 +132,7 @@ ssm_status ssm_backend_reset(ssm_backend *b);
 /* Greedy (temperature 0) unless told otherwise; values out of range (see
  * ssm_sampler_state) are an error. */
 ssm_status ssm_backend_set_sampler(ssm_backend *b, float temperature, int top_k, float top_p,
-                                   int64_t seed);
+                                   float min_p, int64_t seed);
 ssm_status ssm_backend_generate(ssm_backend *b, int32_t first, int n, int want_logits,
                                 int32_t *out_ids, int *out_count, ssm_step_fn on_step,
                                 void *user);
@@ -144,9 +144,10 @@ ssm_status ssm_backend_restore(ssm_backend *b, const ssm_snapshot *s);
 void ssm_backend_snapshot_free(ssm_backend *b, ssm_snapshot *s);
 
 /* The sampler state for temperature (>= 0; 0: greedy, the first largest
- * logit), top_k (>= 0; 0: off), top_p (in (0, 1]; 1: off) and seed (in
- * [0, 2^24)), at step 0. */
-ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, int64_t seed,
+ * logit), top_k (>= 0; 0: off), top_p (in (0, 1]; 1: off), min_p (in
+ * [0, 1]; 0: off) and seed (in [0, 2^24)), at step 0: temperature, top_k,
+ * top_p, seed, step, min_p and two zeros. */
+ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, float min_p, int64_t seed,
                              float out[SSM_SAMPLER_STATE_LEN]);
 
 /* The error for a sampler that drew -1: a logit of the step at `position`

@@ -380,7 +380,7 @@ ssm_status ssm_cpu_backend_open(ssm_model *model, const char *weights, int chunk
   if (!s) s = fits(c, decode);
   if (!s) b->fingerprint = ssm_st_fingerprint(c->st, &s);
   if (!s) {
-    s = ssm_sampler_state(0, 0, 1, 0, c->sampler);
+    s = ssm_sampler_state(0, 0, 1, 0, 0, c->sampler);
   }
   if (!s) s = write_sampler(c);
   if (s) {

@@ -1018,6 +1018,13 @@ int32_t ssm_sample_row(const float *logits, int64_t n, const float *state, doubl
     }
     u = lo;
   }
+  /* min-p: p, exp(x), is the probability over the likeliest's (x is 0 there) */
+  float min_p = state[5];
+  if (min_p > 0) {
+    u = fmaxf(u, min_p);
+    for (int64_t i = 0; i < n; i++)
+      if (p[i] > 0) margin = fmin(margin, fabs(p[i] - (double)min_p));
+  }
   /* the draw: the first index whose running sum of kept p exceeds r */
   double kept = 0;
   for (int64_t i = 0; i < n; i++)

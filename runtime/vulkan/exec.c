@@ -976,7 +976,7 @@ ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
     v->states[i] = (ssm_backend_state){m->states[i].name, m->states[i].type};
   b->states = v->states;
   ssm_st *st = NULL;
-  if (!s) s = ssm_sampler_state(0, 0, 1, 0, v->sampler);
+  if (!s) s = ssm_sampler_state(0, 0, 1, 0, 0, v->sampler);
   if (!s) s = ssm_st_open(weights, &st);
   if (!s && opts) s = ssm_st_set_progress(st, &opts->progress);
   if (!s) s = check_weights(m, st);

@@ -67,6 +67,9 @@ want=$(run_text "$P" -n 24 ${RUN_OPTS:-})
 got=$(j "b['choices'][0]['text']")
 [ "$got" = "$want" ] && ok "greedy completion equals ssmc run" || { echo "want [$want]"; echo "got  [$got]"; fail "greedy completion equals ssmc run"; }
 [ "$(j "b['usage']['completion_tokens'] + b['usage']['prompt_tokens'] == b['usage']['total_tokens']")" = True ] && ok "usage adds up" || fail "usage adds up"
+# min_p 1 keeps only the likeliest token: a hot sampler then draws greedy's text
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 1.8, \"seed\": 5, \"min_p\": 1}")" = 200 ] &&
+  [ "$(j "b['choices'][0]['text']")" = "$want" ] && ok "min_p 1 draws greedy's text" || fail "min_p 1 draws greedy's text"
 
 # the same prompt again: its state comes from the cache, the text is the same
 # (a prompt's state is cached at its last chunk boundary, see serve/sched.c, so
@@ -315,6 +318,7 @@ bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"pro
 bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"prompt": "x", "temperature": 2.5}'
 bad 400 "max_tokens: expected an integer from 0 to 1024" POST /v1/completions '{"prompt": "x", "max_tokens": -1}'
 bad 400 "top_p: expected a number above 0" POST /v1/completions '{"prompt": "x", "top_p": 0}'
+bad 400 "min_p: expected a number from 0 to 1" POST /v1/completions '{"prompt": "x", "min_p": 1.5}'
 bad 400 "top_p: 1e-50 is 0 in the sampler's 32-bit float" POST /v1/completions '{"prompt": "x", "top_p": 1e-50}'
 [ "$(j "b['error']['param']")" = top_p ] && ok "a top_p that is 0 as a float names top_p" || fail "top_p param"
 bad 400 "n: only 1 is supported" POST /v1/completions '{"prompt": "x", "n": 2}'
