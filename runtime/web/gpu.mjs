@@ -519,13 +519,14 @@ export class Runtime {
 
 // The sampler state (runtime/backend/backend.c's ssm_sampler_state):
 // temperature >= 0 (0: greedy), top_k >= 0 (0: off), top_p in (0, 1]
-// (1: off), seed in [0, 2^24), at step 0.
-export function samplerState(temperature, topK, topP, seed) {
+// (1: off), seed in [0, 2^24), min_p in [0, 1] (0: off), at step 0.
+export function samplerState(temperature, topK, topP, seed, minP = 0) {
   if (!(temperature >= 0) || temperature === Infinity || !(topK >= 0) || !(topP > 0 && topP <= 1) ||
-      !(seed >= 0 && seed < 1 << 24))
+      !(seed >= 0 && seed < 1 << 24) || !(minP >= 0 && minP <= 1))
     throw new GpuError(`sampler settings out of range: temperature ${temperature} (>= 0), top_k ${topK} ` +
-                       `(>= 0), top_p ${topP} (in (0, 1]), seed ${seed} (in [0, 2^24))`);
+                       `(>= 0), top_p ${topP} (in (0, 1]), min_p ${minP} (in [0, 1]), seed ${seed} ` +
+                       '(in [0, 2^24))');
   const s = new Float32Array(SAMPLER_STATE_LEN);
-  s.set([temperature, topK, topP, seed]);
+  s.set([temperature, topK, topP, seed, 0, minP]);
   return s;
 }

@@ -49,7 +49,7 @@ export class Session {
   }
 
   // Generates up to maxTokens after `prompt` (ids). Options: temperature,
-  // topK, topP, seed (the device sampler; greedy by default), hostGreedy,
+  // topK, topP, minP, seed (the device sampler; greedy by default), hostGreedy,
   // eos (stop there; not included), onToken(id) (true stops), onLogits(row,
   // position) (every position processed: each prompt token, then each
   // generated one but the last). Resolves to the generated ids.
@@ -58,7 +58,8 @@ export class Session {
     if (!prompt.length) throw new Error('generate: the prompt has no tokens');
     const eos = o.eos ?? -1;
     const sampled = !o.hostGreedy && maxTokens > 0;
-    if (sampled) rt.setSampler(samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0));
+    if (sampled) rt.setSampler(samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0,
+                                                  o.minP ?? 0));
     const out = [];
     const feedCount = sampled ? prompt.length - 1 : prompt.length;
     if (await this.feed(prompt.slice(0, feedCount), !!o.onLogits || !sampled, o.onLogits)) return out;

@@ -3,7 +3,7 @@
 // package `webgpu`), with the contract of `ssmc run` and `ssmc bench`:
 //
 //   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
-//        [--greedy | --temperature T --top-k K --top-p P --seed S] [--tokenizer FILE] [--eos ID]
+//        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--tokenizer FILE] [--eos ID]
 //        [--dump-logits FILE] [--batch K]
 //   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
@@ -26,7 +26,7 @@ import { nodeGpu, dirFiles } from './node.mjs';
 
 const USAGE = `usage:
   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
-       [--greedy | --temperature T --top-k K --top-p P --seed S]
+       [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S]
        [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K]
   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
@@ -108,7 +108,7 @@ async function openRuntime(args, cmd) {
   }
 }
 
-const SAMPLING = ['--temperature', '--top-k', '--top-p', '--seed'];
+const SAMPLING = ['--temperature', '--top-k', '--top-p', '--min-p', '--seed'];
 
 async function cmdRun(argv) {
   const a = parseArgs('run', argv, {
@@ -119,11 +119,12 @@ async function cmdRun(argv) {
     '--temperature': [0, 1e6, 'a number >= 0'],
     '--top-k': [0, 2147483647, 'a count >= 0 (0: off)', true],
     '--top-p': [0, 1, 'a number in (0, 1] (1: off)', false, true],
+    '--min-p': [0, 1, 'a number in [0, 1] (0: off)'],
     '--seed': [0, (1 << 24) - 1, 'an integer in [0, 16777215]', true],
     '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
   });
   if (a['--greedy'] && SAMPLING.some((s) => a.given.has(s)))
-    throw new UsageError('--greedy: cannot be combined with --temperature, --top-k, --top-p or --seed');
+    throw new UsageError('--greedy: cannot be combined with --temperature, --top-k, --top-p, --min-p or --seed');
   if (!a['--tokens'] === !a['--prompt']) throw new UsageError('run: give --tokens IDS or --prompt TEXT');
   const rt = await openRuntime(a, 'run');
   try {
@@ -131,6 +132,7 @@ async function cmdRun(argv) {
     const rows = a['--dump-logits'] ? [] : null;
     const o = {
       temperature: a['--temperature'] ?? 0, topK: a['--top-k'] ?? 0, topP: a['--top-p'] ?? 1, seed: a['--seed'] ?? 0,
+      minP: a['--min-p'] ?? 0,
       hostGreedy: !!a['--greedy'], batch: a['--batch'],
       onLogits: rows ? (row) => void rows.push(Float32Array.from(row)) : undefined,
     };
