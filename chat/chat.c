@@ -133,6 +133,11 @@ void ssm_chat_close(ssm_chat *c) {
 
 const char *ssm_chat_source(const ssm_chat *c) { return c->source; }
 
+const char *ssm_chat_token(const ssm_chat *c, const char *name) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(c->tokens, name);
+  return cJSON_IsString(t) ? t->valuestring : NULL;
+}
+
 /* A deep copy of `item` (none: nothing) as `key` of `obj`; 0 when out of memory. */
 static int add_copy(cJSON *obj, const char *key, const cJSON *item) {
   if (!item) return 1;

@@ -25,6 +25,9 @@ ssm_status ssm_chat_open(const char *dir, const char *template_file, ssm_chat **
 void ssm_chat_close(ssm_chat *c);
 /* Where the template came from ("DIR/tokenizer_config.json"). */
 const char *ssm_chat_source(const ssm_chat *c);
+/* The text of special token `name` ("eos_token", ...) as the model's
+ * directory gives it, or NULL when it gives none. */
+const char *ssm_chat_token(const ssm_chat *c, const char *name);
 
 /* Renders `messages` (a JSON array of {role, content, ...}); `tools` and
  * `documents` may be NULL. *out is malloc'd. */
