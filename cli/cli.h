@@ -135,6 +135,22 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json);
 void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
                            int runs, int json);
 
+/* ---- the chat of `ssmc run -i` on a terminal (repl.c) ------------------------------ */
+
+typedef struct {
+  ssmc_session *s;
+  const ssmc_tokenizer *t;     /* the session's */
+  const char *chat_template;   /* --chat-template FILE, or NULL: the model's, if any */
+  const char *first;           /* the first turn (--prompt), or NULL */
+  size_t first_len;
+  int n;                       /* -n: the most ids of one reply */
+  ssmc_generate_options g;     /* the sampler (the callbacks are the chat's) */
+} ssm_cli_chat_args;
+
+/* Lines edited on the terminal, each a turn of one conversation, until
+ * /quit, Ctrl-D or Ctrl-C at an empty prompt (see repl.c). */
+ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a);
+
 /* `ssmc serve` (serve.c): argv after "serve"; the exit status. */
 int ssm_cli_serve(int argc, char **argv);
 

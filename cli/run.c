@@ -22,7 +22,7 @@
 
 typedef struct {
   const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend,
-      *dtype;
+      *dtype, *chat_template;
   long n, chunk, device, max_seq, eos, top_k, seed, reps;
   double temperature, top_p;
   int greedy, validation, chunk_given, max_seq_given, sampling[4], no_cache, quiet, json,
@@ -227,12 +227,28 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t *out_len) {
   return n > 0;
 }
 
+/* -i on a terminal: the chat of repl.c. */
+static ssmc_status chat(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, const char *first,
+                        size_t first_len) {
+  ssm_cli_chat_args a = {.s = s, .t = t, .chat_template = r->chat_template, .first = first,
+                         .first_len = first_len, .n = (int)r->n};
+  ssmc_generate_options_init(&a.g);
+  a.g.temperature = (float)r->temperature;
+  a.g.top_k = (int)r->top_k;
+  a.g.top_p = (float)r->top_p;
+  a.g.seed = (uint32_t)r->seed;
+  a.g.host_greedy = r->greedy;
+  return ssm_cli_chat(&a);
+}
+
 /* -i: turns read line by line from stdin until its end, the state going
  * on from one turn to the next; the first turn is --prompt when given. A
- * line over 1 MiB ends the run unread past its first MiB. */
+ * line over 1 MiB ends the run unread past its first MiB. On a terminal,
+ * the chat of repl.c instead. */
 static ssmc_status interactive(ssmc_session *s, const ssmc_tokenizer *t, run_args *r,
                                printer *p, const char *first, size_t first_len) {
   int tty = isatty(STDIN_FILENO);
+  if (tty && !r->dump) return chat(s, t, r, first, first_len);
   int32_t pending = -1;
   ssmc_status st = first ? text_turn(s, t, r, p, first, first_len, 1, 0, &pending) : NULL;
   if (first && tty && !st) putchar('\n');
@@ -302,7 +318,7 @@ int ssm_cli_run(int argc, char **argv) {
   opt opts[] = {SESSION_OPTS(&r),
                 O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt), O_STR("-p", &r.prompt),
                 O_STR("--prompt-file", &r.prompt_file), O_FLAG("-i", &r.interactive),
-                O_FLAG("--interactive", &r.interactive),
+                O_FLAG("--interactive", &r.interactive), O_STR("--chat-template", &r.chat_template),
                 O_STR("--tokenizer", &r.o.tokenizer), O_STR("--dump-logits", &r.dump),
                 O_STR("--state-in", &r.state_in), O_STR("--state-out", &r.state_out),
                 O_INT("--eos", &r.eos, 0, INT32_MAX, "a token id", NULL),
@@ -332,6 +348,8 @@ int ssm_cli_run(int argc, char **argv) {
   if (r.interactive && stdin_prompt)
     return ssm_cli_usage_error("run", "-i reads its turns from standard input, so the prompt "
                                "cannot come from there too");
+  if (r.chat_template && !r.interactive)
+    return ssm_cli_usage_error("run", "--chat-template is for the chat of -i");
   if (!r.interactive && !!r.tokens + texts != 1)
     return ssm_cli_usage_error("run", "give --tokens IDS or --prompt TEXT (or --prompt-file "
                                "FILE, or -i for turns from standard input)");
@@ -340,7 +358,7 @@ int ssm_cli_run(int argc, char **argv) {
   char *rec_dir = NULL, *rec_file = NULL; /* a bundle's */
   ssmc_status st = ssm_cli_bundle_inputs(r.model, &rec_dir, &rec_file);
   const char *inputs[] = {r.model, weights, r.o.config, r.o.tokenizer, r.state_in, r.prompt_file,
-                          rec_file};
+                          rec_file, r.chat_template};
   size_t ninputs = sizeof inputs / sizeof *inputs;
   const char *outs[][2] = {{"--dump-logits", r.dump}, {"--state-out", r.state_out}};
   for (int i = 0; i < 2 && !st; i++) {

@@ -5,7 +5,8 @@
 # To build and run: a C compiler and CMake, Vulkan's loader and headers and
 # Mesa's drivers (lavapipe where there is no GPU), libshaderc (GLSL to SPIR-V),
 # libyaml, cJSON, xxHash, and the tokenizer's Unicode and regular expressions
-# (libutf8proc, Oniguruma), and libmicrohttpd, `ssmc serve`'s HTTP server.
+# (libutf8proc, Oniguruma), libmicrohttpd, `ssmc serve`'s HTTP server, and
+# libedit, the line editor of `ssmc run -i` on a terminal.
 # For the tests: CUnit, the validation layers, python3 and python3-pip (with
 # setuptools and wheel: python/'s test installs the package), curl and the openai
 # npm package (tests/serve, pinned, npm ci) that drive the server, clang with
@@ -26,7 +27,7 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends \
   build-essential cmake pkg-config ca-certificates git \
   libvulkan-dev libvulkan1 libshaderc-dev glslc libyaml-dev libcjson-dev libxxhash-dev \
-  libutf8proc-dev libonig-dev libmicrohttpd-dev mesa-vulkan-drivers >/dev/null
+  libutf8proc-dev libonig-dev libmicrohttpd-dev libedit-dev mesa-vulkan-drivers >/dev/null
 [ -n "$test" ] || exit 0
 apt-get install -y -qq --no-install-recommends \
   libcunit1-dev vulkan-validationlayers python3 python3-pip \
