@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <wchar.h>
 
 #include <cjson/cJSON.h>
 
@@ -303,7 +304,9 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   el_set(el, EL_EDITOR, "emacs");
   el_set(el, EL_HIST, history, h);
   el_set(el, EL_PROMPT, prompt);
-  el_set(el, EL_ADDFN, "ssmc-interrupt", "drop the line, or end at an empty prompt", key_interrupt);
+  /* wide strings: libedit keeps them as given (narrow ones it copies and never frees) */
+  el_wset(el, EL_ADDFN, L"ssmc-interrupt", L"drop the line, or end at an empty prompt",
+          key_interrupt);
   el_set(el, EL_BIND, "^C", "ssmc-interrupt", NULL);
   el_source(el, NULL);
   if (a->first && a->first_len) {
