@@ -267,12 +267,13 @@ static int command(repl *r, const char *line, ssmc_status *fatal) {
 
 static char *prompt(EditLine *el) { return "> "; }
 
-/* Ctrl-C at the prompt (the line editor reads it as a key): the read ends,
- * and `interrupted` says whether a line was typed. */
+/* Ctrl-C at the prompt (the line editor reads it as a key): the read ends
+ * as at Enter with a line typed (which `interrupted` says to drop), else as
+ * at Ctrl-D. */
 static unsigned char key_interrupt(EditLine *el, int ch) {
   const LineInfo *li = el_line(el);
   interrupted = li->lastchar > li->buffer ? KEY_LINE : KEY_EMPTY;
-  return CC_EOF;
+  return interrupted == KEY_LINE ? CC_NEWLINE : CC_EOF;
 }
 
 ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
@@ -308,6 +309,7 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   el_wset(el, EL_ADDFN, L"ssmc-interrupt", L"drop the line, or end at an empty prompt",
           key_interrupt);
   el_set(el, EL_BIND, "^C", "ssmc-interrupt", NULL);
+  el_set(el, EL_SETTY, "-d", "-isig", NULL); /* at the prompt ^C is that key, not SIGINT */
   el_source(el, NULL);
   if (a->first && a->first_len) {
     fprintf(stderr, "> %.*s%s", (int)a->first_len, a->first,
@@ -319,11 +321,9 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
     int count = 0;
     errno = 0;
     const char *line = el_gets(el, &count);
-    if (!line && interrupted >= KEY_LINE) { /* a line typed is dropped, an empty prompt ends */
-      fputc('\n', stderr);
-      if (interrupted == KEY_LINE) continue;
-      break;
-    }
+    if (interrupted >= KEY_LINE) fputc('\n', stderr);
+    if (interrupted == KEY_LINE) continue; /* the line typed is dropped */
+    if (!line && interrupted == KEY_EMPTY) break;
     interrupted = 0; /* a SIGINT while the editor set the terminal up */
     if (!line || count <= 0) { /* Ctrl-D, or the end of input */
       fputc('\n', stderr);

@@ -2,10 +2,11 @@
 """test_chat_repl.py SSMC — `ssmc run -i` on a terminal, driven through a
 pseudo-terminal (Python's pty): the prompt, turns that go on from one state
 (each reply compared with the same conversation run without a terminal),
-history recalled with the Up arrow, Ctrl-C during a reply and at the prompt,
-the commands (/help, an unknown one, /save, /reset, /load, a /load that
-fails) and Ctrl-D; with a chat template (tests/data/chat_turns.jinja) each
-line is a user message. The CPU backend on models/pymamba, greedy."""
+history recalled with the Up arrow, Ctrl-C during a reply, at a typed line
+and at an empty prompt, the commands (/help, an unknown one, /save, /reset,
+/load, a /load that fails) and Ctrl-D; with a chat template
+(tests/data/chat_turns.jinja) each line is a user message. The CPU backend
+on models/pymamba, greedy."""
 import os
 import pty
 import select
@@ -153,6 +154,10 @@ t.until("\n", 30)
 t.send("\x03")
 out = t.until("\n> ", 10)
 check(out.endswith("\n> "), "... and can be stopped too", out)
+t.send("never sent")
+t.send("\x03")
+out = t.until("\n> ", 10)
+check(out.endswith("\n> "), "Ctrl-C at a typed line drops it", out)
 t.send("\x03")
 check(t.exit_status() == 0, "Ctrl-C at an empty prompt exits 0")
 
