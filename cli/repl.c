@@ -19,6 +19,7 @@
  */
 #include <errno.h>
 #include <histedit.h>
+#include <locale.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,10 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   struct sigaction sa = {.sa_handler = on_interrupt}, old;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
+  /* the terminal's character set, for the editor to take UTF-8 as characters
+   * (in the C locale it drops every byte past ASCII); the C locale again
+   * after the chat */
+  setlocale(LC_CTYPE, "");
   EditLine *el = el_init("ssmc", stdin, stderr, stderr);
   History *h = history_init();
   HistEvent ev;
@@ -341,6 +346,7 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   }
   el_end(el);
   history_end(h);
+  setlocale(LC_CTYPE, "C");
   sigaction(SIGINT, &old, NULL);
   cJSON_Delete(r.messages);
   ssm_sb_free(&r.fed);

@@ -87,16 +87,24 @@ def reply_of(out, line):
     return out[at + len(line) + 1:out.rfind("\n> ")] if at >= 0 else None
 
 
-A, B, C = "def add(a, b):", "    return a + b", "class Point:"
+A, B, C, E = "def add(a, b):", "    return a + b", "class Point:", "s = '\u00e9t\u00e9'"
 N = "6"
+os.environ["LC_ALL"] = "C.UTF-8"  # the editor takes UTF-8 as the terminal's characters
 
-# The same turns without a terminal: lines piped in, each echoed and continued.
-piped = ssmc(*BASE, "-i", "-n", N, stdin=f"{A}\n{B}\n{B}\n".encode())
-g1 = ssmc(*BASE, "-n", N, "--prompt", A + "\n")[len(A) + 1:-1]
-rest = piped[len(A) + 1 + len(g1):]
-check(rest.startswith(B + "\n"), "piped: turn 2 follows turn 1", piped)
-g2 = rest[len(B) + 1:rest.find(B + "\n", len(B) + 1)]
-g3 = rest[len(B) + 1 + len(g2) + len(B) + 1:-1]
+
+def piped_replies(*lines):
+    """The reply to each line when the lines are piped in: each is echoed and
+    continued, and a newline ends the output."""
+    replies, before = [], ""
+    for k in range(1, len(lines) + 1):
+        out = ssmc(*BASE, "-i", "-n", N, stdin="".join(l + "\n" for l in lines[:k]).encode())
+        check(out.startswith(before[:-1] + lines[k - 1] + "\n"), "piped turns", out)
+        replies.append(out[len(before) - (k > 1) + len(lines[k - 1]) + 1:-1])
+        before = out
+    return replies
+
+
+g1, g2, g3, g4 = piped_replies(A, B, B, E)
 
 t = Term("-n", N)
 out = t.until("> ")
@@ -110,6 +118,8 @@ out = t.turn("\x1b[A")  # Up: the last line again
 echo, _, got = out.partition("\n")  # the line redrawn, with the terminal's escapes
 check(echo.endswith(B.strip()) and got == g3 + "\n> ", "Up arrow recalls the last line",
       f"got {out!r}\nwant {g3!r}")
+out = t.turn(E)
+check(reply_of(out, E) == g4, "a line of UTF-8", f"got {reply_of(out, E)!r}\nwant {g4!r}")
 out = t.turn("/help")
 check("/save FILE" in out and "/reset" in out, "/help lists the commands", out)
 out = t.turn("/bogus")
