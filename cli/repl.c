@@ -293,7 +293,7 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   else
     fprintf(stderr, "ssmc: no chat template (--chat-template FILE for one): each line continues "
             "the text as it is; /help for commands\n");
-  /* SIGINT stops a reply or ends the prompt's read (no SA_RESTART) */
+  /* SIGINT (^C while the terminal is cooked, during a reply) stops the reply */
   struct sigaction sa = {.sa_handler = on_interrupt}, old;
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, &old);
