@@ -24,8 +24,8 @@ typedef struct {
   const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend,
       *dtype, *chat_template;
   long n, chunk, device, max_seq, eos, top_k, seed, reps;
-  double temperature, top_p;
-  int greedy, validation, chunk_given, max_seq_given, sampling[4], no_cache, quiet, json,
+  double temperature, top_p, min_p;
+  int greedy, validation, chunk_given, max_seq_given, sampling[5], no_cache, quiet, json,
       interactive;
   char *cache_dir;
   ssm_cli_progress progress;
@@ -145,6 +145,7 @@ static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int3
   g.temperature = (float)r->temperature;
   g.top_k = (int)r->top_k;
   g.top_p = (float)r->top_p;
+  g.min_p = (float)r->min_p;
   g.seed = (uint32_t)r->seed;
   g.host_greedy = r->greedy;
   g.on_logits = r->dump ? dump_row : NULL;
@@ -236,6 +237,7 @@ static ssmc_status chat(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, c
   a.g.temperature = (float)r->temperature;
   a.g.top_k = (int)r->top_k;
   a.g.top_p = (float)r->top_p;
+  a.g.min_p = (float)r->min_p;
   a.g.seed = (uint32_t)r->seed;
   a.g.host_greedy = r->greedy;
   return ssm_cli_chat(&a);
@@ -327,6 +329,7 @@ int ssm_cli_run(int argc, char **argv) {
                 O_INT("--top-k", &r.top_k, 0, INT32_MAX, "a count >= 0 (0: off)", &r.sampling[1]),
                 {.name = "--top-p", .kind = NUM, .dest = &r.top_p, .hi = 1, .open = 1,
                  .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
+                O_NUM("--min-p", &r.min_p, 0, 1, "a number in [0, 1] (0: off)", &r.sampling[4]),
                 O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
                 {0}};
   const char *text = NULL; /* ssmc run MODEL "PROMPT" */
@@ -335,9 +338,10 @@ int ssm_cli_run(int argc, char **argv) {
     return ssm_cli_usage_error("run", "a prompt after MODEL ('%.40s') and %s: give one", text,
                                r.tokens ? "--tokens" : r.prompt ? "--prompt" : "--prompt-file");
   if (text) r.prompt = text;
-  if (r.greedy && (r.sampling[0] || r.sampling[1] || r.sampling[2] || r.sampling[3]))
+  if (r.greedy && (r.sampling[0] || r.sampling[1] || r.sampling[2] || r.sampling[3] ||
+                   r.sampling[4]))
     return ssm_cli_usage_error("run", "--greedy: cannot be combined with --temperature, "
-                               "--top-k, --top-p or --seed");
+                               "--top-k, --top-p, --min-p or --seed");
   if (session_options(&r, "run")) return 2;
   int texts = !!r.prompt + !!r.prompt_file;
   int stdin_prompt = (r.prompt && !strcmp(r.prompt, "-")) ||

@@ -53,7 +53,7 @@ static const char usage_run[] =
     "  -n N                 tokens to generate per prompt or turn (default 16)\n"
     "  --greedy             take the argmax on the host, every step\n"
     "  --temperature T      sample on the device (T > 0), shaped by --top-k K,\n"
-    "                       --top-p P and --seed S\n"
+    "                       --top-p P, --min-p M and --seed S\n"
     "  --eos ID             the end-of-text id (default: config.json's eos_token_id)\n"
     "model:\n"
     "  --weights DIR        the checkpoint (default: MODEL, or the bundle's)\n"

@@ -70,6 +70,9 @@ got=$(j "b['choices'][0]['text']")
 # min_p 1 keeps only the likeliest token: a hot sampler then draws greedy's text
 [ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 1.8, \"seed\": 5, \"min_p\": 1}")" = 200 ] &&
   [ "$(j "b['choices'][0]['text']")" = "$want" ] && ok "min_p 1 draws greedy's text" || fail "min_p 1 draws greedy's text"
+want_mp=$(run_text "$P" -n 20 --temperature 1.5 --seed 9 --min-p 0.3)
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 20, \"temperature\": 1.5, \"seed\": 9, \"min_p\": 0.3}")" = 200 ] &&
+  [ "$(j "b['choices'][0]['text']")" = "$want_mp" ] && ok "min_p 0.3 draws what ssmc run --min-p 0.3 draws" || fail "min_p equals ssmc run --min-p"
 
 # the same prompt again: its state comes from the cache, the text is the same
 # (a prompt's state is cached at its last chunk boundary, see serve/sched.c, so
