@@ -357,6 +357,19 @@ static int solo_token(int32_t id, void *user) {
   return j->step_failed || j->stopped;
 }
 
+/* The sampler of `j` from its next draw on. */
+static ssmc_generate_options sampler_of(const ssm_job *j) {
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  g.temperature = j->temperature;
+  g.top_k = j->top_k;
+  g.top_p = j->top_p;
+  g.min_p = j->min_p;
+  g.seed = j->seed;
+  g.step = (uint32_t)j->ngen;
+  return g;
+}
+
 /* A turn of decoding in the session: up to `most` steps. */
 static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int most) {
   int k = j->max_tokens - j->ngen;
@@ -369,14 +382,7 @@ static ssm_status decode_slice(ssm_server *srv, ssm_job *j, int most) {
     j->finish = "length";
     return NULL;
   }
-  ssmc_generate_options g;
-  ssmc_generate_options_init(&g);
-  g.temperature = j->temperature;
-  g.top_k = j->top_k;
-  g.top_p = j->top_p;
-  g.min_p = j->min_p;
-  g.seed = j->seed;
-  g.step = (uint32_t)j->ngen;
+  ssmc_generate_options g = sampler_of(j);
   g.stop_at_eos = srv->eos >= 0;
   g.on_token = solo_token;
   if (j->logprobs >= 0) g.on_logits = lp_logits;
@@ -408,19 +414,6 @@ typedef struct {
   size_t turn;               /* the next request to have a turn of the session */
   ssm_job *resident;         /* the request whose state the session holds, or NULL */
 } sched;
-
-/* The sampler of `j` from its next draw on. */
-static ssmc_generate_options sampler_of(const ssm_job *j) {
-  ssmc_generate_options g;
-  ssmc_generate_options_init(&g);
-  g.temperature = j->temperature;
-  g.top_k = j->top_k;
-  g.top_p = j->top_p;
-  g.min_p = j->min_p;
-  g.seed = j->seed;
-  g.step = (uint32_t)j->ngen;
-  return g;
-}
 
 /* Keeps the resident request's state in its own snapshot, so that the
  * session can be used for another. A request whose state could not be
