@@ -194,6 +194,7 @@ void ssm_cg_run_count(cg_ctx *c, int64_t T, const char **kv, size_t cap);
 ssm_status ssm_cg_gen_pointwise(cg_ctx *c, ssm_cg_kernel *out);  /* families.c */
 ssm_status ssm_cg_gen_conv1d(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out);
+ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_rowreduce(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_embed(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_reduce(cg_ctx *c, ssm_cg_kernel *out);

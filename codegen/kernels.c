@@ -54,6 +54,7 @@ static ssm_status generate(cg_ctx *c, ssm_cg_kernel *out) {
       break;
     case SSM_OP_CONV1D: s = ssm_cg_gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = ssm_cg_gen_attention(c, out); break;
+    case SSM_OP_DELTA: s = ssm_cg_gen_delta(c, out); break;
     case SSM_OP_RMSNORM:
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = ssm_cg_gen_rowreduce(c, out); break;

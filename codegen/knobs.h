@@ -21,6 +21,8 @@
 #define KNOB_ITEMS_THREADS 64
 /* attention: a workgroup a query head and token, its threads over the head's dims (DPT each) */
 #define KNOB_ATTENTION_THREADS 64
+/* delta_rule: threads a workgroup, a value column each (fewer for a narrow head) */
+#define KNOB_DELTA_THREADS 64
 /* conv1d: a thread a channel and block of steps; 64 is a wave or two subgroups anywhere */
 #define KNOB_CONV1D_THREADS 64
 /* conv1d: steps a thread, so that its window's K - 1 past inputs are read once a block */

@@ -233,6 +233,10 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   if (b->batch) {
     if (op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_SAMPLE) {
       ssm_node_set_int(b->g, n, "batch", 1);
+    } else if (op == SSM_OP_DELTA) {
+      ssm_graph_remove(b->g, n);
+      return ssm_lex_error(lx, off, "delta_rule: batched programs (--slots) do not run it yet: "
+                           "a model with it runs one sequence at a time");
     } else if (op == SSM_OP_ATTENTION || op == SSM_OP_ROPE || op == SSM_OP_POSITIONS) {
       ssm_graph_remove(b->g, n);
       return ssm_lex_error(lx, off, "%s: batched programs (--slots) do not take positions yet: "

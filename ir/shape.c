@@ -287,6 +287,35 @@ static ssm_status infer_scan(const ssm_node *n, ssm_type *out) {
   return NULL;
 }
 
+/* q and k [T,Hk,Dk], v [T,H,Dv] (H a multiple of Hk), g [T,H] or
+ * [T,H,Dk], beta [T,H], state [H,Dk,Dv] -> [T,H,Dv]. */
+static ssm_status infer_delta(const ssm_node *n, ssm_type *out) {
+  char b1[96], b2[96], b3[96];
+  const ssm_type *q = arg(n, 0), *k = arg(n, 1), *v = arg(n, 2), *g = arg(n, 3), *be = arg(n, 4),
+                 *s = arg(n, 5);
+  SSM_TRY(need_float(n, 0, "delta_rule q"));
+  for (int i = 1; i < 6; i++) SSM_TRY(same_dtype(n, 0, i));
+  if (q->rank != 3 || !ssm_type_equal(q, k))
+    return bad("delta_rule needs q and k [T,Hk,Dk] alike, got %s and %s", FMT(q, b1), FMT(k, b2));
+  int64_t T = q->dims[0], hk = q->dims[1], dk = q->dims[2];
+  if (v->rank != 3 || v->dims[0] != T || v->dims[1] < 1 || v->dims[1] % hk)
+    return bad("delta_rule needs v [T,H,Dv] with T = %lld and H a multiple of %lld key heads, "
+               "got %s",
+               (long long)T, (long long)hk, FMT(v, b1));
+  int64_t h = v->dims[1], dv = v->dims[2];
+  int gok = (g->rank == 2 || (g->rank == 3 && g->dims[2] == dk)) && g->dims[0] == T &&
+            g->dims[1] == h;
+  if (!gok || be->rank != 2 || be->dims[0] != T || be->dims[1] != h)
+    return bad("delta_rule needs the decay [T,H] or [T,H,Dk] = [%lld,%lld(,%lld)] and beta "
+               "[T,H], got %s and %s",
+               (long long)T, (long long)h, (long long)dk, FMT(g, b1), FMT(be, b2));
+  if (s->rank != 3 || s->dims[0] != h || s->dims[1] != dk || s->dims[2] != dv)
+    return bad("delta_rule state must be [H,Dk,Dv] = [%lld,%lld,%lld], got %s (v %s)",
+               (long long)h, (long long)dk, (long long)dv, FMT(s, b1), FMT(v, b3));
+  *out = *v;
+  return NULL;
+}
+
 /* q [T,Hq,D], k and v [T,Hkv,D], caches [MAXS,Hkv,D], pos i32[1]; Hq a
  * multiple of Hkv. */
 static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
@@ -471,6 +500,7 @@ ssm_status ssm_op_infer(const ssm_node *n, ssm_type *out_type) {
     case SSM_OP_TRANSPOSE: s = infer_transpose(n, &t); break;
     case SSM_OP_CONV1D: s = infer_conv1d(n, &t); break;
     case SSM_OP_SCAN: s = infer_scan(n, &t); break;
+    case SSM_OP_DELTA: s = infer_delta(n, &t); break;
     case SSM_OP_ATTENTION: s = infer_attention(n, &t); break;
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = infer_last_axis(n, &t); break;

@@ -646,6 +646,84 @@ static void test_attention(void) {
   ssm_st_close(st);
 }
 
+/* ---- delta_rule: T=3, 1 key head, 2 heads, Dk = Dv = 2 ----------------------- */
+
+/* Dyadic inputs, so that every value below is exact in f32; the wanted
+ * values are transformers' torch_recurrent_gated_delta_rule on them, in
+ * Python's exact fractions (q, k repeated to the 2 heads). */
+static const float dl_q[3][1][2] = {{{1, 0.5f}}, {{0, 1}}, {{-0.5f, 1}}};
+static const float dl_k[3][1][2] = {{{1, 0}}, {{0.5f, 0.5f}}, {{0, 1}}};
+static const float dl_v[3][2][2] = {{{1, 2}, {-0.5f, 1}}, {{2, 0}, {1, 1}}, {{0, -1}, {1.5f, 0.5f}}};
+static const float dl_g[3][2] = {{0.5f, 1}, {0.75f, 0.5f}, {1, 0.75f}};
+static const float dl_gk[3][2][2] = {{{0.5f, 1}, {1, 0.5f}}, {{0.75f, 0.5f}, {1, 1}},
+                                     {{1, 0.25f}, {0.5f, 0.75f}}};
+static const float dl_beta[3][2] = {{1, 0.5f}, {0.5f, 1}, {1, 0.25f}};
+
+/* o for steps [from, from+len) on `c`, the decay per key channel or not */
+static void delta_run(ssm_cpu *c, int from, int len, int per_channel, float *out) {
+  char nm[6][8];
+  static const char *base[6] = {"dq", "dk", "dv", "dg", "dgk", "db"};
+  for (int i = 0; i < 6; i++) snprintf(nm[i], sizeof nm[i], "%s%d%d", base[i], from, len);
+  ssm_graph *g = ssm_test_graph("delta");
+  ssm_value *q = weight(g, nm[0], f32((int64_t[]){len, 1, 2}, 3));
+  ssm_value *k = weight(g, nm[1], f32((int64_t[]){len, 1, 2}, 3));
+  ssm_value *v = weight(g, nm[2], f32((int64_t[]){len, 2, 2}, 3));
+  ssm_value *d = per_channel ? weight(g, nm[4], f32((int64_t[]){len, 2, 2}, 3))
+                             : weight(g, nm[3], f32((int64_t[]){len, 2}, 2));
+  ssm_value *b = weight(g, nm[5], f32((int64_t[]){len, 2}, 2));
+  ssm_value *s = state(g, "S", f32(DIMS(2, 2, 2)));
+  ssm_value *args[6] = {q, k, v, d, b, s};
+  ssm_type t = f32((int64_t[]){len, 2, 2}, 3);
+  output(g, ssm_graph_append(g, SSM_OP_DELTA, &t, 6, args)->result);
+  SSM_ASSERT_OK(ssm_cpu_run(c, g, NULL, out, (size_t)len * 4));
+  ssm_graph_destroy(g);
+}
+
+static void test_delta(void) {
+  static const char *base[6] = {"dq", "dk", "dv", "dg", "dgk", "db"};
+  static const float *src[6] = {&dl_q[0][0][0], &dl_k[0][0][0], &dl_v[0][0][0], &dl_g[0][0],
+                                &dl_gk[0][0][0], &dl_beta[0][0]};
+  static const int per_step[6] = {2, 2, 4, 2, 4, 2};
+  static char names[3][4][6][8];
+  for (int from = 0; from < 3; from++)
+    for (int len = 1; from + len <= 3; len++)
+      for (int i = 0; i < 6; i++) {
+        snprintf(names[from][len][i], 8, "%s%d%d", base[i], from, len);
+        int64_t dims[3] = {len, i == 2 || i == 4 ? 2 : i < 2 ? 1 : 2, 2};
+        int rank = i == 3 || i == 5 ? 2 : 3;
+        st_add(names[from][len][i], dims, rank, src[i] + from * per_step[i]);
+      }
+  ssm_st *st = st_write("delta.safetensors");
+  static const double want[2][12] = {
+      {1, 2, -0.25, 0.5, 0.40625, -0.1875, 0.53125, 0.4375, -0.578125, -1.65625, 0.521484375,
+       0.11328125},
+      {1, 2, -0.25, 0.5, 0.40625, -0.1875, 0.5625, 0.375, -0.578125, -1.65625, 0.61328125,
+       0.1171875}};
+  static const double want_s[2][8] = {
+      {1.15625, 1.3125, 0, -1, 0.3046875, 0.515625, 0.673828125, 0.37109375},
+      {1.15625, 1.3125, 0, -1, 0.15625, 0.4375, 0.69140625, 0.3359375}};
+  ssm_cpu *c;
+  SSM_ASSERT_OK(ssm_cpu_create(st, &c));
+  float got[12], s[8];
+  for (int pc = 0; pc < 2; pc++) {
+    /* all three steps in one run */
+    ssm_cpu_reset(c);
+    delta_run(c, 0, 3, pc, got);
+    check_values(got, want[pc], 12, 0, __LINE__);
+    read_state(c, "S", f32(DIMS(2, 2, 2)), s);
+    check_values(s, want_s[pc], 8, 0, __LINE__);
+    /* two, then one, the state carried */
+    ssm_cpu_reset(c);
+    delta_run(c, 0, 2, pc, got);
+    delta_run(c, 2, 1, pc, got + 8);
+    check_values(got, want[pc], 12, 0, __LINE__);
+    read_state(c, "S", f32(DIMS(2, 2, 2)), s);
+    check_values(s, want_s[pc], 8, 0, __LINE__);
+  }
+  ssm_cpu_destroy(c);
+  ssm_st_close(st);
+}
+
 static void test_softmax_argmax(void) {
   static const float s[] = {1, 2, 3, 1000, 1001, 1002};
   static const float m[] = {1, 3, 3, 2, -1, -1, -1, -1};
@@ -903,7 +981,7 @@ int main(void) {
                          {"matmul", test_matmul},
                          {"conv1d_causal", test_conv1d},
                          {"scan", test_scan},
-                         {"attention", test_attention},
+                         {"attention", test_attention}, {"delta_rule", test_delta},
                          {"softmax_argmax", test_softmax_argmax},
                          {"weights", test_weights},
                          {"run_errors", test_run_errors},

@@ -134,6 +134,20 @@ static const char *const op_texts[] = {
     "  output %6\n"
     "}\n",
 
+    "graph delta {\n"
+    "  %0:f32[3,2,8] = input name=\"q\"\n"
+    "  %1:f32[3,2,8] = input name=\"k\"\n"
+    "  %2:f32[3,4,6] = input name=\"v\"\n"
+    "  %3:f32[3,4] = input name=\"g\"\n"
+    "  %4:f32[3,4] = input name=\"beta\"\n"
+    "  %5:f32[4,8,6] = state name=\"l0.delta\"\n"
+    "  %6:f32[3,4,6] = delta_rule %0, %1, %2, %3, %4, %5\n"
+    "  %7:f32[3,4,8] = input name=\"gk\"\n"
+    "  %8:f32[4,8,6] = state name=\"l1.delta\"\n"
+    "  %9:f32[3,4,6] = delta_rule %0, %1, %2, %7, %4, %8\n"
+    "  output %6, %9\n"
+    "}\n",
+
     "graph head {\n"
     "  %0:bf16[1,16] = input name=\"logits\"\n"
     "  %1:bf16[1,16] = softmax %0\n"
@@ -192,6 +206,7 @@ static void test_op_queries(void) {
   } want[] = {
       {"scan", 1, 0, 1, {3}},         {"conv1d_causal", 1, 0, 1, {1}},
       {"attention", 1, 0, 2, {3, 4}}, {"sample", 1, 0, 1, {1}},
+      {"delta_rule", 1, 0, 1, {5}},
       {"output", 1, 0, 0, {0}},       {"reshape", 0, 1, 0, {0}},
       {"slice", 0, 1, 0, {0}},        {"transpose", 0, 1, 0, {0}},
       {"matmul", 0, 0, 0, {0}},       {"add", 0, 0, 0, {0}},
@@ -221,7 +236,7 @@ static void test_op_queries(void) {
     effects += info->effects;
     views += info->view;
   }
-  CU_ASSERT_EQUAL(effects, 5);
+  CU_ASSERT_EQUAL(effects, 6);
   CU_ASSERT_EQUAL(views, 3);
 }
 
@@ -540,6 +555,24 @@ static void test_verify_errors(void) {
                    "  %2:f32[4,2,8] = state name=\"kc\"\n  %3:f32[1] = input name=\"pos\"\n"
                    "  %4:f32[2,4,8] = attention %0, %1, %1, %2, %2, %3 scale=1\n  output %4\n}\n",
                    "t.ssmir:6:3: attention pos must be i32[1], got f32[1]");
+  /* the delta rule's shapes: v's heads a multiple of q's, the state [H,Dk,Dv] */
+  static const char delta_pre[] =
+      "graph g {\n  %0:f32[2,2,8] = input name=\"q\"\n  %1:f32[2,3,6] = input name=\"v\"\n"
+      "  %2:f32[2,3] = input name=\"g\"\n";
+  char text[512];
+  snprintf(text, sizeof text, "%s  %%3:f32[3,8,6] = state name=\"s\"\n"
+           "  %%4:f32[2,3,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3\n  output %%4\n}\n", delta_pre);
+  check_verify_err(text, "t.ssmir:6:3: delta_rule needs v [T,H,Dv] with T = 2 and H a multiple of 2 "
+                         "key heads, got f32[2,3,6]");
+  check_verify_err("graph g {\n  %0:f32[2,2,8] = input name=\"q\"\n  %1:f32[2,4,6] = input name=\"v\"\n"
+                   "  %2:f32[2,4] = input name=\"g\"\n  %3:f32[4,6,8] = state name=\"s\"\n"
+                   "  %4:f32[2,4,6] = delta_rule %0, %0, %1, %2, %2, %3\n  output %4\n}\n",
+                   "t.ssmir:6:3: delta_rule state must be [H,Dk,Dv] = [4,8,6], got f32[4,6,8] (v f32[2,4,6])");
+  check_verify_err("graph g {\n  %0:f32[2,2,8] = input name=\"q\"\n  %1:f32[2,4,6] = input name=\"v\"\n"
+                   "  %2:f32[2,4,6] = input name=\"g\"\n  %3:f32[4,8,6] = state name=\"s\"\n"
+                   "  %4:f32[2,4,6] = delta_rule %0, %0, %1, %2, %1, %3\n  output %4\n}\n",
+                   "t.ssmir:6:3: delta_rule needs the decay [T,H] or [T,H,Dk] = [2,4(,8)] and beta [T,H], "
+                   "got f32[2,4,6] and f32[2,4,6]");
   check_verify_err(HDR "  %1:f32[3] = weight name=\"w\"\n  %2:f32[4] = add %0, %1\n  output %2\n}\n",
                    "t.ssmir:4:3: operand shapes f32[4] and f32[3] do not broadcast");
   check_verify_err("graph g {\n  %0:f32[2,3] = input name=\"x\"\n  %1:f32[4] = weight name=\"w\"\n"

@@ -531,6 +531,35 @@ static void test_attention(void) {
   end_list();
 }
 
+/* delta_rule of q, k [T,HK,DK], v [T,H,DV], the decay [T,H] (or [T,H,DK]
+ * with per_channel), beta [T,H], state [H,DK,DV], over `runs` runs (the
+ * state carried). k's size keeps |k|^2 under 2, so the state stays bounded. */
+static void delta(const char *label, int64_t T, int64_t H, int64_t HK, int64_t DK, int64_t DV,
+                  int per_channel, int runs) {
+  kcase kc;
+  kc_begin(&kc, label);
+  float kr = 1.2f / sqrtf((float)DK);
+  ssm_value *args[6];
+  args[0] = kc_weight(&kc, F32(T, HK, DK), -kr, kr);
+  args[1] = kc_weight(&kc, F32(T, HK, DK), -kr, kr);
+  args[2] = kc_weight(&kc, F32(T, H, DV), -1, 1);
+  args[3] = per_channel ? kc_weight(&kc, F32(T, H, DK), 0.5f, 1) : kc_weight(&kc, F32(T, H), 0.5f, 1);
+  args[4] = kc_weight(&kc, F32(T, H), 0, 1);
+  args[5] = kc_state(&kc, F32(H, DK, DV));
+  ssm_node *n = ssm_graph_append(kc.g, SSM_OP_DELTA, &k_scalar, 6, args);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_ACCUM);
+}
+
+static void test_delta(void) {
+  NEED_VK();
+  delta("delta_rule T=1 H=4 HK=2 DK=16 DV=24, 3 runs (decode)", 1, 4, 2, 16, 24, 0, 3);
+  delta("delta_rule T=5 H=2 HK=2 DK=8 DV=70 per key channel (2 workgroups a head)", 5, 2, 2, 8,
+        70, 1, 2);
+  delta("delta_rule T=7 H=6 HK=3 DK=32 DV=16", 7, 6, 3, 32, 16, 0, 2);
+  end_list();
+}
+
 /* attention over the last `window` positions only */
 static void attention_window(const char *label, int64_t T, int64_t window, int runs) {
   kcase kc;
@@ -949,6 +978,7 @@ int main(void) {
                          {"scan", test_scan},
                          {"ssd", test_ssd},
                          {"attention", test_attention},
+                         {"delta_rule", test_delta},
                          {"zoo_ops", test_zoo_ops},
                          {"sample", test_sample},
                          {"sample_distribution", test_sample_distribution},

@@ -754,6 +754,40 @@ static void op_scan(const cpu_run *r, const ssm_node *n) {
     }
 }
 
+/* The delta rule, step by step and head by head (ops.def): the state's
+ * rows decay, u = S^T k in double, S += k (beta (v - u))^T, o = S^T q in
+ * double. */
+static void op_delta(const cpu_run *r, const ssm_node *n) {
+  const ssm_value *qv = n->args[0], *vv = n->args[2], *gv = n->args[3];
+  int64_t steps = dim(qv, 0), hk = dim(qv, 1), dk = dim(qv, 2), h = dim(vv, 1), dv = dim(vv, 2);
+  int per_channel = gv->type.rank == 3;
+  SSM_ASSERT(hk > 0 && h % hk == 0 && numel(n->args[5]) == h * dk * dv);
+  const float *q = fbuf(r, qv), *k = fbuf(r, n->args[1]), *v = fbuf(r, vv), *g = fbuf(r, gv),
+              *beta = fbuf(r, n->args[4]);
+  float *st = fbuf(r, n->args[5]), *o = fbuf(r, n->result);
+  for (int64_t t = 0; t < steps; t++)
+    for (int64_t hh = 0; hh < h; hh++) {
+      const float *qt = q + (t * hk + hh / (h / hk)) * dk, *kt = k + (t * hk + hh / (h / hk)) * dk;
+      const float *vt = v + (t * h + hh) * dv;
+      float *s = st + hh * dk * dv, b = beta[t * h + hh];
+      for (int64_t i = 0; i < dk; i++) {
+        float d = g[per_channel ? (t * h + hh) * dk + i : t * h + hh];
+        for (int64_t j = 0; j < dv; j++) s[i * dv + j] *= d;
+      }
+      for (int64_t j = 0; j < dv; j++) {
+        double u = 0;
+        for (int64_t i = 0; i < dk; i++) u += (double)s[i * dv + j] * kt[i];
+        float e = (float)(b * ((double)vt[j] - u));
+        double y = 0;
+        for (int64_t i = 0; i < dk; i++) {
+          s[i * dv + j] += kt[i] * e;
+          y += (double)s[i * dv + j] * qt[i];
+        }
+        o[(t * h + hh) * dv + j] = (float)y;
+      }
+    }
+}
+
 /* Writes k, v [T,Hkv,D] into the caches [MAXS,Hkv,D] at rows pos.., then
  * for each query t (position pos+t) and head h: a max-subtracted softmax of
  * scale*q.k over cache rows 0..pos+t of kv head h/(Hq/Hkv), and the weighted
@@ -1139,6 +1173,7 @@ static ssm_status exec_node(const cpu_run *r, const ssm_node *n) {
   case SSM_OP_TRANSPOSE: op_transpose(r, n); return NULL;
   case SSM_OP_CONV1D: return op_conv1d(r, n);
   case SSM_OP_SCAN: op_scan(r, n); return NULL;
+  case SSM_OP_DELTA: op_delta(r, n); return NULL;
   case SSM_OP_ATTENTION: return op_attention(r, n);
   case SSM_OP_SOFTMAX: op_softmax(r, n); return NULL;
   case SSM_OP_ARGMAX: op_argmax(r, n); return NULL;
