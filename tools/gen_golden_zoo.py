@@ -350,6 +350,33 @@ ZOO_FIXTURES = [
               "linear_out.weight": ("scale", 2.0), "o_proj.weight": ("scale", 2.0),
               "down_proj.weight": ("scale", 2.0)},
     ),
+    # Qwen3.5 (text): Gated DeltaNet layers (the delta rule, 4 value heads over 2 key
+    # heads, l2-normalised q and k, a decay a head, a gated RMSNorm of the output) and
+    # a gated attention layer (q_proj gives each head's query and its output gate,
+    # (1+w) q/k norms, partial rotary 0.5); SwiGLU MLP in every layer; (1+w) RMSNorms.
+    dict(
+        name="qwen3_5_tiny",
+        model_cls="Qwen3_5ForCausalLM",
+        config_cls="Qwen3_5TextConfig",
+        seed=1121,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+            linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
+            linear_num_key_heads=2, linear_num_value_heads=4,
+            rms_norm_eps=1e-6, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                             "partial_rotary_factor": 0.5},
+        ),
+        layers=["linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP",
+                "mlp:Qwen3_5MLP self_attn:Qwen3_5Attention",
+                "linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP"],
+        probes=[("partial_rotary_factor 0.5 -> 1.0", {"rope_parameters": {
+            "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}})],
+    ),
     # Jamba with experts: softmax over all experts, top-k, weights NOT renormalised.
     # jamba_moe: 4 experts, top-2, MoE at layers 1 and 3 (expert_layer_period 2, offset 1),
     # attention at layer 1 (an attention layer with MoE and a Mamba layer with MoE); every

@@ -245,7 +245,7 @@ def reinit_zoo_(model, fx):
                 rule = "0.5 N(0,1)"
                 p.copy_(0.5 * torch.randn_like(p))
             elif ("RMSNorm" in on or "LayerNorm" in on) and leaf == "weight":
-                if on == "RecurrentGemmaRMSNorm":  # applied as (1 + weight)
+                if on in ("RecurrentGemmaRMSNorm", "Qwen3_5RMSNorm"):  # applied as (1 + weight)
                     rule = "0.1 N(0,1) (zero-centred norm)"
                     p.copy_(0.1 * torch.randn_like(p))
                 else:
