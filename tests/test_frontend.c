@@ -312,7 +312,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, recurrent_gemma, zamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */

@@ -37,7 +37,9 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        /* a dt norm of a large row (decode: in the scan) */
                                        "falcon_wide_dt",
                                        /* the delta rule (Gated DeltaNet) with gated attention */
-                                       "qwen3_5_tiny"};
+                                       "qwen3_5_tiny",
+                                       /* the same with fused projections and experts */
+                                       "qwen3_next_tiny"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -355,6 +357,7 @@ FIXTURE_TEST(18, granitemoe_hybrid_dense)
 FIXTURE_TEST(19, granitemoe_hybrid_moe)
 FIXTURE_TEST(23, falcon_wide_dt)
 FIXTURE_TEST(24, qwen3_5_tiny)
+FIXTURE_TEST(25, qwen3_next_tiny)
 /* Prefill programs of 9 tokens, whose matmuls are the tiled gemm kernel
  * (more than 8 rows; a chunk of 4 gets the gemv kernel): every fixture's
  * prompt and generated tokens fed through Vulkan (one chunk of 9, the rest
@@ -383,7 +386,8 @@ static void test_gemm_chunks(void) {
       {0, 1e-6, 0},  {1, 1e-6, 0},  {3, 1e-6, 0},  {5, 1e-6, 0},
       {6, 1e-6, 0},  {7, 1e-6, 0},  {10, 1e-6, 0}, {8, 1e-5, 0},  {9, 1e-5, 0},  {11, 1e-5, 0},
       {12, 1e-5, 0}, {13, 1e-5, 0}, {14, 1e-5, 0}, {21, 1e-5, 0}, {18, 1e-5, 0}, {19, 1e-5, 0},
-      {23, 1e-6, 0}, {15, 1e-5, 0}, {16, 1e-5, 0}, {17, 1e-5, 0}, {24, 1e-5, 0}};
+      {23, 1e-6, 0}, {15, 1e-5, 0}, {16, 1e-5, 0}, {17, 1e-5, 0}, {24, 1e-5, 0},
+      {25, 1e-5, 0}};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
     const char *name = fixtures[which[i].fixture];
     golden g = {0};
@@ -877,6 +881,7 @@ int main(void) {
                          {"granitemoe_hybrid_moe", test_granitemoe_hybrid_moe},
                          {"falcon_wide_dt", test_falcon_wide_dt},
                          {"qwen3_5_tiny", test_qwen3_5_tiny},
+                         {"qwen3_next_tiny", test_qwen3_next_tiny},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          {"half_weights", test_half_weights},
                          {"x16_bound", test_x16_bound},

@@ -377,6 +377,38 @@ ZOO_FIXTURES = [
         probes=[("partial_rotary_factor 0.5 -> 1.0", {"rope_parameters": {
             "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}})],
     ),
+    # Qwen3-Next: Qwen3.5's layers with the DeltaNet projections fused per key head
+    # (in_proj_qkvz: each key head's q, k, then its value heads' v and z; in_proj_ba
+    # likewise), and a sparse MoE (softmax router, top-2 of 4 renormalised, SwiGLU
+    # experts, a shared expert times sigmoid of its gate) in every layer but
+    # mlp_only_layers (layer 2: a dense SwiGLU MLP).
+    dict(
+        name="qwen3_next_tiny",
+        model_cls="Qwen3NextForCausalLM",
+        config_cls="Qwen3NextConfig",
+        seed=1122,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+            layer_types=["linear_attention", "full_attention", "linear_attention", "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+            linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
+            linear_num_key_heads=2, linear_num_value_heads=4,
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+            shared_expert_intermediate_size=24, decoder_sparse_step=1, mlp_only_layers=[2],
+            norm_topk_prob=True, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                             "partial_rotary_factor": 0.5},
+        ),
+        layers=["linear_attn:Qwen3NextGatedDeltaNet mlp:Qwen3NextSparseMoeBlock",
+                "mlp:Qwen3NextSparseMoeBlock self_attn:Qwen3NextAttention",
+                "linear_attn:Qwen3NextGatedDeltaNet mlp:Qwen3NextMLP",
+                "linear_attn:Qwen3NextGatedDeltaNet mlp:Qwen3NextSparseMoeBlock"],
+        probes=[("num_experts_per_tok 2 -> 1", {"num_experts_per_tok": 1}),
+                ("norm_topk_prob -> false", {"norm_topk_prob": False})],
+        all_experts=True,
+    ),
     # Jamba with experts: softmax over all experts, top-k, weights NOT renormalised.
     # jamba_moe: 4 experts, top-2, MoE at layers 1 and 3 (expert_layer_period 2, offset 1),
     # attention at layer 1 (an attention layer with MoE and a Mamba layer with MoE); every

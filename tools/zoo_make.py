@@ -245,7 +245,7 @@ def reinit_zoo_(model, fx):
                 rule = "0.5 N(0,1)"
                 p.copy_(0.5 * torch.randn_like(p))
             elif ("RMSNorm" in on or "LayerNorm" in on) and leaf == "weight":
-                if on in ("RecurrentGemmaRMSNorm", "Qwen3_5RMSNorm"):  # applied as (1 + weight)
+                if on in ("RecurrentGemmaRMSNorm", "Qwen3_5RMSNorm", "Qwen3NextRMSNorm"):  # (1 + weight)
                     rule = "0.1 N(0,1) (zero-centred norm)"
                     p.copy_(0.1 * torch.randn_like(p))
                 else:
@@ -598,13 +598,15 @@ def _config_json_checks(name, fx, cj, model):
         if v is None or isinstance(v, bool):
             continue
         if k.endswith(("_size", "_heads", "_layers", "_dim", "_width", "_rank", "_period", "_offset",
-                       "_tok", "_experts", "_groups", "_state", "_conv", "_kernel", "_headdim")):
+                       "_tok", "_experts", "_groups", "_state", "_conv", "_kernel", "_headdim")) \
+                and k != "mlp_only_layers":
             check(isinstance(v, int) and not isinstance(v, bool),
                   "%s: config.json %s = %r is not an int" % (name, k, v))
         if k.endswith(("_multiplier", "_soft_cap", "_eps", "epsilon")) or k == "logits_scaling":
             check(isinstance(v, (int, float)) and not isinstance(v, bool),
                   "%s: config.json %s = %r is not a number" % (name, k, v))
-        if k.endswith(("_multipliers", "layer_types", "layers_block_type", "block_types", "_indices")):
+        if k.endswith(("_multipliers", "layer_types", "layers_block_type", "block_types", "_indices",
+                       "mlp_only_layers")):
             check(isinstance(v, list), "%s: config.json %s = %r is not a list" % (name, k, v))
     if "rope_parameters" in cj and cj["rope_parameters"] is not None:
         rp = cj["rope_parameters"]
