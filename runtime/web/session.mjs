@@ -26,6 +26,10 @@ export class Session {
   constructor(runtime) {
     this.rt = runtime;
     this.last = null; // the last row fed with rows wanted
+    // the totals of generate(), as runtime/session.c counts them (ssmc_stats):
+    // prompt tokens fed before the first draw and their seconds; tokens drawn,
+    // and the seconds from the end of each prompt to the last draw
+    this.stats = { promptTokens: 0, promptS: 0, generatedTokens: 0, generateS: 0 };
   }
 
   // Feeds tokens in chunks; with onLogits (or `wantRows`), each row is
@@ -54,15 +58,34 @@ export class Session {
   // position) (every position processed: each prompt token, then each
   // generated one but the last). Resolves to the generated ids.
   async generate(prompt, maxTokens, o = {}) {
+    let t1 = 0, out = [];
+    try {
+      out = await this.#generate(prompt, maxTokens, o, (fed, t0) => {
+        t1 = performance.now();
+        this.stats.promptTokens += fed;
+        this.stats.promptS += (t1 - t0) / 1e3;
+      }, out);
+      return out;
+    } finally {
+      if (t1) {
+        this.stats.generatedTokens += out.length;
+        this.stats.generateS += (performance.now() - t1) / 1e3;
+      }
+    }
+  }
+
+  async #generate(prompt, maxTokens, o, onPrompt, out) {
     const rt = this.rt;
     if (!prompt.length) throw new Error('generate: the prompt has no tokens');
     const eos = o.eos ?? -1;
     const sampled = !o.hostGreedy && maxTokens > 0;
     if (sampled) rt.setSampler(samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0,
                                                   o.minP ?? 0));
-    const out = [];
     const feedCount = sampled ? prompt.length - 1 : prompt.length;
-    if (await this.feed(prompt.slice(0, feedCount), !!o.onLogits || !sampled, o.onLogits)) return out;
+    const t0 = performance.now();
+    const stop = await this.feed(prompt.slice(0, feedCount), !!o.onLogits || !sampled, o.onLogits);
+    onPrompt(feedCount, t0);
+    if (stop) return out;
     if (!maxTokens) return out;
     if (sampled) {
       let pos = rt.position, stopped = false;

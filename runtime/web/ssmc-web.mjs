@@ -4,7 +4,7 @@
 //
 //   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
 //        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--tokenizer FILE] [--eos ID]
-//        [--dump-logits FILE] [--batch K]
+//        [--dump-logits FILE] [--batch K] [-q | --json]
 //   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
@@ -13,7 +13,9 @@
 // with --prompt, the text is printed and its continuation streamed (never half
 // a UTF-8 character). --dump-logits writes little-endian f32 rows of length
 // vocab, one per position processed, through a temporary file renamed over
-// FILE. Errors go to stderr with status 1 (2 for usage).
+// FILE. After a run, stderr has the timing summary of `ssmc run` (device,
+// load, prompt and generation rates; --json: one JSON line with its keys;
+// -q: none). Errors go to stderr with status 1 (2 for usage).
 
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -27,12 +29,13 @@ import { nodeGpu, dirFiles } from './node.mjs';
 const USAGE = `usage:
   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S]
-       [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K]
+       [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
 The same contract as ssmc run and ssmc bench, on WebGPU (Dawn); --weights defaults to
 the weights directory the bundle records.
 --batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
+run -q: no timing summary on stderr; run --json: the summary as one line of JSON.
 `;
 
 class UsageError extends Error {}
@@ -108,6 +111,26 @@ async function openRuntime(args, cmd) {
   }
 }
 
+// `ssmc run`'s timing summary on stderr (cli/progress.c: ssm_cli_print_summary),
+// line for line, for a run whose runtime took `loadS` seconds to open.
+function printSummary(rt, stats, loadS, json) {
+  const rate = (n, s) => (s > 0 ? n / s : 0);
+  const { promptTokens: pt, promptS: ps, generatedTokens: gt, generateS: gs } = stats;
+  if (json) {
+    const us = (x) => Math.round(x * 1e6) / 1e6, hundredths = (x) => Math.round(x * 100) / 100;
+    process.stderr.write(JSON.stringify({
+      device: rt.deviceName, backend: 'webgpu', dtype: rt.m.dtype, load_s: us(loadS), compile_s: 0, cache: 'off',
+      prompt_tokens: pt, prompt_s: us(ps), prompt_tokens_per_s: hundredths(rate(pt, ps)),
+      generated_tokens: gt, generate_s: us(gs), generated_tokens_per_s: hundredths(rate(gt, gs)),
+    }) + '\n');
+    return;
+  }
+  process.stderr.write(`device:     ${rt.deviceName}, WebGPU (Dawn), ${rt.m.dtype} weights\n` +
+                       `load:       ${loadS.toFixed(2)} s\n` +
+                       `prompt:     ${pt} tokens, ${ps.toFixed(3)} s, ${rate(pt, ps).toFixed(1)} tokens/s\n` +
+                       `generation: ${gt} tokens, ${gs.toFixed(3)} s, ${rate(gt, gs).toFixed(1)} tokens/s\n`);
+}
+
 const SAMPLING = ['--temperature', '--top-k', '--top-p', '--min-p', '--seed'];
 
 async function cmdRun(argv) {
@@ -115,7 +138,7 @@ async function cmdRun(argv) {
     '--weights': 'str', '--tokens': 'str', '--prompt': 'str', '--tokenizer': 'str', '--dump-logits': 'str',
     '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
     '--eos': [0, 2147483647, 'a token id', true],
-    '--greedy': 'flag',
+    '--greedy': 'flag', '-q': 'flag', '--quiet': 'flag', '--json': 'flag',
     '--temperature': [0, 1e6, 'a number >= 0'],
     '--top-k': [0, 2147483647, 'a count >= 0 (0: off)', true],
     '--top-p': [0, 1, 'a number in (0, 1] (1: off)', false, true],
@@ -126,7 +149,9 @@ async function cmdRun(argv) {
   if (a['--greedy'] && SAMPLING.some((s) => a.given.has(s)))
     throw new UsageError('--greedy: cannot be combined with --temperature, --top-k, --top-p, --min-p or --seed');
   if (!a['--tokens'] === !a['--prompt']) throw new UsageError('run: give --tokens IDS or --prompt TEXT');
+  const t0 = performance.now();
   const rt = await openRuntime(a, 'run');
+  const loadS = (performance.now() - t0) / 1e3;
   try {
     const s = new Session(rt);
     const rows = a['--dump-logits'] ? [] : null;
@@ -181,6 +206,7 @@ async function cmdRun(argv) {
     }
     if (dec) process.stdout.write(dec.flush() + '\n');
     else process.stdout.write(ids.join(',') + '\n');
+    if (!a['-q'] && !a['--quiet']) printSummary(rt, s.stats, loadS, a['--json']);
   } finally {
     rt.destroy();
   }

@@ -5,7 +5,8 @@
 // temporary file so a failed run keeps the old one (made exclusively: a
 // symlink planted at its name is not followed); --prompt prints the text
 // and streams the same continuation as ssmc run; usage errors exit 2 and
-// runtime errors 1, with a message. And a bundle that needs more of an
+// runtime errors 1, with a message; stderr has ssmc run's timing summary,
+// line for line (--json: its keys; -q: none). And a bundle that needs more of an
 // adapter than it has is refused with the limit named.
 
 import { test } from 'node:test';
@@ -13,7 +14,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
 import { join } from 'node:path';
-import { compile, scratch, ssmc, ROOT, WEB } from './helpers.mjs';
+import { compile, scratch, ssmc, ROOT, WEB, SSMC } from './helpers.mjs';
 import { readBundle } from '../bundle.mjs';
 import { Runtime, workgroupBytes } from '../gpu.mjs';
 import { openCheckpoint } from '../safetensors.mjs';
@@ -34,10 +35,13 @@ function floats(path) {
   return new Float32Array(b.buffer, b.byteOffset, b.byteLength / 4);
 }
 
-test('--tokens: the ids line and the logits rows of ssmc run', () => {
+test('--tokens: the ids line and the logits rows of ssmc run, and its timing summary', () => {
   const w = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--dump-logits', join(dir, 'web.f32')]);
   assert.equal(w.code, 0, w.err);
-  const c = ssmc(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--dump-logits', join(dir, 'vk.f32')]);
+  const cr = spawnSync(SSMC, ['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--dump-logits', join(dir, 'vk.f32')],
+                       { encoding: 'utf8' });
+  assert.equal(cr.status, 0, cr.stderr);
+  const c = cr.stdout;
   const lastLine = (s) => s.trimEnd().split('\n').pop();
   assert.equal(lastLine(w.out), lastLine(c));
   assert.equal(lastLine(w.out), '598,598,598,598,618,280,152,152'); // transformers' (golden.json)
@@ -48,14 +52,28 @@ test('--tokens: the ids line and the logits rows of ssmc run', () => {
   for (let i = 0; i < b.length; i++) (scale = Math.max(scale, Math.abs(b[i]))), (worst = Math.max(worst, Math.abs(a[i] - b[i])));
   assert.ok(worst / scale <= 1e-5, `WebGPU vs Vulkan: ${worst / scale}`);
   assert.deepEqual(readdirSync(dir).filter((f) => f.includes('.tmp-')), []);
-  // --greedy (the argmax on the host) gives the same ids
-  const g = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--greedy']);
+  // the timing summary on stderr: ssmc run's lines, with the same counts
+  // (the last prompt token is the sampler's first input: 7 fed, 8 drawn)
+  const shape = (t) => t.trimEnd().split('\n').map((l) => l.replace(/[\d.]+ (s|tokens\/s)\b/g, 'X $1').replace(/^device: .*/, 'device'));
+  assert.deepEqual(shape(w.err), shape(cr.stderr), `${w.err}\n---\n${cr.stderr}`);
+  assert.deepEqual(shape(w.err).slice(2), ['prompt:     7 tokens, X s, X tokens/s', 'generation: 8 tokens, X s, X tokens/s']);
+  assert.match(w.err, /^device: {5}.+, WebGPU \(Dawn\), \w+ weights\nload: {7}\d+\.\d\d s\n/);
+  // --greedy (the argmax on the host) gives the same ids; -q: no summary
+  const g = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--greedy', '-q']);
   assert.equal(lastLine(g.out), lastLine(c));
-  // sampling is seeded: the same settings give the same ids on both runtimes
-  const s = ['--temperature', '0.8', '--top-k', '40', '--top-p', '0.9', '--seed', '7'];
+  assert.equal(g.err, '');
+  // sampling is seeded: the same settings give the same ids on both runtimes;
+  // --json: the summary as one JSON line with ssmc run --json's keys
+  const s = ['--temperature', '0.8', '--top-k', '40', '--top-p', '0.9', '--seed', '7', '--json'];
   const ws = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', ...s]);
   assert.equal(ws.code, 0, ws.err);
-  assert.equal(lastLine(ws.out), lastLine(ssmc(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', ...s])));
+  const cs = spawnSync(SSMC, ['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', ...s], { encoding: 'utf8' });
+  assert.equal(lastLine(ws.out), lastLine(cs.stdout));
+  const j = JSON.parse(ws.err), cj = JSON.parse(cs.stderr);
+  assert.deepEqual(Object.keys(j).sort(), Object.keys(cj).filter((k) => k !== 'cache_file').sort());
+  for (const k of ['prompt_tokens', 'generated_tokens', 'dtype']) assert.equal(j[k], cj[k], k);
+  assert.equal(j.backend, 'webgpu');
+  assert.ok(j.generated_tokens_per_s > 0 && j.prompt_tokens_per_s > 0, JSON.stringify(j));
 });
 
 test('--prompt: the text, then the same streamed continuation as ssmc run', () => {
