@@ -40,7 +40,9 @@ static const char serve_usage[] =
     "                       open connections from one address (default 32; 0: no limit)\n"
     "  --cors-origin LIST   origins whose web pages may call the server, comma-separated\n"
     "                       (https://app.example,http://host:8000; '*': any); pages of\n"
-    "                       this machine (localhost, 127.0.0.1, [::1]) always may\n"
+    "                       this machine (localhost, 127.0.0.1, [::1]) and of the\n"
+    "                       server's own address always may\n"
+    "  --no-page            no chat page at / (the API only)\n"
     "  --timeout S          seconds a client may be silent while it sends its request or\n"
     "                       reads the answer; the time the answer takes to make does\n"
     "                       not count (default 10; 0: no limit)\n";
@@ -122,7 +124,8 @@ int ssm_cli_serve(int argc, char **argv) {
       {"max-tokens", 1, 0, 'm'}, {"cache-mb", 1, 0, 'M'}, {"cache-every", 1, 0, 'e'},
       {"max-body-kb", 1, 0, 'B'}, {"max-prompt-tokens", 1, 0, 'R'},
       {"max-connections", 1, 0, 'C'}, {"max-client-connections", 1, 0, 'I'},
-      {"timeout", 1, 0, 'o'}, {"cors-origin", 1, 0, 'O'}, {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
+      {"timeout", 1, 0, 'o'}, {"cors-origin", 1, 0, 'O'}, {"no-page", 0, 0, 'G'},
+      {"help", 0, 0, 'h'}, {0, 0, 0, 0}};
   optind = 1;
   opterr = 0;
   argv--, argc++; /* getopt starts at argv[1] */
@@ -150,6 +153,7 @@ int ssm_cli_serve(int argc, char **argv) {
     case 'I': if (!int_arg("max-client-connections", optarg, 0, 100000, &v)) return 2; so.max_client_connections = (int)v; break;
     case 'o': if (!int_arg("timeout", optarg, 0, 86400, &v)) return 2; so.timeout = (int)v; break;
     case 'O': so.cors = optarg; break;
+    case 'G': so.no_page = 1; break;
     default:
       return usage_fail("unknown option or missing value: '%s'", argv[optind - 1]);
     }
@@ -206,6 +210,7 @@ int ssm_cli_serve(int argc, char **argv) {
   char url[300];
   ssm_server_url(so.host, ssm_server_port(srv), url, sizeof url);
   fprintf(stderr, "ssmc: serve: listening on %s\n", url);
+  if (!so.no_page) fprintf(stderr, "ssmc: serve: a chat page at %s/\n", url);
   fflush(stderr);
   int sig = 0;
   sigwait(&stop, &sig);

@@ -4,7 +4,8 @@
  *
  * Endpoints: POST /v1/completions and /v1/chat/completions (stream: true
  * as server-sent events), GET /v1/models, /health and /metrics
- * (Prometheus text). Errors have OpenAI's shape, {"error": {"message",
+ * (Prometheus text), and a chat page at / (serve/page/; no_page turns it
+ * off). Errors have OpenAI's shape, {"error": {"message",
  * "type", "param", "code"}}: 400 for bad JSON or parameters, 404, 405, 413
  * for a body over the limit, 503 when the queue is full; a request that
  * fails while it runs gets a server_error (503 out of host memory, else
@@ -59,7 +60,9 @@ typedef struct {
                          * request or reads the response (default 10; 0: no limit) */
   const char *cors;     /* origins whose pages may call the server, comma-separated
                          * ("https://a.example,http://b.example:8000"; "*": any); pages of
-                         * this machine (localhost, 127.0.0.1, [::1]) always may */
+                         * this machine (localhost, 127.0.0.1, [::1]) always may, and so
+                         * may the page of the server's own address (http://HOST:PORT) */
+  int no_page;          /* 1: no chat page at / (its paths are 404) */
 } ssm_serve_options;
 
 void ssm_serve_options_init(ssm_serve_options *o);

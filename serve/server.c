@@ -60,9 +60,13 @@ static int loopback_origin(const char *origin) {
   return 0;
 }
 
-/* Whether a page of `origin` may call the server (ssm_serve_options.cors). */
+/* Whether a page of `origin` may call the server (ssm_serve_options.cors;
+ * pages of this machine, and of the server's own address, always may). */
 static int origin_allowed(const ssm_server *srv, const char *origin) {
   if (loopback_origin(origin)) return 1;
+  char own[300]; /* the chat page, opened at the address the server was told to listen on */
+  ssm_server_url(srv->o.host, srv->port, own, sizeof own);
+  if (!strcmp(origin, own)) return 1;
   const char *list = srv->o.cors;
   for (const char *at = list; at && *at;) {
     size_t n = strcspn(at, ",");
@@ -222,6 +226,38 @@ static enum MHD_Result completions(ssm_server *srv, struct MHD_Connection *c, in
   return reply(srv, c, status, "application/json", body);
 }
 
+/* ---- the chat page ------------------------------------------------------------------- */
+
+/* The files of serve/page/, compiled in (cmake/embed_files.cmake): the
+ * text of `file`, or NULL. */
+const char *ssm_page_embedded(const char *file);
+
+/* GET (or HEAD) `url` as one of the page's files ("/" is index.html):
+ * answered, or *out_found is 0 and nothing is. */
+static enum MHD_Result page_file(ssm_server *srv, struct MHD_Connection *c, const char *url,
+                                 const char *method, int *out_found) {
+  static const char *const types[][2] = {{".html", "text/html; charset=utf-8"},
+                                         {".js", "text/javascript; charset=utf-8"},
+                                         {".css", "text/css; charset=utf-8"}};
+  *out_found = 0;
+  if (srv->o.no_page || (strcmp(method, "GET") && strcmp(method, "HEAD")) || url[0] != '/' ||
+      strchr(url + 1, '/'))
+    return MHD_NO;
+  const char *name = url[1] ? url + 1 : "index.html";
+  const char *text = ssm_page_embedded(name), *dot = strrchr(name, '.'), *type = NULL;
+  for (size_t i = 0; dot && i < sizeof types / sizeof types[0]; i++)
+    if (!strcmp(dot, types[i][0])) type = types[i][1];
+  if (!text || !type) return MHD_NO;
+  *out_found = 1;
+  struct MHD_Response *r = MHD_create_response_from_buffer(strlen(text), (void *)text, MHD_RESPMEM_PERSISTENT);
+  if (!r) return MHD_NO;
+  MHD_add_response_header(r, "Content-Type", type);
+  MHD_add_response_header(r, "Cache-Control", "no-cache");
+  MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+  MHD_add_response_header(r, "Content-Security-Policy", "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'");
+  return queue(srv, c, MHD_HTTP_OK, r);
+}
+
 /* ---- the other endpoints ------------------------------------------------------------- */
 
 static enum MHD_Result metrics(ssm_server *srv, struct MHD_Connection *c) {
@@ -334,6 +370,9 @@ static enum MHD_Result route(ssm_server *srv, struct MHD_Connection *c, const ch
     default: return completions(srv, c, routes[i].what == 4, rq);
     }
   }
+  int found;
+  enum MHD_Result ok = page_file(srv, c, url, method, &found);
+  if (found) return ok;
   char msg[300];
   snprintf(msg, sizeof msg, "Invalid URL (%s %.200s)", method, url);
   return reply_error(srv, c, 404, "invalid_request_error", msg);

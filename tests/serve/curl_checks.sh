@@ -45,6 +45,19 @@ metric() { curl -s "$URL/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
 [ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/models/pymamba")" = 200 ] && [ "$(j "b['id'], b['object']")" = "pymamba model" ] && ok "GET /v1/models/pymamba" || fail "GET /v1/models/pymamba"
 [ "$(curl -s -o "$TMP/body" -w '%{http_code}' "$URL/v1/models/gpt-4")" = 404 ] && j "b['error']['message']" | grep -q "The model 'gpt-4' does not exist" && ok "GET /v1/models/gpt-4: 404" || fail "GET /v1/models/gpt-4: 404"
 
+# ---- the chat page (serve/page/) ---------------------------------------------------------
+# page PATH TYPE FILE: GET PATH answers 200, of TYPE, with the bytes of serve/page/FILE
+page() {
+  [ "$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' "$URL$1")" = 200 ] &&
+    grep -qi "^Content-Type: $2" "$TMP/headers" && cmp -s "$TMP/body" "serve/page/$3" &&
+    ok "GET $1: serve/page/$3 as $2" || { cat "$TMP/headers"; fail "GET $1: serve/page/$3 as $2"; }
+}
+page / 'text/html; charset=utf-8' index.html
+page /chat.js 'text/javascript; charset=utf-8' chat.js
+page /chat.css 'text/css; charset=utf-8' chat.css
+grep -q 'src="chat.js"' serve/page/index.html && grep -q 'v1/chat/completions' serve/page/chat.js &&
+  ok "the page loads chat.js, which calls v1/chat/completions" || fail "the page's script"
+
 # ---- web pages (CORS) ----------------------------------------------------------------
 # a page of this machine: the preflight is answered, and the answer names its origin
 code=$(curl -s -D "$TMP/headers" -o "$TMP/body" -w '%{http_code}' -X OPTIONS "$URL/v1/chat/completions" \
@@ -357,6 +370,11 @@ code=$(printf '{"prompt": "a\0b"}' | curl -s -o "$TMP/body" -w '%{http_code}' "$
 [ "$(post /v1/completions '{"prompt": "a\\u0000b", "max_tokens": 1}')" = 200 ] && [ "$(j "b['usage']['prompt_tokens'] > 3")" = True ] &&
   ok "an escaped backslash before u0000 is no NUL" || fail "escaped backslash"
 bad 404 "Invalid URL (GET /v2/nothing)" GET /v2/nothing
+bad 404 "Invalid URL (GET /chat.mjs)" GET /chat.mjs
+bad 404 "Invalid URL (GET /v1/index.html)" GET /v1/index.html
+bad 404 "Invalid URL (POST /)" POST / '{}'
+code=$(curl -s --path-as-is -o "$TMP/body" -w '%{http_code}' "$URL/../CMakeLists.txt")
+[ "$code" = 404 ] && ok "404: GET /../CMakeLists.txt" || fail "GET /../CMakeLists.txt ($code)"
 bad 405 "GET /v1/completions: method not allowed (use POST)" GET /v1/completions
 bad 405 "method not allowed (use GET)" POST /health '{}'
 head -c 70000 /dev/zero | tr '\0' 'a' >"$TMP/big"

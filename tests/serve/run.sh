@@ -11,7 +11,8 @@
 #           servers of a model with a KV cache of 8 positions and of one
 #           whose weights produce NaN, which also checks the default bound of a
 #           prompt, and of a chat template that passes the bounds of a render
-#           (tests/serve/limit_checks.sh)
+#           (tests/serve/limit_checks.sh); then --host and --cors-origin, and
+#           --no-page
 #   openai  the official openai npm client (tests/serve/openai.test.mjs)
 #   load    8 concurrent clients x 50 requests (tests/serve/load.test.mjs):
 #           no failure, and the server's RSS bounded
@@ -125,6 +126,15 @@ EOF
   done
   [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: https://app.example:8443" "$URL/v1/models")" = 403 ] &&
     echo "  ok: --cors-origin allows its origins, and only them" || { echo "FAILED: --cors-origin allows another port"; exit 1; }
+  stop_server
+  # the page of the server's own address may call it; --no-page: no page at /
+  start_server --backend cpu --host 127.0.0.2 --no-page
+  ! grep -q "chat page" "$TMP/server.log" && [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/")" = 404 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' "$URL/chat.js")" = 404 ] &&
+    echo "  ok: --no-page: / and /chat.js are 404" || { cat "$TMP/server.log"; echo "FAILED: --no-page"; exit 1; }
+  [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: $URL" "$URL/v1/models")" = 200 ] &&
+    [ "$(curl -s -o /dev/null -w '%{http_code}' -H "Origin: http://127.0.0.2:1" "$URL/v1/models")" = 403 ] &&
+    echo "  ok: a page of the server's own address ($URL) may call it" || { echo "FAILED: own address's page"; exit 1; }
   stop_server
   ;;
 openai)
