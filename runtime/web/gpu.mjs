@@ -200,8 +200,9 @@ export async function checkKernels(gpu, bundle) {
 export class Runtime {
   // Opens `bundle` (readBundle) on `gpu` (navigator.gpu, or Dawn's in Node)
   // with the weights of `checkpoint` (openCheckpoint). onProgress(done,
-  // total) follows the weight upload in bytes.
-  static async open({ gpu, bundle, checkpoint, onProgress = () => {}, adapterOptions = {} }) {
+  // total) follows the weight upload in bytes; onKernels() is called when
+  // the kernels' pipelines start to build, after the weights.
+  static async open({ gpu, bundle, checkpoint, onProgress = () => {}, onKernels = () => {}, adapterOptions = {} }) {
     const rt = new Runtime();
     const m = bundle.manifest;
     rt.m = m;
@@ -224,7 +225,7 @@ export class Runtime {
     device.addEventListener?.('uncapturederror', (e) => rt.errors.push(e.error?.message ?? String(e)));
     device.lost?.then((info) => { if (info.reason !== 'destroyed') rt.errors.push(`device lost: ${info.message}`); });
     try {
-      await rt.#build(bundle, texts, p, checkpoint, onProgress);
+      await rt.#build(bundle, texts, p, checkpoint, onProgress, onKernels);
     } catch (e) {
       device.destroy();
       throw e;
@@ -237,7 +238,7 @@ export class Runtime {
     return [i.vendor, i.architecture, i.device, i.description].filter(Boolean).join(' ') || 'WebGPU adapter';
   }
 
-  async #build(bundle, texts, p, checkpoint, onProgress) {
+  async #build(bundle, texts, p, checkpoint, onProgress, onKernels) {
     const m = this.m, device = this.device;
     device.pushErrorScope('validation');
     device.pushErrorScope('out-of-memory');
@@ -278,6 +279,7 @@ export class Runtime {
       onProgress(done, total);
     }
     // kernels
+    onKernels();
     const { layouts, pipelines, errors } = await buildPipelines(device, m, texts, p.writable);
     if (errors.length) throw new GpuError(`${this.name}: ${errors[0]}`);
     this.pipelines = pipelines;

@@ -332,8 +332,8 @@ async function loadCheckpoint(files, open, name) {
 // caches.open), every range read is kept under `url?ssmc-bytes=a-b` (a whole
 // file under `url?ssmc-whole`; a query, since Cache Storage ignores
 // fragments) and read from there next time. onBytes(n) is told each
-// download's size.
-export function httpSource(url, { cache = null, onBytes = () => {}, fetchFn = globalThis.fetch } = {}) {
+// download's size, onCached(n) each read from the cache.
+export function httpSource(url, { cache = null, onBytes = () => {}, onCached = () => {}, fetchFn = globalThis.fetch } = {}) {
   let whole = null, checked = false;
   const keyOf = (what) => `${url}${url.includes('?') ? '&' : '?'}ssmc-${what}`;
   const src = {
@@ -344,7 +344,10 @@ export function httpSource(url, { cache = null, onBytes = () => {}, fetchFn = gl
         checked = true;
         const hit = await cache.match(keyOf('whole'));
         if (hit) whole = new Uint8Array(await hit.arrayBuffer());
-        if (whole) src.size = whole.length;
+        if (whole) {
+          src.size = whole.length;
+          onCached(whole.length);
+        }
       }
       if (whole) return whole.subarray(offset, offset + length);
       if (!length) return new Uint8Array(0);
@@ -355,7 +358,10 @@ export function httpSource(url, { cache = null, onBytes = () => {}, fetchFn = gl
           const total = Number(hit.headers.get('x-ssmc-total'));
           if (total) src.size = total;
           const bytes = new Uint8Array(await hit.arrayBuffer());
-          if (bytes.length === length) return bytes;
+          if (bytes.length === length) {
+            onCached(length);
+            return bytes;
+          }
         }
       }
       const res = await fetchFn(url, { headers: { Range: `bytes=${offset}-${offset + length - 1}` } });

@@ -75,25 +75,33 @@ test('a server without Range support is read once; a cache serves a reload with 
   const s = await serve({ 'model.safetensors': file }, false);
   servers.push(s);
   const cache = memoryCache();
-  let downloaded = 0;
-  const opts = { cache, onBytes: (n) => (downloaded += n) };
+  let downloaded = 0, cached = 0;
+  const opts = { cache, onBytes: (n) => (downloaded += n), onCached: (n) => (cached += n) };
   const ck = await openCheckpoint(httpFiles(s.base, ['model.safetensors'], opts), s.base);
   for (const [n, t] of ck.tensors) await ck.readF32(n, t.shape);
   assert.equal(s.stats.requests, 1);
   assert.equal(downloaded, file.length);
+  assert.equal(cached, 0);
   const again = await openCheckpoint(httpFiles(s.base, ['model.safetensors'], opts), s.base);
   for (const [n, t] of again.tensors) await again.readF32(n, t.shape);
   assert.equal(s.stats.requests, 1, 'the reload went to the network');
+  assert.equal(downloaded, file.length);
+  assert.equal(cached, file.length); // onCached counts what the reload read from the cache
 
   const r = await serve({ 'model.safetensors': file });
   servers.push(r);
   const c2 = memoryCache();
-  const ranged = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], { cache: c2 }), r.base);
+  let got = 0, fromCache = 0;
+  const o2 = { cache: c2, onBytes: (n) => (got += n), onCached: (n) => (fromCache += n) };
+  const ranged = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], o2), r.base);
   const w = 'backbone.embeddings.weight';
   await ranged.readF32(w, ranged.tensors.get(w).shape);
-  const before = r.stats.requests;
-  const second = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], { cache: c2 }), r.base);
+  const before = r.stats.requests, firstGot = got;
+  assert.equal(fromCache, 0);
+  const second = await openCheckpoint(httpFiles(r.base, ['model.safetensors'], o2), r.base);
   await second.readF32(w, second.tensors.get(w).shape);
+  assert.equal(got, firstGot);
+  assert.equal(fromCache, firstGot); // the same ranges, read from the cache this time
   assert.equal(r.stats.requests, before, 'cached ranges went to the network again');
   assert.equal(c2.entries.size, 3); // the length, the header and the tensor, each its own entry
 });
