@@ -135,6 +135,22 @@ ssmc_status ssmc_decoder_feed(ssmc_decoder *d, int32_t id, const char **out_text
  * is SSMC_ERR_NOMEM: the decoder drops what it held and starts afresh. */
 ssmc_status ssmc_decoder_flush(ssmc_decoder *d, const char **out_text, size_t *out_len);
 
+/* The most stop strings one generation takes (ssmc run --stop, the
+ * server's `stop` field), and the longest one in bytes. */
+#define SSMC_STOPS_MAX 4
+#define SSMC_STOP_BYTES_MAX 256
+
+/* Stop strings: generated text ends where the first of `n` non-empty,
+ * NUL-terminated strings begins, and the string is left out.
+ * ssmc_stop_find gives the offset in text[0..len) of the first occurrence
+ * of any of them that ends past offset `from` (the text before `from` was
+ * searched before; 0 searches it all), or `len` when there is none. */
+size_t ssmc_stop_find(const char *text, size_t len, size_t from, const char *const *stops,
+                      int n);
+/* How many bytes of text[0..len) can be shown while more text may follow:
+ * all but the longest tail that is the start of one of the stop strings. */
+size_t ssmc_stop_safe(const char *text, size_t len, const char *const *stops, int n);
+
 /* ---- sessions -------------------------------------------------------------------- */
 
 /* One model loaded on one backend, with its state: the SSM, convolution

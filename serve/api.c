@@ -15,8 +15,6 @@
 
 #include "serve/internal.h"
 
-#define MAX_STOPS 4
-#define MAX_STOP_BYTES 256
 
 char *ssm_api_error(int status, const char *type, const char *param, const char *fmt, ...) {
   va_list ap;
@@ -149,13 +147,13 @@ static int stops(body *b, ssm_job *j) {
   const cJSON *f = field(b, "stop");
   if (!f) return 1;
   int n = cJSON_IsString(f) ? 1 : cJSON_IsArray(f) ? cJSON_GetArraySize(f) : -1;
-  if (n < 0 || n > MAX_STOPS) return bad(b, "stop", "expected a string or an array of up to %d strings", MAX_STOPS);
+  if (n < 0 || n > SSMC_STOPS_MAX) return bad(b, "stop", "expected a string or an array of up to %d strings", SSMC_STOPS_MAX);
   ssm_status st = ssm_status_wrap(ssm_alloc((size_t)n + 1, sizeof *j->stop, (void **)&j->stop), "stop");
   if (st) return out_of_memory(b, st);
   for (int i = 0; i < n; i++) {
     const cJSON *s = cJSON_IsString(f) ? f : cJSON_GetArrayItem(f, i);
-    if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > MAX_STOP_BYTES)
-      return bad(b, "stop", "item %d: expected a non-empty string of at most %d bytes", i, MAX_STOP_BYTES);
+    if (!cJSON_IsString(s) || !*s->valuestring || strlen(s->valuestring) > SSMC_STOP_BYTES_MAX)
+      return bad(b, "stop", "item %d: expected a non-empty string of at most %d bytes", i, SSMC_STOP_BYTES_MAX);
     if ((st = ssm_strdup(s->valuestring, "stop", &j->stop[j->nstop]))) return out_of_memory(b, st);
     j->nstop++;
   }

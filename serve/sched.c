@@ -114,15 +114,8 @@ static void finish_error(ssm_server *srv, ssm_job *j, ssm_status s) {
 
 /* Streams text[sent..) except what could still become a stop string. */
 static ssm_status stream_text(ssm_job *j, int final) {
-  size_t safe = j->text.n;
-  for (int i = 0; !final && i < j->nstop; i++) {
-    size_t len = strlen(j->stop[i]), avail = j->text.n - j->sent;
-    for (size_t k = len - 1 < avail ? len - 1 : avail; k > 0; k--)
-      if (!memcmp(j->text.s + j->text.n - k, j->stop[i], k)) {
-        if (j->text.n - k < safe) safe = j->text.n - k;
-        break;
-      }
-  }
+  size_t safe = final ? j->text.n
+                      : ssmc_stop_safe(j->text.s, j->text.n, (const char *const *)j->stop, j->nstop);
   ssm_status s = NULL;
   if (safe > j->sent) {
     pthread_mutex_lock(&j->mu);
@@ -270,16 +263,11 @@ static ssm_status prefill_slice(ssm_server *srv, ssm_job *j, int chunks) {
 
 /* ---- tokens -------------------------------------------------------------------------- */
 
-/* The first stop string in text[from..), truncating the text there. */
+/* The first stop string that ends past text[from], truncating the text there. */
 static int cut_at_stop(ssm_job *j, size_t from) {
-  const char *best = NULL;
-  for (int i = 0; i < j->nstop; i++) {
-    size_t len = strlen(j->stop[i]);
-    const char *hit = j->text.n > from ? memmem(j->text.s + from, j->text.n - from, j->stop[i], len) : NULL;
-    if (hit && (!best || hit < best)) best = hit;
-  }
-  if (!best) return 0;
-  j->text.n = (size_t)(best - j->text.s);
+  size_t at = ssmc_stop_find(j->text.s, j->text.n, from, (const char *const *)j->stop, j->nstop);
+  if (at == j->text.n) return 0;
+  j->text.n = at;
   j->text.s[j->text.n] = 0;
   return 1;
 }
@@ -288,12 +276,9 @@ static int cut_at_stop(ssm_job *j, size_t from) {
  * (cut at a stop string, which ends it) and, streamed, the text that can no
  * longer become a stop string. With logprobs, its entry is the last one. */
 static ssm_status take_token(ssm_job *j, int32_t id) {
-  size_t longest = 0;
-  for (int i = 0; i < j->nstop; i++)
-    if (strlen(j->stop[i]) > longest) longest = strlen(j->stop[i]);
   SSM_TRY(ssm_status_wrap(ssm_vec_push(&j->tokens, id), "the request's tokens"));
   const char *piece;
-  size_t n, from = j->text.n > longest ? j->text.n - longest : 0;
+  size_t n, from = j->text.n;
   SSM_TRY(ssmc_decoder_feed(j->dec, id, &piece, &n));
   if (j->logprobs >= 0) j->lps.items[j->lps.n - 1].offset = j->text.n;
   ssm_sb_append(&j->text, piece, n);

@@ -211,6 +211,32 @@ static void test_bad_settings(void) {
   ssmc_session_close(s);
 }
 
+/* Stop strings (ssmc_stop_find, ssmc_stop_safe): the earliest of several,
+ * one that began before the text searched last and ends in the new text;
+ * what can be shown holds back exactly the tail that may begin one. */
+static void test_stop_strings(void) {
+  const char *const stops[] = {"<|im_end|>", "\n\n", "end"};
+  const char *t = "a\nb<|im_end|>c\n\nd";
+  size_t n = strlen(t);
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 0, stops, 3), 3);
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 0, stops + 1, 1), 14);
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 0, stops + 1, 2), 8); /* "end" in "<|im_end|>" */
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 8, stops, 1), 3);  /* began before offset 8 */
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 13, stops, 1), n); /* ended before 13: searched */
+  CU_ASSERT_EQUAL(ssmc_stop_find(t, n, 0, stops, 0), n);
+  CU_ASSERT_EQUAL(ssmc_stop_find("", 0, 0, stops, 3), 0);
+  static const struct {
+    const char *text;
+    size_t safe;
+  } cases[] = {{"abc", 3}, {"abc<|im", 3}, {"abc<|im_", 3}, {"abc<|im_end|", 3}, {"ab<x", 4},
+               {"x\n", 1}, {"x<|im_end|>", 11}, {"hello e", 6}, {"hello en", 6}, {"<", 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t got = ssmc_stop_safe(cases[i].text, strlen(cases[i].text), stops, 3);
+    if (got != cases[i].safe) fprintf(stderr, "\n  '%s': %zu, want %zu\n", cases[i].text, got, cases[i].safe);
+    CU_ASSERT_EQUAL(got, cases[i].safe);
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"greedy_feedback_matches_transformers",
                           test_greedy_feedback_matches_transformers},
@@ -218,6 +244,7 @@ int main(void) {
                          {"sampling_logits", test_sampling_logits},
                          {"min_p", test_min_p},
                          {"bad_settings", test_bad_settings},
+                         {"stop_strings", test_stop_strings},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("sampling", tests);
 }
