@@ -21,22 +21,25 @@ int ssm_cli_fail(ssmc_status s);
 /* Prints "ssmc: CMD: MESSAGE" and where to find the usage; returns 2. */
 int ssm_cli_usage_error(const char *cmd, const char *fmt, ...) SSM_PRINTF(2, 3);
 
-typedef enum { FLAG, STR, INT, NUM } opt_kind;
+typedef enum { FLAG, STR, INT, NUM, LIST } opt_kind;
 
 /* One option of a command's table (ended by {0}). */
 typedef struct {
   const char *name;  /* "--weights", or one letter: "-n" */
   opt_kind kind;
-  void *dest;        /* int* (FLAG), const char** (STR), long* (INT), double* (NUM) */
-  double lo, hi;     /* INT, NUM: the accepted range */
+  void *dest;        /* int* (FLAG), const char** (STR), long* (INT), double* (NUM),
+                      * const char*[hi] (LIST: the option repeated, each value in turn) */
+  double lo, hi;     /* INT, NUM: the accepted range; LIST: the most values */
   int open;          /* NUM: lo itself is not accepted */
   const char *what;  /* INT, NUM: "a token count from 1 to 4096", for messages */
-  int *given;        /* set to 1 when the option is given (may be NULL) */
+  int *given;        /* set to 1 when the option is given (may be NULL); LIST: the
+                      * number of values so far */
 } opt;
 
 #define O_FLAG(n, d) {.name = n, .kind = FLAG, .dest = d}
 #define O_STR(n, d) {.name = n, .kind = STR, .dest = d}
 #define O_INT(n, d, l, h, w, g) {.name = n, .kind = INT, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
+#define O_LIST(n, d, h, g) {.name = n, .kind = LIST, .dest = d, .hi = h, .given = g}
 #define O_NUM(n, d, l, h, w, g) {.name = n, .kind = NUM, .dest = d, .lo = l, .hi = h, .what = w, .given = g}
 
 #define MAX_SEQ_OPT(dest, given) \
@@ -135,6 +138,28 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json);
 void ssm_cli_print_profile(FILE *f, const char *program, const ssmc_profile_step *s, int n,
                            int runs, int json);
 
+/* ---- text that ends at a stop string (stop.c) ------------------------------------- */
+
+/* One reply printed to stdout as it is decoded, up to the first of its stop
+ * strings (none: all of it). Zero-initialize, then set stops and nstops. */
+typedef struct {
+  const char *const *stops;
+  int nstops;
+  ssm_sb text;  /* the text decoded so far (past `end`: the stop string and after) */
+  size_t end;   /* where the reply ends: before the first stop string, or text.n */
+  size_t shown; /* bytes of it printed */
+  int hit;      /* a stop string ended it */
+} ssm_cli_stopper;
+
+/* Adds `len` bytes of the reply and prints what can no longer begin a stop
+ * string. Returns 1 once a stop string ended the reply (or out of memory:
+ * ssm_sb_status of text says so). */
+int ssm_cli_stop_add(ssm_cli_stopper *s, const char *text, size_t len);
+/* The end of the reply: prints what was held back, up to `end`. */
+void ssm_cli_stop_end(ssm_cli_stopper *s);
+/* Empties it for the next reply. */
+void ssm_cli_stop_clear(ssm_cli_stopper *s);
+
 /* ---- the chat of `ssmc run -i` on a terminal (repl.c) ------------------------------ */
 
 typedef struct {
@@ -144,6 +169,8 @@ typedef struct {
   const char *first;           /* the first turn (--prompt), or NULL */
   size_t first_len;
   int n;                       /* -n: the most ids of one reply */
+  const char *const *stops;    /* --stop: a reply ends before the first of them */
+  int nstops;
   ssmc_generate_options g;     /* the sampler (the callbacks are the chat's) */
 } ssm_cli_chat_args;
 

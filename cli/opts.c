@@ -18,6 +18,12 @@
 #define MAX_OPTS 64
 
 static int set_value(const char *cmd, const opt *o, const char *v) {
+  if (o->kind == LIST) {
+    if (*o->given >= (int)o->hi)
+      return ssm_cli_usage_error(cmd, "%s: given more than %d times (at '%s')", o->name, (int)o->hi, v);
+    ((const char **)o->dest)[(*o->given)++] = v;
+    return 0;
+  }
   if (o->given) *o->given = 1;
   if (o->kind == FLAG) {
     *(int *)o->dest = 1;

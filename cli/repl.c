@@ -43,9 +43,14 @@ typedef struct {
   cJSON *messages;  /* with a template: the conversation */
   ssm_sb fed;       /* with a template: the text the state covers */
   int32_t pending;  /* without: the id drawn but not fed yet, or -1 */
-  int32_t eot;      /* the template's eos_token as one id, or -1 */
+  int32_t eos;      /* the template's eos_token as one id, or -1 */
+  int32_t eot;      /* the template's end of turn as one id, or -1 */
+  const char *stops[SSMC_STOPS_MAX + 1]; /* --stop, and the end of turn as text */
+  char *eot_text;   /* the end of turn when it is text, not one special token */
   ssmc_decoder *dec;
-  ssm_sb reply;     /* the text printed this turn */
+  ssm_cli_stopper reply; /* this turn's text, up to a stop string */
+  size_t covered;   /* bytes of its text that the state covers: all of it, or when a
+                     * stop string ended it, the text of the ids before the last */
   int stopped;      /* the reply was stopped before its last id was printed */
   ssmc_status failed;
 } repl;
@@ -62,7 +67,7 @@ static const char help[] =
 
 static int on_token(int32_t id, void *user) {
   repl *r = user;
-  if (interrupted || ssm_cli_signal || id == r->eot) return r->stopped = 1;
+  if (interrupted || ssm_cli_signal || id == r->eos || id == r->eot) return r->stopped = 1;
   const char *text;
   size_t len;
   ssmc_status s = ssmc_decoder_feed(r->dec, id, &text, &len);
@@ -70,10 +75,8 @@ static int on_token(int32_t id, void *user) {
     r->failed = s;
     return r->stopped = 1;
   }
-  fwrite(text, 1, len, stdout);
-  fflush(stdout);
-  ssm_sb_append(&r->reply, text, len);
-  return 0;
+  r->covered = r->reply.text.n;
+  return r->stopped = ssm_cli_stop_add(&r->reply, text, len);
 }
 
 /* Feeds `ids` and streams the reply; *out_last is the last id drawn and
@@ -88,21 +91,24 @@ static ssmc_status reply(repl *r, const int32_t *ids, size_t nids, int32_t *out_
   g.stop_at_eos = 1;
   g.user = r;
   r->stopped = 0;
-  ssm_sb_clear(&r->reply);
+  r->covered = 0;
+  ssm_cli_stop_clear(&r->reply);
   ssmc_status st = ssmc_session_generate(r->a->s, ids, nids, r->a->n, &g, gen, &ngen);
   if (r->failed && !st) st = r->failed;
   else ssmc_status_free(r->failed);
   r->failed = NULL;
   const char *rest;
   size_t len;
+  int hit = r->reply.hit; /* by the last id drawn, which was not fed */
   ssmc_status fs = ssmc_decoder_flush(r->dec, &rest, &len);
-  fwrite(rest, 1, len, stdout);
-  ssm_sb_append(&r->reply, rest, len);
+  ssm_cli_stop_add(&r->reply, rest, len);
+  ssm_cli_stop_end(&r->reply);
+  if (!hit) r->covered = r->reply.text.n;
   fputs(interrupted ? " [stopped]\n" : "\n", stdout);
   fflush(stdout);
   if (!st) st = fs;
   else ssmc_status_free(fs);
-  if (!st) st = ssm_sb_status(&r->reply, "the reply");
+  if (!st) st = ssm_sb_status(&r->reply.text, "the reply");
   if (!st && !r->stopped && ngen == (size_t)r->a->n && ngen) *out_last = gen[ngen - 1];
   free(gen);
   return st;
@@ -161,9 +167,12 @@ static ssmc_status turn(repl *r, const char *line, size_t len) {
     r->pending = last;
     ssm_sb_clear(&r->fed);
     ssm_sb_append(&r->fed, text, n);
-    ssm_sb_append(&r->fed, r->reply.s ? r->reply.s : "", r->reply.n);
+    ssm_sb_append(&r->fed, ssm_sb_str(&r->reply.text), r->covered);
     st = ssm_sb_status(&r->fed, "the conversation");
-    add_message(r->messages, "assistant", ssm_sb_str(&r->reply));
+    char *said = NULL;
+    if (!st) st = ssm_strndup(ssm_sb_str(&r->reply.text), r->reply.end, "the reply", &said);
+    if (!st) add_message(r->messages, "assistant", said);
+    free(said);
   } else {
     cJSON_DeleteItemFromArray(r->messages, cJSON_GetArraySize(r->messages) - 1);
   }
@@ -266,6 +275,56 @@ static int command(repl *r, const char *line, ssmc_status *fatal) {
   return 0;
 }
 
+static int is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
+/* Whether `id` is a special token: text that decoding leaves out. */
+static int special(const ssmc_tokenizer *t, int32_t id) {
+  char *kept = NULL, *skipped = NULL;
+  size_t nk = 0, ns = 0;
+  ssmc_status st = ssmc_tokenizer_decode(t, &id, 1, 0, &kept, &nk);
+  if (!st) st = ssmc_tokenizer_decode(t, &id, 1, 1, &skipped, &ns);
+  ssmc_status_free(st);
+  free(kept);
+  free(skipped);
+  return !st && nk && !ns;
+}
+
+/* The template's end of turn: what it renders after an assistant message
+ * (one user and one assistant message, no generation prompt), trailing
+ * whitespace left out. When a special token begins it (after whitespace),
+ * a reply ends at that id (<|im_end|>, <|eot_id|>); otherwise the text is
+ * one more stop string. Nothing when the template renders no such end. */
+static ssmc_status end_of_turn(repl *r) {
+  static const char mark[] = "ssmc-end-of-turn-mark";
+  cJSON *m = cJSON_CreateArray();
+  if (!m) ssm_fatal_nomem(0);
+  add_message(m, "user", "hi");
+  add_message(m, "assistant", mark);
+  char *text = NULL;
+  size_t n = 0;
+  ssmc_status st = ssm_chat_render(r->chat, m, NULL, NULL, 0, &text, &n);
+  cJSON_Delete(m);
+  const char *at = st ? NULL : strstr(text, mark), *after;
+  while (at && (after = strstr(at + 1, mark))) at = after;
+  ssmc_status_free(st); /* a template that wants other turns: no end of turn */
+  if (!at) {
+    free(text);
+    return NULL;
+  }
+  const char *e = at + strlen(mark), *end = text + n, *word = e;
+  while (end > e && is_space(end[-1])) end--;
+  while (word < end && is_space(*word)) word++;
+  int32_t *ids = NULL;
+  size_t nids = 0;
+  st = word < end ? ssmc_tokenizer_encode(r->a->t, word, (size_t)(end - word), &ids, &nids) : NULL;
+  if (!st && nids && special(r->a->t, ids[0])) r->eot = ids[0];
+  else if (!st && end > e && (size_t)(end - e) <= SSMC_STOP_BYTES_MAX)
+    st = ssm_strndup(e, (size_t)(end - e), "the end of turn", &r->eot_text);
+  free(ids);
+  free(text);
+  return st;
+}
+
 static char *prompt(EditLine *el) { return "> "; }
 
 /* Ctrl-C at the prompt (the line editor reads it as a key): the read ends
@@ -278,7 +337,7 @@ static unsigned char key_interrupt(EditLine *el, int ch) {
 }
 
 ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
-  repl r = {.a = a, .pending = -1, .eot = -1};
+  repl r = {.a = a, .pending = -1, .eos = -1, .eot = -1};
   ssmc_status st = ssm_chat_open(ssmc_session_model_dir(a->s), a->chat_template, &r.chat);
   if (!st) st = ssmc_decoder_create(a->t, 1, &r.dec);
   if (st) {
@@ -286,8 +345,13 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
     return st;
   }
   if (!(r.messages = cJSON_CreateArray())) ssm_fatal_nomem(0);
-  const char *eot = r.chat ? ssm_chat_token(r.chat, "eos_token") : NULL;
-  if (eot) r.eot = ssmc_tokenizer_token_id(a->t, eot);
+  const char *eos = r.chat ? ssm_chat_token(r.chat, "eos_token") : NULL;
+  if (eos) r.eos = ssmc_tokenizer_token_id(a->t, eos);
+  if (r.chat) st = end_of_turn(&r);
+  for (int i = 0; i < a->nstops; i++) r.stops[i] = a->stops[i];
+  r.reply.stops = r.stops;
+  r.reply.nstops = a->nstops;
+  if (r.eot_text) r.stops[r.reply.nstops++] = r.eot_text;
   if (r.chat)
     fprintf(stderr, "ssmc: chat template: %s; /help for commands\n", ssm_chat_source(r.chat));
   else
@@ -350,7 +414,8 @@ ssmc_status ssm_cli_chat(const ssm_cli_chat_args *a) {
   sigaction(SIGINT, &old, NULL);
   cJSON_Delete(r.messages);
   ssm_sb_free(&r.fed);
-  ssm_sb_free(&r.reply);
+  ssm_sb_free(&r.reply.text);
+  free(r.eot_text);
   ssmc_decoder_destroy(r.dec);
   ssm_chat_close(r.chat);
   return st;

@@ -24,6 +24,8 @@ typedef struct {
   const char *model, *tokens, *prompt, *prompt_file, *dump, *state_in, *state_out, *backend,
       *dtype, *chat_template;
   long n, chunk, device, max_seq, eos, top_k, seed, reps;
+  const char *stops[SSMC_STOPS_MAX];
+  int nstops;
   double temperature, top_p, min_p;
   int greedy, validation, chunk_given, max_seq_given, sampling[5], no_cache, quiet, json,
       interactive;
@@ -108,6 +110,7 @@ typedef struct {
   FILE *f;            /* --dump-logits */
   int err;
   ssmc_decoder *dec;  /* text mode: the continuation so far */
+  ssm_cli_stopper out; /* text mode: this turn's continuation, up to a --stop string */
   int printed;        /* text went to stdout */
   ssmc_status failed; /* the decoder's error, which stopped generation */
 } printer;
@@ -132,9 +135,7 @@ static int print_token(int32_t id, void *user) {
     else ssmc_status_free(s);
     return 1;
   }
-  fwrite(text, 1, len, stdout);
-  fflush(stdout);
-  return 0;
+  return ssm_cli_stop_add(&p->out, text, len);
 }
 
 /* Generates up to -n tokens from `ids` into gen (room for -n + 1). */
@@ -161,12 +162,15 @@ static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int3
   return st;
 }
 
+/* The end of a turn's text: what the decoder and the stop strings held
+ * back, unless a stop string ended it. */
 static ssmc_status flush_text(printer *p) {
   const char *rest;
   size_t len;
   ssmc_status st = ssmc_decoder_flush(p->dec, &rest, &len);
-  fwrite(rest, 1, len, stdout);
-  fflush(stdout);
+  if (!p->out.hit) ssm_cli_stop_add(&p->out, rest, len);
+  ssm_cli_stop_end(&p->out);
+  if (!st) st = ssm_sb_status(&p->out.text, "the generated text");
   return st;
 }
 
@@ -190,11 +194,12 @@ static ssmc_status text_turn(ssmc_session *s, const ssmc_tokenizer *t, run_args 
     if (echo) fwrite(text, 1, len, stdout);
     fflush(stdout);
     p->printed = 1;
+    ssm_cli_stop_clear(&p->out);
     st = generate(s, r, p, all, nids, gen, &ngen);
     ssmc_status fs = flush_text(p);
     if (!st) st = fs;
     else ssmc_status_free(fs);
-    *pending = ngen == (size_t)r->n && ngen ? gen[ngen - 1] : -1;
+    *pending = ngen == (size_t)r->n && ngen && !p->out.hit ? gen[ngen - 1] : -1;
   }
   free(all);
   free(ids);
@@ -232,7 +237,8 @@ static int read_line(FILE *f, char **buf, size_t *cap, size_t *out_len) {
 static ssmc_status chat(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, const char *first,
                         size_t first_len) {
   ssm_cli_chat_args a = {.s = s, .t = t, .chat_template = r->chat_template, .first = first,
-                         .first_len = first_len, .n = (int)r->n};
+                         .first_len = first_len, .n = (int)r->n, .stops = r->stops,
+                        .nstops = r->nstops};
   ssmc_generate_options_init(&a.g);
   a.g.temperature = (float)r->temperature;
   a.g.top_k = (int)r->top_k;
@@ -322,6 +328,7 @@ int ssm_cli_run(int argc, char **argv) {
                 O_STR("--prompt-file", &r.prompt_file), O_FLAG("-i", &r.interactive),
                 O_FLAG("--interactive", &r.interactive), O_STR("--chat-template", &r.chat_template),
                 O_STR("--tokenizer", &r.o.tokenizer), O_STR("--dump-logits", &r.dump),
+                O_LIST("--stop", r.stops, SSMC_STOPS_MAX, &r.nstops),
                 O_STR("--state-in", &r.state_in), O_STR("--state-out", &r.state_out),
                 O_INT("--eos", &r.eos, 0, INT32_MAX, "a token id", NULL),
                 O_FLAG("--greedy", &r.greedy),
@@ -354,10 +361,17 @@ int ssm_cli_run(int argc, char **argv) {
                                "cannot come from there too");
   if (r.chat_template && !r.interactive)
     return ssm_cli_usage_error("run", "--chat-template is for the chat of -i");
+  if (r.nstops && r.tokens)
+    return ssm_cli_usage_error("run", "--stop ends generated text: it needs --prompt or -i, not "
+                               "--tokens");
+  for (int i = 0; i < r.nstops; i++)
+    if (!*r.stops[i] || strlen(r.stops[i]) > SSMC_STOP_BYTES_MAX)
+      return ssm_cli_usage_error("run", "--stop: expected a non-empty string of at most %d bytes, "
+                                 "got %zu bytes", SSMC_STOP_BYTES_MAX, strlen(r.stops[i]));
+  printer p = {.out = {.stops = r.stops, .nstops = r.nstops}};
   if (!r.interactive && !!r.tokens + texts != 1)
     return ssm_cli_usage_error("run", "give --tokens IDS or --prompt TEXT (or --prompt-file "
                                "FILE, or -i for turns from standard input)");
-  printer p = {0};
   const char *weights = r.o.weights ? r.o.weights : r.model;
   char *rec_dir = NULL, *rec_file = NULL; /* a bundle's */
   ssmc_status st = ssm_cli_bundle_inputs(r.model, &rec_dir, &rec_file);
@@ -385,6 +399,7 @@ int ssm_cli_run(int argc, char **argv) {
   if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
   if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, r.json);
   ssmc_decoder_destroy(p.dec); /* before the session: it uses the session's tokenizer */
+  ssm_sb_free(&p.out.text);
   ssmc_session_close(s);
   if (p.f) { /* the dump replaces the old file only when the run succeeded */
     int failed = st || ssm_cli_signal || fflush(p.f);

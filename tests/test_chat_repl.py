@@ -5,7 +5,9 @@ pseudo-terminal (Python's pty): the prompt, turns that go on from one state
 history recalled with the Up arrow, Ctrl-C during a reply, at a typed line
 and at an empty prompt, the commands (/help, an unknown one, /save, /reset,
 /load, a /load that fails) and Ctrl-D; with a chat template
-(tests/data/chat_turns.jinja) each line is a user message. The CPU backend
+(tests/data/chat_turns.jinja) each line is a user message; with one whose
+turns end with text (tests/data/chat_text_end.jinja) a reply ends before
+that text, as at a --stop string. The CPU backend
 on models/pymamba, greedy."""
 import os
 import pty
@@ -201,6 +203,44 @@ gen2 = ssmc(*BASE, "-n", N, "--tokens", f"{ids(r1)},{gen1},{ids(suffix)}").strip
 out = t.turn("again")
 check(reply_of(out, "again") == decode(gen2), "template turn 2 goes on from turn 1's state",
       f"got {reply_of(out, 'again')!r}\nwant {decode(gen2)!r}")
+t.send("/quit\r")
+check(t.exit_status() == 0, "/quit exits 0")
+
+# A template whose assistant turns end with text ("\n#\n#", which the model
+# writes after its first reply): the reply ends right before it, and the
+# state goes on from the ids before the last one drawn. A --stop string ends
+# turn 2, whichever comes first.
+END, STOP, N2 = "\n#\n#", "get_call_path", "40"
+
+
+def text_render(*msgs, gen=True):
+    text = "".join(f"### {role}:\n{content}" + ("\n#\n#\n" if role == "assistant" else "\n")
+                   for role, content in msgs)
+    return text + ("### assistant:\n" if gen else "")
+
+
+def cut(text, *stops):
+    return text[:min([text.find(s) for s in stops if s in text] or [len(text)])]
+
+
+t = Term("-n", N2, "--chat-template", "tests/data/chat_text_end.jinja", "--stop", STOP)
+t.until("> ")
+r1 = text_render(("user", "hi"))
+gen1 = ssmc(*BASE, "-n", N2, "--tokens", ids(r1)).strip().splitlines()[-1].split(",")
+k = next((k for k in range(1, len(gen1) + 1) if END in decode(",".join(gen1[:k]))), 0)
+check(k > 1, "the model writes the end of turn", decode(",".join(gen1)))
+want1 = cut(decode(",".join(gen1)), END)
+out = t.turn("hi")
+check(reply_of(out, "hi") == want1, "a reply ends before the template's end of turn",
+      f"got {reply_of(out, 'hi')!r}\nwant {want1!r}")
+covered = decode(",".join(gen1[:k - 1]))
+suffix = text_render(("user", "hi"), ("assistant", want1), ("user", "again"))[len(r1) + len(covered):]
+gen2 = ssmc(*BASE, "-n", N2, "--tokens", ",".join([ids(r1)] + gen1[:k - 1] + [ids(suffix)]))
+want2 = cut(decode(gen2.strip().splitlines()[-1]), END, STOP)
+out = t.turn("again")
+check(reply_of(out, "again") == want2 and STOP in decode(gen2.strip().splitlines()[-1]),
+      "turn 2 goes on from the ids fed, and ends at --stop",
+      f"got {reply_of(out, 'again')!r}\nwant {want2!r}")
 t.send("/quit\r")
 check(t.exit_status() == 0, "/quit exits 0")
 

@@ -145,6 +145,55 @@ static void test_interactive(void) {
   free(text_g2);
 }
 
+/* --stop: the text ends right before the first stop string that greedy
+ * decoding writes (the earliest of several; one that spans tokens), and
+ * generation ends there; bad values are refused. */
+static void test_stop(void) {
+  const char *run = "$SSMC run " PY " --backend cpu -q -n 30 --prompt 'def add(a, b):'";
+  char *full = sh(0, "%s", run);
+  static const char *const cases[][3] = {
+      {"return", NULL, "return"},              /* one token */
+      {"bind", "Same", "Same"},                /* the earlier of two */
+      {"a % b.\"\n", NULL, "a % b.\"\n"},      /* several tokens, a newline in it */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char *stop = strstr(full, cases[i][2]);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(stop); /* greedy decoding writes it */
+    char want[1024];
+    snprintf(want, sizeof want, "%.*s\n", (int)(stop - full), full);
+    const char *opt2 = cases[i][1] ? " --stop '" : "", *v2 = cases[i][1] ? cases[i][1] : "";
+    char *got = sh(0, "%s --stop '%s'%s%s%s", run, cases[i][0], opt2, v2, cases[i][1] ? "'" : "");
+    if (strcmp(got, want)) fprintf(stderr, "\n  got  '%s'\n  want '%s'\n", got, want);
+    CU_ASSERT_STRING_EQUAL(got, want);
+    free(got);
+  }
+  char *ids = sh(0, "$SSMC tokenize --tokenizer " PY " --ids 'a %% b.\"\n'");
+  CU_ASSERT_PTR_NOT_NULL(strchr(ids, ',')); /* more than one token */
+  free(ids);
+  /* generation ends at the stop string: fewer tokens than -n */
+  char *json = sh(0, "$SSMC run " PY " --backend cpu -n 30 --prompt 'def add(a, b):' --stop return "
+                  "--json 2>&1 >/dev/null");
+  cJSON *j = cJSON_Parse(json);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+  CU_ASSERT(cJSON_GetObjectItem(j, "generated_tokens")->valueint < 30);
+  cJSON_Delete(j);
+  free(json);
+  static const char *const bad[][2] = {
+      {"--stop ''", "--stop: expected a non-empty string"},
+      {"--stop a --stop b --stop c --stop d --stop e", "--stop: given more than 4 times (at 'e')"},
+      {"--stop", "option '--stop' needs a value"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char *out = sh(2, "%s %s", run, bad[i][0]);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i][1]));
+    free(out);
+  }
+  char *out = sh(2, "$SSMC run " PY " --tokens 1,2 --stop x");
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "--stop ends generated text: it needs --prompt or -i"));
+  free(out);
+  free(full);
+}
+
 /* The largest resident size (KiB) of the processes that the shell command
  * `cmd` runs, from a child that runs it and waits for them all. */
 static long peak_kib(const char *cmd) {
@@ -1058,6 +1107,7 @@ int main(void) {
                          {"prompt_sources", test_prompt_sources},
                          {"interactive", test_interactive},
                          {"interactive_long_line", test_interactive_long_line},
+                         {"stop", test_stop},
                          {"tokenize_pieces", test_tokenize_pieces},
                          {"cache", test_cache},
                          {"cache_special_files", test_cache_special_files},
