@@ -87,6 +87,21 @@ int ssm_cli_bench(int argc, char **argv);    /* run.c */
 int ssm_cli_perplexity(int argc, char **argv); /* run.c */
 int ssm_cli_tokenize(int argc, char **argv); /* tokenize.c */
 
+/* ---- the backend (backend.c) ----------------------------------------------------- */
+
+typedef struct {
+  ssmc_backend backend;
+  const char *reason;  /* why, in words (static) */
+  int automatic;       /* --backend auto chose it */
+  uint64_t params;     /* with automatic: the model's parameters (0: unknown) */
+} ssm_cli_backend_choice;
+
+/* The backend of --backend `backend` (auto, cpu or vulkan: checked before)
+ * for `model` (its checkpoint: `weights`, or model when NULL; a `bundle`
+ * runs on Vulkan, as does a run with --device). */
+void ssm_cli_backend(const char *backend, const char *model, const char *weights, int bundle,
+                     int device_given, ssm_cli_backend_choice *out);
+
 /* ---- files (files.c) ----------------------------------------------------------------- */
 
 /* TEXT, or all of stdin for "-" (at most 64 MiB), into *out (malloc'd);
@@ -129,9 +144,9 @@ int ssm_cli_progress_fn(const char *stage, uint64_t done, uint64_t total, void *
 /* Clears the bar's line, if one is drawn. */
 void ssm_cli_progress_end(ssm_cli_progress *p);
 
-/* The summary of a run, on stderr: as text, or (json) one JSON object on
- * one line. */
-void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json);
+/* The summary of a run, on stderr, naming the backend and why it runs:
+ * as text, or (json) one JSON object on one line. */
+void ssm_cli_print_summary(ssmc_session *s, const ssm_cli_backend_choice *backend, int json);
 
 /* Prints a profiled program (`program`: "decode" or "prefill"), as text or
  * as one JSON member "program": {...} (profile.c). */

@@ -78,7 +78,8 @@ static double rate(int64_t n, double s) { return s > 0 ? (double)n / s : 0; }
 static double us(double s) { return round(s * 1e6) / 1e6; }
 static double hundredths(double x) { return round(x * 100) / 100; }
 
-void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json) {
+void ssm_cli_print_summary(ssmc_session *s, const ssm_cli_backend_choice *b, int json) {
+  const char *backend = b->backend == SSMC_BACKEND_CPU ? "cpu" : "vulkan";
   ssmc_stats st;
   ssmc_session_stats(s, &st);
   static const char *const cache[] = {"off", "hit", "miss"};
@@ -88,6 +89,7 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "device", device);
     cJSON_AddStringToObject(j, "backend", backend);
+    cJSON_AddStringToObject(j, "backend_reason", b->reason);
     cJSON_AddStringToObject(j, "dtype", ssmc_session_dtype(s));
     cJSON_AddNumberToObject(j, "load_s", us(st.open_s));
     cJSON_AddNumberToObject(j, "compile_s", us(st.compile_s));
@@ -110,6 +112,10 @@ void ssm_cli_print_summary(ssmc_session *s, const char *backend, int json) {
   }
   fprintf(stderr, "device:     %s, %s, %s weights\n", device,
           strcmp(backend, "cpu") ? "Vulkan" : "the reference interpreter", ssmc_session_dtype(s));
+  fprintf(stderr, "backend:    %s: %s", backend, b->reason);
+  if (b->automatic && b->params)
+    fprintf(stderr, " (%.1fM parameters)", (double)b->params / 1e6);
+  fputc('\n', stderr);
   fprintf(stderr, "load:       %.2f s", st.open_s);
   if (st.cache == SSMC_CACHE_HIT) fprintf(stderr, " (the compiled model from the cache)\n");
   else if (st.compile_s > 0) fprintf(stderr, " (compiling %.2f s%s)\n", st.compile_s,

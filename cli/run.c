@@ -30,6 +30,7 @@ typedef struct {
   int greedy, validation, chunk_given, max_seq_given, sampling[5], no_cache, quiet, json,
       interactive;
   char *cache_dir;
+  ssm_cli_backend_choice choice; /* --backend, and why */
   ssm_cli_progress progress;
   ssmc_options o;
 } run_args;
@@ -55,8 +56,9 @@ static int session_options(run_args *r, const char *cmd) {
   if (!r->model)
     return ssm_cli_usage_error(cmd, "missing MODEL (a model directory, an architecture YAML "
                                "with --config, or a bundle)");
-  if (strcmp(r->backend, "cpu") && strcmp(r->backend, "vulkan"))
-    return ssm_cli_usage_error(cmd, "--backend: expected cpu or vulkan, got '%s'", r->backend);
+  if (strcmp(r->backend, "auto") && strcmp(r->backend, "cpu") && strcmp(r->backend, "vulkan"))
+    return ssm_cli_usage_error(cmd, "--backend: expected auto, cpu or vulkan, got '%s'",
+                               r->backend);
   int bundle = ends_with(r->model, ".ssmb");
   if (!strcmp(r->backend, "cpu") && bundle)
     return ssm_cli_usage_error(cmd, "--backend cpu runs a model (YAML or directory), not a "
@@ -79,7 +81,8 @@ static int session_options(run_args *r, const char *cmd) {
     return ssm_cli_usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile "
                                "--dtype): %s", r->model);
   r->o.dtype = (ssmc_dtype)d;
-  r->o.backend = strcmp(r->backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+  ssm_cli_backend(r->backend, r->model, r->o.weights, bundle, r->device >= 0, &r->choice);
+  r->o.backend = r->choice.backend;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;
   r->o.chunk = r->chunk_given ? (int)r->chunk : 0;
@@ -321,7 +324,7 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
 /* The dump goes to a temporary file renamed over FILE once the run
  * succeeded, so a failed run leaves whatever FILE was. */
 int ssm_cli_run(int argc, char **argv) {
-  run_args r = {.n = 16, .device = -1, .eos = -1, .backend = "vulkan", .top_p = 1};
+  run_args r = {.n = 16, .device = -1, .eos = -1, .backend = "auto", .top_p = 1};
   ssmc_options_init(&r.o);
   opt opts[] = {SESSION_OPTS(&r),
                 O_STR("--tokens", &r.tokens), O_STR("--prompt", &r.prompt), O_STR("-p", &r.prompt),
@@ -397,7 +400,7 @@ int ssm_cli_run(int argc, char **argv) {
   if (!st) st = run_session(s, &r, &p);
   /* the state after every token fed; the last generated one was not fed */
   if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
-  if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, r.json);
+  if (!st && !r.quiet) ssm_cli_print_summary(s, &r.choice, r.json);
   ssmc_decoder_destroy(p.dec); /* before the session: it uses the session's tokenizer */
   ssm_sb_free(&p.out.text);
   ssmc_session_close(s);
@@ -515,9 +518,10 @@ int ssm_cli_bench(int argc, char **argv) {
                 O_INT("--batch", &batch, 1, SSM_MAX_SLOTS, "a sequence count from 1 to 256", NULL),
                 O_INT("--reps", &r.reps, 1, 1000, "a count from 1 to 1000", NULL), {0}};
   SSM_CLI_PARSE("bench", argc, argv, opts, &r.model);
-  if (session_options(&r, "bench")) return 2;
   if (strcmp(r.backend, "vulkan"))
-    return ssm_cli_usage_error("bench", "--backend cpu: bench times the Vulkan runtime");
+    return ssm_cli_usage_error("bench", "--backend %s: bench times the Vulkan runtime",
+                               r.backend);
+  if (session_options(&r, "bench")) return 2;
   if (!ends_with(r.model, ".ssmb")) r.o.slots = (int)batch; /* compiled with the batch program */
   ssmc_session *s = NULL;
   ssmc_bench_result *v = calloc((size_t)r.reps, sizeof *v);
@@ -594,7 +598,7 @@ static ssmc_status text_ids(ssmc_session *s, run_args *r, int32_t **ids, size_t 
  * KV cache needs --max-seq at least its length), and reports
  * exp(mean -log p(token i+1 | tokens ..i)) over its tokens but the first. */
 int ssm_cli_perplexity(int argc, char **argv) {
-  run_args r = {.device = -1, .eos = -1, .backend = "vulkan"};
+  run_args r = {.device = -1, .eos = -1, .backend = "auto"};
   ssmc_options_init(&r.o);
   opt opts[] = {SESSION_OPTS(&r), O_STR("--file", &r.prompt_file), O_STR("--tokens", &r.tokens),
                 O_STR("--tokenizer", &r.o.tokenizer), {0}};
@@ -623,7 +627,7 @@ int ssm_cli_perplexity(int argc, char **argv) {
       printf("perplexity %.4f over %zu tokens (mean negative log-likelihood %.6f, %s weights)\n",
              exp(mean), sc.scored, mean, ssmc_session_dtype(s));
   }
-  if (!st && !r.quiet) ssm_cli_print_summary(s, r.backend, 0);
+  if (!st && !r.quiet) ssm_cli_print_summary(s, &r.choice, 0);
   ssmc_session_close(s);
   free(ids);
   free(r.cache_dir);

@@ -22,7 +22,7 @@ static const char serve_usage[] =
     "                       0.0.0.0, localhost)\n"
     "  --port N             port (default 8080; 0: any free one, printed at start)\n"
     "  --weights DIR        the checkpoint (default: MODEL_DIR)\n"
-    "  --backend vulkan|cpu, --device N, --chunk T, --max-seq N, --tokenizer FILE\n"
+    "  --backend auto|vulkan|cpu, --device N, --chunk T, --max-seq N, --tokenizer FILE\n"
     "  --chat-template FILE a Jinja chat template instead of the model's\n"
     "  --name ID            the model id clients see (default: the model's name)\n"
     "  --parallel N         requests running at once (default 4): a model directory\n"
@@ -114,7 +114,7 @@ int ssm_cli_serve(int argc, char **argv) {
   ssmc_options_init(&o);
   ssm_serve_options so;
   ssm_serve_options_init(&so);
-  const char *backend = "vulkan", *chat_file = NULL, *model = NULL;
+  const char *backend = "auto", *chat_file = NULL, *model = NULL;
   long v, cache_mb = 256;
   static const struct option longs[] = {
       {"host", 1, 0, 'H'},     {"port", 1, 0, 'p'},       {"weights", 1, 0, 'w'},
@@ -164,9 +164,11 @@ int ssm_cli_serve(int argc, char **argv) {
   if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 2;
   model = argv[optind];
   so.cache_bytes = (uint64_t)cache_mb << 20;
-  if (strcmp(backend, "cpu") && strcmp(backend, "vulkan"))
-    return usage_fail("--backend: expected cpu or vulkan, got '%s'", backend);
-  o.backend = strcmp(backend, "cpu") ? SSMC_BACKEND_VULKAN : SSMC_BACKEND_CPU;
+  if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "vulkan"))
+    return usage_fail("--backend: expected auto, cpu or vulkan, got '%s'", backend);
+  ssm_cli_backend_choice choice;
+  ssm_cli_backend(backend, model, o.weights, !is_dir(model), o.device >= 0, &choice);
+  o.backend = choice.backend;
   const char *dir = o.weights ? o.weights : model;
   if (!strcmp(so.model_id, "ssmc")) { /* the default id: the model's name */
     const char *base = strrchr(model, '/');
@@ -202,8 +204,9 @@ int ssm_cli_serve(int argc, char **argv) {
     free(why);
     return 1;
   }
-  fprintf(stderr, "ssmc: serve: %s (%s) on %s; chat template: %s\n", so.model_id,
+  fprintf(stderr, "ssmc: serve: %s (%s) on %s (%s: %s); chat template: %s\n", so.model_id,
           ssmc_session_architecture(s), ssmc_session_device(s),
+          choice.backend == SSMC_BACKEND_CPU ? "cpu" : "vulkan", choice.reason,
           chat ? ssm_chat_source(chat) : "none (chat requests get 400; --chat-template FILE)");
   say_slots(model, bundle, ssmc_session_slots(s), ssm_server_slots(srv), so.parallel, why);
   free(why);

@@ -160,6 +160,24 @@ typedef struct ssmc_session ssmc_session;
 
 typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
 
+/* Below this many parameters the CPU interpreter runs a model faster than
+ * lavapipe (Mesa's CPU Vulkan driver) does; docs/performance.md has the
+ * measurements. */
+#define SSMC_CPU_FASTER_BELOW_PARAMS 50000000ull
+
+/* The number of parameters (elements of every tensor) of the checkpoint at
+ * `weights` (as ssmc_options.weights takes it); only its headers are read. */
+ssmc_status ssmc_weights_params(const char *weights, uint64_t *out_params);
+
+/* The backend that runs a model of `params` parameters faster, given the
+ * Vulkan devices (ssmc_devices; none: count 0): Vulkan when a usable GPU
+ * is there; the CPU interpreter when no device is usable, or when the only
+ * ones are CPUs (lavapipe) and the model is smaller than
+ * SSMC_CPU_FASTER_BELOW_PARAMS; else Vulkan. *out_reason says why, in
+ * words ("no GPU, and ..."): a static string. */
+ssmc_backend ssmc_backend_choose(const ssmc_device *devices, int count, uint64_t params,
+                                 const char **out_reason);
+
 /* Progress of a long step of ssmc_session_open: `stage` is "compiling
  * decode", "compiling prefill" (units: kernels) or "loading weights"
  * (units: bytes), `done` of `total`. A non-zero return cancels: the open

@@ -71,7 +71,7 @@ static void test_usage(void) {
   expect("compile " FIX " -o x.ssmb --chunk 0", 2, "--chunk: expected a token count from 1 to 4096, got '0'");
   expect("run " FIX " --weights " FIX " --tokens 1 --chunk 99999", 2, "--chunk: expected a token count");
   expect("run " FIX " --weights " FIX " --tokens 1 --device -1", 2, "--device: expected a device index");
-  expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected cpu or vulkan, got 'tpu'");
+  expect("run " FIX " --weights " FIX " --tokens 1 --backend tpu", 2, "--backend: expected auto, cpu or vulkan, got 'tpu'");
   expect("compile " FIX " -o x.ssmb --dtype i32", 2, "--dtype: expected f32, f16, bf16, q8_0 or q4_0, got 'i32'");
   expect("ir " FIX " --seq 0", 2, "--seq: expected a token count from 1 to 1048576, got '0'");
   expect("ir " FIX " --batch 0", 2, "--batch: expected a sequence count from 1 to 256, got '0'");

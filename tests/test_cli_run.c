@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "runtime/ssmc.h"
 #include "testutil.h"
 
 /* Runs a shell command (printf-style) in the source tree with the ssmc
@@ -653,7 +654,7 @@ static void test_weights_file(void) {
 static void test_mamba130m_shape(void) {
   const char *dir = fresh_dir("m130");
   write_mamba130m_shape(dir);
-  char *vk = sh(0, "$SSMC run %s --tokens 510,2,7 -n 3 --greedy --no-cache -q --chunk 2 "
+  char *vk = sh(0, "$SSMC run %s --backend vulkan --tokens 510,2,7 -n 3 --greedy --no-cache -q --chunk 2 "
                 "--dump-logits %s/vk.f32", dir, dir);
   char *cpu = sh(0, "$SSMC run %s --backend cpu --tokens 510,2,7 -n 3 --greedy -q --chunk 2 "
                  "--dump-logits %s/cpu.f32", dir, dir);
@@ -686,13 +687,16 @@ static void test_mamba130m_shape(void) {
 }
 
 /* The summary after a run: on stderr, so stdout's last line is still the
- * ids; --json makes it one JSON line; --quiet leaves stderr empty. */
+ * ids; it names the backend and why (--backend, or what auto chose on this
+ * machine's devices); --json makes it one JSON line; --quiet leaves stderr
+ * empty. */
 static void test_summary(void) {
   const char *dir = fresh_dir("summary");
-  char *out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 > %s/out 2> %s/err; cat %s/err; "
-                 "echo ---; cat %s/out", dir, dir, dir, dir);
+  char *out = sh(0, "$SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 5 > %s/out 2> %s/err; "
+                 "cat %s/err; echo ---; cat %s/out", dir, dir, dir, dir);
   static const char *const lines[] = {"device:     ", ", Vulkan, f32 weights\n", "load:       ", "prompt:     2 tokens, ",
-                                      "generation: 5 tokens, ", " tokens/s\n"};
+                                      "generation: 5 tokens, ", " tokens/s\n",
+                                      "backend:    vulkan: --backend vulkan\n"};
   for (size_t i = 0; i < sizeof lines / sizeof lines[0]; i++)
     CU_ASSERT_PTR_NOT_NULL(strstr(out, lines[i]));
   const char *ids = strstr(out, "---\n");
@@ -712,7 +716,26 @@ static void test_summary(void) {
   CU_ASSERT(cJSON_GetObjectItem(j, "generated_tokens_per_s")->valuedouble > 0);
   CU_ASSERT(cJSON_GetObjectItem(j, "load_s")->valuedouble > 0);
   CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "cache")->valuestring, "off");
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(j, "backend_reason")->valuestring, "--backend cpu");
   cJSON_Delete(j);
+  free(out);
+  /* no --backend: auto, as ssmc_backend_choose decides for these devices */
+  ssmc_device *devs = NULL;
+  int n = 0;
+  ssmc_status st = ssmc_devices(&devs, &n);
+  ssmc_status_free(st);
+  uint64_t params = 0;
+  SSM_ASSERT_OK(ssmc_weights_params(FIX, &params));
+  CU_ASSERT(params > 100000 && params < 200000);
+  const char *why = NULL;
+  ssmc_backend b = ssmc_backend_choose(devs, st ? 0 : n, params, &why);
+  free(devs);
+  char want[300];
+  snprintf(want, sizeof want, "backend:    %s: %s (0.1M parameters)\n",
+           b == SSMC_BACKEND_CPU ? "cpu" : "vulkan", why);
+  out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 2>&1 >/dev/null");
+  if (!strstr(out, want)) fprintf(stderr, "\n  want '%s' in\n%s", want, out);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   free(out);
   out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 -q 2>&1 >/dev/null");
   CU_ASSERT_STRING_EQUAL(out, "");

@@ -153,11 +153,55 @@ static void test_cache_and_stats(void) {
   free(d);
 }
 
+/* ssmc_backend_choose on made-up device lists: a usable GPU of any kind
+ * takes Vulkan; no usable device, the CPU interpreter; only CPU devices
+ * (lavapipe), the interpreter below SSMC_CPU_FASTER_BELOW_PARAMS and
+ * Vulkan from there. ssmc_weights_params counts a checkpoint's elements. */
+static void test_backend_choice(void) {
+  const uint64_t small = SSMC_CPU_FASTER_BELOW_PARAMS - 1, big = SSMC_CPU_FASTER_BELOW_PARAMS;
+  static const char *const cpu_faster = "no GPU, and the CPU interpreter is faster than lavapipe "
+                                        "for a model of this size";
+  static const struct {
+    ssmc_device devs[2];
+    int n;
+    uint64_t params;
+    ssmc_backend want;
+    const char *why;
+  } cases[] = {
+      {{{0}}, 0, small, SSMC_BACKEND_CPU, "no Vulkan device can run it"},
+      {{{0}}, 0, big, SSMC_BACKEND_CPU, "no Vulkan device can run it"},
+      {{{.type = "discrete GPU", .usable = 0}}, 1, big, SSMC_BACKEND_CPU, "no Vulkan device can run it"},
+      {{{.type = "cpu", .usable = 1}}, 1, small, SSMC_BACKEND_CPU, NULL},
+      {{{.type = "cpu", .usable = 1}}, 1, big, SSMC_BACKEND_VULKAN,
+       "no GPU, and lavapipe is faster than the CPU interpreter for a model of this size"},
+      {{{.type = "cpu", .usable = 1}, {.type = "discrete GPU", .usable = 1}}, 2, small,
+       SSMC_BACKEND_VULKAN, "a GPU runs it"},
+      {{{.type = "integrated GPU", .usable = 1}}, 1, 1, SSMC_BACKEND_VULKAN, "a GPU runs it"},
+      {{{.type = "cpu", .usable = 1}, {.type = "discrete GPU", .usable = 0}}, 2, small,
+       SSMC_BACKEND_CPU, NULL},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *why = NULL;
+    ssmc_backend b = ssmc_backend_choose(cases[i].devs, cases[i].n, cases[i].params, &why);
+    if (b != cases[i].want) fprintf(stderr, "\n  case %zu: %d, want %d (%s)", i, b, cases[i].want, why);
+    CU_ASSERT_EQUAL(b, cases[i].want);
+    CU_ASSERT_STRING_EQUAL(why, cases[i].why ? cases[i].why : cpu_faster);
+  }
+  uint64_t params = 0;
+  /* tests/data/mamba1_tiny: 1000x64 embedding, 2 layers, the final norm */
+  SSM_ASSERT_OK(ssmc_weights_params(FIX, &params));
+  uint64_t layer = 2 * 128 * 64 + 128 * 4 + 128 + (4 + 32) * 128 + 128 * 4 + 128 + 128 * 16 + 128 +
+                   64 * 128 + 64;
+  CU_ASSERT_EQUAL(params, 1000 * 64 + 2 * layer + 64);
+  SSM_ASSERT_ERR(ssmc_weights_params("/nonexistent", &params), "/nonexistent");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"progress_vulkan", test_progress_vulkan},
                          {"progress_cpu", test_progress_cpu},
                          {"cancel", test_cancel},
                          {"cache_and_stats", test_cache_and_stats},
+                         {"backend_choice", test_backend_choice},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("session", tests);
 }
