@@ -281,7 +281,7 @@ static void test_cache(void) {
   char *first = NULL, path[1024] = "";
   struct stat st0 = {0};
   for (int run = 0; run < 4; run++) {
-    char *out = sh(0, "%s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json 2>%s/err && tail -n 1 %s/err",
+    char *out = sh(0, "%s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json 2>%s/err && tail -n 1 %s/err",
                    env, home, home);
     char *nl = strchr(out, '\n');
     cJSON *j = cJSON_Parse(nl ? nl + 1 : "");
@@ -328,7 +328,7 @@ static void test_cache(void) {
   /* an entry is this model's only when it records the key it is named by:
    * another model's entry copied there (same tensor names and shapes), or a
    * bundle of other shapes written there, is compiled again and replaced */
-  char *out = sh(0, "%s $SSMC run tests/data/falcon_tiny --tokens 1 -n 1 --json 2>%s/err && "
+  char *out = sh(0, "%s $SSMC run tests/data/falcon_tiny --backend vulkan --tokens 1 -n 1 --json 2>%s/err && "
                  "tail -n 1 %s/err", env, home, home);
   cJSON *j = cJSON_Parse(strchr(out, '\n') ? strchr(out, '\n') + 1 : "");
   CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -338,7 +338,7 @@ static void test_cache(void) {
   for (int i = 0; i < 2; i++) {
     char cmd[3000];
     snprintf(cmd, sizeof cmd, other[i], falcon, path, "");
-    char *o = sh(0, "%s && SSMC_VERBOSE=1 %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json "
+    char *o = sh(0, "%s && SSMC_VERBOSE=1 %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
                  "2>%s/err && cat %s/err", cmd, env, home, home);
     CU_ASSERT_EQUAL(strncmp(o, first, strlen(first)), 0); /* the same ids */
     CU_ASSERT_PTR_NOT_NULL(strstr(o, "\"cache\":\"miss\""));
@@ -347,7 +347,7 @@ static void test_cache(void) {
              i ? "records no key" : "holds the compile of key ");
     CU_ASSERT_PTR_NOT_NULL(strstr(o, want_log));
     free(o);
-    o = sh(0, "%s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json 2>&1", env);
+    o = sh(0, "%s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json 2>&1", env);
     CU_ASSERT_PTR_NOT_NULL(strstr(o, "\"cache\":\"hit\""));
     CU_ASSERT_EQUAL(strncmp(o, first, strlen(first)), 0);
     free(o);
@@ -355,14 +355,14 @@ static void test_cache(void) {
   cJSON_Delete(j);
   free(out);
   /* --no-cache: compiled, nothing read or written */
-  out = sh(0, "rm -rf %s/ssmc && %s $SSMC run " FIX " --tokens 1,2,3 -n 4 --json --no-cache "
+  out = sh(0, "rm -rf %s/ssmc && %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json --no-cache "
                  "2>%s/err && tail -n 1 %s/err && ls -A %s", home, env, home, home, home);
   CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"cache\":\"off\""));
   CU_ASSERT_PTR_NULL(strstr(out, "ssmc\n")); /* no cache directory made */
   free(out);
   /* a cache that cannot be written: the run goes on */
-  out = sh(0, "touch %s/ssmc && XDG_CACHE_HOME=%s $SSMC run " FIX " --tokens 1,2,3 -n 4 -q", home,
+  out = sh(0, "touch %s/ssmc && XDG_CACHE_HOME=%s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 -q", home,
            home);
   CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
   free(out);
@@ -374,8 +374,8 @@ static void test_cache(void) {
  * would wait for a writer), but removed and written anew, then read. */
 static void test_cache_special_files(void) {
   const char *home = fresh_dir("xdg_special");
-  char *first = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --tokens 1,2,3 -n 4 -q", home);
-  char *names = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q "
+  char *first = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 -q", home);
+  char *names = sh(0, "XDG_CACHE_HOME=%s $SSMC run " FIX " --backend vulkan --dtype q4_0 --tokens 1,2,3 -n 4 -q "
                    ">/dev/null && cd %s/ssmc && ls", home, home);
   CU_ASSERT(strstr(names, ".ssmb\n") && strstr(names, ".safetensors\n"));
   free(names);
@@ -384,13 +384,13 @@ static void test_cache_special_files(void) {
   for (int i = 0; i < 2; i++) {
     char *out = sh(0, "cd %s/ssmc && for f in *; do rm $f && %s && ! test -f $f || exit 1; done "
                    "&& cd - >/dev/null && SSMC_VERBOSE=1 XDG_CACHE_HOME=%s timeout 60 $SSMC run "
-                   FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q 2>&1 && XDG_CACHE_HOME=%s timeout 60 "
-                   "$SSMC run " FIX " --tokens 1,2,3 -n 4 -q >/dev/null && cd %s/ssmc && "
+                   FIX " --backend vulkan --dtype q4_0 --tokens 1,2,3 -n 4 -q 2>&1 && XDG_CACHE_HOME=%s timeout 60 "
+                   "$SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 -q >/dev/null && cd %s/ssmc && "
                    "for f in *; do test -f $f || exit 1; done", home, specials[i], home, home, home);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, i ? ", not a regular file; removed" : "was a FIFO, not a "
                                   "regular file; removed, to be written again"));
     free(out);
-    out = sh(0, "XDG_CACHE_HOME=%s timeout 60 $SSMC run " FIX " --tokens 1,2,3 -n 4 --json "
+    out = sh(0, "XDG_CACHE_HOME=%s timeout 60 $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
              "2>&1", home);
     CU_ASSERT_EQUAL(strncmp(out, first, strlen(first)), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(out, "\"cache\":\"hit\""));
@@ -642,7 +642,7 @@ static void test_weights_file(void) {
   /* the compile cache keeps the quantized file: written once (the bytes
    * compile writes), then read (the same logits) */
   out = sh(0, "$SSMC compile " FIX " -o %s/t.ssmb --dtype q4_0 -q && for i in 1 2; do "
-           "XDG_CACHE_HOME=%s/xdg $SSMC run " FIX " --dtype q4_0 --tokens 1,2,3 -n 4 -q "
+           "XDG_CACHE_HOME=%s/xdg $SSMC run " FIX " --backend vulkan --dtype q4_0 --tokens 1,2,3 -n 4 -q "
            "--dump-logits %s/t$i.f32 >/dev/null; done && cmp %s/t1.f32 %s/t2.f32 && "
            "$SSMC run %s/t.ssmb --tokens 1,2,3 -n 4 -q --dump-logits %s/t.f32 >/dev/null && "
            "cmp %s/t.f32 %s/t1.f32 && cmp %s/t.q4_0.safetensors %s/xdg/ssmc/*.safetensors && "
@@ -737,7 +737,7 @@ static void test_summary(void) {
   if (!strstr(out, want)) fprintf(stderr, "\n  want '%s' in\n%s", want, out);
   CU_ASSERT_PTR_NOT_NULL(strstr(out, want));
   free(out);
-  out = sh(0, "$SSMC run " FIX " --tokens 1,2,3 -n 5 -q 2>&1 >/dev/null");
+  out = sh(0, "$SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 5 -q 2>&1 >/dev/null");
   CU_ASSERT_STRING_EQUAL(out, "");
   free(out);
 }
@@ -745,13 +745,13 @@ static void test_summary(void) {
 /* A progress bar on stderr when it is a terminal (script(1) gives one),
  * none otherwise. */
 static void test_progress(void) {
-  char *out = sh(0, "script -qec \"$SSMC run " PY " --prompt x -n 2 --no-cache\" /dev/null");
+  char *out = sh(0, "script -qec \"$SSMC run " PY " --backend vulkan --prompt x -n 2 --no-cache\" /dev/null");
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[Kcompiling decode "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[Kcompiling prefill "));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "] 100%"));
   CU_ASSERT_PTR_NOT_NULL(strstr(out, "\r\033[K")); /* the line cleared at the end */
   free(out);
-  out = sh(0, "$SSMC run " PY " --prompt x -n 2 --no-cache 2>&1 >/dev/null");
+  out = sh(0, "$SSMC run " PY " --backend vulkan --prompt x -n 2 --no-cache 2>&1 >/dev/null");
   CU_ASSERT_PTR_NULL(strstr(out, "compiling decode"));
   CU_ASSERT_PTR_NULL(strchr(out, '\r'));
   free(out);
@@ -946,7 +946,7 @@ static void test_killed_while_writing(void) {
   snprintf(cache, sizeof cache, "%s/ssmc", home);
   caught = 0;
   for (int k = 0; k < 5 && !caught; k++)
-    if (!(caught = kill_while_writing(env, "run " JAMBA " --tokens 1 -n 1 -q", cache)))
+    if (!(caught = kill_while_writing(env, "run " JAMBA " --backend vulkan --tokens 1 -n 1 -q", cache)))
       free(sh(0, "rm -rf %s", cache)); /* its entry would serve the next attempt */
   CU_ASSERT(caught);
   char *ls = sh(0, "ls -A %s", cache);
