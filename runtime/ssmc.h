@@ -163,7 +163,7 @@ typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
 /* Below this many parameters the CPU interpreter runs a model faster than
  * lavapipe (Mesa's CPU Vulkan driver) does; docs/performance.md has the
  * measurements. */
-#define SSMC_CPU_FASTER_BELOW_PARAMS 50000000ull
+#define SSMC_CPU_FASTER_BELOW_PARAMS 200000000ull
 
 /* The number of parameters (elements of every tensor) of the checkpoint at
  * `weights` (as ssmc_options.weights takes it); only its headers are read. */
