@@ -109,7 +109,7 @@ static void test_loglik_vulkan(void) { check_loglik("vulkan"); }
  * `dtype`; fills *nll (the mean negative log-likelihood). */
 static double perplexity(const char *dtype, double *nll) {
   char cmd[2048], *out;
-  snprintf(cmd, sizeof cmd, "cd %s && %s perplexity " DIR " --file " DIR "/heldout.py --dtype %s "
+  snprintf(cmd, sizeof cmd, "cd %s && %s perplexity " DIR " --backend vulkan --file " DIR "/heldout.py --dtype %s "
            "--json -q 2>&1", ssm_test_source_dir(), ssm_test_ssmc(), dtype);
   int rc = ssm_test_sh(cmd, &out);
   CU_ASSERT_EQUAL(rc, 0);
