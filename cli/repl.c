@@ -283,10 +283,11 @@ static int special(const ssmc_tokenizer *t, int32_t id) {
   size_t nk = 0, ns = 0;
   ssmc_status st = ssmc_tokenizer_decode(t, &id, 1, 0, &kept, &nk);
   if (!st) st = ssmc_tokenizer_decode(t, &id, 1, 1, &skipped, &ns);
+  int is = !st && nk && !ns;
   ssmc_status_free(st);
   free(kept);
   free(skipped);
-  return !st && nk && !ns;
+  return is;
 }
 
 /* The template's end of turn: what it renders after an assistant message
@@ -307,6 +308,7 @@ static ssmc_status end_of_turn(repl *r) {
   const char *at = st ? NULL : strstr(text, mark), *after;
   while (at && (after = strstr(at + 1, mark))) at = after;
   ssmc_status_free(st); /* a template that wants other turns: no end of turn */
+  st = NULL;
   if (!at) {
     free(text);
     return NULL;
