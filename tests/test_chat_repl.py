@@ -210,7 +210,7 @@ check(t.exit_status() == 0, "/quit exits 0")
 # writes after its first reply): the reply ends right before it, and the
 # state goes on from the ids before the last one drawn. A --stop string ends
 # turn 2, whichever comes first.
-END, STOP, N2 = "\n#\n#", "get_call_path", "40"
+END, STOP, N2 = "\n#\n#", "get_call_path", "32"
 
 
 def text_render(*msgs, gen=True):
