@@ -116,6 +116,10 @@ typedef struct {
   ssm_region output;
   int has_sampler;
   ssm_region next, sampler;
+  /* the decode sampler's seen-token set for the repetition penalty
+   * (f32[SSM_SEEN_WORDS(vocab)], ir.h), when has_seen */
+  int has_seen;
+  ssm_region seen;
   int nsteps;
   ssm_mf_step *steps;
   /* runs may also take 2..tokens-1 tokens (the first count ids at

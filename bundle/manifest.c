@@ -64,6 +64,7 @@ static cJSON *jprogram(const ssm_mf_program *p, int with_steps) {
     cJSON *s = cJSON_AddObjectToObject(j, "sampler");
     cJSON_AddItemToObject(s, "next", jregion(p->next));
     cJSON_AddItemToObject(s, "state", jregion(p->sampler));
+    if (p->has_seen) cJSON_AddItemToObject(s, "seen", jregion(p->seen));
   }
   if (p->any_count) cJSON_AddTrueToObject(j, "any_count");
   cJSON_AddNumberToObject(j, "dispatches", p->nsteps);
@@ -639,6 +640,11 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
     if (!s && (p->next.bytes != 4 * rows || p->sampler.bytes != SSM_SAMPLER_STATE_LEN * 4 * rows ||
                (rows == 1 && p->tokens != 1)))
       s = bad(r, "has regions of the wrong size (or a program of more than one token)");
+    p->has_seen = cJSON_GetObjectItemCaseSensitive(sm, "seen") != NULL;
+    if (!s && p->has_seen) s = field_region(r, sm, "seen", &p->seen);
+    if (!s && p->has_seen &&
+        (rows != 1 || p->seen.bytes != (uint64_t)SSM_SEEN_WORDS(r->m->vocab) * 4))
+      s = bad(r, "has a seen-token set that is not f32[ceil(vocab / 24)] of one sequence");
     leave(r, k);
   }
   const cJSON *ac = cJSON_GetObjectItemCaseSensitive(jp, "any_count");

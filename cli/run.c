@@ -7,6 +7,7 @@
  * spread. perplexity feeds a text and scores each of its tokens.
  */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -26,7 +27,7 @@ typedef struct {
   long n, chunk, device, max_seq, eos, top_k, seed, reps;
   const char *stops[SSMC_STOPS_MAX];
   int nstops;
-  double temperature, top_p, min_p;
+  double temperature, top_p, min_p, repeat_penalty;
   int greedy, validation, chunk_given, max_seq_given, sampling[5], no_cache, quiet, json,
       interactive;
   char *cache_dir;
@@ -150,6 +151,7 @@ static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int3
   g.top_k = (int)r->top_k;
   g.top_p = (float)r->top_p;
   g.min_p = (float)r->min_p;
+  g.repeat_penalty = (float)r->repeat_penalty;
   g.seed = (uint32_t)r->seed;
   g.host_greedy = r->greedy;
   g.on_logits = r->dump ? dump_row : NULL;
@@ -247,6 +249,7 @@ static ssmc_status chat(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, c
   a.g.top_k = (int)r->top_k;
   a.g.top_p = (float)r->top_p;
   a.g.min_p = (float)r->min_p;
+  a.g.repeat_penalty = (float)r->repeat_penalty;
   a.g.seed = (uint32_t)r->seed;
   a.g.host_greedy = r->greedy;
   return ssm_cli_chat(&a);
@@ -340,6 +343,8 @@ int ssm_cli_run(int argc, char **argv) {
                 {.name = "--top-p", .kind = NUM, .dest = &r.top_p, .hi = 1, .open = 1,
                  .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
                 O_NUM("--min-p", &r.min_p, 0, 1, "a number in [0, 1] (0: off)", &r.sampling[4]),
+                {.name = "--repeat-penalty", .kind = NUM, .dest = &r.repeat_penalty, .hi = FLT_MAX,
+                 .open = 1, .what = "a number above 0 (1: off)"},
                 O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
                 {0}};
   const char *text = NULL; /* ssmc run MODEL "PROMPT" */

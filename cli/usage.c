@@ -54,6 +54,8 @@ static const char usage_run[] =
     "  --greedy             take the argmax on the host, every step\n"
     "  --temperature T      sample on the device (T > 0), shaped by --top-k K,\n"
     "                       --top-p P, --min-p M and --seed S\n"
+    "  --repeat-penalty P   divide the positive logits of tokens already in the\n"
+    "                       sequence by P, multiply the negative ones (1: off)\n"
     "  --eos ID             the end-of-text id (default: config.json's eos_token_id)\n"
     "  --stop STR           end the text before STR (up to 4 times; text output only)\n"
     "model:\n"

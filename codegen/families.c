@@ -301,6 +301,19 @@ ssm_status ssm_cg_gen_sample(cg_ctx *c, ssm_cg_kernel *out) {
   k.c[xt->rank - 1] = "c";
   ssm_cg_load_fn(c, &loads, "in_x", "c", n->args[0], &k);
   int sb = ssm_cg_binding(c, n->args[1]);
+  /* the seen-token set's word w, and its store (a sampler without one: no token seen) */
+  int wgsl = c->lang == SSM_LANG_WGSL;
+  const char *seen;
+  if (n->nargs > 2) {
+    int wb = ssm_cg_binding(c, n->args[2]);
+    seen = wgsl ? ssm_arena_printf(c->a, "fn seen_word(w: u32) -> f32 { return b%d_ld(w); }\n"
+                                         "fn seen_put(w: u32, v: f32) { b%d_st(w, v); }", wb, wb)
+                : ssm_arena_printf(c->a, "float seen_word(uint w) { return b%d.v[w]; }\n"
+                                         "void seen_put(uint w, float v) { b%d.v[w] = v; }", wb, wb);
+  } else {
+    seen = wgsl ? "fn seen_word(w: u32) -> f32 { return 0.0; }\nfn seen_put(w: u32, v: f32) {}"
+                : "float seen_word(uint w) { return 0.0; }\nvoid seen_put(uint w, float v) {}";
+  }
   if (batch && rows > 65535)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "sample: %lld rows need more than 65535 workgroups",
                           (long long)rows);
@@ -310,8 +323,10 @@ ssm_status ssm_cg_gen_sample(cg_ctx *c, ssm_cg_kernel *out) {
                       "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads), "STATE",
                       ssm_arena_printf(c->a, "b%d", sb), "ROW",
-                      !batch ? "0u" : c->lang == SSM_LANG_WGSL ? "wid.x" : "gl_WorkGroupID.x", NULL};
-  return ssm_cg_finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u%s", (long long)V, local,
-                                                     batch ? " batch" : ""),
+                      !batch ? "0u" : c->lang == SSM_LANG_WGSL ? "wid.x" : "gl_WorkGroupID.x",
+                      "SEEN", seen, NULL};
+  return ssm_cg_finish(c, "sample", ssm_arena_printf(c->a, "V=%lld LOCAL=%u%s%s", (long long)V, local,
+                                                     batch ? " batch" : "",
+                                                     n->nargs > 2 ? " seen" : ""),
                        kv, out);
 }

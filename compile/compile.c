@@ -321,6 +321,8 @@ static ssm_status add_sampler(compiler *c, ssm_mf_program *p, const ssm_value *n
     return ssm_status_new(SSM_ERR_INVALID, "a sampler needs a program of one token");
   p->has_sampler = 1;
   SSM_TRY(region_of(c, next, &p->next));
+  p->has_seen = next->def->nargs > 2;
+  if (p->has_seen) SSM_TRY(region_of(c, next->def->args[2], &p->seen));
   return region_of(c, next->def->args[1], &p->sampler);
 }
 
@@ -489,11 +491,13 @@ static ssm_status finish(compiler *c, ssm_model *m, const ssm_compile_opts *o) {
   mf->buffers = to_arena(c, c->buffers.items, c->buffers.n, sizeof *mf->buffers);
   mf->nweights = (int)c->weights.n;
   mf->weights = to_arena(c, c->weights.items, c->weights.n, sizeof *mf->weights);
-  /* the sampler is settings, not model state: programs.decode.sampler has it */
+  /* the sampler and its seen-token set are not model state:
+   * programs.decode.sampler has them */
   mf->states = ssm_arena_alloc(c->arena, sizeof *mf->states * (c->states.n + 1));
   for (size_t i = 0; i < c->states.n && mf->states; i++)
     if (strcmp(c->states.items[i].name, SSM_SAMPLER_STATE) &&
-        strcmp(c->states.items[i].name, SSM_SLOTS_SAMPLER_STATE))
+        strcmp(c->states.items[i].name, SSM_SLOTS_SAMPLER_STATE) &&
+        strcmp(c->states.items[i].name, SSM_SEEN_STATE))
       mf->states[mf->nstates++] = c->states.items[i];
   mf->nkernels = (int)c->kernels.n;
   mf->kernels = to_arena(c, c->kernels.items, c->kernels.n, sizeof *mf->kernels);

@@ -528,8 +528,16 @@ ssm_status ssm_graph_add_sampler(ssm_graph *g, int batch) {
   ssm_node *state = ssm_graph_insert(g, out, SSM_OP_STATE, &st, 0, NULL);
   if (!state) return ssm_graph_status(g);
   ssm_node_set_str(g, state, "name", batch ? SSM_SLOTS_SAMPLER_STATE : SSM_SAMPLER_STATE);
-  ssm_value *sa[2] = {logits, state->result};
-  ssm_node *next = ssm_graph_insert(g, out, SSM_OP_SAMPLE, &id, 2, sa);
+  ssm_value *sa[3] = {logits, state->result, NULL};
+  if (!batch) {
+    int64_t V = logits->type.dims[logits->type.rank - 1];
+    ssm_type wt = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SEEN_WORDS(V)});
+    ssm_node *seen = ssm_graph_insert(g, out, SSM_OP_STATE, &wt, 0, NULL);
+    if (!seen) return ssm_graph_status(g);
+    ssm_node_set_str(g, seen, "name", SSM_SEEN_STATE);
+    sa[2] = seen->result;
+  }
+  ssm_node *next = ssm_graph_insert(g, out, SSM_OP_SAMPLE, &id, batch ? 2 : 3, sa);
   if (!next) return ssm_graph_status(g);
   if (batch) ssm_node_set_int(g, next, "batch", 1);
   ssm_value *args[16];

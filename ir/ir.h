@@ -254,13 +254,36 @@ void ssm_graph_replace_uses(ssm_graph *g, ssm_value *from, ssm_value *to);
 void ssm_graph_number(ssm_graph *g);
 /* The sampler state that ssm_graph_add_sampler adds: f32[8] holding
  * temperature (0: argmax), top_k (0: off), top_p (1: off), seed (an integer
- * below 2^24), the step counter that `sample` increments, and 3 reserved. */
+ * below 2^24), the step counter that `sample` increments, min_p (0: off),
+ * the repetition penalty (0 or 1: off) and 1 reserved. */
 #define SSM_SAMPLER_STATE "sampler"
 #define SSM_SLOTS_SAMPLER_STATE "slots.sampler" /* a batched graph's (frontend.h) */
 #define SSM_SAMPLER_STATE_LEN 8
+/* The seen-token set that ssm_graph_add_sampler gives a one-sequence
+ * sampler, for the repetition penalty (the state's seventh float): bit b of
+ * float w (an integer below 2^24) is token 24 * w + b. */
+#define SSM_SEEN_STATE "sampler.seen"
+#define SSM_SEEN_BITS 24
+#define SSM_SEEN_WORDS(vocab) (((vocab) + SSM_SEEN_BITS - 1) / SSM_SEEN_BITS)
+/* Whether token `id` is in a seen-token set; adds it. */
+static inline int ssm_seen_has(const float *seen, int64_t id) {
+  return (int)(((uint32_t)seen[id / SSM_SEEN_BITS] >> (id % SSM_SEEN_BITS)) & 1u);
+}
+static inline void ssm_seen_add(float *seen, int64_t id) {
+  float *w = &seen[id / SSM_SEEN_BITS];
+  *w = (float)((uint32_t)*w | 1u << (id % SSM_SEEN_BITS));
+}
+/* The repetition penalty on a row of n logits, as transformers'
+ * RepetitionPenaltyLogitsProcessor: the logit of each token in the seen set
+ * is divided by `penalty` when positive and multiplied by it otherwise. */
+static inline void ssm_penalize_row(float *logits, int64_t n, const float *seen, float penalty) {
+  for (int64_t i = 0; i < n; i++)
+    if (ssm_seen_has(seen, i)) logits[i] = logits[i] > 0 ? logits[i] / penalty : logits[i] * penalty;
+}
 /* Adds `%next = sample %logits, %sampler` (a state named SSM_SAMPLER_STATE)
  * before the output node, where %logits is the first output, and appends
- * %next to the outputs: a decode graph that also draws the next token.
+ * %next to the outputs: a decode graph that also draws the next token,
+ * with the seen-token set (a state named SSM_SEEN_STATE) as a third operand.
  * With `batch` (a batched graph, logits [B,V]): one id per row, each row
  * with its own sampler state (f32[B,8]). */
 ssm_status ssm_graph_add_sampler(ssm_graph *g, int batch);

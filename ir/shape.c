@@ -452,6 +452,7 @@ static ssm_status infer_sample(const ssm_node *n, ssm_type *out) {
     return bad("sample needs float logits [..,V], got %s", FMT(x, b1));
   SSM_TRY(need_batch_flag(n));
   if (ssm_node_int(n, "batch", 0)) {
+    if (n->nargs > 2) return bad("sample batch=1 takes no seen-token set");
     if (x->rank != 2 || st->dtype != SSM_F32 || st->rank != 2 || st->dims[0] != x->dims[0] ||
         st->dims[1] != 8)
       return bad("sample batch=1 needs logits [B,V] and a sampler state f32[B,8], got %s and %s",
@@ -461,6 +462,12 @@ static ssm_status infer_sample(const ssm_node *n, ssm_type *out) {
   }
   if (st->dtype != SSM_F32 || st->rank != 1 || st->dims[0] != 8)
     return bad("sample needs a sampler state f32[8], got %s", FMT(st, b2));
+  if (n->nargs > 2) {
+    const ssm_type *seen = arg(n, 2);
+    int64_t words = SSM_SEEN_WORDS(x->dims[x->rank - 1]);
+    if (seen->dtype != SSM_F32 || seen->rank != 1 || seen->dims[0] != words)
+      return bad("sample needs a seen-token set f32[%lld], got %s", (long long)words, FMT(seen, b2));
+  }
   *out = (ssm_type){.dtype = SSM_I32, .rank = 1, .dims = {1}};
   return NULL;
 }

@@ -25,6 +25,7 @@ typedef struct {
 struct ssmc_snapshot {
   ssm_loaded *model;
   ssm_snapshot *snap;
+  float *seen; /* the session's seen-token set when it was taken (NULL: none) */
 };
 
 struct ssmc_session {
@@ -44,7 +45,13 @@ struct ssmc_session {
   int64_t eos;
   float *rows;       /* logits of one run */
   size_t rows_cap;
+  /* every token fed or drawn since the last reset, for the repetition
+   * penalty: SSM_SEEN_WORDS(vocab) floats (ir.h); NULL until the first */
+  float *seen;
 };
+
+/* A copy of a session's seen-token set (NULL stays NULL), malloc'd. */
+ssm_status ssm_seen_copy(const ssmc_session *s, const float *from, float **out);
 
 /* ---- the shared loaded model (loaded.c) ----------------------------------------- */
 

@@ -283,6 +283,7 @@ void ssmc_session_close(ssmc_session *s) {
   free(s->cache_file);
   free(s->tok_path);
   free(s->rows);
+  free(s->seen);
   free(s);
 }
 
@@ -348,6 +349,29 @@ static ssm_status rows_for(ssmc_session *s, int count) {
   return NULL;
 }
 
+ssm_status ssm_seen_copy(const ssmc_session *s, const float *from, float **out) {
+  *out = NULL;
+  if (!from) return NULL;
+  size_t words = (size_t)SSM_SEEN_WORDS(s->b->vocab);
+  SSM_TRY(ssm_status_wrap(ssm_alloc(words, sizeof(float), (void **)out), "the seen-token set"));
+  memcpy(*out, from, words * sizeof(float));
+  return NULL;
+}
+
+/* Adds tokens to the session's seen-token set. */
+static ssm_status seen_mark(ssmc_session *s, const int32_t *tokens, size_t count) {
+  if (!s->seen && count)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)SSM_SEEN_WORDS(s->b->vocab), sizeof(float),
+                                      (void **)&s->seen), "the seen-token set"));
+  for (size_t i = 0; i < count; i++)
+    if (tokens[i] >= 0 && tokens[i] < s->b->vocab) ssm_seen_add(s->seen, tokens[i]);
+  return NULL;
+}
+
+static void seen_clear(ssmc_session *s) {
+  if (s->seen) memset(s->seen, 0, (size_t)SSM_SEEN_WORDS(s->b->vocab) * sizeof(float));
+}
+
 /* Feeds tokens in chunks; with `want_rows`, their logits come to the host,
  * are checked, handed to on_logits, and the last row stays in s->rows.
  * *out_stopped is set when on_logits asked to stop. */
@@ -364,6 +388,7 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
     int len = count - at >= (size_t)chunk ? chunk : b->any_count ? (int)(count - at) : 1;
     int64_t pos = b->position;
     SSM_TRY(ssm_backend_run(b, tokens + at, len, want_rows ? s->rows : NULL));
+    SSM_TRY(seen_mark(s, tokens + at, (size_t)len));
     at += (size_t)len;
     if (!want_rows) continue;
     SSM_TRY(check_finite(s->rows, len, V, pos));
@@ -421,6 +446,23 @@ static int32_t argmax(const float *v, int64_t n) {
   return (int32_t)best;
 }
 
+/* The argmax of the last row, after the repetition penalty (> 0, not 1)
+ * when there is one. */
+static ssm_status host_pick(ssmc_session *s, float penalty, int32_t *out) {
+  if (penalty > 0 && s->seen) {
+    float *row;
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)s->b->vocab, sizeof *row, (void **)&row),
+                            "the penalized logits"));
+    memcpy(row, s->rows, (size_t)s->b->vocab * sizeof *row);
+    ssm_penalize_row(row, s->b->vocab, s->seen, penalty);
+    *out = argmax(row, s->b->vocab);
+    free(row);
+    return NULL;
+  }
+  *out = argmax(s->rows, s->b->vocab);
+  return NULL;
+}
+
 static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, int max_tokens,
                            const ssmc_generate_options *g, int32_t *out, size_t *out_count) {
   ssm_backend *b = s->b;
@@ -431,9 +473,14 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   int sampled = !g->host_greedy && max_tokens > 0;
   if (g->step >= (1u << 24))
     return ssm_status_new(SSM_ERR_INVALID, "generate: sampler step %u is not below 2^24", g->step);
+  float st[SSM_SAMPLER_STATE_LEN];
+  SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->min_p, (int64_t)g->seed, st));
+  SSM_TRY(ssm_sampler_penalty(g->repeat_penalty, st));
+  float penalty = st[6];
+  if (sampled && penalty > 0 && !b->ops->set_seen)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "the %s backend has no repetition penalty",
+                          b->ops->name);
   if (sampled) {
-    float st[SSM_SAMPLER_STATE_LEN];
-    SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->min_p, (int64_t)g->seed, st));
     st[4] = (float)g->step; /* the draw's counter (templates/sample.glsl.in) */
     SSM_TRY(b->ops->set_sampler(b, st));
   }
@@ -452,21 +499,27 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   s->stats.prompt_s += s->gen_t0 - t0;
   if (stopped || !max_tokens) return NULL;
   if (sampled) {
+    /* the last prompt token is the first step's input: seen before it draws */
+    SSM_TRY(seen_mark(s, prompt + np - 1, 1));
+    if (penalty > 0) SSM_TRY(b->ops->set_seen(b, s->seen));
     step_ctx c = {s, g, b->position, eos, NULL, 0};
     int n = 0;
-    ssm_status st = ssm_backend_generate(b, prompt[np - 1], max_tokens, g->on_logits != NULL, out,
-                                         &n, on_step, &c);
+    ssm_status err = ssm_backend_generate(b, prompt[np - 1], max_tokens, g->on_logits != NULL,
+                                          out, &n, on_step, &c);
+    ssm_status_free(seen_mark(s, out, (size_t)n)); /* the set exists: nothing to fail */
     *out_count = (size_t)n - (size_t)c.hit_eos;
     if (c.err) {
-      ssm_status_free(st);
+      ssm_status_free(err);
       return c.err;
     }
-    return st;
+    return err;
   }
   for (int k = 0; k < max_tokens; k++) {
-    int32_t id = argmax(s->rows, b->vocab);
+    int32_t id;
+    SSM_TRY(host_pick(s, penalty, &id));
     if (g->stop_at_eos && id == eos) break;
     out[(*out_count)++] = id;
+    SSM_TRY(seen_mark(s, &id, 1));
     if ((g->on_token && g->on_token(id, g->user)) || k + 1 == max_tokens) break;
     SSM_TRY(feed(s, &id, 1, 1, g->on_logits, g->user, &stopped));
     if (stopped) break;
@@ -498,6 +551,7 @@ void ssmc_session_stats(const ssmc_session *s, ssmc_stats *out) { *out = s->stat
 
 ssmc_status ssmc_session_reset(ssmc_session *s) {
   SSM_TRY(ssm_session_resident(s));
+  seen_clear(s);
   return ssm_backend_reset(s->b);
 }
 
@@ -510,5 +564,6 @@ ssmc_status ssmc_session_save_state(ssmc_session *s, const char *path) {
 ssmc_status ssmc_session_load_state(ssmc_session *s, const char *path) {
   SSM_TRY(ssm_session_resident(s));
   SSM_TRY(ssm_backend_state_load(s->b, path));
+  seen_clear(s); /* a state file holds no tokens: the set restarts */
   return ssm_backend_check(s->b);
 }

@@ -28,6 +28,10 @@ ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generat
   SSM_TRY(slot_check(s, slot));
   float st[SSM_SAMPLER_STATE_LEN];
   SSM_TRY(ssm_sampler_state(g->temperature, g->top_k, g->top_p, g->min_p, g->seed, st));
+  SSM_TRY(ssm_sampler_penalty(g->repeat_penalty, st));
+  if (st[6] > 0)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "slot %d: the batched program's sampler has no "
+                          "repetition penalty (decode the request in its session)", slot);
   if (g->step >= 1u << 24)
     return ssm_status_new(SSM_ERR_INVALID, "sampler step %u is past 2^24", g->step);
   st[4] = (float)g->step;

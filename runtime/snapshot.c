@@ -18,7 +18,13 @@ ssmc_status ssmc_session_snapshot(ssmc_session *s, ssmc_snapshot **out) {
     ssm_backend_snapshot_free(s->b, snap);
     return st;
   }
-  *c = (ssmc_snapshot){s->model, snap};
+  *c = (ssmc_snapshot){s->model, snap, NULL};
+  st = ssm_seen_copy(s, s->seen, &c->seen);
+  if (st) {
+    ssm_backend_snapshot_free(s->b, snap);
+    free(c);
+    return st;
+  }
   s->model->refs++;
   *out = c;
   return NULL;
@@ -28,6 +34,10 @@ ssmc_status ssmc_session_snapshot_into(ssmc_session *s, ssmc_snapshot *snap) {
   if (snap->model != s->model)
     return ssm_status_new(SSM_ERR_INVALID, "snapshot: it belongs to another loaded model");
   SSM_TRY(ssm_session_resident(s));
+  float *seen;
+  SSM_TRY(ssm_seen_copy(s, s->seen, &seen));
+  free(snap->seen);
+  snap->seen = seen;
   return ssm_backend_snapshot(s->b, &snap->snap);
 }
 
@@ -36,13 +46,19 @@ ssmc_status ssmc_session_restore(ssmc_session *s, const ssmc_snapshot *snap) {
     return ssm_status_new(SSM_ERR_INVALID, "restore: the snapshot was taken from another loaded "
                           "model");
   SSM_TRY(ssm_session_resident(s));
-  return ssm_backend_restore(s->b, snap->snap);
+  float *seen;
+  SSM_TRY(ssm_seen_copy(s, snap->seen, &seen));
+  SSM_TRY(ssm_backend_restore(s->b, snap->snap));
+  free(s->seen);
+  s->seen = seen;
+  return NULL;
 }
 
 void ssmc_snapshot_free(ssmc_snapshot *snap) {
   if (!snap) return;
   ssm_backend_snapshot_free(snap->model->b, snap->snap);
   ssm_loaded_release(snap->model);
+  free(snap->seen);
   free(snap);
 }
 
@@ -69,6 +85,7 @@ ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out) {
   st = s->weights ? ssm_strdup(s->weights, "a forked session", &f->weights) : NULL;
   if (!st && s->tok_path) st = ssm_strdup(s->tok_path, "a forked session", &f->tok_path);
   if (!st && s->model_dir) st = ssm_strdup(s->model_dir, "a forked session", &f->model_dir);
+  if (!st) st = ssm_seen_copy(s, s->seen, &f->seen);
   if (st) {
     ssmc_session_close(f);
     return st;

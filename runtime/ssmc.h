@@ -309,6 +309,13 @@ typedef struct {
    * probability is below min_p times the likeliest one's are left out (as
    * transformers' min_p) */
   float min_p;
+  /* above 0 and finite; 0 or 1: off. Before anything else (temperature,
+   * top_k, top_p, min_p or the greedy choice), the logit of every token
+   * already in the sequence (fed or drawn since the last reset, or since a
+   * state file was loaded) is divided by it when positive and multiplied by
+   * it when negative (transformers' repetition_penalty). Not in the
+   * batched program's slots (ssmc_session_join_slot refuses it) */
+  float repeat_penalty;
 } ssmc_generate_options;
 
 /* Greedy, top_p 1, no callbacks. */

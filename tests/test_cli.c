@@ -348,11 +348,12 @@ static void test_bad_settings(void) {
   static const char *const bad[] = {"--temperature -1", "--temperature x", "--top-k -3",
                                     "--top-p 0",        "--top-p 1.5",     "--seed -1",
                                     "--seed 16777216",  "--min-p -0.1",    "--min-p 1.5",
+                                    "--repeat-penalty 0", "--repeat-penalty nan",
                                     "--greedy --temperature 0.5", "--greedy --min-p 0.1"};
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     char args[512];
     snprintf(args, sizeof args, "run " FIX " --weights " FIX " --tokens 1 -n 2 %s", bad[i]);
-    expect(args, 2, i >= 9 ? "cannot be combined" : bad[i][2] == 't' && bad[i][4] == 'e'
+    expect(args, 2, i >= 11 ? "cannot be combined" : bad[i][2] == 't' && bad[i][4] == 'e'
                                                        ? "--temperature: expected"
                                                        : "expected");
   }

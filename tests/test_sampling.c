@@ -6,7 +6,8 @@
  * Greedy through that path (not host_greedy, which takes the logits to the
  * host) must give transformers' greedy tokens for every fixture, on both
  * backends: it proves the feedback copy and the sampler's argmax. Sampling
- * with a seed must be reproducible and depend on the seed; logits asked for
+ * with a seed must be reproducible and depend on the seed; a repetition
+ * penalty gives transformers' greedy tokens; logits asked for
  * while sampling come for every position; bad settings are refused.
  */
 #include <cjson/cJSON.h>
@@ -129,27 +130,40 @@ static void test_seeded_sampling(void) {
   CU_ASSERT_STRING_NOT_EQUAL(a, greedy); /* sampling is not greedy decoding in disguise */
 }
 
+/* generate() after a reset, into a 4096-byte `out` */
+static void afresh(ssmc_session *s, const char *prompt, int n, const ssmc_generate_options *g,
+                   char *out) {
+  SSM_ASSERT_OK(ssmc_session_reset(s));
+  generate(s, prompt, n, g, out, 4096);
+}
+
 /* min_p keeps the tokens at least min_p times as likely as the likeliest:
  * at 1, the likeliest alone, however hot the temperature (greedy's text);
- * lower, it narrows what a hot sampler draws from. On both backends. */
+ * lower, it narrows what a hot sampler draws from. A repetition penalty of
+ * 1 draws what none draws, and 1.5 draws otherwise. On both backends. */
 static void test_min_p(void) {
   const char *prompt = "852,328,421,145,37,285,697,882";
   for (int be = 0; be < 2; be++) {
     ssmc_session *s = open_fixture("mamba1_tiny", be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN);
     ssmc_generate_options g;
     ssmc_generate_options_init(&g);
-    char greedy[4096], one[4096], hot[4096], narrowed[4096];
+    char greedy[4096], one[4096], hot[4096], narrowed[4096], pen_one[4096], pen[4096];
     generate(s, prompt, 30, NULL, greedy, sizeof greedy);
     g.temperature = 3;
     g.seed = 11;
-    SSM_ASSERT_OK(ssmc_session_reset(s));
-    generate(s, prompt, 30, &g, hot, sizeof hot);
+    afresh(s, prompt, 30, &g, hot);
+    g.repeat_penalty = 1; /* off: the same draws (the first 12 of them) */
+    afresh(s, prompt, 12, &g, pen_one);
+    g.repeat_penalty = 1.5f;
+    afresh(s, prompt, 12, &g, pen);
+    size_t n12 = strlen(pen_one);
+    CU_ASSERT(!strncmp(pen_one, hot, n12) && hot[n12] == ',');
+    CU_ASSERT(strncmp(pen, hot, strlen(pen)) != 0);
+    g.repeat_penalty = 0;
     g.min_p = 1;
-    SSM_ASSERT_OK(ssmc_session_reset(s));
-    generate(s, prompt, 30, &g, one, sizeof one);
+    afresh(s, prompt, 30, &g, one);
     g.min_p = 0.5f;
-    SSM_ASSERT_OK(ssmc_session_reset(s));
-    generate(s, prompt, 30, &g, narrowed, sizeof narrowed);
+    afresh(s, prompt, 30, &g, narrowed);
     fprintf(stderr, "\n  %s: greedy %s\n  min_p 1: %s\n  hot: %s\n  min_p 0.5: %s",
             be ? "cpu" : "vulkan", greedy, one, hot, narrowed);
     CU_ASSERT_STRING_EQUAL(one, greedy);
@@ -157,6 +171,60 @@ static void test_min_p(void) {
     CU_ASSERT_STRING_NOT_EQUAL(narrowed, hot);
     ssmc_session_close(s);
   }
+}
+
+/* transformers' greedy tokens under a repetition penalty
+ * (tools/gen_penalty_golden.py: penalty.json): on the CPU through its
+ * sampler and the host's argmax, in one call and in two (the second going
+ * on from the first's last id), and on Vulkan for one model (its sampler is
+ * the same for every model). */
+static void test_repeat_penalty(void) {
+  static const char *const fix[] = {"mamba1_tiny", "mamba2_tiny", "jamba_tiny"};
+  int runs = 0;
+  for (int f = 0; f < 3; f++) {
+    char rel[256], *text;
+    size_t len;
+    snprintf(rel, sizeof rel, "tests/data/%s/penalty.json", fix[f]);
+    SSM_ASSERT_OK(ssm_file_read(ssm_test_path(rel), 0, &text, &len));
+    cJSON *j = cJSON_Parse(text);
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    char prompt[512], want[512];
+    int np, ngen;
+    join(cJSON_GetObjectItem(j, "prompt"), prompt, sizeof prompt, &np);
+    for (int be = f ? 1 : 0; be < 2; be++) { /* Vulkan: one model (the sampler is the same) */
+      ssmc_session *s = open_fixture(fix[f], be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN);
+      const cJSON *run;
+      cJSON_ArrayForEach(run, cJSON_GetObjectItem(j, "runs")) {
+        join(cJSON_GetObjectItem(run, "generated"), want, sizeof want, &ngen);
+        ssmc_generate_options g;
+        ssmc_generate_options_init(&g);
+        g.repeat_penalty = (float)cJSON_GetObjectItem(run, "repetition_penalty")->valuedouble;
+        for (int host = 0; host < 1 + be; host++) {
+          char got[4096];
+          g.host_greedy = host;
+          SSM_ASSERT_OK(ssmc_session_reset(s));
+          generate(s, prompt, ngen, &g, got, sizeof got);
+          fprintf(stderr, "\n  %s %s%s penalty %g: %s (transformers %s)", fix[f],
+                  be ? "cpu" : "vulkan", host ? " host" : "", g.repeat_penalty, got, want);
+          CU_ASSERT_STRING_EQUAL(got, want);
+          runs++;
+        }
+        if (!be) continue;
+        /* half, then the rest from the last id drawn: the set carries over */
+        char first[4096], rest[4096], both[8192];
+        g.host_greedy = 0;
+        SSM_ASSERT_OK(ssmc_session_reset(s));
+        generate(s, prompt, ngen / 2, &g, first, sizeof first);
+        generate(s, strrchr(first, ',') + 1, ngen - ngen / 2, &g, rest, sizeof rest);
+        snprintf(both, sizeof both, "%s,%s", first, rest);
+        CU_ASSERT_STRING_EQUAL(both, want);
+      }
+      ssmc_session_close(s);
+    }
+    cJSON_Delete(j);
+  }
+  CU_ASSERT(runs >= 3 + 2 * 2 * 3); /* a fixture may leave out a run, not most */
 }
 
 static int count_row(const float *logits, int64_t vocab, int64_t position, void *user) {
@@ -191,9 +259,11 @@ static void test_sampling_logits(void) {
 static void test_bad_settings(void) {
   ssmc_session *s = open_fixture("mamba1_tiny", SSMC_BACKEND_CPU);
   ssmc_generate_options g;
-  struct { float temperature; int top_k; float top_p; uint32_t seed; float min_p; } bad[] = {
-      {-1, 0, 1, 0, 0},    {0.5f, -3, 1, 0, 0},   {0.5f, 0, 0, 0, 0},    {0.5f, 0, 1.5f, 0, 0},
-      {0.5f, 0, 1, 1u << 24, 0}, {0.5f, 0, 1, 0, -0.1f}, {0.5f, 0, 1, 0, 1.5f}, {0.5f, 0, 1, 0, NAN}};
+  struct { float temperature; int top_k; float top_p; uint32_t seed; float min_p, penalty; } bad[] = {
+      {-1, 0, 1, 0, 0, 0},          {0.5f, -3, 1, 0, 0, 0},      {0.5f, 0, 0, 0, 0, 0},
+      {0.5f, 0, 1.5f, 0, 0, 0},     {0.5f, 0, 1, 1u << 24, 0, 0}, {0.5f, 0, 1, 0, -0.1f, 0},
+      {0.5f, 0, 1, 0, 1.5f, 0},     {0.5f, 0, 1, 0, NAN, 0},     {0.5f, 0, 1, 0, 0, -1},
+      {0, 0, 1, 0, 0, NAN},         {0, 0, 1, 0, 0, INFINITY}};
   int32_t p = 1, ids[2];
   size_t n;
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
@@ -203,6 +273,7 @@ static void test_bad_settings(void) {
     g.top_p = bad[i].top_p;
     g.seed = bad[i].seed;
     g.min_p = bad[i].min_p;
+    g.repeat_penalty = bad[i].penalty;
     SSM_ASSERT_ERR(ssmc_session_generate(s, &p, 1, 2, &g, ids, &n), "sampler settings out of range");
   }
   CU_ASSERT_EQUAL(ssmc_session_position(s), 0);
@@ -243,6 +314,7 @@ int main(void) {
                          {"seeded_sampling", test_seeded_sampling},
                          {"sampling_logits", test_sampling_logits},
                          {"min_p", test_min_p},
+                         {"repeat_penalty", test_repeat_penalty},
                          {"bad_settings", test_bad_settings},
                          {"stop_strings", test_stop_strings},
                          CU_TEST_INFO_NULL};

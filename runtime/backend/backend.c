@@ -33,6 +33,14 @@ ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, float mi
   return NULL;
 }
 
+ssm_status ssm_sampler_penalty(float penalty, float state[SSM_SAMPLER_STATE_LEN]) {
+  if (!(penalty >= 0) || isinf(penalty))
+    return ssm_status_new(SSM_ERR_INVALID, "sampler settings out of range: repeat_penalty %g "
+                          "(above 0 and finite; 0 or 1: off)", penalty);
+  state[6] = penalty == 1 ? 0 : penalty;
+  return NULL;
+}
+
 ssm_status ssm_backend_set_sampler(ssm_backend *b, float temperature, int top_k, float top_p,
                                    float min_p, int64_t seed) {
   float st[SSM_SAMPLER_STATE_LEN];

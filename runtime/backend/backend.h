@@ -96,6 +96,10 @@ typedef struct {
   ssm_status (*slot_sampler)(ssm_backend *b, int slot, const float *state);
   ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
                                int *out_ran);
+  /* Sets the sampler's seen-token set (SSM_SEEN_WORDS(vocab) floats, ir.h),
+   * which the repetition penalty reads and each draw adds its id to; an
+   * UNSUPPORTED error when the model's sampler has none. */
+  ssm_status (*set_seen)(ssm_backend *b, const float *words);
 } ssm_backend_ops;
 
 
@@ -149,6 +153,10 @@ void ssm_backend_snapshot_free(ssm_backend *b, ssm_snapshot *s);
  * top_p, seed, step, min_p and two zeros. */
 ssm_status ssm_sampler_state(float temperature, int top_k, float top_p, float min_p, int64_t seed,
                              float out[SSM_SAMPLER_STATE_LEN]);
+
+/* Puts the repetition penalty (> 0 and finite; 0 or 1: off) into a
+ * sampler state: its seventh float. */
+ssm_status ssm_sampler_penalty(float penalty, float state[SSM_SAMPLER_STATE_LEN]);
 
 /* The error for a sampler that drew -1: a logit of the step at `position`
  * was inf or NaN. */

@@ -99,6 +99,12 @@ static ssm_status cpu_set_sampler(ssm_backend *b, const float *state) {
   return write_sampler(c);
 }
 
+static ssm_status cpu_set_seen(ssm_backend *b, const float *words) {
+  cpu_backend *c = (cpu_backend *)b;
+  ssm_type t = ssm_type_make(SSM_F32, 1, (int64_t[]){SSM_SEEN_WORDS(b->vocab)});
+  return ssm_cpu_state_write(c->cpu, SSM_SEEN_STATE, &t, words);
+}
+
 static ssm_status cpu_generate(ssm_backend *b, int32_t first, int n, int want_logits,
                                int32_t *out_ids, int *out_count, ssm_step_fn on_step, void *user) {
   cpu_backend *c = (cpu_backend *)b;
@@ -309,7 +315,8 @@ static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_ru
                                         cpu_reset,       cpu_set_sampler, cpu_generate,
                                         cpu_state_read,  cpu_state_write, NULL, NULL,
                                         cpu_snapshot_take, cpu_restore,   cpu_snapshot_free,
-                                        cpu_slot_copy,   cpu_slot_sampler, cpu_batch_generate};
+                                        cpu_slot_copy,   cpu_slot_sampler, cpu_batch_generate,
+                                        cpu_set_seen};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */

@@ -1097,10 +1097,27 @@ static void op_sample(const cpu_run *r, const ssm_node *n) {
     return;
   }
   SSM_ASSERT(width > 0 && numel(n->args[1]) == SSM_SAMPLER_STATE_LEN && numel(n->result) == 1);
-  float *state = fbuf(r, n->args[1]);
-  ibuf(r, n->result)[0] = ssm_sample_row(fbuf(r, xv) + numel(xv) - width, width, state, NULL);
+  float *state = fbuf(r, n->args[1]), *row = fbuf(r, xv) + numel(xv) - width;
+  float *seen = n->nargs > 2 ? fbuf(r, n->args[2]) : NULL, pen = state[6];
+  if (!seen || !(pen > 0) || pen == 1) {
+    ibuf(r, n->result)[0] = ssm_sample_row(row, width, state, NULL);
+    state[4] += 1;
+    return;
+  }
+  SSM_ASSERT(numel(n->args[2]) == SSM_SEEN_WORDS(width));
+  float *penalized = ssm_malloc_((size_t)width * sizeof *penalized);
+  int32_t id = SSM_SAMPLE_NOMEM;
+  if (penalized) {
+    memcpy(penalized, row, (size_t)width * sizeof *row);
+    ssm_penalize_row(penalized, width, seen, pen);
+    id = ssm_sample_row(penalized, width, state, NULL);
+    free(penalized);
+  }
+  ibuf(r, n->result)[0] = id;
   state[4] += 1;
+  if (id >= 0) ssm_seen_add(seen, id);
 }
+
 
 ssm_status ssm_cpu_state_write(ssm_cpu *c, const char *name, const ssm_type *type,
                                const void *data) {

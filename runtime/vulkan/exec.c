@@ -616,6 +616,15 @@ static ssm_status vk_reset(ssm_backend *b) {
   return write_sampler(v);
 }
 
+static ssm_status vk_set_seen(ssm_backend *b, const float *words) {
+  vk_backend *v = (vk_backend *)b;
+  if (!v->m->decode.has_seen)
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: the bundle's sampler has no seen-token set "
+                          "for the repetition penalty: compile it again with this ssmc",
+                          ssm_bundle_name(v->bundle));
+  return upload(v, v->m->decode.seen, words);
+}
+
 static ssm_status vk_set_sampler(ssm_backend *b, const float *state) {
   vk_backend *v = (vk_backend *)b;
   if (!v->m->decode.has_sampler)
@@ -950,7 +959,7 @@ static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,   
                                        vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
                                        vk_check,      vk_profile,     vk_snapshot_take,
                                        vk_restore,    vk_snapshot_free, vk_slot_copy,
-                                       vk_slot_sampler, vk_batch_generate};
+                                       vk_slot_sampler, vk_batch_generate, vk_set_seen};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
