@@ -272,7 +272,7 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   j->chat = chat;
   j->slot = -1;
   double max_tokens = chat ? api->o->max_tokens : 16, temperature = 1, top_p = 1, top_k = 0, seed = NAN,
-         min_p = 0;
+         min_p = 0, penalty = 1;
   int ok = cJSON_IsObject(root) || bad(&b, "body", "expected a JSON object");
   const cJSON *model = ok ? field(&b, "model") : NULL, *stream = ok ? field(&b, "stream") : NULL;
   const char *mt = chat && ok && field(&b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
@@ -285,6 +285,9 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
                                       "a number from %g to 1", top_p, (double)FLT_TRUE_MIN));
   ok = ok && number(&b, "top_k", 0, 1e9, 0, 1, &top_k);
   ok = ok && number(&b, "min_p", 0, 1, 0, 0, &min_p);
+  /* transformers' name, and llama.cpp's */
+  const char *pn = ok && !field(&b, "repetition_penalty") ? "repeat_penalty" : "repetition_penalty";
+  ok = ok && number(&b, pn, 0, FLT_MAX, 1, 0, &penalty);
   ok = ok && number(&b, "seed", -9.2e18, 9.2e18, 0, 1, &seed);
   ok = ok && neutral(&b, chat) && stops(&b, j);
   ok = ok && (chat || logprobs_field(&b, j, cJSON_IsTrue(stream)));
@@ -316,6 +319,7 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
     j->top_p = (float)top_p;
     j->top_k = (int)top_k;
     j->min_p = (float)min_p;
+    j->repeat_penalty = penalty == 1 ? 0 : (float)penalty;
     int64_t sd = isnan(seed) ? -1 : (int64_t)seed % 16777216; /* the sampler's seeds are 24-bit */
     if (sd < 0 && !isnan(seed)) sd += 16777216;
     if (sd < 0) {

@@ -66,6 +66,7 @@ struct ssm_job {
   size_t nprompt;
   int max_tokens;
   float temperature, top_p, min_p;
+  float repeat_penalty; /* 0: off */
   int top_k;
   uint32_t seed;
   char **stop;
@@ -83,7 +84,8 @@ struct ssm_job {
 
   /* the device thread's */
   int started, decoding;
-  int solo;        /* decodes in the session, in turns (logprobs, or a model without slots) */
+  int solo;        /* decodes in the session, in turns (logprobs, a repetition penalty, or a
+                      model without slots) */
   int slot;        /* the slot it decodes in, or -1 */
   int64_t covered; /* in a slot: the tokens its state covers */
   size_t fed, reused;

@@ -16,7 +16,8 @@
  * request's prompt is prefilled there (one chunk a turn while others
  * decode, so that their streams go on; the longest cached prefix of the
  * prompt is restored first and only the rest is prefilled), after which it
- * decodes with the others; a request with logprobs, which needs every
+ * decodes with the others; a request with a repetition penalty (the
+ * slots' sampler keeps no seen tokens) or with logprobs, which needs every
  * step's logits, decodes there too, a slice of tokens a turn. A request
  * that finishes, or whose client hung up, leaves its slot before the next
  * step; its state is taken back from the slot only to be cached. Slots
@@ -350,6 +351,7 @@ static ssmc_generate_options sampler_of(const ssm_job *j) {
   g.top_k = j->top_k;
   g.top_p = j->top_p;
   g.min_p = j->min_p;
+  g.repeat_penalty = j->repeat_penalty;
   g.seed = j->seed;
   g.step = (uint32_t)j->ngen;
   return g;
@@ -667,7 +669,8 @@ void *ssm_sched_main(void *arg) {
         pthread_mutex_lock(&srv->mu);
         continue;
       }
-      j->solo = !srv->slots || j->logprobs >= 0;
+      /* the slots' sampler has no seen-token set: a penalty decodes in the session */
+      j->solo = !srv->slots || j->logprobs >= 0 || j->repeat_penalty > 0;
       srv->nactive++;
     }
     if (!d.active.n) continue;

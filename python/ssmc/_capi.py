@@ -96,7 +96,7 @@ class GenerateOptions(ctypes.Structure):
                 ("host_greedy", ctypes.c_int), ("step", ctypes.c_uint32),
                 ("stop_at_eos", ctypes.c_int), ("on_token", token_fn),
                 ("on_logits", logits_fn), ("user", ctypes.c_void_p),
-                ("min_p", ctypes.c_float)]
+                ("min_p", ctypes.c_float), ("repeat_penalty", ctypes.c_float)]
 
 
 class Device(ctypes.Structure):

@@ -8,6 +8,7 @@ text.
 """
 
 import ctypes
+import math
 import numbers
 import os
 import queue
@@ -71,8 +72,8 @@ def _options(kwargs):
     return o
 
 
-def _sampler(max_tokens, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0,
-             stop_at_eos=True):
+def _sampler(max_tokens, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
+             seed=0, stop_at_eos=True):
     # the sampler counts its draws in 24 bits (ssmc_generate_options.step)
     _int(max_tokens, "max_tokens", 1, 2**24 - 1)
     g = _capi.GenerateOptions()
@@ -87,6 +88,9 @@ def _sampler(max_tokens, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0,
     g.min_p = _float(min_p, "min_p")
     if not 0 <= g.min_p <= 1:
         raise ValueError("min_p: %r is not in [0, 1]" % min_p)
+    g.repeat_penalty = _float(repeat_penalty, "repeat_penalty")
+    if not 0 < g.repeat_penalty < math.inf:
+        raise ValueError("repeat_penalty: %r is not a number above 0" % repeat_penalty)
     g.seed = _int(seed, "seed", 0, 2**24 - 1)
     g.stop_at_eos = 1 if stop_at_eos else 0
     return g
@@ -265,18 +269,21 @@ class Session(_Handle, _Texts):
         self._pending = []
 
     def generate(self, prompt=None, max_tokens=16, *, temperature=0.0, top_k=0, top_p=1.0,
-                 min_p=0.0, seed=0, stop_at_eos=True):
+                 min_p=0.0, repeat_penalty=1.0, seed=0, stop_at_eos=True):
         """Feeds `prompt` (a str, a sequence of token ids, or None to go on
         from what was fed and generated so far) and returns the text of up to
         `max_tokens` generated tokens. temperature 0 is greedy (the first
         largest logit); otherwise it samples with top_k (0: off), top_p (1:
         off), min_p (0: off; tokens less likely than min_p times the likeliest
         are left out) and seed (in [0, 2^24): the same seed draws the same tokens).
+        repeat_penalty (above 0; 1: off) first divides the positive logits of
+        the tokens already in the sequence by it and multiplies their negative
+        ones (transformers' repetition_penalty), greedy or sampled.
         With stop_at_eos, generation stops at the end-of-text token, which is
         not returned."""
         return "".join(self.stream(prompt, max_tokens, temperature=temperature, top_k=top_k,
-                                   top_p=top_p, min_p=min_p, seed=seed,
-                                   stop_at_eos=stop_at_eos))
+                                   top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                                   seed=seed, stop_at_eos=stop_at_eos))
 
     def generate_ids(self, prompt=None, max_tokens=16, **sampling):
         """generate(), returning the generated token ids (a list of int)."""
@@ -293,7 +300,7 @@ class Session(_Handle, _Texts):
         return self._stream(*self._start(prompt, max_tokens, sampling), None)
 
     def _start(self, prompt, max_tokens, sampling):
-        unknown = set(sampling) - {"temperature", "top_k", "top_p", "min_p", "seed",
+        unknown = set(sampling) - {"temperature", "top_k", "top_p", "min_p", "repeat_penalty", "seed",
                                    "stop_at_eos"}
         if unknown:
             raise TypeError("generate: unknown argument %s" % ", ".join(sorted(unknown)))

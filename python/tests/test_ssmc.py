@@ -67,6 +67,11 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(self.model.generate(PROMPT, 24, **args), want)
         self.assertNotEqual(self.model.generate(PROMPT, 24, **dict(args, seed=8)), want)
 
+    def test_repeat_penalty_is_the_command_lines(self):
+        want = cli_generate(PROMPT, 24, "--repeat-penalty", "1.5")
+        self.assertEqual(self.model.generate(PROMPT, 24, repeat_penalty=1.5), want)
+        self.assertNotEqual(self.model.generate(PROMPT, 24), want)
+
     def test_min_p_one_keeps_only_the_likeliest(self):
         hot = dict(temperature=2.0, seed=5)
         greedy = self.model.generate(PROMPT, 24)
@@ -214,6 +219,8 @@ class ModelTest(unittest.TestCase):
             (lambda: m.generate(PROMPT, top_p=0), ValueError),
             (lambda: m.generate(PROMPT, min_p=1.5), ValueError),
             (lambda: m.generate(PROMPT, min_p="x"), TypeError),
+            (lambda: m.generate(PROMPT, repeat_penalty=0), ValueError),
+            (lambda: m.generate(PROMPT, repeat_penalty=float("nan")), ValueError),
             (lambda: m.generate(PROMPT, top_k=-1), ValueError),
             (lambda: m.generate(PROMPT, seed=2**24), ValueError),
             (lambda: m.generate(PROMPT, beam=4), TypeError),

@@ -292,6 +292,12 @@ function program(r, m, progs, which) {
       if (p.next.bytes !== 4 * rows || p.sampler.bytes !== SAMPLER_STATE_LEN * 4 * rows ||
           (rows === 1 && p.tokens !== 1))
         throw r.bad('has regions of the wrong size (or a program of more than one token)');
+      p.hasSeen = sm.seen !== undefined;
+      if (p.hasSeen) {
+        p.seen = fieldRegion(r, m, sm, 'seen');
+        if (rows !== 1 || p.seen.bytes !== Math.ceil(m.vocab / 24) * 4)
+          throw r.bad('has a seen-token set that is not f32[ceil(vocab / 24)] of one sequence');
+      }
     });
     p.anyCount = jp.any_count !== undefined;
     if (p.anyCount && (jp.any_count !== true || p.tokens < 2))

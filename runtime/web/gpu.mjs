@@ -422,6 +422,15 @@ export class Runtime {
     this.#write(this.m.decode.sampler, state);
   }
 
+  // The sampler's seen-token set (SSM_SEEN_WORDS(vocab) floats), which a
+  // repetition penalty reads and each draw adds its id to.
+  setSeen(words) {
+    if (!this.m.decode.hasSeen)
+      throw new GpuError(`${this.name}: the bundle's sampler has no seen-token set for the repetition ` +
+                         'penalty: compile it again with this ssmc');
+    this.#write(this.m.decode.seen, words);
+  }
+
   // Sets the token count that the prefill dispatches' uniforms hold.
   #setRunCount(count) {
     if (count === this.runCount) return;
@@ -519,16 +528,29 @@ export class Runtime {
   }
 }
 
-// The sampler state (runtime/backend/backend.c's ssm_sampler_state):
-// temperature >= 0 (0: greedy), top_k >= 0 (0: off), top_p in (0, 1]
-// (1: off), seed in [0, 2^24), min_p in [0, 1] (0: off), at step 0.
-export function samplerState(temperature, topK, topP, seed, minP = 0) {
+// The sampler state (runtime/backend/backend.c's ssm_sampler_state and
+// ssm_sampler_penalty): temperature >= 0 (0: greedy), top_k >= 0 (0: off),
+// top_p in (0, 1] (1: off), seed in [0, 2^24), min_p in [0, 1] (0: off),
+// the repetition penalty above 0 and finite (1: off), at step 0.
+export function samplerState(temperature, topK, topP, seed, minP = 0, repeatPenalty = 1) {
   if (!(temperature >= 0) || temperature === Infinity || !(topK >= 0) || !(topP > 0 && topP <= 1) ||
-      !(seed >= 0 && seed < 1 << 24) || !(minP >= 0 && minP <= 1))
+      !(seed >= 0 && seed < 1 << 24) || !(minP >= 0 && minP <= 1) ||
+      !(repeatPenalty > 0 && repeatPenalty < Infinity))
     throw new GpuError(`sampler settings out of range: temperature ${temperature} (>= 0), top_k ${topK} ` +
                        `(>= 0), top_p ${topP} (in (0, 1]), min_p ${minP} (in [0, 1]), seed ${seed} ` +
-                       '(in [0, 2^24))');
+                       `(in [0, 2^24)), repeat_penalty ${repeatPenalty} (above 0 and finite)`);
   const s = new Float32Array(SAMPLER_STATE_LEN);
-  s.set([temperature, topK, topP, seed, 0, minP]);
+  s.set([temperature, topK, topP, seed, 0, minP, repeatPenalty === 1 ? 0 : repeatPenalty]);
   return s;
+}
+
+// The seen-token set (ir.h's SSM_SEEN_BITS): bit b of float w, an integer
+// below 2^24, is token 24 * w + b.
+export const SEEN_BITS = 24;
+export function seenAdd(seen, id) {
+  const w = Math.floor(id / SEEN_BITS);
+  seen[w] = ((seen[w] | (1 << (id % SEEN_BITS))) >>> 0);
+}
+export function seenHas(seen, id) {
+  return ((seen[Math.floor(id / SEEN_BITS)] >>> (id % SEEN_BITS)) & 1) === 1;
 }

@@ -7,13 +7,21 @@
 // the argmax is taken here. Also bench(), the measurements of
 // runtime/bench.c.
 
-import { samplerState, GEN_BATCH } from './gpu.mjs';
+import { samplerState, seenAdd, seenHas, GEN_BATCH, SEEN_BITS } from './gpu.mjs';
 
 function checkFinite(rows, count, vocab, firstPos) {
   for (let k = 0; k < count * vocab; k++)
     if (!Number.isFinite(rows[k]))
       throw new Error(`non-finite logit ${rows[k]} at position ${firstPos + Math.floor(k / vocab)} ` +
                       `(vocab index ${k % vocab}): the model or its weights produce inf/NaN`);
+}
+
+// transformers' RepetitionPenaltyLogitsProcessor on a copy of `row`
+function penalized(row, seen, penalty) {
+  const out = Float32Array.from(row);
+  for (let i = 0; i < out.length; i++)
+    if (seenHas(seen, i)) out[i] = out[i] > 0 ? Math.fround(out[i] / penalty) : Math.fround(out[i] * penalty);
+  return out;
 }
 
 function argmax(v) {
@@ -30,6 +38,13 @@ export class Session {
     // prompt tokens fed before the first draw and their seconds; tokens drawn,
     // and the seconds from the end of each prompt to the last draw
     this.stats = { promptTokens: 0, promptS: 0, generatedTokens: 0, generateS: 0 };
+    // every token fed or drawn since the runtime's position was 0, for the
+    // repetition penalty (runtime/session.c's seen-token set)
+    this.seen = new Float32Array(Math.ceil(runtime.vocab / SEEN_BITS));
+  }
+
+  #mark(ids) {
+    for (const id of ids) if (id >= 0 && id < this.rt.vocab) seenAdd(this.seen, id);
   }
 
   // Feeds tokens in chunks; with onLogits (or `wantRows`), each row is
@@ -41,7 +56,9 @@ export class Session {
       const rest = tokens.length - at;
       const len = rest >= chunk ? chunk : rt.anyCount ? rest : 1;
       const pos = rt.position;
+      if (pos === 0) this.seen.fill(0);
       const rows = await rt.run(tokens.slice(at, at + len), wantRows);
+      this.#mark(tokens.slice(at, at + len));
       at += len;
       if (!wantRows) continue;
       checkFinite(rows, len, V, pos);
@@ -53,7 +70,8 @@ export class Session {
   }
 
   // Generates up to maxTokens after `prompt` (ids). Options: temperature,
-  // topK, topP, minP, seed (the device sampler; greedy by default), hostGreedy,
+  // topK, topP, minP, seed (the device sampler; greedy by default),
+  // repeatPenalty (1: off; greedy or sampled, on the device or the host), hostGreedy,
   // eos (stop there; not included), onToken(id) (true stops), onLogits(row,
   // position) (every position processed: each prompt token, then each
   // generated one but the last). Resolves to the generated ids.
@@ -79,8 +97,9 @@ export class Session {
     if (!prompt.length) throw new Error('generate: the prompt has no tokens');
     const eos = o.eos ?? -1;
     const sampled = !o.hostGreedy && maxTokens > 0;
-    if (sampled) rt.setSampler(samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0,
-                                                  o.minP ?? 0));
+    const penalty = o.repeatPenalty ?? 1;
+    const state = samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0, o.minP ?? 0, penalty);
+    if (sampled) rt.setSampler(state);
     const feedCount = sampled ? prompt.length - 1 : prompt.length;
     const t0 = performance.now();
     const stop = await this.feed(prompt.slice(0, feedCount), !!o.onLogits || !sampled, o.onLogits);
@@ -88,12 +107,16 @@ export class Session {
     if (stop) return out;
     if (!maxTokens) return out;
     if (sampled) {
+      if (rt.position === 0) this.seen.fill(0);
+      this.#mark([prompt[prompt.length - 1]]); // the first step's input
+      if (penalty !== 1) rt.setSeen(this.seen);
       let pos = rt.position, stopped = false;
       await rt.generate(prompt[prompt.length - 1], maxTokens, {
         wantLogits: !!o.onLogits,
         batch: o.batch,
         onStep: (id, logits) => {
           const p = pos++;
+          this.#mark([id]);
           if (logits) {
             checkFinite(logits, 1, rt.vocab, p);
             if (o.onLogits(logits, p)) return (stopped = true);
@@ -106,9 +129,10 @@ export class Session {
       return out;
     }
     for (let k = 0; k < maxTokens; k++) {
-      const id = argmax(this.last);
+      const id = argmax(penalty !== 1 ? penalized(this.last, this.seen, penalty) : this.last);
       if (id === eos) break;
       out.push(id);
+      this.#mark([id]);
       if ((o.onToken && o.onToken(id)) || k + 1 === maxTokens) break;
       if (await this.feed([id], true, o.onLogits)) break;
     }

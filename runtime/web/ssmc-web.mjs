@@ -3,8 +3,8 @@
 // package `webgpu`), with the contract of `ssmc run` and `ssmc bench`:
 //
 //   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
-//        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--tokenizer FILE] [--eos ID]
-//        [--dump-logits FILE] [--batch K] [-q | --json]
+//        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
+//        [--tokenizer FILE] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
 //   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
@@ -28,7 +28,7 @@ import { nodeGpu, dirFiles } from './node.mjs';
 
 const USAGE = `usage:
   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
-       [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S]
+       [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
        [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
@@ -143,6 +143,7 @@ async function cmdRun(argv) {
     '--top-k': [0, 2147483647, 'a count >= 0 (0: off)', true],
     '--top-p': [0, 1, 'a number in (0, 1] (1: off)', false, true],
     '--min-p': [0, 1, 'a number in [0, 1] (0: off)'],
+    '--repeat-penalty': [0, 3.4e38, 'a number above 0 (1: off)', false, true],
     '--seed': [0, (1 << 24) - 1, 'an integer in [0, 16777215]', true],
     '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
   });
@@ -157,7 +158,7 @@ async function cmdRun(argv) {
     const rows = a['--dump-logits'] ? [] : null;
     const o = {
       temperature: a['--temperature'] ?? 0, topK: a['--top-k'] ?? 0, topP: a['--top-p'] ?? 1, seed: a['--seed'] ?? 0,
-      minP: a['--min-p'] ?? 0,
+      minP: a['--min-p'] ?? 0, repeatPenalty: a['--repeat-penalty'] ?? 1,
       hostGreedy: !!a['--greedy'], batch: a['--batch'],
       onLogits: rows ? (row) => void rows.push(Float32Array.from(row)) : undefined,
     };

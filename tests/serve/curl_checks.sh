@@ -86,6 +86,14 @@ got=$(j "b['choices'][0]['text']")
 want_mp=$(run_text "$P" -n 20 --temperature 1.5 --seed 9 --min-p 0.3)
 [ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 20, \"temperature\": 1.5, \"seed\": 9, \"min_p\": 0.3}")" = 200 ] &&
   [ "$(j "b['choices'][0]['text']")" = "$want_mp" ] && ok "min_p 0.3 draws what ssmc run --min-p 0.3 draws" || fail "min_p equals ssmc run --min-p"
+# a repetition penalty (transformers' name, then llama.cpp's) draws what ssmc run --repeat-penalty draws
+want_rp=$(run_text "$P" -n 24 --repeat-penalty 1.5 ${RUN_OPTS:-})
+[ "$want_rp" != "$want" ] || fail "a repetition penalty of 1.5 changes the greedy text"
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 24, \"temperature\": 0, \"repetition_penalty\": 1.5}")" = 200 ] &&
+  [ "$(j "b['choices'][0]['text']")" = "$want_rp" ] && ok "repetition_penalty 1.5 equals ssmc run --repeat-penalty 1.5" || fail "repetition_penalty equals ssmc run --repeat-penalty"
+want_rps=$(run_text "$P" -n 20 --temperature 1.2 --seed 4 --repeat-penalty 1.3)
+[ "$(post /v1/completions "{\"prompt\": $(js "$P"), \"max_tokens\": 20, \"temperature\": 1.2, \"seed\": 4, \"repeat_penalty\": 1.3}")" = 200 ] &&
+  [ "$(j "b['choices'][0]['text']")" = "$want_rps" ] && ok "repeat_penalty 1.3, sampled, equals ssmc run's" || fail "repeat_penalty equals ssmc run --repeat-penalty, sampled"
 
 # the same prompt again: its state comes from the cache, the text is the same
 # (a prompt's state is cached at its last chunk boundary, see serve/sched.c, so
@@ -336,6 +344,8 @@ bad 400 "temperature: expected a number from 0 to 2" POST /v1/completions '{"pro
 bad 400 "max_tokens: expected an integer from 0 to 1024" POST /v1/completions '{"prompt": "x", "max_tokens": -1}'
 bad 400 "top_p: expected a number above 0" POST /v1/completions '{"prompt": "x", "top_p": 0}'
 bad 400 "min_p: expected a number from 0 to 1" POST /v1/completions '{"prompt": "x", "min_p": 1.5}'
+bad 400 "repetition_penalty: expected a number above 0" POST /v1/completions '{"prompt": "x", "repetition_penalty": 0}'
+bad 400 "repeat_penalty: expected a number above 0" POST /v1/completions '{"prompt": "x", "repeat_penalty": "x"}'
 bad 400 "top_p: 1e-50 is 0 in the sampler's 32-bit float" POST /v1/completions '{"prompt": "x", "top_p": 1e-50}'
 [ "$(j "b['error']['param']")" = top_p ] && ok "a top_p that is 0 as a float names top_p" || fail "top_p param"
 bad 400 "n: only 1 is supported" POST /v1/completions '{"prompt": "x", "n": 2}'

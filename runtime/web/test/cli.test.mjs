@@ -104,6 +104,8 @@ test('errors: usage (status 2) and runtime (status 1) messages; a failed run kee
     [['run', bundle, '--weights', FIX], /run: give --tokens IDS or --prompt TEXT/],
     [['run', bundle, '--weights', FIX, '--tokens', '1', '--top-p', '0'], /--top-p: expected a number in \(0, 1\]/],
     [['run', bundle, '--weights', FIX, '--tokens', '1', '--greedy', '--seed', '3'], /--greedy: cannot be combined/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--repeat-penalty', '0'], /--repeat-penalty: expected a number above 0/],
+    [['run', bundle, '--weights', FIX, '--tokens', '1', '--repeat-penalty', 'nan'], /--repeat-penalty: expected a number above 0/],
     [['run', bundle, '--weights', FIX, '--tokens', '1', '--frobnicate'], /run: unknown option '--frobnicate'/],
     [['fly'], /unknown command 'fly'/],
   ];

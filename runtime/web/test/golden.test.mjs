@@ -26,8 +26,9 @@ const dir = scratch();
 const names = fixtures();
 
 // Opens `bundlePath` on the fixture's weights; generates greedily (on the
-// host, or on the device) with every position's logits kept.
-async function runFixture(bundlePath, g, hostGreedy) {
+// host, or on the device) with every position's logits kept; then `also`
+// (when given) on the same runtime.
+async function runFixture(bundlePath, g, hostGreedy, also) {
   const gpu = await nodeGpu();
   const bundle = readBundle(readFileSync(bundlePath), bundlePath);
   const checkpoint = await openCheckpoint(dirFiles(g.dir), g.dir);
@@ -38,6 +39,7 @@ async function runFixture(bundlePath, g, hostGreedy) {
     const ids = await new Session(rt).generate(g.prompt, g.generated.length, {
       hostGreedy, onLogits: (r) => void rows.push(Float32Array.from(r)) });
     assert.equal(rt.position, g.prompt.length + g.generated.length - 1);
+    if (also) await also(rt);
     return { ids, rows };
   } finally {
     rt.destroy();
@@ -52,6 +54,25 @@ test('the fixtures are all there', () => {
 
 // the fixtures with 16-bit checkpoints (the bundle keeps their dtype)
 const SIXTEEN_BIT = { falcon_bf16_untied: 'bf16', jamba_gqa: 'bf16', mamba1_f16_sharded: 'f16' };
+
+// transformers' greedy tokens under a repetition penalty
+// (tools/gen_penalty_golden.py: penalty.json), drawn on the device (the seen
+// tokens on the GPU), and on the host for one penalty.
+const PENALTY = ['mamba1_tiny'];
+function penaltyRuns(g) {
+  return async (rt) => {
+    const pen = JSON.parse(readFileSync(join(g.dir, 'penalty.json'), 'utf8'));
+    assert.ok(rt.m.decode.hasSeen && pen.runs.length >= 2);
+    for (const run of pen.runs)
+      for (const hostGreedy of run === pen.runs[0] ? [false, true] : [false]) {
+        await rt.reset();
+        const ids = await new Session(rt).generate(pen.prompt, run.generated.length,
+                                                   { hostGreedy, repeatPenalty: run.repetition_penalty });
+        assert.deepEqual(ids, run.generated, `penalty ${run.repetition_penalty}${hostGreedy ? ', host' : ''}: ` +
+                         `generated ${ids}, transformers ${run.generated}`);
+      }
+  };
+}
 
 // Open items, reported as todo until fixed (every other fixture must pass).
 const OPEN = {};
@@ -77,7 +98,7 @@ for (const name of names) {
     assert.equal(dtype, SIXTEEN_BIT[name] ?? 'f32');
     if (dtype !== 'f32')
       assert.ok(readBundle(readFileSync(chunked), chunked).manifest.weights.some((w) => w.dtype === dtype));
-    const a = await runFixture(chunked, g, true);
+    const a = await runFixture(chunked, g, true, PENALTY.includes(name) ? penaltyRuns(g) : null);
     const s = await runFixture(stepwise, g, false);
     const half = dtype !== 'f32';
     for (const [how, r] of [['chunked, host greedy', a], ['token by token, device sampler', s]]) {
