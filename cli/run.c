@@ -28,7 +28,7 @@ typedef struct {
   const char *stops[SSMC_STOPS_MAX];
   int nstops;
   double temperature, top_p, min_p, repeat_penalty;
-  int greedy, validation, chunk_given, max_seq_given, sampling[5], no_cache, quiet, json,
+  int greedy, validation, chunk_given, max_seq_given, sampling[6], no_cache, quiet, json,
       interactive;
   char *cache_dir;
   ssm_cli_backend_choice choice; /* --backend, and why */
@@ -142,18 +142,25 @@ static int print_token(int32_t id, void *user) {
   return ssm_cli_stop_add(&p->out, text, len);
 }
 
+/* The sampler: the model's generation_config.json defaults, then the
+ * options given (r->sampling: temperature, top_k, top_p, seed, min_p,
+ * repeat_penalty); --greedy is greedy whatever the file says. */
+static void sampler_options(ssmc_session *s, const run_args *r, ssmc_generate_options *g) {
+  ssmc_status_free(ssmc_session_generate_defaults(s, g, NULL)); /* checked at open: no error */
+  if (r->sampling[0] || r->greedy) g->temperature = (float)r->temperature;
+  if (r->sampling[1] || r->greedy) g->top_k = (int)r->top_k;
+  if (r->sampling[2] || r->greedy) g->top_p = (float)r->top_p;
+  if (r->sampling[4] || r->greedy) g->min_p = (float)r->min_p;
+  if (r->sampling[5]) g->repeat_penalty = (float)r->repeat_penalty;
+  g->seed = (uint32_t)r->seed;
+  g->host_greedy = r->greedy;
+}
+
 /* Generates up to -n tokens from `ids` into gen (room for -n + 1). */
 static ssmc_status generate(ssmc_session *s, run_args *r, printer *p, const int32_t *ids,
                             size_t nids, int32_t *gen, size_t *ngen) {
   ssmc_generate_options g;
-  ssmc_generate_options_init(&g);
-  g.temperature = (float)r->temperature;
-  g.top_k = (int)r->top_k;
-  g.top_p = (float)r->top_p;
-  g.min_p = (float)r->min_p;
-  g.repeat_penalty = (float)r->repeat_penalty;
-  g.seed = (uint32_t)r->seed;
-  g.host_greedy = r->greedy;
+  sampler_options(s, r, &g);
   g.on_logits = r->dump ? dump_row : NULL;
   g.on_token = p->dec ? print_token : stop_on_signal;
   g.stop_at_eos = p->dec != NULL;
@@ -244,14 +251,7 @@ static ssmc_status chat(ssmc_session *s, const ssmc_tokenizer *t, run_args *r, c
   ssm_cli_chat_args a = {.s = s, .t = t, .chat_template = r->chat_template, .first = first,
                          .first_len = first_len, .n = (int)r->n, .stops = r->stops,
                         .nstops = r->nstops};
-  ssmc_generate_options_init(&a.g);
-  a.g.temperature = (float)r->temperature;
-  a.g.top_k = (int)r->top_k;
-  a.g.top_p = (float)r->top_p;
-  a.g.min_p = (float)r->min_p;
-  a.g.repeat_penalty = (float)r->repeat_penalty;
-  a.g.seed = (uint32_t)r->seed;
-  a.g.host_greedy = r->greedy;
+  sampler_options(s, r, &a.g);
   return ssm_cli_chat(&a);
 }
 
@@ -344,7 +344,7 @@ int ssm_cli_run(int argc, char **argv) {
                  .what = "a number in (0, 1] (1: off)", .given = &r.sampling[2]},
                 O_NUM("--min-p", &r.min_p, 0, 1, "a number in [0, 1] (0: off)", &r.sampling[4]),
                 {.name = "--repeat-penalty", .kind = NUM, .dest = &r.repeat_penalty, .hi = FLT_MAX,
-                 .open = 1, .what = "a number above 0 (1: off)"},
+                 .open = 1, .what = "a number above 0 (1: off)", .given = &r.sampling[5]},
                 O_INT("--seed", &r.seed, 0, (1 << 24) - 1, "an integer in [0, 16777215]", &r.sampling[3]),
                 {0}};
   const char *text = NULL; /* ssmc run MODEL "PROMPT" */
@@ -405,7 +405,14 @@ int ssm_cli_run(int argc, char **argv) {
   if (!st) st = run_session(s, &r, &p);
   /* the state after every token fed; the last generated one was not fed */
   if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
-  if (!st && !r.quiet) ssm_cli_print_summary(s, &r.choice, r.json);
+  if (!st && !r.quiet) {
+    ssm_cli_print_summary(s, &r.choice, r.json);
+    ssmc_generate_options g;
+    const char *from;
+    ssmc_status_free(ssmc_session_generate_defaults(s, &g, &from));
+    if (*from && !r.json)
+      fprintf(stderr, "defaults from generation_config.json: %s (options given override them)\n", from);
+  }
   ssmc_decoder_destroy(p.dec); /* before the session: it uses the session's tokenizer */
   ssm_sb_free(&p.out.text);
   ssmc_session_close(s);

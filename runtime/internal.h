@@ -28,6 +28,28 @@ struct ssmc_snapshot {
   float *seen; /* the session's seen-token set when it was taken (NULL: none) */
 };
 
+/* A model directory's generation_config.json (genconfig.c). */
+enum { SSM_GC_DO_SAMPLE, SSM_GC_TEMPERATURE, SSM_GC_TOP_K, SSM_GC_TOP_P, SSM_GC_MIN_P,
+       SSM_GC_REPEAT_PENALTY, SSM_GC_COUNT };
+#define SSM_GENCONFIG_MAX_EOS 16
+typedef struct {
+  char path[4224];  /* the file read; "" when there was none */
+  int neos;         /* its eos_token_id: an id or a list */
+  int64_t eos[SSM_GENCONFIG_MAX_EOS];
+  int do_sample;
+  int has[SSM_GC_COUNT];      /* the fields given (not null) */
+  double value[SSM_GC_COUNT]; /* the numbers among them */
+  char from[160];   /* the fields that are defaults, for people ("eos_token_id, do_sample") */
+} ssm_genconfig;
+
+/* Reads dir/generation_config.json (nothing when there is none); a field
+ * of the wrong type or out of range is an error naming the file and field. */
+ssm_status ssm_genconfig_read(const char *dir, int64_t vocab, ssm_genconfig *out);
+/* Fills c->from. */
+void ssm_genconfig_describe(ssm_genconfig *c);
+/* The name of field i (SSM_GC_*) in the file. */
+const char *ssm_genconfig_field(int i);
+
 struct ssmc_session {
   ssm_loaded *model;
   ssm_snapshot *parked; /* its state while another session is resident */
@@ -48,6 +70,7 @@ struct ssmc_session {
   /* every token fed or drawn since the last reset, for the repetition
    * penalty: SSM_SEEN_WORDS(vocab) floats (ir.h); NULL until the first */
   float *seen;
+  ssm_genconfig genconfig; /* the model directory's generation_config.json */
 };
 
 /* A copy of a session's seen-token set (NULL stays NULL), malloc'd. */

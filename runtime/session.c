@@ -259,10 +259,12 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
     ssm_sb_printf(&p, "%s/tokenizer.json", s->model_dir);
     st = ssm_sb_take(&p, "the tokenizer's file name", &s->tok_path);
   }
+  if (!st) st = ssm_genconfig_read(s->model_dir, s->b->vocab, &s->genconfig);
   if (st) {
     ssmc_session_close(s);
     return st;
   }
+  ssm_genconfig_describe(&s->genconfig);
   s->stats.open_s = ssm_now() - t0;
   *out = s;
   return NULL;
@@ -315,7 +317,9 @@ int64_t ssmc_session_eos(const ssmc_session *cs) {
   ssmc_session *s = (ssmc_session *)cs; /* resolved once, on first use */
   if (!s->eos_known) {
     s->eos_known = 1;
-    s->eos = s->eos_option >= 0 ? s->eos_option : s->b->eos;
+    s->eos = s->eos_option >= 0       ? s->eos_option
+             : s->genconfig.neos > 0 ? s->genconfig.eos[0]
+                                     : s->b->eos;
     const ssmc_tokenizer *t;
     if (s->eos < 0 && exists(s->tok_path)) {
       ssm_status st = ssmc_session_tokenizer(s, &t);
@@ -435,7 +439,7 @@ static int on_step(int32_t id, const float *logits, void *user) {
     if (c->err) return 1;
     if (c->g->on_logits && c->g->on_logits(logits, V, pos, c->g->user)) return 1;
   }
-  if (c->g->stop_at_eos && id == c->eos) return c->hit_eos = 1;
+  if (c->g->stop_at_eos && c->eos >= 0 && ssmc_session_is_eos(c->s, id)) return c->hit_eos = 1;
   return c->g->on_token && c->g->on_token(id, c->g->user);
 }
 
@@ -517,7 +521,7 @@ static ssm_status generate(ssmc_session *s, const int32_t *prompt, size_t np, in
   for (int k = 0; k < max_tokens; k++) {
     int32_t id;
     SSM_TRY(host_pick(s, penalty, &id));
-    if (g->stop_at_eos && id == eos) break;
+    if (g->stop_at_eos && eos >= 0 && ssmc_session_is_eos(s, id)) break;
     out[(*out_count)++] = id;
     SSM_TRY(seen_mark(s, &id, 1));
     if ((g->on_token && g->on_token(id, g->user)) || k + 1 == max_tokens) break;

@@ -82,6 +82,7 @@ ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out) {
   f->b = s->b;
   f->tok_explicit = s->tok_explicit;
   f->eos_option = s->eos_option;
+  f->genconfig = s->genconfig;
   st = s->weights ? ssm_strdup(s->weights, "a forked session", &f->weights) : NULL;
   if (!st && s->tok_path) st = ssm_strdup(s->tok_path, "a forked session", &f->tok_path);
   if (!st && s->model_dir) st = ssm_strdup(s->model_dir, "a forked session", &f->model_dir);

@@ -210,8 +210,10 @@ typedef struct {
                           * sequences (0: none; ssmc_session_bench_batch) */
   int no_fuse;           /* compile every op as a kernel of its own (for testing fusion) */
   ssmc_dtype dtype;      /* when compiling (and on the CPU backend); a bundle keeps its own */
-  int64_t eos;           /* the end-of-text id; -1: config.json's eos_token_id, else the
-                          * tokenizer's <|endoftext|>; an id past the vocabulary is refused */
+  int64_t eos;           /* the end-of-text id; -1: the ids of the model directory's
+                          * generation_config.json eos_token_id, else config.json's, else
+                          * the tokenizer's <|endoftext|>; an id past the vocabulary is
+                          * refused */
   /* Where compiled models are kept, by content (NULL: a model is compiled in
    * memory at every open and nothing is written). A model compiled before
    * with the same description, config.json, options and ssmc build is read
@@ -249,8 +251,15 @@ int64_t ssmc_session_vocab(const ssmc_session *s);
 /* The prompt tokens one prefill run processes (ssmc_options.chunk, or the
  * bundle's): feeding a multiple of it runs only whole chunks. */
 int ssmc_session_chunk(const ssmc_session *s);
-/* The end-of-text id (see ssmc_options.eos), or -1 when there is none. */
+/* The end-of-text id (see ssmc_options.eos), or -1 when there is none:
+ * ssmc_options.eos, else the first of the model directory's
+ * generation_config.json eos_token_id, else config.json's, else the
+ * tokenizer's <|endoftext|>. */
 int64_t ssmc_session_eos(const ssmc_session *s);
+/* Whether `id` ends generation (stop_at_eos): ssmc_options.eos when given,
+ * else every id of generation_config.json's eos_token_id (an id or a
+ * list), else ssmc_session_eos. */
+int ssmc_session_is_eos(const ssmc_session *s, int32_t id);
 /* How the matmul and embedding weights are kept: "f32", "f16", "bf16",
  * "q8_0" or "q4_0". */
 const char *ssmc_session_dtype(const ssmc_session *s);
@@ -320,6 +329,16 @@ typedef struct {
 
 /* Greedy, top_p 1, no callbacks. */
 void ssmc_generate_options_init(ssmc_generate_options *g);
+/* ssmc_generate_options_init's values with the defaults of the model
+ * directory's generation_config.json (read when the session opened; a
+ * malformed one fails the open, naming the file and the field): with
+ * do_sample true, temperature (default 1), top_k (default 50, as
+ * transformers), top_p and min_p; repetition_penalty in any case; do_sample
+ * false or absent leaves decoding greedy. *out_from (may be NULL) gets the
+ * fields that were taken from the file, comma-separated ("" for none), valid
+ * while the session is open. */
+ssmc_status ssmc_session_generate_defaults(const ssmc_session *s, ssmc_generate_options *g,
+                                           const char **out_from);
 
 /* Feeds `prompt` (at least one token) and generates up to `max_tokens` ids
  * into `out_ids` (room for max_tokens), *out_count of them. The state then

@@ -271,8 +271,11 @@ ssm_status ssm_api_parse(const ssm_api *api, int chat, const char *text, size_t 
   j->refs = 1;
   j->chat = chat;
   j->slot = -1;
-  double max_tokens = chat ? api->o->max_tokens : 16, temperature = 1, top_p = 1, top_k = 0, seed = NAN,
-         min_p = 0, penalty = 1;
+  const ssmc_generate_options *d = &api->dflt;
+  int ds = api->dflt_sampling;
+  double max_tokens = chat ? api->o->max_tokens : 16, temperature = ds ? d->temperature : 1,
+         top_p = ds ? d->top_p : 1, top_k = ds ? d->top_k : 0, seed = NAN, min_p = ds ? d->min_p : 0,
+         penalty = d->repeat_penalty > 0 ? d->repeat_penalty : 1;
   int ok = cJSON_IsObject(root) || bad(&b, "body", "expected a JSON object");
   const cJSON *model = ok ? field(&b, "model") : NULL, *stream = ok ? field(&b, "stream") : NULL;
   const char *mt = chat && ok && field(&b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";

@@ -157,6 +157,11 @@ typedef struct {
   int64_t vocab;
   const ssm_serve_options *o;
   int64_t max_seq; /* the positions a request may use (ssmc_session_max_seq); 0: no bound */
+  /* the model's generation_config.json defaults (ssmc_session_generate_defaults):
+   * the sampler's when it says do_sample (else OpenAI's temperature 1), and its
+   * repetition_penalty */
+  ssmc_generate_options dflt;
+  int dflt_sampling;
 } ssm_api;
 
 /* The error body of a request when even its own could not be made (503). */

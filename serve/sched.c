@@ -513,8 +513,9 @@ static void batch_step(sched *d) {
       continue;
     }
     j->covered++;
-    ssm_status s = srv->eos >= 0 && id == srv->eos ? NULL : take_token(j, id);
-    if (!s && srv->eos >= 0 && id == srv->eos) j->finish = "stop";
+    int eos = srv->eos >= 0 && ssmc_session_is_eos(srv->session, id);
+    ssm_status s = eos ? NULL : take_token(j, id);
+    if (!s && eos) j->finish = "stop";
     if (s) fail(d, j, s);
     else if (j->finish) finish_slot(d, j);
     else j->next = id;

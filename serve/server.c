@@ -529,7 +529,11 @@ ssm_status ssm_server_start(ssmc_session *s, const ssm_chat *chat, const ssm_ser
   srv->eos = ssmc_session_eos(s);
   srv->chunk = ssmc_session_chunk(s);
   srv->cache_every = opts->cache_every ? (opts->cache_every + srv->chunk - 1) / srv->chunk * srv->chunk : 0;
-  *api = (ssm_api){tok, chat, ssmc_session_vocab(s), &srv->o, ssmc_session_max_seq(s)};
+  *api = (ssm_api){.tok = tok, .chat = chat, .vocab = ssmc_session_vocab(s), .o = &srv->o,
+                   .max_seq = ssmc_session_max_seq(s)};
+  const char *from;
+  ssmc_status_free(ssmc_session_generate_defaults(s, &api->dflt, &from)); /* checked at open */
+  api->dflt_sampling = strstr(from, "do_sample") != NULL;
   srv->api = api;
   pthread_mutex_init(&srv->mu, NULL);
   pthread_cond_init(&srv->cv, NULL);

@@ -39,6 +39,15 @@ static char *sh(int want_rc, const char *fmt, ...) {
   return out;
 }
 
+/* The last line of `out` (freed), malloc'd. */
+static char *last_line(char *out) {
+  size_t n = strlen(out);
+  while (n && out[n - 1] == '\n') out[--n] = 0;
+  char *nl = strrchr(out, '\n'), *line = strdup(nl ? nl + 1 : out);
+  free(out);
+  return line;
+}
+
 /* A directory of the temp dir, made empty. */
 static const char *fresh_dir(const char *name) {
   static char bufs[4][512];
@@ -444,6 +453,60 @@ static void test_sigint_while_compiling(void) {
 /* A bundle remembers its weights directory: `run X.ssmb` needs no
  * --weights; moved or changed weights are refused, naming what changed;
  * --weights overrides; a bundle compiled without weights says so. */
+/* A model directory's generation_config.json gives run its defaults, which
+ * options override; run names the fields it took; unknown fields are
+ * ignored; a malformed file is an error naming the file and the field. */
+static void test_generation_config(void) {
+  const char *dir = fresh_dir("genconfig");
+  const char *run = "$SSMC run %s/m --backend cpu --tokens 852,328,421,145,37,285,697,882 -n 12 -q %s";
+  free(sh(0, "cp -r " FIX " %s/m", dir));
+  char *greedy = last_line(sh(0, run, dir, "")), *pen = last_line(sh(0, run, dir, "--repeat-penalty 1.3"));
+  char *hot = last_line(sh(0, run, dir, "--temperature 0.8 --top-k 50 --seed 3"));
+  CU_ASSERT_STRING_NOT_EQUAL(greedy, pen);
+  CU_ASSERT_STRING_NOT_EQUAL(greedy, hot);
+  /* the penalty as a default; --repeat-penalty 1 turns it off */
+  free(sh(0, "echo '{\"repetition_penalty\": 1.3, \"new_field\": [1, {}]}' > %s/m/generation_config.json",
+          dir));
+  char *out = sh(0, "$SSMC run %s/m --backend cpu --tokens 1 -n 1", dir);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, "defaults from generation_config.json: repetition_penalty"));
+  free(out);
+  char *got = last_line(sh(0, run, dir, ""));
+  CU_ASSERT_STRING_EQUAL(got, pen);
+  free(got);
+  got = last_line(sh(0, run, dir, "--repeat-penalty 1"));
+  CU_ASSERT_STRING_EQUAL(got, greedy);
+  free(got);
+  /* do_sample: transformers' top_k 50 and the file's temperature; options override */
+  free(sh(0, "echo '{\"do_sample\": true, \"temperature\": 0.8}' > %s/m/generation_config.json", dir));
+  got = last_line(sh(0, run, dir, "--seed 3"));
+  CU_ASSERT_STRING_EQUAL(got, hot);
+  free(got);
+  got = last_line(sh(0, run, dir, "--temperature 0"));
+  CU_ASSERT_STRING_EQUAL(got, greedy);
+  free(got);
+  got = last_line(sh(0, run, dir, "--greedy"));
+  CU_ASSERT_STRING_EQUAL(got, greedy);
+  free(got);
+  static const char *const bad[][2] = {
+      {"{\"temperature\": \"hot\"}", "generation_config.json: temperature: expected a number from 0"},
+      {"{\"top_p\": 0}", "generation_config.json: top_p: expected a number above 0 to 1"},
+      {"{\"do_sample\": 1}", "generation_config.json: do_sample: expected true or false"},
+      {"{\"eos_token_id\": [2, \"x\"]}", "generation_config.json: eos_token_id: expected token ids from 0 to 999 (entry 1"},
+      {"{\"eos_token_id\": 1000}", "generation_config.json: eos_token_id: expected token ids"},
+      {"{\"repetition_penalty\": -1}", "generation_config.json: repetition_penalty: expected a number above 0"},
+      {"[1, 2", "generation_config.json: not a JSON object"}};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    free(sh(0, "echo '%s' > %s/m/generation_config.json", bad[i][0], dir));
+    out = sh(1, run, dir, "");
+    if (!strstr(out, bad[i][1])) fprintf(stderr, "\n  want '%s' in: %s", bad[i][1], out);
+    CU_ASSERT_PTR_NOT_NULL(strstr(out, bad[i][1]));
+    free(out);
+  }
+  free(greedy);
+  free(pen);
+  free(hot);
+}
+
 static void test_bundle_weights(void) {
   const char *dir = fresh_dir("moving");
   char *out = sh(0, "cp -r " FIX " %s/m && $SSMC compile %s/m -o %s/m.ssmb && "
@@ -1137,6 +1200,7 @@ int main(void) {
                          {"serve_bundle_template", test_serve_bundle_template},
                          {"sigint_while_compiling", test_sigint_while_compiling},
                          {"bundle_weights", test_bundle_weights}, {"weights_file", test_weights_file},
+                         {"generation_config", test_generation_config},
                          {"summary", test_summary},
                          {"progress", test_progress},
                          {"bench_reps", test_bench_reps},

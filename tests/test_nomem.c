@@ -446,7 +446,7 @@ static void test_api(void) {
   CU_ASSERT_PTR_NOT_NULL_FATAL(chat);
   ssm_serve_options o;
   ssm_serve_options_init(&o);
-  ssm_api api = {tok, chat, 50000, &o, 0};
+  ssm_api api = {.tok = tok, .chat = chat, .vocab = 50000, .o = &o};
   api_request chat_rq = {&api, 1, "{\"messages\": [{\"role\": \"system\", \"content\": \"Be brief.\"}, "
                                   "{\"role\": \"user\", \"content\": \"Hello, how are you?\"}], "
                                   "\"max_tokens\": 8, \"stop\": [\"</s>\", \"\\n\\n\"]}"};

@@ -227,6 +227,53 @@ static void test_repeat_penalty(void) {
   CU_ASSERT(runs >= 3 + 2 * 2 * 3); /* a fixture may leave out a run, not most */
 }
 
+/* generation_config.json's eos_token_id list: each id ends generation (the
+ * device sampler's and the host's); ssmc_options.eos replaces the list; its
+ * sampling defaults come from ssmc_session_generate_defaults. */
+static void test_generation_config(void) {
+  char dir[600], *out;
+  snprintf(dir, sizeof dir, "%s/genconfig", ssm_test_tmpdir());
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "rm -rf %s && cp -r %s %s && echo '{\"eos_token_id\": [999, 618], "
+           "\"do_sample\": true, \"top_p\": 0.9, \"min_p\": 0.1, \"pad_token_id\": 0}' > "
+           "%s/generation_config.json", dir, ssm_test_path("tests/data/mamba1_tiny"), dir, dir);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, &out), 0);
+  free(out);
+  for (int eos_option = 0; eos_option < 2; eos_option++) {
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.backend = SSMC_BACKEND_CPU;
+    if (eos_option) o.eos = 598;
+    ssmc_session *s = NULL;
+    SSM_ASSERT_OK(ssmc_session_open(dir, &o, &s));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ssmc_session_eos(s), eos_option ? 598 : 999);
+    CU_ASSERT_EQUAL(ssmc_session_is_eos(s, 618), !eos_option);
+    CU_ASSERT_EQUAL(ssmc_session_is_eos(s, 999), !eos_option);
+    CU_ASSERT_EQUAL(ssmc_session_is_eos(s, 598), eos_option);
+    /* greedy: 598 four times, then 618 (test_min_p's prompt) */
+    int32_t p[] = {852, 328, 421, 145, 37, 285, 697, 882}, ids[16];
+    for (int host = 0; host < 2; host++) {
+      ssmc_generate_options g;
+      ssmc_generate_options_init(&g);
+      g.stop_at_eos = 1;
+      g.host_greedy = host;
+      size_t n = 0;
+      SSM_ASSERT_OK(ssmc_session_reset(s));
+      SSM_ASSERT_OK(ssmc_session_generate(s, p, 8, 12, &g, ids, &n));
+      CU_ASSERT_EQUAL(n, eos_option ? 0u : 4u);
+      CU_ASSERT(n < 1 || ids[0] == 598);
+    }
+    ssmc_generate_options g;
+    const char *from;
+    SSM_ASSERT_OK(ssmc_session_generate_defaults(s, &g, &from));
+    CU_ASSERT(g.temperature == 1 && g.top_k == 50 && g.top_p == 0.9f && g.min_p == 0.1f &&
+              g.repeat_penalty == 0);
+    CU_ASSERT_STRING_EQUAL(from, "eos_token_id, do_sample, top_p, min_p");
+    ssmc_session_close(s);
+  }
+}
+
 static int count_row(const float *logits, int64_t vocab, int64_t position, void *user) {
   int *rows = user;
   CU_ASSERT_EQUAL(position, *rows); /* in order, one per position */
@@ -315,6 +362,7 @@ int main(void) {
                          {"sampling_logits", test_sampling_logits},
                          {"min_p", test_min_p},
                          {"repeat_penalty", test_repeat_penalty},
+                         {"generation_config", test_generation_config},
                          {"bad_settings", test_bad_settings},
                          {"stop_strings", test_stop_strings},
                          CU_TEST_INFO_NULL};
