@@ -192,6 +192,7 @@ static void test_repeat_penalty(void) {
     char prompt[512], want[512];
     int np, ngen;
     join(cJSON_GetObjectItem(j, "prompt"), prompt, sizeof prompt, &np);
+    CU_ASSERT(np > 0 && cJSON_GetArraySize(cJSON_GetObjectItem(j, "runs")) >= 1);
     for (int be = f ? 1 : 0; be < 2; be++) { /* Vulkan: one model (the sampler is the same) */
       ssmc_session *s = open_fixture(fix[f], be ? SSMC_BACKEND_CPU : SSMC_BACKEND_VULKAN);
       const cJSON *run;
@@ -224,7 +225,7 @@ static void test_repeat_penalty(void) {
     }
     cJSON_Delete(j);
   }
-  CU_ASSERT(runs >= 3 + 2 * 2 * 3); /* a fixture may leave out a run, not most */
+  CU_ASSERT(runs >= 3 * 2); /* a near-tie may leave out runs, not all of a fixture's */
 }
 
 /* generation_config.json's eos_token_id list: each id ends generation (the
