@@ -113,19 +113,22 @@ async function openRuntime(args, cmd) {
 
 // `ssmc run`'s timing summary on stderr (cli/progress.c: ssm_cli_print_summary),
 // line for line, for a run whose runtime took `loadS` seconds to open.
+const REASON = 'the WebGPU host runs the bundle';
 function printSummary(rt, stats, loadS, json) {
   const rate = (n, s) => (s > 0 ? n / s : 0);
   const { promptTokens: pt, promptS: ps, generatedTokens: gt, generateS: gs } = stats;
   if (json) {
     const us = (x) => Math.round(x * 1e6) / 1e6, hundredths = (x) => Math.round(x * 100) / 100;
     process.stderr.write(JSON.stringify({
-      device: rt.deviceName, backend: 'webgpu', dtype: rt.m.dtype, load_s: us(loadS), compile_s: 0, cache: 'off',
+      device: rt.deviceName, backend: 'webgpu', backend_reason: REASON, dtype: rt.m.dtype, load_s: us(loadS),
+      compile_s: 0, cache: 'off',
       prompt_tokens: pt, prompt_s: us(ps), prompt_tokens_per_s: hundredths(rate(pt, ps)),
       generated_tokens: gt, generate_s: us(gs), generated_tokens_per_s: hundredths(rate(gt, gs)),
     }) + '\n');
     return;
   }
   process.stderr.write(`device:     ${rt.deviceName}, WebGPU (Dawn), ${rt.m.dtype} weights\n` +
+                       `backend:    webgpu: ${REASON}\n` +
                        `load:       ${loadS.toFixed(2)} s\n` +
                        `prompt:     ${pt} tokens, ${ps.toFixed(3)} s, ${rate(pt, ps).toFixed(1)} tokens/s\n` +
                        `generation: ${gt} tokens, ${gs.toFixed(3)} s, ${rate(gt, gs).toFixed(1)} tokens/s\n`);
