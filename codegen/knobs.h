@@ -119,6 +119,10 @@
 #define KNOB_COOP_THIN_K 1024
 /* slices of w read into L2 ahead on wide tiles: a workgroup waits for each slice otherwise */
 #define KNOB_COOP_AHEAD 2
+/* two slices' staging, one barrier a slice (gemm_coop's DB): fewer waits on each slice's
+ * loads, except on narrow tiles with an rmsnorm prologue, which were slower with it */
+#define KNOB_COOP_DOUBLE 1
+#define KNOB_COOP_DOUBLE_NARROW_NORM 0
 
 /* a batched program's matmuls of up to this many rows: coop_few (gemv_coop.glsl.in) */
 #define KNOB_COOP_FEW_ROWS 64

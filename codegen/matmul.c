@@ -237,7 +237,10 @@ static int coop_few_applies(const cg_ctx *c, int64_t M) {
  * portable kernel). It runs 16 subgroups (512 invocations: device.c
  * checks): 8 stage x, 8 stage w, and all 16 multiply, each tile of x loaded once a
  * slice per subgroup; and it reads x, the norm's gain and w 16 bytes at a
- * time where they are tensors in memory (coop_loads). It takes tiles of
+ * time where they are tensors in memory (coop_loads). Shared memory holds
+ * two slices, one staged while the other is multiplied (DB), except for
+ * narrow tiles with a norm prologue (KNOB_COOP_DOUBLE_NARROW_NORM: slower
+ * there). It takes tiles of
  * 128 x 128 where there are KNOB_COOP_BIG_TILES of them (about one wave of
  * a large GPU), else 128 x 64: a wide tile does twice the products of a
  * narrow one in less than twice the time, but too few of them leave
@@ -369,8 +372,10 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * is in L2 already. */
   const int64_t SGN = CBN == 128 ? 4 : 2;
   const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
+  const int db = CBN == 64 && norm ? KNOB_COOP_DOUBLE_NARROW_NORM : KNOB_COOP_DOUBLE;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
-                       "SGN", I64(SGN), "AHEAD", I64(ahead), "NORM", norm ? "1" : "0",
+                       "SGN", I64(SGN), "AHEAD", I64(ahead), "DB", db ? "1" : "0",
+                       "NORM", norm ? "1" : "0",
                        "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
@@ -378,8 +383,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   char *src;
   SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
   out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
-                                    "(cooperative: BM=128 BN=%lld AHEAD=%lld)\n%s",
-                                    out->params, (long long)CBN, (long long)ahead, src);
+                                    "(cooperative: BM=128 BN=%lld AHEAD=%lld DB=%d)\n%s",
+                                    out->params, (long long)CBN, (long long)ahead, db, src);
   return NULL;
 }
 

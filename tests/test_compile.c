@@ -891,7 +891,8 @@ static char *function_text(const char *src, const char *name) {
 }
 
 /* gemm_coop of a bf16 checkpoint (falcon_bf16_untied at a chunk of 64):
- * 16 subgroups in SGM x SGN, and load_x and load_w read memory through
+ * 16 subgroups in SGM x SGN, two slices' staging but where a narrow tile
+ * has a norm prologue (knobs.h), and load_x and load_w read memory through
  * vector views (ldq) where x is a tensor in memory and k a multiple of 8
  * (x_proj: k of 80; out_proj; in_proj, whose small-row norm is the
  * kernel's prologue: x times the gain rounded, the norm's scale after the
@@ -907,7 +908,7 @@ static void test_gemm_coop_loads(void) {
   ssm_model_close(model);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   const ssm_manifest *m = ssm_bundle_manifest(b);
-  int direct = 0, scalar = 0;
+  int direct = 0, scalar = 0, forms = 0;
   for (int i = 0; i < m->nkernels; i++) {
     const ssm_mf_kernel *k = &m->kernels[i];
     if (!k->glsl_coop.size) continue;
@@ -918,6 +919,10 @@ static void test_gemm_coop_loads(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define NW 16\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "layout(local_size_x = NW * 32) in;"));
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SGN 2\n")); /* tiles of 128 x 64 here */
+    /* two slices' staging, except on narrow tiles with a norm prologue */
+    int normed = strstr(src, "#define NORM 1\n") != NULL;
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, normed ? "#define DB 0 " : "#define DB 1 "));
+    forms |= normed ? 1 : 2;
     if (strstr(k->params, "matmul M=64 K=80 N=29 ") || strstr(k->params, "matmul+add+add M=64 K=80")) {
       direct++;
       CU_ASSERT_PTR_NOT_NULL(strstr(lx, "uint i = (m * 80u + k) >> 2u;"));
@@ -941,6 +946,7 @@ static void test_gemm_coop_loads(void) {
     free(src);
   }
   CU_ASSERT_EQUAL(direct, 3); /* x_proj, out_proj and in_proj (one kernel for every layer) */
+  CU_ASSERT_EQUAL(forms, 3); /* a normed kernel and one without */
   CU_ASSERT_EQUAL(scalar, 1); /* dt_proj */
   ssm_bundle_close(b);
 }
