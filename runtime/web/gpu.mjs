@@ -32,6 +32,7 @@ const UNIFORM_STRIDE = 256; // a dynamic uniform offset's alignment on every ada
 const OFFSETS_BYTES = 144; // SsmOffsets in the WGSL: 32 u32 offsets, then the run's count (a vec4)
 const COUNT_WORD = 32; // the count's u32 index in it
 const STORAGE = 0x80, COPY_SRC = 0x04, COPY_DST = 0x08, UNIFORM = 0x40, MAP_READ = 0x01;
+const QUERY_RESOLVE = 0x200;
 const MAP_MODE_READ = 0x1;
 
 export class GpuError extends Error {}
@@ -201,8 +202,11 @@ export class Runtime {
   // Opens `bundle` (readBundle) on `gpu` (navigator.gpu, or Dawn's in Node)
   // with the weights of `checkpoint` (openCheckpoint). onProgress(done,
   // total) follows the weight upload in bytes; onKernels() is called when
-  // the kernels' pipelines start to build, after the weights.
-  static async open({ gpu, bundle, checkpoint, onProgress = () => {}, onKernels = () => {}, adapterOptions = {} }) {
+  // the kernels' pipelines start to build, after the weights. With
+  // `profile` the device gets timestamp queries (profile()), which the
+  // adapter must offer.
+  static async open({ gpu, bundle, checkpoint, onProgress = () => {}, onKernels = () => {}, adapterOptions = {},
+                      profile = false }) {
     const rt = new Runtime();
     const m = bundle.manifest;
     rt.m = m;
@@ -218,7 +222,11 @@ export class Runtime {
     const texts = m.kernels.map((k) => bundle.text(k.wgsl));
     const p = plan(m);
     const requiredLimits_ = requiredLimits(adapter, m, texts, p);
-    const device = await adapter.requestDevice({ requiredLimits: requiredLimits_ });
+    if (profile && !adapter.features?.has('timestamp-query'))
+      throw new GpuError(`${bundle.name}: the adapter offers no timestamp queries ('timestamp-query'): ` +
+                         'it cannot time the dispatches');
+    const device = await adapter.requestDevice({ requiredLimits: requiredLimits_,
+                                                 requiredFeatures: profile ? ['timestamp-query'] : [] });
     rt.device = device;
     rt.adapterInfo = adapter.info ?? {};
     rt.errors = [];
@@ -521,6 +529,60 @@ export class Runtime {
       }
     }
     return ids;
+  }
+
+  // GPU time of each dispatch of the decode program (or the prefill's, a
+  // whole chunk), the mean over `runs` runs from a fresh state, as
+  // `ssmc bench --profile` (runtime/vulkan/exec.c): [{kernel, family, op,
+  // us, bytes}] with the bytes of its bindings. Each dispatch gets a
+  // compute pass of its own for its timestamps, so the sum is a little
+  // above an unprofiled run's. Needs a runtime opened with `profile`.
+  async profile(prefill, runs) {
+    if (!this.device.features.has('timestamp-query'))
+      throw new GpuError(`${this.name}: opened without timestamp queries (Runtime.open's profile)`);
+    const p = prefill ? this.m.prefill : this.m.decode;
+    const steps = prefill ? this.prefillSteps : this.decodeSteps;
+    if (steps.some((d) => !d.group)) await this.#makeOutputs();
+    const n = steps.length, count = p.tokens;
+    const qs = this.device.createQuerySet({ type: 'timestamp', count: 2 * n });
+    const resolved = this.device.createBuffer({ size: 16 * n, usage: QUERY_RESOLVE | COPY_SRC });
+    const read = this.device.createBuffer({ size: 16 * n, usage: MAP_READ | COPY_DST });
+    const us = new Float64Array(n);
+    const tokens = Int32Array.from({ length: count }, (_, i) => (i * 7919 + 1) % this.vocab);
+    try {
+      await this.reset();
+      for (let r = 0; r < runs; r++) {
+        if (p.hasPos && this.m.max_seq && this.position + count > this.m.max_seq) await this.reset();
+        this.#write(p.tokensIn, tokens);
+        if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
+        if (prefill) this.#setRunCount(count);
+        const enc = this.device.createCommandEncoder();
+        steps.forEach((d, i) => {
+          const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * i,
+                                                                 endOfPassWriteIndex: 2 * i + 1 } });
+          pass.setPipeline(d.pipeline);
+          pass.setBindGroup(0, d.group, [d.offset]);
+          pass.dispatchWorkgroups(d.g[0], d.g[1], d.g[2]);
+          pass.end();
+        });
+        enc.resolveQuerySet(qs, 0, 2 * n, resolved, 0);
+        enc.copyBufferToBuffer(resolved, 0, read, 0, 16 * n);
+        this.device.queue.submit([enc.finish()]);
+        this.position += count;
+        const t = new BigInt64Array(await this.#read(read, 16 * n));
+        for (let i = 0; i < n; i++) us[i] += Number(t[2 * i + 1] - t[2 * i]) / 1e3 / runs;
+      }
+      await this.reset();
+    } finally {
+      qs.destroy();
+      resolved.destroy();
+      read.destroy();
+    }
+    return steps.map((d, i) => {
+      const k = this.m.kernels[d.plan.st.kernel];
+      return { kernel: k.name, family: k.family, op: d.plan.st.op, us: us[i],
+               bytes: d.plan.st.bindings.reduce((a, b) => a + b.bytes, 0) };
+    });
   }
 
   destroy() {

@@ -5,7 +5,7 @@
 //   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
 //        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
 //        [--tokenizer FILE] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
-//   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
+//   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--profile] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
 // --weights defaults to the weights directory the bundle records (as ssmc run).
@@ -25,17 +25,20 @@ import { Runtime, GEN_BATCH } from './gpu.mjs';
 import { Session } from './session.mjs';
 import { Tokenizer, StreamDecoder } from './tokenizer.mjs';
 import { nodeGpu, dirFiles } from './node.mjs';
+import { profileReport } from './profile.mjs';
 
 const USAGE = `usage:
   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
        [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
-  node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--json]
+  node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--profile] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
 The same contract as ssmc run and ssmc bench, on WebGPU (Dawn); --weights defaults to
 the weights directory the bundle records.
 --batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
 run -q: no timing summary on stderr; run --json: the summary as one line of JSON.
+bench --profile: each dispatch's GPU time (timestamp queries; 64 decode runs, 8 prefill
+runs) with totals per kernel family and op group, as ssmc bench --profile.
 `;
 
 class UsageError extends Error {}
@@ -92,7 +95,7 @@ async function readStdin() {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-async function openRuntime(args, cmd) {
+async function openRuntime(args, cmd, profile = false) {
   if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
   const bundle = readBundle(await readFile(args._), args._);
   // the weights directory the bundle records, unless --weights names one
@@ -105,7 +108,7 @@ async function openRuntime(args, cmd) {
   if (text !== null) checkConfig(bundle, text, config, args['--weights']);
   const checkpoint = await openCheckpoint(dirFiles(args['--weights']), args['--weights']);
   try {
-    return await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint });
+    return await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint, profile });
   } finally {
     await checkpoint.close();
   }
@@ -218,13 +221,18 @@ async function cmdRun(argv) {
 
 async function cmdBench(argv) {
   const a = parseArgs('bench', argv, {
-    '--weights': 'str', '--json': 'flag',
+    '--weights': 'str', '--json': 'flag', '--profile': 'flag',
     '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
     '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
   });
-  const rt = await openRuntime(a, 'bench');
+  const rt = await openRuntime(a, 'bench', !!a['--profile']);
   try {
     const b = await new Session(rt).bench(a['-n'] ?? 128, a['--batch']);
+    // the programs timed, as ssmc bench --profile: 64 decode runs, 8 prefill runs
+    const profiles = [];
+    if (a['--profile'])
+      for (const [name, prefill, runs] of [['decode', false, 64], ['prefill', true, 8]])
+        profiles.push([name, await rt.profile(prefill, runs), runs]);
     const gbs = (b.decode_tokens_per_s * b.weight_bytes) / 1e9;
     if (a['--json']) {
       console.log(JSON.stringify({
@@ -235,6 +243,7 @@ async function cmdBench(argv) {
         decode_tokens: b.decode_tokens, prefill_tokens: b.prefill_tokens, weight_bytes: b.weight_bytes,
         decode_gb_per_s: +gbs.toFixed(2), decode_steps_per_submission: b.batch,
         device: rt.deviceName, host: 'webgpu (Dawn, node)',
+        ...Object.fromEntries(profiles.map(([name, steps, runs]) => [name, profileReport(name, steps, runs, true)])),
       }));
     } else {
       console.log(`device: ${rt.deviceName} (WebGPU, Dawn)\n` +
@@ -243,6 +252,7 @@ async function cmdBench(argv) {
                   `decode, token fed back on the device: ${b.decode_feedback_tokens_per_s.toFixed(1)} tokens/s ` +
                   `(${b.batch} steps per submission)\n` +
                   `prefill: ${b.prefill_tokens_per_s.toFixed(1)} tokens/s (${b.prefill_tokens} tokens)`);
+      for (const [name, steps, runs] of profiles) console.log('\n' + profileReport(name, steps, runs, false));
     }
   } finally {
     rt.destroy();

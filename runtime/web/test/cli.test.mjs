@@ -17,6 +17,7 @@ import { join } from 'node:path';
 import { compile, scratch, ssmc, ROOT, WEB, SSMC } from './helpers.mjs';
 import { readBundle } from '../bundle.mjs';
 import { Runtime, workgroupBytes } from '../gpu.mjs';
+import { profileReport } from '../profile.mjs';
 import { openCheckpoint } from '../safetensors.mjs';
 import { dirFiles } from '../node.mjs';
 
@@ -24,6 +25,10 @@ const FIX = join(ROOT, 'tests/data/mamba1_tiny');
 const dir = scratch();
 const bundle = compile(FIX, dir, 'm1', ['--chunk', '4']);
 const PROMPT = '852,328,421,145,37,285,697,882';
+// a fake adapter's limits: enough for the bundles here
+const ADAPTER_LIMITS = { maxBufferSize: 268435456, maxStorageBufferBindingSize: 134217728, maxStorageBuffersPerShaderStage: 8,
+                         maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256,
+                         minStorageBufferOffsetAlignment: 256, maxComputeWorkgroupStorageSize: 16384 };
 
 function web(args, input) {
   const r = spawnSync(process.execPath, [join(WEB, 'ssmc-web.mjs'), ...args], { encoding: 'utf8', input });
@@ -160,6 +165,64 @@ test('check compiles every kernel; bench reports decode and prefill tokens/s', (
   assert.equal(j.weight_bytes, readBundle(readFileSync(bundle), bundle).manifest.weights.reduce((a, w) => a + w.region.bytes, 0));
 });
 
+test('bench --profile times every dispatch of decode and prefill, as ssmc bench --profile', () => {
+  const m = readBundle(readFileSync(bundle), bundle).manifest;
+  const b = web(['bench', bundle, '--weights', FIX, '-n', '2', '--profile', '--json']);
+  assert.equal(b.code, 0, b.err);
+  const j = JSON.parse(b.out);
+  for (const [name, prog, runs] of [['decode', m.decode, 64], ['prefill', m.prefill, 8]]) {
+    const p = j[name];
+    assert.equal(p.runs, runs);
+    assert.equal(p.dispatches, prog.steps.length, name);
+    assert.deepEqual(p.steps.map((s) => s.op), prog.steps.map((st) => st.op), name);
+    assert.deepEqual(p.steps.map((s) => s.kernel), prog.steps.map((st) => m.kernels[st.kernel].name), name);
+    assert.ok(p.steps.every((s) => s.us > 0), `${name}: a dispatch without time`);
+    const sum = p.steps.reduce((a, s) => a + s.us, 0);
+    assert.ok(Math.abs(sum - p.us) <= 1e-3 * p.steps.length, `${name}: ${sum} against ${p.us}`);
+    // the families' and op groups' totals cover the dispatches
+    assert.equal(p.families.reduce((a, f) => a + f.dispatches, 0), prog.steps.length);
+    assert.deepEqual(new Set(p.families.map((f) => f.name)), new Set(prog.steps.map((st) => m.kernels[st.kernel].family)));
+    assert.equal(p.op_groups.reduce((a, g) => a + g.dispatches, 0), prog.steps.length);
+    const bytes = prog.steps.map((st) => st.bindings.reduce((a, r) => a + r.bytes, 0));
+    assert.deepEqual(p.steps.map((s) => s.bytes), bytes, name);
+  }
+});
+
+test('the profile report prints totals per family and op group, and each dispatch, as ssmc bench --profile', () => {
+  const steps = [{ kernel: 'k0_embed', family: 'embed', op: 'embed T=1', us: 2, bytes: 4000 },
+                 { kernel: 'k1_gemv', family: 'gemv', op: 'rmsnorm+matmul M=1 K=64', us: 6, bytes: 30000 },
+                 { kernel: 'k1_gemv', family: 'gemv', op: 'rmsnorm+matmul M=1 K=64', us: 4, bytes: 30000 },
+                 { kernel: 'k2_gemv', family: 'gemv', op: 'matmul+add M=1', us: 8, bytes: 12000 }];
+  assert.equal(profileReport('decode', steps, 64, false), [
+    'decode: 4 dispatches, 20.0 us of GPU time per run (mean of 64), 3.8 GB/s over their bindings',
+    '  by kernel family:',
+    '    embed                           1 dispatches        2.0 us  10.0%      2.0 GB/s',
+    '    gemv                            3 dispatches       18.0 us  90.0%      4.0 GB/s',
+    '  by op group:',
+    '    embed                           1 dispatches        2.0 us  10.0%      2.0 GB/s',
+    '    rmsnorm+matmul                  2 dispatches       10.0 us  50.0%      6.0 GB/s',
+    '    matmul+add                      1 dispatches        8.0 us  40.0%      1.5 GB/s',
+    '  dispatches:',
+    '       0 k0_embed              2.00 us      2.0 GB/s  embed T=1',
+    '       1 k1_gemv               6.00 us      5.0 GB/s  rmsnorm+matmul M=1 K=64',
+    '       2 k1_gemv               4.00 us      7.5 GB/s  rmsnorm+matmul M=1 K=64',
+    '       3 k2_gemv               8.00 us      1.5 GB/s  matmul+add M=1'].join('\n'));
+  const j = profileReport('decode', steps, 64, true);
+  assert.deepEqual(j.op_groups.map((g) => [g.name, g.dispatches, g.us, g.share]),
+                   [['embed', 1, 2, 0.1], ['rmsnorm+matmul', 2, 10, 0.5], ['matmul+add', 1, 8, 0.4]]);
+  assert.equal(j.gb_per_s, 3.8);
+});
+
+test('profiling needs an adapter with timestamp queries', async () => {
+  const b = readBundle(readFileSync(bundle), bundle);
+  const ck = await openCheckpoint(dirFiles(FIX), FIX);
+  const gpu = { requestAdapter: async () => ({ limits: ADAPTER_LIMITS, features: new Set(['subgroups']), info: {},
+                                               requestDevice: async () => assert.fail('no device wanted') }) };
+  await assert.rejects(Runtime.open({ gpu, bundle: b, checkpoint: ck, profile: true }),
+                       /m1\.ssmb: the adapter offers no timestamp queries \('timestamp-query'\): it cannot time the dispatches/);
+  await ck.close();
+});
+
 test('workgroup memory is counted from the WGSL, as the kernels declare it', () => {
   const wgsl = `const L: u32 = 64u;\nconst TT = 4u;\nstruct S { a: f32, b: u32, }\n` +
     `var<workgroup> x: array<f32, L>;\nvar<workgroup> y: array<array<f32, 32>, TT>;\n` +
@@ -175,10 +238,7 @@ test('workgroup memory is counted from the WGSL, as the kernels declare it', () 
 test("an adapter with too little is refused, naming the limit; so is no adapter", async () => {
   const b = readBundle(readFileSync(bundle), bundle);
   const ck = await openCheckpoint(dirFiles(FIX), FIX);
-  const defaults = { maxBufferSize: 268435456, maxStorageBufferBindingSize: 134217728, maxStorageBuffersPerShaderStage: 8,
-                     maxComputeInvocationsPerWorkgroup: 256, maxComputeWorkgroupSizeX: 256, minStorageBufferOffsetAlignment: 256,
-                     maxComputeWorkgroupStorageSize: 16384 };
-  const fake = (limits) => ({ requestAdapter: async () => ({ limits: { ...defaults, ...limits }, info: {}, requestDevice: async () => assert.fail('no device wanted') }) });
+  const fake = (limits) => ({ requestAdapter: async () => ({ limits: { ...ADAPTER_LIMITS, ...limits }, info: {}, requestDevice: async () => assert.fail('no device wanted') }) });
   await assert.rejects(Runtime.open({ gpu: fake({ maxStorageBuffersPerShaderStage: 2 }), bundle: b, checkpoint: ck }),
                        /this WebGPU adapter's maxStorageBuffersPerShaderStage is 2, but the bundle needs 3 \(its kernel with the most storage windows\)/);
   await assert.rejects(Runtime.open({ gpu: fake({ maxBufferSize: 4096 }), bundle: b, checkpoint: ck }),
