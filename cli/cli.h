@@ -110,6 +110,9 @@ ssm_status ssm_cli_text_arg(const char *what, const char *text, char **out, size
 /* All of file `path` (at most 64 MiB; "-" is stdin) into *out (malloc'd);
  * `what` names the option in messages. */
 ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, size_t *out_len);
+/* Whether `path` (an input given to option `what`; "-": standard input)
+ * is a regular file that opens for reading: an error naming both if not. */
+ssm_status ssm_cli_readable(const char *what, const char *path);
 /* Refuses output path `out` (NULL: nothing to check) when it names a file
  * the command reads: one of the `n` inputs (an entry NULL for an option
  * not given: the others after it are still checked), or a .json or

@@ -46,6 +46,15 @@ ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, siz
   return ssm_status_wrap(ssm_file_read(path, MAX_STDIN, out, out_len), "%s", what);
 }
 
+ssm_status ssm_cli_readable(const char *what, const char *path) {
+  if (!strcmp(path, "-")) return NULL;
+  int fd;
+  size_t size;
+  ssm_status s = ssm_file_open(path, &fd, &size);
+  if (!s) close(fd);
+  return ssm_status_wrap(s, "%s", what);
+}
+
 ssm_status ssm_cli_bundle_inputs(const char *model, char **out_dir, char **out_file) {
   *out_dir = NULL;
   *out_file = NULL;

@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "chat/chat.h"
 #include "cli/cli.h"
 #include "frontend/frontend.h"
 
@@ -292,8 +293,33 @@ static ssmc_status prompt_text(run_args *r, char **out, size_t *out_len) {
   return ssm_cli_text_file("--prompt-file", r->prompt_file, out, out_len);
 }
 
+/* A tokenizer's error, said as what `what` (an option) needs. */
+static ssmc_status needs_tokenizer(ssmc_status st, const char *what) {
+  return st ? ssm_status_wrap(st, "%s needs a tokenizer (--tokenizer FILE, or tokenizer.json in "
+                              "the weights directory)", what) : NULL;
+}
+
+/* The files a command reads besides the model, checked before the model
+ * is compiled or loaded, where a mistake would otherwise show only after
+ * that: the tokenizer (for `what`, the option that makes text; NULL for
+ * --tokens), the state of --state-in, and for -i the chat template. */
+static ssmc_status check_inputs(run_args *r, const char *what) {
+  ssmc_tokenizer *t = NULL;
+  ssmc_status st = what ? needs_tokenizer(ssmc_tokenizer_open_for(r->model, &r->o, &t), what) : NULL;
+  ssmc_tokenizer_close(t);
+  if (!st && r->state_in) st = ssm_cli_readable("--state-in", r->state_in);
+  char *dir = NULL;
+  if (!st && r->interactive) st = ssmc_model_dir(r->model, &r->o, &dir);
+  ssm_chat *chat = NULL;
+  if (dir) st = ssm_chat_open(dir, r->chat_template, &chat);
+  ssm_chat_close(chat);
+  free(dir);
+  return st;
+}
+
 /* Runs the prompt (--tokens, text, or -i turns) through the session. */
-static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
+static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p, const char *text,
+                               size_t len) {
   if (r->tokens) {
     int32_t *ids = NULL, *gen = calloc((size_t)r->n + 1, sizeof *gen);
     size_t nids = 0, ngen = 0;
@@ -306,12 +332,7 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
     return st;
   }
   const ssmc_tokenizer *t = NULL;
-  char *text = NULL;
-  size_t len = 0;
-  ssmc_status st = ssmc_session_tokenizer(s, &t);
-  if (st) return ssm_status_wrap(st, "%s needs a tokenizer (--tokenizer FILE, or tokenizer.json "
-                                 "in the weights directory)", r->interactive ? "-i" : "--prompt");
-  if (r->prompt || r->prompt_file) st = prompt_text(r, &text, &len);
+  ssmc_status st = needs_tokenizer(ssmc_session_tokenizer(s, &t), r->interactive ? "-i" : "--prompt");
   if (!st) st = ssmc_decoder_create(t, 1, &p->dec);
   if (!st && r->interactive) {
     st = interactive(s, t, r, p, text, len);
@@ -320,7 +341,6 @@ static ssmc_status run_session(ssmc_session *s, run_args *r, printer *p) {
     st = text_turn(s, t, r, p, text, len, 1, 1, &pending);
     if (p->printed) fputs("\n", stdout);
   }
-  free(text);
   return st;
 }
 
@@ -399,10 +419,15 @@ int ssm_cli_run(int argc, char **argv) {
   int fd = -1;
   if (!st && r.dump) st = ssm_status_wrap(ssm_file_temp(r.dump, &tmp, &fd), "--dump-logits");
   if (fd >= 0 && !(p.f = fdopen(fd, "wb"))) ssm_fatal_nomem(0);
+  char *prompt = NULL;
+  size_t prompt_len = 0;
+  if (!st) st = check_inputs(&r, r.tokens ? NULL : r.interactive ? "-i" : "--prompt");
+  if (!st && (r.prompt || r.prompt_file)) st = prompt_text(&r, &prompt, &prompt_len);
   ssmc_session *s = NULL;
   if (!st) st = open_session(&r, &s);
   if (!st && r.state_in) st = ssmc_session_load_state(s, r.state_in);
-  if (!st) st = run_session(s, &r, &p);
+  if (!st) st = run_session(s, &r, &p, prompt, prompt_len);
+  free(prompt);
   /* the state after every token fed; the last generated one was not fed */
   if (!st && r.state_out && !ssm_cli_signal) st = ssmc_session_save_state(s, r.state_out);
   if (!st && !r.quiet) {
@@ -595,12 +620,10 @@ static int score_row(const float *logits, int64_t vocab, int64_t position, void 
 static ssmc_status text_ids(ssmc_session *s, run_args *r, int32_t **ids, size_t *n) {
   if (r->tokens) return ssm_cli_parse_ids("--tokens", r->tokens, ids, n);
   const ssmc_tokenizer *t = NULL;
-  ssmc_status st = ssmc_session_tokenizer(s, &t);
-  if (st) return ssm_status_wrap(st, "--file needs a tokenizer (--tokenizer FILE, or "
-                                 "tokenizer.json in the weights directory)");
+  ssmc_status st = needs_tokenizer(ssmc_session_tokenizer(s, &t), "--file");
   char *text = NULL;
   size_t len = 0;
-  st = ssm_cli_text_file("--file", r->prompt_file, &text, &len);
+  if (!st) st = ssm_cli_text_file("--file", r->prompt_file, &text, &len);
   if (!st) st = ssmc_tokenizer_encode(t, text, len, ids, n);
   free(text);
   return st;
@@ -622,7 +645,9 @@ int ssm_cli_perplexity(int argc, char **argv) {
   ssmc_session *s = NULL;
   int32_t *ids = NULL;
   size_t n = 0;
-  ssmc_status st = open_session(&r, &s);
+  ssmc_status st = check_inputs(&r, r.tokens ? NULL : "--file");
+  if (!st && r.prompt_file) st = ssm_cli_readable("--file", r.prompt_file);
+  if (!st) st = open_session(&r, &s);
   if (!st) st = text_ids(s, &r, &ids, &n);
   if (!st && n < 2)
     st = ssm_status_new(SSM_ERR_INVALID, "perplexity: the text is %zu token%s long; it needs "

@@ -169,17 +169,22 @@ int ssm_cli_serve(int argc, char **argv) {
   ssm_cli_backend_choice choice;
   ssm_cli_backend(backend, model, o.weights, !is_dir(model), o.device >= 0, &choice);
   o.backend = choice.backend;
-  const char *dir = o.weights ? o.weights : model;
   if (!strcmp(so.model_id, "ssmc")) { /* the default id: the model's name */
     const char *base = strrchr(model, '/');
     base = base && base[1] ? base + 1 : model;
     so.model_id = base;
   }
   ssmc_set_log(log_line, NULL);
-  /* a template that does not parse fails here, before the model loads;
-   * a bundle's is found, with its tokenizer, once the session knows where */
+  /* the tokenizer, and a template that does not parse, fail here, before the model loads */
   ssm_chat *chat = NULL;
-  st = is_dir(dir) ? ssm_chat_open(dir, chat_file, &chat) : NULL;
+  ssmc_tokenizer *tok = NULL;
+  char *model_dir = NULL;
+  st = ssm_status_wrap(ssmc_tokenizer_open_for(model, &o, &tok), "ssmc serve needs the model's "
+                       "tokenizer");
+  ssmc_tokenizer_close(tok);
+  if (!st) st = ssmc_model_dir(model, &o, &model_dir);
+  if (!st) st = ssm_chat_open(model_dir, chat_file, &chat);
+  free(model_dir);
   if (st) return fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st)), ssmc_status_free(st), 1;
   /* the threads the server starts inherit this mask: only sigwait sees them */
   sigset_t stop;
@@ -194,7 +199,6 @@ int ssm_cli_serve(int argc, char **argv) {
   char *why = NULL;
   if (!bundle) o.slots = model_slots(model, so.parallel, &why);
   st = ssmc_session_open(model, &o, &s);
-  if (!st && !is_dir(dir)) st = ssm_chat_open(ssmc_session_model_dir(s), chat_file, &chat);
   if (!st) st = ssm_server_start(s, chat, &so, &srv);
   if (st) {
     fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st));

@@ -84,6 +84,25 @@ static ssm_status tokenizer_file(const char *path, char **out) {
   return ssm_sb_take(&b, "the tokenizer's file name", out);
 }
 
+/* The tokenizer at `path`; one the session looked for where the model's
+ * files are (not named by options.tokenizer) and did not find there is
+ * said so. */
+static ssm_status tokenizer_load(const char *path, int is_explicit, ssm_tok **out) {
+  if (!is_explicit && !exists(path))
+    return ssm_status_new(SSM_ERR_INVALID, "no tokenizer: %s does not exist (give one with "
+                          "--tokenizer FILE)", path);
+  return ssm_tok_open(path, out);
+}
+
+/* Where a session with `o` and model directory `model_dir` finds its
+ * tokenizer (malloc'd): options.tokenizer, else tokenizer.json there. */
+static ssm_status tokenizer_path(const char *model_dir, const ssmc_options *o, char **out) {
+  if (o->tokenizer) return tokenizer_file(o->tokenizer, out);
+  ssm_sb p = {0};
+  ssm_sb_printf(&p, "%s/tokenizer.json", model_dir);
+  return ssm_sb_take(&p, "the tokenizer's file name", out);
+}
+
 ssmc_status ssmc_tokenizer_open(const char *path, ssmc_tokenizer **out) {
   char *file;
   SSM_TRY(tokenizer_file(path, &file));
@@ -191,15 +210,42 @@ ssm_status ssm_session_open_vulkan(ssmc_session *s, ssm_bundle *bd, const char *
   return ssm_vk_backend_open(bd, weights, &vo, &s->b);
 }
 
+/* Where a session of `model` with `o` reads its weights (*out_weights)
+ * and looks for the model's own files, its tokenizer, chat template and
+ * generation_config.json (*out_model_dir): `bd` is the model's bundle,
+ * NULL for a model to compile or interpret. *out_file: the weights are the
+ * file written beside the bundle. Both paths are malloc'd. */
+static ssm_status locate(const char *model, const ssm_bundle *bd, const ssmc_options *o,
+                         char **out_weights, int *out_file, char **out_model_dir) {
+  *out_weights = *out_model_dir = NULL;
+  *out_file = 0;
+  const char *given = o->weights ? o->weights : !bd && ssm_is_dir(model) ? model : NULL;
+  if (!given && !bd)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
+                          "(--weights DIR)", model);
+  SSM_TRY(given ? ssm_strdup(given, "the weights' path", out_weights)
+                : ssm_bundle_weights(bd, out_weights, out_file));
+  const char *w = *out_weights, *slash = strrchr(w, '/');
+  const ssm_manifest *m = bd ? ssm_bundle_manifest(bd) : NULL;
+  ssm_sb p = {0};
+  /* the weights file beside the bundle holds no tokenizer: the model's directory does */
+  if (*out_file && m->source_dir) ssm_sb_printf(&p, "%s", m->source_dir);
+  else if (ssm_is_dir(w)) ssm_sb_printf(&p, "%s", w);
+  else ssm_sb_printf(&p, "%.*s", slash ? (int)(slash - w) : 1, slash ? w : ".");
+  ssm_status st = ssm_sb_take(&p, "the model's path", out_model_dir);
+  if (st) {
+    free(*out_weights);
+    *out_weights = NULL;
+  }
+  return st;
+}
+
 static ssm_status open_bundle(ssmc_session *s, const char *path, const ssmc_options *o) {
   ssm_bundle *bd;
   SSM_TRY(ssm_bundle_open(path, &bd));
   int file = 0;
-  ssm_status st = o->weights ? ssm_strdup(o->weights, "the weights' path", &s->weights)
-                             : ssm_bundle_weights(bd, &s->weights, &file);
+  ssm_status st = locate(path, bd, o, &s->weights, &file, &s->model_dir);
   const ssm_manifest *m = ssm_bundle_manifest(bd);
-  /* the weights file beside the bundle holds no tokenizer: the model's directory does */
-  if (!st && file && m->source_dir) st = ssm_strdup(m->source_dir, "the model's path", &s->model_dir);
   /* weights given for it must be of the model it was compiled for */
   if (!st && o->weights) st = ssm_st_check_config(o->weights, m->config, ssm_bundle_name(bd));
   if (st) {
@@ -208,6 +254,44 @@ static ssm_status open_bundle(ssmc_session *s, const char *path, const ssmc_opti
   }
   SSM_TRY(ssm_session_open_vulkan(s, bd, s->weights, o));
   return file ? ssm_bundle_check_fingerprint(bd, s->weights, s->b->fingerprint) : NULL;
+}
+
+/* The model directory of a session of `model` with `options`, found as
+ * ssmc_session_open finds it but opening no more than a bundle's manifest. */
+static ssm_status find_model_dir(const char *model, const ssmc_options *options, char **out) {
+  ssmc_options o;
+  if (options) o = *options;
+  else ssmc_options_init(&o);
+  int bundle;
+  SSM_TRY(ssm_path_is_bundle(model, &bundle));
+  ssm_bundle *bd = NULL;
+  if (bundle) SSM_TRY(ssm_bundle_open(model, &bd));
+  char *weights = NULL;
+  int file;
+  ssm_status st = locate(model, bd, &o, &weights, &file, out);
+  free(weights);
+  ssm_bundle_close(bd);
+  return st;
+}
+
+ssmc_status ssmc_model_dir(const char *model, const ssmc_options *options, char **out_dir) {
+  *out_dir = NULL;
+  return find_model_dir(model, options, out_dir);
+}
+
+ssmc_status ssmc_tokenizer_open_for(const char *model, const ssmc_options *options,
+                                    ssmc_tokenizer **out) {
+  *out = NULL;
+  ssmc_options o;
+  if (options) o = *options;
+  else ssmc_options_init(&o);
+  char *dir = NULL, *path = NULL;
+  ssm_status st = o.tokenizer ? NULL : find_model_dir(model, &o, &dir);
+  if (!st) st = tokenizer_path(dir, &o, &path);
+  if (!st) st = tokenizer_load(path, o.tokenizer != NULL, out);
+  free(dir);
+  free(path);
+  return st;
 }
 
 ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
@@ -223,9 +307,12 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
   ssmc_session *s;
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a session"));
   ssm_status st;
+  int file;
   if (bundle) st = open_bundle(s, model, &o);
-  else if (open_model) st = open_model(s, model, &o);
-  else st = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: not a compiled bundle, and this ssmc library "
+  else if (open_model) {
+    st = locate(model, NULL, &o, &s->weights, &file, &s->model_dir);
+    if (!st) st = open_model(s, model, &o);
+  } else st = ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: not a compiled bundle, and this ssmc library "
                            "(ssmc-runtime) only runs bundles: compile the model with `ssmc compile` "
                            "first", model);
   if (!st) st = ssm_status_wrap(ssm_alloc(1, sizeof *s->model, (void **)&s->model), "a session");
@@ -242,22 +329,9 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
     return st;
   }
   s->eos_option = o.eos;
-  if (!s->model_dir) {
-    ssm_sb p = {0};
-    if (ssm_is_dir(s->weights)) ssm_sb_printf(&p, "%s", s->weights);
-    else {
-      const char *slash = strrchr(s->weights, '/');
-      ssm_sb_printf(&p, "%.*s", slash ? (int)(slash - s->weights) : 1, slash ? s->weights : ".");
-    }
-    st = ssm_sb_take(&p, "the model's path", &s->model_dir);
-  }
-  if (!st && o.tokenizer) {
-    st = tokenizer_file(o.tokenizer, &s->tok_path);
-    s->tok_explicit = 1;
-  } else if (!st) {
-    ssm_sb p = {0};
-    ssm_sb_printf(&p, "%s/tokenizer.json", s->model_dir);
-    st = ssm_sb_take(&p, "the tokenizer's file name", &s->tok_path);
+  if (!st) {
+    st = tokenizer_path(s->model_dir, &o, &s->tok_path);
+    s->tok_explicit = o.tokenizer != NULL;
   }
   if (!st) st = ssm_genconfig_read(s->model_dir, s->b->vocab, &s->genconfig);
   if (st) {
@@ -304,10 +378,7 @@ const char *ssmc_session_dtype(const ssmc_session *s) { return ssm_dtype_name(s-
 ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out) {
   *out = NULL;
   if (!s->tok) {
-    if (!s->tok_explicit && !exists(s->tok_path))
-      return ssm_status_new(SSM_ERR_INVALID, "no tokenizer: %s does not exist (give one with "
-                            "--tokenizer FILE)", s->tok_path);
-    SSM_TRY(ssm_tok_open(s->tok_path, &s->tok));
+    SSM_TRY(tokenizer_load(s->tok_path, s->tok_explicit, &s->tok));
   }
   *out = s->tok;
   return NULL;

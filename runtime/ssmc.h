@@ -282,6 +282,20 @@ const char *ssmc_session_model_dir(const ssmc_session *s);
  * by the session; an error when there is none or it does not load. */
 ssmc_status ssmc_session_tokenizer(ssmc_session *s, const ssmc_tokenizer **out);
 
+/* ssmc_session_model_dir of a session that ssmc_session_open(model,
+ * options) would open, found without compiling or loading anything (of a
+ * bundle only its manifest is read), so that a program can check the
+ * model's files first. *out_dir is malloc'd (free() it). An error when
+ * the session could not find its weights either. */
+ssmc_status ssmc_model_dir(const char *model, const ssmc_options *options, char **out_dir);
+/* Loads the tokenizer that ssmc_session_tokenizer of a session opened
+ * with (model, options) would give, without compiling or loading the
+ * model: options.tokenizer, else tokenizer.json in ssmc_model_dir. The
+ * same error when there is none or it does not load; close it with
+ * ssmc_tokenizer_close. */
+ssmc_status ssmc_tokenizer_open_for(const char *model, const ssmc_options *options,
+                                    ssmc_tokenizer **out);
+
 /* Called with the logits of each position the model processes, in order
  * (`vocab` floats, valid during the call), and that position. A non-zero
  * return stops the feed or generation after that position. */

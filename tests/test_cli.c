@@ -93,6 +93,74 @@ static void test_usage(void) {
   expect("perplexity models/pymamba --backend cpu --file /nonexistent/t.txt", 1, "/nonexistent/t.txt");
 }
 
+/* Runs `ssmc ARGS` (in the source directory, as `expect`) with an empty
+ * compile cache and an empty kernel cache; asserts exit status 1, that
+ * the output names `needle`, and that the model was not compiled: both
+ * caches are still empty. */
+static void expect_before_compile(const char *args, const char *needle) {
+  static int n;
+  char dir[600], cmd[4096], *out;
+  snprintf(dir, sizeof dir, "%s/early%d", ssm_test_tmpdir(), n++);
+  snprintf(cmd, sizeof cmd, "mkdir -p %s/xdg %s/kernels && cd %s && XDG_CACHE_HOME=%s/xdg "
+           "SSMC_KERNEL_CACHE=%s/kernels %s %s </dev/null", dir, dir, ssm_test_source_dir(), dir,
+           dir, ssm_test_ssmc(), args);
+  int rc = ssm_test_sh(cmd, &out);
+  if (rc != 1 || !strstr(out, needle))
+    fprintf(stderr, "\n  ssmc %s\n  -> exit %d (want 1), output:\n%s\n  (want '%s')\n", args, rc,
+            out, needle);
+  CU_ASSERT_EQUAL(rc, 1);
+  CU_ASSERT_PTR_NOT_NULL(strstr(out, needle));
+  free(out);
+  snprintf(cmd, sizeof cmd, "ls -A %s/xdg %s/kernels | grep -v '^$\\|:$'", dir, dir);
+  ssm_test_sh(cmd, &out);
+  if (*out) fprintf(stderr, "\n  ssmc %s\n  compiled before its error: %s\n", args, out);
+  CU_ASSERT_STRING_EQUAL(out, "");
+  free(out);
+}
+
+/* What a command reads besides the model (the tokenizer for text, the
+ * prompt file, the state of --state-in, the chat template of -i) is
+ * checked before the model is compiled, on Vulkan as on the CPU: the
+ * message names the file, and nothing was compiled. */
+static void test_inputs_before_compile(void) {
+  static const char *const backends[] = {"vulkan", "auto"};
+  for (int b = 0; b < 2; b++) {
+    char args[1024];
+    snprintf(args, sizeof args, "run " FIX " --backend %s --prompt hi -n 2", backends[b]);
+    expect_before_compile(args, "--prompt needs a tokenizer (--tokenizer FILE, or tokenizer.json "
+                          "in the weights directory): no tokenizer: " FIX "/tokenizer.json does "
+                          "not exist");
+  }
+  expect_before_compile("run " FIX " --backend vulkan 'hi' -n 2", FIX "/tokenizer.json does not exist");
+  expect_before_compile("run " FIX " --backend vulkan -i", "-i needs a tokenizer");
+  expect_before_compile("run " FIX " --backend vulkan -i", FIX "/tokenizer.json does not exist");
+  expect_before_compile("run " FIX " --backend vulkan --prompt-file x.txt",
+                        FIX "/tokenizer.json does not exist");
+  expect_before_compile("run " FIX " --backend vulkan --prompt hi --tokenizer /nonexistent/t.json",
+                        "/nonexistent/t.json");
+  expect_before_compile("run " FIX " --backend vulkan --prompt hi --tokenizer tests/data/ir",
+                        "tests/data/ir/tokenizer.json");
+  expect_before_compile("perplexity " FIX " --backend vulkan --file x.txt",
+                        "--file needs a tokenizer");
+  expect_before_compile("perplexity models/pymamba --backend vulkan --file /nonexistent/t.txt",
+                        "--file: /nonexistent/t.txt");
+  expect_before_compile("serve " FIX " --backend vulkan --port 0",
+                        "ssmc serve needs the model's tokenizer: no tokenizer: " FIX
+                        "/tokenizer.json does not exist");
+  expect_before_compile("serve models/pymamba --backend vulkan --port 0 --chat-template "
+                        "/nonexistent/t.jinja", "/nonexistent/t.jinja");
+  expect_before_compile("run models/pymamba --backend vulkan --prompt-file /nonexistent/p.txt",
+                        "--prompt-file: /nonexistent/p.txt");
+  expect_before_compile("run models/pymamba --backend vulkan --prompt hi --state-in "
+                        "/nonexistent/s.state", "--state-in: /nonexistent/s.state");
+  expect_before_compile("run models/pymamba --backend vulkan --prompt hi --state-in tests/data",
+                        "--state-in: tests/data");
+  expect_before_compile("run models/pymamba --backend vulkan -i --chat-template "
+                        "/nonexistent/t.jinja", "/nonexistent/t.jinja");
+  expect_before_compile("run " FIX " --backend vulkan --tokens 1 --state-in /nonexistent/s.state",
+                        "--state-in: /nonexistent/s.state");
+}
+
 /* Every command answers --help (and -h, also after other arguments) with
  * its own usage on stdout and exit 0; ssmc --help lists the commands. */
 static void test_help(void) {
@@ -474,6 +542,7 @@ int main(void) {
                          {"bad_tokens", test_bad_tokens},
                          {"bad_device", test_bad_device},
                          {"bad_paths", test_bad_paths},
+                         {"inputs_before_compile", test_inputs_before_compile},
                          {"bundle_options", test_bundle_options},
                          {"max_seq", test_max_seq},
                          {"bad_files", test_bad_files},

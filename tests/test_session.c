@@ -196,12 +196,59 @@ static void test_backend_choice(void) {
   SSM_ASSERT_ERR(ssmc_weights_params("/nonexistent", &params), "/nonexistent");
 }
 
+/* ssmc_model_dir and ssmc_tokenizer_open_for find, before anything is
+ * compiled or loaded, what the session opened with the same options finds:
+ * the directory of the weights, and its tokenizer or the error naming it. */
+static void test_files_before_open(void) {
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  char *dir = NULL;
+  SSM_ASSERT_OK(ssmc_model_dir("models/pymamba", &o, &dir));
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open("models/pymamba", &o, &s));
+  CU_ASSERT_STRING_EQUAL(dir, "models/pymamba");
+  if (s) CU_ASSERT_STRING_EQUAL(dir, ssmc_session_model_dir(s));
+  free(dir);
+  ssmc_tokenizer *t = NULL;
+  const ssmc_tokenizer *st = NULL;
+  SSM_ASSERT_OK(ssmc_tokenizer_open_for("models/pymamba", &o, &t));
+  if (s) SSM_ASSERT_OK(ssmc_session_tokenizer(s, &st));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+  CU_ASSERT_EQUAL(ssmc_tokenizer_vocab_size(t), 4096);
+  if (st) CU_ASSERT_EQUAL(ssmc_tokenizer_vocab_size(t), ssmc_tokenizer_vocab_size(st));
+  ssmc_tokenizer_close(t);
+  ssmc_session_close(s);
+  /* a YAML with the weights file: the directory that holds it */
+  o.weights = FIX "/model.safetensors";
+  o.config = FIX "/config.json";
+  SSM_ASSERT_OK(ssmc_model_dir("models/mamba1.yaml", &o, &dir));
+  CU_ASSERT_STRING_EQUAL(dir, FIX);
+  free(dir);
+  SSM_ASSERT_ERR(ssmc_tokenizer_open_for("models/mamba1.yaml", &o, &t),
+                 "no tokenizer: " FIX "/tokenizer.json does not exist");
+  CU_ASSERT_PTR_NULL(t);
+  o.tokenizer = "models/pymamba";
+  SSM_ASSERT_OK(ssmc_tokenizer_open_for("models/mamba1.yaml", &o, &t));
+  CU_ASSERT_PTR_NOT_NULL(t);
+  ssmc_tokenizer_close(t);
+  o.tokenizer = "/nonexistent/tokenizer.json";
+  SSM_ASSERT_ERR(ssmc_tokenizer_open_for("models/mamba1.yaml", &o, &t), "/nonexistent/tokenizer.json");
+  /* no weights: the session's own error */
+  o.weights = NULL;
+  SSM_ASSERT_ERR(ssmc_model_dir("models/mamba1.yaml", &o, &dir),
+                 "models/mamba1.yaml: no weights: give the checkpoint directory");
+  CU_ASSERT_PTR_NULL(dir);
+  SSM_ASSERT_ERR(ssmc_model_dir("/nonexistent/model", NULL, &dir), "/nonexistent/model");
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"progress_vulkan", test_progress_vulkan},
                          {"progress_cpu", test_progress_cpu},
                          {"cancel", test_cancel},
                          {"cache_and_stats", test_cache_and_stats},
                          {"backend_choice", test_backend_choice},
+                         {"files_before_open", test_files_before_open},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("session", tests);
 }

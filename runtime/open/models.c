@@ -75,11 +75,7 @@ static ssm_status cached_weights(ssm_bundle *bd, const char *entry, const char *
 
 static ssm_status open_model(ssmc_session *s, const char *model, const ssmc_options *o) {
   ssm_progress progress = {(ssm_progress_fn)o->progress, o->progress_user};
-  const char *weights = o->weights ? o->weights : ssm_is_dir(model) ? model : NULL;
-  if (!weights)
-    return ssm_status_new(SSM_ERR_INVALID, "%s: no weights: give the checkpoint directory "
-                          "(--weights DIR)", model);
-  SSM_TRY(ssm_strdup(weights, "the weights' path", &s->weights));
+  const char *weights = s->weights;
   static const ssm_dtype dtypes[] = {[SSMC_DTYPE_F32] = SSM_F32, [SSMC_DTYPE_F16] = SSM_F16,
                                       [SSMC_DTYPE_BF16] = SSM_BF16, [SSMC_DTYPE_Q8_0] = SSM_Q8_0,
                                       [SSMC_DTYPE_Q4_0] = SSM_Q4_0};
@@ -121,11 +117,6 @@ static ssm_status open_model(ssmc_session *s, const char *model, const ssmc_opti
     }
     free(s->weights);
     s->weights = file;
-    st = ssm_strdup(weights, "the model's path", &s->model_dir);
-    if (st) {
-      ssm_bundle_close(bd);
-      return st;
-    }
   }
   return ssm_session_open_vulkan(s, bd, s->weights, o);
 }
