@@ -91,16 +91,17 @@ int ssm_cli_tokenize(int argc, char **argv); /* tokenize.c */
 
 typedef struct {
   ssmc_backend backend;
-  const char *reason;  /* why, in words (static) */
-  int automatic;       /* --backend auto chose it */
+  const char *reason;  /* why, in words (static; NULL for auto until the session opens) */
+  int automatic;       /* --backend auto: the library chooses */
   uint64_t params;     /* with automatic: the model's parameters (0: unknown) */
 } ssm_cli_backend_choice;
 
-/* The backend of --backend `backend` (auto, cpu or vulkan: checked before)
- * for `model` (its checkpoint: `weights`, or model when NULL; a `bundle`
- * runs on Vulkan, as does a run with --device). */
-void ssm_cli_backend(const char *backend, const char *model, const char *weights, int bundle,
-                     int device_given, ssm_cli_backend_choice *out);
+/* The session option of --backend `backend` (auto, cpu or vulkan: checked
+ * before); auto leaves the choice to the library (SSMC_BACKEND_AUTO). */
+void ssm_cli_backend(const char *backend, ssm_cli_backend_choice *out);
+/* Once session `s` is open: the backend it runs on, and with auto why
+ * (ssmc_session_backend). */
+void ssm_cli_backend_opened(const ssmc_session *s, ssm_cli_backend_choice *c);
 
 /* ---- files (files.c) ----------------------------------------------------------------- */
 

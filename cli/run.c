@@ -83,7 +83,7 @@ static int session_options(run_args *r, const char *cmd) {
     return ssm_cli_usage_error(cmd, "--dtype is fixed when a bundle is compiled (ssmc compile "
                                "--dtype): %s", r->model);
   r->o.dtype = (ssmc_dtype)d;
-  ssm_cli_backend(r->backend, r->model, r->o.weights, bundle, r->device >= 0, &r->choice);
+  ssm_cli_backend(r->backend, &r->choice);
   r->o.backend = r->choice.backend;
   r->o.device = (int)r->device;
   r->o.validation = r->validation;
@@ -105,6 +105,7 @@ static ssmc_status open_session(run_args *r, ssmc_session **out) {
   ssmc_status st = r->no_cache ? NULL : ssmc_cache_dir_default(&r->cache_dir);
   r->o.cache_dir = r->cache_dir;
   if (!st) st = ssmc_session_open(r->model, &r->o, out);
+  if (!st) ssm_cli_backend_opened(*out, &r->choice);
   ssm_cli_progress_end(&r->progress);
   return st;
 }

@@ -167,7 +167,7 @@ int ssm_cli_serve(int argc, char **argv) {
   if (strcmp(backend, "auto") && strcmp(backend, "cpu") && strcmp(backend, "vulkan"))
     return usage_fail("--backend: expected auto, cpu or vulkan, got '%s'", backend);
   ssm_cli_backend_choice choice;
-  ssm_cli_backend(backend, model, o.weights, !is_dir(model), o.device >= 0, &choice);
+  ssm_cli_backend(backend, &choice);
   o.backend = choice.backend;
   if (!strcmp(so.model_id, "ssmc")) { /* the default id: the model's name */
     const char *base = strrchr(model, '/');
@@ -199,6 +199,7 @@ int ssm_cli_serve(int argc, char **argv) {
   char *why = NULL;
   if (!bundle) o.slots = model_slots(model, so.parallel, &why);
   st = ssmc_session_open(model, &o, &s);
+  if (!st) ssm_cli_backend_opened(s, &choice);
   if (!st) st = ssm_server_start(s, chat, &so, &srv);
   if (st) {
     fprintf(stderr, "ssmc: serve: %s\n", ssmc_status_message(st));

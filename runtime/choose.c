@@ -4,6 +4,7 @@
  * (ssmc_weights_params). A GPU runs every model size faster than the CPU
  * interpreter; where the only Vulkan device is a CPU (Mesa's lavapipe), the
  * interpreter is faster up to a model size measured in docs/performance.md.
+ * ssmc_backend_for makes that choice for a session's options (AUTO).
  */
 #include <string.h>
 
@@ -45,4 +46,39 @@ ssmc_backend ssmc_backend_choose(const ssmc_device *devices, int count, uint64_t
   }
   *out_reason = "no GPU, and lavapipe is faster than the CPU interpreter for a model of this size";
   return SSMC_BACKEND_VULKAN;
+}
+
+ssmc_backend ssmc_backend_for(const char *model, const ssmc_options *options,
+                              const char **out_reason, uint64_t *out_params) {
+  ssmc_options o;
+  if (options) o = *options;
+  else ssmc_options_init(&o);
+  *out_params = 0;
+  if (o.backend != SSMC_BACKEND_AUTO) {
+    *out_reason = "the backend asked for";
+    return o.backend;
+  }
+  int bundle = 0;
+  ssmc_status_free(ssm_path_is_bundle(model, &bundle)); /* said when the session opens it */
+  if (bundle) {
+    *out_reason = "a bundle runs on Vulkan";
+    return SSMC_BACKEND_VULKAN;
+  }
+  if (o.device >= 0) {
+    *out_reason = "--device names a Vulkan device";
+    return SSMC_BACKEND_VULKAN;
+  }
+  ssmc_device *devs = NULL;
+  int n = 0;
+  ssmc_status st = ssmc_devices(&devs, &n);
+  if (st) n = 0; /* no Vulkan driver: no device */
+  ssmc_status_free(st);
+  /* weights that do not read are said when the session opens them */
+  const char *weights = o.weights ? o.weights : model;
+  st = ssmc_weights_params(weights, out_params);
+  if (st) *out_params = 0;
+  ssmc_status_free(st);
+  ssmc_backend b = ssmc_backend_choose(devs, n, *out_params, out_reason);
+  free(devs);
+  return b;
 }

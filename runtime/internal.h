@@ -59,6 +59,9 @@ struct ssmc_session {
   ssmc_stats stats;
   char *cache_file;
   double gen_t0;        /* when the prompt of the generate call under way was fed */
+  ssmc_backend backend;       /* what it runs on (options.backend, AUTO resolved) */
+  const char *backend_reason; /* why (static) */
+  uint64_t backend_params;    /* the parameters AUTO counted (0: none) */
   char *tok_path;    /* where the tokenizer is (NULL: nowhere known) */
   int tok_explicit;  /* options.tokenizer named it */
   ssm_tok *tok;

@@ -177,7 +177,7 @@ ssm_status ssm_path_is_bundle(const char *path, int *out_bundle) {
 
 static ssm_status check_options(const char *model, const ssmc_options *o, int bundle) {
   if (o->backend != SSMC_BACKEND_VULKAN && o->backend != SSMC_BACKEND_CPU)
-    return ssm_status_new(SSM_ERR_INVALID, "options.backend: %d is neither VULKAN nor CPU",
+    return ssm_status_new(SSM_ERR_INVALID, "options.backend: %d is not VULKAN, CPU or AUTO",
                           (int)o->backend);
   if (o->chunk < 0 || o->chunk > SSM_CHUNK_MAX)
     return ssm_status_new(SSM_ERR_INVALID, "chunk: expected 1 to %d tokens, got %d", SSM_CHUNK_MAX,
@@ -303,9 +303,15 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
   else ssmc_options_init(&o);
   int bundle;
   SSM_TRY(ssm_path_is_bundle(model, &bundle));
+  const char *reason;
+  uint64_t params;
+  o.backend = ssmc_backend_for(model, &o, &reason, &params);
   SSM_TRY(check_options(model, &o, bundle));
   ssmc_session *s;
   SSM_TRY(ssm_status_wrap(ssm_alloc(1, sizeof *s, (void **)&s), "a session"));
+  s->backend = o.backend;
+  s->backend_reason = reason;
+  s->backend_params = params;
   ssm_status st;
   int file;
   if (bundle) st = open_bundle(s, model, &o);
@@ -371,6 +377,12 @@ int64_t ssmc_session_position(const ssmc_session *s) {
 int64_t ssmc_session_max_seq(const ssmc_session *s) { return s->b->max_seq; }
 const char *ssmc_session_architecture(const ssmc_session *s) { return s->b->arch; }
 const char *ssmc_session_device(const ssmc_session *s) { return s->b->device; }
+ssmc_backend ssmc_session_backend(const ssmc_session *s, const char **out_reason,
+                                  uint64_t *out_params) {
+  if (out_reason) *out_reason = s->backend_reason;
+  if (out_params) *out_params = s->backend_params;
+  return s->backend;
+}
 const char *ssmc_session_model_dir(const ssmc_session *s) { return s->model_dir; }
 
 const char *ssmc_session_dtype(const ssmc_session *s) { return ssm_dtype_name(s->b->dtype); }

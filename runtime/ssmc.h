@@ -158,7 +158,10 @@ size_t ssmc_stop_safe(const char *text, size_t len, const char *const *stops, in
  * (how many tokens that is). */
 typedef struct ssmc_session ssmc_session;
 
-typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU } ssmc_backend;
+/* Which backend runs a model: Vulkan (a GPU, or lavapipe), the CPU
+ * interpreter, or AUTO: the faster of the two for the model on this
+ * machine's devices (ssmc_backend_for). */
+typedef enum { SSMC_BACKEND_VULKAN, SSMC_BACKEND_CPU, SSMC_BACKEND_AUTO } ssmc_backend;
 
 /* Below this many parameters the CPU interpreter runs a model faster than
  * lavapipe (Mesa's CPU Vulkan driver) does; docs/performance.md has the
@@ -177,6 +180,7 @@ ssmc_status ssmc_weights_params(const char *weights, uint64_t *out_params);
  * words ("no GPU, and ..."): a static string. */
 ssmc_backend ssmc_backend_choose(const ssmc_device *devices, int count, uint64_t params,
                                  const char **out_reason);
+
 
 /* Progress of a long step of ssmc_session_open: `stage` is "compiling
  * decode", "compiling prefill" (units: kernels) or "loading weights"
@@ -197,7 +201,8 @@ typedef enum {
 } ssmc_dtype;
 
 typedef struct {
-  ssmc_backend backend;  /* VULKAN (the GPU, or lavapipe) or CPU (the reference interpreter) */
+  ssmc_backend backend;  /* VULKAN (the GPU, or lavapipe), CPU (the reference interpreter) or
+                          * AUTO (ssmc_backend_for); ssmc_options_init sets VULKAN */
   int device;            /* Vulkan device index (ssmc_devices); -1 picks a discrete GPU first */
   int validation;        /* run under VK_LAYER_KHRONOS_validation; any message is an error */
   const char *weights;   /* the checkpoint: a directory or .safetensors; NULL: MODEL when it is a directory */
@@ -228,6 +233,16 @@ typedef struct {
 /* The defaults: Vulkan, device -1, eos -1, the rest 0/NULL (chunk 0: 512, or
  * max_seq when that is smaller). */
 void ssmc_options_init(ssmc_options *o);
+
+/* The backend that ssmc_session_open(model, options) runs on: options->
+ * backend, or for AUTO a bundle and a Vulkan device named by options->
+ * device take Vulkan, and a model otherwise gets ssmc_backend_choose's
+ * pick on this machine's devices for the parameters of its checkpoint
+ * (*out_params; 0 when they were not counted, or the checkpoint does not
+ * read, which the session then says). *out_reason says why: a static
+ * string. */
+ssmc_backend ssmc_backend_for(const char *model, const ssmc_options *options,
+                              const char **out_reason, uint64_t *out_params);
 
 /* $XDG_CACHE_HOME/ssmc, else $HOME/.cache/ssmc in *out (malloc'd; free()
  * it); NULL when neither variable is set to an absolute path. */
@@ -273,6 +288,11 @@ int64_t ssmc_session_max_seq(const ssmc_session *s);
 const char *ssmc_session_architecture(const ssmc_session *s);
 /* "cpu", or the GPU's name. */
 const char *ssmc_session_device(const ssmc_session *s);
+/* The backend the session runs on (never AUTO), and why (*out_reason, may
+ * be NULL: ssmc_backend_for's words) for the parameters counted
+ * (*out_params, may be NULL; 0 when not counted). */
+ssmc_backend ssmc_session_backend(const ssmc_session *s, const char **out_reason,
+                                  uint64_t *out_params);
 /* The directory where the model's own files (tokenizer.json, the chat
  * template) are looked for: the checkpoint directory, the one that holds
  * the weights file, or, for a bundle whose weights file is beside it, the

@@ -194,6 +194,49 @@ static void test_backend_choice(void) {
                    64 * 128 + 64;
   CU_ASSERT_EQUAL(params, 1000 * 64 + 2 * layer + 64);
   SSM_ASSERT_ERR(ssmc_weights_params("/nonexistent", &params), "/nonexistent");
+
+  /* options.backend AUTO: ssmc_backend_choose's pick for the checkpoint on
+   * this machine's devices, which the session then runs on */
+  SSM_ASSERT_OK(ssmc_weights_params(FIX, &params));
+  ssmc_device *devs = NULL;
+  int n = 0;
+  ssmc_status st = ssmc_devices(&devs, &n);
+  if (st) n = 0;
+  ssmc_status_free(st);
+  const char *want_why = NULL, *why = NULL;
+  ssmc_backend want = ssmc_backend_choose(devs, n, params, &want_why);
+  free(devs);
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_AUTO;
+  uint64_t counted = 1;
+  CU_ASSERT_EQUAL(ssmc_backend_for(FIX, &o, &why, &counted), want);
+  CU_ASSERT_STRING_EQUAL(why, want_why);
+  CU_ASSERT_EQUAL(counted, params);
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(FIX, &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  why = NULL;
+  counted = 0;
+  CU_ASSERT_EQUAL(ssmc_session_backend(s, &why, &counted), want);
+  CU_ASSERT_STRING_EQUAL(why, want_why);
+  CU_ASSERT_EQUAL(counted, params);
+  CU_ASSERT_EQUAL(!strcmp(ssmc_session_device(s), "cpu"), want == SSMC_BACKEND_CPU);
+  ssmc_session_close(s);
+  /* a bundle, or a Vulkan device named, takes Vulkan; a backend asked for is kept */
+  const char *bundle = ssm_test_write("auto.ssmb", "SSMB\0\0\0\0", 8);
+  CU_ASSERT_EQUAL(ssmc_backend_for(bundle, &o, &why, &counted), SSMC_BACKEND_VULKAN);
+  CU_ASSERT_STRING_EQUAL(why, "a bundle runs on Vulkan");
+  CU_ASSERT_EQUAL(counted, 0);
+  o.device = 0;
+  CU_ASSERT_EQUAL(ssmc_backend_for(FIX, &o, &why, &counted), SSMC_BACKEND_VULKAN);
+  CU_ASSERT_STRING_EQUAL(why, "--device names a Vulkan device");
+  o.device = -1;
+  o.backend = SSMC_BACKEND_CPU;
+  CU_ASSERT_EQUAL(ssmc_backend_for(FIX, &o, &why, &counted), SSMC_BACKEND_CPU);
+  CU_ASSERT_STRING_EQUAL(why, "the backend asked for");
+  o.backend = (ssmc_backend)7;
+  SSM_ASSERT_ERR(ssmc_session_open(FIX, &o, &s), "options.backend: 7 is not VULKAN, CPU or AUTO");
 }
 
 /* ssmc_model_dir and ssmc_tokenizer_open_for find, before anything is

@@ -74,7 +74,7 @@ logits_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_float), ctype
 progress_fn = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_uint64,
                                ctypes.c_uint64, ctypes.c_void_p)
 
-BACKENDS = {"vulkan": 0, "cpu": 1}
+BACKENDS = {"vulkan": 0, "cpu": 1, "auto": 2}
 DTYPES = {"auto": 0, "f32": 1, "f16": 2, "bf16": 3, "q8_0": 4, "q4_0": 5}
 
 

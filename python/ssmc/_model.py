@@ -427,7 +427,7 @@ class Session(_Handle, _Texts):
 class Model(_Texts, _Closing):
     """A model loaded on one backend: a Hugging Face model directory, an
     architecture YAML (with config=), or a compiled .ssmb bundle (Vulkan).
-    Keyword options are ssmc_options' fields: backend ("vulkan" or "cpu"),
+    Keyword options are ssmc_options' fields: backend ("vulkan", "cpu" or "auto"),
     device, validation, weights, config, tokenizer, chunk, max_seq, dtype
     ("auto", "f32", "f16", "bf16", "q8_0", "q4_0"), eos, cache_dir.
 

@@ -253,6 +253,14 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(t.generate(PROMPT, 16), self.model.generate(PROMPT, 16))
         t.close()
 
+    def test_auto_backend(self):
+        """backend="auto" is the library's SSMC_BACKEND_AUTO: the session
+        opens on the backend the library picks and generates the prompt's
+        continuation."""
+        with ssmc.Model(MODEL, backend="auto") as m:
+            ids = m.generate_ids(PROMPT, 4)
+        self.assertEqual(len(ids), 4)
+
 
 class LibraryTest(unittest.TestCase):
     def test_missing_library_says_how_to_point_at_it(self):
