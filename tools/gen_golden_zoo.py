@@ -409,6 +409,100 @@ ZOO_FIXTURES = [
                 ("norm_topk_prob -> false", {"norm_topk_prob": False})],
         all_experts=True,
     ),
+    # Qwen3.5-MoE (text): Qwen3.5's layers (unfused DeltaNet projections, gated
+    # attention) with a sparse MoE in every layer: a softmax router over 4 experts, the
+    # top 2 always renormalised to sum 1 (the config has no norm_topk_prob), SwiGLU
+    # experts, a shared SwiGLU expert times sigmoid of its gate.
+    dict(
+        name="qwen3_5_moe_tiny",
+        model_cls="Qwen3_5MoeForCausalLM",
+        config_cls="Qwen3_5MoeTextConfig",
+        seed=1123,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, num_hidden_layers=3,
+            layer_types=["linear_attention", "full_attention", "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+            linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
+            linear_num_key_heads=2, linear_num_value_heads=4,
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16,
+            shared_expert_intermediate_size=24,
+            rms_norm_eps=1e-6, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                             "partial_rotary_factor": 0.5},
+        ),
+        layers=["linear_attn:Qwen3_5MoeGatedDeltaNet mlp:Qwen3_5MoeSparseMoeBlock",
+                "mlp:Qwen3_5MoeSparseMoeBlock self_attn:Qwen3_5MoeAttention",
+                "linear_attn:Qwen3_5MoeGatedDeltaNet mlp:Qwen3_5MoeSparseMoeBlock"],
+        probes=[("num_experts_per_tok 2 -> 1", {"num_experts_per_tok": 1}),
+                ("partial_rotary_factor 0.5 -> 1.0", {"rope_parameters": {
+                    "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}})],
+        all_experts=True,
+    ),
+    # LFM2-MoE: LFM2's gated short convolutions and QK-normed GQA attention; a dense
+    # SwiGLU MLP of intermediate_size in the first num_dense_layers layers (no
+    # auto-adjusted width), then a sparse MoE: sigmoid router scores, the top 2 of 4
+    # chosen on score + expert_bias (a saved buffer), weighted by the scores without the
+    # bias, renormalised (sum + 1e-6) and times routed_scaling_factor.
+    dict(
+        name="lfm2_moe_tiny",
+        model_cls="Lfm2MoeForCausalLM",
+        config_cls="Lfm2MoeConfig",
+        seed=1124,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, intermediate_size=48, moe_intermediate_size=16,
+            num_hidden_layers=5,
+            layer_types=["conv", "conv", "full_attention", "conv", "full_attention"],
+            num_attention_heads=4, num_key_value_heads=2,
+            conv_bias=True, conv_L_cache=3, num_dense_layers=1,
+            num_experts=4, num_experts_per_tok=2, use_expert_bias=True,
+            routed_scaling_factor=1.5, norm_topk_prob=True,
+            norm_eps=1e-5, tie_word_embeddings=True,
+        ),
+        layers=["conv:Lfm2MoeShortConv feed_forward:Lfm2MoeMLP",
+                "conv:Lfm2MoeShortConv feed_forward:Lfm2MoeSparseMoeBlock",
+                "feed_forward:Lfm2MoeSparseMoeBlock self_attn:Lfm2MoeAttention",
+                "conv:Lfm2MoeShortConv feed_forward:Lfm2MoeSparseMoeBlock",
+                "feed_forward:Lfm2MoeSparseMoeBlock self_attn:Lfm2MoeAttention"],
+        probes=[("routed_scaling_factor 1.5 -> 1", {"routed_scaling_factor": 1.0}),
+                ("norm_topk_prob -> false", {"norm_topk_prob": False}),
+                ("num_experts_per_tok 2 -> 1", {"num_experts_per_tok": 1})],
+        all_experts=True,
+    ),
+    # Zamba (v1): Mamba-1 mixers split into n_mamba_heads heads (per-head x_proj and
+    # dt_proj, in_proj's x and gate interleaved channel by channel); one shared
+    # attention+MLP block (input: the hidden state concatenated with the embeddings,
+    # head_dim 2*hidden/heads, scores scaled by (head_dim/2)^-0.5, no RoPE, GQA), used
+    # at the hybrid layers 2 and 4 and followed there by a per-layer linear whose output
+    # is added to the Mamba layer's input. Hybrid layers: the first three layers are
+    # mamba, mamba, hybrid, then layer 3 + j is hybrid where j % attn_layer_period ==
+    # attn_layer_offset.
+    dict(
+        name="zamba_tiny",
+        model_cls="ZambaForCausalLM",
+        config_cls="ZambaConfig",
+        seed=1125,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=256, hidden_size=32, intermediate_size=48, num_hidden_layers=6,
+            attn_layer_period=2, attn_layer_offset=1,
+            num_attention_heads=4, num_key_value_heads=2, n_mamba_heads=2,
+            hidden_act="gelu", hidden_mamba_act="silu",
+            mamba_d_state=8, mamba_d_conv=4, mamba_expand=2, mamba_dt_rank="auto",
+            mamba_conv_bias=True, mamba_proj_bias=False,
+            rms_norm_eps=1e-5, tie_word_embeddings=True, use_mamba_kernels=False,
+        ),
+        expect=dict(mamba_dt_rank=2),
+        layers=["mamba:ZambaMambaMixer"] * 2
+        + ["linear:Linear mamba_decoder:ZambaMambaDecoderLayer shared_transf:ZambaAttentionDecoderLayer",
+           "mamba:ZambaMambaMixer",
+           "linear:Linear mamba_decoder:ZambaMambaDecoderLayer shared_transf:ZambaAttentionDecoderLayer",
+           "mamba:ZambaMambaMixer"],
+    ),
     # Jamba with experts: softmax over all experts, top-k, weights NOT renormalised.
     # jamba_moe: 4 experts, top-2, MoE at layers 1 and 3 (expert_layer_period 2, offset 1),
     # attention at layer 1 (an attention layer with MoE and a Mamba layer with MoE); every

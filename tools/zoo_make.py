@@ -18,7 +18,7 @@ Mamba-2 / Jamba fixtures:
   (per-expert loop) path, in the reference run and on reload;
 * reinit_zoo_ re-initialises every parameter by name / owning module, logs
   (and reports as a problem) any parameter no rule covers, and re-initialises
-  the persistent buffers that matter (Nemotron-H's e_score_correction_bias);
+  the persistent buffers that matter (Nemotron-H's e_score_correction_bias, LFM2-MoE's expert_bias);
 * sensitivity: one noise probe per parameter group (per layer template; per
   layer and expert for expert weights), plus config probes that rebuild the
   model with one config value changed and the same weights (a multiplier set
@@ -200,6 +200,10 @@ def shared_block_assignment(model):
 # ---------------------------------------------------------------------------
 
 
+# router buffers that only move the top-k choice (not the weights)
+_CHOICE_BIASES = ("e_score_correction_bias", "feed_forward.expert_bias")
+
+
 def _owner(model, name):
     return model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
 
@@ -224,7 +228,7 @@ def reinit_zoo_(model, fx):
             elif leaf == "D":
                 rule = "N(0,1)"
                 p.copy_(torch.randn_like(p))
-            elif leaf == "dt_bias" or name.endswith("dt_proj.bias"):
+            elif leaf in ("dt_bias", "dt_proj_bias") or name.endswith("dt_proj.bias"):
                 rule = "softplus^-1 U(%g,%g)" % (lo, hi)
                 p.copy_(_inv_softplus(torch.empty_like(p).uniform_(lo, hi)))
             elif name.endswith(("dt_layernorm.weight", "b_layernorm.weight", "c_layernorm.weight")):
@@ -234,6 +238,10 @@ def reinit_zoo_(model, fx):
                 # QK-norm: the norm weights set the attention temperature
                 rule = "U(1.5,2.5)"
                 p.copy_(torch.empty_like(p).uniform_(1.5, 2.5))
+            elif leaf in ("x_proj_weight", "dt_proj_weight"):
+                # Zamba: per-head projections [heads, out, in]
+                rule = "N(0,1)/sqrt(fan_in) per head"
+                p.copy_(torch.randn_like(p) / math.sqrt(p.shape[-1]))
             elif leaf == "recurrent_param":
                 # RG-LRU: a = exp(-8 * r * softplus(param)), softplus(param) in [0.01, 0.15]
                 rule = "softplus^-1 U(0.01,0.15)"
@@ -245,7 +253,8 @@ def reinit_zoo_(model, fx):
                 rule = "0.5 N(0,1)"
                 p.copy_(0.5 * torch.randn_like(p))
             elif ("RMSNorm" in on or "LayerNorm" in on) and leaf == "weight":
-                if on in ("RecurrentGemmaRMSNorm", "Qwen3_5RMSNorm", "Qwen3NextRMSNorm"):  # (1 + weight)
+                if on in ("RecurrentGemmaRMSNorm", "Qwen3_5RMSNorm", "Qwen3NextRMSNorm",
+                          "Qwen3_5MoeRMSNorm"):  # (1 + weight)
                     rule = "0.1 N(0,1) (zero-centred norm)"
                     p.copy_(0.1 * torch.randn_like(p))
                 else:
@@ -300,8 +309,8 @@ def reinit_zoo_(model, fx):
         for name, b in model.named_buffers():
             if name not in persistent or name in params:
                 continue
-            if name.endswith("e_score_correction_bias"):
-                # Nemotron-H: added to the sigmoid scores for the top-k choice only
+            if name.endswith(_CHOICE_BIASES):
+                # Nemotron-H, LFM2-MoE: added to the sigmoid scores for the top-k choice only
                 used[name] = "0.3 N(0,1) (buffer)"
                 b.copy_(0.3 * torch.randn_like(b))
             else:
@@ -417,7 +426,7 @@ def sensitivity(model, ids, ref, usage):
         else:
             groups.setdefault(_group_key(name), []).append((name, None))
     for name, b in model.named_buffers():
-        if name.endswith("e_score_correction_bias"):
+        if name.endswith(_CHOICE_BIASES):
             groups.setdefault(_group_key(name), []).append((name, None))
 
     out, unreached = {}, []
@@ -433,7 +442,7 @@ def sensitivity(model, ids, ref, usage):
                     t = t[e]
                 rms = float(t.float().pow(2).mean().sqrt())
                 scale = 0.3 * rms if rms > 0 else 0.1
-                if name.endswith("e_score_correction_bias"):
+                if name.endswith(_CHOICE_BIASES):
                     scale = 1.0 * rms + 0.3  # only moves the top-k choice
                 t.add_(scale * torch.randn(t.shape, generator=gen))
         out[label] = float((full_logits(m, ids) - ref).abs().max())
