@@ -68,8 +68,53 @@ static ssm_status model_types_of(ssm_model *m, yaml_node_t **out) {
   return NULL;
 }
 
+static int model_handles(ssm_model *m, const char *type);
+
+/* A config.json whose model_type is one of the description's `nested:`
+ * model_types keeps the model's own config under `nested.config` (a
+ * multimodal checkpoint's text model under text_config): *cfg becomes that
+ * object, and weight names that begin with `nested.weights.from` are read
+ * as beginning with `nested.weights.to`. The checkpoint's other tensors (a
+ * vision tower's) are not read. */
+static ssm_status unnest_config(ssm_model *m, const cJSON **cfg) {
+  static const char *const keys[] = {"model_types", "config", "weights", NULL};
+  static const char *const wkeys[] = {"from", "to", NULL};
+  yaml_node_t *nested = map_get(m, yaml_document_get_root_node(&m->doc), "nested");
+  if (!nested) return NULL;
+  SSM_TRY(ssm_fe_check_map(m, nested, "nested", keys, keys));
+  yaml_node_t *types = map_get(m, nested, "model_types"), *key = map_get(m, nested, "config"),
+              *w = map_get(m, nested, "weights");
+  SSM_TRY(ssm_fe_expect_type(m, types, YAML_SEQUENCE_NODE, "nested.model_types"));
+  SSM_TRY(ssm_fe_expect_type(m, key, YAML_SCALAR_NODE, "nested.config"));
+  SSM_TRY(ssm_fe_check_map(m, w, "nested.weights", wkeys, wkeys));
+  yaml_node_t *from = map_get(m, w, "from"), *to = map_get(m, w, "to");
+  SSM_TRY(ssm_fe_expect_type(m, from, YAML_SCALAR_NODE, "nested.weights.from"));
+  SSM_TRY(ssm_fe_expect_type(m, to, YAML_SCALAR_NODE, "nested.weights.to"));
+  const cJSON *mt = cJSON_GetObjectItemCaseSensitive(*cfg, "model_type");
+  int outer = 0;
+  for (yaml_node_item_t *it = types->data.sequence.items.start; it < types->data.sequence.items.top; it++) {
+    SSM_TRY(ssm_fe_expect_type(m, ynode(m, *it), YAML_SCALAR_NODE, "a model type"));
+    if (cJSON_IsString(mt) && scalar_is(ynode(m, *it), mt->valuestring)) outer = 1;
+  }
+  if (!outer) return NULL;
+  const cJSON *inner = cJSON_GetObjectItemCaseSensitive(*cfg, stext(key));
+  if (!cJSON_IsObject(inner))
+    return ssm_status_new(SSM_ERR_INVALID, "%s: model_type '%s' keeps the model's config under '%s', "
+                          "which it %s", m->config_path, mt->valuestring, stext(key),
+                          inner ? "does not hold as an object" : "lacks");
+  const cJSON *imt = cJSON_GetObjectItemCaseSensitive(inner, "model_type");
+  if (cJSON_IsString(imt) && !model_handles(m, imt->valuestring))
+    return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: %s.model_type '%.64s' is not one %s describes",
+                          m->config_path, stext(key), imt->valuestring, m->file);
+  m->weight_from = ssm_arena_strdup(m->arena, stext(from));
+  m->weight_to = ssm_arena_strdup(m->arena, stext(to));
+  if (!m->weight_from || !m->weight_to) return ssm_arena_status(m->arena, "the nested weight names");
+  *cfg = inner;
+  return NULL;
+}
+
 static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
-  static const char *const keys[] = {"ssmc", "architecture", "model_types", "params", "blocks", "weights", "graph", NULL};
+  static const char *const keys[] = {"ssmc", "architecture", "model_types", "nested", "params", "blocks", "weights", "graph", NULL};
   static const char *const required[] = {"ssmc", "architecture", "graph", NULL};
   yaml_node_t *root = yaml_document_get_root_node(&m->doc);
   SSM_TRY(ssm_fe_check_map(m, root, "the model description", keys, required));
@@ -83,6 +128,8 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
   SSM_TRY(model_types_of(m, &types));
   for (yaml_node_item_t *it = types ? types->data.sequence.items.start : NULL; types && it < types->data.sequence.items.top; it++)
     SSM_TRY(ssm_fe_expect_type(m, ynode(m, *it), YAML_SCALAR_NODE, "a model type"));
+  const cJSON *outer = cfg;
+  SSM_TRY(unnest_config(m, &cfg));
   char *cfg_text = cJSON_PrintUnformatted(cfg);
   if (!cfg_text)
     return ssm_status_new(SSM_ERR_NOMEM, "%s: out of host memory for the config text", m->config_path);
@@ -91,6 +138,7 @@ static ssm_status model_init(ssm_model *m, const cJSON *cfg) {
   yaml_node_t *params = map_get(m, root, "params");
   if (params) SSM_TRY(ssm_fe_bind_params(m, params, cfg));
   const cJSON *eos = cJSON_GetObjectItemCaseSensitive(cfg, "eos_token_id");
+  if (!eos) eos = cJSON_GetObjectItemCaseSensitive(outer, "eos_token_id");
   if (cJSON_IsArray(eos)) eos = cJSON_GetArrayItem(eos, 0);
   if (cJSON_IsNumber(eos) && eos->valuedouble >= 0 && eos->valuedouble < (1 << 30) &&
       eos->valuedouble == floor(eos->valuedouble))
@@ -161,6 +209,16 @@ static int model_handles(ssm_model *m, const char *type) {
   return 0;
 }
 
+/* The model_types of the description's `nested:` list `type`. */
+static int model_nests(ssm_model *m, const char *type) {
+  yaml_node_t *nested = map_get(m, yaml_document_get_root_node(&m->doc), "nested");
+  yaml_node_t *types = nested && nested->type == YAML_MAPPING_NODE ? map_get(m, nested, "model_types") : NULL;
+  if (!types || types->type != YAML_SEQUENCE_NODE) return 0;
+  for (yaml_node_item_t *it = types->data.sequence.items.start; it < types->data.sequence.items.top; it++)
+    if (scalar_is(ynode(m, *it), type)) return 1;
+  return 0;
+}
+
 /* Picks the embedded YAML whose model_types lists the config's model_type. */
 static ssm_status pick_embedded(const char *config_path, const cJSON *cfg, ssm_model **out) {
   *out = NULL;
@@ -174,7 +232,7 @@ static ssm_status pick_embedded(const char *config_path, const cJSON *cfg, ssm_m
     const char *text = ssm_models_embedded(fname);
     ssm_model *m;
     SSM_TRY(model_read(file, text, strlen(text), config_path, &m));
-    if (model_handles(m, mt->valuestring)) {
+    if (model_handles(m, mt->valuestring) || model_nests(m, mt->valuestring)) {
       *out = m;
       return NULL;
     }

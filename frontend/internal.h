@@ -43,6 +43,9 @@ struct ssm_model {
   int64_t eos;     /* config.json's eos_token_id (the first of a list); -1 if none */
   uint64_t source_hash; /* of the YAML text and the config (ssm_model_digest) */
   cJSON *config_used;   /* the config keys the params read (ssm_model_config_used) */
+  /* a nested config (the description's `nested:`): weight names that begin
+   * with weight_from begin with weight_to in the checkpoint; NULL if none */
+  const char *weight_from, *weight_to;
 };
 
 /* ---- YAML accessors ----------------------------------------------------- */

@@ -95,6 +95,11 @@ static ssm_status decl_weight(scope *sc, yaml_node_t *key, yaml_node_t *spec, de
   SSM_TRY(ssm_fe_expect_type(m, name, YAML_SCALAR_NODE, "a weight name"));
   SSM_TRY(ssm_expr_template(text_pos(m, name), stext(name), slen(name), ssm_fe_lookup_scope, sc,
                             b->g->arena, &d->name));
+  size_t nf = m->weight_from ? strlen(m->weight_from) : 0;
+  if (nf && !strncmp(d->name, m->weight_from, nf)) {
+    d->name = ssm_arena_printf(b->g->arena, "%s%s", m->weight_to, d->name + nf);
+    SSM_TRY(ssm_graph_status(b->g));
+  }
   if (tr) {
     SSM_TRY(ssm_fe_expect_type(m, tr, YAML_SCALAR_NODE, "a transform"));
     d->transform = stext(tr);

@@ -294,6 +294,61 @@ static const char *hf_dir(const char *dir, const char *model_type) {
   return path;
 }
 
+/* A config.json that keeps the model's config under text_config (a
+ * multimodal checkpoint's; qwen3_5.yaml's `nested:`): its text model's
+ * weights are read as model.language_model.*; without the nested config, or
+ * with one of another family, it is refused with the key and the value. */
+static void test_nested_config(void) {
+  char *text = NULL;
+  size_t n = 0;
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path("tests/data/qwen3_5_tiny/config.json"), 0, &text, &n));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+  static const char *const outer[] = {"qwen3_5"};
+  for (int k = 0; k < 1; k++) {
+    ssm_sb sb = {0};
+    ssm_sb_printf(&sb, "{\"model_type\": \"%s\", \"text_config\": %s, \"eos_token_id\": 5}", outer[k], text);
+    const char *dir = hf_dir("hf_nested", "unused");
+    char cfg[600];
+    snprintf(cfg, sizeof cfg, "%s/config.json", dir);
+    ssm_test_write("hf_nested/config.json", ssm_sb_str(&sb), sb.n);
+    ssm_sb_free(&sb);
+    ssm_model *m = NULL;
+    SSM_ASSERT_OK(ssm_model_open(dir, NULL, &m));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_STRING_EQUAL(ssm_model_arch(m), "qwen3_5");
+    ssm_graph *g = NULL;
+    SSM_ASSERT_OK(ssm_model_build(m, 2, &g));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    int prefixed = 0, plain = 0;
+    for (ssm_node *nd = g->first; nd; nd = nd->next) {
+      if (nd->op != SSM_OP_WEIGHT) continue;
+      const char *w = ssm_node_str(nd, "name", NULL);
+      prefixed += w && !strncmp(w, "model.language_model.", 21);
+      plain += w && !strncmp(w, "model.", 6) && strncmp(w, "model.language_model.", 21);
+    }
+    CU_ASSERT(prefixed > 10);
+    CU_ASSERT_EQUAL(plain, 0);
+    ssm_graph_destroy(g);
+    ssm_model_close(m);
+  }
+  static const struct { const char *cfg, *want; } bad[] = {
+      {"{\"model_type\": \"qwen3_5\", \"vision_config\": {}}",
+       "model_type 'qwen3_5' keeps the model's config under 'text_config', which it lacks"},
+      {"{\"model_type\": \"qwen3_5\", \"text_config\": [1]}",
+       "model_type 'qwen3_5' keeps the model's config under 'text_config', which it does not hold as an object"},
+      {"{\"model_type\": \"qwen3_5\", \"text_config\": {\"model_type\": \"mamba\"}}",
+       "text_config.model_type 'mamba' is not one models/qwen3_5.yaml describes"},
+  };
+  for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+    const char *dir = hf_dir("hf_nested", "unused");
+    ssm_test_write("hf_nested/config.json", bad[k].cfg, strlen(bad[k].cfg));
+    ssm_model *m = NULL;
+    SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), bad[k].want);
+    CU_ASSERT_PTR_NULL(m);
+  }
+  free(text);
+}
+
 static void test_hf_directory(void) {
   ssm_model *m = NULL;
   SSM_ASSERT_OK(ssm_model_open(hf_dir("hf_falcon", "falcon_mamba"), NULL, &m));
@@ -971,6 +1026,7 @@ int main(void) {
                          {"load_text", test_load_text},
                          {"config_errors", test_config_errors},
                          {"zoo_configs_refused", test_zoo_configs_refused},
+                         {"nested_config", test_nested_config},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("frontend", tests);
 }

@@ -18,7 +18,9 @@
 #include <math.h>
 #include <string.h>
 
+#include <errno.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "compile/compile.h"
 #include "runtime/ssmc.h"
@@ -855,6 +857,94 @@ static void test_split_refused(void) {
                 (const char *const[]){"SSM_VK_MAX_STORAGE_RANGE=12x: expected a number", NULL});
 }
 
+/* A multimodal checkpoint as transformers saves one (Qwen3_5ForConditionalGeneration,
+ * Qwen3_5MoeForConditionalGeneration): fixture `name`'s config.json under
+ * text_config of a config.json of model_type `outer` (with a vision_config), its
+ * tensors renamed from model.* to model.language_model.* (lm_head.weight as it is)
+ * and a vision tensor added. Written to a directory of the temp dir; returns it. */
+static const char *nest_fixture(const char *name, const char *outer) {
+  static char dir[512];
+  char rel[512], *text = NULL;
+  size_t n = 0;
+  snprintf(dir, sizeof dir, "%s/nested_%s", ssm_test_tmpdir(), name);
+  if (mkdir(dir, 0700) && errno != EEXIST) return NULL;
+  snprintf(rel, sizeof rel, "tests/data/%s/config.json", name);
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path(rel), 0, &text, &n));
+  cJSON *inner = text ? cJSON_ParseWithLength(text, n) : NULL, *cfg = cJSON_CreateObject();
+  free(text);
+  if (!inner) return NULL;
+  cJSON_AddStringToObject(cfg, "model_type", outer);
+  cJSON_AddItemToObject(cfg, "text_config", inner);
+  cJSON_AddItemToObject(cfg, "vision_config", cJSON_Parse("{\"depth\": 1, \"hidden_size\": 8}"));
+  char *out = cJSON_Print(cfg), path[600];
+  cJSON_Delete(cfg);
+  snprintf(path, sizeof path, "nested_%s/config.json", name);
+  ssm_test_write(path, out, strlen(out));
+  free(out);
+  /* the checkpoint: header renamed, the data as it is, one vision tensor after it */
+  snprintf(rel, sizeof rel, "tests/data/%s/model.safetensors", name);
+  SSM_ASSERT_OK(ssm_file_read(ssm_test_path(rel), 0, &text, &n));
+  uint64_t hlen = 0;
+  if (!text || n < 8) return NULL;
+  memcpy(&hlen, text, 8);
+  cJSON *hdr = cJSON_ParseWithLength(text + 8, hlen), *renamed = cJSON_CreateObject();
+  size_t data_len = n - 8 - hlen;
+  for (cJSON *t = hdr ? hdr->child : NULL; t; t = t->next) {
+    char key[512];
+    snprintf(key, sizeof key, strncmp(t->string, "model.", 6) ? "%s" : "model.language_model.%s",
+             strncmp(t->string, "model.", 6) ? t->string : t->string + 6);
+    cJSON_AddItemToObject(renamed, key, cJSON_Duplicate(t, 1));
+  }
+  char vis[160];
+  snprintf(vis, sizeof vis, "{\"dtype\": \"F32\", \"shape\": [2, 2], \"data_offsets\": [%zu, %zu]}",
+           data_len, data_len + 16);
+  cJSON_AddItemToObject(renamed, "model.visual.patch_embed.proj.weight", cJSON_Parse(vis));
+  cJSON_Delete(hdr);
+  char *h = cJSON_PrintUnformatted(renamed);
+  cJSON_Delete(renamed);
+  size_t hl = strlen(h), pad = (8 - hl % 8) % 8, total = 8 + hl + pad + data_len + 16;
+  char *file = calloc(1, total);
+  uint64_t hl64 = hl + pad;
+  memcpy(file, &hl64, 8);
+  memcpy(file + 8, h, hl);
+  memset(file + 8 + hl, ' ', pad);
+  memcpy(file + 8 + hl + pad, text + 8 + hlen, data_len);
+  const float vision[4] = {1, 2, 3, 4};
+  memcpy(file + 8 + hl + pad + data_len, vision, 16);
+  snprintf(path, sizeof path, "nested_%s/model.safetensors", name);
+  ssm_test_write(path, file, total);
+  free(file);
+  free(h);
+  free(text);
+  return dir;
+}
+
+/* The text model of a multimodal checkpoint (the description's `nested:`) runs
+ * as the fixture it was made from: transformers' logits and greedy tokens, on
+ * the CPU and on Vulkan; its vision tower's weights are not read. */
+static void test_nested_text_config(void) {
+  static const char *const which[][2] = {{"qwen3_5_tiny", "qwen3_5"}};
+  for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
+    golden g = {0};
+    CU_ASSERT_FATAL(load_golden(which[i][0], &g));
+    const char *dir = nest_fixture(which[i][0], which[i][1]);
+    CU_ASSERT_FATAL(dir != NULL);
+    ssmc_options cpu = opts(SSMC_BACKEND_CPU, 0), vk = opts(SSMC_BACKEND_VULKAN, 4);
+    float *runs[2] = {run_model(dir, which[i][0], &g, &cpu), run_model(dir, which[i][0], &g, &vk)};
+    for (int k = 0; k < 2; k++) {
+      int row = -1;
+      CU_ASSERT_PTR_NOT_NULL(runs[k]);
+      if (!runs[k]) continue;
+      double e = rel_err(runs[k], g.logits, &g, &row);
+      fprintf(stderr, "\n  %s nested in %s, %s: vs transformers %.3g", which[i][0], which[i][1],
+              k ? "vulkan" : "cpu", e);
+      CU_ASSERT(e <= bound_of(&g, 0));
+      free(runs[k]);
+    }
+    free(g.logits);
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
                          {"mamba1_untied", test_mamba1_untied},
@@ -882,6 +972,7 @@ int main(void) {
                          {"falcon_wide_dt", test_falcon_wide_dt},
                          {"qwen3_5_tiny", test_qwen3_5_tiny},
                          {"qwen3_next_tiny", test_qwen3_next_tiny},
+                         {"nested_text_config", test_nested_text_config},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          {"half_weights", test_half_weights},
                          {"x16_bound", test_x16_bound},
