@@ -303,8 +303,8 @@ static void test_nested_config(void) {
   size_t n = 0;
   SSM_ASSERT_OK(ssm_file_read(ssm_test_path("tests/data/qwen3_5_tiny/config.json"), 0, &text, &n));
   CU_ASSERT_PTR_NOT_NULL_FATAL(text);
-  static const char *const outer[] = {"qwen3_5"};
-  for (int k = 0; k < 1; k++) {
+  static const char *const outer[] = {"qwen3_5", "qwen3_5_moe"};
+  for (int k = 0; k < 2; k++) {
     ssm_sb sb = {0};
     ssm_sb_printf(&sb, "{\"model_type\": \"%s\", \"text_config\": %s, \"eos_token_id\": 5}", outer[k], text);
     const char *dir = hf_dir("hf_nested", "unused");
@@ -334,8 +334,8 @@ static void test_nested_config(void) {
   static const struct { const char *cfg, *want; } bad[] = {
       {"{\"model_type\": \"qwen3_5\", \"vision_config\": {}}",
        "model_type 'qwen3_5' keeps the model's config under 'text_config', which it lacks"},
-      {"{\"model_type\": \"qwen3_5\", \"text_config\": [1]}",
-       "model_type 'qwen3_5' keeps the model's config under 'text_config', which it does not hold as an object"},
+      {"{\"model_type\": \"qwen3_5_moe\", \"text_config\": [1]}",
+       "model_type 'qwen3_5_moe' keeps the model's config under 'text_config', which it does not hold as an object"},
       {"{\"model_type\": \"qwen3_5\", \"text_config\": {\"model_type\": \"mamba\"}}",
        "text_config.model_type 'mamba' is not one models/qwen3_5.yaml describes"},
   };
@@ -367,7 +367,7 @@ static void test_hf_directory(void) {
 
   const char *dir = hf_dir("hf_xyz", "xyz");
   char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, mamba, mamba2, nemotron_h, qwen3_5_text, qwen3_next, recurrent_gemma, zamba2)", dir);
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, lfm2_moe, mamba, mamba2, nemotron_h, qwen3_5_text, qwen3_5_moe_text, qwen3_next, recurrent_gemma, zamba, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -957,6 +957,16 @@ static void test_zoo_configs_refused(void) {
        "attention_window_size = 0 is not supported"},
       {"recurrent_gemma_tiny", "recurrent_gemma.yaml", "\"attention\"\n  ],", "\"mlp\"\n  ],",
        "layer 2 is 'mlp', which"},
+      {"qwen3_5_moe_tiny", "qwen3_5.yaml", "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 0",
+       "num_experts = 4, num_experts_per_tok = 0, moe_intermediate_size = 16, shared_expert_intermediate_size = 24: a layer picks 1 to num_experts experts"},
+      {"lfm2_moe_tiny", "lfm2.yaml", "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 5",
+       "num_experts = 4, num_experts_per_tok = 5, moe_intermediate_size = 16: a layer picks 1 to num_experts experts"},
+      {"zamba_tiny", "zamba.yaml", "\"hidden_mamba_act\": \"silu\"", "\"hidden_mamba_act\": \"gelu\"",
+       "hidden_mamba_act = 'gelu' is not supported (only 'silu')"},
+      {"zamba_tiny", "zamba.yaml", "\"mamba_proj_bias\": false", "\"mamba_proj_bias\": true",
+       "mamba_proj_bias = true is not supported"},
+      {"zamba_tiny", "zamba.yaml", "\"attn_layer_offset\": 1", "\"attn_layer_offset\": 0",
+       "layers_block_type[3] is not 'hybrid', but attn_layer_period = 2 and attn_layer_offset = 0 make layer 3 a hybrid layer"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     char rel[256], yaml[256], *text = NULL;

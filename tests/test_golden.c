@@ -41,7 +41,13 @@ static const char *const fixtures[] = {"mamba1_tiny",   "mamba1_untied",   "mamb
                                        /* the delta rule (Gated DeltaNet) with gated attention */
                                        "qwen3_5_tiny",
                                        /* the same with fused projections and experts */
-                                       "qwen3_next_tiny"};
+                                       "qwen3_next_tiny",
+                                       /* Qwen3.5's layers with experts in every layer */
+                                       "qwen3_5_moe_tiny",
+                                       /* LFM2 with sigmoid-routed experts */
+                                       "lfm2_moe_tiny",
+                                       /* multi-head Mamba-1 and one shared attention block */
+                                       "zamba_tiny"};
 #define NFIX (int)(sizeof fixtures / sizeof fixtures[0])
 
 typedef struct {
@@ -360,6 +366,9 @@ FIXTURE_TEST(19, granitemoe_hybrid_moe)
 FIXTURE_TEST(23, falcon_wide_dt)
 FIXTURE_TEST(24, qwen3_5_tiny)
 FIXTURE_TEST(25, qwen3_next_tiny)
+FIXTURE_TEST(26, qwen3_5_moe_tiny)
+FIXTURE_TEST(27, lfm2_moe_tiny)
+FIXTURE_TEST(28, zamba_tiny)
 /* Prefill programs of 9 tokens, whose matmuls are the tiled gemm kernel
  * (more than 8 rows; a chunk of 4 gets the gemv kernel): every fixture's
  * prompt and generated tokens fed through Vulkan (one chunk of 9, the rest
@@ -389,7 +398,7 @@ static void test_gemm_chunks(void) {
       {6, 1e-6, 0},  {7, 1e-6, 0},  {10, 1e-6, 0}, {8, 1e-5, 0},  {9, 1e-5, 0},  {11, 1e-5, 0},
       {12, 1e-5, 0}, {13, 1e-5, 0}, {14, 1e-5, 0}, {21, 1e-5, 0}, {18, 1e-5, 0}, {19, 1e-5, 0},
       {23, 1e-6, 0}, {15, 1e-5, 0}, {16, 1e-5, 0}, {17, 1e-5, 0}, {24, 1e-5, 0},
-      {25, 1e-5, 0}};
+      {25, 1e-5, 0}, {26, 1e-5, 0}, {27, 1e-5, 0}, {28, 1e-5, 0}};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
     const char *name = fixtures[which[i].fixture];
     golden g = {0};
@@ -923,7 +932,8 @@ static const char *nest_fixture(const char *name, const char *outer) {
  * as the fixture it was made from: transformers' logits and greedy tokens, on
  * the CPU and on Vulkan; its vision tower's weights are not read. */
 static void test_nested_text_config(void) {
-  static const char *const which[][2] = {{"qwen3_5_tiny", "qwen3_5"}};
+  static const char *const which[][2] = {{"qwen3_5_tiny", "qwen3_5"},
+                                         {"qwen3_5_moe_tiny", "qwen3_5_moe"}};
   for (size_t i = 0; i < sizeof which / sizeof which[0]; i++) {
     golden g = {0};
     CU_ASSERT_FATAL(load_golden(which[i][0], &g));
@@ -972,6 +982,9 @@ int main(void) {
                          {"falcon_wide_dt", test_falcon_wide_dt},
                          {"qwen3_5_tiny", test_qwen3_5_tiny},
                          {"qwen3_next_tiny", test_qwen3_next_tiny},
+                         {"qwen3_5_moe_tiny", test_qwen3_5_moe_tiny},
+                         {"lfm2_moe_tiny", test_lfm2_moe_tiny},
+                         {"zamba_tiny", test_zamba_tiny},
                          {"nested_text_config", test_nested_text_config},
                          {"checkpoint_dtype", test_checkpoint_dtype},
                          {"half_weights", test_half_weights},
