@@ -922,7 +922,7 @@ static void test_load_text(void) {
   CU_ASSERT_PTR_NULL(m);
 }
 
-/* The issue-14 descriptions on their transformers fixtures' config.json,
+/* The hybrid zoo's descriptions on their transformers fixtures' config.json,
  * once as given (it must build) and once with one key changed to a value the
  * description does not handle: refused, naming the key and the value. */
 static void test_zoo_configs_refused(void) {
