@@ -318,10 +318,24 @@ static ssm_status infer_delta(const ssm_node *n, ssm_type *out) {
 
 /* q [T,Hq,D], k and v [T,Hkv,D], caches [MAXS,Hkv,D], pos i32[1]; Hq a
  * multiple of Hkv. */
+/* Operand i, the position: i32[1], or with batch=1 i32[T] (a position a
+ * row, T the rows of operand 0). */
+static ssm_status need_pos(const ssm_node *n, int i, const char *op) {
+  char b[96];
+  SSM_TRY(need_batch_flag(n));
+  const ssm_type *pos = arg(n, i);
+  int batch = (int)ssm_node_int(n, "batch", 0);
+  int64_t rows = batch ? arg(n, 0)->dims[0] : 1;
+  if (pos->dtype == SSM_I32 && pos->rank == 1 && pos->dims[0] == rows) return NULL;
+  if (batch)
+    return bad("%s batch=1 pos must be i32[%lld] (a position a row), got %s", op, (long long)rows,
+               FMT(pos, b));
+  return bad("%s pos must be i32[1], got %s", op, FMT(pos, b));
+}
 static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96], b3[96];
   const ssm_type *q = arg(n, 0), *k = arg(n, 1), *v = arg(n, 2), *kc = arg(n, 3),
-                 *vc = arg(n, 4), *pos = arg(n, 5);
+                 *vc = arg(n, 4);
   SSM_TRY(need_float(n, 0, "attention q"));
   for (int i = 1; i < 5; i++) SSM_TRY(same_dtype(n, 0, i));
   if (q->rank != 3) return bad("attention needs q [T,Hq,D], got %s", FMT(q, b1));
@@ -333,27 +347,27 @@ static ssm_status infer_attention(const ssm_node *n, ssm_type *out) {
   if (hkv < 1 || hq % hkv)
     return bad("attention: %lld query heads are not a multiple of %lld kv heads", (long long)hq,
                (long long)hkv);
-  if (kc->rank != 3 || kc->dims[1] != hkv || kc->dims[2] != d || !ssm_type_equal(kc, vc))
-    return bad("attention caches must be [MAXS,%lld,%lld], got %s and %s", (long long)hkv,
-               (long long)d, FMT(kc, b1), FMT(vc, b2));
-  if (kc->dims[0] < T)
+  SSM_TRY(need_batch_flag(n));
+  /* batch=1: a cache of [MAXS,Hkv,D] a row, the row's sequence's */
+  int batch = (int)ssm_node_int(n, "batch", 0), cr = 3 + batch;
+  if (kc->rank != cr || (batch && kc->dims[0] != T) || kc->dims[batch + 1] != hkv ||
+      kc->dims[batch + 2] != d || !ssm_type_equal(kc, vc))
+    return batch ? bad("attention batch=1 caches must be [T,MAXS,%lld,%lld] with T = %lld, got %s and %s",
+                       (long long)hkv, (long long)d, (long long)T, FMT(kc, b1), FMT(vc, b2))
+                 : bad("attention caches must be [MAXS,%lld,%lld], got %s and %s", (long long)hkv,
+                       (long long)d, FMT(kc, b1), FMT(vc, b2));
+  if (batch && kc->dims[1] < 1)
+    return bad("attention batch=1 caches of no rows, got %s", FMT(kc, b1));
+  if (!batch && kc->dims[0] < T)
     return bad("attention cache of %lld rows cannot hold %lld tokens", (long long)kc->dims[0],
                (long long)T);
-  if (pos->dtype != SSM_I32 || pos->rank != 1 || pos->dims[0] != 1)
-    return bad("attention pos must be i32[1], got %s", FMT(pos, b1));
+  SSM_TRY(need_pos(n, 5, "attention"));
   if (ssm_node_int(n, "window", 0) < 0)
     return bad("attention window must be >= 0 (0: none), got %lld", (long long)ssm_node_int(n, "window", 0));
   *out = *q;
   return NULL;
 }
 
-static ssm_status need_pos(const ssm_node *n, int i, const char *op) {
-  char b[96];
-  const ssm_type *pos = arg(n, i);
-  if (pos->dtype != SSM_I32 || pos->rank != 1 || pos->dims[0] != 1)
-    return bad("%s pos must be i32[1], got %s", op, FMT(pos, b));
-  return NULL;
-}
 
 /* x %0 [T,K] or [T,k,K], w %1 [E,N,K] (f32, f16 or bf16), idx %2 i32 [T,k] -> f32 [T,k,N] */
 static ssm_status infer_matmul_sel(const ssm_node *n, ssm_type *out) {

@@ -134,6 +134,19 @@ static const char *const op_texts[] = {
     "  output %6\n"
     "}\n",
 
+    "graph batch {\n"
+    "  %0:f32[3,6,24] = input name=\"q\"\n"
+    "  %1:f32[3,2,24] = input name=\"k\"\n"
+    "  %2:f32[3,2,24] = input name=\"v\"\n"
+    "  %3:f32[3,16,2,24] = state name=\"slots.l1.k_cache\"\n"
+    "  %4:f32[3,16,2,24] = state name=\"slots.l1.v_cache\"\n"
+    "  %5:i32[3] = input name=\"pos\"\n"
+    "  %6:f32[3,6,24] = rope %0, %5 theta=1e+04 dims=8 batch=1\n"
+    "  %7:f32[3,6,24] = attention %6, %1, %2, %3, %4, %5 scale=0.2 window=4 batch=1\n"
+    "  %8:f32[3,1] = positions %0, %5 batch=1\n"
+    "  output %7, %8\n"
+    "}\n",
+
     "graph delta {\n"
     "  %0:f32[3,2,8] = input name=\"q\"\n"
     "  %1:f32[3,2,8] = input name=\"k\"\n"
@@ -555,6 +568,18 @@ static void test_verify_errors(void) {
                    "  %2:f32[4,2,8] = state name=\"kc\"\n  %3:f32[1] = input name=\"pos\"\n"
                    "  %4:f32[2,4,8] = attention %0, %1, %1, %2, %2, %3 scale=1\n  output %4\n}\n",
                    "t.ssmir:6:3: attention pos must be i32[1], got f32[1]");
+  /* batch=1: a position a row, and caches [T,MAXS,Hkv,D] */
+  check_verify_err("graph g {\n  %0:f32[2,4,8] = input name=\"q\"\n  %1:f32[2,2,8] = input name=\"k\"\n"
+                   "  %2:f32[2,4,2,8] = state name=\"kc\"\n  %3:i32[1] = input name=\"pos\"\n"
+                   "  %4:f32[2,4,8] = attention %0, %1, %1, %2, %2, %3 scale=1 batch=1\n  output %4\n}\n",
+                   "t.ssmir:6:3: attention batch=1 pos must be i32[2] (a position a row), got i32[1]");
+  check_verify_err("graph g {\n  %0:f32[2,4,8] = input name=\"q\"\n  %1:f32[2,2,8] = input name=\"k\"\n"
+                   "  %2:f32[4,2,8] = state name=\"kc\"\n  %3:i32[2] = input name=\"pos\"\n"
+                   "  %4:f32[2,4,8] = attention %0, %1, %1, %2, %2, %3 scale=1 batch=1\n  output %4\n}\n",
+                   "t.ssmir:6:3: attention batch=1 caches must be [T,MAXS,2,8] with T = 2, got f32[4,2,8] and f32[4,2,8]");
+  check_verify_err("graph g {\n  %0:f32[2,4,8] = input name=\"x\"\n  %1:i32[1] = input name=\"pos\"\n"
+                   "  %2:f32[2,4,8] = rope %0, %1 theta=1e+04 dims=8 batch=1\n  output %2\n}\n",
+                   "t.ssmir:4:3: rope batch=1 pos must be i32[2] (a position a row), got i32[1]");
   /* the delta rule's shapes: v's heads a multiple of q's, the state [H,Dk,Dv] */
   static const char delta_pre[] =
       "graph g {\n  %0:f32[2,2,8] = input name=\"q\"\n  %1:f32[2,3,6] = input name=\"v\"\n"
