@@ -103,7 +103,8 @@ typedef struct {
 } ssm_mf_step;
 
 /* A program processes `tokens` tokens per run: the ids go to `tokens_in`,
- * the position of the first to `pos` (when the program reads it), and the
+ * the position of the first to `pos` (when the program reads it; the batch
+ * program: i32[tokens], a position a row), and the
  * logits f32[tokens, vocab] come out at `output`. A program with a sampler
  * also draws the next id (i32) into `next` with the sampler state at
  * `sampler` (f32[SSM_SAMPLER_STATE_LEN]); a runtime copies `next` into

@@ -623,7 +623,10 @@ static ssm_status program(reader *r, const cJSON *progs, const char *which, ssm_
       s = bad(r, "has a tokens input whose size is not tokens i32s");
     p->has_pos = cJSON_GetObjectItemCaseSensitive(in, "pos") != NULL;
     if (!s && p->has_pos) s = field_region(r, in, "pos", &p->pos);
-    if (!s && p->has_pos && p->pos.bytes != 4) s = bad(r, "has a pos input that is not one i32");
+    /* a batch program's rows each have a position */
+    uint64_t npos = strcmp(which, "batch") ? 1 : (uint64_t)p->tokens;
+    if (!s && p->has_pos && p->pos.bytes != 4 * npos)
+      s = bad(r, npos == 1 ? "has a pos input that is not one i32" : "has a pos input that is not one i32 a row");
     if (!s && p->has_pos && !r->m->max_seq) s = bad(r, "reads pos, but max_seq is 0");
     leave(r, k);
   }
@@ -836,11 +839,11 @@ static ssm_status read_root(reader *r, const cJSON *root) {
     s = bad(r, "places the decode program's sampler outside the state and activations");
   if (!s && cJSON_GetObjectItemCaseSensitive(progs, "batch")) {
     s = program(r, progs, "batch", &m->batch);
-    if (!s && (!m->batch.has_sampler || m->batch.has_pos || m->batch.any_count ||
+    if (!s && (!m->batch.has_sampler || m->batch.any_count ||
                m->buffers[m->batch.sampler.buffer].usage != SSM_BUFFER_SLOTS ||
                m->buffers[m->batch.next.buffer].usage != SSM_BUFFER_ACTIVATIONS))
-      s = bad(r, "gives the batch program no sampler, a position, any_count or a sampler "
-                 "outside the slots and activations");
+      s = bad(r, "gives the batch program no sampler, any_count or a sampler outside the slots "
+                 "and activations");
   }
   leave(r, n);
   if (!s) s = check_slots(r);

@@ -86,8 +86,10 @@ ssm_status ssm_cg_gen_conv1d(cg_ctx *c, ssm_cg_kernel *out) {
 ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_node *at = c->anchor;
   const ssm_type *q = &at->args[0]->type, *kc = &at->args[3]->type;
+  /* batched: each token a sequence with its own caches (attention.glsl.in, SEQ) */
+  int batch = ssm_node_int(at, "batch", 0) != 0;
   int64_t T = q->dims[0], HQ = q->dims[1], D = q->dims[2];
-  int64_t HKV = at->args[1]->type.dims[1], MAXS = kc->dims[0];
+  int64_t HKV = at->args[1]->type.dims[1], MAXS = kc->dims[batch];
   const ssm_node *pos = at->args[5]->def;
   if (ssm_cg_member(c, pos) || ssm_cg_ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "attention: pos must be a tensor in memory");
@@ -101,7 +103,7 @@ ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_cg_epilogue(c, &loads, 0);
   uint32_t local = KNOB_ATTENTION_THREADS;
   ssm_cg_grid_per_item(T * HQ, out->groups);
-  const char *kv[40] = {"LOCAL", U32(local), "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
+  const char *kv[40] = {"LOCAL", U32(local), "SEQ", batch ? "t" : "0u", "T", I64(T), "HQ", I64(HQ), "HKV", I64(HKV), "D",
                         I64(D), "MAXS", I64(MAXS), "DPT", I64((D + local - 1) / local), "SCALE",
                         ssm_cg_float_lit(c, ssm_node_float(at, "scale", 1)), "WINDOW",
                         I64(ssm_node_int(at, "window", 0)), "KCACHE",
@@ -112,9 +114,9 @@ ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(
       c, "attention",
-      ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld WINDOW=%lld", (long long)T,
+      ssm_arena_printf(c->a, "T=%lld HQ=%lld HKV=%lld D=%lld MAXS=%lld WINDOW=%lld%s", (long long)T,
                        (long long)HQ, (long long)HKV, (long long)D, (long long)MAXS,
-                       (long long)ssm_node_int(at, "window", 0)),
+                       (long long)ssm_node_int(at, "window", 0), batch ? " batch" : ""),
       kv, out);
 }
 

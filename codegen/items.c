@@ -19,13 +19,14 @@ static void load_index(cg_ctx *c, ssm_sb *loads, const char *name, const ssm_val
   ssm_sb_free(&e);
 }
 
-/* The binding holding i32[1] `pos` operand i of the anchor (an input). */
-static ssm_status pos_binding(cg_ctx *c, int i, const char **out) {
+/* The load of `pos` operand i of the anchor (an input) at index `at`: i32[1]
+ * read at 0u, or in a batched op (batch=1) i32[T], a position a row. */
+static ssm_status pos_load(cg_ctx *c, int i, const char *at, const char **out) {
   const ssm_node *pos = c->anchor->args[i]->def;
   if (ssm_cg_member(c, pos) || ssm_cg_ungrouped_view(c, pos) || pos->op == SSM_OP_CONST)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "%s: pos must be a tensor in memory",
                           ssm_op_info_get(c->anchor->op)->name);
-  *out = ssm_cg_spelled(c->a, lang(c)->load, I64(ssm_cg_binding(c, c->anchor->args[i])), "0u");
+  *out = ssm_cg_spelled(c->a, lang(c)->load, I64(ssm_cg_binding(c, c->anchor->args[i])), at);
   return NULL;
 }
 
@@ -50,8 +51,9 @@ ssm_status ssm_cg_gen_rope(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t dims = ssm_node_int(n, "dims", 0), half = dims / 2;
   int il = (int)ssm_node_int(n, "interleaved", 0);
   float theta = (float)ssm_node_float(n, "theta", 10000);
+  int batch = ssm_node_int(n, "batch", 0) != 0;
   const char *pos;
-  SSM_TRY(pos_binding(c, 1, &pos));
+  SSM_TRY(pos_load(c, 1, batch ? "t" : "0u", &pos));
   ssm_sb loads = {0};
   cg_coords xk = {.rank = 3, .c = {"t", "h", "d"}};
   ssm_cg_load_fn(c, &loads, "in_x", "t h d", n->args[0], &xk);
@@ -66,20 +68,23 @@ ssm_status ssm_cg_gen_rope(cg_ctx *c, ssm_cg_kernel *out) {
   const char *jx = il ? "d / 2u" : ssm_arena_printf(c->a, "d %% %lldu", (long long)half);
   int64_t step = il ? 1 : half;
   const char *body = SNIPPET(c, "items", "rope", "HD", I64(H * D), "D", I64(D), "H", I64(H), "DIMS",
-                             I64(dims), "LO", cond, "J", jx, "STEP", I64(step), "POS", pos);
+                             I64(dims), "LO", cond, "J", jx, "STEP", I64(step), "POS", pos, "PT", batch ? "0u" : "t");
   return items_kernel(c, &loads, T * H * D, body,
-                      ssm_arena_printf(c->a, "T=%lld H=%lld D=%lld dims=%lld interleaved=%d", (long long)T,
-                                       (long long)H, (long long)D, (long long)dims, il), out);
+                      ssm_arena_printf(c->a, "T=%lld H=%lld D=%lld dims=%lld interleaved=%d%s", (long long)T,
+                                       (long long)H, (long long)D, (long long)dims, il,
+                                       batch ? " batch" : ""), out);
 }
 
 ssm_status ssm_cg_gen_positions(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t T = c->anchor->result->type.dims[0];
+  int batch = ssm_node_int(c->anchor, "batch", 0) != 0;
   const char *pos;
-  SSM_TRY(pos_binding(c, 1, &pos));
+  SSM_TRY(pos_load(c, 1, batch ? "i" : "0u", &pos));
   ssm_sb loads = {0};
   ssm_cg_epilogue(c, &loads, 0);
-  const char *body = SNIPPET(c, "items", "positions", "POS", pos);
-  return items_kernel(c, &loads, T, body, ssm_arena_printf(c->a, "T=%lld", (long long)T), out);
+  const char *body = SNIPPET(c, "items", "positions", "POS", pos, "PI", batch ? "0u" : "i");
+  return items_kernel(c, &loads, T, body,
+                      ssm_arena_printf(c->a, "T=%lld%s", (long long)T, batch ? " batch" : ""), out);
 }
 
 /* gather: an index out of range reads the nearest end (the interpreter

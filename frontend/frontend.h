@@ -30,8 +30,8 @@ ssm_status ssm_model_build(ssm_model *m, int tokens, ssm_graph **out);
 /* Builds the graph named "batch" that advances `rows` sequences by one token
  * each: T is `rows`, every state gets a first dim of `rows` (row b is
  * sequence b's) and the name SSM_SLOTS_PREFIX + its name, and the ops that
- * carry state take batch=1. A model whose
- * graph reads positions (attention, rope, positions) is refused. */
+ * carry state or read positions take batch=1: the input "pos" is i32[rows],
+ * row b's position. A model with delta_rule is refused. */
 ssm_status ssm_model_build_batch(ssm_model *m, int rows, ssm_graph **out);
 /* The names of a batched graph's states: "slots.l0.ssm_state". */
 #define SSM_SLOTS_PREFIX "slots."

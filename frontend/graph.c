@@ -231,17 +231,13 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   ssm_node *n = ssm_graph_append(b->g, op, info->kind == SSM_KIND_SINK ? NULL : &t, nargs, args);
   if (!n) return ssm_graph_status(b->g);
   if (b->batch) {
-    if (op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_SAMPLE) {
+    if (op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_SAMPLE || op == SSM_OP_ATTENTION ||
+        op == SSM_OP_ROPE || op == SSM_OP_POSITIONS) {
       ssm_node_set_int(b->g, n, "batch", 1);
     } else if (op == SSM_OP_DELTA) {
       ssm_graph_remove(b->g, n);
       return ssm_lex_error(lx, off, "delta_rule: batched programs (--slots) do not run it yet: "
                            "a model with it runs one sequence at a time");
-    } else if (op == SSM_OP_ATTENTION || op == SSM_OP_ROPE || op == SSM_OP_POSITIONS) {
-      ssm_graph_remove(b->g, n);
-      return ssm_lex_error(lx, off, "%s: batched programs (--slots) do not take positions yet: "
-                           "a model with attention or positions runs one sequence at a time",
-                           info->name);
     }
   }
   for (int k = 0; k < info->nattrs; k++) {

@@ -253,7 +253,9 @@ ssm_status ssm_fe_resolve_tensor(scope *sc, const char *name, size_t n, ssm_src 
                           &b->tokens));
     *out = b->tokens;
   } else if (n == 3 && !memcmp(name, "pos", 3)) {
-    SSM_TRY(builtin_input(b, "pos", ssm_type_make(SSM_I32, 1, (int64_t[]){1}), at, &b->pos));
+    /* a batched graph's rows each have their own position */
+    SSM_TRY(builtin_input(b, "pos", ssm_type_make(SSM_I32, 1, (int64_t[]){b->batch ? b->T : 1}),
+                          at, &b->pos));
     *out = b->pos;
   }
   return NULL;

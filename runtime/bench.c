@@ -82,11 +82,18 @@ ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tok
   if (!b->slots || !b->ops->batch_generate)
     return ssm_status_new(SSM_ERR_UNSUPPORTED, "the model has no batched decode program: compile "
                           "it with --slots B");
-  int B = b->slots, n = steps < 1 ? 1 : steps;
+  int B = b->slots, n = steps < 1 ? 1 : steps, warm = n < 8 ? n : 8;
+  /* a model with attention: the warm-up's steps and then the timed ones,
+   * each sequence from position 0, all within its KV cache */
+  if (b->max_seq && warm + n > b->max_seq)
+    return ssm_status_new(SSM_ERR_INVALID, "%d steps (and %d to warm up) are past --max-seq %lld",
+                          n, warm, (long long)b->max_seq);
   int32_t *first = NULL, *ids = NULL;
+  int64_t *pos = NULL;
   float greedy[SSM_SAMPLER_STATE_LEN];
   ssm_status st = ssm_alloc((size_t)B, sizeof *first, (void **)&first);
   if (!st) st = ssm_alloc((size_t)B * (size_t)n, sizeof *ids, (void **)&ids);
+  if (!st) st = ssm_alloc((size_t)B, sizeof *pos, (void **)&pos);
   if (!st) st = ssm_sampler_state(0, 0, 1, 0, 0, greedy);
   if (!st) st = ssm_backend_reset(b);
   for (int i = 0; !st && i < B; i++) {
@@ -95,15 +102,17 @@ ssmc_status ssmc_session_bench_batch(ssmc_session *s, int steps, double *out_tok
     if (!st) st = b->ops->slot_sampler(b, i, greedy);
   }
   int ran;
-  if (!st) st = b->ops->batch_generate(b, first, n < 8 ? n : 8, ids, &ran); /* warm-up */
+  if (!st) st = b->ops->batch_generate(b, first, pos, warm, ids, &ran);
+  for (int i = 0; !st && i < B; i++) pos[i] = warm;
   double t0 = ssm_now();
-  if (!st) st = b->ops->batch_generate(b, first, n, ids, &ran);
+  if (!st) st = b->ops->batch_generate(b, first, pos, n, ids, &ran);
   double t1 = ssm_now();
   if (!st) *out_tokens_per_s = (double)B * n / (t1 - t0);
   if (!st) st = ssm_backend_check(b);
   if (!st) st = ssm_backend_reset(b);
   free(first);
   free(ids);
+  free(pos);
   return st;
 }
 

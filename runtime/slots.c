@@ -3,7 +3,9 @@
  * slots (ssmc.h, "many sequences in one step"). A session joins a slot by a
  * device-side copy of its state into the slot's rows, the slots step
  * together, and a session takes a slot's state back the same way. The
- * loaded model keeps each slot's position (what its sequence has covered).
+ * loaded model keeps each slot's position (what its sequence has covered;
+ * -1 while no sequence holds the slot), which the batched program reads in
+ * a model with attention.
  */
 #include "runtime/internal.h"
 
@@ -18,9 +20,11 @@ static ssm_status slot_check(ssmc_session *s, int slot) {
   if (slot < 0 || slot >= b->slots)
     return ssm_status_new(SSM_ERR_INVALID, "slot %d is not one of the model's %d slots", slot,
                           b->slots);
-  if (!s->model->slot_pos)
+  if (!s->model->slot_pos) {
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->slots, sizeof *s->model->slot_pos,
                                       (void **)&s->model->slot_pos), "the slots"));
+    for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] = -1;
+  }
   return NULL;
 }
 
@@ -45,9 +49,18 @@ ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generat
 ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot) {
   SSM_TRY(slot_check(s, slot));
   SSM_TRY(ssm_session_resident(s));
+  if (s->model->slot_pos[slot] < 0)
+    return ssm_status_new(SSM_ERR_INVALID, "slot %d holds no sequence (no session joined it, or "
+                          "it was left since)", slot);
   SSM_TRY(s->b->ops->slot_copy(s->b, slot, 0));
   s->b->position = s->model->slot_pos[slot];
   return ssm_backend_check(s->b);
+}
+
+ssmc_status ssmc_session_leave_slot(ssmc_session *s, int slot) {
+  SSM_TRY(slot_check(s, slot));
+  s->model->slot_pos[slot] = -1;
+  return NULL;
 }
 
 ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int steps,
@@ -55,22 +68,24 @@ ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int s
   SSM_TRY(slot_check(s, 0));
   if (steps < 0) return ssm_status_new(SSM_ERR_INVALID, "steps %d is negative", steps);
   ssm_backend *b = s->b;
+  int64_t *pos = s->model->slot_pos;
   for (int i = 0; i < b->slots; i++)
-    if (b->max_seq && s->model->slot_pos[i] + steps > b->max_seq)
+    if (b->max_seq && pos[i] >= 0 && pos[i] + steps > b->max_seq)
       return ssm_status_new(SSM_ERR_INVALID, "slot %d: position %lld is past --max-seq %lld", i,
-                            (long long)(s->model->slot_pos[i] + steps), (long long)b->max_seq);
+                            (long long)(pos[i] + steps), (long long)b->max_seq);
   if (!steps) return NULL;
   int ran = 0;
-  ssm_status st = b->ops->batch_generate(b, first, steps, out_ids, &ran);
+  ssm_status st = b->ops->batch_generate(b, first, pos, steps, out_ids, &ran);
   /* the steps that ran count, also when one failed: the other slots go on */
-  for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] += ran;
+  for (int i = 0; i < b->slots; i++)
+    if (pos[i] >= 0) pos[i] += ran;
   for (int j = 0; st && j < ran; j++)
     for (int i = 0; i < b->slots; i++)
       if (out_ids[(size_t)j * (size_t)b->slots + (size_t)i] == -1) {
         ssm_status_free(st);
         return ssm_status_new(SSM_ERR_INVALID, "slot %d: non-finite logit at position %lld: the "
                               "model or its weights produce inf/NaN", i,
-                              (long long)(s->model->slot_pos[i] - ran + j));
+                              (long long)(pos[i] < 0 ? j : pos[i] - ran + j));
       }
   SSM_TRY(st);
   return ssm_backend_check(b);

@@ -457,7 +457,10 @@ ssmc_status ssmc_session_fork(ssmc_session *s, ssmc_session **out);
  * each joins a slot (its state is copied there, on the device), the slots
  * step, and a session takes its slot's state back when it wants to go on
  * alone (save it, feed it a prompt). A slot's state stays until another
- * session joins it. Models that read positions (attention) have no slots. */
+ * session joins it. In a model with attention each slot has its own
+ * position and KV cache, copied with the rest of the state; a slot that a
+ * session joined counts its steps against max_seq until it is left
+ * (ssmc_session_leave_slot). */
 
 /* The slots of the model (0: none). */
 int ssmc_session_slots(const ssmc_session *s);
@@ -466,8 +469,13 @@ int ssmc_session_slots(const ssmc_session *s);
  * callbacks are not used). */
 ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generate_options *g);
 /* Copies slot `slot`'s state into `s`, which then covers what it covered
- * when it joined and every id fed to that slot since. */
+ * when it joined and every id fed to that slot since. A slot that no
+ * session joined, or that was left since, is refused. */
 ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot);
+/* Marks slot `slot` as holding no sequence until a session joins it: it
+ * steps on (its ids to be ignored) at position 0, so that in a model with
+ * attention it never reaches max_seq. */
+ssmc_status ssmc_session_leave_slot(ssmc_session *s, int slot);
 /* Runs `steps` steps of every slot: slot i is fed first[i] and then each id
  * it draws; the id slot i draws at step j goes to out_ids[j * slots + i].
  * Slots that no session joined step too (on whatever they hold, zeros at

@@ -25,7 +25,8 @@
  * whose logits were not finite ends its request with the error (the others
  * go on) and gets a clean state.
  *
- * Without slots (models with attention), requests take turns round-robin
+ * Without slots (a bundle compiled without them, or a model whose batched
+ * program cannot be built: delta_rule), requests take turns round-robin
  * in the session, each turn one slice (up to slice_chunks prefill chunks,
  * or up to slice_tokens decode steps, each token streamed as it is drawn).
  * Before a turn the request's state is made the session's: the one there is
@@ -416,7 +417,10 @@ static void park(sched *d) {
 
 /* Removes `j` (finished, failed or dropped) from the device thread. */
 static void drop(sched *d, ssm_job *j) {
-  if (j->slot >= 0) d->srv->slot_job[j->slot] = NULL;
+  if (j->slot >= 0) {
+    d->srv->slot_job[j->slot] = NULL;
+    ssmc_status_free(ssmc_session_leave_slot(d->srv->session, j->slot)); /* only a bad slot fails */
+  }
   j->slot = -1;
   if (d->resident == j) d->resident = NULL;
   for (size_t i = 0; i < d->active.n; i++)
@@ -457,14 +461,15 @@ static void finish_slot(sched *d, ssm_job *j) {
 }
 
 /* Gives slot `slot` a clean state (its logits were not finite): the reset
- * session's, joined greedily. Nothing when that fails: the slot's ids stay
- * -1 and the next step tries again. */
+ * session's, joined greedily, and left (no request holds it). Nothing when
+ * that fails: the slot's ids stay -1 and the next step tries again. */
 static void clean_slot(sched *d, int slot) {
   park(d);
   ssmc_generate_options g;
   ssmc_generate_options_init(&g);
   ssm_status s = ssmc_session_reset(d->srv->session);
   if (!s) s = ssmc_session_join_slot(d->srv->session, slot, &g);
+  if (!s) s = ssmc_session_leave_slot(d->srv->session, slot);
   ssmc_status_free(s);
 }
 
@@ -479,6 +484,7 @@ static int batch_busy(const ssm_server *srv) {
 static void batch_step(sched *d) {
   ssm_server *srv = d->srv;
   int B = srv->model_slots;
+  int64_t max_seq = ssmc_session_max_seq(srv->session);
   for (int i = 0; i < B; i++) {
     srv->slot_in[i] = srv->slot_job[i] ? srv->slot_job[i]->next : 0;
     srv->slot_out[i] = -2;
@@ -516,6 +522,8 @@ static void batch_step(sched *d) {
     int eos = srv->eos >= 0 && ssmc_session_is_eos(srv->session, id);
     ssm_status s = eos ? NULL : take_token(j, id);
     if (!s && eos) j->finish = "stop";
+    /* past the KV cache's last position, as in the session (decode_slice) */
+    if (!s && !j->finish && max_seq && j->covered >= max_seq) j->finish = "length";
     if (s) fail(d, j, s);
     else if (j->finish) finish_slot(d, j);
     else j->next = id;
@@ -530,6 +538,11 @@ static ssm_status join(sched *d, ssm_job *j) {
     park(d);
     SSM_TRY(ssmc_session_restore(srv->session, j->parked));
     d->resident = j;
+  }
+  int64_t max_seq = ssmc_session_max_seq(srv->session);
+  if (max_seq && ssmc_session_position(srv->session) >= max_seq) {
+    j->solo = 1; /* no position left to step in: it ends in the session (decode_slice) */
+    return NULL;
   }
   int slot = 0;
   while (slot < srv->slots && srv->slot_job[slot]) slot++;
@@ -547,6 +560,7 @@ static ssm_status join(sched *d, ssm_job *j) {
 static ssm_status leave_slot(sched *d, ssm_job *j) {
   park(d);
   SSM_TRY(ssmc_session_take_slot(d->srv->session, j->slot));
+  SSM_TRY(ssmc_session_leave_slot(d->srv->session, j->slot));
   d->srv->slot_job[j->slot] = NULL;
   j->slot = -1;
   d->resident = j;

@@ -1143,56 +1143,91 @@ static void test_ssd_big_state(void) {
 /* The batched decode program: each slot, fed its own prompt by the
  * one-sequence programs and copied in, draws the greedy tokens that the
  * decode program draws for that sequence alone, whatever the others do;
- * copying a slot back gives the state decode reaches. The ids of step j,
- * slot i go to got[j * B + i]. BATCH_STEPS is more steps than the fixtures'
- * conv_kernel of 4, so that the last steps read conv states (and scan
- * states) that the batched program alone wrote. */
-enum { BATCH_STEPS = 6, BATCH_MAX = 24 };
+ * copying a slot back gives the state decode reaches (every state: the KV
+ * caches of a model with attention too). Sequence i has a prompt of i + 2
+ * tokens, so the slots are at different positions; the first one joins its
+ * slot after BATCH_LATE steps of the others, during which its slot holds
+ * no sequence. The ids of step j, slot i go to got[j * B + i] (-3 for the
+ * first slot's steps before it joins). Every slot runs more batched steps
+ * than the fixtures' conv_kernel of 4 (the late one BATCH_STEPS -
+ * BATCH_LATE), so that its last steps read conv states (and scan states)
+ * that the batched program alone wrote. */
+enum { BATCH_STEPS = 8, BATCH_MAX = 24, BATCH_LATE = 3 };
 static void batch_matches_alone(ssm_backend *be, int32_t *got) {
-  int B = be->slots;
+  int B = be->slots, late = 0;
   int32_t first[BATCH_MAX], want[BATCH_MAX][BATCH_STEPS];
-  float greedy[SSM_SAMPLER_STATE_LEN], *st = NULL, *st2 = NULL;
+  int64_t pos[BATCH_MAX];
+  float greedy[SSM_SAMPLER_STATE_LEN], *alone[64] = {0};
+  ssm_snapshot *at_late = NULL;
+  CU_ASSERT_FATAL(be->nstates <= 64 && B >= 2);
   SSM_ASSERT_OK(ssm_sampler_state(0, 0, 1, 0, 0, greedy));
-  /* alone: prompt i (i + 2 tokens), then BATCH_STEPS greedy steps */
+  /* alone: prompt i (i + 2 tokens), then BATCH_STEPS greedy steps; the
+   * backend keeps the state of the last, B - 1 */
   for (int i = 0; i < B; i++) {
     int32_t prompt[BATCH_MAX + 2];
     for (int k = 0; k < i + 2; k++) prompt[k] = (int32_t)((i * 37 + k * 11 + 5) % be->vocab);
     SSM_ASSERT_OK(ssm_backend_reset(be));
     for (int k = 0; k < i + 2; k++) SSM_ASSERT_OK(ssm_backend_run(be, &prompt[k], 1, NULL));
-    SSM_ASSERT_OK(be->ops->slot_copy(be, i, 1)); /* slot i starts where sequence i is */
+    if (i == late) SSM_ASSERT_OK(ssm_backend_snapshot(be, &at_late)); /* it joins later */
+    else SSM_ASSERT_OK(be->ops->slot_copy(be, i, 1)); /* slot i starts where sequence i is */
     SSM_ASSERT_OK(be->ops->slot_sampler(be, i, greedy));
     first[i] = (int32_t)((i * 13 + 1) % be->vocab);
+    pos[i] = i + 2;
     int n = 0;
     SSM_ASSERT_OK(ssm_backend_generate(be, first[i], BATCH_STEPS, 0, want[i], &n, NULL, NULL));
     CU_ASSERT_EQUAL(n, BATCH_STEPS);
   }
-  /* all together */
+  for (int k = 0; k < be->nstates; k++) {
+    alone[k] = malloc((size_t)ssm_type_numel(&be->states[k].type) * 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(alone[k]);
+    SSM_ASSERT_OK(be->ops->state_read(be, k, alone[k]));
+  }
+  /* the others together, the first slot holding no sequence; then it joins */
   int ran = 0;
-  SSM_ASSERT_OK(be->ops->batch_generate(be, first, BATCH_STEPS, got, &ran));
-  CU_ASSERT_EQUAL(ran, BATCH_STEPS);
+  int64_t at[BATCH_MAX];
+  memcpy(at, pos, sizeof at);
+  at[late] = -1;
+  SSM_ASSERT_OK(be->ops->batch_generate(be, first, at, BATCH_LATE, got, &ran));
+  CU_ASSERT_EQUAL(ran, BATCH_LATE);
+  SSM_ASSERT_OK(ssm_backend_restore(be, at_late));
+  SSM_ASSERT_OK(be->ops->slot_copy(be, late, 1));
+  int32_t next[BATCH_MAX];
+  for (int i = 0; i < B; i++) {
+    next[i] = i == late ? first[i] : got[(BATCH_LATE - 1) * B + i];
+    at[i] = i == late ? pos[i] : pos[i] + BATCH_LATE;
+    for (int j = 0; j < BATCH_LATE && i == late; j++) got[j * B + i] = -3;
+  }
+  int32_t *rest = got + BATCH_LATE * B;
+  SSM_ASSERT_OK(be->ops->batch_generate(be, next, at, BATCH_STEPS - BATCH_LATE, rest, &ran));
+  CU_ASSERT_EQUAL(ran, BATCH_STEPS - BATCH_LATE);
   for (int i = 0; i < B; i++)
-    for (int j = 0; j < BATCH_STEPS; j++) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
-  /* slot B-1 back: the state generate left for the last sequence */
-  int last = be->nstates - 1;
-  size_t bytes = (size_t)ssm_type_numel(&be->states[last].type) * 4;
-  st = malloc(bytes);
-  st2 = malloc(bytes);
-  CU_ASSERT_FATAL(st && st2);
-  SSM_ASSERT_OK(be->ops->state_read(be, last, st));
+    for (int j = 0; j < BATCH_STEPS; j++)
+      if (i != late) CU_ASSERT_EQUAL(got[j * B + i], want[i][j]);
+  for (int j = 0; j + BATCH_LATE < BATCH_STEPS; j++) CU_ASSERT_EQUAL(rest[j * B + late], want[late][j]);
+  /* slot B-1 back: every state generate left for its sequence */
   SSM_ASSERT_OK(ssm_backend_reset(be));
   SSM_ASSERT_OK(be->ops->slot_copy(be, B - 1, 0));
-  SSM_ASSERT_OK(be->ops->state_read(be, last, st2));
   double worst = 0;
-  for (size_t k = 0; k < bytes / 4; k++) worst = fmax(worst, fabs((double)st[k] - st2[k]));
+  for (int k = 0; k < be->nstates; k++) {
+    size_t n = (size_t)ssm_type_numel(&be->states[k].type);
+    float *back = malloc(n * 4);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(back);
+    SSM_ASSERT_OK(be->ops->state_read(be, k, back));
+    double w = 0;
+    for (size_t e = 0; e < n; e++) w = fmax(w, fabs((double)alone[k][e] - back[e]));
+    if (w >= 1e-5) fprintf(stderr, "\n  slot %d's %s: %g from decode's", B - 1, be->states[k].name, w);
+    worst = fmax(worst, w);
+    free(back);
+    free(alone[k]);
+  }
   CU_ASSERT(worst < 1e-5);
   int32_t bad[BATCH_MAX];
   memcpy(bad, first, sizeof bad);
   bad[B - 1] = (int32_t)be->vocab;
   int32_t none[BATCH_MAX];
-  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, 1, none, &ran), "is out of range");
+  SSM_ASSERT_ERR(be->ops->batch_generate(be, bad, pos, 1, none, &ran), "is out of range");
   CU_ASSERT_EQUAL(ran, 0);
-  free(st);
-  free(st2);
+  ssm_backend_snapshot_free(be, at_late);
 }
 
 /* The matmuls of a batched program with 16-bit weights get a variant on
@@ -1282,10 +1317,16 @@ static void test_batch_matches_decode(void) {
   batch_matches_decode("mamba1_tiny", 3, SSM_Q4_0);
   batch_matches_decode("mamba2_tiny", 5, SSM_F32);
   batch_matches_decode("falcon_tiny", 12, SSM_F32);
+  /* attention: a position and a KV cache a slot (rope, GQA; Mamba-2 with
+   * attention; RecurrentGemma's window of 5 positions, which the slots pass) */
+  batch_matches_decode("jamba_tiny", 3, SSM_F32);
+  batch_matches_decode("bamba_tiny", 3, SSM_F32);
+  batch_matches_decode("recurrent_gemma_tiny", 3, SSM_F32);
 }
 
-/* What a batched program refuses: a model that reads positions, more slots
- * than SSM_MAX_SLOTS, and a manifest whose batch program or slots lie. */
+/* What a batched program refuses: a model with delta_rule, more slots than
+ * SSM_MAX_SLOTS, and a manifest whose batch program or slots lie (its
+ * positions too: a model with attention has one a slot). */
 static void test_batch_refusals(void) {
   ssm_bundle *good = NULL, *bad = NULL;
   {
@@ -1319,10 +1360,24 @@ static void test_batch_refusals(void) {
 
   ssm_model *m = NULL;
   ssm_bundle *b = NULL;
-  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/qwen3_next_tiny"), NULL, &m));
   ssm_compile_opts o = {.prefill_tokens = 4, .slots = 2};
-  if (m) SSM_ASSERT_ERR(ssm_compile(m, &o, &b), "batched programs (--slots) do not take positions yet");
+  if (m) SSM_ASSERT_ERR(ssm_compile(m, &o, &b), "delta_rule: batched programs (--slots) do not run it yet");
   CU_ASSERT_PTR_NULL(b);
+  ssm_model_close(m);
+  m = NULL;
+  /* attention: the batch program's pos holds a position a slot */
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/jamba_tiny"), NULL, &m));
+  if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &good));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(good);
+  const ssm_region *pos = &ssm_bundle_manifest(good)->batch.pos;
+  CU_ASSERT_FATAL(ssm_bundle_manifest(good)->batch.has_pos && pos->bytes == 8);
+  char from[96], to[96];
+  snprintf(from, sizeof from, "\"pos\":[%d,%llu,8]", pos->buffer, (unsigned long long)pos->offset);
+  snprintf(to, sizeof to, "\"pos\":[%d,%llu,4]", pos->buffer, (unsigned long long)pos->offset);
+  SSM_ASSERT_ERR(open_tampered(good, from, to, &bad), "programs.batch.inputs has a pos input that is not one i32 a row");
+  CU_ASSERT_PTR_NULL(bad);
+  ssm_bundle_close(good);
   o.slots = SSM_MAX_SLOTS + 1;
   ssm_model_close(m);
   m = NULL;

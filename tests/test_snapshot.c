@@ -168,14 +168,16 @@ static void test_sampler_step_continues(void) {
   ssmc_session_close(s);
 }
 
-/* Three forks, each fed its own prompt, join slots 0..2 and step together:
- * each slot draws what its session draws alone from the same state, and a
+/* Three forks, each fed its own prompt (3, 4 and 5 tokens: in a model with
+ * attention, three positions), join slots 0..2 and step together: each
+ * slot draws what its session draws alone from the same state, and a
  * session that takes its slot back covers what the lone one covers (the
- * same position, the same next ids). A fourth slot that no session joined
- * steps too. Bad slots and a model without slots are refused. */
-static void slots_step_together(ssmc_backend backend) {
+ * same position, the same next ids: its KV cache came back too). A fourth
+ * slot that no session joined steps too; a slot left is refused to take.
+ * Bad slots and a model without slots are refused. */
+static void slots_step_together(const char *fixture, ssmc_backend backend) {
   enum { B = 4, N = 6 };
-  ssmc_session *s = open_slots("mamba1_tiny", backend, B);
+  ssmc_session *s = open_slots(fixture, backend, B);
   CU_ASSERT_PTR_NOT_NULL_FATAL(s);
   CU_ASSERT_EQUAL(ssmc_session_slots(s), B);
   ssmc_generate_options g;
@@ -198,6 +200,9 @@ static void slots_step_together(ssmc_backend backend) {
     for (int j = 0; j < N; j++) CU_ASSERT_EQUAL(ids[j * B + i], alone[j]);
     /* the slot's state back: both go on alike */
     SSM_ASSERT_OK(ssmc_session_take_slot(f[i], i));
+    CU_ASSERT_EQUAL(ssmc_session_position(f[i]), ssmc_session_position(lone));
+    SSM_ASSERT_OK(ssmc_session_leave_slot(f[i], i));
+    SSM_ASSERT_ERR(ssmc_session_take_slot(f[i], i), "holds no sequence");
     CU_ASSERT_EQUAL(greedy(f[i], &ids[(N - 1) * B + i], 1, 4, more), 4);
     CU_ASSERT_EQUAL(greedy(lone, &alone[N - 1], 1, 4, more_alone), 4);
     CU_ASSERT_EQUAL(memcmp(more, more_alone, sizeof more), 0);
@@ -212,14 +217,20 @@ static void slots_step_together(ssmc_backend backend) {
   first[3] = 100000;
   SSM_ASSERT_ERR(ssmc_session_step_slots(s, first, 1, ids), "out of range");
   ssmc_session_close(s);
-  s = open_fixture("mamba1_tiny", backend);
+  s = open_fixture(fixture, backend);
   CU_ASSERT_EQUAL(ssmc_session_slots(s), 0);
   SSM_ASSERT_ERR(ssmc_session_step_slots(s, first, 1, ids), "the model has no slots");
   ssmc_session_close(s);
 }
 
-static void test_slots_cpu(void) { slots_step_together(SSMC_BACKEND_CPU); }
-static void test_slots_vulkan(void) { slots_step_together(SSMC_BACKEND_VULKAN); }
+static void test_slots_cpu(void) {
+  slots_step_together("mamba1_tiny", SSMC_BACKEND_CPU);
+  slots_step_together("jamba_tiny", SSMC_BACKEND_CPU);
+}
+static void test_slots_vulkan(void) {
+  slots_step_together("mamba1_tiny", SSMC_BACKEND_VULKAN);
+  slots_step_together("jamba_tiny", SSMC_BACKEND_VULKAN);
+}
 
 int main(void) {
   CU_TestInfo tests[] = {{"slots_step_together_cpu", test_slots_cpu},

@@ -87,15 +87,18 @@ typedef struct {
    * state (the sequence fed by run) into slot `slot` (to_slot), or back;
    * slot_sampler sets the slot's sampler (SSM_SAMPLER_STATE_LEN floats);
    * batch_generate runs n steps of every slot from first[slots], slot i's
-   * id of step j into out_ids[j * slots + i], and *out_ran gets the steps
+   * first at position pos[i] (read by a model with attention: its step j
+   * at pos[i] + j, which must be within max_seq; a slot of pos[i] < 0 holds
+   * no sequence and runs every step at position 0), slot i's id of step j into out_ids[j * slots + i], and
+   * *out_ran gets the steps
    * that ran, also when it fails: on a non-finite logit (ssm_slot_nonfinite)
    * the steps that ran have their ids written, -1 for each slot whose
    * logits were not finite (-2 for one whose sampler ran out of memory),
    * and those that did not run have -2 for every slot. */
   ssm_status (*slot_copy)(ssm_backend *b, int slot, int to_slot);
   ssm_status (*slot_sampler)(ssm_backend *b, int slot, const float *state);
-  ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
-                               int *out_ran);
+  ssm_status (*batch_generate)(ssm_backend *b, const int32_t *first, const int64_t *pos, int n,
+                               int32_t *out_ids, int *out_ran);
   /* Sets the sampler's seen-token set (SSM_SEEN_WORDS(vocab) floats, ir.h),
    * which the repetition penalty reads and each draw adds its id to; an
    * UNSUPPORTED error when the model's sampler has none. */

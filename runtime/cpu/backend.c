@@ -243,8 +243,8 @@ static ssm_status cpu_slot_sampler(ssm_backend *b, int slot, const float *state)
   return NULL;
 }
 
-static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
-                                     int *out_ran) {
+static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, const int64_t *pos,
+                                     int n, int32_t *out_ids, int *out_ran) {
   cpu_backend *c = (cpu_backend *)b;
   int B = b->slots;
   *out_ran = 0;
@@ -270,14 +270,19 @@ static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)B * ((size_t)b->vocab + 1), sizeof(float),
                                       (void **)&c->brows), "the batch's logits"));
   int32_t *in;
-  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)B, sizeof *in, (void **)&in), "the batch's ids"));
+  int64_t *at;
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)B, sizeof *in + sizeof *at, (void **)&at), "the batch's ids"));
+  in = (int32_t *)(at + B);
   memcpy(in, first, (size_t)B * 4);
   float *outs[2] = {c->brows, c->brows + (size_t)B * (size_t)b->vocab};
   size_t counts[2] = {(size_t)B * (size_t)b->vocab, (size_t)B};
   ssm_status s = NULL;
   for (int j = 0; j < n && !s; j++) {
     /* the slots keep their own positions: the one sequence's stays */
+    for (int i = 0; i < B; i++) at[i] = pos[i] < 0 ? 0 : pos[i] + j;
+    ssm_cpu_set_row_positions(c->cpu, at, B);
     s = ssm_cpu_run_outputs(c->cpu, c->batched, in, 2, outs, counts);
+    ssm_cpu_set_row_positions(c->cpu, NULL, 0);
     ssm_cpu_set_position(c->cpu, b->position);
     if (s) break;
     *out_ran = j + 1;
@@ -292,7 +297,7 @@ static ssm_status cpu_batch_generate(ssm_backend *b, const int32_t *first, int n
     if (!s && bad >= 0) s = ssm_slot_nonfinite(bad);
   }
   for (size_t k = (size_t)*out_ran * (size_t)B; s && k < (size_t)n * (size_t)B; k++) out_ids[k] = -2;
-  free(in);
+  free(at);
   return s;
 }
 

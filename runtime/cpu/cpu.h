@@ -38,6 +38,9 @@ ssm_status ssm_cpu_run(ssm_cpu *c, ssm_graph *g, const int32_t *tokens,
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out);
 /* Sets the position (a restored state's). */
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position);
+/* Gives the next runs' input "pos" `rows` positions, one a row of a batched
+ * graph (i32[rows]); `pos` must outlive those runs. NULL: the position. */
+void ssm_cpu_set_row_positions(ssm_cpu *c, const int64_t *pos, int64_t rows);
 
 /* ssm_cpu_run that copies the first `nouts` outputs, converted to f32, into
  * outs[i] (counts[i] elements; a NULL outs[i] is skipped). */

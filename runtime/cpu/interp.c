@@ -50,6 +50,8 @@ struct ssm_cpu {
   cpu_tensor_list weight_cache;
   cpu_tensor_list states;
   int64_t position; /* tokens run since the last reset: the next run's input "pos" */
+  const int64_t *row_pos; /* a batched graph's positions, one a row (NULL: none given) */
+  int64_t nrow_pos;
   cpu_spare_list spares;
   uint64_t runs; /* runs started: stamps the spares */
   /* a run's bookkeeping by value id, kept for the next run */
@@ -209,6 +211,11 @@ static ssm_status state_get(ssm_cpu *c, const ssm_node *n, void **out) {
 }
 
 void ssm_cpu_set_position(ssm_cpu *c, int64_t position) { c->position = position; }
+
+void ssm_cpu_set_row_positions(ssm_cpu *c, const int64_t *pos, int64_t rows) {
+  c->row_pos = pos;
+  c->nrow_pos = pos ? rows : 0;
+}
 
 ssm_status ssm_cpu_state(ssm_cpu *c, const char *name, const ssm_type *type, float **out_f) {
   void **out = (void **)out_f;
@@ -382,9 +389,13 @@ static void op_unary(const cpu_run *r, const ssm_node *n) {
 static ssm_status op_input(const cpu_run *r, const ssm_node *n) {
   const char *name = ssm_node_str(n, "name", "");
   if (!strcmp(name, "pos")) {
-    if (n->result->type.dtype != SSM_I32 || numel(n->result) != 1)
-      return ssm_status_new(SSM_ERR_INVALID, "input \"pos\" must be i32[1]");
-    ibuf(r, n->result)[0] = (int32_t)r->c->position;
+    const ssm_cpu *c = r->c;
+    int64_t rows = c->row_pos ? c->nrow_pos : 1;
+    if (n->result->type.dtype != SSM_I32 || numel(n->result) != rows)
+      return ssm_status_new(SSM_ERR_INVALID, "input \"pos\" must be i32[%lld]%s", (long long)rows,
+                            c->row_pos ? " (a position a row of the batched run)" : "");
+    for (int64_t t = 0; t < rows; t++)
+      ibuf(r, n->result)[t] = (int32_t)(c->row_pos ? c->row_pos[t] : c->position);
     return NULL;
   }
   if (strcmp(name, "tokens"))
@@ -792,25 +803,41 @@ static void op_delta(const cpu_run *r, const ssm_node *n) {
  * for each query t (position pos+t) and head h: a max-subtracted softmax of
  * scale*q.k over cache rows 0..pos+t of kv head h/(Hq/Hkv), and the weighted
  * sum of v (only the last `window` rows, window > 0). Double accumulation
- * throughout. */
+ * throughout. With batch=1 row t is a sequence of its own: its token at
+ * position pos[t] goes to its caches, [t] of [T,MAXS,Hkv,D], and it attends
+ * to them alone. */
 static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   const ssm_value *qv = n->args[0], *kv = n->args[1], *vv = n->args[2];
   const ssm_value *kcv = n->args[3], *vcv = n->args[4];
-  SSM_ASSERT(qv->type.rank == 3 && kv->type.rank == 3 && kcv->type.rank == 3);
+  int batch = ssm_node_int(n, "batch", 0) != 0;
+  SSM_ASSERT(qv->type.rank == 3 && kv->type.rank == 3 && kcv->type.rank == 3 + batch);
   int64_t steps = dim(qv, 0), hq = dim(qv, 1), d = dim(qv, 2), hkv = dim(kv, 1);
-  int64_t maxs = dim(kcv, 0);
+  int64_t maxs = dim(kcv, batch);
   SSM_ASSERT(hkv > 0 && hq % hkv == 0 && dim(kv, 0) == steps && dim(kv, 2) == d);
-  SSM_ASSERT(numel(vv) == numel(kv) && numel(vcv) == numel(kcv) && dim(kcv, 1) == hkv &&
-             dim(kcv, 2) == d && numel(n->result) == numel(qv));
-  int64_t pos = ibuf(r, n->args[5])[0];
-  if (pos < 0 || pos + steps > maxs)
+  SSM_ASSERT(numel(vv) == numel(kv) && numel(vcv) == numel(kcv) && dim(kcv, batch + 1) == hkv &&
+             dim(kcv, batch + 2) == d && numel(n->result) == numel(qv));
+  const int32_t *posv = ibuf(r, n->args[5]);
+  for (int64_t t = 0; t < (batch ? steps : 1); t++) {
+    int64_t pos = posv[t], span = batch ? 1 : steps;
+    if (pos >= 0 && pos + span <= maxs) continue;
+    if (batch)
+      return ssm_status_new(SSM_ERR_INVALID, "row %lld: position %lld is past --max-seq %lld",
+                            (long long)t, (long long)(pos < maxs ? maxs : pos), (long long)maxs);
     return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",
                           (long long)(pos < maxs ? maxs : pos), (long long)maxs);
+  }
   const float *q = fbuf(r, qv), *k = fbuf(r, kv), *v = fbuf(r, vv);
   float *kc = fbuf(r, kcv), *vc = fbuf(r, vcv), *y = fbuf(r, n->result);
-  int64_t row = hkv * d;
-  memcpy(kc + pos * row, k, (size_t)(steps * row) * sizeof(float));
-  memcpy(vc + pos * row, v, (size_t)(steps * row) * sizeof(float));
+  int64_t row = hkv * d, cache = maxs * row;
+  if (batch) {
+    for (int64_t t = 0; t < steps; t++) {
+      memcpy(kc + t * cache + posv[t] * row, k + t * row, (size_t)row * sizeof(float));
+      memcpy(vc + t * cache + posv[t] * row, v + t * row, (size_t)row * sizeof(float));
+    }
+  } else {
+    memcpy(kc + posv[0] * row, k, (size_t)(steps * row) * sizeof(float));
+    memcpy(vc + posv[0] * row, v, (size_t)(steps * row) * sizeof(float));
+  }
   double scale = ssm_node_float(n, "scale", 1);
   int64_t window = ssm_node_int(n, "window", 0);
   void *mem;
@@ -820,12 +847,14 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
   double *score = mem, *acc = score + maxs;
   for (int64_t t = 0; t < steps; t++)
     for (int64_t h = 0; h < hq; h++) {
-      int64_t g = h / (hq / hkv), last = pos + t;
+      /* the row's sequence: its caches and the position of its query */
+      int64_t base = batch ? t * cache : 0, last = batch ? posv[t] : posv[0] + t;
+      int64_t g = h / (hq / hkv);
       int64_t first = window > 0 && last - window + 1 > 0 ? last - window + 1 : 0;
       const float *qr = q + (t * hq + h) * d;
       double mx = -INFINITY, sum = 0;
       for (int64_t j = first; j <= last; j++) {
-        const float *kr = kc + j * row + g * d;
+        const float *kr = kc + base + j * row + g * d;
         double dot = 0;
         for (int64_t i = 0; i < d; i++) dot += (double)qr[i] * kr[i];
         score[j] = scale * dot;
@@ -835,7 +864,7 @@ static ssm_status op_attention(const cpu_run *r, const ssm_node *n) {
       for (int64_t j = first; j <= last; j++) {
         double p = exp(score[j] - mx);
         sum += p;
-        const float *vr = vc + j * row + g * d;
+        const float *vr = vc + base + j * row + g * d;
         for (int64_t i = 0; i < d; i++) acc[i] += p * vr[i];
       }
       for (int64_t i = 0; i < d; i++) y[(t * hq + h) * d + i] = (float)(acc[i] / sum);
@@ -854,7 +883,8 @@ static void op_rope(const cpu_run *r, const ssm_node *n) {
   int il = (int)ssm_node_int(n, "interleaved", 0);
   SSM_ASSERT(dims >= 2 && dims <= d);
   float theta = (float)ssm_node_float(n, "theta", 10000);
-  int64_t pos = ibuf(r, n->args[1])[0];
+  const int32_t *pos = ibuf(r, n->args[1]);
+  int batch = ssm_node_int(n, "batch", 0) != 0;
   const float *x = fbuf(r, xv);
   float *y = fbuf(r, n->result);
   for (int64_t t = 0; t < steps; t++)
@@ -864,7 +894,7 @@ static void op_rope(const cpu_run *r, const ssm_node *n) {
       memcpy(yr, xr, (size_t)d * sizeof(float));
       for (int64_t j = 0; j < half; j++) {
         float inv = 1.0f / powf(theta, (float)(2 * j) / (float)dims);
-        float angle = (float)(pos + t) * inv;
+        float angle = (float)(batch ? pos[t] : pos[0] + t) * inv;
         double c = cos((double)angle), sn = sin((double)angle);
         int64_t a = il ? 2 * j : j, b = il ? 2 * j + 1 : j + half;
         yr[a] = (float)(xr[a] * c - xr[b] * sn);
@@ -874,9 +904,10 @@ static void op_rope(const cpu_run *r, const ssm_node *n) {
 }
 
 static void op_positions(const cpu_run *r, const ssm_node *n) {
-  int64_t pos = ibuf(r, n->args[1])[0];
+  const int32_t *pos = ibuf(r, n->args[1]);
+  int batch = ssm_node_int(n, "batch", 0) != 0;
   float *y = fbuf(r, n->result);
-  for (int64_t t = 0; t < numel(n->result); t++) y[t] = (float)(pos + t);
+  for (int64_t t = 0; t < numel(n->result); t++) y[t] = (float)(batch ? pos[t] : (int64_t)pos[0] + t);
 }
 
 /* ---- last-axis ops ---------------------------------------------------------------- */
@@ -1239,7 +1270,7 @@ ssm_status ssm_cpu_run_outputs(ssm_cpu *c, ssm_graph *g, const int32_t *tokens, 
   for (const ssm_node *n = g->first; n; n = n->next) {
     if (n->op == SSM_OP_INPUT && !strcmp(ssm_node_str(n, "name", ""), "tokens"))
       count = numel(n->result);
-    if (n->op == SSM_OP_ATTENTION) {
+    if (n->op == SSM_OP_ATTENTION && !ssm_node_int(n, "batch", 0)) { /* batch=1: each row's, as it runs */
       int64_t maxs = dim(n->args[3], 0), steps = dim(n->args[0], 0);
       if (c->position + steps > maxs)
         return ssm_status_new(SSM_ERR_INVALID, "position %lld is past --max-seq %lld",

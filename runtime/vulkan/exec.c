@@ -504,14 +504,15 @@ static ssm_status gen_prepare(vk_backend *v, int logits) {
 
 /* bgen[many]: BGEN_STEPS steps (else 1) of the batch program: bio's first
  * row of ids in, then each step, its drawn ids copied into its own input
- * and into bio's row 1 + j. */
+ * and into bio's row 1 + j. A program that reads positions takes step j's
+ * from bio's row BGEN_STEPS + 1 + j (a position a slot). */
 static ssm_status record_bgen(vk_backend *v, int many) {
   const ssm_mf_program *p = &v->m->batch;
   ssm_vk_program **out = &v->bgen[many];
   if (*out) return NULL;
   size_t row = (size_t)p->tokens * 4;
   if (!v->bio) {
-    SSM_TRY(ssm_vk_buffer_create(v->vk, row * (BGEN_STEPS + 1), SSM_VK_BUFFER_HOST, &v->bio));
+    SSM_TRY(ssm_vk_buffer_create(v->vk, row * (2 * BGEN_STEPS + 1), SSM_VK_BUFFER_HOST, &v->bio));
     if (!ssm_vk_buffer_map(v->bio))
       return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
                             "mapped", ssm_vk_info(v->vk)->name);
@@ -521,7 +522,10 @@ static ssm_status record_bgen(vk_backend *v, int many) {
   ssm_vk_buffer *in = v->buffers[p->tokens_in.buffer], *next = v->buffers[p->next.buffer];
   ssm_status s = add_copy(prog, v->bio, 0, in, (size_t)p->tokens_in.offset, row);
   for (int j = 0; j < (many ? BGEN_STEPS : 1) && !s; j++) {
-    s = record_steps(v, p, p->nsteps, (uint32_t)p->tokens, prog);
+    if (p->has_pos)
+      s = add_copy(prog, v->bio, row * (size_t)(BGEN_STEPS + 1 + j), v->buffers[p->pos.buffer],
+                   (size_t)p->pos.offset, row);
+    if (!s) s = record_steps(v, p, p->nsteps, (uint32_t)p->tokens, prog);
     if (!s) s = add_copy(prog, next, (size_t)p->next.offset, in, (size_t)p->tokens_in.offset, row);
     if (!s) s = add_copy(prog, next, (size_t)p->next.offset, v->bio, row * (size_t)(j + 1), row);
   }
@@ -534,8 +538,8 @@ static ssm_status record_bgen(vk_backend *v, int many) {
   return NULL;
 }
 
-static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n, int32_t *out_ids,
-                                    int *out_ran) {
+static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, const int64_t *pos,
+                                    int n, int32_t *out_ids, int *out_ran) {
   vk_backend *v = (vk_backend *)b;
   int B = v->m->batch.tokens;
   *out_ran = 0;
@@ -549,6 +553,10 @@ static ssm_status vk_batch_generate(ssm_backend *b, const int32_t *first, int n,
   memcpy(io, first, (size_t)B * 4);
   for (int done = 0; done < n;) {
     int many = n - done >= BGEN_STEPS, steps = many ? BGEN_STEPS : 1;
+    for (int j = 0; j < steps; j++)
+      for (int i = 0; i < B; i++)
+        io[(size_t)(BGEN_STEPS + 1 + j) * (size_t)B + (size_t)i] =
+            pos[i] < 0 ? 0 : (int32_t)(pos[i] + done + j);
     SSM_TRY(ssm_vk_program_run(v->vk, v->bgen[many]));
     /* every step of the submission ran, for every slot: a slot that drew
      * -1 fails the call once they are all written */

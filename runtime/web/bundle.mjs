@@ -277,7 +277,10 @@ function program(r, m, progs, which) {
       p.hasPos = inputs !== null && typeof inputs === 'object' && 'pos' in inputs;
       if (p.hasPos) {
         p.pos = fieldRegion(r, m, inputs, 'pos');
-        if (p.pos.bytes !== 4) throw r.bad('has a pos input that is not one i32');
+        // a batch program's rows each have a position
+        const npos = which === 'batch' ? p.tokens : 1;
+        if (p.pos.bytes !== 4 * npos)
+          throw r.bad(npos === 1 ? 'has a pos input that is not one i32' : 'has a pos input that is not one i32 a row');
         if (!m.max_seq) throw r.bad('reads pos, but max_seq is 0');
       }
     });
@@ -354,9 +357,9 @@ export function parseManifest(root, name, blobsSize) {
     // the batched decode program (ssmc compile --slots), when there is one
     if (progs !== null && typeof progs === 'object' && 'batch' in progs) {
       const b = m.batch = program(r, m, progs, 'batch');
-      if (!b.hasSampler || b.hasPos || b.anyCount || m.buffers[b.sampler.buffer].usage !== 'slots' ||
+      if (!b.hasSampler || b.anyCount || m.buffers[b.sampler.buffer].usage !== 'slots' ||
           m.buffers[b.next.buffer].usage !== 'activations')
-        throw r.bad('gives the batch program no sampler, a position, any_count or a sampler outside the slots and activations');
+        throw r.bad('gives the batch program no sampler, any_count or a sampler outside the slots and activations');
     }
   });
   // the weights directory it was compiled with (bundle/manifest.c: source)

@@ -3,8 +3,8 @@
 # (started by tests/serve/run.sh) at the edges of its model:
 #   max-seq  tests/data/jamba_tiny with --max-seq 8 (a KV cache of 8 rows):
 #            a request that runs out of positions gets the tokens that fit
-#            with finish_reason "length"; a prompt of more than 8 tokens is
-#            the client's error
+#            with finish_reason "length", alone and decoding in slots beside
+#            others; a prompt of more than 8 tokens is the client's error
 #   nan      mamba1_untied with a NaN in the embedding row of the third
 #            generated token: the server's error (500), not the client's, and
 #            only that request's when others decode beside it
@@ -50,6 +50,36 @@ if mode == "max-seq":
     assert "".join(c["choices"][0]["text"] for c in chunks) == six["text"], chunks
     assert chunks[-1]["choices"][0]["finish_reason"] == "length", chunks[-1]
     ok("past --max-seq, streamed: the same text, finish_reason length")
+    # in slots, each at its own position with its own KV cache: prompts of
+    # different lengths at once give what they give alone, also at the end
+    # of the cache
+    import threading
+    bodies = {"a": {"prompt": [1, 2, 3], "max_tokens": 20, "temperature": 0},
+              "b": {"prompt": [4, 5], "max_tokens": 20, "temperature": 0},
+              "c": {"prompt": [6, 7, 8, 9, 10], "max_tokens": 2, "temperature": 0}}
+    alone = {k: post(v) for k, v in bodies.items()}
+    def metric(name):
+        for line in urllib.request.urlopen(url + "/metrics").read().decode().split("\n"):
+            if line.startswith(name + " "):
+                return int(line.split()[1])
+        raise KeyError(name)
+    drawn = metric("ssmc_batch_tokens_total")
+    results = {}
+    def run(name):
+        results[name] = post(bodies[name])
+    threads = [threading.Thread(target=run, args=(k,)) for k in bodies]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for k in bodies:
+        (code, body), (alone_code, alone_body) = results[k], alone[k]
+        assert code == 200 and alone_code == 200, (k, body, alone_body)
+        got, want = json.loads(body)["choices"][0], json.loads(alone_body)["choices"][0]
+        assert got["text"] == want["text"] and got["finish_reason"] == want["finish_reason"], (k, got, want)
+    assert json.loads(results["b"][1])["usage"]["completion_tokens"] == 7, results["b"]
+    assert metric("ssmc_batch_tokens_total") > drawn, "no token was drawn in a step of the slots"
+    ok("three at once in slots: each the text and finish_reason it has alone (past --max-seq: length)")
     code, body = post({"prompt": list(range(1, 9)), "max_tokens": 5, "temperature": 0})
     b = json.loads(body)
     assert code == 200 and b["usage"]["completion_tokens"] == 1, body

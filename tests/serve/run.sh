@@ -83,9 +83,9 @@ curl)
   # the edges of a model (tests/serve/limit_checks.sh): a KV cache of 8 positions
   MODEL=tests/data/jamba_tiny start_server --backend cpu --chunk 4 --max-seq 8 \
     --tokenizer models/pymamba/tokenizer.json
-  # attention has no slots: requests take turns, and the server says why at start
-  grep -q "the model has no slots (.*do not take positions.*): up to 4 requests take turns" "$TMP/server.log" ||
-    { cat "$TMP/server.log"; echo "FAILED: a model without slots takes turns"; exit 1; }
+  # attention in slots: each its own position and KV cache
+  grep -q "4 slots: up to 4 requests decode together" "$TMP/server.log" ||
+    { cat "$TMP/server.log"; echo "FAILED: a model with attention in slots"; exit 1; }
   bash tests/serve/limit_checks.sh max-seq
   stop_server
   # and weights that produce NaN: mamba1_untied with a NaN in embedding row 684
