@@ -76,6 +76,16 @@ ssm_value *kc_pos(kcase *kc) {
   return n->result;
 }
 
+ssm_value *kc_row_pos(kcase *kc, int rows, const int32_t *pos) {
+  CU_ASSERT_FATAL(rows >= 1 && rows <= 64);
+  memcpy(kc->row_pos, pos, (size_t)rows * 4);
+  kc->nrows = rows;
+  ssm_type t = ssm_type_make(SSM_I32, 1, (int64_t[]){rows});
+  ssm_node *n = ssm_graph_append(kc->g, SSM_OP_INPUT, &t, 0, NULL);
+  ssm_node_set_str(kc->g, n, "name", "pos");
+  return n->result;
+}
+
 ssm_value *kc_tokens(kcase *kc, int count, const int32_t *ids) {
   CU_ASSERT_FATAL(count <= 512);
   memcpy(kc->tokens, ids, (size_t)count * sizeof *ids);
@@ -134,8 +144,12 @@ ssm_status kc_cpu_side(kcase *kc, const ssm_st *st, const ssm_node *n, int runs,
   SSM_TRY(ssm_cpu_create(st, &c));
   size_t count = (size_t)ssm_type_numel(&n->result->type);
   ssm_status s = NULL;
-  for (int r = 0; r < runs && !s; r++)
+  int64_t at[64];
+  for (int r = 0; r < runs && !s; r++) {
+    for (int t = 0; t < kc->nrows; t++) at[t] = kc->row_pos[t] + r;
+    if (kc->nrows) ssm_cpu_set_row_positions(c, at, kc->nrows);
     s = ssm_cpu_run(c, kc->g, kc->tokens, out + (size_t)r * count, count);
+  }
   const ssm_node *owner = stateful(kc, n);
   int si[2], ns = ssm_op_state_operands(owner->op, si);
   for (int j = 0; j < ns && !s; j++) {
@@ -253,8 +267,9 @@ ssm_status kc_gpu_side(kcase *kc, const ssm_node *n, int runs, float *out, float
         !strcmp(ssm_node_str(kern.bind[b]->def, "name", ""), "pos"))
       pb = b;
   for (int r = 0; r < runs && !s; r++) {
-    int32_t pos = r * kc->ntokens;
-    if (pb > 0) s = ssm_vk_buffer_upload(g_vk, bufs[pb], 0, &pos, 4);
+    int32_t pos[64] = {r * kc->ntokens};
+    for (int t = 0; t < kc->nrows; t++) pos[t] = kc->row_pos[t] + r;
+    if (pb > 0) s = ssm_vk_buffer_upload(g_vk, bufs[pb], 0, pos, 4 * (size_t)(kc->nrows ? kc->nrows : 1));
     if (!s) s = ssm_vk_program_run(g_vk, p);
     if (!s) s = ssm_vk_buffer_download(g_vk, bufs[0], 0, ints, count * 4);
     for (size_t i = 0; !s && i < count; i++)

@@ -45,6 +45,10 @@ typedef struct {
    * (whose states are compared), its members marked group 0 by the case */
   ssm_node *first, *anchor;
   int count; /* tokens of each GPU run, fewer than the program's (0: all) */
+  /* a batched (batch=1) case's positions: row t's at run r is row_pos[t] + r
+   * (kc_row_pos; nrows 0: the one sequence's, r * ntokens) */
+  int32_t row_pos[64];
+  int nrows;
   const char *family; /* the kernel template the case must get (NULL: any) */
 } kcase;
 
@@ -71,6 +75,8 @@ ssm_value *kc_weight(kcase *kc, ssm_type t, float lo, float hi);
 ssm_value *kc_const(kcase *kc, double v);
 ssm_value *kc_state(kcase *kc, ssm_type t);
 ssm_value *kc_pos(kcase *kc);
+/* The input "pos" of a batched case: i32[rows], row t first at pos[t]. */
+ssm_value *kc_row_pos(kcase *kc, int rows, const int32_t *pos);
 ssm_value *kc_tokens(kcase *kc, int count, const int32_t *ids);
 ssm_node *kc_op(kcase *kc, ssm_op op, int nargs, ssm_value *a, ssm_value *b, ssm_value *c,
                 ssm_value *d);

@@ -580,6 +580,49 @@ static void attention_window(const char *label, int64_t T, int64_t window, int r
   kc_check(&kc, n, TOL_ACCUM);
 }
 
+/* The batched ops (batch=1): each of T rows a sequence of its own, row t
+ * first at position 7t mod (MAXS - runs + 1), one more each run; attention
+ * with caches [T,MAXS,HKV,D] (window 0: none), then rope and positions. */
+static void batched(const char *label, int64_t T, int64_t HQ, int64_t HKV, int64_t D, int64_t MAXS,
+                    int64_t window, int runs) {
+  int32_t ids[64] = {0}, pos[64];
+  for (int64_t t = 0; t < T; t++) pos[t] = (int32_t)(7 * t % (MAXS - runs + 1));
+  kcase kc;
+  kc_begin(&kc, label);
+  kc_tokens(&kc, (int)T, ids);
+  ssm_value *args[6];
+  args[0] = kc_weight(&kc, F32(T, HQ, D), -1, 1);
+  args[1] = kc_weight(&kc, F32(T, HKV, D), -1, 1);
+  args[2] = kc_weight(&kc, F32(T, HKV, D), -1, 1);
+  args[3] = kc_state(&kc, F32(T, MAXS, HKV, D));
+  args[4] = kc_state(&kc, F32(T, MAXS, HKV, D));
+  args[5] = kc_row_pos(&kc, (int)T, pos);
+  ssm_node *n = ssm_graph_append(kc.g, SSM_OP_ATTENTION, &k_scalar, 6, args);
+  ssm_node_set_float(kc.g, n, "scale", 0.25);
+  if (window) ssm_node_set_int(kc.g, n, "window", window);
+  ssm_node_set_int(kc.g, n, "batch", 1);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_ACCUM);
+
+  kc_begin(&kc, "  rope of the same rows");
+  kc_tokens(&kc, (int)T, ids);
+  ssm_value *x = kc_weight(&kc, F32(T, HQ, D), -1, 1);
+  n = kc_op(&kc, SSM_OP_ROPE, 2, x, kc_row_pos(&kc, (int)T, pos), NULL, NULL);
+  ssm_node_set_float(kc.g, n, "theta", 10000);
+  ssm_node_set_int(kc.g, n, "dims", D);
+  ssm_node_set_int(kc.g, n, "batch", 1);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_TRANS);
+
+  kc_begin(&kc, "  positions of the same rows");
+  kc_tokens(&kc, (int)T, ids);
+  x = kc_weight(&kc, F32(T, 3), -1, 1);
+  n = kc_op(&kc, SSM_OP_POSITIONS, 2, x, kc_row_pos(&kc, (int)T, pos), NULL, NULL);
+  ssm_node_set_int(kc.g, n, "batch", 1);
+  kc.runs = runs;
+  kc_check(&kc, n, TOL_EXACT);
+}
+
 /* rope of x [T,H,D] at positions 0.., T.. (two runs) */
 static void rope(const char *label, int64_t T, int64_t H, int64_t D, int64_t dims, int interleaved,
                  double theta) {
@@ -611,6 +654,8 @@ static void test_zoo_ops(void) {
   attention_window("attention window=3 T=5, 2 runs", 5, 3, 2);
   attention_window("attention window=1 T=1, 4 runs", 1, 1, 4);
   attention_window("attention window=70 T=40 (> a chunk), 2 runs", 40, 70, 2);
+  batched("attention batch=1 T=5 HQ=4 HKV=2 D=16 MAXS=20, 3 runs", 5, 4, 2, 16, 20, 0, 3);
+  batched("attention batch=1 T=3 HQ=6 HKV=1 D=24 MAXS=12 window=4, 4 runs", 3, 6, 1, 24, 12, 4, 4);
 
   kcase kc;
   kc_begin(&kc, "positions T=7, 2 runs");
