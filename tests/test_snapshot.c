@@ -232,9 +232,39 @@ static void test_slots_vulkan(void) {
   slots_step_together("jamba_tiny", SSMC_BACKEND_VULKAN);
 }
 
+/* A model with attention: a joined slot's steps count against max_seq (a
+ * step past its KV cache is refused, naming the slot, and nothing runs);
+ * a slot left, or never joined, steps on at position 0 without a bound. */
+static void test_slots_max_seq(void) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s/jamba_tiny", ssm_test_path("tests/data"));
+  ssmc_options o;
+  ssmc_options_init(&o);
+  o.backend = SSMC_BACKEND_CPU;
+  o.max_seq = 8;
+  o.slots = 2;
+  ssmc_session *s = NULL;
+  SSM_ASSERT_OK(ssmc_session_open(dir, &o, &s));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+  ssmc_generate_options g;
+  ssmc_generate_options_init(&g);
+  SSM_ASSERT_OK(ssmc_session_feed(s, P1, 5, NULL, NULL));
+  SSM_ASSERT_OK(ssmc_session_join_slot(s, 0, &g));
+  int32_t first[2] = {P1[5], 0}, ids[2 * 12];
+  SSM_ASSERT_OK(ssmc_session_step_slots(s, first, 3, ids)); /* positions 5, 6, 7 */
+  SSM_ASSERT_ERR(ssmc_session_step_slots(s, first, 1, ids), "slot 0: position 9 is past --max-seq 8");
+  SSM_ASSERT_OK(ssmc_session_take_slot(s, 0));
+  CU_ASSERT_EQUAL(ssmc_session_position(s), 8);
+  SSM_ASSERT_OK(ssmc_session_leave_slot(s, 0));
+  SSM_ASSERT_OK(ssmc_session_step_slots(s, first, 12, ids));
+  SSM_ASSERT_ERR(ssmc_session_leave_slot(s, 2), "slot 2 is not one of the model's 2 slots");
+  ssmc_session_close(s);
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"slots_step_together_cpu", test_slots_cpu},
                          {"slots_step_together_vulkan", test_slots_vulkan},
+                         {"slots_max_seq", test_slots_max_seq},
                          {"restore_repeats_cpu", test_restore_cpu},
                          {"restore_repeats_vulkan", test_restore_vulkan},
                          {"forks_are_independent_cpu", test_forks_cpu},
