@@ -120,49 +120,6 @@ ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out) {
       kv, out);
 }
 
-/* The delta rule (delta.*.in): a workgroup per head and LOCAL of its value
- * columns, each thread a column of the state. A decay of a scalar a head
- * [T,H] is read for every key channel through in_g(t, h, i). */
-ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
-  const ssm_node *dn = c->anchor;
-  const ssm_type *q = &dn->args[0]->type, *v = &dn->args[2]->type;
-  int64_t T = q->dims[0], HK = q->dims[1], DK = q->dims[2], H = v->dims[1], DV = v->dims[2];
-  ssm_sb loads = {0};
-  cg_coords qk = {.rank = 3, .c = {"t", "g", "i"}}, vk = {.rank = 3, .c = {"t", "h", "j"}},
-            gk = {.rank = 3, .c = {"t", "h", "i"}}, bk = {.rank = 2, .c = {"t", "h"}};
-  ssm_cg_load_fn(c, &loads, "in_q", "t g i", dn->args[0], &qk);
-  ssm_cg_load_fn(c, &loads, "in_k", "t g i", dn->args[1], &qk);
-  ssm_cg_load_fn(c, &loads, "in_v", "t h j", dn->args[2], &vk);
-  if (dn->args[3]->type.rank == 3) {
-    ssm_cg_load_fn(c, &loads, "in_g", "t h i", dn->args[3], &gk);
-  } else {
-    ssm_cg_load_fn(c, &loads, "in_gh", "t h", dn->args[3], &bk);
-    ssm_sb_printf(&loads, c->lang == SSM_LANG_WGSL
-                              ? "fn in_g(t: u32, h: u32, i: u32) -> f32 { return in_gh(t, h); }\n"
-                              : "float in_g(uint t, uint h, uint i) { return in_gh(t, h); }\n");
-  }
-  ssm_cg_load_fn(c, &loads, "in_beta", "t h", dn->args[4], &bk);
-  int state = ssm_cg_binding(c, dn->args[5]);
-  ssm_cg_epilogue(c, &loads, 0);
-  uint32_t local = KNOB_DELTA_THREADS;
-  while (local > 32 && local / 2 >= (uint32_t)DV) local /= 2;
-  int64_t nj = (DV + local - 1) / local;
-  if (H * nj > 65535)
-    return ssm_status_new(SSM_ERR_UNSUPPORTED, "delta_rule: %lld heads of %lld columns need more "
-                          "than 65535 workgroups", (long long)H, (long long)DV);
-  out->groups[0] = (uint32_t)(H * nj);
-  out->groups[1] = out->groups[2] = 1;
-  const char *kv[40] = {"LOCAL", U32(local), "H", I64(H), "HK", I64(HK), "DK", I64(DK), "DV",
-                        I64(DV), "NJ", I64(nj), "STATE", ssm_arena_printf(c->a, "b%d", state),
-                        "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
-                        ssm_cg_loads_text(c, &loads), NULL};
-  ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
-  return ssm_cg_finish(c, "delta",
-                       ssm_arena_printf(c->a, "T=%lld H=%lld HK=%lld DK=%lld DV=%lld", (long long)T,
-                                        (long long)H, (long long)HK, (long long)DK, (long long)DV),
-                       kv, out);
-}
-
 /* The op's parts of the rowreduce template: its snippets <op>.part, .init,
  * .accum, .combine and .finish (templates/rowreduce.*.in). */
 ssm_status ssm_cg_gen_rowreduce(cg_ctx *c, ssm_cg_kernel *out) {

@@ -194,7 +194,6 @@ void ssm_cg_run_count(cg_ctx *c, int64_t T, const char **kv, size_t cap);
 ssm_status ssm_cg_gen_pointwise(cg_ctx *c, ssm_cg_kernel *out);  /* families.c */
 ssm_status ssm_cg_gen_conv1d(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_attention(cg_ctx *c, ssm_cg_kernel *out);
-ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_rowreduce(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_embed(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_reduce(cg_ctx *c, ssm_cg_kernel *out);
@@ -206,6 +205,10 @@ ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out);       /* scan.c */
 /* Whether the group's scan takes the chunked form (ssd.c says when). */
 int ssm_cg_ssd_applies(const cg_ctx *c);
 ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out);        /* ssd.c */
+ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out);      /* delta.c */
+/* Whether the group's delta rule takes the chunked form (delta.c says when). */
+int ssm_cg_delta_chunk_applies(const cg_ctx *c);
+ssm_status ssm_cg_gen_delta_chunk(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_rope(cg_ctx *c, ssm_cg_kernel *out);       /* items.c */
 ssm_status ssm_cg_gen_positions(cg_ctx *c, ssm_cg_kernel *out);
 ssm_status ssm_cg_gen_gather(cg_ctx *c, ssm_cg_kernel *out);

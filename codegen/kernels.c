@@ -5,7 +5,7 @@
  * evaluate the group's absorbed expressions and read through views (emit.c),
  * and an epilogue applied to each result element. Shapes are compile-time
  * constants. This file picks a group's family (the families are matmul.c,
- * scan.c and its chunked form ssd.c, families.c and items.c) and generates
+ * scan.c and its chunked form ssd.c, delta.c, families.c and items.c) and generates
  * it in both languages; what every family uses to assemble its kernel
  * (memory declarations, grids, the run's token count, the kernel's text)
  * is assemble.c's.
@@ -54,7 +54,9 @@ static ssm_status generate(cg_ctx *c, ssm_cg_kernel *out) {
       break;
     case SSM_OP_CONV1D: s = ssm_cg_gen_conv1d(c, out); break;
     case SSM_OP_ATTENTION: s = ssm_cg_gen_attention(c, out); break;
-    case SSM_OP_DELTA: s = ssm_cg_gen_delta(c, out); break;
+    case SSM_OP_DELTA:
+      s = ssm_cg_delta_chunk_applies(c) ? ssm_cg_gen_delta_chunk(c, out) : ssm_cg_gen_delta(c, out);
+      break;
     case SSM_OP_RMSNORM:
     case SSM_OP_SOFTMAX:
     case SSM_OP_ARGMAX: s = ssm_cg_gen_rowreduce(c, out); break;

@@ -180,4 +180,17 @@
 /* a thread's state elements, in registers: a slice of 64 x 128 over 256 threads is 32 */
 #define KNOB_SSD_STATE_REGS 64
 
+/* ---- delta_rule: the chunked form (the WY / UT representation) ------------- */
+
+/* programs of fewer tokens a run keep the step-by-step kernel: decode's
+ * arithmetic, so a short prefill gives decode's logits bit for bit, and a
+ * walk of a few steps gains nothing from the chunk's products */
+#define KNOB_DELTA_MIN_TOKENS 8
+/* tokens a chunk (C): the triangular solve costs C^2 / 2 a column, the walk
+ * T / C steps; halved per language until K, Q [C][DK] and the C x C tiles fit
+ * its workgroup memory (at DK = 128: 16 in GLSL, 8 in WGSL) */
+#define KNOB_DELTA_CHUNK 64
+/* the shortest chunk the plan shrinks to before it keeps the sequential kernel */
+#define KNOB_DELTA_MIN_CHUNK 4
+
 #endif

@@ -725,10 +725,10 @@ static void test_q4_0(void) { quant_goldens(SSMC_DTYPE_Q4_0, "q4_0", 1); }
 
 /* ---- tensors larger than the device's storage range ------------------------- */
 
-/* Fixture `name` compiled (prefill chunks of 4, its own dtype, `max_seq`
- * positions when not 0) with storage windows of `window` bytes into a
- * bundle file in the temp dir; its path, or NULL. */
-static const char *window_bundle(const char *name, uint64_t window, int max_seq) {
+/* Fixture `name` compiled (prefill chunks of `prefill`, its own dtype,
+ * `max_seq` positions when not 0) with storage windows of `window` bytes
+ * (0: the default) into a bundle file in the temp dir; its path, or NULL. */
+static const char *fixture_bundle(const char *name, int prefill, uint64_t window, int max_seq) {
   static char outs[4][600];
   static int next;
   char dir[512], cfg[600], *out = outs[next++ % 4];
@@ -738,14 +738,15 @@ static const char *window_bundle(const char *name, uint64_t window, int max_seq)
   SSM_ASSERT_OK(ssm_model_open(dir, cfg, &m));
   if (!m) return NULL;
   if (max_seq) SSM_ASSERT_OK(ssm_model_set_param(m, "max_seq", max_seq));
-  ssm_compile_opts co = {.prefill_tokens = 4, .dtype = SSM_F32, .wgsl_window = window};
+  ssm_compile_opts co = {.prefill_tokens = prefill, .dtype = SSM_F32, .wgsl_window = window};
   if (!strcmp(name, "falcon_bf16_untied")) co.dtype = SSM_BF16;
   if (!strcmp(name, "mamba1_f16_sharded")) co.dtype = SSM_F16;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_compile(m, &co, &b));
   ssm_model_close(m);
   if (!b) return NULL;
-  snprintf(out, sizeof outs[0], "%s/%s-w%llu.ssmb", ssm_test_tmpdir(), name, (unsigned long long)window);
+  snprintf(out, sizeof outs[0], "%s/%s-p%d-w%llu.ssmb", ssm_test_tmpdir(), name, prefill,
+           (unsigned long long)window);
   SSM_ASSERT_OK(ssm_bundle_save(b, out));
   ssm_bundle_close(b);
   return out;
@@ -782,7 +783,7 @@ static void test_split_windows(void) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     golden g = {0};
     CU_ASSERT_FATAL(load_golden(cases[i].name, &g));
-    const char *bundle = window_bundle(cases[i].name, cases[i].window, 0);
+    const char *bundle = fixture_bundle(cases[i].name, 4, cases[i].window, 0);
     CU_ASSERT_FATAL(bundle != NULL);
     int embed_split = 0, nsplit = split_kernels(bundle, &embed_split);
     fprintf(stderr, "\n  %s: %d kernels read through windows of %llu bytes", cases[i].name, nsplit,
@@ -845,7 +846,7 @@ static void expect_no_fit(const char *model, const char *fixture, const char *ca
  * default windows on 4 KiB ones), and a KV cache, which attention writes
  * and so cannot split. A bad cap is refused. */
 static void test_split_refused(void) {
-  const char *w16 = window_bundle("mamba1_tiny", 16384, 0);
+  const char *w16 = fixture_bundle("mamba1_tiny", 4, 16384, 0);
   CU_ASSERT_FATAL(w16 != NULL);
   expect_no_fit(w16, "mamba1_tiny", "8192",
                 (const char *const[]){"tensor 'backbone.embeddings.weight' (256000 bytes",
@@ -857,7 +858,7 @@ static void test_split_refused(void) {
   expect_no_fit(dir, "mamba1_tiny", "4096",
                 (const char *const[]){"'backbone.embeddings.weight'", "at most 4096 bytes",
                                       "--backend cpu", NULL});
-  const char *jamba = window_bundle("jamba_tiny", 16384, 2048);
+  const char *jamba = fixture_bundle("jamba_tiny", 4, 16384, 2048);
   CU_ASSERT_FATAL(jamba != NULL);
   expect_no_fit(jamba, "jamba_tiny", "16384",
                 (const char *const[]){"_cache", "writes it, so it cannot be split",
@@ -955,6 +956,64 @@ static void test_nested_text_config(void) {
   }
 }
 
+/* ---- the chunked delta rule --------------------------------------------- */
+
+/* Kernels of bundle `path` made from template `family`. */
+static int family_kernels(const char *path, const char *family) {
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_bundle_open(path, &b));
+  if (!b) return 0;
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int n = 0;
+  for (int i = 0; i < m->nkernels; i++) n += !strcmp(m->kernels[i].family, family);
+  ssm_bundle_close(b);
+  return n;
+}
+
+/* The Gated DeltaNet fixtures with prefill programs of 8 and 16 tokens, at
+ * least KNOB_DELTA_MIN_TOKENS, whose delta rules are the chunked kernel
+ * (codegen/delta.c) while decode keeps the step-by-step one: the 9-token
+ * prompt as a full run of 8 and a run of 1, and as one run of 9 of the 16
+ * (two chunks of 8 and the second short in WGSL). Greedy tokens as
+ * transformers', logits within 1e-4 of its and within 1e-5 of the same
+ * model fed token by token (as gemm_chunks holds attention hybrids), all
+ * relative to the largest logit. */
+static void test_delta_chunks(void) {
+  static const char *const names[] = {"qwen3_5_tiny", "qwen3_next_tiny"};
+  static const int prefill[] = {8, 16};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+    golden g = {0};
+    CU_ASSERT_FATAL(load_golden(names[i], &g));
+    CU_ASSERT(g.np == 9);
+    ssmc_options o1 = opts(SSMC_BACKEND_VULKAN, 1);
+    float *stepwise = run_fixture(names[i], &g, &o1);
+    for (size_t p = 0; p < sizeof prefill / sizeof *prefill; p++) {
+      const char *bundle = fixture_bundle(names[i], prefill[p], 0, 0);
+      CU_ASSERT_FATAL(bundle != NULL);
+      int chunked_kernels = family_kernels(bundle, "delta_chunk");
+      CU_ASSERT(chunked_kernels > 0);                 /* prefill */
+      CU_ASSERT(family_kernels(bundle, "delta") > 0); /* decode */
+      char dir[512];
+      snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), names[i]);
+      ssmc_options o;
+      ssmc_options_init(&o);
+      o.weights = dir;
+      float *chunked = run_model(bundle, names[i], &g, &o);
+      int row = -1;
+      if (chunked && stepwise) {
+        double e = rel_err(chunked, g.logits, &g, &row), ed = rel_err(chunked, stepwise, &g, &row);
+        fprintf(stderr, "\n  %s prefill %d (%d delta_chunk kernels): vs transformers %.3g, vs "
+                "token by token %.3g", names[i], prefill[p], chunked_kernels, e, ed);
+        CU_ASSERT(e <= bound_of(&g, 0));
+        CU_ASSERT(ed <= 1e-5);
+      }
+      free(chunked);
+    }
+    free(stepwise);
+    free(g.logits);
+  }
+}
+
 int main(void) {
   CU_TestInfo tests[] = {{"mamba1_tiny", test_mamba1_tiny},
                          {"mamba1_untied", test_mamba1_untied},
@@ -994,6 +1053,7 @@ int main(void) {
                          {"split_windows", test_split_windows},
                          {"split_refused", test_split_refused},
                          {"gemm_chunks", test_gemm_chunks},
+                         {"delta_chunks", test_delta_chunks},
                          {"gemm_big_blocks", test_gemm_big_blocks},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("golden", tests);

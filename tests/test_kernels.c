@@ -389,11 +389,11 @@ static ssm_value *member(kcase *kc, ssm_node *n) {
 /* Mamba-2's scan group over T tokens as fuse makes it (models/mamba2.yaml):
  * dt = softplus(w0 [T, H]), a = exp(dt * A) with A = w1 [H] (negative), b =
  * dt * B * x with B = w2 [T, G*N] and x = w3 [T, H*P], c = C = w4 [T, G*N],
- * the scan of state [G, H/G, P, N] and the D skip y + x * D, D = w5 [H]. The
- * weights of a case of T tokens; the group's root is returned, its first
+ * the scan of state [G, H/G, P, N] and the D skip y + x * D, D = w5 [H];
+ * dims = {G, H/G, P, N}. The weights of a case of T tokens; the group's root is returned, its first
  * member and anchor set in kc. */
-static ssm_node *mamba2_scan(kcase *kc, int64_t T, int64_t G, int64_t HPG, int64_t P, int64_t N) {
-  int64_t H = G * HPG;
+static ssm_node *mamba2_scan(kcase *kc, int64_t T, const int64_t *dims) {
+  int64_t G = dims[0], HPG = dims[1], P = dims[2], N = dims[3], H = G * HPG;
   int32_t zeros[512] = {0};
   kc_tokens(kc, (int)T, zeros); /* the program's tokens per run (ssm_cg_reads_count) */
   ssm_value *dtr = kc_weight(kc, F32(T, H), -6, 0), *A = kc_weight(kc, F32(H), -4, -0.2f);
@@ -420,20 +420,21 @@ static ssm_node *mamba2_scan(kcase *kc, int64_t T, int64_t G, int64_t HPG, int64
   return root;
 }
 
-/* Mamba-2's scan group of a T-token program run twice with `count` tokens
- * (state carried) on the GPU, which takes the chunked kernel (ssd), against
- * the interpreter running a count-token graph of the same weights' first
- * rows. Compares each run's rows, and the state after each run's last
- * token; the rows past a run's count must stay unwritten (NaN). */
-static void ssd(const char *label, int64_t T, int count, int64_t G, int64_t HPG, int64_t P,
-                int64_t N) {
+/* A group built by `build` (of T tokens, sizes `dims`) as a T-token program
+ * run twice with `count` tokens (state carried) on the GPU, which must take
+ * the kernel `family`, against the interpreter running a count-token graph
+ * of the same weights' first rows. Compares each run's rows, and the state
+ * after each run's last token; the rows past a run's count must stay
+ * unwritten (NaN). */
+static void chunked(const char *label, int64_t T, int count, const char *family,
+                    ssm_node *(*build)(kcase *, int64_t, const int64_t *), const int64_t *dims) {
   kcase gk, ck;
   kc_begin(&gk, label);
-  ssm_node *gn = mamba2_scan(&gk, T, G, HPG, P, N);
+  ssm_node *gn = build(&gk, T, dims);
   gk.count = count < T ? count : 0;
-  gk.family = "ssd";
+  gk.family = family;
   kc_begin(&ck, label);
-  ssm_node *cn = mamba2_scan(&ck, count, G, HPG, P, N);
+  ssm_node *cn = build(&ck, count, dims);
   for (int i = 0; i < ck.nw; i++) /* the first `count` rows of each weight */
     memcpy(ck.wdata[i], gk.wdata[i], (size_t)ssm_type_numel(&ck.wval[i]->type) * sizeof(float));
   ssm_graph_append(gk.g, SSM_OP_OUTPUT, NULL, 1, &gn->result);
@@ -490,12 +491,14 @@ static void ssd(const char *label, int64_t T, int count, int64_t G, int64_t HPG,
  * several chunks, the last one short, with the state carried from chunk to
  * chunk and run to run: slices of P that do not divide it, N of one tile,
  * of several, and of a partial last tile, runs shorter than the program's T. */
+#define DIMS(...) ((const int64_t[]){__VA_ARGS__})
+#define ssd(label, T, count, dims) chunked(label, T, count, "ssd", mamba2_scan, dims)
 static void test_ssd(void) {
   NEED_VK();
-  ssd("ssd T=300 run 250 G=2 H/G=3 P=64 N=128", 300, 250, 2, 3, 64, 128);
-  ssd("ssd T=300 G=2 H/G=2 P=24 N=16", 300, 300, 2, 2, 24, 16);
-  ssd("ssd T=77 run 70 G=1 H/G=3 P=80 N=48 (2 slices)", 77, 70, 1, 3, 80, 48);
-  ssd("ssd T=8 run 5 G=2 H/G=1 P=40 N=64", 8, 5, 2, 1, 40, 64);
+  ssd("ssd T=300 run 250 G=2 H/G=3 P=64 N=128", 300, 250, DIMS(2, 3, 64, 128));
+  ssd("ssd T=300 G=2 H/G=2 P=24 N=16", 300, 300, DIMS(2, 2, 24, 16));
+  ssd("ssd T=77 run 70 G=1 H/G=3 P=80 N=48 (2 slices)", 77, 70, DIMS(1, 3, 80, 48));
+  ssd("ssd T=8 run 5 G=2 H/G=1 P=40 N=64", 8, 5, DIMS(2, 1, 40, 64));
   end_list();
 }
 
@@ -548,8 +551,39 @@ static void delta(const char *label, int64_t T, int64_t H, int64_t HK, int64_t D
   args[5] = kc_state(&kc, F32(H, DK, DV));
   ssm_node *n = ssm_graph_append(kc.g, SSM_OP_DELTA, &k_scalar, 6, args);
   kc.runs = runs;
+  kc.family = "delta";
   kc_check(&kc, n, TOL_ACCUM);
 }
+
+/* Gated DeltaNet's delta_rule group as fuse makes it (models/qwen3_5.yaml):
+ * q, k = w0, w1 [T,HK,DK] (|k|^2 under 2), v = w2 [T,H,DV], the decay
+ * exp(w3) with w3 [T,H] in [-1.5, -0.02], beta = w4 [T,H] in [0,1], the
+ * state [H,DK,DV]; dims = {H, HK, DK, DV, zeros}, and with zeros every
+ * seventh decay is exp(-inf), 0. The root (the delta_rule) is
+ * returned, the exp its group's first member. */
+static ssm_node *gated_delta(kcase *kc, int64_t T, const int64_t *dims) {
+  int64_t H = dims[0], HK = dims[1], DK = dims[2], DV = dims[3];
+  int32_t zeros[512] = {0};
+  kc_tokens(kc, (int)T, zeros); /* the program's tokens per run (ssm_cg_reads_count) */
+  float kr = 1.2f / sqrtf((float)DK);
+  ssm_value *args[6];
+  args[0] = kc_weight(kc, F32(T, HK, DK), -kr, kr);
+  args[1] = kc_weight(kc, F32(T, HK, DK), -kr, kr);
+  args[2] = kc_weight(kc, F32(T, H, DV), -1, 1);
+  ssm_value *z = kc_weight(kc, F32(T, H), -1.5f, -0.02f);
+  if (dims[4])
+    for (int64_t i = 0; i < T * H; i += 7) kc->wdata[kc->nw - 1][i] = -INFINITY;
+  args[4] = kc_weight(kc, F32(T, H), 0, 1);
+  args[5] = kc_state(kc, F32(H, DK, DV));
+  ssm_node *ex = kc_node(kc, SSM_OP_EXP, 1, z, NULL, NULL, NULL);
+  kc->first = ex;
+  args[3] = member(kc, ex);
+  kc->anchor = ssm_graph_append(kc->g, SSM_OP_DELTA, &k_scalar, 6, args);
+  SSM_ASSERT_OK(ssm_op_infer(kc->anchor, &kc->anchor->result->type));
+  member(kc, kc->anchor);
+  return kc->anchor;
+}
+#define delta_chunk(label, T, count, dims) chunked(label, T, count, "delta_chunk", gated_delta, dims)
 
 static void test_delta(void) {
   NEED_VK();
@@ -557,6 +591,30 @@ static void test_delta(void) {
   delta("delta_rule T=5 H=2 HK=2 DK=8 DV=70 per key channel (2 workgroups a head)", 5, 2, 2, 8,
         70, 1, 2);
   delta("delta_rule T=7 H=6 HK=3 DK=32 DV=16", 7, 6, 3, 32, 16, 0, 2);
+  /* a decay read whole from memory, or one a key channel: step by step at
+   * any length (the chunked form needs exp(z) to take its log) */
+  delta("delta_rule T=20 H=2 HK=1 DK=16 DV=8 (decay from memory)", 20, 2, 1, 16, 8, 0, 2);
+  delta("delta_rule T=20 H=2 HK=2 DK=8 DV=8 per key channel", 20, 2, 2, 8, 8, 1, 2);
+  end_list();
+}
+
+/* The chunked delta rule (codegen/delta.c; chunks of up to 64 tokens, fewer
+ * where K, Q and the C x C tiles pass the workgroup memory: 16 in GLSL at
+ * DK = 128) against the step-by-step interpreter: several chunks with a
+ * short last one, the state carried from chunk to chunk and run to run,
+ * several heads sharing key heads, two workgroups a head, runs shorter than
+ * the program's T and than one chunk, decays that are 0 in f32 (whose log
+ * the kernel takes as -128). */
+static void test_delta_chunk(void) {
+  NEED_VK();
+  delta_chunk("delta_chunk T=150 run 140 H=4 HK=2 DK=16 DV=24", 150, 140, DIMS(4, 2, 16, 24, 0));
+  delta_chunk("delta_chunk T=100 H=6 HK=3 DK=128 DV=40 (chunks of 16)", 100, 100,
+              DIMS(6, 3, 128, 40, 0));
+  delta_chunk("delta_chunk T=64 run 5 H=2 HK=1 DK=32 DV=70 (2 workgroups a head)", 64, 5,
+              DIMS(2, 1, 32, 70, 0));
+  delta_chunk("delta_chunk T=8 H=4 HK=2 DK=8 DV=6", 8, 8, DIMS(4, 2, 8, 6, 0));
+  delta_chunk("delta_chunk T=40 H=3 HK=3 DK=16 DV=12, decays of 0 (z = -inf)", 40, 40,
+              DIMS(3, 3, 16, 12, 1));
   end_list();
 }
 
@@ -1024,6 +1082,7 @@ int main(void) {
                          {"ssd", test_ssd},
                          {"attention", test_attention},
                          {"delta_rule", test_delta},
+                         {"delta_chunk", test_delta_chunk},
                          {"zoo_ops", test_zoo_ops},
                          {"sample", test_sample},
                          {"sample_distribution", test_sample_distribution},
