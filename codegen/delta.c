@@ -45,12 +45,21 @@ static int delta_loads(cg_ctx *c, ssm_sb *loads) {
   return ssm_cg_binding(c, dn->args[5]);
 }
 
-/* Both forms' grid: threads a workgroup (a value column each), workgroups
- * a head, and the kernel's groups (a head's in a row). */
-static ssm_status delta_grid(int64_t H, int64_t DV, uint32_t *out_local, int64_t *out_nj,
-                             ssm_cg_kernel *out) {
+/* in_gh(t, h): the decay [T,H] as it is in memory, and a function of it
+ * written in the language's spelling (`wgsl` or `glsl`). */
+static void decay_fn(cg_ctx *c, ssm_sb *loads, const char *wgsl, const char *glsl) {
+  cg_coords bk = {.rank = 2, .c = {"t", "h"}};
+  ssm_cg_load_fn(c, loads, "in_gh", "t h", c->anchor->args[3], &bk);
+  ssm_sb_printf(loads, "%s\n", c->lang == SSM_LANG_WGSL ? wgsl : glsl);
+}
+
+/* Both forms' epilogue and grid: threads a workgroup (a value column
+ * each), workgroups a head, and the kernel's groups (a head's in a row). */
+static ssm_status delta_grid(cg_ctx *c, ssm_sb *loads, int64_t H, int64_t DV, uint32_t *out_local,
+                             int64_t *out_nj, ssm_cg_kernel *out) {
   *out_local = 0;
   *out_nj = 0;
+  ssm_cg_epilogue(c, loads, 0);
   uint32_t local = KNOB_DELTA_THREADS;
   while (local > 32 && local / 2 >= (uint32_t)DV) local /= 2;
   int64_t nj = (DV + local - 1) / local;
@@ -72,20 +81,16 @@ ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_type *q = &dn->args[0]->type, *v = &dn->args[2]->type;
   int64_t T = q->dims[0], HK = q->dims[1], DK = q->dims[2], H = v->dims[1], DV = v->dims[2];
   ssm_sb loads = {0};
-  cg_coords gk = {.rank = 3, .c = {"t", "h", "i"}}, bk = {.rank = 2, .c = {"t", "h"}};
+  cg_coords gk = {.rank = 3, .c = {"t", "h", "i"}};
   int state = delta_loads(c, &loads);
-  if (dn->args[3]->type.rank == 3) {
+  if (dn->args[3]->type.rank == 3)
     ssm_cg_load_fn(c, &loads, "in_g", "t h i", dn->args[3], &gk);
-  } else {
-    ssm_cg_load_fn(c, &loads, "in_gh", "t h", dn->args[3], &bk);
-    ssm_sb_printf(&loads, c->lang == SSM_LANG_WGSL
-                              ? "fn in_g(t: u32, h: u32, i: u32) -> f32 { return in_gh(t, h); }\n"
-                              : "float in_g(uint t, uint h, uint i) { return in_gh(t, h); }\n");
-  }
-  ssm_cg_epilogue(c, &loads, 0);
+  else
+    decay_fn(c, &loads, "fn in_g(t: u32, h: u32, i: u32) -> f32 { return in_gh(t, h); }",
+             "float in_g(uint t, uint h, uint i) { return in_gh(t, h); }");
   uint32_t local;
   int64_t nj;
-  SSM_TRY(delta_grid(H, DV, &local, &nj, out));
+  SSM_TRY(delta_grid(c, &loads, H, DV, &local, &nj, out));
   const char *kv[40] = {"LOCAL", U32(local), "H", I64(H), "HK", I64(HK), "DK", I64(DK), "DV",
                         I64(DV), "NJ", I64(nj), "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
@@ -136,20 +141,17 @@ ssm_status ssm_cg_gen_delta_chunk(cg_ctx *c, ssm_cg_kernel *out) {
   /* in_z(t, h): the log of the decay, exp's operand in the group, or the
    * log of the exp's result read from memory */
   const ssm_node *ex = dn->args[3]->def;
-  cg_coords bk = {.rank = 2, .c = {"t", "h"}};
   if (ssm_cg_member(c, ex)) {
+    cg_coords bk = {.rank = 2, .c = {"t", "h"}};
     cg_coords kz = ssm_cg_broadcast(&bk, &ex->args[0]->type);
     ssm_cg_load_fn(c, &loads, "in_z", "t h", ex->args[0], &kz);
   } else {
-    ssm_cg_load_fn(c, &loads, "in_gh", "t h", dn->args[3], &bk);
-    ssm_sb_printf(&loads, c->lang == SSM_LANG_WGSL
-                              ? "fn in_z(t: u32, h: u32) -> f32 { return log(in_gh(t, h)); }\n"
-                              : "float in_z(uint t, uint h) { return log(in_gh(t, h)); }\n");
+    decay_fn(c, &loads, "fn in_z(t: u32, h: u32) -> f32 { return log(in_gh(t, h)); }",
+             "float in_z(uint t, uint h) { return log(in_gh(t, h)); }");
   }
-  ssm_cg_epilogue(c, &loads, 0);
   uint32_t local;
   int64_t nj;
-  SSM_TRY(delta_grid(H, DV, &local, &nj, out));
+  SSM_TRY(delta_grid(c, &loads, H, DV, &local, &nj, out));
   int64_t oa = 2 * C * DK, om = oa + C * C, oz = om + C * C;
   SSM_ASSERT(oz + 6 * C == chunk_floats(C, DK));
   const char *kv[64] = {"LOCAL", U32(local), "C", I64(C), "H", I64(H), "HK", I64(HK), "DK",

@@ -974,7 +974,7 @@ static int family_kernels(const char *path, const char *family) {
  * least KNOB_DELTA_MIN_TOKENS, whose delta rules are the chunked kernel
  * (codegen/delta.c) while decode keeps the step-by-step one: the 9-token
  * prompt as a full run of 8 and a run of 1, and as one run of 9 of the 16
- * (two chunks of 8 and the second short in WGSL). Greedy tokens as
+ * (a chunk a run; test_kernels' delta_chunk walks several). Greedy tokens as
  * transformers', logits within 1e-4 of its and within 1e-5 of the same
  * model fed token by token (as gemm_chunks holds attention hybrids), all
  * relative to the largest logit. */

@@ -163,6 +163,32 @@ for (const [name, vsDecode] of [['mamba1_untied', 1e-6], ['falcon_bf16_untied', 
   });
 }
 
+// The Gated DeltaNet fixtures with prefill programs of 8 and 16 tokens,
+// whose delta rules are the chunked kernel (codegen/delta.c) while decode
+// keeps the step-by-step one: the same greedy tokens as transformers, logits
+// within 1e-4 of its and within 1e-5 of token-by-token decode (test_golden.c's
+// delta_chunks).
+for (const name of ['qwen3_5_tiny', 'qwen3_next_tiny']) {
+  test(`${name} chunks of 8 and 16 (chunked delta rule): logits match transformers and decode`, async () => {
+    const g = golden(name);
+    const c1 = await runFixture(compile(g.dir, dir, `${name}.delta1`, ['--chunk', '1']), g, true);
+    const flat = new Float32Array(g.rows * g.vocab);
+    c1.rows.forEach((r, i) => flat.set(r, i * g.vocab));
+    for (const chunk of [8, 16]) {
+      const b = compile(g.dir, dir, `${name}.delta${chunk}`, ['--chunk', String(chunk)]);
+      const families = readBundle(readFileSync(b), b).manifest.kernels.map((k) => k.family);
+      assert.ok(families.includes('delta_chunk'), `no delta_chunk kernel at chunk ${chunk}`);
+      assert.ok(families.includes('delta'), `no step-by-step delta kernel for decode`);
+      const r = await runFixture(b, g, true);
+      assert.deepEqual(r.ids, g.generated);
+      const e = relErr(r.rows, g.logits, g.vocab, g.maxAbs);
+      assert.ok(e <= boundOf(g, false), `chunk ${chunk}: max rel err vs transformers ${e}`);
+      const d = relErr(r.rows, flat, g.vocab, g.maxAbs);
+      assert.ok(d <= 1e-5, `chunk ${chunk}: prefill vs decode differ by ${d}`);
+    }
+  });
+}
+
 // A kernel that does not compile is refused when the runtime opens, with
 // Dawn's message and the kernel's name.
 test('WGSL that does not compile is an error naming the kernel', async () => {
