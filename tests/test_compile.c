@@ -676,13 +676,16 @@ static void test_prefill_logits_apart(void) {
  * state so that the next token's logits agree too; rows past the run's are
  * not written. Chunk 64 has GEMMs of several row blocks, of which a short
  * run skips all but the first; Mamba-2's chunked scan at 128 walks two
- * chunks of 64 tokens (codegen/ssd.c), a run of 70 a chunk and 6 tokens. */
+ * chunks of 64 tokens (codegen/ssd.c), a run of 70 a chunk and 6 tokens;
+ * the chunked delta rule at 64 (codegen/delta.c) two chunks of 32 in GLSL,
+ * a run of 40 a chunk and 8 tokens. */
 static void test_partial_runs(void) {
   static const struct { const char *fixture; int chunk, tails[3]; } cases[] = {
       {"mamba1_tiny", 16, {2, 5, 15}},  {"jamba_tiny", 16, {2, 5, 15}},
       {"mamba2_tiny", 16, {2, 5, 15}},  {"lfm2_tiny", 16, {2, 5, 15}},
       {"recurrent_gemma_tiny", 16, {2, 5, 15}}, {"mamba1_tiny", 64, {5, 40, 63}},
       {"jamba_tiny", 64, {5, 40, 63}}, {"mamba2_groups", 128, {5, 70, 127}},
+      {"qwen3_next_tiny", 16, {2, 5, 15}}, {"qwen3_5_tiny", 64, {5, 40, 63}},
   };
   for (size_t f = 0; f < sizeof cases / sizeof *cases; f++) {
     int chunk = cases[f].chunk;
@@ -1086,6 +1089,48 @@ static void test_ssd_chosen(void) {
   ssm_bundle_close(b);
 }
 
+/* The chunked delta rule (codegen/delta.c) is what the Gated DeltaNet
+ * fixtures' prefill delta rules become from 8 tokens on, named so in both
+ * languages, with the decay's exp in the group (qwen3_next_tiny) or read
+ * from memory (qwen3_5_tiny, whose exp is a matmul's epilogue, and both
+ * with fusion off); decode's and those of programs of 7 tokens keep the
+ * step-by-step kernel. */
+static void test_delta_chunk_chosen(void) {
+  static const char *const fixtures[] = {"qwen3_5_tiny", "qwen3_next_tiny"};
+  for (size_t f = 0; f < sizeof fixtures / sizeof *fixtures; f++) {
+    for (int no_fuse = 0; no_fuse < 2; no_fuse++) {
+      ssm_model *m = NULL;
+      ssm_bundle *b = NULL;
+      char dir[256];
+      snprintf(dir, sizeof dir, "tests/data/%s", fixtures[f]);
+      SSM_ASSERT_OK(ssm_model_open(ssm_test_path(dir), NULL, &m));
+      ssm_compile_opts o = {.prefill_tokens = 8, .no_fuse = no_fuse};
+      if (m) SSM_ASSERT_OK(ssm_compile(m, &o, &b));
+      ssm_model_close(m);
+      CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+      const ssm_manifest *mf = ssm_bundle_manifest(b);
+      CU_ASSERT(program_family(mf, 1, "delta_chunk") > 0);
+      CU_ASSERT_EQUAL(program_family(mf, 1, "delta"), 0);
+      CU_ASSERT_EQUAL(program_family(mf, 0, "delta_chunk"), 0);
+      CU_ASSERT(program_family(mf, 0, "delta") > 0);
+      for (int i = 0; i < mf->nkernels; i++) {
+        const ssm_mf_kernel *k = &mf->kernels[i];
+        if (strcmp(k->family, "delta_chunk")) continue;
+        char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
+        CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "// ssmc kernel: template delta_chunk.glsl.in, "));
+        CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "// ssmc kernel: template delta_chunk.wgsl.in, "));
+        free(glsl);
+        free(wgsl);
+      }
+      ssm_bundle_close(b);
+    }
+    ssm_bundle *b = compile(fixtures[f], 7);
+    CU_ASSERT_EQUAL(prefill_family(ssm_bundle_manifest(b), "delta_chunk"), 0);
+    CU_ASSERT(prefill_family(ssm_bundle_manifest(b), "delta") > 0);
+    ssm_bundle_close(b);
+  }
+}
+
 /* The workgroup memory (floats) a kernel's source declares as `decl`N. */
 static long shared_floats(const char *src, const char *decl) {
   const char *at = strstr(src, decl);
@@ -1447,6 +1492,7 @@ int main(void) {
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
                          {"ssd_chosen", test_ssd_chosen},
+                         {"delta_chunk_chosen", test_delta_chunk_chosen},
                          {"ssd_big_state", test_ssd_big_state},
                          {"gemv_touches_epilogue", test_gemv_touches_epilogue},
                          {"batch_coop_variant", test_batch_coop_variant},
