@@ -1043,6 +1043,25 @@ static int program_family(const ssm_manifest *m, int p, const char *family) {
   return n;
 }
 
+/* Every kernel of bundle b from template `family` says so in both
+ * languages, and its params hold `member` (the anchor's op). */
+static void expect_template(ssm_bundle *b, const char *family, const char *member) {
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  char head[2][128];
+  snprintf(head[0], sizeof head[0], "// ssmc kernel: template %s.glsl.in, ", family);
+  snprintf(head[1], sizeof head[1], "// ssmc kernel: template %s.wgsl.in, ", family);
+  for (int i = 0; i < m->nkernels; i++) {
+    const ssm_mf_kernel *k = &m->kernels[i];
+    if (strcmp(k->family, family)) continue;
+    for (int w = 0; w < 2; w++) {
+      char *src = kernel_source(b, k, w);
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, head[w]));
+      free(src);
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(k->params, member));
+  }
+}
+
 /* The chunked scan (codegen/ssd.c) is what Mamba-2's prefill scans become,
  * and those of the hybrids built on its block, named so in both languages;
  * decode's one-token scans, Mamba-1's and Falcon-Mamba's (A per channel and
@@ -1062,16 +1081,7 @@ static void test_ssd_chosen(void) {
     CU_ASSERT(cases[f].chunked ? ssd > 0 && scans == 0 : ssd == 0 && scans > 0);
     CU_ASSERT_EQUAL(program_family(m, 0, "ssd"), 0);
     CU_ASSERT(program_family(m, 0, "scan") > 0);
-    for (int i = 0; i < m->nkernels; i++) {
-      const ssm_mf_kernel *k = &m->kernels[i];
-      if (strcmp(k->family, "ssd")) continue;
-      char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
-      CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "// ssmc kernel: template ssd.glsl.in, "));
-      CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "// ssmc kernel: template ssd.wgsl.in, "));
-      CU_ASSERT_PTR_NOT_NULL(strstr(k->params, "+scan+"));
-      free(glsl);
-      free(wgsl);
-    }
+    expect_template(b, "ssd", "+scan+");
     ssm_bundle_close(b);
   }
   ssm_model *um = NULL;
@@ -1113,15 +1123,7 @@ static void test_delta_chunk_chosen(void) {
       CU_ASSERT_EQUAL(program_family(mf, 1, "delta"), 0);
       CU_ASSERT_EQUAL(program_family(mf, 0, "delta_chunk"), 0);
       CU_ASSERT(program_family(mf, 0, "delta") > 0);
-      for (int i = 0; i < mf->nkernels; i++) {
-        const ssm_mf_kernel *k = &mf->kernels[i];
-        if (strcmp(k->family, "delta_chunk")) continue;
-        char *glsl = kernel_source(b, k, 0), *wgsl = kernel_source(b, k, 1);
-        CU_ASSERT_PTR_NOT_NULL(strstr(glsl, "// ssmc kernel: template delta_chunk.glsl.in, "));
-        CU_ASSERT_PTR_NOT_NULL(strstr(wgsl, "// ssmc kernel: template delta_chunk.wgsl.in, "));
-        free(glsl);
-        free(wgsl);
-      }
+      expect_template(b, "delta_chunk", "delta_rule T=");
       ssm_bundle_close(b);
     }
     ssm_bundle *b = compile(fixtures[f], 7);
