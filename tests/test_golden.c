@@ -380,7 +380,9 @@ FIXTURE_TEST(28, zamba_tiny)
  * 6.5e-6 (jamba_tiny; lfm2_tiny 6.2e-6, measured on lavapipe), more than
  * with the gemm (6.1e-6, 2.6e-6), so that gap is not the gemm's. The
  * Mamba-2 scans here are the chunked kernel (codegen/ssd.c), the Falcon-H1
- * fixtures' too (attention in every layer: 6.0e-7 to 1.7e-6). zamba2_tiny
+ * fixtures' too (attention in every layer: 6.0e-7 to 1.7e-6), and the
+ * Gated DeltaNet fixtures' delta rules are the chunked delta rule
+ * (codegen/delta.c: qwen3_5_tiny 2.2e-6, qwen3_next_tiny 3.8e-6). zamba2_tiny
  * is not here: it differs from token by token by 8.8e-6 with the
  * sequential scan at this chunk, 1.03e-5 with the chunked one.
  *
