@@ -1,8 +1,8 @@
 """Fixtures of the hybrid-family zoo for tools/gen_golden.py: their definitions.
 
-Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba2, LFM2, RecurrentGemma, Jamba
-with experts and Mamba-2 with time_step_limit, each a tiny model of its transformers
-class. This module holds ZOO_FIXTURES, the table below; tools/zoo_make.py makes and
+Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba and Zamba2, LFM2 and LFM2-MoE,
+RecurrentGemma, Qwen3.5 and Qwen3.5-MoE, Qwen3-Next, Jamba with experts and Mamba-2 with
+time_step_limit, each a tiny model of its transformers class. This module holds ZOO_FIXTURES, the table below; tools/zoo_make.py makes and
 checks each fixture (gen_golden.py runs every fixture in its own worker process).
 """
 
