@@ -199,6 +199,21 @@ int ssm_cli_serve(int argc, char **argv) {
   char *why = NULL;
   if (!bundle) o.slots = model_slots(model, so.parallel, &why);
   st = ssmc_session_open(model, &o, &s);
+  if (st && o.slots) {
+    /* the batched program may not open where the one-sequence ones do (its
+     * slots' KV caches, which no kernel reads in windows, past the device's
+     * binding range): requests then take turns, and the server says why */
+    ssm_sb msg = {0};
+    ssm_sb_printf(&msg, "its batched program of %d slots does not open: %s", o.slots,
+                  ssmc_status_message(st));
+    ssmc_status_free(st);
+    ssmc_session_close(s);
+    s = NULL;
+    free(why);
+    why = ssm_sb_xtake(&msg);
+    o.slots = 0;
+    st = ssmc_session_open(model, &o, &s);
+  }
   if (!st) ssm_cli_backend_opened(s, &choice);
   if (!st) st = ssm_server_start(s, chat, &so, &srv);
   if (st) {

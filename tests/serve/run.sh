@@ -183,6 +183,17 @@ vulkan)
     { cat "$TMP/server.log"; echo "FAILED: a bundle of 2 slots"; exit 1; }
   bash tests/serve/batch_checks.sh few 2
   stop_server
+  # a batched program that does not open on the device (4 slots' KV caches
+  # of 1024 positions, 256 KiB, past a binding range of 128 KiB, where one
+  # sequence's fit): the requests take turns, and the server says why
+  SSM_VK_MAX_STORAGE_RANGE=131072 MODEL=tests/data/jamba_tiny start_server --backend vulkan \
+    --chunk 16 --max-seq 1024 --tokenizer models/pymamba/tokenizer.json
+  grep -q "the model has no slots (its batched program of 4 slots does not open: .*'slots\.l1\.k_cache' .*does not fit" \
+    "$TMP/server.log" || { cat "$TMP/server.log"; echo "FAILED: slots that do not fit"; exit 1; }
+  curl -sf "$URL/v1/completions" -H 'content-type: application/json' \
+    -d '{"prompt": "def", "max_tokens": 4, "temperature": 0}' | grep -q '"finish_reason":"length"' ||
+    { cat "$TMP/server.log"; echo "FAILED: a completion without slots"; exit 1; }
+  stop_server
   ;;
 *)
   echo "usage: $0 SSMC curl|openai|load|vulkan"
