@@ -63,22 +63,28 @@ if mode == "max-seq":
             if line.startswith(name + " "):
                 return int(line.split()[1])
         raise KeyError(name)
+    # requests this short may each finish before the next one arrives (a
+    # loaded machine): the three are sent again, each time checked, until
+    # some of their tokens were drawn in steps of the slots
     drawn = metric("ssmc_batch_tokens_total")
-    results = {}
-    def run(name):
-        results[name] = post(bodies[name])
-    threads = [threading.Thread(target=run, args=(k,)) for k in bodies]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for k in bodies:
-        (code, body), (alone_code, alone_body) = results[k], alone[k]
-        assert code == 200 and alone_code == 200, (k, body, alone_body)
-        got, want = json.loads(body)["choices"][0], json.loads(alone_body)["choices"][0]
-        assert got["text"] == want["text"] and got["finish_reason"] == want["finish_reason"], (k, got, want)
-    assert json.loads(results["b"][1])["usage"]["completion_tokens"] == 7, results["b"]
-    assert metric("ssmc_batch_tokens_total") > drawn, "no token was drawn in a step of the slots"
+    for attempt in range(10):
+        results = {}
+        def run(name):
+            results[name] = post(bodies[name])
+        threads = [threading.Thread(target=run, args=(k,)) for k in bodies]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        for k in bodies:
+            (code, body), (alone_code, alone_body) = results[k], alone[k]
+            assert code == 200 and alone_code == 200, (k, body, alone_body)
+            got, want = json.loads(body)["choices"][0], json.loads(alone_body)["choices"][0]
+            assert got["text"] == want["text"] and got["finish_reason"] == want["finish_reason"], (k, got, want)
+        assert json.loads(results["b"][1])["usage"]["completion_tokens"] == 7, results["b"]
+        if metric("ssmc_batch_tokens_total") > drawn:
+            break
+    assert metric("ssmc_batch_tokens_total") > drawn, "no token was drawn in a step of the slots in 10 tries"
     ok("three at once in slots: each the text and finish_reason it has alone (past --max-seq: length)")
     code, body = post({"prompt": list(range(1, 9)), "max_tokens": 5, "temperature": 0})
     b = json.loads(body)
