@@ -2,10 +2,12 @@
 """templates/gemm_coop.glsl.in as a gemm_lab kernel: no norm, x f32 and w
 bf16 straight from gemm_lab's bindings, the plain epilogue.
 
-    python3 bench/gemm_lab/from_template.py BN SGN AHEAD DB > /tmp/coop.glsl
+    python3 bench/gemm_lab/from_template.py BN SGN AHEAD DB [TEMPLATE] > /tmp/coop.glsl
     build/gemm_lab 512 4096 16384 /tmp/coop.glsl 128 BN
 
 BN 128 (SGN 4) or 64 (SGN 2); AHEAD and DB as codegen/matmul.c sets them.
+TEMPLATE (default templates/gemm_coop.glsl.in) may be another version of
+it, e.g. one from git (`git show REV:templates/gemm_coop.glsl.in > FILE`).
 """
 import os
 import re
@@ -38,10 +40,11 @@ float epilogue(float v, uint o) { return v; }"""
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         sys.exit(__doc__)
-    bn, sgn, ahead, db = sys.argv[1:]
-    t = open(os.path.join(ROOT, "templates", "gemm_coop.glsl.in")).read()
+    bn, sgn, ahead, db = sys.argv[1:5]
+    path = sys.argv[5] if len(sys.argv) == 6 else os.path.join(ROOT, "templates", "gemm_coop.glsl.in")
+    t = open(path).read()
     t = "\n".join(l for l in t.split("\n") if not l.startswith("//"))
     t = re.sub(r"#define G[MKN] \{\{[MKN]\}\}u\n", "", t)  # gemm_lab defines them
     sub = {"NORM": "0", "BN": bn, "SGN": sgn, "AHEAD": ahead, "DB": db, "LIVE": "GM", "EPS": "0",

@@ -12,8 +12,9 @@
 // straight into the accumulators), 1 (a chain from zero a slice, added) or
 // 2 (every tile of w loaded first, k outermost); XDIRECT 1 (x's tiles
 // loaded from memory by each subgroup, not staged); EPI 1 (the epilogue
-// reads whole vectors of 4 floats) or 0 (an element picked by a variable
-// index); NOMMA 1 (with ORDER 1: no products, to time the rest).
+// reads whole vectors of 4 floats), 0 (an element picked by a variable
+// index) or 2 (tiles stored straight to memory, then scaled in place: a
+// timing form, wrong where N is not a multiple of 16); NOMMA 1 (with ORDER 1: no products, to time the rest).
 #ifndef EPI
 #define EPI 1
 #endif
@@ -143,6 +144,20 @@ void main() {
     }
     barrier();
   }
+#if EPI == 2
+  [[unroll]] for (int i = 0; i < FM; i++)
+    [[unroll]] for (int j = 0; j < FN; j++)
+      coopMatStoreNV(acc[i][j], b0.v, (m0 + wm + uint(i) * 16u) * GN + n0 + wn + uint(j) * 16u, GN, false);
+  subgroupMemoryBarrierBuffer();
+  subgroupBarrier();
+  [[unroll]] for (int i = 0; i < FM; i++)
+    [[unroll]] for (int j = 0; j < FN; j++)
+      [[unroll]] for (uint h = 0u; h < 8u; h++) {
+        uint e = lane + h * 32u, m = m0 + wm + uint(i) * 16u + e / 16u, n = n0 + wn + uint(j) * 16u + e % 16u;
+        if (m < GM && n < GN) b0.v[m * GN + n] *= b3f.f[GM * GK / 2u + m];
+      }
+  if (true) return;
+#endif
   [[unroll]] for (int i = 0; i < FM; i++)
     [[unroll]] for (int j = 0; j < FN; j++) {
       coopMatStoreNV(acc[i][j], pool, sg * 64u, 4u, false);
