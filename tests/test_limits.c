@@ -1,7 +1,7 @@
 /*
  * test_limits.c — long runs and the edges of what a model can do: thousands
  * of greedy decode steps on the CPU interpreter and on the Vulkan executor
- * (lavapipe when there is no GPU) do not grow the resident set; weights that
+ * (lavapipe when there is no GPU) do not grow the anonymous resident set; weights that
  * produce inf/NaN make `ssmc run` fail with "non-finite logit" instead of
  * sampling garbage, and in one slot of the batched program fail that slot
  * alone; a model whose buffers exceed the device is a clear error naming the
@@ -41,7 +41,7 @@ static int all_finite(const float *row, int64_t n) {
 }
 
 static void check_growth(const char *what, long before, long after, int steps) {
-  fprintf(stderr, "\n  %s: VmRSS %ld KiB after %d warm-up steps, %ld KiB after %d steps\n", what,
+  fprintf(stderr, "\n  %s: RssAnon %ld KiB after %d warm-up steps, %ld KiB after %d steps\n", what,
           before, WARMUP, after, steps);
   CU_ASSERT(after - before < MAX_GROWTH_KIB);
 }
@@ -66,7 +66,7 @@ static void test_cpu_long_run(void) {
   long before = 0;
   int k = 0, ok = 1;
   for (; k < STEPS && ok; k++) {
-    if (k == WARMUP) before = ssm_test_rss_kib();
+    if (k == WARMUP) before = ssm_test_rss_anon_kib();
     ssm_status s = ssm_cpu_run(cpu, g, &tok, logits, (size_t)vocab);
     ok = !s && all_finite(logits, vocab);
     SSM_ASSERT_OK(s);
@@ -74,7 +74,7 @@ static void test_cpu_long_run(void) {
   }
   CU_ASSERT_EQUAL(k, STEPS);
   CU_ASSERT(ok);
-  check_growth("cpu", before, ssm_test_rss_kib(), k);
+  check_growth("cpu", before, ssm_test_rss_anon_kib(), k);
   free(logits);
   ssm_cpu_destroy(cpu);
   ssm_st_close(st);
@@ -102,7 +102,7 @@ static void test_vulkan_long_run(void) {
   long before = 0;
   int k = 0, ok = 1;
   for (; k < STEPS && ok; k++) {
-    if (k == WARMUP) before = ssm_test_rss_kib();
+    if (k == WARMUP) before = ssm_test_rss_anon_kib();
     ssm_status s = ssm_backend_run(rt, &tok, 1, logits);
     ok = !s && all_finite(logits, vocab);
     SSM_ASSERT_OK(s);
@@ -110,7 +110,7 @@ static void test_vulkan_long_run(void) {
   }
   CU_ASSERT_EQUAL(k, STEPS);
   CU_ASSERT(ok);
-  check_growth(rt->device, before, ssm_test_rss_kib(), k);
+  check_growth(rt->device, before, ssm_test_rss_anon_kib(), k);
   free(logits);
   ssm_backend_close(rt);
 }

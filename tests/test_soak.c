@@ -4,7 +4,7 @@
  * device sampler, several steps per submit): the shipped model
  * (models/pymamba, from the README's prompt) and the Jamba fixture
  * (tests/data/jamba_tiny, compiled with a small --max-seq and reset each
- * time the KV cache is full). Each run asserts that the resident set grows
+ * time the KV cache is full). Each run asserts that the anonymous resident set grows
  * by less than 2 MiB after a warm-up, and that the ids are the same as a
  * run split in two at a random point by a state save and load: the state
  * is saved there while the first run goes on, then loaded and the rest
@@ -76,14 +76,14 @@ static int decode(soak *k, int from, int32_t cur) {
     if (st || got != (size_t)want) return 0;
     at += want;
     cur = k->out[at - 1];
-    if (at == WARMUP) k->rss0 = ssm_test_rss_kib();
+    if (at == WARMUP) k->rss0 = ssm_test_rss_anon_kib();
     if (at == k->save_at) {
       st = ssmc_session_save_state(k->s, k->state_path);
       SSM_ASSERT_OK(st);
       if (st) return 0;
     }
   }
-  k->rss1 = ssm_test_rss_kib();
+  k->rss1 = ssm_test_rss_anon_kib();
   return 1;
 }
 
@@ -123,7 +123,7 @@ static void soak_model(const char *what, const char *model, int max_seq, int n, 
   soak a = {s, max_seq, whole, n, save_at, state_path, 0, 0};
   int ok = decode(&a, 0, prompt[np - 1]);
   CU_ASSERT(ok);
-  fprintf(stderr, "  %s: VmRSS %ld KiB after %d ids, %ld KiB after %d\n", what, a.rss0, WARMUP,
+  fprintf(stderr, "  %s: RssAnon %ld KiB after %d ids, %ld KiB after %d\n", what, a.rss0, WARMUP,
           a.rss1, n);
   CU_ASSERT(a.rss1 - a.rss0 < MAX_GROWTH_KIB);
   if (ok) {

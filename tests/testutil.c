@@ -207,13 +207,13 @@ void ssm_test_limit_file_size(size_t bytes) {
   }
 }
 
-long ssm_test_rss_kib(void) {
+long ssm_test_rss_anon_kib(void) {
   FILE *f = fopen("/proc/self/status", "r");
   CU_ASSERT_PTR_NOT_NULL_FATAL(f);
   char line[256];
   long kib = -1;
   while (fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmRSS:", 6)) kib = strtol(line + 6, NULL, 10);
+    if (!strncmp(line, "RssAnon:", 8)) kib = strtol(line + 8, NULL, 10);
   fclose(f);
   CU_ASSERT(kib > 0);
   return kib;
