@@ -79,8 +79,8 @@ long ssm_test_rss_anon_kib(void);
 
 /* In a suite that measures its resident set: under ASan, a small
  * quarantine (ASan keeps 256 MB of freed memory by default, which would
- * read as growth), smaller than the 2 MiB of growth the suites allow, and
- * no per-thread quarantine cache. Write it once at file scope. */
+ * read as growth), smaller than the 2 MiB of growth the suites allow.
+ * Write it once at file scope. */
 #if defined(__SANITIZE_ADDRESS__)
 #define SSM_TEST_ASAN 1
 #elif defined(__has_feature)
@@ -91,7 +91,7 @@ long ssm_test_rss_anon_kib(void);
 #ifdef SSM_TEST_ASAN
 #define SSM_TEST_SMALL_ASAN_QUARANTINE                                          \
   const char *__asan_default_options(void);                                     \
-  const char *__asan_default_options(void) { return "quarantine_size_mb=1:thread_local_quarantine_size_kb=0"; }
+  const char *__asan_default_options(void) { return "quarantine_size_mb=1"; }
 #else
 #define SSM_TEST_SMALL_ASAN_QUARANTINE
 #endif
