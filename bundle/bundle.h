@@ -25,7 +25,7 @@
 #include "bundle/abi.h"
 #include "ir/ir.h"
 
-#define SSM_BUNDLE_VERSION 4
+#define SSM_BUNDLE_VERSION 5
 #define SSM_BUNDLE_MAX_BUFFERS 64
 
 /* ---- the typed manifest (manifest.c) ------------------------------------- */
@@ -76,6 +76,13 @@ typedef struct {
    * (codegen.h, glsl_coop), same bindings and windows, which a Vulkan
    * runtime runs instead where the device has them */
   ssm_blob spirv_coop, glsl_coop;
+  /* optional, only with the variant (size 0 without): a kernel that runs
+   * before it on prep_groups, making its x ready in a scratch buffer of
+   * scratch_bytes that the runtime allocates (one for every kernel: the
+   * largest); both bind the scratch after their windows (codegen.h) */
+  ssm_blob spirv_prep, glsl_prep;
+  uint32_t prep_groups[3];
+  uint64_t scratch_bytes;
   /* Vulkan (codegen.h, ssm_cg_glsl_split): tensor i is bound as
    * glsl_windows[i] windows of the manifest's wgsl_window bytes or more
    * (specialization constant SSM_BUNDLE_GLSL_WINDOW_ID, in words): window 0 at

@@ -132,6 +132,14 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
       cJSON_AddItemToObject(jk, "spirv_coop", jblob(k->spirv_coop));
       cJSON_AddItemToObject(jk, "glsl_coop", jblob(k->glsl_coop));
     }
+    if (k->spirv_prep.size) {
+      cJSON *jp = cJSON_AddObjectToObject(jk, "coop_prep");
+      cJSON_AddItemToObject(jp, "spirv", jblob(k->spirv_prep));
+      cJSON_AddItemToObject(jp, "glsl", jblob(k->glsl_prep));
+      cJSON_AddItemToObject(jp, "groups", jnums(3, (double[]){k->prep_groups[0], k->prep_groups[1],
+                                                              k->prep_groups[2]}));
+      cJSON_AddNumberToObject(jp, "scratch_bytes", (double)k->scratch_bytes);
+    }
     double slots[SSM_BUNDLE_MAX_BINDINGS], windows[SSM_BUNDLE_MAX_BINDINGS];
     for (int b = 0; b < k->nbindings; b++) slots[b] = k->slot[b];
     for (int w = 0; w < k->nslots; w++) windows[w] = k->windows[w];
@@ -467,6 +475,31 @@ static ssm_status glsl_windows(reader *r, const cJSON *e, ssm_mf_kernel *k) {
   return s;
 }
 
+/* The kernel that makes the cooperative-matrix variant's x ready: optional,
+ * only beside that variant. */
+static ssm_status coop_prep(reader *r, const cJSON *e, ssm_mf_kernel *k) {
+  const cJSON *jp = cJSON_GetObjectItemCaseSensitive(e, "coop_prep"), *jg;
+  if (!jp) return NULL;
+  size_t n = enter(r, "coop_prep", 0);
+  double g[3] = {0, 0, 0}, bytes = 0;
+  ssm_status s = k->spirv_coop.size ? NULL : bad(r, "is there without a cooperative-matrix variant");
+  if (!s) s = field_blob(r, jp, "spirv", &k->spirv_prep);
+  if (!s) s = field_blob(r, jp, "glsl", &k->glsl_prep);
+  if (!s && (k->spirv_prep.size % 4 || k->spirv_prep.offset % 4 || k->spirv_prep.size < 20))
+    s = bad(r, "has a malformed SPIR-V blob");
+  if (!s) s = get(r, jp, "groups", &jg);
+  if (!s) {
+    size_t m = enter(r, "groups", 0);
+    s = nums_of(r, jg, 3, 1, 65535, g, "is not a list of 3 workgroup counts");
+    leave(r, m);
+  }
+  if (!s) s = field_num(r, jp, "scratch_bytes", 4, MAX_BYTES, &bytes);
+  for (int d = 0; d < 3; d++) k->prep_groups[d] = (uint32_t)g[d];
+  k->scratch_bytes = (uint64_t)bytes;
+  leave(r, n);
+  return s;
+}
+
 static ssm_status kernels(reader *r, const cJSON *root) {
   const cJSON *arr;
   ssm_manifest *m = r->m;
@@ -495,9 +528,14 @@ static ssm_status kernels(reader *r, const cJSON *root) {
     if (!s && coop &&
         (k->spirv_coop.size % 4 || k->spirv_coop.offset % 4 || k->spirv_coop.size < 20))
       s = bad(r, "has a malformed cooperative-matrix SPIR-V blob");
+    if (!s) s = coop_prep(r, e, k);
     if (!s && !k->wgsl.size) s = bad(r, "has an empty WGSL blob");
     if (!s) s = wgsl_slots(r, e, k);
     if (!s) s = glsl_windows(r, e, k);
+    int bound = 1; /* the scratch of a kernel with a prep kernel, after its windows */
+    for (int b = 0; b < k->nbindings; b++) bound += k->glsl_windows[b];
+    if (!s && k->spirv_prep.size && bound > SSM_BUNDLE_GLSL_MAX_BINDINGS)
+      s = bad(r, "binds too many windows beside its scratch");
     leave(r, n);
     SSM_TRY(s);
   }

@@ -41,6 +41,14 @@ typedef struct {
    * or NULL: same bindings, grid and results within f32 rounding; the
    * Vulkan runtime runs it instead where the device has them */
   const char *glsl_coop;
+  /* with glsl_coop, or NULL: a kernel that the Vulkan runtime runs before
+   * it, on prep_groups, to make x ready in a scratch buffer of
+   * scratch_bytes of the runtime's own, which both bind after the kernel's
+   * bindings (binding SSM_SCRATCH_BINDING in their source: the number is
+   * the kernel's bindings with windows, set when the bundle is compiled) */
+  const char *glsl_coop_prep;
+  uint32_t prep_groups[3];
+  uint64_t scratch_bytes;
   const char *wgsl;     /* the WGSL source but its slots' storage bindings
                            (ssm_cg_wgsl_module adds them) */
   int nbindings;
@@ -71,6 +79,17 @@ enum { SSM_CG_READ = 1, SSM_CG_WRITE = 2, SSM_CG_I32 = 4, SSM_CG_F16 = 8, SSM_CG
 /* Generates the kernel of fused group `gr` (passes.h), GLSL and WGSL. */
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out);
+
+/* Choices of the generated code that are not the IR's. */
+typedef struct {
+  /* gemm_coop's x made ready once a row by a kernel before it
+   * (glsl_coop_prep) where K is a multiple of 8 */
+  int coop_prep;
+} ssm_cg_opts;
+
+/* The same with options `o` (NULL: the defaults, all zero). */
+ssm_status ssm_cg_kernel_for_group_opts(ssm_graph *g, const ssm_group *gr, const ssm_cg_opts *o,
+                                        ssm_arena *a, ssm_cg_kernel *out);
 /* Generates a kernel for node `n` alone, whatever its group (kernel tests). */
 ssm_status ssm_cg_kernel_for_node(ssm_graph *g, const ssm_node *n, ssm_arena *a,
                                   ssm_cg_kernel *out);

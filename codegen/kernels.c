@@ -101,8 +101,13 @@ static ssm_status generate_both(const cg_ctx *proto, ssm_cg_kernel *out) {
 
 ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena *a,
                                    ssm_cg_kernel *out) {
+  return ssm_cg_kernel_for_group_opts(g, gr, NULL, a, out);
+}
+
+ssm_status ssm_cg_kernel_for_group_opts(ssm_graph *g, const ssm_group *gr, const ssm_cg_opts *o,
+                                        ssm_arena *a, ssm_cg_kernel *out) {
   cg_ctx c = {.g = g, .id = gr->id, .first = gr->first, .root = gr->root, .anchor = gr->anchor,
-              .norm = gr->norm, .a = a};
+              .norm = gr->norm, .a = a, .coop_prep = o && o->coop_prep};
   return generate_both(&c, out);
 }
 

@@ -162,6 +162,19 @@ static void coop_loads(cg_ctx *c, ssm_sb *wide, const ssm_node *norm, int64_t K)
     load8(c, wide, "load_w", "uint n, ", "n, ", "in_w", K);
 }
 
+/* load_w_raw and stage_w of gemm_coop with PREP (8 values of w from k, as
+ * stored; to f16 when staged): 16-bit weights straight from memory, others
+ * through load_w. */
+static void coop_raw_w(cg_ctx *c, ssm_sb *wide, int64_t K) {
+  const ssm_value *w = c->anchor->args[1];
+  int raw = weight_direct(c, w, K) && (w->type.dtype == SSM_F16 || w->type.dtype == SSM_BF16);
+  const char *snippet = !raw ? "load8_raw_any" : w->type.dtype == SSM_F16 ? "load8_raw_f16"
+                                                                        : "load8_raw_bf16";
+  SSM_ASSERT(!raw || (c->vec4 >> ssm_cg_binding(c, w) & 1)); /* coop_loads' load_w declared it */
+  ssm_sb_printf(wide, "%s\n",
+                SNIPPET(c, "helpers", snippet, "B", I64(ssm_cg_binding(c, w)), "K", I64(K)));
+}
+
 /* The cooperative-matrix variant of a batched program's matmul of up to
  * KNOB_COOP_FEW_ROWS rows (gemv_coop.glsl.in), for the kernel whose grid
  * has `grid` workgroups and whose loads `ld` give load_x, load_g and load_w
@@ -372,20 +385,41 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * is in L2 already. */
   const int64_t SGN = CBN == 128 ? 4 : 2;
   const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
-  const int db = CBN == 64 && norm ? KNOB_COOP_DOUBLE_NARROW_NORM : KNOB_COOP_DOUBLE;
+  /* x made ready by a kernel of its own (gemm_coop_prep.glsl.in) where K
+   * is a multiple of 8, when asked for (ssm_cg_opts): w then loads raw
+   * (coop_raw_w) */
+  const int prep = c->coop_prep && K % 8 == 0;
+  if (prep) coop_raw_w(c, &wide, K);
+  const int db = CBN == 64 && norm && !prep ? KNOB_COOP_DOUBLE_NARROW_NORM : KNOB_COOP_DOUBLE;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
                        "SGN", I64(SGN), "AHEAD", I64(ahead), "DB", db ? "1" : "0",
-                       "NORM", norm ? "1" : "0",
+                       "NORM", norm ? "1" : "0", "PREP", prep ? "1" : "0",
                        "EPS", norm_eps(c, norm),
                        "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", com,
                        "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), NULL};
-  ssm_sb_free(&wide);
   char *src;
-  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src));
-  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
-                                    "(cooperative: BM=128 BN=%lld AHEAD=%lld DB=%d)\n%s",
-                                    out->params, (long long)CBN, (long long)ahead, db, src);
-  return NULL;
+  ssm_status s = ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src);
+  if (!s)
+    out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
+                                      "(cooperative: BM=128 BN=%lld AHEAD=%lld DB=%d PREP=%d)\n%s",
+                                      out->params, (long long)CBN, (long long)ahead, db, prep, src);
+  if (!s && prep) {
+    const char *kvp[] = {"M", I64(M), "K", I64(K), "NORM", norm ? "1" : "0",
+                         "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run, "BUFFERS", buffers,
+                         "COMMON", com, "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)),
+                         NULL};
+    s = ssm_cg_template_expand(c->a, "gemm_coop_prep", c->lang, kvp, &src);
+    if (!s) {
+      out->glsl_coop_prep = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop_prep.glsl.in, "
+                                             "M=%lld K=%lld NORM=%d\n%s", (long long)M, (long long)K,
+                                             norm != NULL, src);
+      ssm_cg_grid_per_item(M, out->prep_groups);
+      /* f16 rows, then a float a row */
+      out->scratch_bytes = (uint64_t)M * (uint64_t)K * 2 + (uint64_t)M * 4;
+    }
+  }
+  ssm_sb_free(&wide);
+  return s;
 }
 
 /* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k

@@ -14,6 +14,7 @@
  * kernel's WGSL gets its memory slots' windows: as many as its widest
  * dispatch needs.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "compile/compile.h"
@@ -183,9 +184,42 @@ static void glsl_windows(const compiler *c, const ssm_cg_kernel *k, int *out) {
     if (k->bind[i]->def->op != SSM_OP_STATE && n > 1 && n <= SSM_BUNDLE_GLSL_MAX_WINDOWS) out[i] = (int)n;
     total += out[i];
   }
-  /* more windows than a kernel may bind: whole, for devices that bind it so */
-  if (total + 1 > SSM_BUNDLE_GLSL_MAX_BINDINGS)
+  /* more windows than a kernel may bind (with the scratch of a kernel that
+   * has one: codegen.h): whole, for devices that bind it so */
+  if (total + 1 + (k->glsl_coop_prep != NULL) > SSM_BUNDLE_GLSL_MAX_BINDINGS)
     for (int i = 0; i < SSM_BUNDLE_MAX_BINDINGS; i++) out[i] = 1;
+}
+
+/* GLSL `src` (a cooperative-matrix variant or its prep kernel) split into
+ * `windows` as kernel k's, its scratch binding numbered after them
+ * (codegen.h), compiled to SPIR-V; both into the blob section. */
+static ssm_status coop_source(compiler *c, const ssm_cg_kernel *k, const char *src,
+                              const int *windows, const char *name, ssm_blob *out_spirv,
+                              ssm_blob *out_glsl) {
+  ssm_cg_kernel kc = *k;
+  kc.glsl = src;
+  const char *glsl;
+  SSM_TRY(ssm_status_wrap(ssm_cg_glsl_split(&kc, windows, c->window, c->tmp, &glsl), "%s", name));
+  int bindings = 0;
+  for (int b = 0; b < k->nbindings; b++) bindings += windows[b];
+  const char *tok = "SSM_SCRATCH_BINDING";
+  ssm_sb sb = {0};
+  for (const char *p = glsl, *at; *p; p = at + strlen(tok)) {
+    if (!(at = strstr(p, tok))) {
+      ssm_sb_printf(&sb, "%s", p);
+      break;
+    }
+    ssm_sb_printf(&sb, "%.*s%d", (int)(at - p), p, bindings);
+  }
+  glsl = ssm_arena_strdup(c->tmp, ssm_sb_str(&sb));
+  ssm_sb_free(&sb);
+  uint32_t *words;
+  size_t nwords;
+  SSM_TRY(ssm_cg_compile_glsl(glsl, name, &words, &nwords));
+  *out_spirv = add_blob(c, words, nwords * 4);
+  *out_glsl = add_blob(c, glsl, strlen(glsl));
+  free(words);
+  return NULL;
 }
 
 /* The kernel with these sources (GLSL and WGSL), made once; GLSL is
@@ -208,6 +242,10 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
     mk.glsl = c->kernels.items[same_glsl].glsl;
     mk.spirv_coop = c->kernels.items[same_glsl].spirv_coop;
     mk.glsl_coop = c->kernels.items[same_glsl].glsl_coop;
+    mk.spirv_prep = c->kernels.items[same_glsl].spirv_prep;
+    mk.glsl_prep = c->kernels.items[same_glsl].glsl_prep;
+    memcpy(mk.prep_groups, c->kernels.items[same_glsl].prep_groups, sizeof mk.prep_groups);
+    mk.scratch_bytes = c->kernels.items[same_glsl].scratch_bytes;
     memcpy(mk.glsl_windows, c->kernels.items[same_glsl].glsl_windows, sizeof mk.glsl_windows);
   } else {
     uint32_t *words;
@@ -220,15 +258,14 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
     mk.spirv = add_blob(c, words, nwords * 4);
     mk.glsl = add_blob(c, glsl, strlen(glsl));
     free(words);
-    if (k->glsl_coop) { /* the same windows, on cooperative matrices */
-      ssm_cg_kernel kc = *k;
-      kc.glsl = k->glsl_coop;
-      SSM_TRY(ssm_status_wrap(ssm_cg_glsl_split(&kc, mk.glsl_windows, c->window, c->tmp, &glsl),
-                              "%s", name));
-      SSM_TRY(ssm_cg_compile_glsl(glsl, name, &words, &nwords));
-      mk.spirv_coop = add_blob(c, words, nwords * 4);
-      mk.glsl_coop = add_blob(c, glsl, strlen(glsl));
-      free(words);
+    /* the same windows, on cooperative matrices, and the kernel before it */
+    if (k->glsl_coop)
+      SSM_TRY(coop_source(c, k, k->glsl_coop, mk.glsl_windows, name, &mk.spirv_coop, &mk.glsl_coop));
+    if (k->glsl_coop && k->glsl_coop_prep) {
+      SSM_TRY(coop_source(c, k, k->glsl_coop_prep, mk.glsl_windows,
+                          ssm_arena_printf(c->arena, "%s_prep", name), &mk.spirv_prep, &mk.glsl_prep));
+      memcpy(mk.prep_groups, k->prep_groups, sizeof mk.prep_groups);
+      mk.scratch_bytes = k->scratch_bytes;
     }
   }
   mk.nslots = k->nslots;
@@ -408,6 +445,11 @@ static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
   return p;
 }
 
+int ssm_compile_coop_prep(const ssm_compile_opts *opts) {
+  const char *e = getenv("SSM_COOP_PREP");
+  return opts->coop_prep || (e && !strcmp(e, "1"));
+}
+
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
   /* the prefill's logits of every row go apart (plan_buffers.c); decode's
@@ -433,7 +475,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
     ssm_cg_kernel k;
     if ((s = ssm_progress_report(&o->progress, stage, (uint64_t)i, (uint64_t)ng))) break;
     ssm_mf_step st = {.barrier = ssm_node_int(gs[i].root, "sync", 1) != 0};
-    if ((s = ssm_cg_kernel_for_group(g, &gs[i], c->tmp, &k))) break;
+    ssm_cg_opts cgo = {.coop_prep = ssm_compile_coop_prep(o)};
+    if ((s = ssm_cg_kernel_for_group_opts(g, &gs[i], &cgo, c->tmp, &k))) break;
     if ((s = kernel_index(c, &k, &st.kernel))) break;
     memcpy(st.groups, k.groups, sizeof st.groups);
     st.nbindings = k.nbindings;

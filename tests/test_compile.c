@@ -398,6 +398,18 @@ static void test_manifest_refuses_lies(void) {
        "kernels[0] has a malformed cooperative-matrix SPIR-V blob"},
       {"\"spirv\":[0,", "\"glsl_coop\":[0,1],\"spirv_coop\":[99999999999,20],\"spirv\":[0,",
        "kernels[0].spirv_coop lies outside the blob section"},
+      /* its prep kernel: only beside it, workgroups and a scratch */
+      {"\"spirv\":[0,", "\"coop_prep\":{},\"spirv\":[0,",
+       "kernels[0].coop_prep is there without a cooperative-matrix variant"},
+      {"\"spirv\":[0,", "\"spirv_coop\":[0,20],\"glsl_coop\":[0,1],\"coop_prep\":{\"spirv\":[0,20],"
+       "\"glsl\":[0,1],\"groups\":[1,0,1],\"scratch_bytes\":8},\"spirv\":[0,",
+       "kernels[0].coop_prep.groups is not an integer in the range"},
+      {"\"spirv\":[0,", "\"spirv_coop\":[0,20],\"glsl_coop\":[0,1],\"coop_prep\":{\"spirv\":[0,20],"
+       "\"glsl\":[0,1],\"groups\":[1,1,1],\"scratch_bytes\":0},\"spirv\":[0,",
+       "kernels[0].coop_prep.scratch_bytes is not an integer in the range"},
+      {"\"spirv\":[0,", "\"spirv_coop\":[0,20],\"glsl_coop\":[0,1],\"coop_prep\":{\"spirv\":[0,21],"
+       "\"glsl\":[0,1],\"groups\":[1,1,1],\"scratch_bytes\":8},\"spirv\":[0,",
+       "kernels[0].coop_prep has a malformed SPIR-V blob"},
       {"\"sampler\":{\"next\"", "\"samplez\":{\"next\"", "lie.ssmb: corrupt manifest: programs.decode"},
   };
   for (size_t i = 0; i < sizeof lies / sizeof lies[0]; i++) {
@@ -898,24 +910,29 @@ static char *function_text(const char *src, const char *name) {
 }
 
 /* gemm_coop of a bf16 checkpoint (falcon_bf16_untied at a chunk of 64):
- * 16 subgroups in SGM x SGN, two slices' staging but where a narrow tile
- * has a norm prologue (knobs.h), and load_x and load_w read memory through
+ * 16 subgroups in SGM x SGN; with coop_prep and k a multiple of 8, a prep
+ * kernel (gemm_coop_prep) that makes x ready in the scratch (bound after
+ * the kernel's bindings, its bytes M K 2 + M 4, a workgroup a row), w
+ * loaded raw and converted when staged, and two slices' staging; elsewhere
+ * and by default, two slices' staging but where a narrow tile has a norm
+ * prologue (knobs.h),
+ * and load_x and load_w read memory through
  * vector views (ldq) where x is a tensor in memory and k a multiple of 8
  * (x_proj: k of 80; out_proj; in_proj, whose small-row norm is the
  * kernel's prologue: x times the gain rounded, the norm's scale after the
  * sums, so its gain through load_g too), the scalar loads elsewhere
  * (dt_proj: k of 5). test_golden runs these kernels on a device with
  * cooperative matrices. */
-static void test_gemm_coop_loads(void) {
+static void gemm_coop_loads(int coop_prep) {
   ssm_model *model = NULL;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
-  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16};
+  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16, .coop_prep = coop_prep};
   if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
   ssm_model_close(model);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   const ssm_manifest *m = ssm_bundle_manifest(b);
-  int direct = 0, scalar = 0, forms = 0;
+  int direct = 0, scalar = 0, forms = 0, preps = 0;
   for (int i = 0; i < m->nkernels; i++) {
     const ssm_mf_kernel *k = &m->kernels[i];
     if (!k->glsl_coop.size) continue;
@@ -928,7 +945,35 @@ static void test_gemm_coop_loads(void) {
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SGN 2\n")); /* tiles of 128 x 64 here */
     /* two slices' staging, except on narrow tiles with a norm prologue */
     int normed = strstr(src, "#define NORM 1\n") != NULL;
-    CU_ASSERT_PTR_NOT_NULL(strstr(src, normed ? "#define DB 0 " : "#define DB 1 "));
+    int prep = coop_prep && strstr(k->params, " K=5 ") == NULL;
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, prep ? "#define PREP 1\n" : "#define PREP 0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, normed && !prep ? "#define DB 0 " : "#define DB 1 "));
+    CU_ASSERT_EQUAL(k->spirv_prep.size > 0, prep);
+    CU_ASSERT_PTR_NULL(strstr(src, "SSM_SCRATCH_BINDING"));
+    if (prep) {
+      char at[64];
+      snprintf(at, sizeof at, "layout(std430, binding = %d) readonly buffer BS {", k->nbindings);
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, at));
+      char *lr = function_text(src, "uvec4 load_w_raw(uint n"),
+           *sw = function_text(src, "uvec4 stage_w(uvec4 q)");
+      CU_ASSERT(lr && strstr(lr, "ldq") && !strstr(lr, "load_w("));
+      CU_ASSERT(sw && strstr(sw, "packHalf2x16")); /* bf16 to f16 when staged */
+      free(lr);
+      free(sw);
+      int K = strstr(k->params, " K=80 ") ? 80 : 40;
+      CU_ASSERT_EQUAL(k->scratch_bytes, (uint64_t)64 * K * 2 + 64 * 4);
+      CU_ASSERT(k->prep_groups[0] == 64 && k->prep_groups[1] == 1 && k->prep_groups[2] == 1);
+      char *ps = strndup(ssm_bundle_blob(b, k->glsl_prep), (size_t)k->glsl_prep.size);
+      snprintf(at, sizeof at, "layout(std430, binding = %d) writeonly buffer BS {", k->nbindings);
+      CU_ASSERT_PTR_NOT_NULL(strstr(ps, at));
+      CU_ASSERT_PTR_NOT_NULL(strstr(ps, "template gemm_coop_prep.glsl.in"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(ps, normed ? "#define NORM 1\n" : "#define NORM 0\n"));
+      char *plx = function_text(ps, "void load_x(");
+      CU_ASSERT(plx && strstr(plx, "ldq1"));
+      free(plx);
+      free(ps);
+      preps++;
+    }
     forms |= normed ? 1 : 2;
     if (strstr(k->params, "matmul M=64 K=80 N=29 ") || strstr(k->params, "matmul+add+add M=64 K=80")) {
       direct++;
@@ -955,7 +1000,154 @@ static void test_gemm_coop_loads(void) {
   CU_ASSERT_EQUAL(direct, 3); /* x_proj, out_proj and in_proj (one kernel for every layer) */
   CU_ASSERT_EQUAL(forms, 3); /* a normed kernel and one without */
   CU_ASSERT_EQUAL(scalar, 1); /* dt_proj */
+  CU_ASSERT_EQUAL(preps, coop_prep ? 4 : 0); /* in_proj, x_proj, out_proj, lm_head */
   ssm_bundle_close(b);
+}
+
+static void test_gemm_coop_loads(void) {
+  gemm_coop_loads(0);
+  gemm_coop_loads(1);
+}
+
+/* Runs prep kernel of prefill step st of bundle b (compiled with
+ * coop_prep) on its own, on any device (it is plain GLSL), with every
+ * binding of the step filled with x (binding 1: rows of K whose
+ * magnitudes span 2^-30 to 2^20, some of them zero) or a gain (binding 2,
+ * when `normed`), for a run of `count` tokens; asserts the scratch holds
+ * each row of x16(x g) s as f16, s the power of two that puts the row's
+ * largest in [2^13, 2^14), and the row's factor 1/s (normed: times the
+ * rmsnorm's 1/rms of x, to f32's rounding), rows past count zeros. */
+static void check_prep(ssm_bundle *b, const ssm_mf_step *st, int normed, uint32_t count) {
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  const ssm_mf_kernel *k = &m->kernels[st->kernel];
+  int64_t M = k->prep_groups[0], K = (int64_t)(st->bindings[1].bytes / 4 / (uint64_t)M);
+  CU_ASSERT_FATAL(K > 0 && K % 8 == 0 && k->scratch_bytes == (uint64_t)(M * K * 2 + M * 4));
+  ssm_vk *vk = NULL;
+  SSM_ASSERT_OK(ssm_vk_open(-1, 0, &vk));
+  CU_ASSERT_PTR_NOT_NULL_FATAL(vk);
+  ssm_vk_buffer *bufs[SSM_BUNDLE_MAX_BINDINGS + 1] = {0};
+  ssm_vk_binding vb[SSM_BUNDLE_MAX_BINDINGS + 1];
+  float *x = malloc(sizeof(float) * (size_t)(M * K)), g[4096];
+  CU_ASSERT_FATAL(K <= 4096);
+  uint32_t seed = 7;
+  for (int64_t i = 0; i < M * K; i++) {
+    seed = seed * 1664525u + 1013904223u;
+    int64_t r = i / K;
+    float u = (float)(seed >> 8) / (float)(1 << 24) - 0.5f;
+    x[i] = r % 7 == 3 ? 0.0f : ldexpf(u, (int)(r % 51) - 30) * (i % 13 == 0 ? 1e-6f : 1.0f);
+  }
+  for (int64_t j = 0; j < K; j++) g[j] = normed ? 0.5f + (float)(j % 5) * 0.25f : 1.0f;
+  for (int i = 0; i <= st->nbindings; i++) {
+    size_t bytes = i < st->nbindings ? ((size_t)st->bindings[i].bytes + 15) & ~(size_t)15
+                                     : (size_t)k->scratch_bytes;
+    SSM_ASSERT_OK(ssm_vk_buffer_create(vk, bytes, SSM_VK_BUFFER_HOST, &bufs[i]));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bufs[i]);
+    memset(ssm_vk_buffer_map(bufs[i]), 0x7f, bytes); /* whatever was there */
+    if (i == 1) memcpy(ssm_vk_buffer_map(bufs[i]), x, sizeof(float) * (size_t)(M * K));
+    if (i == 2 && normed) memcpy(ssm_vk_buffer_map(bufs[i]), g, sizeof(float) * (size_t)K);
+    vb[i] = (ssm_vk_binding){bufs[i], 0, bytes};
+  }
+  ssm_vk_kernel *kern = NULL;
+  ssm_vk_program *p = NULL;
+  SSM_ASSERT_OK(ssm_vk_kernel_create(vk, (const uint32_t *)ssm_bundle_blob(b, k->spirv_prep),
+                                     (size_t)k->spirv_prep.size / 4, st->nbindings + 1,
+                                     m->prefill.any_count ? SSM_BUNDLE_RUN_PUSH_BYTES : 0, &kern));
+  SSM_ASSERT_OK(ssm_vk_program_create(vk, &p));
+  SSM_ASSERT_OK(ssm_vk_program_add_dispatch(p, kern, vb, m->prefill.any_count ? &count : NULL,
+                                            k->prep_groups[0], k->prep_groups[1], k->prep_groups[2]));
+  SSM_ASSERT_OK(ssm_vk_program_end(p));
+  SSM_ASSERT_OK(ssm_vk_program_run(vk, p));
+  const uint16_t *h = ssm_vk_buffer_map(bufs[st->nbindings]);
+  const float *factor = (const float *)(h + M * K);
+  int bad = 0;
+  uint32_t live = m->prefill.any_count ? count : (uint32_t)M;
+  double eps = 0; /* the norm's, as the kernel has it */
+  char *src = strndup(ssm_bundle_blob(b, k->glsl_prep), (size_t)k->glsl_prep.size);
+  const char *at = strstr(src, "inversesqrt(ssq / float(GK) + float(");
+  CU_ASSERT_FATAL(!normed || at);
+  if (at) eps = strtod(at + strlen("inversesqrt(ssq / float(GK) + float("), NULL);
+  CU_ASSERT(!normed || (eps > 0 && eps < 1e-3));
+  free(src);
+  for (int64_t r = 0; r < M && bad < 5; r++) {
+    float mx = 0;
+    double ss = 0;
+    for (int64_t j = 0; j < K; j++) {
+      mx = fmaxf(mx, fabsf(ssm_round_x16(x[r * K + j] * g[j])));
+      ss += (double)x[r * K + j] * x[r * K + j];
+    }
+    int e;
+    frexpf(mx, &e);
+    float s = mx > 0 ? ldexpf(1.0f, 14 - e < -100 ? -100 : 14 - e > 100 ? 100 : 14 - e) : 1.0f;
+    double want_f = r < live ? 1.0 / s / (normed ? sqrt(ss / (double)K + eps) : 1.0) : 0.0;
+    if (fabs(factor[r] - want_f) > 2e-6 * fabs(want_f)) {
+      fprintf(stderr, "\n  row %lld: factor %.9g, want %.9g", (long long)r, factor[r], want_f);
+      bad++;
+    }
+    for (int64_t j = 0; j < K && bad < 5; j++) {
+      float v = ssm_round_x16(x[r * K + j] * g[j]) * s;
+      float got = ssm_f16_to_f32(h[r * K + j]);
+      /* exact, but for f16's subnormals (below 2^-14), which round */
+      float want = r < live ? ssm_f16_to_f32(ssm_f32_to_f16(v)) : 0.0f;
+      if (got != want && !(fabsf(v) < 0x1p-14f && fabsf(got - v) <= 0x1p-24f)) {
+        fprintf(stderr, "\n  row %lld, k %lld: %.9g, want %.9g", (long long)r, (long long)j, got, want);
+        bad++;
+      }
+    }
+  }
+  CU_ASSERT_EQUAL(bad, 0);
+  ssm_vk_program_destroy(vk, p);
+  ssm_vk_kernel_destroy(vk, kern);
+  for (int i = 0; i <= st->nbindings; i++) ssm_vk_buffer_destroy(vk, bufs[i]);
+  ssm_vk_close(vk);
+  free(x);
+}
+
+/* gemm_coop_prep's scratch, on whatever device there is: the normed
+ * in_proj and out_proj of falcon_bf16_untied (bf16, a chunk of 64) for a
+ * whole run and one of 37 tokens. (The GEMM that reads it needs
+ * cooperative matrices: test_golden runs both where the device has them.)
+ * Where the device has none, the bundle runs its portable kernels: the
+ * same logits as the bundle compiled without prep kernels. */
+static void test_gemm_coop_prep(void) {
+  ssm_model *model = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
+  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16, .coop_prep = 1};
+  if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+  ssm_model_close(model);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int seen = 0;
+  for (int i = 0; i < m->prefill.nsteps; i++) {
+    const ssm_mf_step *st = &m->prefill.steps[i];
+    const ssm_mf_kernel *k = &m->kernels[st->kernel];
+    int normed = strstr(k->params, "rmsnorm+matmul+add M=64 K=40") != NULL;
+    int plain = strstr(k->params, "matmul+add+add M=64 K=80") != NULL;
+    if (!k->spirv_prep.size || !(normed || plain) || (seen & (normed ? 1 : 2))) continue;
+    seen |= normed ? 1 : 2;
+    check_prep(b, st, normed, 64);
+    check_prep(b, st, normed, 37);
+  }
+  CU_ASSERT_EQUAL(seen, 3);
+  ssm_bundle *plain = NULL;
+  o.coop_prep = 0;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
+  if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &plain));
+  ssm_model_close(model);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(plain);
+  ssm_backend *with = open_vk(b, "falcon_bf16_untied"), *without = open_vk(plain, "falcon_bf16_untied");
+  if (!(ssm_vk_features(ssm_vk_backend_device(with)) & SSM_VK_COOPMAT)) {
+    int32_t prompt[5] = {3, 14, 15, 92, 65};
+    size_t n = (size_t)with->vocab * 5;
+    float *a = malloc(sizeof(float) * n), *c = malloc(sizeof(float) * n);
+    SSM_ASSERT_OK(ssm_backend_run(with, prompt, 5, a));
+    SSM_ASSERT_OK(ssm_backend_run(without, prompt, 5, c));
+    CU_ASSERT_EQUAL(memcmp(a, c, sizeof(float) * n), 0);
+    free(a);
+    free(c);
+  }
+  ssm_backend_close(with);
+  ssm_backend_close(without);
 }
 
 /* The scan kernels of program p (0: decode, 1: prefill) in step order, at
@@ -1491,6 +1683,7 @@ int main(void) {
                          {"gemm_big_blocks", test_gemm_big_blocks},
                          {"gemm_split_k", test_gemm_split_k},
                          {"gemm_coop_loads", test_gemm_coop_loads},
+                         {"gemm_coop_prep", test_gemm_coop_prep},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
                          {"ssd_chosen", test_ssd_chosen},

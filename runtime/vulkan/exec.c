@@ -51,6 +51,11 @@ typedef struct {
   ssm_vk *vk;
   ssm_vk_buffer *buffers[SSM_BUNDLE_MAX_BUFFERS];
   ssm_vk_kernel **kernels;
+  /* per kernel: the kernel that makes its cooperative-matrix variant's x
+   * ready (NULL without), and the scratch they share (largest need) */
+  ssm_vk_kernel **preps;
+  ssm_vk_buffer *scratch;
+  uint64_t scratch_bytes;
   unsigned char *counted; /* per kernel: gets the run's token count (record_steps) */
   ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*, GEN_*) */
   ssm_vk_buffer *slots; /* device: generate's slots (GEN_*), at their io offsets less gen_at */
@@ -65,6 +70,7 @@ typedef struct {
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
   ssm_backend_state *states;
   ssm_vk_program *timed[3];    /* decode, prefill and batch with timestamps (made on first profile) */
+  int *timed_step[3], timed_ops[3]; /* the step of each of their dispatches; how many */
   ssm_vk_buffer *bio;          /* host-visible: the batch program's ids (batch_generate) */
   ssm_vk_program *bgen[2];     /* BGEN_STEPS (else 1) steps of the batch program */
   uint64_t window;             /* bytes of a storage window of split tensors (fit_bindings) */
@@ -131,9 +137,12 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
 /* Kernels with a cooperative-matrix variant run it where the device has
  * cooperative matrices (where they exist it is the faster GEMM: docs/
  * performance.md), unless env SSM_VK_COOPMAT=0 asks for the portable
- * kernels. */
+ * kernels; a variant with a prep kernel binds the scratch after its
+ * windows, as the prep kernel does (record_steps_but). */
 static ssm_status load_kernels(vk_backend *v) {
   SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nkernels + 1, sizeof *v->kernels, (void **)&v->kernels),
+                          "the kernels"));
+  SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)v->m->nkernels + 1, sizeof *v->preps, (void **)&v->preps),
                           "the kernels"));
   /* the prefill program's kernels take the run's token count (those that
    * need it read it); the others get no push constant, so that decode
@@ -149,11 +158,17 @@ static ssm_status load_kernels(vk_backend *v) {
     const ssm_mf_kernel *k = &v->m->kernels[i];
     int n = kernel_bindings(k);
     ssm_blob spirv = coop && k->spirv_coop.size ? k->spirv_coop : k->spirv;
+    int prep = coop && k->spirv_prep.size;
     ssm_vk_kernel_desc d = {.name = k->name, .spirv = ssm_bundle_blob(v->bundle, spirv),
-                            .words = (size_t)spirv.size / 4, .n_bindings = n,
+                            .words = (size_t)spirv.size / 4, .n_bindings = n + prep,
                             .spec_values = &window_words, .n_spec = n > k->nbindings,
                             .push_bytes = v->counted[i] ? SSM_BUNDLE_RUN_PUSH_BYTES : 0};
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->kernels[i]));
+    if (!prep) continue;
+    d.spirv = ssm_bundle_blob(v->bundle, k->spirv_prep);
+    d.words = (size_t)k->spirv_prep.size / 4;
+    SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->preps[i]));
+    if (k->scratch_bytes > v->scratch_bytes) v->scratch_bytes = k->scratch_bytes;
   }
   return NULL;
 }
@@ -292,10 +307,12 @@ static int same_region(const ssm_region *a, const ssm_region *b) {
  * `skip` (NULL: none), with the nre regions of `re` bound where they say;
  * with a bundle whose prefill runs may take fewer tokens, the prefill
  * program's kernels get `count` (the run's tokens) as their push constant
- * (load_kernels). */
+ * (load_kernels). A step whose kernel has a prep kernel (load_kernels) is
+ * two dispatches. With op_step, op_step[*nops..] gets the step of each
+ * dispatch recorded, *nops counting them. */
 static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int nsteps,
                                    uint32_t count, const char *skip, const vk_rebind *re,
-                                   int nre, ssm_vk_program *prog) {
+                                   int nre, ssm_vk_program *prog, int *op_step, int *nops) {
   size_t align = ssm_vk_storage_alignment(v->vk);
   for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
@@ -336,17 +353,33 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
                                                left < v->window ? left : (size_t)v->window};
       }
     }
-    if (st->barrier) ssm_vk_program_add_barrier(prog);
-    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb,
-                                        v->counted[st->kernel] ? &count : NULL, st->groups[0],
+    const uint32_t *push = v->counted[st->kernel] ? &count : NULL;
+    ssm_vk_kernel *prep = v->preps[st->kernel];
+    if (prep) {
+      /* x into the scratch, behind whatever wrote x or read the scratch
+       * last, then the GEMM behind it */
+      const uint32_t *g = v->m->kernels[st->kernel].prep_groups;
+      if (!v->scratch)
+        SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, (size_t)v->scratch_bytes,
+                                                     SSM_VK_BUFFER_DEVICE, &v->scratch),
+                                "%s: the cooperative-matrix kernels' scratch (%.1f MiB)",
+                                ssm_bundle_name(v->bundle), (double)v->scratch_bytes / (1 << 20)));
+      vb[extra] = (ssm_vk_binding){v->scratch, 0, (size_t)v->m->kernels[st->kernel].scratch_bytes};
+      ssm_vk_program_add_barrier(prog);
+      SSM_TRY(ssm_vk_program_add_dispatch(prog, prep, vb, push, g[0], g[1], g[2]));
+      if (op_step) op_step[(*nops)++] = i;
+    }
+    if (st->barrier || prep) ssm_vk_program_add_barrier(prog);
+    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, push, st->groups[0],
                                         st->groups[1], st->groups[2]));
+    if (op_step) op_step[(*nops)++] = i;
   }
   return NULL;
 }
 
 static ssm_status record_steps(vk_backend *v, const ssm_mf_program *p, int nsteps,
                                uint32_t count, ssm_vk_program *prog) {
-  return record_steps_but(v, p, nsteps, count, NULL, NULL, 0, prog);
+  return record_steps_but(v, p, nsteps, count, NULL, NULL, 0, prog, NULL, NULL);
 }
 
 static ssm_status add_copy(ssm_vk_program *p, ssm_vk_buffer *src, size_t src_ofs,
@@ -373,7 +406,7 @@ static ssm_status record_count(vk_backend *v, int prefill, int logits, int count
   /* a run feeds tokens and does not draw: the sampler's step counts
    * generated tokens only, however a prompt was split into runs */
   SSM_TRY(record_steps_but(v, p, logits ? p->nsteps : ssm_manifest_state_steps(v->m, p),
-                           (uint32_t)count, "sample", NULL, 0, *out));
+                           (uint32_t)count, "sample", NULL, 0, *out, NULL, NULL));
   if (logits && prefill && !v->run_out) {
     SSM_TRY(ssm_vk_buffer_create(v->vk, rows_bytes(p, p->tokens), SSM_VK_BUFFER_HOST, &v->run_out));
     if (!ssm_vk_buffer_map(v->run_out)) { /* not kept: the next run would read through it */
@@ -440,7 +473,7 @@ static ssm_status record_gen(vk_backend *v, int batch, int h, int logits) {
                        {d->next, "sample", slot_binding(v, GEN_ID(h, j))},
                        {d->pos, NULL, slot_binding(v, GEN_POS(h, j))}};
     if (j) ssm_vk_program_add_barrier(*p); /* the step before drew its token */
-    SSM_TRY(record_steps_but(v, d, d->nsteps, 1, NULL, re, d->has_pos ? 3 : 2, *p));
+    SSM_TRY(record_steps_but(v, d, d->nsteps, 1, NULL, re, d->has_pos ? 3 : 2, *p, NULL, NULL));
     if (logits)
       SSM_TRY(add_copy(*p, v->buffers[d->output.buffer], (size_t)d->output.offset, v->out,
                        (size_t)(h * GEN_BATCH + j) * row, row));
@@ -889,17 +922,23 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
   *out = NULL;
   *out_n = 0;
   if (!v->timed[prefill]) {
+    if (!v->timed_step[prefill])
+      SSM_TRY(ssm_status_wrap(ssm_alloc(2 * (size_t)p->nsteps + 1, sizeof(int),
+                                        (void **)&v->timed_step[prefill]), "a profile"));
+    v->timed_ops[prefill] = 0;
     SSM_TRY(ssm_vk_program_create(v->vk, &v->timed[prefill]));
     SSM_TRY(ssm_vk_program_profile(v->timed[prefill]));
-    SSM_TRY(record_steps(v, p, nsteps, (uint32_t)p->tokens, v->timed[prefill]));
+    SSM_TRY(record_steps_but(v, p, nsteps, (uint32_t)p->tokens, NULL, NULL, 0, v->timed[prefill],
+                             v->timed_step[prefill], &v->timed_ops[prefill]));
     SSM_TRY(ssm_vk_program_end(v->timed[prefill]));
   }
+  const int *op_step = v->timed_step[prefill], nops = v->timed_ops[prefill];
   int32_t *tokens = NULL;
   ssm_step_time *t = NULL;
   double *us = NULL;
   ssm_status s = ssm_alloc((size_t)p->tokens + 1, sizeof *tokens, (void **)&tokens);
   if (!s) s = ssm_alloc((size_t)p->nsteps + 1, sizeof *t, (void **)&t);
-  if (!s) s = ssm_alloc((size_t)p->nsteps + 1, sizeof *us, (void **)&us);
+  if (!s) s = ssm_alloc((size_t)nops + 1, sizeof *us, (void **)&us);
   if (s) {
     free(tokens);
     free(t);
@@ -914,7 +953,7 @@ static ssm_status vk_profile(ssm_backend *b, int prefill, int runs, ssm_step_tim
     if (!s) s = ssm_vk_program_run(v->vk, v->timed[prefill]);
     if (!s) s = ssm_vk_program_times(v->vk, v->timed[prefill], us);
     b->position += p->tokens;
-    for (int i = 0; i < nsteps && !s; i++) t[i].us += us[i] / runs;
+    for (int o = 0; o < nops && !s; o++) t[op_step[o]].us += us[o] / runs;
   }
   for (int i = 0; i < nsteps; i++) {
     const ssm_mf_step *st = &p->steps[i];
@@ -939,6 +978,7 @@ static void vk_close(ssm_backend *b) {
   vk_backend *v = (vk_backend *)b;
   if (v->vk) {
     for (int i = 0; i < 3; i++) ssm_vk_program_destroy(v->vk, v->timed[i]);
+    for (int i = 0; i < 3; i++) free(v->timed_step[i]);
     for (int i = 0; i < 8; i++) {
       ssm_vk_program_destroy(v->vk, (&v->gen[0][0][0])[i]);
       if (i < 4) ssm_vk_program_destroy(v->vk, (&v->run[0][0])[i]);
@@ -953,10 +993,13 @@ static void vk_close(ssm_backend *b) {
     ssm_vk_buffer_destroy(v->vk, v->out);
     ssm_vk_buffer_destroy(v->vk, v->run_out);
     for (int i = 0; v->kernels && i < v->m->nkernels; i++) ssm_vk_kernel_destroy(v->vk, v->kernels[i]);
+    for (int i = 0; v->preps && i < v->m->nkernels; i++) ssm_vk_kernel_destroy(v->vk, v->preps[i]);
+    ssm_vk_buffer_destroy(v->vk, v->scratch);
     for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->buffers[i]);
     ssm_vk_close(v->vk);
   }
   free(v->kernels);
+  free(v->preps);
   free(v->counted);
   free(v->states);
   ssm_bundle_close(v->bundle);
