@@ -160,6 +160,11 @@ _PROTOTYPES = {
     "ssmc_snapshot_position": (ctypes.c_int64, [_P]),
     "ssmc_snapshot_bytes": (ctypes.c_uint64, [_P]),
     "ssmc_session_fork": (status_t, [_P, _PP]),
+    "ssmc_session_slots": (ctypes.c_int, [_P]),
+    "ssmc_session_join_slot": (status_t, [_P, ctypes.c_int, ctypes.POINTER(GenerateOptions)]),
+    "ssmc_session_take_slot": (status_t, [_P, ctypes.c_int]),
+    "ssmc_session_leave_slot": (status_t, [_P, ctypes.c_int]),
+    "ssmc_session_step_slots": (status_t, [_P, _I32P, ctypes.c_int, _I32P]),
 }
 
 _lib = None

@@ -18,7 +18,7 @@ from . import _capi
 from ._capi import check, lib
 
 _OPTION_FIELDS = ("backend", "device", "validation", "weights", "config", "tokenizer",
-                  "chunk", "max_seq", "dtype", "eos", "cache_dir")
+                  "chunk", "max_seq", "dtype", "eos", "cache_dir", "slots")
 
 
 def _path(value, what):
@@ -423,13 +423,56 @@ class Session(_Handle, _Texts):
         check(lib().ssmc_session_load_state(self._handle(), _path(path, "load")))
         self._pending = []
 
+    # ---- many sequences in one step (a Model opened with slots=N) ----------
+
+    @property
+    def slots(self):
+        """The slots of the model's batched program (0: none)."""
+        return lib().ssmc_session_slots(self._handle())
+
+    def join_slot(self, slot, *, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0):
+        """Copies this session's state (what it was fed; not the last
+        generated id, which step_slots() then takes as the slot's first) into
+        slot `slot` of the batched program, with these sampler settings."""
+        g = _sampler(1, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        check(lib().ssmc_session_join_slot(self._handle(), _int(slot, "slot", 0, 2**31 - 1),
+                                           ctypes.byref(g)))
+
+    def take_slot(self, slot):
+        """Copies slot `slot`'s state into this session: what it held when a
+        session joined it and every id fed to it since."""
+        check(lib().ssmc_session_take_slot(self._handle(), _int(slot, "slot", 0, 2**31 - 1)))
+        self._pending = []
+
+    def leave_slot(self, slot):
+        """Marks slot `slot` as holding no sequence until a session joins it."""
+        check(lib().ssmc_session_leave_slot(self._handle(), _int(slot, "slot", 0, 2**31 - 1)))
+
+    def step_slots(self, first, steps):
+        """Runs `steps` steps of every slot: slot i is fed first[i] (one id
+        a slot) and then each id it draws. Returns the ids drawn, a list of
+        `steps` lists of one id a slot (those of slots that no session joined
+        mean nothing)."""
+        n = self.slots
+        if n == 0:
+            raise ValueError("step_slots: the model has no slots (open it with slots=N)")
+        first = list(first)
+        if len(first) != n:
+            raise ValueError("step_slots: expected %d first ids (one a slot), got %d" % (n, len(first)))
+        steps = _int(steps, "steps", 1, 2**24 - 1)
+        arr = _id_array(first, "step_slots")
+        out = (ctypes.c_int32 * (steps * n))()
+        check(lib().ssmc_session_step_slots(self._handle(), arr, steps, out))
+        return [list(out[j * n:(j + 1) * n]) for j in range(steps)]
+
 
 class Model(_Texts, _Closing):
     """A model loaded on one backend: a Hugging Face model directory, an
     architecture YAML (with config=), or a compiled .ssmb bundle (Vulkan).
     Keyword options are ssmc_options' fields: backend ("vulkan", "cpu" or "auto"),
     device, validation, weights, config, tokenizer, chunk, max_seq, dtype
-    ("auto", "f32", "f16", "bf16", "q8_0", "q4_0"), eos, cache_dir.
+    ("auto", "f32", "f16", "bf16", "q8_0", "q4_0"), eos, cache_dir, slots (sequences
+    that generate_batch and the slot methods of its sessions step together; 0: none).
 
     generate() and stream() start from nothing each time; session() gives a
     Session that keeps its state from one call to the next. close() (or a
@@ -488,6 +531,60 @@ class Model(_Texts, _Closing):
         """A new Session of this model at the zero state, sharing its weights,
         kernels and device (ssmc_session_fork)."""
         return self._root.fork()
+
+    @property
+    def slots(self):
+        """The slots of the batched program (the slots= option; 0: none)."""
+        return lib().ssmc_session_slots(self._handle())
+
+    def generate_batch(self, prompts, max_tokens=16, *, temperature=0.0, top_k=0, top_p=1.0,
+                       min_p=0.0, seed=0, stop_at_eos=True, steps_per_call=16):
+        """The text generate() gives each of `prompts` (str or sequences of
+        ids), decoded together: up to `slots` prompts at a time step in one
+        batched program, reading each weight once for all of them. Each
+        prompt's sampler draws as generate()'s with the same settings would.
+        Needs a Model opened with slots=N. Returns a list of str."""
+        n = self.slots
+        if n == 0:
+            raise ValueError("generate_batch: the model has no slots (open it with slots=N)")
+        _int(max_tokens, "max_tokens", 1, 2**24 - 1)
+        steps_per_call = _int(steps_per_call, "steps_per_call", 1, 2**24 - 1)
+        ids = [self._ids(p, "prompt") for p in prompts]
+        if any(not p for p in ids):
+            raise ValueError("generate_batch: an empty prompt")
+        eos = self.eos if stop_at_eos else None
+        texts = [None] * len(ids)
+        sessions = [self.session() for _ in range(min(n, len(ids)))]
+        try:
+            for wave in range(0, len(ids), n):
+                batch = list(range(wave, min(wave + n, len(ids))))
+                for i, k in enumerate(batch):
+                    s = sessions[i]
+                    s.reset()
+                    s.feed(ids[k][:-1])
+                    s.join_slot(i, temperature=temperature, top_k=top_k, top_p=top_p,
+                                min_p=min_p, seed=seed)
+                last = [ids[k][-1] for k in batch] + [0] * (n - len(batch))
+                out = [[] for _ in batch]
+                done = [False] * len(batch)
+                while not all(done):
+                    for row in sessions[0].step_slots(last, steps_per_call):
+                        for i in range(len(batch)):
+                            if done[i]:
+                                continue
+                            if row[i] == eos:
+                                done[i] = True
+                            else:
+                                out[i].append(row[i])
+                                done[i] = len(out[i]) == max_tokens
+                        last = row
+                for i, k in enumerate(batch):
+                    sessions[i].leave_slot(i)
+                    texts[k] = self.decode(out[i])
+        finally:
+            for s in sessions:
+                s.close()
+        return texts
 
     @property
     def vocab(self):

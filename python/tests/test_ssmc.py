@@ -262,6 +262,61 @@ class ModelTest(unittest.TestCase):
         self.assertEqual(len(ids), 4)
 
 
+class SlotsTest(unittest.TestCase):
+    """A model opened with slots: prompts decoded together through the
+    batched program give what each gives alone."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = ssmc.Model(MODEL, backend="cpu", slots=4)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.model.close()
+
+    def test_generate_batch_is_generate(self):
+        m = self.model
+        self.assertEqual(m.slots, 4)
+        prompts = [PROMPT, "import os\n", "class Tree:", "# a comment", "x = ["]
+        alone = [m.generate(p, max_tokens=10) for p in prompts]
+        # five prompts in four slots: two waves, the second with slots left idle
+        self.assertEqual(m.generate_batch(prompts, max_tokens=10, steps_per_call=4), alone)
+        self.assertEqual(m.generate_batch(prompts[:2], max_tokens=10), alone[:2])
+        # sampled: each slot's sampler draws as the session's does
+        sampled = dict(temperature=0.8, top_k=40, seed=7)
+        self.assertEqual(m.generate_batch(prompts[:3], max_tokens=10, **sampled),
+                         [m.generate(p, max_tokens=10, **sampled) for p in prompts[:3]])
+
+    def test_join_step_take(self):
+        m = self.model
+        with m.session() as s, m.session() as t:
+            ids = s.generate_ids(PROMPT, max_tokens=6)
+            # the same continuation through a slot: the state without the last
+            # id joins, the last id is the slot's first
+            t.feed(PROMPT)
+            t.feed(ids[:2])
+            t.join_slot(3)
+            rows = t.step_slots([0, 0, 0, ids[2]], 3)
+            self.assertEqual([r[3] for r in rows], ids[3:6])
+            t.take_slot(3)
+            self.assertEqual(t.position, s.position)
+            t.leave_slot(3)
+            with self.assertRaisesRegex(ssmc.Error, "slot 3 holds no sequence"):
+                t.take_slot(3)
+
+    def test_refusals(self):
+        m = self.model
+        with m.session() as s:
+            with self.assertRaisesRegex(ValueError, "expected 4 first ids"):
+                s.step_slots([1, 2], 1)
+            with self.assertRaisesRegex(ssmc.Error, "slot"):
+                s.join_slot(4)
+        with ssmc.Model(MODEL, backend="cpu") as plain:
+            self.assertEqual(plain.slots, 0)
+            with self.assertRaisesRegex(ValueError, "no slots"):
+                plain.generate_batch([PROMPT])
+
+
 class LibraryTest(unittest.TestCase):
     def test_missing_library_says_how_to_point_at_it(self):
         code = "import ssmc\ntry:\n  ssmc.Model('x')\nexcept ssmc.LibraryNotFoundError as e:\n" \
