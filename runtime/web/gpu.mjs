@@ -21,8 +21,10 @@
 // may take 2 to chunk - 1 tokens too: its kernels read the count from the
 // uniform and do only those tokens' work. Generate: the decode program, then copies of the
 // id its sampler drew into a ring and from there into its own input; up to
-// GEN_BATCH steps are queued before the ring, the only thing mapped back,
-// is read.
+// GEN_BATCH steps are queued in one submission before the ring, the only
+// thing mapped back, is read. A program that reads its position gets each
+// step's from a second ring, written once for the batch and copied in
+// before the step.
 
 import { SAMPLER_STATE_LEN } from './bundle.mjs';
 import { applyTransform, toHalf, toQuant } from './transform.mjs';
@@ -345,6 +347,7 @@ export class Runtime {
     this.logitsRead = device.createBuffer({ size: m.decode.output.bytes, usage: MAP_READ | COPY_DST });
     this.ring = device.createBuffer({ size: GEN_BATCH * 4, usage: STORAGE | COPY_SRC | COPY_DST });
     this.ringRead = device.createBuffer({ size: GEN_BATCH * 4, usage: MAP_READ | COPY_DST });
+    this.posRing = device.createBuffer({ size: GEN_BATCH * 4, usage: COPY_SRC | COPY_DST });
     const err = await device.popErrorScope();
     if (err) throw new GpuError(`${this.name}: ${err.message}`);
     await this.reset();
@@ -500,14 +503,15 @@ export class Runtime {
     const next = this.buffers[d.next.buffer], tokensIn = this.buffers[d.tokensIn.buffer];
     while (ids.length < n) {
       const k = wantLogits ? 1 : Math.min(batch, GEN_BATCH, n - ids.length);
-      if (d.hasPos) this.#checkRoom(k);
-      let enc = this.device.createCommandEncoder();
+      if (d.hasPos) {
+        this.#checkRoom(k);
+        // the batch's positions, each copied in before its step (queue
+        // writes land before the commands submitted after them)
+        this.device.queue.writeBuffer(this.posRing, 0, Int32Array.from({ length: k }, (_, j) => this.position + j));
+      }
+      const enc = this.device.createCommandEncoder();
       for (let j = 0; j < k; j++) {
-        if (d.hasPos && j) { // the position goes in before each step's commands
-          this.device.queue.submit([enc.finish()]);
-          enc = this.device.createCommandEncoder();
-        }
-        if (d.hasPos) this.#write(d.pos, Int32Array.of(this.position + j));
+        if (d.hasPos) enc.copyBufferToBuffer(this.posRing, 4 * j, this.buffers[d.pos.buffer], d.pos.offset, 4);
         this.#encode(enc, this.decodeSteps);
         // through the ring: WebGPU copies never stay within one buffer
         enc.copyBufferToBuffer(next, d.next.offset, this.ring, 4 * j, 4);

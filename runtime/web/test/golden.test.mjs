@@ -99,7 +99,13 @@ for (const name of names) {
     if (dtype !== 'f32')
       assert.ok(readBundle(readFileSync(chunked), chunked).manifest.weights.some((w) => w.dtype === dtype));
     const a = await runFixture(chunked, g, true, PENALTY.includes(name) ? penaltyRuns(g) : null);
-    const s = await runFixture(stepwise, g, false);
+    // token by token with every step's logits (a step a submission), then
+    // without them: steps queued together, the ids and positions fed on the device
+    const s = await runFixture(stepwise, g, false, async (rt) => {
+      await rt.reset();
+      const ids = await new Session(rt).generate(g.prompt, g.generated.length);
+      assert.deepEqual(ids, g.generated, `device sampler, steps queued together: generated ${ids}`);
+    });
     const half = dtype !== 'f32';
     for (const [how, r] of [['chunked, host greedy', a], ['token by token, device sampler', s]]) {
       assert.deepEqual(r.ids, g.generated, `${how}: generated ${r.ids}, transformers ${g.generated}`);
