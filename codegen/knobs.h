@@ -54,6 +54,11 @@
 #define KNOB_MATMUL_MAX_ROWS SSM_MATMUL_MAX_ROWS /* passes.h: fuse.c agrees */
 /* matmul: rows of a tile, whose sums a thread keeps in registers */
 #define KNOB_MATMUL_TILE_ROWS 8
+/* WGSL's matmul of COLS columns a workgroup (decode's gemv there): up to this many at once,
+ * their sums through one pass of the reduction (its tree's barriers once, not per column) */
+#define KNOB_WGSL_MATMUL_COLS_AT_ONCE 8
+/* ... within WebGPU's default workgroup storage */
+#define KNOB_WGSL_WORKGROUP_BYTES 16384
 
 /* ---- gemv ------------------------------------------------------------------- */
 

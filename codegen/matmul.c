@@ -55,13 +55,19 @@ static ssm_status matmul_kernel(cg_ctx *c, int64_t cols, ssm_cg_kernel *out) {
   const ssm_node *norm = matmul_loads(c, &loads);
   uint32_t local = ssm_cg_pow2_threads(K, KNOB_ROW_THREADS_MIN, KNOB_ROW_THREADS_MAX);
   ssm_cg_grid_per_item((N + cols - 1) / cols, out->groups);
+  /* WGSL: R of its COLS columns at once, a power of two dividing COLS whose
+   * sums (TT R rows of LOCAL, beside the norm's TT) fit workgroup storage */
+  int64_t r = 1;
+  while (r * 2 <= KNOB_WGSL_MATMUL_COLS_AT_ONCE && cols % (r * 2) == 0 &&
+         (TT * r * 2 + TT) * local * 4 <= KNOB_WGSL_WORKGROUP_BYTES)
+    r *= 2;
   const char *kv[] = {"LOCAL", U32(local), "M", I64(M), "K", I64(K), "N", I64(N), "TT", I64(TT),
                       "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
                       "X16", norm && rounds_x(c) ? "1" : "0",
                       "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                       ssm_cg_loads_text(c, &loads),
                       /* the gemv of a language without subgroups (ssm_cg_gen_gemv) */
-                      lang(c)->subgroups ? NULL : "COLS", I64(cols), NULL};
+                      lang(c)->subgroups ? NULL : "COLS", I64(cols), "R", I64(r), "TTR", I64(TT * r), NULL};
   return ssm_cg_finish(c, "matmul",
                        ssm_arena_printf(c->a, "M=%lld K=%lld N=%lld TT=%lld LOCAL=%u", (long long)M,
                                         (long long)K, (long long)N, (long long)TT, local),
