@@ -280,7 +280,8 @@ static void test_tokenize_pieces(void) {
 
 /* The compile cache: the second run of a model directory reads the bundle
  * the first one wrote (the file untouched), with the same output; a corrupt
- * entry is compiled again and replaced; --no-cache neither reads nor
+ * entry is compiled again and replaced; a compile asked for with
+ * SSM_COOP_PREP=1 is an entry of its own; --no-cache neither reads nor
  * writes; nothing but entries is left in the directory. */
 static void test_cache(void) {
   const char *home = fresh_dir("xdg");
@@ -334,6 +335,18 @@ static void test_cache(void) {
   snprintf(want, sizeof want, "%s\n", slash ? slash + 1 : path);
   CU_ASSERT_STRING_EQUAL(ls, want);
   free(ls);
+  /* a compile option outside the command line (SSM_COOP_PREP=1: gemm_coop's
+   * prep kernels) is part of the key: another entry, the same ids */
+  char *prep = sh(0, "SSM_COOP_PREP=1 %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
+                  "2>%s/err && tail -n 1 %s/err", env, home, home);
+  char *pnl = strchr(prep, '\n');
+  cJSON *pj = cJSON_Parse(pnl ? pnl + 1 : "");
+  CU_ASSERT_PTR_NOT_NULL_FATAL(pj);
+  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(pj, "cache")->valuestring, "miss");
+  CU_ASSERT_STRING_NOT_EQUAL(cJSON_GetObjectItem(pj, "cache_file")->valuestring, path);
+  CU_ASSERT_EQUAL(strncmp(prep, first, strlen(first)), 0);
+  cJSON_Delete(pj);
+  free(prep);
   /* an entry is this model's only when it records the key it is named by:
    * another model's entry copied there (same tensor names and shapes), or a
    * bundle of other shapes written there, is compiled again and replaced */
