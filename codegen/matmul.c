@@ -178,7 +178,8 @@ static void coop_raw_w(cg_ctx *c, ssm_sb *wide, int64_t K) {
                                                                         : "load8_raw_bf16";
   SSM_ASSERT(!raw || (c->vec4 >> ssm_cg_binding(c, w) & 1)); /* coop_loads' load_w declared it */
   ssm_sb_printf(wide, "%s\n",
-                SNIPPET(c, "helpers", snippet, "B", I64(ssm_cg_binding(c, w)), "K", I64(K)));
+                raw ? SNIPPET(c, "helpers", snippet, "B", I64(ssm_cg_binding(c, w)), "K", I64(K))
+                    : SNIPPET0(c, "helpers", snippet));
 }
 
 /* The cooperative-matrix variant of a batched program's matmul of up to
@@ -425,7 +426,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
     }
   }
   ssm_sb_free(&wide);
-  return s;
+  /* a snippet of the cooperative variant that failed (ssm_cg_snippet) */
+  return s ? s : c->err;
 }
 
 /* Few rows (decode): columns in groups of ROWS per workgroup, 8 values of k

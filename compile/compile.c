@@ -447,7 +447,7 @@ static void *to_arena(compiler *c, const void *items, size_t n, size_t elem) {
 
 int ssm_compile_coop_prep(const ssm_compile_opts *opts) {
   const char *e = getenv("SSM_COOP_PREP");
-  return opts->coop_prep || (e && !strcmp(e, "1"));
+  return !opts->no_coop_prep && !(e && !strcmp(e, "0"));
 }
 
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,

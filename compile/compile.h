@@ -19,9 +19,10 @@ typedef struct {
   ssm_dtype dtype;      /* of the matmul and embed weights (f32, f16, bf16: the weights
                          * pass); the rest, activations and state are f32 */
   int no_fuse;          /* every op a kernel of its own (for testing fusion) */
-  /* gemm_coop's x made ready once a row by a kernel of its own (codegen.h,
-   * ssm_cg_opts); also asked for by env SSM_COOP_PREP=1 (ssm_compile_coop_prep) */
-  int coop_prep;
+  /* gemm_coop without the kernel that makes its x ready once a row before
+   * it (codegen.h, ssm_cg_opts): the product loop then rounds x itself;
+   * also asked for by env SSM_COOP_PREP=0 (ssm_compile_coop_prep) */
+  int no_coop_prep;
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
   ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
                             the program's; may cancel */
@@ -35,8 +36,8 @@ typedef struct {
   void *note_user;
 } ssm_compile_opts;
 
-/* Whether ssm_compile makes gemm_coop's prep kernels with `opts`: its
- * coop_prep, or env SSM_COOP_PREP=1. */
+/* Whether ssm_compile makes gemm_coop's prep kernels with `opts`: unless
+ * its no_coop_prep or env SSM_COOP_PREP=0 says not to. */
 int ssm_compile_coop_prep(const ssm_compile_opts *opts);
 
 /* The prefill program's T that ssm_compile gives `m` with `opts`:

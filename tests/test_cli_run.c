@@ -281,7 +281,7 @@ static void test_tokenize_pieces(void) {
 /* The compile cache: the second run of a model directory reads the bundle
  * the first one wrote (the file untouched), with the same output; a corrupt
  * entry is compiled again and replaced; a compile asked for with
- * SSM_COOP_PREP=1 is an entry of its own; --no-cache neither reads nor
+ * SSM_COOP_PREP=0 is an entry of its own; --no-cache neither reads nor
  * writes; nothing but entries is left in the directory. */
 static void test_cache(void) {
   const char *home = fresh_dir("xdg");
@@ -335,9 +335,9 @@ static void test_cache(void) {
   snprintf(want, sizeof want, "%s\n", slash ? slash + 1 : path);
   CU_ASSERT_STRING_EQUAL(ls, want);
   free(ls);
-  /* a compile option outside the command line (SSM_COOP_PREP=1: gemm_coop's
+  /* a compile option outside the command line (SSM_COOP_PREP=0: no gemm_coop
    * prep kernels) is part of the key: another entry, the same ids */
-  char *prep = sh(0, "SSM_COOP_PREP=1 %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
+  char *prep = sh(0, "SSM_COOP_PREP=0 %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
                   "2>%s/err && tail -n 1 %s/err", env, home, home);
   char *pnl = strchr(prep, '\n');
   cJSON *pj = cJSON_Parse(pnl ? pnl + 1 : "");

@@ -927,7 +927,7 @@ static void gemm_coop_loads(int coop_prep) {
   ssm_model *model = NULL;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
-  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16, .coop_prep = coop_prep};
+  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16, .no_coop_prep = !coop_prep};
   if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
   ssm_model_close(model);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
@@ -1007,6 +1007,48 @@ static void gemm_coop_loads(int coop_prep) {
 static void test_gemm_coop_loads(void) {
   gemm_coop_loads(0);
   gemm_coop_loads(1);
+}
+
+/* gemm_coop of quantized weights (falcon_bf16_untied in q8_0 and q4_0, a
+ * chunk of 64) with its prep kernels: w dequantized by load_w as it is
+ * loaded (qx8_), packed to f16 by load_w_raw, staged as it is; the bundle
+ * compiles (a snippet of the variant that fails is an error of the
+ * compile, not a kernel without its functions). test_golden runs them on
+ * a device with cooperative matrices. */
+static void test_gemm_coop_prep_quant(void) {
+  const ssm_dtype dts[] = {SSM_Q8_0, SSM_Q4_0};
+  for (int d = 0; d < 2; d++) {
+    ssm_model *model = NULL;
+    ssm_bundle *b = NULL;
+    SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
+    ssm_compile_opts o = {.prefill_tokens = 64, .dtype = dts[d]};
+    if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
+    ssm_model_close(model);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    const ssm_manifest *m = ssm_bundle_manifest(b);
+    int quant = 0;
+    for (int i = 0; i < m->nkernels; i++) {
+      const ssm_mf_kernel *k = &m->kernels[i];
+      if (!k->glsl_coop.size || !k->spirv_prep.size) continue;
+      char *src = strndup(ssm_bundle_blob(b, k->glsl_coop), (size_t)k->glsl_coop.size);
+      char *lw = function_text(src, "void load_w("), *lr = function_text(src, "uvec4 load_w_raw(uint n"),
+           *sw = function_text(src, "uvec4 stage_w(uvec4 q)");
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define PREP 1\n"));
+      CU_ASSERT(lw && lr && sw);
+      if (lw && lr && sw && strstr(lw, "qx8_")) {
+        quant++;
+        CU_ASSERT_PTR_NOT_NULL(strstr(lr, "load_w(n, k, a, b);"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(lr, "packHalf2x16"));
+        CU_ASSERT_PTR_NOT_NULL(strstr(sw, "return q;"));
+      }
+      free(lw);
+      free(lr);
+      free(sw);
+      free(src);
+    }
+    CU_ASSERT(quant >= 2); /* in_proj and out_proj at least */
+    ssm_bundle_close(b);
+  }
 }
 
 /* Runs prep kernel of prefill step st of bundle b (compiled with
@@ -1112,7 +1154,7 @@ static void test_gemm_coop_prep(void) {
   ssm_model *model = NULL;
   ssm_bundle *b = NULL;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
-  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16, .coop_prep = 1};
+  ssm_compile_opts o = {.prefill_tokens = 64, .dtype = SSM_BF16};
   if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
   ssm_model_close(model);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
@@ -1130,7 +1172,7 @@ static void test_gemm_coop_prep(void) {
   }
   CU_ASSERT_EQUAL(seen, 3);
   ssm_bundle *plain = NULL;
-  o.coop_prep = 0;
+  o.no_coop_prep = 1;
   SSM_ASSERT_OK(ssm_model_open(ssm_test_path("tests/data/falcon_bf16_untied"), NULL, &model));
   if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &plain));
   ssm_model_close(model);
@@ -1683,6 +1725,7 @@ int main(void) {
                          {"gemm_big_blocks", test_gemm_big_blocks},
                          {"gemm_split_k", test_gemm_split_k},
                          {"gemm_coop_loads", test_gemm_coop_loads},
+                         {"gemm_coop_prep_quant", test_gemm_coop_prep_quant},
                          {"gemm_coop_prep", test_gemm_coop_prep},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},

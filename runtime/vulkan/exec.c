@@ -134,6 +134,13 @@ static int kernel_bindings(const ssm_mf_kernel *k) {
   return n;
 }
 
+/* Whether the cooperative-matrix variants of kernels run: where the device
+ * has cooperative matrices, unless env SSM_VK_COOPMAT=0 turns them off. */
+static int coop_kernels(const vk_backend *v) {
+  const char *env = getenv("SSM_VK_COOPMAT");
+  return (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && !(env && !strcmp(env, "0"));
+}
+
 /* Kernels with a cooperative-matrix variant run it where the device has
  * cooperative matrices (where they exist it is the faster GEMM: docs/
  * performance.md), unless env SSM_VK_COOPMAT=0 asks for the portable
@@ -152,8 +159,7 @@ static ssm_status load_kernels(vk_backend *v) {
     v->counted[v->m->prefill.steps[i].kernel] = 1;
   _Static_assert(SSM_BUNDLE_GLSL_WINDOW_ID == 0, "the window is specialization constant 0");
   uint32_t window_words = (uint32_t)(v->window / 4);
-  const char *env = getenv("SSM_VK_COOPMAT");
-  int coop = (ssm_vk_features(v->vk) & SSM_VK_COOPMAT) && !(env && !strcmp(env, "0"));
+  int coop = coop_kernels(v);
   for (int i = 0; i < v->m->nkernels; i++) {
     const ssm_mf_kernel *k = &v->m->kernels[i];
     int n = kernel_bindings(k);
@@ -249,16 +255,23 @@ static ssm_status make_buffers(vk_backend *v) {
 }
 
 /* Whether the bundle's buffers together fit the device's memory (an output
- * apart is made only when asked for: make_buffer says when it does not fit). */
+ * apart is made only when asked for: make_buffer says when it does not fit),
+ * with the scratch of the cooperative-matrix kernels' prep kernels where
+ * they run (make_kernels: their largest need). */
 static ssm_status fit_memory(vk_backend *v) {
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
   const ssm_manifest *m = v->m;
-  uint64_t total = 0, largest = 0;
+  uint64_t total = 0, largest = 0, scratch = 0;
   for (int i = 0; i < m->nbuffers; i++) {
     if (m->buffers[i].usage == SSM_BUFFER_OUTPUT) continue;
     total += m->buffers[i].bytes;
     if (m->buffers[i].bytes > largest) largest = m->buffers[i].bytes;
   }
+  for (int i = 0; coop_kernels(v) && i < m->nkernels; i++)
+    if (m->kernels[i].spirv_prep.size && m->kernels[i].scratch_bytes > scratch)
+      scratch = m->kernels[i].scratch_bytes;
+  total += scratch;
+  if (scratch > largest) largest = scratch;
   /* one buffer beyond the device's limits: ssm_vk_buffer_create names the
    * limit (make_buffers) */
   if (d->device_local_bytes && largest <= d->device_local_bytes && total > d->device_local_bytes)
