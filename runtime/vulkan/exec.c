@@ -257,7 +257,7 @@ static ssm_status make_buffers(vk_backend *v) {
 /* Whether the bundle's buffers together fit the device's memory (an output
  * apart is made only when asked for: make_buffer says when it does not fit),
  * with the scratch of the cooperative-matrix kernels' prep kernels where
- * they run (make_kernels: their largest need). */
+ * they run (load_kernels makes it: their largest need). */
 static ssm_status fit_memory(vk_backend *v) {
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
   const ssm_manifest *m = v->m;
