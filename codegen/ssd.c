@@ -90,7 +90,7 @@ static int ssd_plan_for(ssm_lang lang, int64_t T, int64_t PS, int64_t N, ssd_pla
 /* The slice of P a workgroup takes: the knob's, halved until both
  * languages' tiles fit (0: none fits). */
 static int64_t ssd_slice(int64_t T, int64_t P, int64_t N) {
-  ssd_plan plan;
+  ssd_plan plan = {0};
   for (int64_t PS = KNOB_SSD_SLICE < pow2_at_least(P) ? KNOB_SSD_SLICE : pow2_at_least(P);
        PS >= 1; PS /= 2)
     if (ssd_plan_for(SSM_LANG_GLSL, T, PS, N, &plan) && ssd_plan_for(SSM_LANG_WGSL, T, PS, N, &plan))
@@ -168,7 +168,7 @@ ssm_status ssm_cg_gen_ssd(cg_ctx *c, ssm_cg_kernel *out) {
   int64_t T = sc->result->type.dims[0], P = h->dims[r - 2], N = h->dims[r - 1];
   int64_t H = ssm_type_numel(h) / (P * N);
   int64_t PS = ssd_slice(T, P, N), slices = (P + PS - 1) / PS;
-  ssd_plan plan;
+  ssd_plan plan = {0};
   SSM_ASSERT(PS > 0 && ssd_plan_for(c->lang, T, PS, N, &plan));
   int64_t L = plan.L, NK = plan.NK, local = plan.local;
   /* coordinates [t, H.., p, n] of the scan's broadcast, the heads from hd */

@@ -139,7 +139,7 @@ static ssm_status infer_reduce(const ssm_node *n, ssm_type *out) {
   if (!k || k->kind != SSM_ATTR_STR) return bad("needs string attribute 'kind'");
   if (strcmp(k->s, "sum") && strcmp(k->s, "mean") && strcmp(k->s, "max"))
     return bad("reduce kind must be sum, mean or max, got '%s'", k->s);
-  int64_t axis;
+  int64_t axis = 0;
   SSM_TRY(get_axis(n, arg(n, 0), &axis));
   *out = *arg(n, 0);
   out->dims[axis] = 1;
@@ -182,7 +182,7 @@ static ssm_status infer_slice(const ssm_node *n, ssm_type *out) {
 static ssm_status infer_concat(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96];
   const ssm_type *x = arg(n, 0);
-  int64_t axis;
+  int64_t axis = 0;
   SSM_TRY(get_axis(n, x, &axis));
   *out = *x;
   for (int i = 1; i < n->nargs; i++) {
