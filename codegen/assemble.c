@@ -67,12 +67,17 @@ static const char *members_list(cg_ctx *c) {
 
 ssm_status ssm_cg_finish(cg_ctx *c, const char *family, const char *params, const char *const *kv,
                          ssm_cg_kernel *out) {
+  return ssm_cg_finish_from(c, family, family, params, kv, out);
+}
+
+ssm_status ssm_cg_finish_from(cg_ctx *c, const char *family, const char *tmpl, const char *params,
+                              const char *const *kv, ssm_cg_kernel *out) {
   if (c->err) return c->err;
   char *src;
-  SSM_TRY(ssm_cg_template_expand(c->a, family, c->lang, kv, &src));
+  SSM_TRY(ssm_cg_template_expand(c->a, tmpl, c->lang, kv, &src));
   out->family = family;
   out->params = ssm_arena_printf(c->a, "%s %s", members_list(c), params);
-  const char *text = ssm_arena_printf(c->a, "// ssmc kernel: template %s.%s.in, %s\n%s", family,
+  const char *text = ssm_arena_printf(c->a, "// ssmc kernel: template %s.%s.in, %s\n%s", tmpl,
                                       lang(c)->name, out->params, src);
   if (c->lang == SSM_LANG_WGSL) out->wgsl = text;
   else out->glsl = text;

@@ -181,6 +181,9 @@ uint32_t ssm_cg_pow2_threads(int64_t work, uint32_t lo, uint32_t hi);
 /* Expands template `family` with `kv` into the kernel `out`. */
 ssm_status ssm_cg_finish(cg_ctx *c, const char *family, const char *params,
                          const char *const *kv, ssm_cg_kernel *out);
+/* The same, a kernel of `family` from template `tmpl` (a second form of the family). */
+ssm_status ssm_cg_finish_from(cg_ctx *c, const char *family, const char *tmpl, const char *params,
+                              const char *const *kv, ssm_cg_kernel *out);
 /* The tokens per run of graph g's program (0: it has none). */
 int64_t ssm_cg_program_tokens(const ssm_graph *g);
 /* Whether the kernel reads the run's count for an axis of T steps; marks it. */

@@ -116,12 +116,19 @@
 
 /* ---- gemm on cooperative matrices (GLSL) ----------------------------------- */
 
-/* tiles of 128 x 128 where there are this many (about one wave), else 128 x 64 */
+/* tiles of 128 x 128 where there are this many (about one wave), else 128 x 64;
+ * with x made ready before the GEMM (coop_prep), 128 x 128 at any count: a
+ * narrow tile takes about as long as a wide one (docs/performance.md) */
 #define KNOB_COOP_BIG_TILES 128
 /* fewer tiles than this of 128 rows over a long k (x_proj) leave a GPU idle: portable gemm */
 #define KNOB_COOP_THIN_TILES 64
 /* ... a k this long, where the few tiles would each walk far */
 #define KNOB_COOP_THIN_K 1024
+/* ... unless x is made ready first (coop_prep): then split over k across the grid's
+ * workgroups, each part at least this many slices of 32 */
+#define KNOB_COOP_SPLIT_SLICES 8
+/* ... into parts enough for about this many workgroups (two a multiprocessor of a large GPU) */
+#define KNOB_COOP_SPLIT_GROUPS 256
 /* slices of w read into L2 ahead on wide tiles: a workgroup waits for each slice otherwise */
 #define KNOB_COOP_AHEAD 2
 /* two slices' staging, one barrier a slice (gemm_coop's DB): fewer waits on each slice's
@@ -158,6 +165,13 @@
 #define KNOB_SCAN_SHARED 4096
 /* steps whose inputs a thread reads before it advances: their loads overlap */
 #define KNOB_SCAN_UNROLL 8
+/* a prefill run's scan (scan_ch): threads it aims for (a quarter of the H200's
+ * resident threads), ... */
+#define KNOB_SCAN_CH_THREADS 32768
+/* ... the inputs (a, b and c each) a thread holds for its group of steps, at most */
+#define KNOB_SCAN_CH_INPUTS 32
+/* ... the steps of a pass, whose cached norms are computed at its start */
+#define KNOB_SCAN_CH_PASS 64
 
 /* ---- ssd: the chunked scan of a separable state (Mamba-2's prefill) --------- */
 

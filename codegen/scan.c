@@ -16,6 +16,38 @@ static void pre_reduce(cg_ctx *c, ssm_sb *pre, const char *value, int64_t N, con
                 SNIPPET(c, "scan", "pre_reduce", "VALUE", value, "N", I64(N), "STORE", store));
 }
 
+/* A prefill run's scan (scan_ch.glsl.in): G threads a row of N states,
+ * G the fewest (a divisor of N) that give the run KNOB_SCAN_CH_THREADS
+ * threads, so that a wide state keeps its states in registers and a narrow
+ * one still fills the device; the steps' inputs read U at a time, U*NP of
+ * each within KNOB_SCAN_CH_INPUTS registers. */
+static ssm_status scan_channels(cg_ctx *c, int64_t T, int64_t S, int64_t N, int state,
+                                ssm_sb *loads, const char *chunk, ssm_cg_kernel *out) {
+  int64_t G = 1;
+  while (G < N && (N % G || S * G < KNOB_SCAN_CH_THREADS)) G++;
+  int64_t np = N / G, cpw = G >= KNOB_SCAN_THREADS ? 1 : KNOB_SCAN_THREADS / G, local = cpw * G;
+  int64_t u = KNOB_SCAN_CH_INPUTS / np;
+  if (u > KNOB_SCAN_UNROLL) u = KNOB_SCAN_UNROLL;
+  if (u < 1) u = 1;
+  /* passes of TC steps, a multiple of U: the cached norms' rows a pass */
+  int64_t tc = KNOB_SCAN_CH_PASS < T ? KNOB_SCAN_CH_PASS : T;
+  tc = (tc + u - 1) / u * u;
+  if (c->nrmc) chunk = ssm_arena_printf(c->a, "%s%s", SNIPPET0(c, "scan_ch", "wait"), chunk);
+  ssm_cg_grid_per_item((S + cpw - 1) / cpw, out->groups);
+  const char *kv[40] = {"LOCAL", I64(local), "CPW", I64(cpw), "G", I64(G), "NP", I64(np),
+                        "U", I64(u), "UNP", I64(u * np), "TC", I64(tc), "PART",
+                        I64(2 * u * local), "S", I64(S), "N", I64(N), "STATE",
+                        ssm_arena_printf(c->a, "b%d", state), "BUFFERS", ssm_cg_buffers_decl(c),
+                        "COMMON", ssm_cg_common(c), "LOADS", ssm_cg_loads_text(c, loads),
+                        "CHUNK", chunk, NULL};
+  ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
+  return ssm_cg_finish_from(c, "scan", "scan_ch",
+                            ssm_arena_printf(c->a, "T=%lld S=%lld N=%lld G=%lld U=%lld TC=%lld",
+                                             (long long)T, (long long)S, (long long)N,
+                                             (long long)G, (long long)u, (long long)tc),
+                            kv, out);
+}
+
 ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_node *sc = c->anchor;
   /* batched: the state's first dim is the steps' (scan.glsl.in, BATCH) */
@@ -108,6 +140,8 @@ ssm_status ssm_cg_gen_scan(cg_ctx *c, ssm_cg_kernel *out) {
                                      "CASES", ssm_sb_str(&cases)));
     ssm_sb_free(&cases);
   }
+  if (!batch && T > 1 && !c->npre)
+    return scan_channels(c, T, S, N, state, &loads, chunk, out);
   ssm_cg_grid_per_item((S + rows - 1) / rows, out->groups);
   /* steps whose inputs a thread reads at once (scan.glsl.in) */
   int64_t unroll = tc < KNOB_SCAN_UNROLL ? tc : KNOB_SCAN_UNROLL;

@@ -356,12 +356,22 @@ static void test_scan(void) {
        F32(1, 1, 16), F32(67, 16));
   scan("scan a [67,16] b [3,1,16] c [16] (stretched T)", F32(67, 16), F32(3, 1, 16), F32(16),
        F32(67, 16));
-  /* a workgroup of 10 rows of 12 takes 34 time steps per pass: T = 75 is
-   * three passes, the last one short, and 67 rows leave the last workgroup
-   * 7 */
-  scan("scan N=12 a,b [75,67,12] c [75,1,12] (passes of 34 steps)", F32(75, 67, 12),
+  /* a workgroup of 10 rows of 12 threads: T = 75 is a pass of 64 steps and
+   * one of 11 (a group of 8, then 3 alone), and 67 rows leave the last
+   * workgroup 7 */
+  scan("scan N=12 a,b [75,67,12] c [75,1,12] (passes of 64 steps)", F32(75, 67, 12),
        F32(75, 67, 12), F32(75, 1, 12), F32(67, 12));
-  /* a row of 200 fills a workgroup: 20 steps per pass */
+  /* a prefill scan of many rows walks each with fewer threads than its N
+   * states (codegen/scan.c, scan_ch: KNOB_SCAN_CH_THREADS): 8 threads of 2
+   * states (16 rows a workgroup, the last one 3), 4 of 4, and 6 of 2 (21
+   * rows of 126 threads); T = 21 is two groups of 8 steps and 5 alone */
+  scan("scan wide a,b [21,4099,16] c [21,1,16] (8 threads a row), 2 runs", F32(21, 4099, 16),
+       F32(21, 4099, 16), F32(21, 1, 16), F32(4099, 16));
+  scan("scan wide a,b [13,8195,16] c [13,1,16] (4 threads a row), 2 runs", F32(13, 8195, 16),
+       F32(13, 8195, 16), F32(13, 1, 16), F32(8195, 16));
+  scan("scan wide a,b [21,6000,12] c [21,1,12] (6 threads a row), 2 runs", F32(21, 6000, 12),
+       F32(21, 6000, 12), F32(21, 1, 12), F32(6000, 12));
+  /* a row of 200 fills a workgroup, a thread a state */
   scan("scan N=200 a,b [45,3,200] c [45,1,200]", F32(45, 3, 200), F32(45, 3, 200),
        F32(45, 1, 200), F32(3, 200));
   end_list();
