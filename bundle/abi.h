@@ -55,4 +55,11 @@
 #define SSM_CHUNK_DEFAULT 512
 #define SSM_CHUNK_MAX 4096
 
+/* Vulkan: the scratch that the cooperative-matrix GEMMs' prep kernels
+ * share ends in this many 32-bit counters, zero at its allocation, which
+ * no kernel's own scratch reaches: a GEMM split over k across workgroups
+ * (gemm_coop.glsl.in's SPLIT) counts a tile's finished parts in counter
+ * `tile` (from the binding's end), and the last part sets it back to 0. */
+#define SSM_SCRATCH_COUNTERS 1024
+
 #endif

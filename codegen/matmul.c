@@ -296,16 +296,40 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * thin matmuls of a long k (x_proj), whose few tiles of 128 rows would
    * leave most of a large GPU idle */
   const ssm_value *wv = c->anchor->args[1];
+  /* x made ready by a kernel of its own (gemm_coop_prep.glsl.in) where K
+   * is a multiple of 8, when asked for (ssm_cg_opts): w then loads raw
+   * (coop_raw_w), and the tiles are 128 x 128 at any count (knobs.h) */
+  const int prep = c->coop_prep && K % 8 == 0;
   int64_t wide_tiles = ((M + 127) / 128) * ((N + 127) / 128);
-  int cbig = wide_tiles >= KNOB_COOP_BIG_TILES;
-  int64_t CBN = cbig ? 128 : 64, tiles = cbig ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
+  int cbig = prep || wide_tiles >= KNOB_COOP_BIG_TILES;
+  int64_t CBN = cbig ? 128 : 64, tiles = wide_tiles >= KNOB_COOP_BIG_TILES
+                                             ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
   /* a batched program's rows: coop_few, except beyond KNOB_COOP_FEW_ALL_ROWS
    * rows where the portable kernel splits k (below), which is faster there */
   int splits = lang(c)->big_tiles && !(big && lang(c)->big_tiles) && !norm &&
                ((M + BM - 1) / BM) * ((N + BN - 1) / BN) < KNOB_GEMM_MIN_GROUPS;
   int few = coop_few_applies(c, M) && (M <= KNOB_COOP_FEW_ALL_ROWS || !splits);
+  /* with a prep kernel, fewer wide tiles than about a wave over a long k
+   * (x_proj; mamba-1.4b's out_proj, 64 tiles): split over k across the
+   * grid's workgroups (the template's SPLIT), parts of KP values of k, each
+   * at least KNOB_COOP_SPLIT_SLICES slices, enough parts for about
+   * KNOB_COOP_SPLIT_GROUPS workgroups */
+  int thin = tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K;
+  int64_t grid = ((M + BM - 1) / BM) * ((N + BN - 1) / BN), parts = 1, kp = K;
+  if (prep && !few && wide_tiles < KNOB_COOP_BIG_TILES && K >= KNOB_COOP_THIN_K) {
+    int64_t most = K / (32 * KNOB_COOP_SPLIT_SLICES);
+    int64_t want = (KNOB_COOP_SPLIT_GROUPS + wide_tiles - 1) / wide_tiles;
+    if (want < most) most = want;
+    parts = grid / wide_tiles < most ? grid / wide_tiles : most;
+    if (parts >= 2) {
+      kp = (K + parts - 1) / parts;
+      kp = (kp + 31) / 32 * 32;
+      parts = (K + kp - 1) / kp;
+    }
+    if (parts < 2 || wide_tiles > SSM_SCRATCH_COUNTERS) parts = 1, kp = K;
+  }
   int coop = few || (lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
-                     !(tiles < KNOB_COOP_THIN_TILES && K >= KNOB_COOP_THIN_K));
+                     (!thin || parts > 1));
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
@@ -392,13 +416,15 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
    * is in L2 already. */
   const int64_t SGN = CBN == 128 ? 4 : 2;
   const int64_t ahead = CBN == 128 ? KNOB_COOP_AHEAD : 0;
-  /* x made ready by a kernel of its own (gemm_coop_prep.glsl.in) where K
-   * is a multiple of 8, when asked for (ssm_cg_opts): w then loads raw
-   * (coop_raw_w) */
-  const int prep = c->coop_prep && K % 8 == 0;
   if (prep) coop_raw_w(c, &wide, K);
   const int db = CBN == 64 && norm && !prep ? KNOB_COOP_DOUBLE_NARROW_NORM : KNOB_COOP_DOUBLE;
+  /* the parts' sums after the prep kernel's rows and factors, 16-byte aligned */
+  const int64_t prows = (M + 127) / 128 * 128, pcols = (N + CBN - 1) / CBN * CBN;
+  const uint64_t pb = ((uint64_t)M * (uint64_t)K / 2 + (uint64_t)M + 3) / 4 * 4;
   const char *kvc[] = {"M", I64(M), "K", I64(K), "N", I64(N), "BN", I64(CBN),
+                       "SPLIT", I64(parts), "KP", I64(kp), "PB", I64((int64_t)pb),
+                       "PROWS", I64(prows), "PCOLS", I64(pcols),
+                       "COUNTERS", I64(SSM_SCRATCH_COUNTERS),
                        "SGN", I64(SGN), "AHEAD", I64(ahead), "DB", db ? "1" : "0",
                        "NORM", norm ? "1" : "0", "PREP", prep ? "1" : "0",
                        "EPS", norm_eps(c, norm),
@@ -408,8 +434,10 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   ssm_status s = ssm_cg_template_expand(c->a, "gemm_coop", c->lang, kvc, &src);
   if (!s)
     out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop.glsl.in, %s "
-                                      "(cooperative: BM=128 BN=%lld AHEAD=%lld DB=%d PREP=%d)\n%s",
-                                      out->params, (long long)CBN, (long long)ahead, db, prep, src);
+                                      "(cooperative: BM=128 BN=%lld AHEAD=%lld DB=%d PREP=%d "
+                                      "SPLIT=%lld)\n%s",
+                                      out->params, (long long)CBN, (long long)ahead, db, prep,
+                                      (long long)parts, src);
   if (!s && prep) {
     const char *kvp[] = {"M", I64(M), "K", I64(K), "NORM", norm ? "1" : "0",
                          "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run, "BUFFERS", buffers,
@@ -421,8 +449,10 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
                                              "M=%lld K=%lld NORM=%d\n%s", (long long)M, (long long)K,
                                              norm != NULL, src);
       ssm_cg_grid_per_item(M, out->prep_groups);
-      /* f16 rows, then a float a row */
+      /* f16 rows, then a float a row; with SPLIT, the parts' sums */
       out->scratch_bytes = (uint64_t)M * (uint64_t)K * 2 + (uint64_t)M * 4;
+      if (parts > 1)
+        out->scratch_bytes = pb * 4 + (uint64_t)parts * (uint64_t)prows * (uint64_t)pcols * 4;
     }
   }
   ssm_sb_free(&wide);

@@ -942,10 +942,12 @@ static void gemm_coop_loads(int coop_prep) {
     CU_ASSERT_PTR_NOT_NULL_FATAL(lw);
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define NW 16\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(src, "layout(local_size_x = NW * 32) in;"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SGN 2\n")); /* tiles of 128 x 64 here */
     /* two slices' staging, except on narrow tiles with a norm prologue */
     int normed = strstr(src, "#define NORM 1\n") != NULL;
     int prep = coop_prep && strstr(k->params, " K=5 ") == NULL;
+    /* tiles of 128 x 64 here, but of 128 x 128 with w read ahead where there is a prep kernel */
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, prep ? "#define SGN 4\n" : "#define SGN 2\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(src, prep ? "BN=128 AHEAD=2 " : "BN=64 AHEAD=0 "));
     CU_ASSERT_PTR_NOT_NULL(strstr(src, prep ? "#define PREP 1\n" : "#define PREP 0\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(src, normed && !prep ? "#define DB 0 " : "#define DB 1 "));
     CU_ASSERT_EQUAL(k->spirv_prep.size > 0, prep);
@@ -1242,9 +1244,11 @@ static void test_scan_caches_norms(void) {
   ssm_bundle_close(b);
 }
 
-/* A prefill scan reads the inputs of 8 time steps (SCAN_UNROLL) before it
- * advances its state by them, and the rest of a pass (a chunk of 12: one
- * group of 8, then 4) one at a time; the decode scan (one step) reads one.
+/* A prefill scan (template scan_ch) reads the inputs of 8 time steps
+ * (SCAN_UNROLL) before it advances its state by them, and the run's last
+ * steps (a chunk of 12: one group of 8, then 4) one at a time, in passes of
+ * a multiple of 8 steps; mamba1_tiny's few rows take a thread per state
+ * (G = N = 16). The decode scan (one step, template scan) reads one.
  * test_golden runs both forms (chunks of 9, 4 and 4096). */
 static void test_scan_reads_ahead(void) {
   ssm_bundle *b = compile("mamba1_tiny", 12);
@@ -1257,10 +1261,12 @@ static void test_scan_reads_ahead(void) {
     for (int i = 0; i < scans; i++) {
       const ssm_mf_kernel *k = ks[i];
       const char *tc = strstr(k->params, "TC=");
-      CU_ASSERT(tc && atoi(tc + 3) == (p ? 12 : 1));
+      CU_ASSERT(tc && atoi(tc + 3) == (p ? 16 : 1));
+      CU_ASSERT_EQUAL(strstr(k->params, " G=16 ") != NULL, p);
       for (int w = 0; w < 2; w++) {
         char *src = kernel_source(b, k, w);
         CU_ASSERT_PTR_NOT_NULL(strstr(src, knob[p][w]));
+        CU_ASSERT_PTR_NOT_NULL(strstr(src, p ? "template scan_ch." : "template scan."));
         free(src);
       }
     }
@@ -1367,6 +1373,19 @@ static void test_delta_chunk_chosen(void) {
   }
 }
 
+/* The bundle of architecture `yaml` on config.json text `cfg` (written to
+ * the temp dir as `name`), compiled with `o`; NULL (asserted) on failure. */
+static ssm_bundle *compile_config(const char *yaml, const char *name, const char *cfg,
+                                  const ssm_compile_opts *o) {
+  const char *path = ssm_test_write(name, cfg, strlen(cfg));
+  ssm_model *model = NULL;
+  ssm_bundle *b = NULL;
+  SSM_ASSERT_OK(ssm_model_open(ssm_test_path(yaml), path, &model));
+  if (model) SSM_ASSERT_OK(ssm_compile(model, o, &b));
+  ssm_model_close(model);
+  return b;
+}
+
 /* The workgroup memory (floats) a kernel's source declares as `decl`N. */
 static long shared_floats(const char *src, const char *decl) {
   const char *at = strstr(src, decl);
@@ -1385,13 +1404,8 @@ static void test_ssd_big_state(void) {
       "\"expand\": 40, \"state_size\": 128, \"num_heads\": 80, \"head_dim\": 64, "
       "\"n_groups\": 1, \"conv_kernel\": 4, \"num_hidden_layers\": 1, "
       "\"layer_norm_epsilon\": 1e-5, \"tie_word_embeddings\": true}";
-  const char *path = ssm_test_write("mamba2_2.7b.json", cfg, strlen(cfg));
-  ssm_model *model = NULL;
-  ssm_bundle *b = NULL;
-  SSM_ASSERT_OK(ssm_model_open(ssm_test_path("models/mamba2.yaml"), path, &model));
   ssm_compile_opts o = {.prefill_tokens = 512};
-  if (model) SSM_ASSERT_OK(ssm_compile(model, &o, &b));
-  ssm_model_close(model);
+  ssm_bundle *b = compile_config("models/mamba2.yaml", "mamba2_2.7b.json", cfg, &o);
   CU_ASSERT_PTR_NOT_NULL_FATAL(b);
   const ssm_manifest *m = ssm_bundle_manifest(b);
   int found = 0;
@@ -1412,6 +1426,55 @@ static void test_ssd_big_state(void) {
     free(wgsl);
   }
   CU_ASSERT_EQUAL(found, 1);
+  ssm_bundle_close(b);
+}
+
+/* falcon-mamba-7b's x_proj (k of 8,192, 288 columns) with bf16 weights at a
+ * chunk of 512 and x made ready first: gemm_coop split over k in 12 parts
+ * of 704 (the portable grid's 144 workgroups over its 12 tiles of 128 x
+ * 128), its parts' sums in the scratch after the prep kernel's rows and
+ * factors, the counters at the scratch's end through the Vulkan memory
+ * model; out_proj to a hidden of 128 (4 tiles) is split too, in_proj (a k
+ * of 128) is not. A device with cooperative matrices runs it
+ * (bench/sweep.py); this one compiles it. */
+static void test_gemm_coop_split(void) {
+  static const char cfg[] =
+      "{\"model_type\": \"mamba\", \"vocab_size\": 256, \"hidden_size\": 128, "
+      "\"intermediate_size\": 8192, \"state_size\": 16, \"time_step_rank\": 256, "
+      "\"conv_kernel\": 4, \"num_hidden_layers\": 1, \"layer_norm_epsilon\": 1e-5, "
+      "\"use_bias\": false, \"use_conv_bias\": true, \"tie_word_embeddings\": true}";
+  ssm_compile_opts o = {.prefill_tokens = 512, .dtype = SSM_BF16};
+  ssm_bundle *b = compile_config("models/mamba1.yaml", "mamba1_7b.json", cfg, &o);
+  CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+  const ssm_manifest *m = ssm_bundle_manifest(b);
+  int split = 0, whole = 0;
+  for (int i = 0; i < m->prefill.nsteps; i++) {
+    const ssm_mf_step *st = &m->prefill.steps[i];
+    const ssm_mf_kernel *k = &m->kernels[st->kernel];
+    if (!k->glsl_coop.size) continue;
+    char *src = strndup(ssm_bundle_blob(b, k->glsl_coop), (size_t)k->glsl_coop.size);
+    if (strstr(k->params, "M=512 K=8192 N=288 ")) {
+      split++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SPLIT 12\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define KP 704u\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#pragma use_vulkan_memory_model"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, " - 1024u + id;"));
+      CU_ASSERT(k->spirv_prep.size > 0);
+      CU_ASSERT(st->groups[0] * st->groups[1] * st->groups[2] >= 12 * 12);
+      uint64_t pb = (512 * 8192 / 2 + 512 + 3) / 4 * 4;
+      CU_ASSERT_EQUAL(k->scratch_bytes, pb * 4 + 12 * 512 * 384 * 4);
+    } else if (strstr(k->params, "M=512 K=128 N=16384 ")) {
+      whole++;
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SPLIT 1\n"));
+    } else if (strstr(k->params, "M=512 K=8192 N=128 ")) {
+      split++;
+      CU_ASSERT_PTR_NULL(strstr(src, "#define SPLIT 1\n"));
+      CU_ASSERT_PTR_NOT_NULL(strstr(src, "#define SPLIT "));
+    }
+    free(src);
+  }
+  CU_ASSERT_EQUAL(split, 2);
+  CU_ASSERT_EQUAL(whole, 1);
   ssm_bundle_close(b);
 }
 
@@ -1727,6 +1790,7 @@ int main(void) {
                          {"gemm_coop_loads", test_gemm_coop_loads},
                          {"gemm_coop_prep_quant", test_gemm_coop_prep_quant},
                          {"gemm_coop_prep", test_gemm_coop_prep},
+                         {"gemm_coop_split", test_gemm_coop_split},
                          {"scan_caches_norms", test_scan_caches_norms},
                          {"scan_reads_ahead", test_scan_reads_ahead},
                          {"ssd_chosen", test_ssd_chosen},

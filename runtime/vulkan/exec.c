@@ -52,10 +52,9 @@ typedef struct {
   ssm_vk_buffer *buffers[SSM_BUNDLE_MAX_BUFFERS];
   ssm_vk_kernel **kernels;
   /* per kernel: the kernel that makes its cooperative-matrix variant's x
-   * ready (NULL without), and the scratch they share (largest need) */
+   * ready (NULL without), and the scratch they share (scratch_bytes) */
   ssm_vk_kernel **preps;
   ssm_vk_buffer *scratch;
-  uint64_t scratch_bytes;
   unsigned char *counted; /* per kernel: gets the run's token count (record_steps) */
   ssm_vk_buffer *io;  /* host-visible: inputs and drawn ids (IO_*, GEN_*) */
   ssm_vk_buffer *slots; /* device: generate's slots (GEN_*), at their io offsets less gen_at */
@@ -65,6 +64,8 @@ typedef struct {
   size_t chunk_words;
   ssm_vk_buffer *backup[2][SSM_BUNDLE_MAX_BUFFERS]; /* state buffers as a batch of half h began */
   ssm_vk_program *run[2][2];       /* [prefill][logits copied out] */
+  ssm_vk_buffer *feed_io;          /* host-visible: feed's chunks of ids, then their positions */
+  ssm_vk_program *feed[SSM_FEED_CHUNKS + 1]; /* feed[k]: k whole chunks (made on first use) */
   ssm_vk_program *gen[2][2][2];    /* [GEN_BATCH steps (else 1)][half][logits copied out] */
   ssm_vk_program *restore[2];      /* backup[h] back into the state buffers */
   float sampler[SSM_SAMPLER_STATE_LEN]; /* the settings; written with step 0 */
@@ -174,9 +175,22 @@ static ssm_status load_kernels(vk_backend *v) {
     d.spirv = ssm_bundle_blob(v->bundle, k->spirv_prep);
     d.words = (size_t)k->spirv_prep.size / 4;
     SSM_TRY(ssm_vk_kernel_create_desc(v->vk, &d, &v->preps[i]));
-    if (k->scratch_bytes > v->scratch_bytes) v->scratch_bytes = k->scratch_bytes;
   }
   return NULL;
+}
+
+/* The bytes of the scratch that the prep kernels share where the
+ * cooperative-matrix kernels run (`coop`), 0 elsewhere: their largest need,
+ * at a multiple of 256, then the counters (bundle/abi.h), which start at
+ * *counters_at. */
+static uint64_t scratch_bytes(const ssm_manifest *m, int coop, uint64_t *counters_at) {
+  uint64_t need = 0;
+  for (int i = 0; coop && i < m->nkernels; i++)
+    if (m->kernels[i].spirv_prep.size && m->kernels[i].scratch_bytes > need)
+      need = m->kernels[i].scratch_bytes;
+  need = (need + 255) & ~(uint64_t)255;
+  if (counters_at) *counters_at = need;
+  return need ? need + SSM_SCRATCH_COUNTERS * 4 : 0;
 }
 
 /* The weight or state at region r, or NULL (activations). */
@@ -257,7 +271,7 @@ static ssm_status make_buffers(vk_backend *v) {
 /* Whether the bundle's buffers together fit the device's memory (an output
  * apart is made only when asked for: make_buffer says when it does not fit),
  * with the scratch of the cooperative-matrix kernels' prep kernels where
- * they run (load_kernels makes it: their largest need). */
+ * they run (scratch_bytes). */
 static ssm_status fit_memory(vk_backend *v) {
   const ssm_vk_device_info *d = ssm_vk_info(v->vk);
   const ssm_manifest *m = v->m;
@@ -267,9 +281,7 @@ static ssm_status fit_memory(vk_backend *v) {
     total += m->buffers[i].bytes;
     if (m->buffers[i].bytes > largest) largest = m->buffers[i].bytes;
   }
-  for (int i = 0; coop_kernels(v) && i < m->nkernels; i++)
-    if (m->kernels[i].spirv_prep.size && m->kernels[i].scratch_bytes > scratch)
-      scratch = m->kernels[i].scratch_bytes;
+  scratch = scratch_bytes(m, coop_kernels(v), NULL);
   total += scratch;
   if (scratch > largest) largest = scratch;
   /* one buffer beyond the device's limits: ssm_vk_buffer_create names the
@@ -372,12 +384,17 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
       /* x into the scratch, behind whatever wrote x or read the scratch
        * last, then the GEMM behind it */
       const uint32_t *g = v->m->kernels[st->kernel].prep_groups;
-      if (!v->scratch)
-        SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, (size_t)v->scratch_bytes,
-                                                     SSM_VK_BUFFER_DEVICE, &v->scratch),
+      /* every kernel binds all of it: a GEMM split over k finds the
+       * counters at its end (bundle/abi.h), zero from the start */
+      uint64_t at, bytes = scratch_bytes(v->m, 1, &at);
+      if (!v->scratch) {
+        SSM_TRY(ssm_status_wrap(ssm_vk_buffer_create(v->vk, (size_t)bytes, SSM_VK_BUFFER_DEVICE,
+                                                     &v->scratch),
                                 "%s: the cooperative-matrix kernels' scratch (%.1f MiB)",
-                                ssm_bundle_name(v->bundle), (double)v->scratch_bytes / (1 << 20)));
-      vb[extra] = (ssm_vk_binding){v->scratch, 0, (size_t)v->m->kernels[st->kernel].scratch_bytes};
+                                ssm_bundle_name(v->bundle), (double)bytes / (1 << 20)));
+        SSM_TRY(ssm_vk_buffer_fill(v->vk, v->scratch, (size_t)at, (size_t)(bytes - at), 0));
+      }
+      vb[extra] = (ssm_vk_binding){v->scratch, 0, (size_t)bytes};
       ssm_vk_program_add_barrier(prog);
       SSM_TRY(ssm_vk_program_add_dispatch(prog, prep, vb, push, g[0], g[1], g[2]));
       if (op_step) op_step[(*nops)++] = i;
@@ -445,6 +462,41 @@ static ssm_status record_run(vk_backend *v, int prefill, int logits) {
     v->run[prefill][logits] = NULL;
   }
   return s;
+}
+
+/* feed[k]: k whole prefill runs without logits, each with its ids (and
+ * position) copied from feed_io: chunk c's ids at word c * chunk, its
+ * position at word SSM_FEED_CHUNKS * chunk + c. */
+static ssm_status record_feed(vk_backend *v, int k) {
+  const ssm_mf_program *p = &v->m->prefill;
+  size_t chunk = (size_t)p->tokens;
+  if (!v->feed_io) {
+    SSM_TRY(ssm_vk_buffer_create(v->vk, SSM_FEED_CHUNKS * (chunk + 1) * 4, SSM_VK_BUFFER_HOST,
+                                 &v->feed_io));
+    if (!ssm_vk_buffer_map(v->feed_io))
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "device '%s': host-visible buffers cannot be "
+                            "mapped", ssm_vk_info(v->vk)->name);
+  }
+  ssm_vk_program *f;
+  SSM_TRY(ssm_vk_program_create(v->vk, &f));
+  ssm_status s = NULL;
+  for (int c = 0; c < k && !s; c++) {
+    s = add_copy(f, v->feed_io, (size_t)c * chunk * 4, v->buffers[p->tokens_in.buffer],
+                 (size_t)p->tokens_in.offset, (size_t)p->tokens_in.bytes);
+    if (!s && p->has_pos)
+      s = add_copy(f, v->feed_io, (SSM_FEED_CHUNKS * chunk + (size_t)c) * 4,
+                   v->buffers[p->pos.buffer], (size_t)p->pos.offset, 4);
+    if (!s)
+      s = record_steps_but(v, p, ssm_manifest_state_steps(v->m, p), (uint32_t)chunk, "sample",
+                           NULL, 0, f, NULL, NULL);
+  }
+  if (!s) s = ssm_vk_program_end(f);
+  if (s) {
+    ssm_vk_program_destroy(v->vk, f);
+    return s;
+  }
+  v->feed[k] = f;
+  return NULL;
 }
 
 /* Generate's slot i in `slots`, bound alone. */
@@ -732,6 +784,24 @@ static ssm_status vk_run(ssm_backend *b, const int32_t *tokens, int count, float
   return NULL;
 }
 
+static ssm_status vk_feed(ssm_backend *b, const int32_t *tokens, int count) {
+  vk_backend *v = (vk_backend *)b;
+  int chunk = b->chunk, k = chunk > 1 ? count / chunk : 0;
+  if (k < 2 || k > SSM_FEED_CHUNKS || count % chunk)
+    return ssm_status_new(SSM_ERR_INVALID, "%s: a feed takes 2 to %d runs of %d tokens, not %d "
+                          "tokens", ssm_bundle_name(v->bundle), SSM_FEED_CHUNKS, chunk, count);
+  SSM_TRY(check_tokens(b, tokens, count));
+  if (v->m->prefill.has_pos) SSM_TRY(ssm_backend_check_room(b, count));
+  if (!v->feed[k]) SSM_TRY(record_feed(v, k));
+  int32_t *io = ssm_vk_buffer_map(v->feed_io);
+  memcpy(io, tokens, sizeof *tokens * (size_t)count);
+  for (int c = 0; c < k; c++)
+    io[SSM_FEED_CHUNKS * chunk + c] = (int32_t)(b->position + (int64_t)c * chunk);
+  SSM_TRY(ssm_vk_program_run(v->vk, v->feed[k]));
+  b->position += count;
+  return NULL;
+}
+
 /* A batch of generate's steps on its way: half h of io and out. */
 typedef struct {
   int64_t start; /* the position of its first step */
@@ -997,6 +1067,8 @@ static void vk_close(ssm_backend *b) {
       if (i < 4) ssm_vk_program_destroy(v->vk, (&v->run[0][0])[i]);
       if (i < 2) ssm_vk_program_destroy(v->vk, v->restore[i]);
     }
+    for (int i = 0; i <= SSM_FEED_CHUNKS; i++) ssm_vk_program_destroy(v->vk, v->feed[i]);
+    ssm_vk_buffer_destroy(v->vk, v->feed_io);
     for (int h = 0; h < 2; h++)
       for (int i = 0; i < v->m->nbuffers; i++) ssm_vk_buffer_destroy(v->vk, v->backup[h][i]);
     for (int i = 0; i < 2; i++) ssm_vk_program_destroy(v->vk, v->bgen[i]);
@@ -1023,7 +1095,8 @@ static const ssm_backend_ops vk_ops = {"vulkan",      vk_close,       vk_run,   
                                        vk_set_sampler, vk_generate,    vk_state_read, vk_state_write,
                                        vk_check,      vk_profile,     vk_snapshot_take,
                                        vk_restore,    vk_snapshot_free, vk_slot_copy,
-                                       vk_slot_sampler, vk_batch_generate, vk_set_seen};
+                                       vk_slot_sampler, vk_batch_generate, vk_set_seen,
+                                       vk_feed};
 
 ssm_status ssm_vk_backend_open(ssm_bundle *bundle, const char *weights,
                                const ssm_vk_backend_opts *opts, ssm_backend **out) {
