@@ -474,6 +474,15 @@ static ssm_status feed(ssmc_session *s, const int32_t *tokens, size_t count, int
      * count up to a chunk (else one token at a time, through decode) */
     int len = count - at >= (size_t)chunk ? chunk : b->any_count ? (int)(count - at) : 1;
     int64_t pos = b->position;
+    /* without rows, whole chunks go up to SSM_FEED_CHUNKS a submission */
+    size_t whole = chunk > 1 ? (count - at) / (size_t)chunk : 0;
+    if (!want_rows && whole >= 2 && b->ops->feed) {
+      len = chunk * (int)(whole < SSM_FEED_CHUNKS ? whole : SSM_FEED_CHUNKS);
+      SSM_TRY(b->ops->feed(b, tokens + at, len));
+      SSM_TRY(seen_mark(s, tokens + at, (size_t)len));
+      at += (size_t)len;
+      continue;
+    }
     SSM_TRY(ssm_backend_run(b, tokens + at, len, want_rows ? s->rows : NULL));
     SSM_TRY(seen_mark(s, tokens + at, (size_t)len));
     at += (size_t)len;

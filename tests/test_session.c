@@ -153,6 +153,50 @@ static void test_cache_and_stats(void) {
   free(d);
 }
 
+/* Copies the last logits row it is called with into `user` (vocab floats). */
+static int keep_row(const float *logits, int64_t vocab, int64_t position, void *user) {
+  (void)position;
+  memcpy(user, logits, sizeof *logits * (size_t)vocab);
+  return 0;
+}
+
+/* A prompt of whole chunks and more, fed without its logits, goes to
+ * Vulkan up to SSM_FEED_CHUNKS chunks a submission; fed with them, a chunk
+ * a run. Both leave the same state, bit for bit: the logits of the token
+ * after the prompt are equal. jamba_tiny reads each chunk's position (its
+ * attention). Chunks of 4: 23 tokens are a submission of 5 chunks and 3
+ * tokens; 43 are one of 8 (the most), then 2 and 3 tokens. */
+static void test_feed_chunks_at_once(void) {
+  static const char *const fixtures[] = {"tests/data/mamba1_tiny", "tests/data/jamba_tiny"};
+  static const size_t counts[] = {23, 43};
+  int32_t prompt[44];
+  for (int i = 0; i < 44; i++) prompt[i] = (i * 37 + 11) % 200 + 1;
+  for (int f = 0; f < 2; f++) {
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.chunk = 4;
+    ssmc_session *s = NULL;
+    SSM_ASSERT_OK(ssmc_session_open(ssm_test_path(fixtures[f]), &o, &s));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(ssmc_session_chunk(s), 4);
+    size_t V = (size_t)ssmc_session_vocab(s);
+    float *row[2] = {calloc(V, sizeof(float)), calloc(V, sizeof(float))};
+    float *scratch = calloc(V, sizeof(float));
+    for (int c = 0; c < 2; c++) {
+      for (int way = 0; way < 2; way++) {
+        SSM_ASSERT_OK(ssmc_session_reset(s));
+        SSM_ASSERT_OK(ssmc_session_feed(s, prompt, counts[c], way ? keep_row : NULL, scratch));
+        SSM_ASSERT_OK(ssmc_session_feed(s, prompt + counts[c], 1, keep_row, row[way]));
+      }
+      CU_ASSERT(V > 0 && memcmp(row[0], row[1], sizeof(float) * V) == 0);
+    }
+    free(scratch);
+    free(row[0]);
+    free(row[1]);
+    ssmc_session_close(s);
+  }
+}
+
 /* ssmc_backend_choose on made-up device lists: a usable GPU of any kind
  * takes Vulkan; no usable device, the CPU interpreter; only CPU devices
  * (lavapipe), the interpreter below SSMC_CPU_FASTER_BELOW_PARAMS and
@@ -292,6 +336,7 @@ int main(void) {
                          {"cache_and_stats", test_cache_and_stats},
                          {"backend_choice", test_backend_choice},
                          {"files_before_open", test_files_before_open},
+                         {"feed_chunks_at_once", test_feed_chunks_at_once},
                          CU_TEST_INFO_NULL};
   return ssm_test_main("session", tests);
 }

@@ -103,7 +103,14 @@ typedef struct {
    * which the repetition penalty reads and each draw adds its id to; an
    * UNSUPPORTED error when the model's sampler has none. */
   ssm_status (*set_seen)(ssm_backend *b, const float *words);
+  /* Feeds `count` tokens, 2 to SSM_FEED_CHUNKS whole chunks, without their
+   * logits, in one submission (as run would one chunk after another, with
+   * the same results). NULL: the caller runs chunk by chunk. */
+  ssm_status (*feed)(ssm_backend *b, const int32_t *tokens, int count);
 } ssm_backend_ops;
+
+/* The most chunks of a prompt that one feed submits. */
+#define SSM_FEED_CHUNKS 8
 
 
 /* A state tensor of the model. */

@@ -321,7 +321,7 @@ static const ssm_backend_ops cpu_ops = {"cpu",           cpu_close,       cpu_ru
                                         cpu_state_read,  cpu_state_write, NULL, NULL,
                                         cpu_snapshot_take, cpu_restore,   cpu_snapshot_free,
                                         cpu_slot_copy,   cpu_slot_sampler, cpu_batch_generate,
-                                        cpu_set_seen};
+                                        cpu_set_seen,    NULL};
 
 /* What the decode graph says about the model: its states, whether it reads
  * "pos", the bytes of its weights. */
