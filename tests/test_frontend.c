@@ -366,8 +366,8 @@ static void test_hf_directory(void) {
   ssm_model_close(m);
 
   const char *dir = hf_dir("hf_xyz", "xyz");
-  char want[600];
-  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, lfm2_moe, mamba, mamba2, nemotron_h, qwen3_5_text, qwen3_5_moe_text, qwen3_next, recurrent_gemma, zamba, zamba2)", dir);
+  char want[1024];
+  snprintf(want, sizeof want, "%s/config.json: model_type 'xyz' is not supported (known: bamba, falcon_h1, falcon_mamba, granitemoehybrid, jamba, lfm2, lfm2_moe, mamba, mamba2, minimax, nemotron_h, olmo_hybrid, qwen3_5_text, qwen3_5_moe_text, qwen3_next, recurrent_gemma, zamba, zamba2)", dir);
   SSM_ASSERT_ERR(ssm_model_open(dir, NULL, &m), want);
   CU_ASSERT_PTR_NULL(m);
   /* config_path overrides the directory's config.json */
@@ -967,6 +967,18 @@ static void test_zoo_configs_refused(void) {
        "mamba_proj_bias = true is not supported"},
       {"zamba_tiny", "zamba.yaml", "\"attn_layer_offset\": 1", "\"attn_layer_offset\": 0",
        "layers_block_type[3] is not 'hybrid', but attn_layer_period = 2 and attn_layer_offset = 0 make layer 3 a hybrid layer"},
+      {"minimax_tiny", "minimax.yaml", "\"hidden_act\": \"silu\"", "\"hidden_act\": \"gelu\"",
+       "hidden_act = 'gelu' is not supported (only 'silu')"},
+      {"minimax_tiny", "minimax.yaml", "\"num_experts_per_tok\": 2", "\"num_experts_per_tok\": 5",
+       "num_experts_per_tok = 5 with num_local_experts = 4: a layer cannot pick more experts than it has"},
+      {"minimax_tiny", "minimax.yaml", "\"linear_attention\"\n  ],", "\"linear_attention\",\n    \"full_attention\"\n  ],",
+       "layer_types has 5 entries for num_hidden_layers = 4"},
+      {"olmo_hybrid_tiny", "olmo_hybrid.yaml", "\"linear_num_value_heads\": 4", "\"linear_num_value_heads\": 3",
+       "linear_num_value_heads = 3 is not a multiple of linear_num_key_heads = 2"},
+      {"olmo_hybrid_tiny", "olmo_hybrid.yaml", "\"attention_bias\": false", "\"attention_bias\": true",
+       "attention_bias = true is not supported"},
+      {"olmo_hybrid_tiny", "olmo_hybrid.yaml", "\"rope_theta\": 10000.0", "\"rope_theta\": null",
+       "rope_parameters has no rope_theta: attention without RoPE is not supported"},
   };
   for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
     char rel[256], yaml[256], *text = NULL;

@@ -1,9 +1,10 @@
 """Fixtures of the hybrid-family zoo for tools/gen_golden.py: their definitions.
 
 Bamba, Nemotron-H, Falcon-H1, GraniteMoeHybrid, Zamba and Zamba2, LFM2 and LFM2-MoE,
-RecurrentGemma, Qwen3.5 and Qwen3.5-MoE, Qwen3-Next, Jamba with experts and Mamba-2 with
-time_step_limit, each a tiny model of its transformers class. This module holds ZOO_FIXTURES, the table below; tools/zoo_make.py makes and
-checks each fixture (gen_golden.py runs every fixture in its own worker process).
+RecurrentGemma, Qwen3.5 and Qwen3.5-MoE, Qwen3-Next, MiniMax, OLMo Hybrid, Jamba with
+experts and Mamba-2 with time_step_limit, each a tiny model of its transformers class.
+This module holds ZOO_FIXTURES, the table below; tools/zoo_make.py makes and checks each
+fixture (gen_golden.py runs every fixture in its own worker process).
 """
 
 # ---------------------------------------------------------------------------
@@ -502,6 +503,81 @@ ZOO_FIXTURES = [
            "mamba:ZambaMambaMixer",
            "linear:Linear mamba_decoder:ZambaMambaDecoderLayer shared_transf:ZambaAttentionDecoderLayer",
            "mamba:ZambaMambaMixer"],
+    ),
+    # MiniMax: lightning attention layers (silu of one per-head-interleaved qkv
+    # projection, a linear attention with a fixed decay a head, exp(-slope), the
+    # slopes 2^(-8(h+1)/heads) scaled by 1 - i/(layers-1) + 1e-5, so the last layer
+    # barely decays; an RMSNorm over all heads (eps 1e-6) and a sigmoid output gate)
+    # and GQA softmax attention with RoPE over head_dim (12 != hidden/heads); a sparse
+    # MoE in every layer (softmax router, top-2 of 4 renormalised, SwiGLU experts).
+    # The residual of each half is the normed input, weighted by the alpha and beta
+    # factors (all != 1 here). block_size 4: the full forward crosses lightning blocks
+    # (the slope and decay buffers, which it sizes, are saved with the weights).
+    dict(
+        name="minimax_tiny",
+        model_cls="MiniMaxForCausalLM",
+        config_cls="MiniMaxConfig",
+        seed=1126,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, intermediate_size=16, num_hidden_layers=4,
+            layer_types=["linear_attention", "full_attention", "linear_attention",
+                         "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, head_dim=12, hidden_act="silu",
+            num_local_experts=4, num_experts_per_tok=2, block_size=4,
+            full_attn_alpha_factor=0.9, full_attn_beta_factor=1.2,
+            linear_attn_alpha_factor=1.3, linear_attn_beta_factor=0.8,
+            mlp_alpha_factor=1.1, mlp_beta_factor=0.7,
+            rms_norm_eps=1e-5, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        layers=["mlp:MiniMaxSparseMoeBlock self_attn:MiniMaxLightningAttention",
+                "mlp:MiniMaxSparseMoeBlock self_attn:MiniMaxAttention",
+                "mlp:MiniMaxSparseMoeBlock self_attn:MiniMaxLightningAttention",
+                "mlp:MiniMaxSparseMoeBlock self_attn:MiniMaxLightningAttention"],
+        probes=[("full_attn_alpha_factor 0.9 -> 1", {"full_attn_alpha_factor": 1.0}),
+                ("full_attn_beta_factor 1.2 -> 1", {"full_attn_beta_factor": 1.0}),
+                ("linear_attn_alpha_factor 1.3 -> 1", {"linear_attn_alpha_factor": 1.0}),
+                ("linear_attn_beta_factor 0.8 -> 1", {"linear_attn_beta_factor": 1.0}),
+                ("mlp_alpha_factor 1.1 -> 1", {"mlp_alpha_factor": 1.0}),
+                ("mlp_beta_factor 0.7 -> 1", {"mlp_beta_factor": 1.0}),
+                ("num_experts_per_tok 2 -> 1", {"num_experts_per_tok": 1}),
+                ("rope_theta 1e4 -> 1e6", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})],
+        all_experts=True,
+    ),
+    # OLMo Hybrid: Gated DeltaNet layers (separate q, k, v, a, b, g projections; a
+    # short causal conv with SiLU for each of q, k and v; 4 value heads over 2 key
+    # heads; l2-normalised q and k; beta = 2 sigmoid(b) with linear_allow_neg_eigval,
+    # so the state may flip sign; a gated RMSNorm of eps 1e-5 per value head), pre-norm
+    # with a SwiGLU MLP; and attention layers (QK RMSNorm over all heads, RoPE, GQA)
+    # that are post-norm: x + norm(attn(x)), then + norm(mlp(.)). The q/k norm weights
+    # are near 2 so that the scores are not flat.
+    dict(
+        name="olmo_hybrid_tiny",
+        model_cls="OlmoHybridForCausalLM",
+        config_cls="OlmoHybridConfig",
+        seed=1127,
+        prompt_len=9,
+        new_tokens=8,
+        config=dict(
+            vocab_size=320, hidden_size=32, intermediate_size=48, num_hidden_layers=4,
+            layer_types=["linear_attention", "full_attention", "linear_attention",
+                         "linear_attention"],
+            num_attention_heads=4, num_key_value_heads=2, hidden_act="silu",
+            linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
+            linear_num_key_heads=2, linear_num_value_heads=4, linear_allow_neg_eigval=True,
+            attention_bias=False, rms_norm_eps=1e-6, tie_word_embeddings=False,
+            rope_parameters={"rope_type": "default", "rope_theta": 10000.0},
+        ),
+        layers=["linear_attn:OlmoHybridGatedDeltaNet mlp:OlmoHybridMLP",
+                "mlp:OlmoHybridMLP self_attn:OlmoHybridAttention",
+                "linear_attn:OlmoHybridGatedDeltaNet mlp:OlmoHybridMLP",
+                "linear_attn:OlmoHybridGatedDeltaNet mlp:OlmoHybridMLP"],
+        probes=[("linear_allow_neg_eigval -> False", {"linear_allow_neg_eigval": False}),
+                ("rope_theta 1e4 -> 1e6", {"rope_parameters": {"rope_type": "default", "rope_theta": 1e6}})],
+        init={"self_attn.q_norm.weight": ("normal", 2.0, 0.2),
+              "self_attn.k_norm.weight": ("normal", 2.0, 0.2)},
     ),
     # Jamba with experts: softmax over all experts, top-k, weights NOT renormalised.
     # jamba_moe: 4 experts, top-2, MoE at layers 1 and 3 (expert_layer_period 2, offset 1),

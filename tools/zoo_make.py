@@ -19,6 +19,8 @@ Mamba-2 / Jamba fixtures:
 * reinit_zoo_ re-initialises every parameter by name / owning module, logs
   (and reports as a problem) any parameter no rule covers, and re-initialises
   the persistent buffers that matter (Nemotron-H's e_score_correction_bias, LFM2-MoE's expert_bias);
+  buffers that the model computes from its config (MiniMax's lightning-attention
+  slopes and decays) are kept as they are;
 * sensitivity: one noise probe per parameter group (per layer template; per
   layer and expert for expert weights), plus config probes that rebuild the
   model with one config value changed and the same weights (a multiplier set
@@ -203,6 +205,10 @@ def shared_block_assignment(model):
 # router buffers that only move the top-k choice (not the weights)
 _CHOICE_BIASES = ("e_score_correction_bias", "feed_forward.expert_bias")
 
+# persistent buffers computed from the config at construction (saved with the weights)
+_CONFIG_BUFFERS = ("self_attn.slope_rate", "self_attn.query_decay", "self_attn.key_decay",
+                   "self_attn.diagonal_decay")
+
 
 def _owner(model, name):
     return model.get_submodule(name.rsplit(".", 1)[0]) if "." in name else model
@@ -313,6 +319,9 @@ def reinit_zoo_(model, fx):
                 # Nemotron-H, LFM2-MoE: added to the sigmoid scores for the top-k choice only
                 used[name] = "0.3 N(0,1) (buffer)"
                 b.copy_(0.3 * torch.randn_like(b))
+            elif name.endswith(_CONFIG_BUFFERS):
+                # MiniMax: the decay of each lightning-attention head, a function of the config
+                used[name] = "kept (computed from the config)"
             else:
                 fell.append("buffer %s %s" % (name, tuple(b.shape)))
                 log("  NOTE: persistent buffer %s %s is saved but not re-initialised" % (name, tuple(b.shape)))

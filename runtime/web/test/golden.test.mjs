@@ -174,7 +174,7 @@ for (const [name, vsDecode] of [['mamba1_untied', 1e-6], ['falcon_bf16_untied', 
 // keeps the step-by-step one: the same greedy tokens as transformers, logits
 // within 1e-4 of its and within 1e-5 of token-by-token decode (test_golden.c's
 // delta_chunks).
-for (const name of ['qwen3_5_tiny', 'qwen3_next_tiny']) {
+for (const name of ['qwen3_5_tiny', 'qwen3_next_tiny', 'olmo_hybrid_tiny']) {
   test(`${name} chunks of 8 and 16 (chunked delta rule): logits match transformers and decode`, async () => {
     const g = golden(name);
     const c1 = await runFixture(compile(g.dir, dir, `${name}.delta1`, ['--chunk', '1']), g, true);
