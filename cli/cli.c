@@ -209,6 +209,7 @@ static int cmd_compile(int argc, char **argv) {
   ssm_cli_catch_signals();
   ssm_status s = ssm_cli_not_an_input("-o", out, inputs, sizeof inputs / sizeof *inputs,
                                       weights ? weights : model);
+  if (!s) s = ssm_cli_writable("-o", out);
   if (!s) s = load_model(model, config, max_seq, &m);
   if (!s) s = ssm_compile(m, &co, &b);
   ssm_cli_progress_end(&bar);

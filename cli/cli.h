@@ -114,6 +114,11 @@ ssm_status ssm_cli_text_file(const char *what, const char *path, char **out, siz
 /* Whether `path` (an input given to option `what`; "-": standard input)
  * is a regular file that opens for reading: an error naming both if not. */
 ssm_status ssm_cli_readable(const char *what, const char *path);
+/* Whether a file can be written at `path` (an output given to option
+ * `what`), tried before the work that makes it: its directory exists and
+ * takes a new file, and `path` is not a directory. Nothing is left
+ * behind; an error naming both if not. */
+ssm_status ssm_cli_writable(const char *what, const char *path);
 /* Refuses output path `out` (NULL: nothing to check) when it names a file
  * the command reads: one of the `n` inputs (an entry NULL for an option
  * not given: the others after it are still checked), or a .json or

@@ -5,10 +5,12 @@
  * directory), the bundle (its manifest and WGSL kernels), the tokenizer,
  * the weights as they are (the page reads the .safetensors by HTTP Range
  * requests; a quantized bundle's weights file where it is beside the
- * bundle, as model.safetensors), and site.json, which tells the page their names and the
- * end-of-text id. Everything is checked before anything is written: the
- * bundle, the tokenizer, and that the checkpoint holds every weight the
- * bundle needs with its shape. Every file goes through a temporary name and
+ * bundle, as model.safetensors), and site.json, which tells the page their names, the
+ * end-of-text id and the weights directory's generation_config.json (its
+ * defaults, which the page reads as the Node host does: genconfig.mjs).
+ * Everything is checked before anything is written: the bundle, the
+ * tokenizer, generation_config.json, and that the checkpoint holds every
+ * weight the bundle needs with its shape. Every file goes through a temporary name and
  * a rename (ssm_file_write), so a failure keeps what was there.
  */
 #include <cjson/cJSON.h>
@@ -21,6 +23,7 @@
 #include <unistd.h>
 
 #include "bundle/bundle.h"
+#include "runtime/internal.h"
 #include "runtime/weights/weights.h"
 #include "tokenizer/tokenizer.h"
 #include "cli/export.h"
@@ -32,7 +35,7 @@ const char *ssm_web_embedded(const char *file);
 static const char *const site_files[] = {"index.html",    "page.mjs",      "bundle.mjs",
                                          "gpu.mjs",       "session.mjs",   "safetensors.mjs",
                                          "tokenizer.mjs", "transform.mjs", "json.mjs",
-                                         NULL};
+                                         "genconfig.mjs", NULL};
 /* The site's other files of fixed names. */
 static const char *const data_files[] = {"model.ssmb", "tokenizer.json", "site.json", NULL};
 
@@ -219,6 +222,17 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
   if (!s) s = ssm_st_check_config(o->weights, ssm_bundle_manifest(b)->config, o->bundle);
   if (!s) s = ssm_status_wrap(ssm_tok_open(tok_path, &tok), "export-web needs the tokenizer for "
                               "the page's text (--tokenizer FILE, or tokenizer.json in --weights)");
+  /* generation_config.json, checked as a session checks it, for site.json */
+  ssm_genconfig gc = {0};
+  cJSON *gen = NULL;
+  if (!s) s = ssm_genconfig_read(o->weights, ssm_bundle_manifest(b)->vocab, &gc);
+  if (!s && gc.path[0]) {
+    char *text;
+    size_t n;
+    s = ssm_file_read(gc.path, 1 << 20, &text, &n);
+    if (!s && !(gen = cJSON_ParseWithLength(text, n))) ssm_fatal_nomem(0); /* parsed before */
+    if (!s) free(text);
+  }
   /* a quantized bundle's weights file ships as the site's checkpoint (a
    * quarter to a half of the 16-bit bytes, nothing to quantize in the page) */
   char *qfile = s ? NULL : weights_file(o->bundle, ssm_bundle_manifest(b));
@@ -261,6 +275,8 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
     cJSON_AddStringToObject(j, "tokenizer", "tokenizer.json");
     for (size_t i = 0; i < weights.n; i++) cJSON_AddItemToArray(w, cJSON_CreateString(weights.items[i]));
     cJSON_AddNumberToObject(j, "eos", (double)(m->eos >= 0 ? m->eos : ssm_tok_token_id(tok, "<|endoftext|>")));
+    if (gen) cJSON_AddItemToObject(j, "generation_config", gen);
+    gen = NULL;
     char *text = cJSON_Print(j);
     if (!text) ssm_fatal_nomem(0);
     s = write_text(o->out, "site.json", text);
@@ -271,6 +287,7 @@ ssm_status ssm_export_web(const ssm_export_opts *o) {
   for (size_t i = 0; i < srcs.n; i++) free(srcs.items[i]);
   ssm_vec_free(&weights);
   ssm_vec_free(&srcs);
+  cJSON_Delete(gen);
   free(tok_path);
   ssm_tok_close(tok);
   ssm_bundle_close(b);

@@ -1,12 +1,14 @@
 /*
  * files.c — the command line's dealings with files that are not the
- * library's: text from stdin or a file, and refusing an output that would
+ * library's: text from stdin or a file, checking that an output can be
+ * written before the work that makes it, and refusing an output that would
  * overwrite one of the command's own inputs (a bundle's among them: the
  * weights directory it records and the weights file beside it).
  */
 #include <dirent.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <unistd.h>
 
@@ -53,6 +55,18 @@ ssm_status ssm_cli_readable(const char *what, const char *path) {
   ssm_status s = ssm_file_open(path, &fd, &size);
   if (!s) close(fd);
   return ssm_status_wrap(s, "%s", what);
+}
+
+ssm_status ssm_cli_writable(const char *what, const char *path) {
+  struct stat sb;
+  if (!stat(path, &sb) && S_ISDIR(sb.st_mode))
+    return ssm_status_new(SSM_ERR_INVALID, "%s %s: is a directory (expected a file name)", what,
+                          path);
+  char *tmp;
+  int fd;
+  SSM_TRY(ssm_status_wrap(ssm_file_temp(path, &tmp, &fd), "%s", what));
+  ssm_status_free(ssm_file_commit(tmp, fd, path, 1)); /* removed: nothing written */
+  return NULL;
 }
 
 ssm_status ssm_cli_bundle_inputs(const char *model, char **out_dir, char **out_file) {

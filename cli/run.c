@@ -411,6 +411,7 @@ int ssm_cli_run(int argc, char **argv) {
   for (int i = 0; i < 2 && !st; i++) {
     st = ssm_cli_not_an_input(outs[i][0], outs[i][1], inputs, ninputs, weights);
     if (!st) st = ssm_cli_not_an_input(outs[i][0], outs[i][1], NULL, 0, rec_dir);
+    if (!st && outs[i][1]) st = ssm_cli_writable(outs[i][0], outs[i][1]);
   }
   free(rec_dir);
   free(rec_file);

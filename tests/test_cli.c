@@ -120,9 +120,10 @@ static void expect_before_compile(const char *args, const char *needle) {
 }
 
 /* What a command reads besides the model (the tokenizer for text, the
- * prompt file, the state of --state-in, the chat template of -i) is
- * checked before the model is compiled, on Vulkan as on the CPU: the
- * message names the file, and nothing was compiled. */
+ * prompt file, the state of --state-in, the chat template of -i) and
+ * where it writes (--state-out, --dump-logits, compile's -o) are checked
+ * before the model is compiled, on Vulkan as on the CPU: the message
+ * names the file, and nothing was compiled. */
 static void test_inputs_before_compile(void) {
   static const char *const backends[] = {"vulkan", "auto"};
   for (int b = 0; b < 2; b++) {
@@ -160,6 +161,17 @@ static void test_inputs_before_compile(void) {
                         "/nonexistent/t.jinja", "/nonexistent/t.jinja");
   expect_before_compile("run " FIX " --backend vulkan --tokens 1 --state-in /nonexistent/s.state",
                         "--state-in: /nonexistent/s.state");
+  expect_before_compile("run " FIX " --backend vulkan --prompt hi --tokenizer " FIX "/config.json",
+                        FIX "/config.json: model: missing or not an object");
+  expect_before_compile("run " FIX " --backend vulkan --tokens 1 --state-out /nonexistent/s.state",
+                        "--state-out: /nonexistent/s.state: cannot write");
+  expect_before_compile("run " FIX " --backend vulkan --tokens 1 --state-out tests/data",
+                        "--state-out tests/data: is a directory");
+  expect_before_compile("run " FIX " --backend vulkan --tokens 1 --dump-logits tests/data",
+                        "--dump-logits tests/data: is a directory");
+  expect_before_compile("compile " FIX " -o /nonexistent/m.ssmb", "-o: /nonexistent/m.ssmb: "
+                        "cannot write");
+  expect_before_compile("compile " FIX " -o tests/data", "-o tests/data: is a directory");
 }
 
 /* Every command answers --help (and -h, also after other arguments) with

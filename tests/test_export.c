@@ -60,8 +60,8 @@ static void test_site(void) {
     expect(args, 0, "index.html over http");
     static const char *const files[] = {"index.html", "page.mjs", "bundle.mjs", "gpu.mjs",
                                         "session.mjs", "safetensors.mjs", "tokenizer.mjs",
-                                        "transform.mjs", "json.mjs", "model.ssmb", "tokenizer.json",
-                                        "site.json", NULL};
+                                        "transform.mjs", "json.mjs", "genconfig.mjs", "model.ssmb",
+                                        "tokenizer.json", "site.json", NULL};
     for (int i = 0; files[i]; i++) {
       if (!is_file(out, files[i], 0)) fprintf(stderr, "\n  %s/%s is missing\n", out, files[i]);
       CU_ASSERT(is_file(out, files[i], 0));
@@ -111,6 +111,41 @@ static void test_quantized_site(void) {
            "%s/model.safetensors && cmp %s/site.json %s/site.json && echo same", b, out2, out, out2, out,
            out2);
   expect(args, 0, "same");
+}
+
+/* The weights directory's generation_config.json goes into site.json as
+ * it is, for the page's defaults; a malformed one fails the export, naming
+ * the field, before anything is written. */
+static void test_generation_config(void) {
+  const char *b = bundle("mamba1_tiny");
+  char w[600], out[700], cmd[3000], *text;
+  snprintf(w, sizeof w, "%s/gen", ssm_test_tmpdir());
+  snprintf(out, sizeof out, "%s/gensite", ssm_test_tmpdir());
+  snprintf(cmd, sizeof cmd, "cd %s && mkdir -p %s && cp " FIX "/config.json " FIX "/model.safetensors %s/ "
+           "&& echo '{\"do_sample\": true, \"temperature\": 0.7, \"eos_token_id\": [0, 5], \"x\": {}}' "
+           "> %s/generation_config.json", ssm_test_source_dir(), w, w, w);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  char args[2600];
+  snprintf(args, sizeof args, "export-web %s --weights %s --tokenizer " TOK " -o %s", b, w, out);
+  expect(args, 0, "index.html over http");
+  snprintf(cmd, sizeof cmd, "%s/site.json", out);
+  size_t n;
+  SSM_ASSERT_OK(ssm_file_read(cmd, 0, &text, &n));
+  cJSON *j = cJSON_Parse(text);
+  const cJSON *g = cJSON_GetObjectItem(j, "generation_config");
+  CU_ASSERT(cJSON_IsTrue(cJSON_GetObjectItem(g, "do_sample")));
+  CU_ASSERT_DOUBLE_EQUAL(cJSON_GetObjectItem(g, "temperature")->valuedouble, 0.7, 1e-12);
+  CU_ASSERT_EQUAL(cJSON_GetArrayItem(cJSON_GetObjectItem(g, "eos_token_id"), 1)->valueint, 5);
+  cJSON_Delete(j);
+  free(text);
+  CU_ASSERT(is_file(out, "genconfig.mjs", 0));
+  snprintf(cmd, sizeof cmd, "echo '{\"top_p\": 0}' > %s/generation_config.json", w);
+  CU_ASSERT_EQUAL_FATAL(ssm_test_sh(cmd, NULL), 0);
+  snprintf(args, sizeof args, "export-web %s --weights %s --tokenizer " TOK " -o %s2", b, w, out);
+  expect(args, 1, "/gen/generation_config.json: top_p: expected a number above 0 to 1");
+  struct stat st;
+  snprintf(cmd, sizeof cmd, "%s2", out);
+  CU_ASSERT(stat(cmd, &st) != 0);
 }
 
 static void test_errors(void) {
@@ -245,6 +280,7 @@ static void test_shard_names(void) {
 int main(void) {
   CU_TestInfo tests[] = {{"site", test_site}, {"quantized_site", test_quantized_site},
                          {"errors", test_errors},
+                         {"generation_config", test_generation_config},
                          {"failed_write_keeps_the_site", test_failed_write_keeps_the_site},
                          {"output_is_not_an_input", test_output_is_not_an_input},
                          {"shard_names", test_shard_names},

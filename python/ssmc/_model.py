@@ -72,25 +72,33 @@ def _options(kwargs):
     return o
 
 
-def _sampler(max_tokens, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0,
-             seed=0, stop_at_eos=True):
+def _sampler(handle, max_tokens, temperature=None, top_k=None, top_p=None, min_p=None,
+             repeat_penalty=None, seed=0, stop_at_eos=True):
+    """The ssmc_generate_options of a call: the model's defaults
+    (ssmc_session_generate_defaults: its generation_config.json), then each
+    setting given (None: not given)."""
     # the sampler counts its draws in 24 bits (ssmc_generate_options.step)
     _int(max_tokens, "max_tokens", 1, 2**24 - 1)
     g = _capi.GenerateOptions()
-    lib().ssmc_generate_options_init(ctypes.byref(g))
-    g.temperature = _float(temperature, "temperature")
-    if not g.temperature >= 0:
-        raise ValueError("temperature: %r is not >= 0" % temperature)
-    g.top_k = _int(top_k, "top_k", 0, 2**31 - 1)
-    g.top_p = _float(top_p, "top_p")
-    if not 0 < g.top_p <= 1:
-        raise ValueError("top_p: %r is not in (0, 1]" % top_p)
-    g.min_p = _float(min_p, "min_p")
-    if not 0 <= g.min_p <= 1:
-        raise ValueError("min_p: %r is not in [0, 1]" % min_p)
-    g.repeat_penalty = _float(repeat_penalty, "repeat_penalty")
-    if not 0 < g.repeat_penalty < math.inf:
-        raise ValueError("repeat_penalty: %r is not a number above 0" % repeat_penalty)
+    check(lib().ssmc_session_generate_defaults(handle, ctypes.byref(g), None))
+    if temperature is not None:
+        g.temperature = _float(temperature, "temperature")
+        if not g.temperature >= 0:
+            raise ValueError("temperature: %r is not >= 0" % temperature)
+    if top_k is not None:
+        g.top_k = _int(top_k, "top_k", 0, 2**31 - 1)
+    if top_p is not None:
+        g.top_p = _float(top_p, "top_p")
+        if not 0 < g.top_p <= 1:
+            raise ValueError("top_p: %r is not in (0, 1]" % top_p)
+    if min_p is not None:
+        g.min_p = _float(min_p, "min_p")
+        if not 0 <= g.min_p <= 1:
+            raise ValueError("min_p: %r is not in [0, 1]" % min_p)
+    if repeat_penalty is not None:
+        g.repeat_penalty = _float(repeat_penalty, "repeat_penalty")
+        if not 0 < g.repeat_penalty < math.inf:
+            raise ValueError("repeat_penalty: %r is not a number above 0" % repeat_penalty)
     g.seed = _int(seed, "seed", 0, 2**24 - 1)
     g.stop_at_eos = 1 if stop_at_eos else 0
     return g
@@ -268,8 +276,8 @@ class Session(_Handle, _Texts):
         check(lib().ssmc_session_feed(self._handle(), arr, len(ids), _capi.logits_fn(), None))
         self._pending = []
 
-    def generate(self, prompt=None, max_tokens=16, *, temperature=0.0, top_k=0, top_p=1.0,
-                 min_p=0.0, repeat_penalty=1.0, seed=0, stop_at_eos=True):
+    def generate(self, prompt=None, max_tokens=16, *, temperature=None, top_k=None, top_p=None,
+                 min_p=None, repeat_penalty=None, seed=0, stop_at_eos=True):
         """Feeds `prompt` (a str, a sequence of token ids, or None to go on
         from what was fed and generated so far) and returns the text of up to
         `max_tokens` generated tokens. temperature 0 is greedy (the first
@@ -279,8 +287,11 @@ class Session(_Handle, _Texts):
         repeat_penalty (above 0; 1: off) first divides the positive logits of
         the tokens already in the sequence by it and multiplies their negative
         ones (transformers' repetition_penalty), greedy or sampled.
-        With stop_at_eos, generation stops at the end-of-text token, which is
-        not returned."""
+        A setting left out (None) is the model's default
+        (Model.generation_defaults: its generation_config.json, as `ssmc run`
+        takes it; greedy and no penalty without one).
+        With stop_at_eos, generation stops at an end-of-text token
+        (Model.is_eos), which is not returned."""
         return "".join(self.stream(prompt, max_tokens, temperature=temperature, top_k=top_k,
                                    top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
                                    seed=seed, stop_at_eos=stop_at_eos))
@@ -304,7 +315,7 @@ class Session(_Handle, _Texts):
                                    "stop_at_eos"}
         if unknown:
             raise TypeError("generate: unknown argument %s" % ", ".join(sorted(unknown)))
-        g = _sampler(max_tokens, **sampling)
+        g = _sampler(self._handle(), max_tokens, **sampling)
         ids = list(self._pending)
         if prompt is not None:
             ids += self._ids(prompt, "prompt")
@@ -430,11 +441,16 @@ class Session(_Handle, _Texts):
         """The slots of the model's batched program (0: none)."""
         return lib().ssmc_session_slots(self._handle())
 
-    def join_slot(self, slot, *, temperature=0.0, top_k=0, top_p=1.0, min_p=0.0, seed=0):
+    def join_slot(self, slot, *, temperature=None, top_k=None, top_p=None, min_p=None,
+                  repeat_penalty=None, seed=0):
         """Copies this session's state (what it was fed; not the last
         generated id, which step_slots() then takes as the slot's first) into
-        slot `slot` of the batched program, with these sampler settings."""
-        g = _sampler(1, temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        slot `slot` of the batched program, with these sampler settings (None:
+        the model's default, as for generate()). The batched program has no
+        repetition penalty: a penalty other than 1, given or the model's
+        default, is refused."""
+        g = _sampler(self._handle(), 1, temperature=temperature, top_k=top_k, top_p=top_p,
+                     min_p=min_p, repeat_penalty=repeat_penalty, seed=seed)
         check(lib().ssmc_session_join_slot(self._handle(), _int(slot, "slot", 0, 2**31 - 1),
                                            ctypes.byref(g)))
 
@@ -537,22 +553,29 @@ class Model(_Texts, _Closing):
         """The slots of the batched program (the slots= option; 0: none)."""
         return lib().ssmc_session_slots(self._handle())
 
-    def generate_batch(self, prompts, max_tokens=16, *, temperature=0.0, top_k=0, top_p=1.0,
-                       min_p=0.0, seed=0, stop_at_eos=True, steps_per_call=16):
+    def generate_batch(self, prompts, max_tokens=16, *, temperature=None, top_k=None, top_p=None,
+                       min_p=None, repeat_penalty=None, seed=0, stop_at_eos=True,
+                       steps_per_call=16):
         """The text generate() gives each of `prompts` (str or sequences of
         ids), decoded together: up to `slots` prompts at a time step in one
         batched program, reading each weight once for all of them. Each
-        prompt's sampler draws as generate()'s with the same settings would.
-        Needs a Model opened with slots=N. Returns a list of str."""
+        prompt's sampler draws as generate()'s with the same settings would
+        (None: the model's default). The batched program has no repetition
+        penalty, so with a penalty other than 1 (given, or the model's
+        default) the prompts are generated one after another instead. Needs a
+        Model opened with slots=N. Returns a list of str."""
         n = self.slots
         if n == 0:
             raise ValueError("generate_batch: the model has no slots (open it with slots=N)")
-        _int(max_tokens, "max_tokens", 1, 2**24 - 1)
+        sampling = dict(temperature=temperature, top_k=top_k, top_p=top_p, min_p=min_p, seed=seed)
+        g = _sampler(self._handle(), max_tokens, repeat_penalty=repeat_penalty, **sampling)
         steps_per_call = _int(steps_per_call, "steps_per_call", 1, 2**24 - 1)
         ids = [self._ids(p, "prompt") for p in prompts]
         if any(not p for p in ids):
             raise ValueError("generate_batch: an empty prompt")
-        eos = self.eos if stop_at_eos else None
+        if g.repeat_penalty not in (0.0, 1.0):
+            return [self.generate(p, max_tokens, repeat_penalty=g.repeat_penalty,
+                                  stop_at_eos=stop_at_eos, **sampling) for p in ids]
         texts = [None] * len(ids)
         sessions = [self.session() for _ in range(min(n, len(ids)))]
         try:
@@ -562,8 +585,7 @@ class Model(_Texts, _Closing):
                     s = sessions[i]
                     s.reset()
                     s.feed(ids[k][:-1])
-                    s.join_slot(i, temperature=temperature, top_k=top_k, top_p=top_p,
-                                min_p=min_p, seed=seed)
+                    s.join_slot(i, repeat_penalty=1, **sampling)
                 last = [ids[k][-1] for k in batch] + [0] * (n - len(batch))
                 out = [[] for _ in batch]
                 done = [False] * len(batch)
@@ -572,7 +594,7 @@ class Model(_Texts, _Closing):
                         for i in range(len(batch)):
                             if done[i]:
                                 continue
-                            if row[i] == eos:
+                            if stop_at_eos and self.is_eos(row[i]):
                                 done[i] = True
                             else:
                                 out[i].append(row[i])
@@ -593,9 +615,35 @@ class Model(_Texts, _Closing):
 
     @property
     def eos(self):
-        """The end-of-text id, or None."""
+        """The end-of-text id, or None: the eos= option, else the first of
+        generation_config.json's eos_token_id, else config.json's, else the
+        tokenizer's <|endoftext|>."""
         e = lib().ssmc_session_eos(self._handle())
         return None if e < 0 else e
+
+    def is_eos(self, token):
+        """Whether id `token` ends generation (stop_at_eos): the eos= option
+        when given, else any id of generation_config.json's eos_token_id (an
+        id or a list), else Model.eos."""
+        return bool(lib().ssmc_session_is_eos(self._handle(), _int(token, "token", -2**31,
+                                                                    2**31 - 1)))
+
+    @property
+    def generation_defaults(self):
+        """The sampler settings that generate() and its kin take when one is
+        left out, from the model directory's generation_config.json as `ssmc
+        run` takes them (with do_sample true: temperature, default 1, top_k,
+        default 50 as transformers, top_p and min_p; repetition_penalty in
+        any case): a dict with temperature, top_k, top_p, min_p and
+        repeat_penalty, and "from", the list of the file's fields taken."""
+        g = _capi.GenerateOptions()
+        fields = ctypes.c_char_p()
+        check(lib().ssmc_session_generate_defaults(self._handle(), ctypes.byref(g),
+                                                   ctypes.byref(fields)))
+        names = _capi.text(fields.value)
+        return {"temperature": g.temperature, "top_k": g.top_k, "top_p": g.top_p,
+                "min_p": g.min_p, "repeat_penalty": g.repeat_penalty,
+                "from": names.split(", ") if names else []}
 
     @property
     def chunk(self):

@@ -12,6 +12,7 @@ generate the same text from the same prompt and sampler settings.
 """
 
 import importlib.util
+import json
 import os
 import shutil
 import subprocess
@@ -28,11 +29,11 @@ MODEL = os.path.join(ROOT, "models", "pymamba")
 PROMPT = "def fibonacci(n):"
 
 
-def cli_generate(prompt, n, *sampling):
+def cli_generate(prompt, n, *sampling, model=MODEL):
     """The text `ssmc run` generates after `prompt` (it prints the prompt,
     the text, and a newline)."""
     exe = os.environ.get("SSMC_EXE", os.path.join(ROOT, "build", "ssmc"))
-    out = subprocess.run([exe, "run", MODEL, "--backend", "cpu", "-q", "-n", str(n),
+    out = subprocess.run([exe, "run", model, "--backend", "cpu", "-q", "-n", str(n),
                           "--prompt", prompt] + list(sampling),
                          check=True, stdout=subprocess.PIPE).stdout.decode("utf-8")
     assert out.startswith(prompt) and out.endswith("\n"), out
@@ -315,6 +316,92 @@ class SlotsTest(unittest.TestCase):
             self.assertEqual(plain.slots, 0)
             with self.assertRaisesRegex(ValueError, "no slots"):
                 plain.generate_batch([PROMPT])
+
+
+class GenerationConfigTest(unittest.TestCase):
+    """A model directory's generation_config.json gives generate() and its
+    kin their defaults, as it gives `ssmc run` its own; arguments given
+    override them. Each model is models/pymamba's files with a
+    generation_config.json of the test's."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.plain = ssmc.Model(MODEL, backend="cpu")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.plain.close()
+        cls.tmp.cleanup()
+
+    def model_dir(self, config):
+        d = tempfile.mkdtemp(dir=self.tmp.name)
+        for name in ("config.json", "model.safetensors", "tokenizer.json"):
+            os.symlink(os.path.join(MODEL, name), os.path.join(d, name))
+        with open(os.path.join(d, "generation_config.json"), "w") as f:
+            json.dump(config, f)
+        return d
+
+    def test_repetition_penalty(self):
+        d = self.model_dir({"repetition_penalty": 1.5})
+        with ssmc.Model(d, backend="cpu", slots=2) as m:
+            self.assertEqual(m.generation_defaults["repeat_penalty"], 1.5)
+            self.assertEqual(m.generation_defaults["from"], ["repetition_penalty"])
+            want = self.plain.generate(PROMPT, 24, repeat_penalty=1.5)
+            self.assertNotEqual(want, self.plain.generate(PROMPT, 24))
+            self.assertEqual(m.generate(PROMPT, 24), want)
+            self.assertEqual(cli_generate(PROMPT, 24, model=d), want)
+            with m.session() as s:
+                self.assertEqual(s.generate(PROMPT, 24), want)
+            self.assertEqual("".join(m.stream(PROMPT, 24)), want)
+            self.assertEqual(m.generate(PROMPT, 24, repeat_penalty=1),
+                             self.plain.generate(PROMPT, 24))
+            # the batched program has no penalty: the prompts go one by one
+            self.assertEqual(m.generate_batch([PROMPT, "import os\n"], 24),
+                             [want, self.plain.generate("import os\n", 24, repeat_penalty=1.5)])
+            with m.session() as s:
+                s.feed(PROMPT)
+                with self.assertRaisesRegex(ssmc.Error, "no repetition penalty"):
+                    s.join_slot(0)
+                s.join_slot(0, repeat_penalty=1)
+
+    def test_do_sample(self):
+        d = self.model_dir({"do_sample": True, "temperature": 0.8, "top_p": 0.9,
+                            "unknown_field": [1]})
+        hot = dict(temperature=0.8, top_k=50, top_p=0.9)
+        with ssmc.Model(d, backend="cpu", slots=2) as m:
+            self.assertEqual(m.generation_defaults["from"], ["do_sample", "temperature", "top_p"])
+            self.assertEqual(m.generation_defaults["top_k"], 50)
+            want = self.plain.generate(PROMPT, 24, seed=3, **hot)
+            self.assertNotEqual(want, self.plain.generate(PROMPT, 24))
+            self.assertEqual(m.generate(PROMPT, 24, seed=3), want)
+            self.assertEqual(cli_generate(PROMPT, 24, "--seed", "3", model=d), want)
+            self.assertEqual(m.generate_batch([PROMPT], 24, seed=3), [want])
+            # each argument given overrides its default alone
+            self.assertEqual(m.generate(PROMPT, 24, temperature=0), self.plain.generate(PROMPT, 24))
+            self.assertEqual(m.generate(PROMPT, 24, top_k=5, seed=3),
+                             self.plain.generate(PROMPT, 24, seed=3, **dict(hot, top_k=5)))
+
+    def test_eos_token_id_list(self):
+        ids = self.plain.generate_ids(PROMPT, 24)
+        k = next(i for i in range(1, len(ids)) if ids[i] not in ids[:i])
+        d = self.model_dir({"eos_token_id": [self.plain.eos, ids[k]]})
+        with ssmc.Model(d, backend="cpu", slots=2) as m:
+            self.assertEqual(m.eos, self.plain.eos)
+            self.assertTrue(m.is_eos(ids[k]) and m.is_eos(m.eos))
+            self.assertFalse(m.is_eos(ids[0]) or self.plain.is_eos(ids[k]))
+            self.assertEqual(m.generate_ids(PROMPT, 24), ids[:k])
+            self.assertEqual(m.generate_batch([PROMPT], 24), [self.plain.decode(ids[:k])])
+            self.assertEqual(m.generate_ids(PROMPT, 24, stop_at_eos=False), ids)
+        # the eos= option replaces the file's list
+        with ssmc.Model(d, backend="cpu", eos=self.plain.eos) as m:
+            self.assertFalse(m.is_eos(ids[k]))
+            self.assertEqual(m.generate_ids(PROMPT, 24), ids)
+
+    def test_malformed_file_names_the_field(self):
+        d = self.model_dir({"top_p": 0})
+        with self.assertRaisesRegex(ssmc.InvalidError, "generation_config.json: top_p: expected"):
+            ssmc.Model(d, backend="cpu")
 
 
 class LibraryTest(unittest.TestCase):

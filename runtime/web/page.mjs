@@ -5,6 +5,9 @@
 // tokens/s; Stop ends a generation after the token being drawn. The state
 // (#state: loading, compiling, ready, generating, done, stopped, error,
 // no-webgpu) says what it does; without WebGPU, #nogpu says how to get it.
+// The model's generation_config.json (in site.json) gives the defaults, as
+// it gives ssmc run: its end-of-text ids, its temperature in the field, and
+// its other sampler settings.
 // ?prompt=TEXT&n=N&autorun=1 runs once and reports on the console (see
 // index.html).
 
@@ -13,6 +16,7 @@ import { openCheckpoint, httpFiles } from './safetensors.mjs';
 import { Runtime } from './gpu.mjs';
 import { Session } from './session.mjs';
 import { Tokenizer, StreamDecoder } from './tokenizer.mjs';
+import { readGenerationConfig } from './genconfig.mjs';
 
 const $ = (id) => document.getElementById(id);
 const params = new URLSearchParams(location.search);
@@ -50,6 +54,9 @@ async function load() {
   status('loading the bundle and the tokenizer…');
   const bundle = readBundle(new Uint8Array(await (await fetchOk(site.bundle)).arrayBuffer()), site.bundle);
   const tokenizer = new Tokenizer(await (await fetchOk(site.tokenizer)).text(), site.tokenizer);
+  const generation = readGenerationConfig(site.generation_config ? JSON.stringify(site.generation_config) : null,
+                                          'generation_config.json', bundle.manifest.vocab);
+  if (generation.sampling.temperature !== undefined) $('temperature').value = generation.sampling.temperature;
   const cache = globalThis.caches ? await caches.open('ssmc-weights') : null;
   let downloaded = 0, cached = 0;
   const files = httpFiles(new URL('.', location.href).href, site.weights, {
@@ -71,7 +78,7 @@ async function load() {
   status(`ready: ${rt.deviceName}; weights ${mb(bundle.manifest.weights.reduce((a, w) => a + w.region.bytes, 0))}: ` +
          origin(downloaded, cached));
   setState('ready');
-  return { site, rt, tokenizer, session: new Session(rt) };
+  return { site, rt, tokenizer, generation, session: new Session(rt) };
 }
 
 // Generates up to n tokens after `prompt`; resolves to the text and whether
@@ -85,7 +92,8 @@ async function generate(m, prompt, n, temperature, seed, stop) {
   $('out').textContent = text;
   const t0 = performance.now();
   await m.session.generate(ids, n, {
-    temperature, seed, eos: m.site.eos, batch: 8,
+    ...m.generation.sampling, temperature, seed, batch: 8,
+    eos: m.generation.eos.length ? m.generation.eos : m.site.eos,
     onToken: (id) => {
       text += dec.feed(id);
       count++;

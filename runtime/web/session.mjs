@@ -72,7 +72,7 @@ export class Session {
   // Generates up to maxTokens after `prompt` (ids). Options: temperature,
   // topK, topP, minP, seed (the device sampler; greedy by default),
   // repeatPenalty (1: off; greedy or sampled, on the device or the host), hostGreedy,
-  // eos (stop there; not included), onToken(id) (true stops), onLogits(row,
+  // eos (an id or a list of ids: stop at any of them; not included), onToken(id) (true stops), onLogits(row,
   // position) (every position processed: each prompt token, then each
   // generated one but the last). Resolves to the generated ids.
   async generate(prompt, maxTokens, o = {}) {
@@ -95,7 +95,7 @@ export class Session {
   async #generate(prompt, maxTokens, o, onPrompt, out) {
     const rt = this.rt;
     if (!prompt.length) throw new Error('generate: the prompt has no tokens');
-    const eos = o.eos ?? -1;
+    const eos = new Set([o.eos ?? []].flat());
     const sampled = !o.hostGreedy && maxTokens > 0;
     const penalty = o.repeatPenalty ?? 1;
     const state = samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0, o.minP ?? 0, penalty);
@@ -121,7 +121,7 @@ export class Session {
             checkFinite(logits, 1, rt.vocab, p);
             if (o.onLogits(logits, p)) return (stopped = true);
           }
-          if (id === eos) return (stopped = true);
+          if (eos.has(id)) return (stopped = true);
           out.push(id);
           return (stopped = !!(o.onToken && o.onToken(id)));
         },
@@ -130,7 +130,7 @@ export class Session {
     }
     for (let k = 0; k < maxTokens; k++) {
       const id = argmax(penalty !== 1 ? penalized(this.last, this.seen, penalty) : this.last);
-      if (id === eos) break;
+      if (eos.has(id)) break;
       out.push(id);
       this.#mark([id]);
       if ((o.onToken && o.onToken(id)) || k + 1 === maxTokens) break;

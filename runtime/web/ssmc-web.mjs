@@ -9,6 +9,8 @@
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
 // --weights defaults to the weights directory the bundle records (as ssmc run).
+// generation_config.json there gives run its defaults, as it gives ssmc run
+// (the end-of-text ids of a --prompt run, and the sampler settings not given).
 // With --tokens, the last line on stdout is the generated ids, comma-separated;
 // with --prompt, the text is printed and its continuation streamed (never half
 // a UTF-8 character). --dump-logits writes little-endian f32 rows of length
@@ -20,6 +22,7 @@
 import { open, readFile, rename, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { readBundle, checkConfig } from './bundle.mjs';
+import { readGenerationConfig } from './genconfig.mjs';
 import { openCheckpoint } from './safetensors.mjs';
 import { Runtime, GEN_BATCH } from './gpu.mjs';
 import { Session } from './session.mjs';
@@ -34,7 +37,8 @@ const USAGE = `usage:
   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--profile] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
 The same contract as ssmc run and ssmc bench, on WebGPU (Dawn); --weights defaults to
-the weights directory the bundle records.
+the weights directory the bundle records, and its generation_config.json gives run's
+defaults (end-of-text ids, sampler settings), which the options given override.
 --batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
 run -q: no timing summary on stderr; run --json: the summary as one line of JSON.
 bench --profile: each dispatch's GPU time (timestamp queries; 64 decode runs, 8 prefill
@@ -95,6 +99,13 @@ async function readStdin() {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+// A file's text, or null when there is none.
+async function readIfThere(path) {
+  return readFile(path, 'utf8').catch((e) => (e.code === 'ENOENT' ? null : Promise.reject(e)));
+}
+
+// The runtime of the bundle args._ on the weights of --weights, and the
+// defaults of generation_config.json there (genconfig.mjs), read first.
 async function openRuntime(args, cmd, profile = false) {
   if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
   const bundle = readBundle(await readFile(args._), args._);
@@ -104,11 +115,13 @@ async function openRuntime(args, cmd, profile = false) {
     throw new UsageError(`${cmd}: give --weights DIR (${args._} records no weights directory)`);
   // the weights' config.json, where there is one, against the bundle's record
   const config = join(args['--weights'], 'config.json');
-  const text = await readFile(config, 'utf8').catch((e) => (e.code === 'ENOENT' ? null : Promise.reject(e)));
+  const text = await readIfThere(config);
   if (text !== null) checkConfig(bundle, text, config, args['--weights']);
+  const genPath = join(args['--weights'], 'generation_config.json');
+  const generation = readGenerationConfig(await readIfThere(genPath), genPath, bundle.manifest.vocab);
   const checkpoint = await openCheckpoint(dirFiles(args['--weights']), args['--weights']);
   try {
-    return await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint, profile });
+    return { rt: await Runtime.open({ gpu: await nodeGpu(), bundle, checkpoint, profile }), generation };
   } finally {
     await checkpoint.close();
   }
@@ -157,15 +170,20 @@ async function cmdRun(argv) {
     throw new UsageError('--greedy: cannot be combined with --temperature, --top-k, --top-p, --min-p or --seed');
   if (!a['--tokens'] === !a['--prompt']) throw new UsageError('run: give --tokens IDS or --prompt TEXT');
   const t0 = performance.now();
-  const rt = await openRuntime(a, 'run');
+  const { rt, generation } = await openRuntime(a, 'run');
   const loadS = (performance.now() - t0) / 1e3;
   try {
     const s = new Session(rt);
     const rows = a['--dump-logits'] ? [] : null;
+    // an option given, else generation_config.json's default (but --greedy
+    // is greedy whatever the file says), else off
+    const d = generation.sampling, greedy = !!a['--greedy'];
+    const pick = (opt, key, off) => a[opt] ?? (greedy ? off : d[key] ?? off);
     const o = {
-      temperature: a['--temperature'] ?? 0, topK: a['--top-k'] ?? 0, topP: a['--top-p'] ?? 1, seed: a['--seed'] ?? 0,
-      minP: a['--min-p'] ?? 0, repeatPenalty: a['--repeat-penalty'] ?? 1,
-      hostGreedy: !!a['--greedy'], batch: a['--batch'],
+      temperature: pick('--temperature', 'temperature', 0), topK: pick('--top-k', 'topK', 0),
+      topP: pick('--top-p', 'topP', 1), minP: pick('--min-p', 'minP', 0), seed: a['--seed'] ?? 0,
+      repeatPenalty: a['--repeat-penalty'] ?? d.repeatPenalty ?? 1,
+      hostGreedy: greedy, batch: a['--batch'],
       onLogits: rows ? (row) => void rows.push(Float32Array.from(row)) : undefined,
     };
     const n = a['-n'] ?? 16;
@@ -184,7 +202,9 @@ async function cmdRun(argv) {
       const input = a['--prompt'] === '-' ? await readStdin() : a['--prompt'];
       prompt = tok.encode(input);
       if (!prompt.length) throw new Error('--prompt: the text has no tokens');
-      o.eos = a['--eos'] ?? (rt.m.eos >= 0 ? rt.m.eos : tok.tokenId('<|endoftext|>'));
+      // --eos, else generation_config.json's ids, else config.json's, else the tokenizer's
+      o.eos = a['--eos'] ?? (generation.eos.length ? generation.eos
+                             : rt.m.eos >= 0 ? rt.m.eos : tok.tokenId('<|endoftext|>'));
       dec = new StreamDecoder(tok, true);
       process.stdout.write(input);
       o.onToken = (id) => void process.stdout.write(dec.feed(id));
@@ -213,7 +233,12 @@ async function cmdRun(argv) {
     }
     if (dec) process.stdout.write(dec.flush() + '\n');
     else process.stdout.write(ids.join(',') + '\n');
-    if (!a['-q'] && !a['--quiet']) printSummary(rt, s.stats, loadS, a['--json']);
+    if (!a['-q'] && !a['--quiet']) {
+      printSummary(rt, s.stats, loadS, a['--json']);
+      if (generation.from.length && !a['--json'])
+        process.stderr.write(`defaults from generation_config.json: ${generation.from.join(', ')} ` +
+                             '(options given override them)\n');
+    }
   } finally {
     rt.destroy();
   }
@@ -225,7 +250,7 @@ async function cmdBench(argv) {
     '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
     '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
   });
-  const rt = await openRuntime(a, 'bench', !!a['--profile']);
+  const { rt } = await openRuntime(a, 'bench', !!a['--profile']);
   try {
     const b = await new Session(rt).bench(a['-n'] ?? 128, a['--batch']);
     // the programs timed, as ssmc bench --profile: 64 decode runs, 8 prefill runs

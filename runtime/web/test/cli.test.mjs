@@ -6,13 +6,14 @@
 // symlink planted at its name is not followed); --prompt prints the text
 // and streams the same continuation as ssmc run; usage errors exit 2 and
 // runtime errors 1, with a message; stderr has ssmc run's timing summary,
-// line for line (--json: its keys; -q: none). And a bundle that needs more of an
+// line for line (--json: its keys; -q: none); generation_config.json gives
+// the defaults it gives ssmc run. And a bundle that needs more of an
 // adapter than it has is refused with the limit named.
 
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync, existsSync, readdirSync, readlinkSync } from 'node:fs';
+import { readFileSync, writeFileSync, existsSync, readdirSync, readlinkSync, mkdirSync, symlinkSync } from 'node:fs';
 import { join } from 'node:path';
 import { compile, scratch, ssmc, ROOT, WEB, SSMC } from './helpers.mjs';
 import { readBundle } from '../bundle.mjs';
@@ -58,13 +59,13 @@ test('--tokens: the ids line and the logits rows of ssmc run, and its timing sum
   assert.ok(worst / scale <= 1e-5, `WebGPU vs Vulkan: ${worst / scale}`);
   assert.deepEqual(readdirSync(dir).filter((f) => f.includes('.tmp-')), []);
   // the timing summary on stderr: ssmc run's lines, with the same counts
-  // (the last prompt token is the sampler's first input: 7 fed, 8 drawn);
-  // ssmc run's line of generation_config.json's defaults is not a timing
-  // (the Node host does not read that file)
-  const shape = (t) => t.trimEnd().split('\n').filter((l) => !l.startsWith('defaults from generation_config.json'))
+  // (the last prompt token is the sampler's first input: 7 fed, 8 drawn),
+  // and its line of the generation_config.json fields taken
+  const shape = (t) => t.trimEnd().split('\n')
     .map((l) => l.replace(/[\d.]+ (s|tokens\/s)\b/g, 'X $1').replace(/^(device|backend): .*/, '$1'));
   assert.deepEqual(shape(w.err), shape(cr.stderr), `${w.err}\n---\n${cr.stderr}`);
-  assert.deepEqual(shape(w.err).slice(3), ['prompt:     7 tokens, X s, X tokens/s', 'generation: 8 tokens, X s, X tokens/s']);
+  assert.deepEqual(shape(w.err).slice(3), ['prompt:     7 tokens, X s, X tokens/s', 'generation: 8 tokens, X s, X tokens/s',
+                                           'defaults from generation_config.json: do_sample (options given override them)']);
   assert.match(w.err, /^device: {5}.+, WebGPU \(Dawn\), \w+ weights\nbackend: {4}webgpu: .+\nload: {7}\d+\.\d\d s\n/);
   // --greedy (the argmax on the host) gives the same ids; -q: no summary
   const g = web(['run', bundle, '--weights', FIX, '--tokens', PROMPT, '-n', '8', '--greedy', '-q']);
@@ -100,6 +101,58 @@ test('--weights defaults to the directory the bundle records', () => {
   const w = web(['run', bundle, '--tokens', PROMPT, '-n', '8']);
   assert.equal(w.code, 0, w.err);
   assert.equal(w.out.trimEnd().split('\n').pop(), '598,598,598,598,618,280,152,152'); // transformers'
+});
+
+// generation_config.json in the weights directory gives the defaults that
+// it gives ssmc run: the same ids and text, options overriding, and the
+// same message for a malformed file
+test("generation_config.json's defaults, as ssmc run takes them", () => {
+  const m = join(dir, 'genconfig');
+  mkdirSync(m);
+  for (const f of ['config.json', 'model.safetensors']) symlinkSync(join(FIX, f), join(m, f));
+  const config = (j) => writeFileSync(join(m, 'generation_config.json'), JSON.stringify(j));
+  const lastLine = (s) => s.trimEnd().split('\n').pop();
+  const both = (...args) => {
+    const w = web(['run', bundle, '--weights', m, '-n', '12', ...args]);
+    assert.equal(w.code, 0, w.err);
+    const c = spawnSync(SSMC, ['run', bundle, '--weights', m, '-n', '12', ...args], { encoding: 'utf8' });
+    assert.equal(c.status, 0, c.stderr);
+    assert.equal(w.out, c.stdout);
+    return w;
+  };
+  const ids = (...args) => lastLine(both('--tokens', PROMPT, '-q', ...args).out);
+  config({});
+  const greedy = ids(), hot = ids('--temperature', '0.8', '--top-k', '50', '--seed', '3');
+  config({ repetition_penalty: 1.3 });
+  const pen = ids();
+  assert.notEqual(pen, greedy);
+  assert.equal(ids('--repeat-penalty', '1'), greedy);
+  assert.match(both('--tokens', PROMPT).err, /\ndefaults from generation_config.json: repetition_penalty \(/);
+  config({ do_sample: true, temperature: 0.8 });
+  assert.notEqual(hot, greedy);
+  assert.equal(ids('--seed', '3'), hot);
+  assert.equal(ids('--greedy'), greedy);
+  assert.equal(ids('--temperature', '0'), greedy);
+  // an eos_token_id list ends a text run at any of its ids
+  const text = ['--tokenizer', join(ROOT, 'tests/data/tokenizer/neox/tokenizer.json'), '--prompt', 'def f(x):', '-q'];
+  config({});
+  const plain = both(...text).out;
+  const drawn = lastLine(both('--tokens', ssmc(['tokenize', '--tokenizer', text[1], '--ids', 'def f(x):']).trim(), '-q').out)
+    .split(',').map(Number);
+  const k = drawn.findIndex((id, i) => i > 0 && !drawn.slice(0, i).includes(id));
+  config({ eos_token_id: [0, drawn[k]] });
+  const short = both(...text).out;
+  assert.ok(short.length < plain.length && plain.startsWith(short.trimEnd()), `${short} / ${plain}`);
+  assert.equal(both(...text, '--eos', '0').out, plain);
+  for (const bad of [{ top_k: 2.5 }, { top_p: 0 }, { temperature: 'hot' }, { do_sample: 1 },
+                     { eos_token_id: [2, 'x'] }, { eos_token_id: 1000 }, { repetition_penalty: -1 }, [1, 2]]) {
+    config(bad);
+    const w = web(['run', bundle, '--weights', m, '--tokens', '1']);
+    const c = spawnSync(SSMC, ['run', bundle, '--weights', m, '--tokens', '1'], { encoding: 'utf8' });
+    assert.equal(w.code, 1);
+    assert.match(w.err, /generation_config.json: .*expected|not a JSON object/);
+    assert.equal(w.err.replace('ssmc-web: ', ''), c.stderr.replace('ssmc: ', ''));
+  }
 });
 
 test('errors: usage (status 2) and runtime (status 1) messages; a failed run keeps the old dump', () => {
@@ -148,6 +201,24 @@ test("a batched program's WGSL kernels compile (conv, scan, attention, rope, pos
     const b = compile(join(ROOT, 'tests/data', model), dir, `${model}-slots`, ['--chunk', '4', '--slots', slots]);
     const c = web(['check', b]);
     assert.equal(c.code, 0, `${model}: ${c.err}`);
+    assert.match(c.out, /^\d+ kernels compile$/m);
+  }
+});
+
+test("a wide model's prefill scan, G threads a row of N states, compiles in WGSL", () => {
+  // 8,192 channels of 16 states: 4 threads of 4 states a channel (scan_ch);
+  // Falcon-Mamba's cached B and C norms beside it (no weights: check only compiles)
+  for (const [yaml, type] of [['mamba1', 'mamba'], ['falcon_mamba', 'falcon_mamba']]) {
+    const cfg = join(dir, `${yaml}-wide.json`);
+    writeFileSync(cfg, JSON.stringify({ model_type: type, vocab_size: 256, hidden_size: 128,
+      intermediate_size: 8192, state_size: 16, time_step_rank: 8, conv_kernel: 4,
+      num_hidden_layers: 1, layer_norm_epsilon: 1e-5, mixer_rms_eps: 1e-6, use_bias: false,
+      use_conv_bias: true, tie_word_embeddings: true }));
+    const b = compile(join(ROOT, `models/${yaml}.yaml`), dir, `${yaml}-wide`, ['--config', cfg, '--chunk', '64']);
+    const scans = readBundle(readFileSync(b), b).manifest.kernels.filter((k) => / G=4 U=8 /.test(k.params));
+    assert.equal(scans.length, 1, `${yaml}: one prefill scan of 4 threads a channel`);
+    const c = web(['check', b]);
+    assert.equal(c.code, 0, `${yaml}: ${c.err}`);
     assert.match(c.out, /^\d+ kernels compile$/m);
   }
 });
