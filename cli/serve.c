@@ -72,8 +72,8 @@ static int is_dir(const char *p) {
 static void log_line(const char *msg, void *user) { fprintf(stderr, "ssmc: %s\n", msg); }
 
 /* The slots to compile model directory `model` with: `want`, or 0 when its
- * batched program cannot be built (a model with delta_rule),
- * with the reason in *out_why (malloc'd). */
+ * batched program cannot be built, with the reason in *out_why
+ * (malloc'd). */
 static int model_slots(const char *model, int want, char **out_why) {
   *out_why = NULL;
   ssm_model *m = NULL;

@@ -75,7 +75,9 @@ static ssm_status delta_grid(cg_ctx *c, ssm_sb *loads, int64_t H, int64_t DV, ui
 
 /* The delta rule step by step (delta.*.in): a workgroup per head and LOCAL
  * of its value columns, each thread a column of the state. A decay of a
- * scalar a head [T,H] is read for every key channel through in_g(t, h, i). */
+ * scalar a head [T,H] is read for every key channel through in_g(t, h, i).
+ * batch=1: a row of workgroups (y) per step, each its own sequence's step
+ * on row t of the state. */
 ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_node *dn = c->anchor;
   const ssm_type *q = &dn->args[0]->type, *v = &dn->args[2]->type;
@@ -91,14 +93,23 @@ ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
   uint32_t local;
   int64_t nj;
   SSM_TRY(delta_grid(c, &loads, H, DV, &local, &nj, out));
+  int batch = ssm_node_int(dn, "batch", 0) != 0;
+  if (batch) {
+    if (T > 65535)
+      return ssm_status_new(SSM_ERR_UNSUPPORTED, "delta_rule: %lld rows of a batched run need more "
+                            "than 65535 workgroups", (long long)T);
+    out->groups[1] = (uint32_t)T;
+  }
   const char *kv[40] = {"LOCAL", U32(local), "H", I64(H), "HK", I64(HK), "DK", I64(DK), "DV",
-                        I64(DV), "NJ", I64(nj), "STATE", ssm_arena_printf(c->a, "b%d", state),
+                        I64(DV), "NJ", I64(nj), "BATCH", batch ? "1" : "0",
+                        "STATE", ssm_arena_printf(c->a, "b%d", state),
                         "BUFFERS", ssm_cg_buffers_decl(c), "COMMON", ssm_cg_common(c), "LOADS",
                         ssm_cg_loads_text(c, &loads), NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);
   return ssm_cg_finish(c, "delta",
-                       ssm_arena_printf(c->a, "T=%lld H=%lld HK=%lld DK=%lld DV=%lld", (long long)T,
-                                        (long long)H, (long long)HK, (long long)DK, (long long)DV),
+                       ssm_arena_printf(c->a, "T=%lld H=%lld HK=%lld DK=%lld DV=%lld%s", (long long)T,
+                                        (long long)H, (long long)HK, (long long)DK, (long long)DV,
+                                        batch ? " batch" : ""),
                        kv, out);
 }
 

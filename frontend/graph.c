@@ -232,13 +232,8 @@ static ssm_status parse_call(stmt_parser *p, ssm_value **out) {
   if (!n) return ssm_graph_status(b->g);
   if (b->batch) {
     if (op == SSM_OP_CONV1D || op == SSM_OP_SCAN || op == SSM_OP_SAMPLE || op == SSM_OP_ATTENTION ||
-        op == SSM_OP_ROPE || op == SSM_OP_POSITIONS) {
+        op == SSM_OP_ROPE || op == SSM_OP_POSITIONS || op == SSM_OP_DELTA)
       ssm_node_set_int(b->g, n, "batch", 1);
-    } else if (op == SSM_OP_DELTA) {
-      ssm_graph_remove(b->g, n);
-      return ssm_lex_error(lx, off, "delta_rule: batched programs (--slots) do not run it yet: "
-                           "a model with it runs one sequence at a time");
-    }
   }
   for (int k = 0; k < info->nattrs; k++) {
     if (!vals[k].set) continue;

@@ -288,7 +288,8 @@ static ssm_status infer_scan(const ssm_node *n, ssm_type *out) {
 }
 
 /* q and k [T,Hk,Dk], v [T,H,Dv] (H a multiple of Hk), g [T,H] or
- * [T,H,Dk], beta [T,H], state [H,Dk,Dv] -> [T,H,Dv]. */
+ * [T,H,Dk], beta [T,H], state [H,Dk,Dv] (batch=1: [T,H,Dk,Dv], a state
+ * a step) -> [T,H,Dv]. */
 static ssm_status infer_delta(const ssm_node *n, ssm_type *out) {
   char b1[96], b2[96], b3[96];
   const ssm_type *q = arg(n, 0), *k = arg(n, 1), *v = arg(n, 2), *g = arg(n, 3), *be = arg(n, 4),
@@ -309,9 +310,17 @@ static ssm_status infer_delta(const ssm_node *n, ssm_type *out) {
     return bad("delta_rule needs the decay [T,H] or [T,H,Dk] = [%lld,%lld(,%lld)] and beta "
                "[T,H], got %s and %s",
                (long long)T, (long long)h, (long long)dk, FMT(g, b1), FMT(be, b2));
-  if (s->rank != 3 || s->dims[0] != h || s->dims[1] != dk || s->dims[2] != dv)
+  SSM_TRY(need_batch_flag(n));
+  int batch = (int)ssm_node_int(n, "batch", 0);
+  if (s->rank != 3 + batch || (batch && s->dims[0] != T) || s->dims[batch] != h ||
+      s->dims[batch + 1] != dk || s->dims[batch + 2] != dv) {
+    if (batch)
+      return bad("delta_rule batch=1 state must be [T,H,Dk,Dv] = [%lld,%lld,%lld,%lld], got %s "
+                 "(v %s)",
+                 (long long)T, (long long)h, (long long)dk, (long long)dv, FMT(s, b1), FMT(v, b3));
     return bad("delta_rule state must be [H,Dk,Dv] = [%lld,%lld,%lld], got %s (v %s)",
                (long long)h, (long long)dk, (long long)dv, FMT(s, b1), FMT(v, b3));
+  }
   *out = *v;
   return NULL;
 }

@@ -26,7 +26,7 @@
  * go on) and gets a clean state.
  *
  * Without slots (a bundle compiled without them, or a model whose batched
- * program cannot be built: delta_rule), requests take turns round-robin
+ * program cannot be built or opened), requests take turns round-robin
  * in the session, each turn one slice (up to slice_chunks prefill chunks,
  * or up to slice_tokens decode steps, each token streamed as it is drawn).
  * Before a turn the request's state is made the session's: the one there is

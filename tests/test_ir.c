@@ -598,6 +598,31 @@ static void test_verify_errors(void) {
                    "  %4:f32[2,4,6] = delta_rule %0, %0, %1, %2, %1, %3\n  output %4\n}\n",
                    "t.ssmir:6:3: delta_rule needs the decay [T,H] or [T,H,Dk] = [2,4(,8)] and beta [T,H], "
                    "got f32[2,4,6] and f32[2,4,6]");
+  /* batch=1: a state a step, [T,H,Dk,Dv]; one of one sequence is refused */
+  static const char delta_batch[] =
+      "graph g {\n  %0:f32[2,2,8] = input name=\"q\"\n  %1:f32[2,4,6] = input name=\"v\"\n"
+      "  %2:f32[2,4] = input name=\"g\"\n";
+  snprintf(text, sizeof text, "%s  %%3:f32[4,8,6] = state name=\"s\"\n"
+           "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=1\n  output %%4\n}\n",
+           delta_batch);
+  check_verify_err(text, "t.ssmir:6:3: delta_rule batch=1 state must be [T,H,Dk,Dv] = [2,4,8,6], "
+                         "got f32[4,8,6] (v f32[2,4,6])");
+  snprintf(text, sizeof text, "%s  %%3:f32[3,4,8,6] = state name=\"s\"\n"
+           "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=1\n  output %%4\n}\n",
+           delta_batch);
+  check_verify_err(text, "t.ssmir:6:3: delta_rule batch=1 state must be [T,H,Dk,Dv] = [2,4,8,6], "
+                         "got f32[3,4,8,6] (v f32[2,4,6])");
+  snprintf(text, sizeof text, "%s  %%3:f32[2,4,8,6] = state name=\"s\"\n"
+           "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=2\n  output %%4\n}\n",
+           delta_batch);
+  check_verify_err(text, "t.ssmir:6:3: batch must be 0 or 1, got 2");
+  ssm_graph *dg = NULL;
+  snprintf(text, sizeof text, "%s  %%3:f32[2,4,8,6] = state name=\"s\"\n"
+           "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=1\n  output %%4\n}\n",
+           delta_batch);
+  SSM_ASSERT_OK(ssm_graph_parse(text, "t.ssmir", &dg));
+  if (dg) SSM_ASSERT_OK(ssm_graph_verify(dg));
+  ssm_graph_destroy(dg);
   check_verify_err(HDR "  %1:f32[3] = weight name=\"w\"\n  %2:f32[4] = add %0, %1\n  output %2\n}\n",
                    "t.ssmir:4:3: operand shapes f32[4] and f32[3] do not broadcast");
   check_verify_err("graph g {\n  %0:f32[2,3] = input name=\"x\"\n  %1:f32[4] = weight name=\"w\"\n"

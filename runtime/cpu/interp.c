@@ -767,12 +767,12 @@ static void op_scan(const cpu_run *r, const ssm_node *n) {
 
 /* The delta rule, step by step and head by head (ops.def): the state's
  * rows decay, u = S^T k in double, S += k (beta (v - u))^T, o = S^T q in
- * double. */
+ * double. batch=1: step t is a sequence of its own, state row t. */
 static void op_delta(const cpu_run *r, const ssm_node *n) {
   const ssm_value *qv = n->args[0], *vv = n->args[2], *gv = n->args[3];
   int64_t steps = dim(qv, 0), hk = dim(qv, 1), dk = dim(qv, 2), h = dim(vv, 1), dv = dim(vv, 2);
-  int per_channel = gv->type.rank == 3;
-  SSM_ASSERT(hk > 0 && h % hk == 0 && numel(n->args[5]) == h * dk * dv);
+  int per_channel = gv->type.rank == 3, batch = ssm_node_int(n, "batch", 0) != 0;
+  SSM_ASSERT(hk > 0 && h % hk == 0 && numel(n->args[5]) == (batch ? steps : 1) * h * dk * dv);
   const float *q = fbuf(r, qv), *k = fbuf(r, n->args[1]), *v = fbuf(r, vv), *g = fbuf(r, gv),
               *beta = fbuf(r, n->args[4]);
   float *st = fbuf(r, n->args[5]), *o = fbuf(r, n->result);
@@ -780,7 +780,7 @@ static void op_delta(const cpu_run *r, const ssm_node *n) {
     for (int64_t hh = 0; hh < h; hh++) {
       const float *qt = q + (t * hk + hh / (h / hk)) * dk, *kt = k + (t * hk + hh / (h / hk)) * dk;
       const float *vt = v + (t * h + hh) * dv;
-      float *s = st + hh * dk * dv, b = beta[t * h + hh];
+      float *s = st + ((batch ? t * h : 0) + hh) * dk * dv, b = beta[t * h + hh];
       for (int64_t i = 0; i < dk; i++) {
         float d = g[per_channel ? (t * h + hh) * dk + i : t * h + hh];
         for (int64_t j = 0; j < dv; j++) s[i * dv + j] *= d;

@@ -194,10 +194,12 @@ test('errors: usage (status 2) and runtime (status 1) messages; a failed run kee
   assert.ok(!existsSync(join(dir, 'no')));
 });
 
-test("a batched program's WGSL kernels compile (conv, scan, attention, rope, positions and sample of many sequences)", () => {
-  // jamba: attention; bamba: rope; recurrent_gemma: positions and a sliding window
+test("a batched program's WGSL kernels compile (conv, scan, delta rule, attention, rope, positions and sample of many sequences)", () => {
+  // jamba: attention; bamba: rope; recurrent_gemma: positions and a sliding
+  // window; qwen3_next: the delta rule a sequence
   for (const [model, slots] of [['mamba1_tiny', '12'], ['mamba2_tiny', '5'], ['falcon_tiny', '3'],
-                                ['jamba_tiny', '3'], ['bamba_tiny', '2'], ['recurrent_gemma_tiny', '3']]) {
+                                ['jamba_tiny', '3'], ['bamba_tiny', '2'], ['recurrent_gemma_tiny', '3'],
+                                ['qwen3_next_tiny', '3']]) {
     const b = compile(join(ROOT, 'tests/data', model), dir, `${model}-slots`, ['--chunk', '4', '--slots', slots]);
     const c = web(['check', b]);
     assert.equal(c.code, 0, `${model}: ${c.err}`);
