@@ -228,7 +228,8 @@ static ssm_status infer_transpose(const ssm_node *n, ssm_type *out) {
  * sequences of one token, each with its own state row and position). */
 static ssm_status need_batch_flag(const ssm_node *n) {
   int64_t b = ssm_node_int(n, "batch", 0);
-  if (b != 0 && b != 1) return bad("batch must be 0 or 1, got %lld", (long long)b);
+  if (b != 0 && b != 1)
+    return bad("%s batch must be 0 or 1, got %lld", ssm_op_info_get(n->op)->name, (long long)b);
   return NULL;
 }
 

@@ -615,7 +615,7 @@ static void test_verify_errors(void) {
   snprintf(text, sizeof text, "%s  %%3:f32[2,4,8,6] = state name=\"s\"\n"
            "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=2\n  output %%4\n}\n",
            delta_batch);
-  check_verify_err(text, "t.ssmir:6:3: batch must be 0 or 1, got 2");
+  check_verify_err(text, "t.ssmir:6:3: delta_rule batch must be 0 or 1, got 2");
   ssm_graph *dg = NULL;
   snprintf(text, sizeof text, "%s  %%3:f32[2,4,8,6] = state name=\"s\"\n"
            "  %%4:f32[2,4,6] = delta_rule %%0, %%0, %%1, %%2, %%2, %%3 batch=1\n  output %%4\n}\n",
