@@ -572,21 +572,10 @@ static int best_differs(const golden *g, const float *x, const float *y, int r) 
  * token by token and the CPU agree (same_bound). The prompt's other rows
  * are no one's greedy choice and the fixtures keep no margin between their
  * two best logits there (rounding the weights to bf16 leaves one of bamba's
- * within 1e-3), so a different best token there is only reported.
- * minimax_tiny and olmo_hybrid_tiny have no bf16 references yet
- * (tools/gen_half_refs.py runs where transformers does); they are named as
- * skipped. */
+ * within 1e-3), so a different best token there is only reported. */
 static void test_x16_bound(void) {
-  static const char *const no_half_refs[] = {"minimax_tiny", "olmo_hybrid_tiny"};
   for (int f = 0; f < NFIX; f++) {
     const char *name = fixtures[f];
-    int skip = 0;
-    for (size_t k = 0; k < sizeof no_half_refs / sizeof no_half_refs[0]; k++)
-      skip |= !strcmp(name, no_half_refs[k]);
-    if (skip) {
-      fprintf(stderr, "\n  %s bf16: skipped, no bf16 references", name);
-      continue;
-    }
     golden g = {0};
     CU_ASSERT_FATAL(load_golden(name, &g));
     float *same_weights = read_rows(name, "logits_bf16w.f32", &g);
