@@ -34,6 +34,16 @@ PRESETS = {
                         dict(hidden_size=4096, num_hidden_layers=64, vocab_size=65024,
                              state_size=16, expand=2, conv_kernel=4, mixer_rms_eps=1e-6,
                              tie_word_embeddings=False)),
+    # Qwen3-Next-80B's Gated DeltaNet layer widths (16 key heads, 32 value heads of 128),
+    # 4 layers, every one linear attention with a dense MLP: the delta rule's prefill
+    "qwen3-next-gdn4": ("Qwen3NextConfig", "Qwen3NextForCausalLM",
+                        dict(hidden_size=2048, num_hidden_layers=4, vocab_size=151936,
+                             layer_types=["linear_attention"] * 4, mlp_only_layers=[0, 1, 2, 3],
+                             intermediate_size=5120, num_attention_heads=16,
+                             num_key_value_heads=2, head_dim=256, linear_num_key_heads=16,
+                             linear_num_value_heads=32, linear_key_head_dim=128,
+                             linear_value_head_dim=128, linear_conv_kernel_dim=4,
+                             tie_word_embeddings=False)),
 }
 
 

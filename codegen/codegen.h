@@ -85,6 +85,9 @@ typedef struct {
   /* gemm_coop's x made ready once a row by a kernel before it
    * (glsl_coop_prep) where K is a multiple of 8 */
   int coop_prep;
+  /* the delta rule step by step in every program, also where its chunked
+   * form applies (ssm_cg_delta_chunk_applies): a baseline to measure it by */
+  int delta_steps;
 } ssm_cg_opts;
 
 /* The same with options `o` (NULL: the defaults, all zero). */

@@ -131,7 +131,7 @@ static int64_t chunk_for(ssm_lang lang, int64_t T, int64_t DK) {
 
 int ssm_cg_delta_chunk_applies(const cg_ctx *c) {
   const ssm_node *dn = c->anchor;
-  if (!dn || dn->op != SSM_OP_DELTA || ssm_node_int(dn, "batch", 0)) return 0;
+  if (!dn || dn->op != SSM_OP_DELTA || ssm_node_int(dn, "batch", 0) || c->delta_steps) return 0;
   int64_t T = dn->result->type.dims[0], DK = dn->args[0]->type.dims[2];
   if (T < KNOB_DELTA_MIN_TOKENS || dn->args[3]->type.rank != 2) return 0;
   if (dn->args[3]->def->op != SSM_OP_EXP) return 0;

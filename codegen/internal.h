@@ -49,6 +49,7 @@ typedef struct {
   const ssm_node *root, *anchor, *norm;
   ssm_arena *a;
   int coop_prep; /* gemm_coop's x made ready by a kernel of its own (ssm_cg_opts) */
+  int delta_steps; /* the delta rule never in chunks (ssm_cg_opts) */
   const ssm_value *bind[SSM_BUNDLE_MAX_BINDINGS];
   int nbind;
   int in_epilogue; /* emitting the epilogue: the anchor's value is `acc` */

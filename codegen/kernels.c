@@ -107,7 +107,8 @@ ssm_status ssm_cg_kernel_for_group(ssm_graph *g, const ssm_group *gr, ssm_arena 
 ssm_status ssm_cg_kernel_for_group_opts(ssm_graph *g, const ssm_group *gr, const ssm_cg_opts *o,
                                         ssm_arena *a, ssm_cg_kernel *out) {
   cg_ctx c = {.g = g, .id = gr->id, .first = gr->first, .root = gr->root, .anchor = gr->anchor,
-              .norm = gr->norm, .a = a, .coop_prep = o && o->coop_prep};
+              .norm = gr->norm, .a = a, .coop_prep = o && o->coop_prep,
+              .delta_steps = o && o->delta_steps};
   return generate_both(&c, out);
 }
 

@@ -83,8 +83,9 @@ static ssm_status key_of(const ssm_model *m, const ssm_compile_opts *co, char ou
   const char *const texts[] = {"ssmc compile cache 1", SSM_VERSION, ssm_revision()};
   for (int i = 0; i < 3; i++) XXH3_128bits_update(h, texts[i], strlen(texts[i]) + 1);
   XXH3_128bits_update(h, id.id, id.n);
-  int64_t v[6] = {(int64_t)ssm_model_digest(m), ssm_compile_chunk(m, co),
-                  (int64_t)co->dtype, co->no_fuse, co->slots, ssm_compile_coop_prep(co)};
+  int64_t v[7] = {(int64_t)ssm_model_digest(m), ssm_compile_chunk(m, co),
+                  (int64_t)co->dtype, co->no_fuse, co->slots, ssm_compile_coop_prep(co),
+                  ssm_compile_delta_steps(co)};
   XXH3_128bits_update(h, v, sizeof v);
   XXH128_hash_t k = XXH3_128bits_digest(h);
   XXH3_freeState(h);

@@ -450,6 +450,11 @@ int ssm_compile_coop_prep(const ssm_compile_opts *opts) {
   return !opts->no_coop_prep && !(e && !strcmp(e, "0"));
 }
 
+int ssm_compile_delta_steps(const ssm_compile_opts *opts) {
+  const char *e = getenv("SSM_DELTA_CHUNKS");
+  return opts->delta_steps || (e && !strcmp(e, "0"));
+}
+
 static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_opts *o,
                                   const char *name, ssm_mf_program *p) {
   /* the prefill's logits of every row go apart (plan_buffers.c); decode's
@@ -475,7 +480,8 @@ static ssm_status compile_program(compiler *c, ssm_graph *g, const ssm_compile_o
     ssm_cg_kernel k;
     if ((s = ssm_progress_report(&o->progress, stage, (uint64_t)i, (uint64_t)ng))) break;
     ssm_mf_step st = {.barrier = ssm_node_int(gs[i].root, "sync", 1) != 0};
-    ssm_cg_opts cgo = {.coop_prep = ssm_compile_coop_prep(o)};
+    ssm_cg_opts cgo = {.coop_prep = ssm_compile_coop_prep(o),
+                       .delta_steps = ssm_compile_delta_steps(o)};
     if ((s = ssm_cg_kernel_for_group_opts(g, &gs[i], &cgo, c->tmp, &k))) break;
     if ((s = kernel_index(c, &k, &st.kernel))) break;
     memcpy(st.groups, k.groups, sizeof st.groups);

@@ -23,6 +23,9 @@ typedef struct {
    * it (codegen.h, ssm_cg_opts): the product loop then rounds x itself;
    * also asked for by env SSM_COOP_PREP=0 (ssm_compile_coop_prep) */
   int no_coop_prep;
+  /* the delta rule step by step in the prefill program too (ssm_cg_opts
+   * delta_steps); also asked for by env SSM_DELTA_CHUNKS=0 */
+  int delta_steps;
   const char *dump_dir; /* write the IR after every pass here (--dump-ir) */
   ssm_progress progress; /* "compiling decode"/"compiling prefill": kernels made of
                             the program's; may cancel */
@@ -39,6 +42,10 @@ typedef struct {
 /* Whether ssm_compile makes gemm_coop's prep kernels with `opts`: unless
  * its no_coop_prep or env SSM_COOP_PREP=0 says not to. */
 int ssm_compile_coop_prep(const ssm_compile_opts *opts);
+
+/* Whether ssm_compile runs the delta rule step by step in every program
+ * with `opts`: its delta_steps, or env SSM_DELTA_CHUNKS=0. */
+int ssm_compile_delta_steps(const ssm_compile_opts *opts);
 
 /* The prefill program's T that ssm_compile gives `m` with `opts`:
  * prefill_tokens, or when that is 0, SSM_CHUNK_DEFAULT, or the model's

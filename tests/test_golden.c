@@ -1019,6 +1019,30 @@ static void test_delta_chunks(void) {
       }
       free(chunked);
     }
+    /* SSM_DELTA_CHUNKS=0: the prefill program's delta rules step by step,
+     * the baseline the chunked form is measured against */
+    setenv("SSM_DELTA_CHUNKS", "0", 1);
+    const char *made = fixture_bundle(names[i], 16, 0, 0);
+    unsetenv("SSM_DELTA_CHUNKS");
+    CU_ASSERT_FATAL(made != NULL);
+    char steps[700];
+    snprintf(steps, sizeof steps, "%s.steps", made);
+    CU_ASSERT_FATAL(rename(made, steps) == 0);
+    CU_ASSERT(family_kernels(steps, "delta_chunk") == 0);
+    CU_ASSERT(family_kernels(steps, "delta") > 0);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), names[i]);
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.weights = dir;
+    float *seq = run_model(steps, names[i], &g, &o);
+    int row = -1;
+    CU_ASSERT(seq != NULL);
+    if (seq && stepwise) {
+      CU_ASSERT(rel_err(seq, g.logits, &g, &row) <= bound_of(&g, 0));
+      CU_ASSERT(rel_err(seq, stepwise, &g, &row) <= 1e-5);
+    }
+    free(seq);
     free(stepwise);
     free(g.logits);
   }
