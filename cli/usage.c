@@ -131,6 +131,9 @@ static const char usage_bench[] =
     "  --reps N             repeat N times: means and standard deviations\n"
     "  --json               one JSON object (with device, dtype, version, git revision)\n"
     "  --profile            GPU time of every dispatch, by kernel family and op group\n"
+    "  --batch B            instead: the batched decode program's aggregate tokens/s,\n"
+    "                       B sequences stepping together, N steps (a bundle compiled\n"
+    "                       with --slots B)\n"
     "  -q, --quiet          no progress bar\n";
 
 static const char usage_perplexity[] =
