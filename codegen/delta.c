@@ -19,7 +19,7 @@
  * a head and LOCAL of its value columns; A and the masked, decayed Q K^T are
  * computed once a chunk by all its threads in workgroup memory, and each
  * thread carries its column of the state in registers through the chunk's
- * products. The chunk C is the knob's, halved per language until the
+ * products (its v and e, [C] a column, in workgroup memory too). The chunk C is the knob's, halved per language until the
  * chunk's tiles (K, Q [C][DK], A, Q K^T [C][C] and six rows of C) fit its
  * workgroup memory (lang.def's shared_bytes); the grid is the same in both
  * languages. The kernel needs z = log a: exp's operand where the exp is in
@@ -55,12 +55,12 @@ static void decay_fn(cg_ctx *c, ssm_sb *loads, const char *wgsl, const char *gls
 
 /* Both forms' epilogue and grid: threads a workgroup (a value column
  * each), workgroups a head, and the kernel's groups (a head's in a row). */
-static ssm_status delta_grid(cg_ctx *c, ssm_sb *loads, int64_t H, int64_t DV, uint32_t *out_local,
-                             int64_t *out_nj, ssm_cg_kernel *out) {
+static ssm_status delta_grid(cg_ctx *c, ssm_sb *loads, int64_t H, int64_t DV, uint32_t threads,
+                             uint32_t *out_local, int64_t *out_nj, ssm_cg_kernel *out) {
   *out_local = 0;
   *out_nj = 0;
   ssm_cg_epilogue(c, loads, 0);
-  uint32_t local = KNOB_DELTA_THREADS;
+  uint32_t local = threads;
   while (local > 32 && local / 2 >= (uint32_t)DV) local /= 2;
   int64_t nj = (DV + local - 1) / local;
   if (H * nj > 65535)
@@ -92,7 +92,7 @@ ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
              "float in_g(uint t, uint h, uint i) { return in_gh(t, h); }");
   uint32_t local;
   int64_t nj;
-  SSM_TRY(delta_grid(c, &loads, H, DV, &local, &nj, out));
+  SSM_TRY(delta_grid(c, &loads, H, DV, KNOB_DELTA_THREADS, &local, &nj, out));
   int batch = ssm_node_int(dn, "batch", 0) != 0;
   if (batch) {
     if (T > 65535)
@@ -113,20 +113,20 @@ ssm_status ssm_cg_gen_delta(cg_ctx *c, ssm_cg_kernel *out) {
                        kv, out);
 }
 
-/* Floats of workgroup memory of a chunk of C: K and Q [C][DK], A and the
- * masked Q K^T [C][C], and six rows of C (z, Λ's hi and lo, exp(Λ_t),
- * exp(Λ_C - Λ_t), beta). */
-static int64_t chunk_floats(int64_t C, int64_t DK) {
-  return 2 * C * DK + 2 * C * C + 6 * C;
+/* Floats of workgroup memory of a chunk of C with L threads: K and Q
+ * [C][DK], A and the masked Q K^T [C][C], six rows of C (z, Λ's hi and lo,
+ * exp(Λ_t), exp(Λ_C - Λ_t), beta) and each thread's v, then e, [C][L]. */
+static int64_t chunk_floats(int64_t C, int64_t DK, int64_t L) {
+  return 2 * C * DK + 2 * C * C + 6 * C + C * L;
 }
 
 /* The chunk of language `lang` for a run of T tokens (0: none fits). */
 static int64_t chunk_for(ssm_lang lang, int64_t T, int64_t DK) {
   int64_t C = KNOB_DELTA_CHUNK;
   while (C / 2 >= T && C > KNOB_DELTA_MIN_CHUNK) C /= 2;
-  while (C > KNOB_DELTA_MIN_CHUNK && chunk_floats(C, DK) * 4 > ssm_cg_langs[lang].shared_bytes)
-    C /= 2;
-  return chunk_floats(C, DK) * 4 <= ssm_cg_langs[lang].shared_bytes ? C : 0;
+  const int64_t L = KNOB_DELTA_CHUNK_THREADS, bytes = ssm_cg_langs[lang].shared_bytes;
+  while (C > KNOB_DELTA_MIN_CHUNK && chunk_floats(C, DK, L) * 4 > bytes) C /= 2;
+  return chunk_floats(C, DK, L) * 4 <= bytes ? C : 0;
 }
 
 int ssm_cg_delta_chunk_applies(const cg_ctx *c) {
@@ -162,14 +162,15 @@ ssm_status ssm_cg_gen_delta_chunk(cg_ctx *c, ssm_cg_kernel *out) {
   }
   uint32_t local;
   int64_t nj;
-  SSM_TRY(delta_grid(c, &loads, H, DV, &local, &nj, out));
+  SSM_TRY(delta_grid(c, &loads, H, DV, KNOB_DELTA_CHUNK_THREADS, &local, &nj, out));
   int64_t oa = 2 * C * DK, om = oa + C * C, oz = om + C * C;
-  SSM_ASSERT(oz + 6 * C == chunk_floats(C, DK));
+  SSM_ASSERT(oz + 6 * C + C * local == chunk_floats(C, DK, local));
   const char *kv[64] = {"LOCAL", U32(local), "C", I64(C), "H", I64(H), "HK", I64(HK), "DK",
-                        I64(DK), "DV", I64(DV), "NJ", I64(nj), "SHARED", I64(chunk_floats(C, DK)),
+                        I64(DK), "DV", I64(DV), "NJ", I64(nj), "SHARED",
+                        I64(chunk_floats(C, DK, local)),
                         "OQ", I64(C * DK), "OA", I64(oa), "OM", I64(om), "OZ", I64(oz), "OLH",
                         I64(oz + C), "OLL", I64(oz + 2 * C), "OEX", I64(oz + 3 * C), "OW",
-                        I64(oz + 4 * C), "OB", I64(oz + 5 * C), "STATE",
+                        I64(oz + 4 * C), "OB", I64(oz + 5 * C), "OE", I64(oz + 6 * C), "STATE",
                         ssm_arena_printf(c->a, "b%d", state), "BUFFERS", ssm_cg_buffers_decl(c),
                         "COMMON", ssm_cg_common(c), "LOADS", ssm_cg_loads_text(c, &loads), NULL};
   ssm_cg_run_count(c, T, kv, sizeof kv / sizeof *kv);

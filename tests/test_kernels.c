@@ -620,9 +620,11 @@ static void test_delta_chunk(void) {
   delta_chunk("delta_chunk T=150 run 140 H=4 HK=2 DK=16 DV=24", 150, 140, DIMS(4, 2, 16, 24, 0));
   delta_chunk("delta_chunk T=100 H=6 HK=3 DK=128 DV=40 (chunks of 16)", 100, 100,
               DIMS(6, 3, 128, 40, 0));
-  delta_chunk("delta_chunk T=64 run 5 H=2 HK=1 DK=32 DV=70 (2 workgroups a head)", 64, 5,
+  delta_chunk("delta_chunk T=64 run 5 H=2 HK=1 DK=32 DV=70 (several workgroups a head)", 64, 5,
               DIMS(2, 1, 32, 70, 0));
   delta_chunk("delta_chunk T=8 H=4 HK=2 DK=8 DV=6", 8, 8, DIMS(4, 2, 8, 6, 0));
+  delta_chunk("delta_chunk T=30 H=2 HK=1 DK=7 DV=10 (dot products' tail)", 30, 30,
+              DIMS(2, 1, 7, 10, 0));
   delta_chunk("delta_chunk T=40 H=3 HK=3 DK=16 DV=12, decays of 0 (z = -inf)", 40, 40,
               DIMS(3, 3, 16, 12, 1));
   end_list();
