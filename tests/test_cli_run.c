@@ -336,17 +336,24 @@ static void test_cache(void) {
   CU_ASSERT_STRING_EQUAL(ls, want);
   free(ls);
   /* a compile option outside the command line (SSM_COOP_PREP=0: no gemm_coop
-   * prep kernels) is part of the key: another entry, the same ids */
-  char *prep = sh(0, "SSM_COOP_PREP=0 %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
-                  "2>%s/err && tail -n 1 %s/err", env, home, home);
-  char *pnl = strchr(prep, '\n');
-  cJSON *pj = cJSON_Parse(pnl ? pnl + 1 : "");
-  CU_ASSERT_PTR_NOT_NULL_FATAL(pj);
-  CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(pj, "cache")->valuestring, "miss");
-  CU_ASSERT_STRING_NOT_EQUAL(cJSON_GetObjectItem(pj, "cache_file")->valuestring, path);
-  CU_ASSERT_EQUAL(strncmp(prep, first, strlen(first)), 0);
-  cJSON_Delete(pj);
-  free(prep);
+   * prep kernels; SSM_DELTA_CHUNKS=0: the delta rule step by step) is part
+   * of the key: an entry of its own each, the same ids */
+  static const char *const outside[] = {"SSM_COOP_PREP=0", "SSM_DELTA_CHUNKS=0"};
+  char files[2][1024] = {"", ""};
+  for (int k = 0; k < 2; k++) {
+    char *prep = sh(0, "%s %s $SSMC run " FIX " --backend vulkan --tokens 1,2,3 -n 4 --json "
+                    "2>%s/err && tail -n 1 %s/err", outside[k], env, home, home);
+    char *pnl = strchr(prep, '\n');
+    cJSON *pj = cJSON_Parse(pnl ? pnl + 1 : "");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pj);
+    CU_ASSERT_STRING_EQUAL(cJSON_GetObjectItem(pj, "cache")->valuestring, "miss");
+    snprintf(files[k], sizeof files[k], "%s", cJSON_GetObjectItem(pj, "cache_file")->valuestring);
+    CU_ASSERT_STRING_NOT_EQUAL(files[k], path);
+    CU_ASSERT_EQUAL(strncmp(prep, first, strlen(first)), 0);
+    cJSON_Delete(pj);
+    free(prep);
+  }
+  CU_ASSERT_STRING_NOT_EQUAL(files[0], files[1]);
   /* an entry is this model's only when it records the key it is named by:
    * another model's entry copied there (same tensor names and shapes), or a
    * bundle of other shapes written there, is compiled again and replaced */
