@@ -997,17 +997,17 @@ static void test_delta_chunks(void) {
     CU_ASSERT(g.np == 9);
     ssmc_options o1 = opts(SSMC_BACKEND_VULKAN, 1);
     float *stepwise = run_fixture(names[i], &g, &o1);
+    char dir[512];
+    snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), names[i]);
+    ssmc_options o;
+    ssmc_options_init(&o);
+    o.weights = dir;
     for (size_t p = 0; p < sizeof prefill / sizeof *prefill; p++) {
       const char *bundle = fixture_bundle(names[i], prefill[p], 0, 0);
       CU_ASSERT_FATAL(bundle != NULL);
       int chunked_kernels = family_kernels(bundle, "delta_chunk");
       CU_ASSERT(chunked_kernels > 0);                 /* prefill */
       CU_ASSERT(family_kernels(bundle, "delta") > 0); /* decode */
-      char dir[512];
-      snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), names[i]);
-      ssmc_options o;
-      ssmc_options_init(&o);
-      o.weights = dir;
       float *chunked = run_model(bundle, names[i], &g, &o);
       int row = -1;
       if (chunked && stepwise) {
@@ -1030,11 +1030,6 @@ static void test_delta_chunks(void) {
     CU_ASSERT_FATAL(rename(made, steps) == 0);
     CU_ASSERT(family_kernels(steps, "delta_chunk") == 0);
     CU_ASSERT(family_kernels(steps, "delta") > 0);
-    char dir[512];
-    snprintf(dir, sizeof dir, "%s/%s", ssm_test_path("tests/data"), names[i]);
-    ssmc_options o;
-    ssmc_options_init(&o);
-    o.weights = dir;
     float *seq = run_model(steps, names[i], &g, &o);
     int row = -1;
     CU_ASSERT(seq != NULL);
