@@ -25,6 +25,10 @@
 // thing mapped back, is read. A program that reads its position gets each
 // step's from a second ring, written once for the batch and copied in
 // before the step.
+// Slots (a bundle compiled with --slots B): the batched decode program
+// advances B sequences by a token each; a slot's state is a row of the
+// slots buffers, copied from and to the one-sequence state on the device,
+// and its ids and positions go through rings as generate's do.
 
 import { SAMPLER_STATE_LEN } from './bundle.mjs';
 import { applyTransform, toHalf, toQuant } from './transform.mjs';
@@ -342,16 +346,37 @@ export class Runtime {
     this.runDecodeStateSteps = this.decodeSteps.slice(0, stateSteps(m.decode)).filter(noSample);
     this.prefillSteps = dispatches.slice(m.decode.steps.length, m.decode.steps.length + m.prefill.steps.length);
     this.prefillStateSteps = this.prefillSteps.slice(0, stateSteps(m.prefill));
+    // the batched program's dispatches, and each slot's state row by the
+    // name of the one-sequence state it holds (bundle/manifest.c:
+    // ssm_manifest_slots_state); slotPos is each slot's position, -1 while
+    // no sequence holds it (runtime/slots.c keeps it with the loaded model)
+    this.slots = m.batch ? m.batch.tokens : 0;
+    this.batchSteps = dispatches.slice(m.decode.steps.length + m.prefill.steps.length);
+    this.slotRows = new Map(m.slotStates.map((t) => [t.name.slice('slots.'.length), t]));
+    this.slotPos = new Array(this.slots).fill(-1);
     // host-visible readback: logits of one run (a prefill's: made larger
     // when first asked for, #makeOutputs), and the ring of drawn ids
-    this.logitsRead = device.createBuffer({ size: m.decode.output.bytes, usage: MAP_READ | COPY_DST });
+    this.logitsRead = device.createBuffer({ size: this.#oneRunLogitsBytes(), usage: MAP_READ | COPY_DST });
     this.ring = device.createBuffer({ size: GEN_BATCH * 4, usage: STORAGE | COPY_SRC | COPY_DST });
     this.ringRead = device.createBuffer({ size: GEN_BATCH * 4, usage: MAP_READ | COPY_DST });
     this.posRing = device.createBuffer({ size: GEN_BATCH * 4, usage: COPY_SRC | COPY_DST });
+    if (this.slots) {
+      const bytes = GEN_BATCH * this.slots * 4;
+      this.slotRing = device.createBuffer({ size: bytes, usage: STORAGE | COPY_SRC | COPY_DST });
+      this.slotRingRead = device.createBuffer({ size: bytes, usage: MAP_READ | COPY_DST });
+      this.slotPosRing = device.createBuffer({ size: bytes, usage: COPY_SRC | COPY_DST });
+      // the slots start zeroed (as every new buffer), each with a greedy sampler
+      for (let i = 0; i < this.slots; i++) this.slotSampler(i, this.sampler);
+    }
     const err = await device.popErrorScope();
     if (err) throw new GpuError(`${this.name}: ${err.message}`);
     await this.reset();
     this.#check();
+  }
+
+  // The logits of a decode run, or of a step of the batched program.
+  #oneRunLogitsBytes() {
+    return Math.max(this.m.decode.output.bytes, this.m.batch?.output.bytes ?? 0);
   }
 
   #check() {
@@ -382,8 +407,9 @@ export class Runtime {
     }
     for (const d of this.prefillSteps) d.group ??= this.bindGroup(d.plan);
     for (const d of this.decodeSteps) d.group ??= this.bindGroup(d.plan);
+    for (const d of this.batchSteps) d.group ??= this.bindGroup(d.plan);
     this.logitsRead.destroy();
-    this.logitsRead = device.createBuffer({ size: Math.max(m.decode.output.bytes, m.prefill.output.bytes),
+    this.logitsRead = device.createBuffer({ size: Math.max(this.#oneRunLogitsBytes(), m.prefill.output.bytes),
                                            usage: MAP_READ | COPY_DST });
   }
 
@@ -535,8 +561,74 @@ export class Runtime {
     return ids;
   }
 
-  // GPU time of each dispatch of the decode program (or the prefill's, a
-  // whole chunk), the mean over `runs` runs from a fresh state, as
+  // Copies every state into row `slot` of its slots state (toSlot), or
+  // back (runtime/vulkan/exec.c: vk_slot_copy).
+  slotCopy(slot, toSlot) {
+    const enc = this.device.createCommandEncoder();
+    for (const t of this.m.states) {
+      const row = this.slotRows.get(t.name);
+      if (!row) continue;
+      const state = this.buffers[t.region.buffer], slots = this.buffers[row.region.buffer];
+      const at = row.region.offset + slot * t.region.bytes;
+      if (toSlot) enc.copyBufferToBuffer(state, t.region.offset, slots, at, t.region.bytes);
+      else enc.copyBufferToBuffer(slots, at, state, t.region.offset, t.region.bytes);
+    }
+    this.device.queue.submit([enc.finish()]);
+  }
+
+  // Slot `slot`'s sampler settings (samplerState, its step included).
+  slotSampler(slot, state) {
+    const r = this.m.batch.sampler, bytes = SAMPLER_STATE_LEN * 4;
+    this.#write({ buffer: r.buffer, offset: r.offset + slot * bytes }, state);
+  }
+
+  // Up to n steps of the batched decode program (runtime/vulkan/exec.c:
+  // vk_batch_generate): slot i is fed first[i] and then each id it draws,
+  // at position pos[i] + j in step j (0 for a slot at -1). Up to `batch`
+  // steps are queued in a submission (one with onLogits(rows, step), which
+  // gets every step's slots x vocab logits). Every step of a submission runs
+  // for every slot; a slot that draws -1 (a non-finite logit) ends the
+  // call after its submission. Resolves to {ids (Int32Array, n x slots;
+  // -2 for the steps that did not run), ran (the steps that did), bad (the
+  // first slot that drew -1, else -1)}.
+  async batchGenerate(first, pos, n, { onLogits = null, batch = GEN_BATCH } = {}) {
+    const b = this.m.batch, B = this.slots;
+    if (this.batchSteps.some((d) => !d.group)) await this.#makeOutputs();
+    const ids = new Int32Array(n * B).fill(-2);
+    const next = this.buffers[b.next.buffer], tokensIn = this.buffers[b.tokensIn.buffer];
+    const row = B * 4, logitsBytes = b.output.bytes;
+    this.#write(b.tokensIn, Int32Array.from(first));
+    for (let done = 0; done < n;) {
+      const k = onLogits ? 1 : Math.min(batch, GEN_BATCH, n - done);
+      if (b.hasPos)
+        this.device.queue.writeBuffer(this.slotPosRing, 0, Int32Array.from({ length: k * B }, (_, x) => {
+          const p = pos[x % B];
+          return p < 0 ? 0 : p + done + Math.floor(x / B);
+        }));
+      const enc = this.device.createCommandEncoder();
+      for (let j = 0; j < k; j++) {
+        if (b.hasPos) enc.copyBufferToBuffer(this.slotPosRing, row * j, this.buffers[b.pos.buffer], b.pos.offset, row);
+        this.#encode(enc, this.batchSteps);
+        // through the ring: WebGPU copies never stay within one buffer
+        enc.copyBufferToBuffer(next, b.next.offset, this.slotRing, row * j, row);
+        enc.copyBufferToBuffer(this.slotRing, row * j, tokensIn, b.tokensIn.offset, row);
+      }
+      enc.copyBufferToBuffer(this.slotRing, 0, this.slotRingRead, 0, row * k);
+      if (onLogits) enc.copyBufferToBuffer(this.buffers[b.output.buffer], b.output.offset, this.logitsRead, 0, logitsBytes);
+      this.device.queue.submit([enc.finish()]);
+      const got = new Int32Array(await this.#read(this.slotRingRead, row * k));
+      ids.set(got, done * B);
+      done += k;
+      if (onLogits) onLogits(new Float32Array(await this.#read(this.logitsRead, logitsBytes)), done - 1);
+      const bad = got.findIndex((id) => id < 0);
+      if (bad >= 0) return { ids, ran: done, bad: bad % B };
+    }
+    return { ids, ran: n, bad: -1 };
+  }
+
+  // GPU time of each dispatch of the decode program (or, with `prefill`
+  // true, the prefill's, a whole chunk; with 2, the batched program's, every
+  // slot), the mean over `runs` runs from a fresh state, as
   // `ssmc bench --profile` (runtime/vulkan/exec.c): [{kernel, family, op,
   // us, bytes}] with the bytes of its bindings. Each dispatch gets a
   // compute pass of its own for its timestamps, so the sum is a little
@@ -544,10 +636,13 @@ export class Runtime {
   async profile(prefill, runs) {
     if (!this.device.features.has('timestamp-query'))
       throw new GpuError(`${this.name}: opened without timestamp queries (Runtime.open's profile)`);
-    const p = prefill ? this.m.prefill : this.m.decode;
-    const steps = prefill ? this.prefillSteps : this.decodeSteps;
+    if (prefill === 2 && !this.slots)
+      throw new GpuError(`${this.name}: the bundle has no batched decode program: compile it with --slots B`);
+    const p = prefill === 2 ? this.m.batch : prefill ? this.m.prefill : this.m.decode;
+    const steps = prefill === 2 ? this.batchSteps : prefill ? this.prefillSteps : this.decodeSteps;
     if (steps.some((d) => !d.group)) await this.#makeOutputs();
-    const n = steps.length, count = p.tokens;
+    // a run of the batched program advances each of its rows by one
+    const n = steps.length, count = p.tokens, advance = prefill === 2 ? 1 : count;
     const qs = this.device.createQuerySet({ type: 'timestamp', count: 2 * n });
     const resolved = this.device.createBuffer({ size: 16 * n, usage: QUERY_RESOLVE | COPY_SRC });
     const read = this.device.createBuffer({ size: 16 * n, usage: MAP_READ | COPY_DST });
@@ -556,10 +651,10 @@ export class Runtime {
     try {
       await this.reset();
       for (let r = 0; r < runs; r++) {
-        if (p.hasPos && this.m.max_seq && this.position + count > this.m.max_seq) await this.reset();
+        if (p.hasPos && this.m.max_seq && this.position + advance > this.m.max_seq) await this.reset();
         this.#write(p.tokensIn, tokens);
-        if (p.hasPos) this.#write(p.pos, Int32Array.of(this.position));
-        if (prefill) this.#setRunCount(count);
+        if (p.hasPos) this.#write(p.pos, new Int32Array(p.pos.bytes / 4).fill(this.position));
+        if (p === this.m.prefill) this.#setRunCount(count);
         const enc = this.device.createCommandEncoder();
         steps.forEach((d, i) => {
           const pass = enc.beginComputePass({ timestampWrites: { querySet: qs, beginningOfPassWriteIndex: 2 * i,
@@ -572,11 +667,13 @@ export class Runtime {
         enc.resolveQuerySet(qs, 0, 2 * n, resolved, 0);
         enc.copyBufferToBuffer(resolved, 0, read, 0, 16 * n);
         this.device.queue.submit([enc.finish()]);
-        this.position += count;
+        this.position += advance;
         const t = new BigInt64Array(await this.#read(read, 16 * n));
         for (let i = 0; i < n; i++) us[i] += Number(t[2 * i + 1] - t[2 * i]) / 1e3 / runs;
       }
       await this.reset();
+      // the batched runs overwrote every slot: none holds a sequence now
+      if (prefill === 2) this.slotPos.fill(-1);
     } finally {
       qs.destroy();
       resolved.destroy();

@@ -4,8 +4,10 @@
 // prefill runs take any count (else token by token); then either the
 // device sampler draws every token (its last prompt token is the first
 // input, ids stay on the GPU) or, with hostGreedy, the logits come back and
-// the argmax is taken here. Also bench(), the measurements of
-// runtime/bench.c.
+// the argmax is taken here. Also the slots of a bundle compiled with
+// --slots B, as runtime/slots.c has them (joinSlot, stepSlots, takeSlot,
+// leaveSlot, and generateBatch over them), and bench() and benchBatch(),
+// the measurements of runtime/bench.c.
 
 import { samplerState, seenAdd, seenHas, GEN_BATCH, SEEN_BITS } from './gpu.mjs';
 
@@ -139,6 +141,144 @@ export class Session {
     return out;
   }
 
+  // ---- many sequences in one step (ssmc.h; runtime/slots.c) ----
+  // The slots live with the runtime, so every Session on one runtime steps
+  // them together: a session joins a slot (its state is copied there, on
+  // the device), the slots step, and a session takes a slot's state back
+  // to go on alone. A slot keeps its state until another session joins it.
+
+  // The slots of the bundle (0: none).
+  slots() {
+    return this.rt.slots;
+  }
+
+  #slotCheck(slot) {
+    const rt = this.rt;
+    if (!rt.slots) throw new Error(`${rt.name}: the bundle has no slots: compile it with --slots B`);
+    if (!(Number.isInteger(slot) && slot >= 0 && slot < rt.slots))
+      throw new Error(`slot ${slot} is not one of the bundle's ${rt.slots} slots`);
+  }
+
+  // Copies the state (the sequence so far) into slot `slot`, with the
+  // sampler settings of `o`: temperature, topK, topP, minP, seed (as
+  // generate(); greedy by default) and step (the sampler's counter for the
+  // first draw, below 2^24). The batched sampler has no repetition penalty.
+  async joinSlot(slot, o = {}) {
+    this.#slotCheck(slot);
+    const rt = this.rt;
+    const st = samplerState(o.temperature ?? 0, o.topK ?? 0, o.topP ?? 1, o.seed ?? 0, o.minP ?? 0,
+                            o.repeatPenalty ?? 1);
+    if (st[6] > 0)
+      throw new Error(`slot ${slot}: the batched program's sampler has no repetition penalty ` +
+                      '(decode the request in its session)');
+    const step = o.step ?? 0;
+    if (!(Number.isInteger(step) && step >= 0 && step < 1 << 24))
+      throw new Error(`sampler step ${step} is not an integer in [0, 2^24)`);
+    st[4] = step;
+    rt.slotCopy(slot, true);
+    rt.slotSampler(slot, st);
+    rt.slotPos[slot] = rt.position;
+  }
+
+  // Copies slot `slot`'s state back: the state then covers what it covered
+  // when it joined and every id fed to that slot since. A slot that no
+  // session joined, or that was left since, is refused.
+  async takeSlot(slot) {
+    this.#slotCheck(slot);
+    const rt = this.rt;
+    if (rt.slotPos[slot] < 0)
+      throw new Error(`slot ${slot} holds no sequence (no session joined it, or it was left since)`);
+    rt.slotCopy(slot, false);
+    rt.position = rt.slotPos[slot];
+    this.last = null;
+  }
+
+  // Marks slot `slot` as holding no sequence until a session joins it: it
+  // steps on (its ids to be ignored) at position 0, so that in a model with
+  // attention it never reaches max_seq.
+  async leaveSlot(slot) {
+    this.#slotCheck(slot);
+    this.rt.slotPos[slot] = -1;
+  }
+
+  // Runs `steps` steps of every slot: slot i is fed first[i] and then each
+  // id it draws; the id slot i draws at step j is ids[j * slots + i]
+  // (Int32Array). Slots that no session joined step too: ignore their ids.
+  // onLogits(rows, step) gets each step's slots x vocab logits (one step a
+  // submission; else up to `batch` steps, GEN_BATCH by default). A
+  // non-finite logit fails the call naming the slot; the steps that ran
+  // still count for every slot, and the error's `ids` has them: -1 for that
+  // slot at that step (its state is lost: join it again), -2 where no step
+  // ran.
+  async stepSlots(first, steps, { onLogits = null, batch } = {}) {
+    this.#slotCheck(0);
+    const rt = this.rt, B = rt.slots, pos = rt.slotPos;
+    if (!(Number.isInteger(steps) && steps >= 0)) throw new Error(`steps ${steps} is not a count >= 0`);
+    if (first?.length !== B) throw new Error(`stepSlots: first has ${first?.length} ids, not one per slot (${B})`);
+    for (let i = 0; i < B; i++)
+      if (!(Number.isInteger(first[i]) && first[i] >= 0 && first[i] < rt.vocab))
+        throw new Error(`slot ${i}: token id ${first[i]} is out of range (vocab ${rt.vocab})`);
+    const max = rt.m.max_seq;
+    for (let i = 0; i < B; i++)
+      if (max && pos[i] >= 0 && pos[i] + steps > max)
+        throw new Error(`slot ${i}: position ${pos[i] + steps} is past --max-seq ${max}`);
+    if (!steps) return new Int32Array(0);
+    const r = await rt.batchGenerate(first, pos, steps, { onLogits, batch });
+    for (let i = 0; i < B; i++) if (pos[i] >= 0) pos[i] += r.ran;
+    if (r.bad >= 0) {
+      const j = Math.floor(r.ids.indexOf(-1) / B);
+      const at = pos[r.bad] < 0 ? j : pos[r.bad] - r.ran + j;
+      const e = new Error(`slot ${r.bad}: non-finite logit at position ${at}: the model or its weights produce inf/NaN`);
+      e.ids = r.ids;
+      throw e;
+    }
+    return r.ids;
+  }
+
+  // Each prompt (ids) prefilled from a reset state and joined into a slot
+  // of its own (slots 0, 1, ...), then up to n ids drawn for every one in
+  // steps of all the slots together; resolves to each sequence's ids. `o`:
+  // joinSlot's sampler settings, for every prompt or (an array) one each,
+  // and eos (an id or a list: a sequence ends at it, not included; the
+  // steps end when every sequence has). The slots are left after, and the
+  // state is reset.
+  async generateBatch(prompts, n, o = {}) {
+    const rt = this.rt, B = this.slots();
+    this.#slotCheck(0);
+    if (prompts.length > B)
+      throw new Error(`generateBatch: ${prompts.length} prompts, but the bundle has ${B} slots`);
+    const opts = Array.isArray(o) ? o : prompts.map(() => o);
+    const eos = opts.map((x) => new Set([x.eos ?? []].flat()));
+    const out = prompts.map(() => []), open = prompts.map(() => true);
+    let first = new Array(B).fill(0), joined = 0;
+    try {
+      for (const [i, prompt] of prompts.entries()) {
+        if (!prompt.length) throw new Error(`generateBatch: prompt ${i} has no tokens`);
+        await rt.reset();
+        await this.feed(prompt.slice(0, -1), false);
+        await this.joinSlot(i, opts[i]);
+        joined++;
+        first[i] = prompt[prompt.length - 1];
+      }
+      for (let done = 0; done < n && open.some(Boolean);) {
+        const k = Math.min(GEN_BATCH, n - done);
+        const ids = await this.stepSlots(first, k);
+        for (const [i, seq] of out.entries())
+          for (let j = 0; j < k && open[i]; j++) {
+            const id = ids[j * B + i];
+            if (eos[i].has(id)) open[i] = false;
+            else seq.push(id);
+          }
+        first = Array.from(ids.subarray((k - 1) * B));
+        done += k;
+      }
+      return out;
+    } finally {
+      for (let i = 0; i < joined; i++) rt.slotPos[i] = -1;
+      await rt.reset();
+    }
+  }
+
   // runtime/bench.c's measurements: decode with the logits read back and
   // the argmax taken here; decode with the sampler feeding each token back
   // on the device (`batch` steps per submission, GEN_BATCH by default);
@@ -177,5 +317,33 @@ export class Session {
       weight_bytes: rt.m.weights.reduce((a, w) => a + w.region.bytes, 0),
       batch,
     };
+  }
+
+  // runtime/bench.c's ssmc_session_bench_batch: `steps` steps of the batched
+  // program, every slot from the reset state (each fed an id of its own)
+  // and drawing greedily, after a warm-up; resolves to the aggregate tokens
+  // a second of all the slots. The state is reset after, and every slot is
+  // overwritten (left).
+  async benchBatch(steps, batch = GEN_BATCH) {
+    const rt = this.rt, B = rt.slots, n = Math.max(1, steps), warm = Math.min(n, 8);
+    this.#slotCheck(0);
+    if (rt.m.max_seq && warm + n > rt.m.max_seq)
+      throw new Error(`${n} steps (and ${warm} to warm up) are past --max-seq ${rt.m.max_seq}`);
+    await rt.reset();
+    const greedy = samplerState(0, 0, 1, 0);
+    const first = Array.from({ length: B }, (_, i) => (1 + i * 7919) % rt.vocab);
+    for (let i = 0; i < B; i++) {
+      rt.slotCopy(i, true);
+      rt.slotSampler(i, greedy);
+    }
+    rt.slotPos.fill(-1);
+    const pos = new Array(B).fill(0);
+    await rt.batchGenerate(first, pos, warm, { batch });
+    pos.fill(warm);
+    const t0 = performance.now();
+    await rt.batchGenerate(first, pos, n, { batch });
+    const t1 = performance.now();
+    await rt.reset();
+    return B * n / ((t1 - t0) / 1e3);
   }
 }
