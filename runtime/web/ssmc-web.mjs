@@ -5,7 +5,7 @@
 //   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens IDS | --prompt TEXT|-) [-n N]
 //        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
 //        [--tokenizer FILE] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
-//   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--profile] [--json]
+//   node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--slots B] [--profile] [--json]
 //   node runtime/web/ssmc-web.mjs check BUNDLE
 //
 // --weights defaults to the weights directory the bundle records (as ssmc run).
@@ -34,15 +34,18 @@ const USAGE = `usage:
   node runtime/web/ssmc-web.mjs run BUNDLE [--weights DIR] (--tokens 1,2,3 | --prompt TEXT|-) [-n N]
        [--greedy | --temperature T --top-k K --top-p P --min-p M --seed S] [--repeat-penalty P]
        [--tokenizer tokenizer.json] [--eos ID] [--dump-logits FILE] [--batch K] [-q | --json]
-  node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--profile] [--json]
+  node runtime/web/ssmc-web.mjs bench BUNDLE [--weights DIR] [-n N] [--batch K] [--slots B] [--profile] [--json]
   node runtime/web/ssmc-web.mjs check BUNDLE   (compiles every kernel's WGSL)
 The same contract as ssmc run and ssmc bench, on WebGPU (Dawn); --weights defaults to
 the weights directory the bundle records, and its generation_config.json gives run's
 defaults (end-of-text ids, sampler settings), which the options given override.
 --batch K: decode steps queued per submission (1 to ${GEN_BATCH}; default ${GEN_BATCH}).
+bench --slots B: instead, the batched decode program's aggregate tokens/s, B sequences
+stepping together, N steps (a bundle compiled with --slots B; ssmc bench --batch B).
 run -q: no timing summary on stderr; run --json: the summary as one line of JSON.
 bench --profile: each dispatch's GPU time (timestamp queries; 64 decode runs, 8 prefill
-runs) with totals per kernel family and op group, as ssmc bench --profile.
+runs; with --slots, 16 runs of the batched program) with totals per kernel family and
+op group, as ssmc bench --profile.
 `;
 
 class UsageError extends Error {}
@@ -109,6 +112,11 @@ async function readIfThere(path) {
 async function openRuntime(args, cmd, profile = false) {
   if (!args._) throw new UsageError(`${cmd}: missing BUNDLE`);
   const bundle = readBundle(await readFile(args._), args._);
+  // bench --slots B: the bundle's batched program, before any weight is read
+  const slots = bundle.manifest.batch?.tokens ?? 0;
+  if (args['--slots'] && slots !== args['--slots'])
+    throw new Error(`${args._}: --slots ${args['--slots']}: the bundle's batched decode program advances ${slots} ` +
+                    `sequences (compile it with --slots ${args['--slots']})`);
   // the weights directory the bundle records, unless --weights names one
   args['--weights'] ??= bundle.manifest.sourceDir;
   if (!args['--weights'])
@@ -249,9 +257,11 @@ async function cmdBench(argv) {
     '--weights': 'str', '--json': 'flag', '--profile': 'flag',
     '-n': [0, 1 << 24, 'a token count from 0 to 16777216', true],
     '--batch': [1, GEN_BATCH, `a count from 1 to ${GEN_BATCH}`, true],
+    '--slots': [1, 256, 'a sequence count from 1 to 256', true],
   });
   const { rt } = await openRuntime(a, 'bench', !!a['--profile']);
   try {
+    if (a['--slots']) return await benchSlots(rt, a);
     const b = await new Session(rt).bench(a['-n'] ?? 128, a['--batch']);
     // the programs timed, as ssmc bench --profile: 64 decode runs, 8 prefill runs
     const profiles = [];
@@ -281,6 +291,29 @@ async function cmdBench(argv) {
     }
   } finally {
     rt.destroy();
+  }
+}
+
+// bench --slots B: the batched decode program's aggregate tokens a second,
+// as ssmc bench --batch B reports them (cli/run.c: bench_batch). ssmc-web's
+// --batch already counts decode steps per submission, so the sequences are
+// --slots, the option that compiled them; --batch still sets the steps
+// queued per submission. openRuntime has checked that the bundle has B slots.
+async function benchSlots(rt, a) {
+  const B = a['--slots'], n = a['-n'] ?? 128;
+  const s = new Session(rt);
+  const tps = await s.benchBatch(n, a['--batch']);
+  const profile = a['--profile'] ? await rt.profile(2, 16) : null;
+  if (a['--json']) {
+    console.log(JSON.stringify({
+      batch: B, batch_tokens_per_s: +tps.toFixed(2), steps: n, decode_steps_per_submission: a['--batch'] ?? GEN_BATCH,
+      device: rt.deviceName, host: 'webgpu (Dawn, node)',
+      ...(profile ? { batch_program: profileReport('batch', profile, 16, true) } : {}),
+    }));
+  } else {
+    console.log(`device: ${rt.deviceName} (WebGPU, Dawn)\n` +
+                `batched decode: ${B} sequences, ${tps.toFixed(1)} tokens/s in all (${(tps / B).toFixed(1)} each, ${n} steps)`);
+    if (profile) console.log('\n' + profileReport('batch', profile, 16, false));
   }
 }
 

@@ -263,6 +263,27 @@ test('bench --profile times every dispatch of decode and prefill, as ssmc bench 
   }
 });
 
+test("bench --slots B: the batched program's aggregate tokens/s (ssmc bench --batch B), and its profile", () => {
+  const b2 = compile(FIX, dir, 'm1-slots2', ['--chunk', '4', '--slots', '2']);
+  const m = readBundle(readFileSync(b2), b2).manifest;
+  const b = web(['bench', b2, '--weights', FIX, '-n', '4', '--slots', '2', '--batch', '2', '--profile', '--json']);
+  assert.equal(b.code, 0, b.err);
+  const j = JSON.parse(b.out);
+  assert.ok(j.batch_tokens_per_s > 0, `batch_tokens_per_s: ${j.batch_tokens_per_s}`);
+  assert.equal(j.batch, 2);
+  assert.equal(j.steps, 4);
+  assert.equal(j.decode_steps_per_submission, 2);
+  assert.equal(j.batch_program.runs, 16);
+  assert.deepEqual(j.batch_program.steps.map((s) => s.op), m.batch.steps.map((st) => st.op));
+  // the sequences must be the bundle's slots; --slots is a count
+  const r = web(['bench', bundle, '--weights', FIX, '--slots', '2']);
+  assert.equal(r.code, 1);
+  assert.match(r.err, /m1\.ssmb: --slots 2: the bundle's batched decode program advances 0 sequences \(compile it with --slots 2\)/);
+  const u = web(['bench', bundle, '--slots', '0']);
+  assert.equal(u.code, 2);
+  assert.match(u.err, /--slots: expected a sequence count from 1 to 256, got '0'/);
+});
+
 test('the profile report prints totals per family and op group, and each dispatch, as ssmc bench --profile', () => {
   const steps = [{ kernel: 'k0_embed', family: 'embed', op: 'embed T=1', us: 2, bytes: 4000 },
                  { kernel: 'k1_gemv', family: 'gemv', op: 'rmsnorm+matmul M=1 K=64', us: 6, bytes: 30000 },
