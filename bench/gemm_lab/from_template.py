@@ -8,6 +8,13 @@ bf16 straight from gemm_lab's bindings, the plain epilogue.
 BN 128 (SGN 4) or 64 (SGN 2); AHEAD and DB as codegen/matmul.c sets them.
 TEMPLATE (default templates/gemm_coop.glsl.in) may be another version of
 it, e.g. one from git (`git show REV:templates/gemm_coop.glsl.in > FILE`).
+
+    python3 bench/gemm_lab/from_template.py gemv MT FN NW PD > /tmp/few.glsl
+    build/gemm_lab 16 2048 8192 /tmp/few.glsl 16 16*FN
+
+writes templates/gemv_coop.glsl.in (a batched program's matmul of a few
+rows, MT tiles of 16) the same way, with its knobs as codegen/matmul.c's
+coop_few sets them; BM is M (every row a workgroup).
 """
 import os
 import re
@@ -40,15 +47,24 @@ float epilogue(float v, uint o) { return v; }"""
 
 
 def main():
-    if len(sys.argv) not in (5, 6):
+    if len(sys.argv) == 6 and sys.argv[1] == "gemv":
+        mt, fn, nw, pd = sys.argv[2:6]
+        pool = max(int(nw) * (int(mt) + int(fn)) * 48, int(nw) * int(fn) * 64)  # coop_few's POOL
+        path = os.path.join(ROOT, "templates", "gemv_coop.glsl.in")
+        sub = {"MT": mt, "FN": fn, "NW": nw, "PD": pd, "POOL": str(pool)}
+    elif len(sys.argv) in (5, 6):
+        bn, sgn, ahead, db = sys.argv[1:5]
+        path = sys.argv[5] if len(sys.argv) == 6 else os.path.join(ROOT, "templates", "gemm_coop.glsl.in")
+        # without the prep kernel and the split over k, whose scratch gemm_lab does not lay out
+        sub = {"BN": bn, "SGN": sgn, "AHEAD": ahead, "DB": db, "LIVE": "GM", "RUN": "", "PREP": "0",
+               "SPLIT": "1", "PB": "0", "PROWS": "0", "PCOLS": "0", "COUNTERS": "0"}
+    else:
         sys.exit(__doc__)
-    bn, sgn, ahead, db = sys.argv[1:5]
-    path = sys.argv[5] if len(sys.argv) == 6 else os.path.join(ROOT, "templates", "gemm_coop.glsl.in")
     t = open(path).read()
     t = "\n".join(l for l in t.split("\n") if not l.startswith("//"))
     t = re.sub(r"#define G[MKN] \{\{[MKN]\}\}u\n", "", t)  # gemm_lab defines them
-    sub = {"NORM": "0", "BN": bn, "SGN": sgn, "AHEAD": ahead, "DB": db, "LIVE": "GM", "EPS": "0",
-           "RUN": "", "BUFFERS": BUFFERS, "COMMON": COMMON, "LOADS": LOADS}
+    t = t.replace("{{KP}}u", "GK")  # one part: all of k
+    sub.update({"NORM": "0", "EPS": "0", "BUFFERS": BUFFERS, "COMMON": COMMON, "LOADS": LOADS})
     sys.stdout.write(re.sub(r"\{\{(\w+)\}\}", lambda m: sub[m.group(1)], t))
 
 
