@@ -25,7 +25,7 @@
 #include "bundle/abi.h"
 #include "ir/ir.h"
 
-#define SSM_BUNDLE_VERSION 5
+#define SSM_BUNDLE_VERSION 6
 #define SSM_BUNDLE_MAX_BUFFERS 64
 
 /* ---- the typed manifest (manifest.c) ------------------------------------- */
@@ -82,6 +82,9 @@ typedef struct {
    * largest); both bind the scratch after their windows (codegen.h) */
   ssm_blob spirv_prep, glsl_prep;
   uint32_t prep_groups[3];
+  /* optional, only with the prep kernel (zeros without): the variant's
+   * own grid, where it is not the step's */
+  uint32_t coop_groups[3];
   uint64_t scratch_bytes;
   /* Vulkan (codegen.h, ssm_cg_glsl_split): tensor i is bound as
    * glsl_windows[i] windows of the manifest's wgsl_window bytes or more

@@ -139,6 +139,9 @@ static cJSON *jmanifest(const ssm_manifest *m, int with_steps) {
       cJSON_AddItemToObject(jp, "groups", jnums(3, (double[]){k->prep_groups[0], k->prep_groups[1],
                                                               k->prep_groups[2]}));
       cJSON_AddNumberToObject(jp, "scratch_bytes", (double)k->scratch_bytes);
+      if (k->coop_groups[0])
+        cJSON_AddItemToObject(jp, "coop_groups", jnums(3, (double[]){k->coop_groups[0], k->coop_groups[1],
+                                                                     k->coop_groups[2]}));
     }
     double slots[SSM_BUNDLE_MAX_BINDINGS], windows[SSM_BUNDLE_MAX_BINDINGS];
     for (int b = 0; b < k->nbindings; b++) slots[b] = k->slot[b];
@@ -495,6 +498,13 @@ static ssm_status coop_prep(reader *r, const cJSON *e, ssm_mf_kernel *k) {
   }
   if (!s) s = field_num(r, jp, "scratch_bytes", 4, MAX_BYTES, &bytes);
   for (int d = 0; d < 3; d++) k->prep_groups[d] = (uint32_t)g[d];
+  /* the variant's own grid, optional */
+  if (!s && (jg = cJSON_GetObjectItemCaseSensitive(jp, "coop_groups"))) {
+    size_t m = enter(r, "coop_groups", 0);
+    s = nums_of(r, jg, 3, 1, 65535, g, "is not a list of 3 workgroup counts");
+    leave(r, m);
+    for (int d = 0; !s && d < 3; d++) k->coop_groups[d] = (uint32_t)g[d];
+  }
   k->scratch_bytes = (uint64_t)bytes;
   leave(r, n);
   return s;

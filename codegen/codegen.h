@@ -48,6 +48,9 @@ typedef struct {
    * the kernel's bindings with windows, set when the bundle is compiled) */
   const char *glsl_coop_prep;
   uint32_t prep_groups[3];
+  /* with glsl_coop and glsl_coop_prep: the variant's own grid, or zeros
+   * where it runs on the kernel's (groups) */
+  uint32_t coop_groups[3];
   uint64_t scratch_bytes;
   const char *wgsl;     /* the WGSL source but its slots' storage bindings
                            (ssm_cg_wgsl_module adds them) */

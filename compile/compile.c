@@ -245,6 +245,7 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
     mk.spirv_prep = c->kernels.items[same_glsl].spirv_prep;
     mk.glsl_prep = c->kernels.items[same_glsl].glsl_prep;
     memcpy(mk.prep_groups, c->kernels.items[same_glsl].prep_groups, sizeof mk.prep_groups);
+    memcpy(mk.coop_groups, c->kernels.items[same_glsl].coop_groups, sizeof mk.coop_groups);
     mk.scratch_bytes = c->kernels.items[same_glsl].scratch_bytes;
     memcpy(mk.glsl_windows, c->kernels.items[same_glsl].glsl_windows, sizeof mk.glsl_windows);
   } else {
@@ -265,6 +266,7 @@ static ssm_status kernel_index(compiler *c, const ssm_cg_kernel *k, int *out) {
       SSM_TRY(coop_source(c, k, k->glsl_coop_prep, mk.glsl_windows,
                           ssm_arena_printf(c->arena, "%s_prep", name), &mk.spirv_prep, &mk.glsl_prep));
       memcpy(mk.prep_groups, k->prep_groups, sizeof mk.prep_groups);
+      memcpy(mk.coop_groups, k->coop_groups, sizeof mk.coop_groups);
       mk.scratch_bytes = k->scratch_bytes;
     }
   }

@@ -400,8 +400,11 @@ static ssm_status record_steps_but(vk_backend *v, const ssm_mf_program *p, int n
       if (op_step) op_step[(*nops)++] = i;
     }
     if (st->barrier || prep) ssm_vk_program_add_barrier(prog);
-    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, push, st->groups[0],
-                                        st->groups[1], st->groups[2]));
+    /* a variant with a prep kernel may have a grid of its own */
+    const uint32_t *cg = v->m->kernels[st->kernel].coop_groups;
+    const uint32_t *grid = prep && cg[0] ? cg : st->groups;
+    SSM_TRY(ssm_vk_program_add_dispatch(prog, v->kernels[st->kernel], vb, push, grid[0], grid[1],
+                                        grid[2]));
     if (op_step) op_step[(*nops)++] = i;
   }
   return NULL;

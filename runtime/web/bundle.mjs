@@ -10,7 +10,7 @@
 import { parseJson, JsonError } from './json.mjs';
 import { qLayout } from './transform.mjs';
 
-export const BUNDLE_VERSION = 5;
+export const BUNDLE_VERSION = 6;
 export const SAMPLER_STATE_LEN = 8;
 const HEADER_SIZE = 64;
 const MAX_BYTES = 1e15;
