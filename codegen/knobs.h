@@ -136,13 +136,9 @@
 #define KNOB_COOP_DOUBLE 1
 #define KNOB_COOP_DOUBLE_NARROW_NORM 0
 
-/* a batched program's matmuls of up to this many rows: coop_few (gemv_coop.glsl.in) */
-#define KNOB_COOP_FEW_ROWS 64
-/* ... all of them up to this many rows; beyond, those the portable gemm splits k of
- * keep it (at 64 rows on an H200: x_proj 79 us against 110, out_proj 96 against 109) */
-#define KNOB_COOP_FEW_ALL_ROWS 32
-/* ... and up to 16 rows (the portable gemv), those of at least this many columns (x_proj's
- * 160 take 28 us in gemv, 36 in coop_few's 10 workgroups, on an H200) */
+/* a batched program's matmuls of gemv's rows (up to 16): coop_few (gemv_coop.glsl.in), those
+ * of at least this many columns (x_proj's 160 take 28 us in gemv, 36 in coop_few's 10
+ * workgroups, on an H200) */
 #define KNOB_COOP_FEW_MIN_COLS 256
 /* ... tiles of 16 columns a workgroup (half of it beyond 32 rows: the sums' registers) */
 #define KNOB_COOP_FEW_COLS 4
@@ -154,6 +150,21 @@
 #define KNOB_COOP_FEW_AHEAD 4
 /* ... within this much shared memory (device.c's condition for the variants) */
 #define KNOB_COOP_FEW_SHARED (48 * 1024)
+
+/* a batched program's matmuls of more rows, up to this many: coop_rows (gemm_few.glsl.in, x
+ * made ready by gemm_coop_prep.glsl.in), where k is a multiple of 16 */
+#define KNOB_COOP_ROWS_MAX 64
+/* ... tiles of 16 columns a subgroup: two from this many tiles on (wide matrices), else one */
+#define KNOB_COOP_ROWS_WIDE_TILES 256
+/* ... subgroups that split k, enough for about this many subgroups in all (measured on an
+ * H200 in bench/gemm_lab/few.glsl: 1,024 took the least time on matrices from 160 x 4096
+ * to 32768 x 2048) */
+#define KNOB_COOP_ROWS_SUBGROUPS 1024
+/* ... at most this many a column group, each with at least this many steps of 16 values */
+#define KNOB_COOP_ROWS_SPLIT 16
+#define KNOB_COOP_ROWS_MIN_STEPS 4
+/* ... and at least this many subgroups a workgroup (column groups side by side) */
+#define KNOB_COOP_ROWS_GROUP_SUBGROUPS 4
 
 /* ---- scan ------------------------------------------------------------------- */
 

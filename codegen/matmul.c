@@ -182,12 +182,12 @@ static void coop_raw_w(cg_ctx *c, ssm_sb *wide, int64_t K) {
                     : SNIPPET0(c, "helpers", snippet));
 }
 
-/* The cooperative-matrix variant of a batched program's matmul of up to
- * KNOB_COOP_FEW_ROWS rows (gemv_coop.glsl.in), for the kernel whose grid
- * has `grid` workgroups and whose loads `ld` give load_x, load_g and load_w
- * (8 values from k): tiles of 16 columns a workgroup, as many as keep
- * KNOB_COOP_FEW_GROUPS workgroups (more where the grid is smaller), and subgroups that
- * split k, as many as shared memory holds while each gets two steps. */
+/* The cooperative-matrix variant of a batched program's matmul of gemv's
+ * rows (gemv_coop.glsl.in), for the kernel whose grid has `grid` workgroups
+ * and whose loads `ld` give load_x, load_g and load_w (8 values from k):
+ * tiles of 16 columns a workgroup, as many as keep KNOB_COOP_FEW_GROUPS
+ * workgroups (more where the grid is smaller), and subgroups that split k,
+ * as many as shared memory holds while each gets two steps. */
 static ssm_status coop_few(cg_ctx *c, int64_t M, int64_t K, int64_t N, const ssm_node *norm,
                            int64_t grid, const char *buffers, const char *ld, ssm_cg_kernel *out) {
   int64_t mt = (M + 15) / 16, fn = mt <= 2 ? KNOB_COOP_FEW_COLS : KNOB_COOP_FEW_COLS / 2;
@@ -217,12 +217,70 @@ static ssm_status coop_few(cg_ctx *c, int64_t M, int64_t K, int64_t N, const ssm
   return NULL;
 }
 
-/* Whether a matmul gets coop_few's variant: GLSL, a batched program's rows
- * (not counted: every row a sequence), at most KNOB_COOP_FEW_ROWS, a weight
- * whose products take x at f16's precision. */
-static int coop_few_applies(const cg_ctx *c, int64_t M) {
+/* Whether a matmul of a batched program's rows (not counted: every row a
+ * sequence) gets a variant on cooperative matrices: GLSL, more rows than
+ * gemv takes alone, a weight whose products take x at f16's precision. */
+static int coop_batch(const cg_ctx *c, int64_t M) {
   return lang(c)->coop_matrix && !strcmp(c->g->name, "batch") && M > KNOB_GEMV_MAX_ROWS &&
-         M <= KNOB_COOP_FEW_ROWS && ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype);
+         ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype);
+}
+
+/* The cooperative-matrix variant of a batched program's matmul of the
+ * gemm's rows, up to KNOB_COOP_ROWS_MAX (gemm_few.glsl.in), and the kernel
+ * before it that makes x ready (gemm_coop_prep.glsl.in, on the rows padded
+ * to 16 MT), with the loads `ld` (load_x, load_g and load_w, 8 values from
+ * k; load_w_raw and stage_w are added here) and a grid of its own: column
+ * groups of one or two tiles of 16 a subgroup, each with subgroups that
+ * split k, as many as make about KNOB_COOP_ROWS_SUBGROUPS in all, within
+ * shared memory. */
+static ssm_status coop_rows(cg_ctx *c, int64_t M, int64_t K, int64_t N, const ssm_node *norm,
+                            const char *buffers, const char *ld, ssm_cg_kernel *out) {
+  int64_t mt = (M + 15) / 16, mp = mt * 16, steps = K / 16, tiles = (N + 15) / 16;
+  int64_t fn = tiles >= KNOB_COOP_ROWS_WIDE_TILES ? 2 : 1, groups = (tiles + fn - 1) / fn;
+  int64_t ks = 1;
+  while (ks < KNOB_COOP_ROWS_SPLIT && groups * ks < KNOB_COOP_ROWS_SUBGROUPS &&
+         steps / (ks * 2) >= KNOB_COOP_ROWS_MIN_STEPS)
+    ks *= 2;
+  int64_t cg = 1;
+  while (cg * ks < KNOB_COOP_ROWS_GROUP_SUBGROUPS && cg * 2 <= groups) cg *= 2;
+  /* a subgroup's staging (16 rows of 3 vectors a tile) and k-sums (256 floats a tile) */
+  for (;;) {
+    int64_t bytes = cg * ks * fn * (16 * 3 * 16 + 256 * 4);
+    if (bytes <= KNOB_COOP_FEW_SHARED) break;
+    if (ks > 1) ks /= 2;
+    else if (cg > 1) cg /= 2;
+    else if (fn > 1) fn = 1;
+    else return NULL; /* none: the portable kernel */
+  }
+  groups = (tiles + fn - 1) / fn;
+  int64_t pd = fn == 1 ? 4 : 2, mine = (steps + ks - 1) / ks;
+  if (pd > mine) pd = mine;
+  ssm_sb w = {0};
+  coop_raw_w(c, &w, K);
+  const char *lw = ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&w));
+  ssm_sb_free(&w);
+  const char *com = ssm_cg_common(c);
+  const char *kv[] = {"M", I64(M), "MP", I64(mp), "K", I64(K), "N", I64(N), "MT", I64(mt),
+                      "FN", I64(fn), "CG", I64(cg), "KS", I64(ks), "PD", I64(pd),
+                      "BUFFERS", buffers, "COMMON", com, "LOADS", lw, NULL};
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_few", c->lang, kv, &src));
+  /* the prep kernel's rows past M are zeros, their x not read */
+  const char *kvp[] = {"M", I64(mp), "K", I64(K), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                       "LIVE", I64(M), "RUN", "", "BUFFERS", buffers, "COMMON", com, "LOADS", lw, NULL};
+  char *prep;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop_prep", c->lang, kvp, &prep));
+  out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_few.glsl.in, %s "
+                                    "(cooperative: MT=%lld FN=%lld CG=%lld KS=%lld PD=%lld)\n%s",
+                                    out->params, (long long)mt, (long long)fn, (long long)cg,
+                                    (long long)ks, (long long)pd, src);
+  out->glsl_coop_prep = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop_prep.glsl.in, "
+                                         "M=%lld K=%lld NORM=%d\n%s", (long long)mp, (long long)K,
+                                         norm != NULL, prep);
+  ssm_cg_grid_per_item(mp, out->prep_groups);
+  ssm_cg_grid_per_item((groups + cg - 1) / cg, out->coop_groups);
+  out->scratch_bytes = (uint64_t)mp * (uint64_t)K * 2 + (uint64_t)mp * 4;
+  return NULL;
 }
 
 /* Many rows (chunked prefill): the tiled gemm template, the same loads and
@@ -266,9 +324,9 @@ static int coop_few_applies(const cg_ctx *c, int64_t M) {
  * narrow one in less than twice the time, but too few of them leave
  * a GPU idle. Debian 12's glslang knows GL_NV_cooperative_matrix, not yet
  * GL_KHR_cooperative_matrix, hence the NV form. WGSL keeps the portable
- * variant. A batched program's rows (up to KNOB_COOP_FEW_ROWS) take
- * coop_few's variant instead: every row in a workgroup, k split between its
- * subgroups. */
+ * variant. A batched program's rows (up to KNOB_COOP_ROWS_MAX) take
+ * coop_rows's variant instead, where k is a multiple of 16 and x is made
+ * ready first: every row in a workgroup, k split between its subgroups. */
 ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   const ssm_type *w = &c->anchor->args[1]->type;
   int64_t N = w->dims[0], K = w->dims[1];
@@ -304,11 +362,8 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   int cbig = prep || wide_tiles >= KNOB_COOP_BIG_TILES;
   int64_t CBN = cbig ? 128 : 64, tiles = wide_tiles >= KNOB_COOP_BIG_TILES
                                              ? wide_tiles : ((M + 127) / 128) * ((N + 63) / 64);
-  /* a batched program's rows: coop_few, except beyond KNOB_COOP_FEW_ALL_ROWS
-   * rows where the portable kernel splits k (below), which is faster there */
-  int splits = lang(c)->big_tiles && !(big && lang(c)->big_tiles) && !norm &&
-               ((M + BM - 1) / BM) * ((N + BN - 1) / BN) < KNOB_GEMM_MIN_GROUPS;
-  int few = coop_few_applies(c, M) && (M <= KNOB_COOP_FEW_ALL_ROWS || !splits);
+  /* a batched program's rows: coop_rows, where it applies */
+  int few = coop_batch(c, M) && M <= KNOB_COOP_ROWS_MAX && K % 16 == 0 && c->coop_prep;
   /* with a prep kernel, fewer wide tiles than about a wave over a long k
    * (x_proj; mamba-1.4b's out_proj, 64 tiles): split over k across the
    * grid's workgroups (the template's SPLIT), parts of KP values of k, each
@@ -328,8 +383,10 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
     }
     if (parts < 2 || wide_tiles > SSM_SCRATCH_COUNTERS) parts = 1, kp = K;
   }
+  /* (a batched program's matmul of rows that coop_rows takes, where it does not, keeps
+   * the portable kernel) */
   int coop = few || (lang(c)->coop_matrix && ssm_dtype_rounds_x(wv->type.dtype) &&
-                     (!thin || parts > 1));
+                     (!thin || parts > 1) && (strcmp(c->g->name, "batch") || M > KNOB_COOP_ROWS_MAX));
   /* its 8-wide loads, after the portable ones they call; x, the gain and w
    * straight from memory 16 bytes at a time where they can be (their vector
    * views are declared with the buffers) */
@@ -408,7 +465,7 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
   if (few) {
     const char *lw = ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide));
     ssm_sb_free(&wide);
-    return coop_few(c, M, K, N, norm, (int64_t)out->groups[0] * out->groups[1], buffers, lw, out);
+    return coop_rows(c, M, K, N, norm, buffers, lw, out);
   }
   /* w read into L2 a few slices ahead on wide tiles (the template's AHEAD),
    * where a workgroup waits for each slice of w it loads from memory;
@@ -523,7 +580,7 @@ ssm_status ssm_cg_gen_gemv(cg_ctx *c, ssm_cg_kernel *out) {
   }
   /* the cooperative-matrix variant (coop_few) reads a gain of ones
    * without a norm */
-  int few = mt && coop_few_applies(c, M) && N >= KNOB_COOP_FEW_MIN_COLS;
+  int few = mt && coop_batch(c, M) && N >= KNOB_COOP_FEW_MIN_COLS;
   if ((norm && norm->nargs < 2) || (few && !norm))
     ssm_sb_printf(&loads, "%s\n", SNIPPET0(c, "helpers", "load8_ones"));
   /* one group of ROWS columns: the threads that will write them read their
