@@ -4,7 +4,8 @@
 #extension GL_KHR_memory_scope_semantics : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_KHR_shader_subgroup_basic : require
-// few: a batched program's matmul of a few rows (16 MT) on the matrix
+// few: templates/gemm_few.glsl.in standalone (the lab's bindings, no
+// epilogue): a batched program's matmul of a few rows (16 MT) on the matrix
 // units, with x made ready first by prep.glsl (f16 rows, each scaled by a
 // power of two, and the row's factor, in the scratch at binding 3):
 // out[m,n] = f[m] * sum_k xh[m,k] w[n,k]. A workgroup takes CG groups of FN
