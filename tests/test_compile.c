@@ -1698,6 +1698,7 @@ static void test_batch_matches_decode(void) {
    * cooperative matrices. (The portable gemm, at these rows in bf16, leaves
    * the last slot's states about 1e-4 from decode's: not yet held here.) */
   if (coop_device()) batch_matches_decode("mamba1_tiny", 24, SSM_BF16);
+  batch_matches_decode("mamba1_tiny", 24, SSM_Q8_0); /* the same, quantized: every device */
   batch_matches_decode("mamba1_tiny", 12, SSM_Q8_0);  /* quantized weights: dot_w8 */
   batch_matches_decode("mamba1_tiny", 3, SSM_Q4_0);
   batch_matches_decode("mamba2_tiny", 5, SSM_F32);
