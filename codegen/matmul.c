@@ -225,6 +225,26 @@ static int coop_batch(const cg_ctx *c, int64_t M) {
          ssm_dtype_rounds_x(c->anchor->args[1]->type.dtype);
 }
 
+/* The kernel that makes a gemm_coop or gemm_few's x ready
+ * (gemm_coop_prep.glsl.in) on M rows, those from `live` on zeros: its
+ * source, grid (a workgroup a row) and scratch (f16 rows, then a float a
+ * row), with the variant's loads. */
+static ssm_status coop_prep_kernel(cg_ctx *c, int64_t M, int64_t K, const ssm_node *norm,
+                                   const char *live, const char *run, const char *buffers,
+                                   const char *loads, ssm_cg_kernel *out) {
+  const char *kvp[] = {"M", I64(M), "K", I64(K), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
+                       "LIVE", live, "RUN", run, "BUFFERS", buffers, "COMMON", ssm_cg_common(c),
+                       "LOADS", loads, NULL};
+  char *src;
+  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop_prep", c->lang, kvp, &src));
+  out->glsl_coop_prep = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop_prep.glsl.in, "
+                                         "M=%lld K=%lld NORM=%d\n%s", (long long)M, (long long)K,
+                                         norm != NULL, src);
+  ssm_cg_grid_per_item(M, out->prep_groups);
+  out->scratch_bytes = (uint64_t)M * (uint64_t)K * 2 + (uint64_t)M * 4;
+  return NULL;
+}
+
 /* The cooperative-matrix variant of a batched program's matmul of the
  * gemm's rows, up to KNOB_COOP_ROWS_MAX (gemm_few.glsl.in), and the kernel
  * before it that makes x ready (gemm_coop_prep.glsl.in, on the rows padded
@@ -266,20 +286,12 @@ static ssm_status coop_rows(cg_ctx *c, int64_t M, int64_t K, int64_t N, const ss
   char *src;
   SSM_TRY(ssm_cg_template_expand(c->a, "gemm_few", c->lang, kv, &src));
   /* the prep kernel's rows past M are zeros, their x not read */
-  const char *kvp[] = {"M", I64(mp), "K", I64(K), "NORM", norm ? "1" : "0", "EPS", norm_eps(c, norm),
-                       "LIVE", I64(M), "RUN", "", "BUFFERS", buffers, "COMMON", com, "LOADS", lw, NULL};
-  char *prep;
-  SSM_TRY(ssm_cg_template_expand(c->a, "gemm_coop_prep", c->lang, kvp, &prep));
+  SSM_TRY(coop_prep_kernel(c, mp, K, norm, I64(M), "", buffers, lw, out));
   out->glsl_coop = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_few.glsl.in, %s "
                                     "(cooperative: MT=%lld FN=%lld CG=%lld KS=%lld PD=%lld)\n%s",
                                     out->params, (long long)mt, (long long)fn, (long long)cg,
                                     (long long)ks, (long long)pd, src);
-  out->glsl_coop_prep = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop_prep.glsl.in, "
-                                         "M=%lld K=%lld NORM=%d\n%s", (long long)mp, (long long)K,
-                                         norm != NULL, prep);
-  ssm_cg_grid_per_item(mp, out->prep_groups);
   ssm_cg_grid_per_item((groups + cg - 1) / cg, out->coop_groups);
-  out->scratch_bytes = (uint64_t)mp * (uint64_t)K * 2 + (uint64_t)mp * 4;
   return NULL;
 }
 
@@ -496,21 +508,11 @@ ssm_status ssm_cg_gen_gemm(cg_ctx *c, ssm_cg_kernel *out) {
                                       out->params, (long long)CBN, (long long)ahead, db, prep,
                                       (long long)parts, src);
   if (!s && prep) {
-    const char *kvp[] = {"M", I64(M), "K", I64(K), "NORM", norm ? "1" : "0",
-                         "EPS", norm_eps(c, norm), "LIVE", live, "RUN", run, "BUFFERS", buffers,
-                         "COMMON", com, "LOADS", ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)),
-                         NULL};
-    s = ssm_cg_template_expand(c->a, "gemm_coop_prep", c->lang, kvp, &src);
-    if (!s) {
-      out->glsl_coop_prep = ssm_arena_printf(c->a, "// ssmc kernel: template gemm_coop_prep.glsl.in, "
-                                             "M=%lld K=%lld NORM=%d\n%s", (long long)M, (long long)K,
-                                             norm != NULL, src);
-      ssm_cg_grid_per_item(M, out->prep_groups);
-      /* f16 rows, then a float a row; with SPLIT, the parts' sums */
-      out->scratch_bytes = (uint64_t)M * (uint64_t)K * 2 + (uint64_t)M * 4;
-      if (parts > 1)
-        out->scratch_bytes = pb * 4 + (uint64_t)parts * (uint64_t)prows * (uint64_t)pcols * 4;
-    }
+    s = coop_prep_kernel(c, M, K, norm, live, run, buffers,
+                         ssm_arena_printf(c->a, "%s%s", ld, ssm_sb_str(&wide)), out);
+    /* with SPLIT, the parts' sums after the rows and factors */
+    if (!s && parts > 1)
+      out->scratch_bytes = pb * 4 + (uint64_t)parts * (uint64_t)prows * (uint64_t)pcols * 4;
   }
   ssm_sb_free(&wide);
   /* a snippet of the cooperative variant that failed (ssm_cg_snippet) */
