@@ -961,10 +961,23 @@ static int holds_temp(pid_t pid, const char *dir) {
   return found;
 }
 
+/* Whether directory `dir` has a dot file: a temporary with a name. An
+ * anonymous temporary is linked under one in the few calls before the
+ * rename that publishes it; a kill there leaves it, as it would any
+ * write-then-rename, so that moment is not one to kill in. */
+static int has_dot_file(const char *dir) {
+  DIR *d = opendir(dir);
+  int found = 0;
+  for (struct dirent *e; d && !found && (e = readdir(d));)
+    found = e->d_name[0] == '.' && strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  if (d) closedir(d);
+  return found;
+}
+
 /* Starts `ssmc ARGS` in the source tree (after the shell commands `env`) and kills it (SIGKILL) while it
  * writes a file of `dir`: it is stopped once it holds a temporary file
- * there, and killed if it still does (so before the rename that would
- * publish it). Returns 1 when it was killed so, 0 when it ended first. */
+ * there, and killed if it still does while the file has no name (so
+ * before the link and rename that would publish it). Returns 1 when it was killed so, 0 when it ended first. */
 static int kill_while_writing(const char *env, const char *args, const char *dir) {
   char cmd[4096];
   snprintf(cmd, sizeof cmd, "cd %s && %s exec %s %s >/dev/null 2>&1", ssm_test_source_dir(), env,
@@ -985,7 +998,7 @@ static int kill_while_writing(const char *env, const char *args, const char *dir
     if (!holds_temp(pid, dir)) continue;
     kill(pid, SIGSTOP);
     if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) return 0; /* it ended */
-    killed = holds_temp(pid, dir);
+    killed = holds_temp(pid, dir) && !has_dot_file(dir);
     kill(pid, killed ? SIGKILL : SIGCONT);
   }
   if (killed) {
