@@ -37,6 +37,23 @@ fixture (gen_golden.py runs every fixture in its own worker process).
 #               embeddings that are large against the blocks' outputs make the greedy
 #               output repeat one token: the embedding is made smaller, the final norm
 #               (and so the logits) larger, the residual writers larger
+# max_kb        the fixture's size on disk may reach this (default 600 KB): a long
+#               prompt's rows of logits take more
+
+# Qwen3.5's text model, as qwen3_5_tiny and qwen3_5_long have it
+QWEN3_5_CONFIG = dict(
+    vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
+    layer_types=["linear_attention", "full_attention", "linear_attention"],
+    num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+    linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
+    linear_num_key_heads=2, linear_num_value_heads=4,
+    rms_norm_eps=1e-6, tie_word_embeddings=False,
+    rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
+                     "partial_rotary_factor": 0.5},
+)
+QWEN3_5_LAYERS = ["linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP",
+                  "mlp:Qwen3_5MLP self_attn:Qwen3_5Attention",
+                  "linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP"]
 
 ZOO_FIXTURES = [
     # Bamba: Mamba-2 layers (n_groups 2, full-width gated norm) + GQA attention with
@@ -362,21 +379,24 @@ ZOO_FIXTURES = [
         seed=1121,
         prompt_len=9,
         new_tokens=8,
-        config=dict(
-            vocab_size=320, hidden_size=32, intermediate_size=64, num_hidden_layers=3,
-            layer_types=["linear_attention", "full_attention", "linear_attention"],
-            num_attention_heads=4, num_key_value_heads=2, head_dim=8,
-            linear_conv_kernel_dim=4, linear_key_head_dim=8, linear_value_head_dim=6,
-            linear_num_key_heads=2, linear_num_value_heads=4,
-            rms_norm_eps=1e-6, tie_word_embeddings=False,
-            rope_parameters={"rope_type": "default", "rope_theta": 10000.0,
-                             "partial_rotary_factor": 0.5},
-        ),
-        layers=["linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP",
-                "mlp:Qwen3_5MLP self_attn:Qwen3_5Attention",
-                "linear_attn:Qwen3_5GatedDeltaNet mlp:Qwen3_5MLP"],
+        config=QWEN3_5_CONFIG,
+        layers=QWEN3_5_LAYERS,
         probes=[("partial_rotary_factor 0.5 -> 1.0", {"rope_parameters": {
             "rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 1.0}})],
+    ),
+    # Qwen3.5 again, with a prompt of 300 tokens: prefill crosses many chunks of the
+    # chunked delta rule at any chunk size (7, 64, the default).
+    dict(
+        name="qwen3_5_long",
+        model_cls="Qwen3_5ForCausalLM",
+        config_cls="Qwen3_5TextConfig",
+        seed=1131,
+        prompt_len=300,
+        new_tokens=8,
+        max_kb=640,  # 307 rows of logits: 384 KB
+        config=QWEN3_5_CONFIG,
+        layers=QWEN3_5_LAYERS,
+        probes=[],
     ),
     # Qwen3-Next: Qwen3.5's layers with the DeltaNet projections fused per key head
     # (in_proj_qkvz: each key head's q, k, then its value heads' v and z; in_proj_ba

@@ -824,5 +824,5 @@ def gen_fixture(fx, outroot, kernels):
     sizes = {f: os.path.getsize(os.path.join(d, f)) for f in sorted(os.listdir(d))}
     total = sum(sizes.values())
     log("  files:", sizes, "total", total)
-    check(total < 600 * 1024, "%s: fixture too big (%d bytes)" % (name, total))
+    check(total < fx.get("max_kb", 600) * 1024, "%s: fixture too big (%d bytes)" % (name, total))
     return total

@@ -23,7 +23,8 @@ import { Session } from '../session.mjs';
 import { nodeGpu, dirFiles } from '../node.mjs';
 
 const dir = scratch();
-const names = fixtures();
+// qwen3_5_long (a 300-token prompt) has a test of its own, at the end
+const names = fixtures().filter((n) => n !== 'qwen3_5_long');
 
 // Opens `bundlePath` on the fixture's weights; generates greedily (on the
 // host, or on the device) with every position's logits kept; then `also`
@@ -169,21 +170,23 @@ for (const [name, vsDecode] of [['mamba1_untied', 1e-6], ['falcon_bf16_untied', 
   });
 }
 
-// The Gated DeltaNet fixtures with prefill programs of 8 and 16 tokens,
+// The Gated DeltaNet fixtures with prefill programs of 8, 16 and 64 tokens,
 // whose delta rules are the chunked kernel (codegen/delta.c) while decode
-// keeps the step-by-step one: the same greedy tokens as transformers, logits
-// within 1e-4 of its and within 1e-5 of token-by-token decode (test_golden.c's
-// delta_chunks).
+// keeps the step-by-step one, and of 7 (below KNOB_DELTA_MIN_TOKENS: the
+// step-by-step kernel; the prompt a full run and a partial one): the same
+// greedy tokens as transformers, logits within 1e-4 of its and within 1e-5
+// of token-by-token decode (test_golden.c's delta_chunks and
+// delta_family_chunks).
 for (const name of ['qwen3_5_tiny', 'qwen3_next_tiny', 'olmo_hybrid_tiny']) {
-  test(`${name} chunks of 8 and 16 (chunked delta rule): logits match transformers and decode`, async () => {
+  test(`${name} chunks of 7, 8, 16 and 64 (chunked delta rule): logits match transformers and decode`, async () => {
     const g = golden(name);
     const c1 = await runFixture(compile(g.dir, dir, `${name}.delta1`, ['--chunk', '1']), g, true);
     const flat = new Float32Array(g.rows * g.vocab);
     c1.rows.forEach((r, i) => flat.set(r, i * g.vocab));
-    for (const chunk of [8, 16]) {
+    for (const chunk of [7, 8, 16, 64]) {
       const b = compile(g.dir, dir, `${name}.delta${chunk}`, ['--chunk', String(chunk)]);
       const families = readBundle(readFileSync(b), b).manifest.kernels.map((k) => k.family);
-      assert.ok(families.includes('delta_chunk'), `no delta_chunk kernel at chunk ${chunk}`);
+      assert.equal(families.includes('delta_chunk'), chunk >= 8, `delta_chunk kernels at chunk ${chunk}`);
       assert.ok(families.includes('delta'), `no step-by-step delta kernel for decode`);
       const r = await runFixture(b, g, true);
       assert.deepEqual(r.ids, g.generated);
@@ -194,6 +197,23 @@ for (const name of ['qwen3_5_tiny', 'qwen3_next_tiny', 'olmo_hybrid_tiny']) {
     }
   });
 }
+
+// A 300-token prompt through Qwen3.5's Gated DeltaNet at prefill chunks of
+// 7 (step by step), 64 and the default (the chunked form over several of its
+// chunks): transformers' greedy tokens and logits within 1e-4 of its largest
+// at every position (test_golden.c's delta_long).
+test('qwen3_5_long: a 300-token prompt at chunks of 7, 64 and the default matches transformers', async () => {
+  const g = golden('qwen3_5_long');
+  assert.equal(g.prompt.length, 300);
+  for (const chunk of [null, 7, 64]) {
+    const b = compile(g.dir, dir, `long.${chunk ?? 'default'}`, chunk ? ['--chunk', String(chunk)] : []);
+    const r = await runFixture(b, g, true);
+    assert.deepEqual(r.ids, g.generated, `chunk ${chunk ?? 'default'}: generated ${r.ids}`);
+    assert.equal(r.rows.length, g.rows);
+    const e = relErr(r.rows, g.logits, g.vocab, g.maxAbs);
+    assert.ok(e <= boundOf(g, false), `chunk ${chunk ?? 'default'}: max rel err vs transformers ${e}`);
+  }
+});
 
 // A kernel that does not compile is refused when the runtime opens, with
 // Dawn's message and the kernel's name.
