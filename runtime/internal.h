@@ -20,6 +20,8 @@ typedef struct {
   int refs;               /* sessions and snapshots using it */
   ssmc_session *resident; /* NULL: the state belongs to no session */
   int64_t *slot_pos;      /* the position of each slot's sequence (slots.c; made when first joined) */
+  float *slot_seen;       /* each slot's seen-token set, SSM_SEEN_WORDS(vocab) floats a slot: the
+                           * joining session's, and every id fed or drawn in the slot since */
 } ssm_loaded;
 
 struct ssmc_snapshot {

@@ -12,6 +12,7 @@ void ssm_loaded_release(ssm_loaded *m) {
   if (!m || --m->refs > 0) return;
   ssm_backend_close(m->b);
   free(m->slot_pos);
+  free(m->slot_seen);
   free(m);
 }
 

@@ -326,7 +326,7 @@ ssm_status ssm_session_open_with(const char *model, const ssmc_options *options,
     ssmc_session_close(s);
     return st;
   }
-  *s->model = (ssm_loaded){s->b, 1, s, NULL};
+  *s->model = (ssm_loaded){.b = s->b, .refs = 1, .resident = s};
   if (o.eos >= s->b->vocab) {
     st = ssm_status_new(SSM_ERR_INVALID, "eos: token id %lld is outside the vocabulary of "
                         "%lld ids (0 to %lld)", (long long)o.eos, (long long)s->b->vocab,

@@ -5,8 +5,11 @@
  * together, and a session takes a slot's state back the same way. The
  * loaded model keeps each slot's position (what its sequence has covered;
  * -1 while no sequence holds the slot), which the batched program reads in
- * a model with attention.
+ * a model with attention, and each slot's seen-token set (the repetition
+ * penalty's), which a session that takes the slot back goes on with.
  */
+#include <string.h>
+
 #include "runtime/internal.h"
 
 int ssmc_session_slots(const ssmc_session *s) { return s->b->slots; }
@@ -20,12 +23,21 @@ static ssm_status slot_check(ssmc_session *s, int slot) {
   if (slot < 0 || slot >= b->slots)
     return ssm_status_new(SSM_ERR_INVALID, "slot %d is not one of the model's %d slots", slot,
                           b->slots);
+  if (!s->model->slot_seen)
+    SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->slots * (size_t)SSM_SEEN_WORDS(b->vocab),
+                                      sizeof(float), (void **)&s->model->slot_seen),
+                            "the slots' seen-token sets"));
   if (!s->model->slot_pos) {
     SSM_TRY(ssm_status_wrap(ssm_alloc((size_t)b->slots, sizeof *s->model->slot_pos,
                                       (void **)&s->model->slot_pos), "the slots"));
     for (int i = 0; i < b->slots; i++) s->model->slot_pos[i] = -1;
   }
   return NULL;
+}
+
+/* Slot `slot`'s seen-token set. */
+static float *slot_seen(ssmc_session *s, int slot) {
+  return s->model->slot_seen + (size_t)slot * (size_t)SSM_SEEN_WORDS(s->b->vocab);
 }
 
 ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generate_options *g) {
@@ -42,6 +54,9 @@ ssmc_status ssmc_session_join_slot(ssmc_session *s, int slot, const ssmc_generat
   SSM_TRY(ssm_session_resident(s));
   SSM_TRY(s->b->ops->slot_copy(s->b, slot, 1));
   SSM_TRY(s->b->ops->slot_sampler(s->b, slot, st));
+  size_t words = (size_t)SSM_SEEN_WORDS(s->b->vocab);
+  if (s->seen) memcpy(slot_seen(s, slot), s->seen, words * sizeof(float));
+  else memset(slot_seen(s, slot), 0, words * sizeof(float));
   s->model->slot_pos[slot] = s->b->position;
   return ssm_backend_check(s->b);
 }
@@ -52,7 +67,11 @@ ssmc_status ssmc_session_take_slot(ssmc_session *s, int slot) {
   if (s->model->slot_pos[slot] < 0)
     return ssm_status_new(SSM_ERR_INVALID, "slot %d holds no sequence (no session joined it, or "
                           "it was left since)", slot);
+  size_t words = (size_t)SSM_SEEN_WORDS(s->b->vocab);
+  if (!s->seen)
+    SSM_TRY(ssm_status_wrap(ssm_alloc(words, sizeof(float), (void **)&s->seen), "the seen-token set"));
   SSM_TRY(s->b->ops->slot_copy(s->b, slot, 0));
+  memcpy(s->seen, slot_seen(s, slot), words * sizeof(float));
   s->b->position = s->model->slot_pos[slot];
   return ssm_backend_check(s->b);
 }
@@ -76,9 +95,18 @@ ssmc_status ssmc_session_step_slots(ssmc_session *s, const int32_t *first, int s
   if (!steps) return NULL;
   int ran = 0;
   ssm_status st = b->ops->batch_generate(b, first, pos, steps, out_ids, &ran);
-  /* the steps that ran count, also when one failed: the other slots go on */
-  for (int i = 0; i < b->slots; i++)
-    if (pos[i] >= 0) pos[i] += ran;
+  /* the steps that ran count, also when one failed: the other slots go on;
+   * each slot's ids, fed and drawn, are seen */
+  for (int i = 0; i < b->slots; i++) {
+    if (pos[i] < 0) continue;
+    pos[i] += ran;
+    float *seen = slot_seen(s, i);
+    if (ran && first[i] >= 0 && first[i] < b->vocab) ssm_seen_add(seen, first[i]);
+    for (int j = 0; j < ran; j++) {
+      int32_t id = out_ids[(size_t)j * (size_t)b->slots + (size_t)i];
+      if (id >= 0 && id < b->vocab) ssm_seen_add(seen, id);
+    }
+  }
   for (int j = 0; st && j < ran; j++)
     for (int i = 0; i < b->slots; i++)
       if (out_ids[(size_t)j * (size_t)b->slots + (size_t)i] == -1) {

@@ -172,7 +172,8 @@ static void test_sampler_step_continues(void) {
  * attention, three positions), join slots 0..2 and step together: each
  * slot draws what its session draws alone from the same state, and a
  * session that takes its slot back covers what the lone one covers (the
- * same position, the same next ids: its KV cache came back too). A fourth
+ * same position, the same next ids: its KV cache came back too, and the
+ * ids it saw, which a repetition penalty reads). A fourth
  * slot that no session joined steps too; a slot left is refused to take.
  * Bad slots and a model without slots are refused. */
 static void slots_step_together(const char *fixture, ssmc_backend backend) {
@@ -203,8 +204,19 @@ static void slots_step_together(const char *fixture, ssmc_backend backend) {
     CU_ASSERT_EQUAL(ssmc_session_position(f[i]), ssmc_session_position(lone));
     SSM_ASSERT_OK(ssmc_session_leave_slot(f[i], i));
     SSM_ASSERT_ERR(ssmc_session_take_slot(f[i], i), "holds no sequence");
-    CU_ASSERT_EQUAL(greedy(f[i], &ids[(N - 1) * B + i], 1, 4, more), 4);
-    CU_ASSERT_EQUAL(greedy(lone, &alone[N - 1], 1, 4, more_alone), 4);
+    /* under a repetition penalty (on the host: the session's set of seen
+     * ids, which holds those fed and drawn in the slot) */
+    int32_t pen[8], pen_alone[8];
+    size_t np = 0, np_alone = 0;
+    ssmc_generate_options gp;
+    ssmc_generate_options_init(&gp);
+    gp.host_greedy = 1;
+    gp.repeat_penalty = 4.0f;
+    SSM_ASSERT_OK(ssmc_session_generate(f[i], &ids[(N - 1) * B + i], 1, 8, &gp, pen, &np));
+    SSM_ASSERT_OK(ssmc_session_generate(lone, &alone[N - 1], 1, 8, &gp, pen_alone, &np_alone));
+    CU_ASSERT(np == 8 && np_alone == 8 && !memcmp(pen, pen_alone, sizeof pen));
+    CU_ASSERT_EQUAL(greedy(f[i], &pen[7], 1, 4, more), 4);
+    CU_ASSERT_EQUAL(greedy(lone, &pen_alone[7], 1, 4, more_alone), 4);
     CU_ASSERT_EQUAL(memcmp(more, more_alone, sizeof more), 0);
     ssmc_session_close(lone);
     ssmc_snapshot_free(at[i]);
